@@ -1,0 +1,88 @@
+"""What the engine returns: the typed form of ACCOUNTING.md §8."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any, Literal
+
+__all__ = [
+    "PRODUCTIVE",
+    "AttemptSummary",
+    "Diagnostic",
+    "Report",
+    "StepCounts",
+]
+
+PRODUCTIVE = "productive"
+
+EndReason = Literal["job_end", "last_event", "now"]
+
+
+@dataclass(frozen=True)
+class Diagnostic:
+    """Something in the log the user should know about (never fatal)."""
+
+    code: str
+    message: str
+    file: str | None = None
+    line: int | None = None
+
+    def __str__(self) -> str:
+        where = f"{self.file}:{self.line}: " if self.file and self.line else ""
+        return f"{where}[{self.code}] {self.message}"
+
+
+@dataclass(frozen=True)
+class AttemptSummary:
+    id: str | int
+    start: float
+    end: float
+    end_reason: str  # job_end | attempt_end:<status> | last_event | now
+    restore_step: int | None
+    first_step: int | None
+    last_step: int | None
+    status: str | None = None
+    exit_code: int | None = None
+
+
+@dataclass(frozen=True)
+class StepCounts:
+    kept: int
+    wasted: int
+    last: int | None
+
+
+@dataclass(frozen=True)
+class Report:
+    """The partition of a job's time into goodput and badput buckets.
+
+    ``buckets`` holds seconds and sums to ``total_seconds`` (to float rounding);
+    zero buckets are left out. ``goodput`` and ``observed_goodput`` are fractions.
+    """
+
+    job: str
+    start: float
+    end: float
+    end_reason: EndReason
+    total_seconds: float
+    goodput: float
+    observed_goodput: float
+    buckets: dict[str, float]
+    overlapped: dict[str, float]
+    at_risk_seconds: float
+    ideal_step_time: float | None
+    ideal_step_time_source: Literal["configured", "estimated"] | None
+    attempts: list[AttemptSummary]
+    steps: StepCounts
+    diagnostics: list[Diagnostic] = field(default_factory=list)
+    window: tuple[float, float] | None = None
+
+    def bucket(self, name: str) -> float:
+        """Seconds in ``name`` (0.0 when the bucket is empty)."""
+        return self.buckets.get(name, 0.0)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON object of ``badput report --json``."""
+        out = asdict(self)
+        out["window"] = list(self.window) if self.window is not None else None
+        return out
