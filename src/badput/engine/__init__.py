@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from badput.engine._accountant import Accountant
 from badput.engine._model import AttemptSummary, Diagnostic, Report, StepCounts
 
-__all__ = ["AttemptSummary", "Diagnostic", "Report", "StepCounts"]
+__all__ = ["Accountant", "AttemptSummary", "Diagnostic", "Report", "StepCounts"]

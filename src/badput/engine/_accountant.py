@@ -1,0 +1,84 @@
+"""The Accountant: ingest events incrementally, answer partition queries."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from badput.engine._ingest import Ingestor
+from badput.engine._model import Report
+from badput.engine._partition import compute_report
+from badput.events import Event, EventError
+from badput.store._base import Chunk
+
+__all__ = ["Accountant"]
+
+
+class Accountant:
+    """Keeps the compact state of one job's events and computes its :class:`Report`.
+
+    Feed it what a store returns (:meth:`ingest`), in any number of calls and any
+    split across files; ask for the partition as often as you like (:meth:`report`).
+    Ingesting is O(new events); it does no I/O.
+
+    >>> from badput.events import Event
+    >>> acc = Accountant("demo", ideal_step_time=1.0)
+    >>> acc.ingest_events([Event(ts=0.0, kind="job_start", job="demo"),
+    ...                    Event(ts=0.0, kind="step_start", job="demo", step=1),
+    ...                    Event(ts=1.0, kind="step_end", job="demo", step=1),
+    ...                    Event(ts=1.0, kind="job_end", job="demo")])
+    >>> acc.report().goodput
+    1.0
+    """
+
+    def __init__(self, job: str | None = None, *, ideal_step_time: float | None = None) -> None:
+        self._ing = Ingestor(job)
+        self.ideal_step_time = ideal_step_time
+
+    @property
+    def job(self) -> str | None:
+        """The job accounted for (the first event's job when not given)."""
+        return self._ing.job
+
+    @property
+    def n_events(self) -> int:
+        """Events ingested so far (malformed lines and other jobs' events not counted)."""
+        return self._ing.n_events
+
+    @property
+    def last_event_ts(self) -> float | None:
+        """Timestamp of the newest event ingested, or ``None`` before any."""
+        return self._ing.last_ts if self._ing.n_events else None
+
+    def ingest(self, chunks: Iterable[Chunk]) -> None:
+        """Ingest the chunks of a store read (events and malformed-line errors)."""
+        for chunk in chunks:
+            run: list[Event] = []
+            run_first = chunk.first_line
+            for i, item in enumerate(chunk.items):
+                if isinstance(item, EventError):
+                    self._ing.ingest(run, chunk.source, run_first)
+                    run = []
+                    run_first = chunk.first_line + i + 1
+                    self._ing.malformed(item.message, item.file or chunk.source, item.line)
+                else:
+                    run.append(item)
+            self._ing.ingest(run, chunk.source, run_first)
+
+    def ingest_events(self, events: Iterable[Event], source: str | None = None) -> None:
+        """Ingest events that did not come from a store (tests, other tools)."""
+        self._ing.ingest(list(events), source, 1 if source else None)
+
+    def report(
+        self,
+        *,
+        now: float | None = None,
+        window: tuple[float, float] | None = None,
+        ideal_step_time: float | None = None,
+    ) -> Report:
+        """The partition as of ``now`` (live) or of the last event (offline).
+
+        ``window=(a, b)`` restricts it to ``[a, b]``; ``ideal_step_time`` overrides
+        the one given at construction (else the best sustained estimate is used).
+        """
+        ideal = ideal_step_time if ideal_step_time is not None else self.ideal_step_time
+        return compute_report(self._ing, now=now, window=window, ideal_step_time=ideal)
