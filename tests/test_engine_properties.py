@@ -1,0 +1,150 @@
+"""Property tests over random event logs, valid and broken (ACCOUNTING.md §2 invariants)."""
+
+from __future__ import annotations
+
+import math
+import random
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from badput.engine import Accountant, Report
+from badput.events import Event, EventError
+from badput.store._base import Chunk
+
+KINDS_WEIGHTED = [
+    "step_start", "step_start", "step_start", "step_end", "step_end",
+    "checkpoint_save_start", "checkpoint_save_end", "checkpoint_restore_start",
+    "checkpoint_restore_end", "checkpoint_committed", "data_loading_start", "data_loading_end",
+    "custom_start", "custom_end", "training_prep_start", "training_prep_end",
+    "accelerator_init_start", "accelerator_init_end", "compile_start", "compile_end",
+    "heartbeat", "job_start", "attempt_end", "job_end", "job_scheduled", "elastic_wait_start",
+    "elastic_wait_end", "some_future_kind",
+]
+
+
+@st.composite
+def event_logs(draw: st.DrawFn) -> list[Event]:
+    """A random log: distinct timestamps, a few attempts and ranks, any kind in any order."""
+    n = draw(st.integers(min_value=1, max_value=120))
+    with_ids = draw(st.booleans())
+    gaps = draw(st.lists(st.floats(0.001, 50.0), min_size=n, max_size=n))
+    ts = 1_700_000_000.0
+    events = []
+    attempt = 0
+    step = 0
+    for i in range(n):
+        ts += gaps[i]
+        kind = draw(st.sampled_from(KINDS_WEIGHTED)) if i else "job_start"
+        fields: dict[str, object] = {}
+        if kind == "job_start" and i:
+            attempt += 1
+        if kind.startswith(("step", "checkpoint")):
+            step = max(0, step + draw(st.integers(-5, 3)))
+            fields["step"] = step
+        if kind.startswith(("custom", "elastic_wait")):
+            fields["name"] = draw(st.sampled_from(["eval", "sdc"]))
+        if kind.startswith("data_loading"):
+            fields["blocking"] = draw(st.booleans())
+        if with_ids:
+            fields["attempt"] = attempt
+        fields["rank"] = draw(st.sampled_from([0, 0, 0, 1]))
+        events.append(Event(ts=ts, kind=kind, job="p", **fields))  # type: ignore[arg-type]
+    return events
+
+
+def run(chunks: list[tuple[str, list[Event]]], **kw: object) -> Report:
+    acc = Accountant("p")
+    acc.ingest([Chunk(src, 1, list(evs)) for src, evs in chunks])
+    return acc.report(**kw)  # type: ignore[arg-type]
+
+
+def check_invariants(r: Report) -> None:
+    assert r.total_seconds >= 0
+    for name, v in r.buckets.items():
+        assert v >= 0, (name, v)
+    assert math.isclose(sum(r.buckets.values()), r.total_seconds, abs_tol=1e-6), (
+        r.buckets,
+        r.total_seconds,
+    )
+    assert 0.0 <= r.goodput <= r.observed_goodput + 1e-12 <= 1.0 + 1e-9
+    assert not [d for d in r.diagnostics if d.code == "internal_inconsistency"]
+
+
+def same(a: Report, b: Report) -> None:
+    assert a.total_seconds == b.total_seconds
+    assert a.buckets.keys() == b.buckets.keys()
+    for k in a.buckets:
+        assert math.isclose(a.buckets[k], b.buckets[k], rel_tol=1e-9, abs_tol=1e-6), k
+    assert math.isclose(a.at_risk_seconds, b.at_risk_seconds, abs_tol=1e-6)
+    assert a.ideal_step_time == b.ideal_step_time
+    assert a.steps == b.steps
+
+
+SETTINGS = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+
+
+@SETTINGS
+@given(event_logs(), st.one_of(st.none(), st.floats(0.5, 20.0)))
+def test_partition_is_exact_and_non_negative(events: list[Event], ideal: float | None) -> None:
+    r = run([("a.jsonl", events)], ideal_step_time=ideal)
+    check_invariants(r)
+
+
+@SETTINGS
+@given(event_logs(), st.integers(0, 2**32 - 1))
+def test_independent_of_file_split_and_file_order(events: list[Event], seed: int) -> None:
+    rng = random.Random(seed)
+    whole = run([("a.jsonl", events)])
+    n_files = rng.randint(2, 4)
+    files: list[list[Event]] = [[] for _ in range(n_files)]
+    for e in events:  # each file keeps its lines in time order, like a writer process
+        files[rng.randrange(n_files)].append(e)
+    parts = [(f"f{i}.jsonl", f) for i, f in enumerate(files)]
+    rng.shuffle(parts)
+    same(whole, run(parts))
+
+
+@SETTINGS
+@given(event_logs(), st.integers(0, 2**32 - 1))
+def test_chunked_ingest_equals_ingest_at_once(events: list[Event], seed: int) -> None:
+    rng = random.Random(seed)
+    whole = run([("a.jsonl", events)])
+    acc = Accountant("p")
+    i = 0
+    while i < len(events):
+        j = i + rng.randint(1, 10)
+        acc.ingest([Chunk("a.jsonl", i + 1, list(events[i:j]))])
+        acc.report()  # interleaved queries must not disturb the state
+        i = j
+    same(whole, acc.report())
+
+
+@SETTINGS
+@given(event_logs(), st.data())
+def test_live_and_windowed_queries_keep_invariants(events: list[Event], data: st.DataObject) -> None:
+    acc = Accountant("p")
+    acc.ingest_events(events)
+    last = events[-1].ts
+    now = last + data.draw(st.floats(0.0, 100.0))
+    check_invariants(acc.report(now=now))
+    a = data.draw(st.floats(events[0].ts - 10, now))
+    b = data.draw(st.floats(a, now + 10))
+    w = acc.report(window=(a, b), now=now)
+    check_invariants(w)
+    full = acc.report(now=now)
+    assert w.total_seconds <= full.total_seconds + 1e-6
+
+
+@SETTINGS
+@given(event_logs(), st.lists(st.integers(0, 200), max_size=5))
+def test_broken_lines_are_skipped_not_fatal(events: list[Event], bad_at: list[int]) -> None:
+    items: list[Event | EventError] = list(events)
+    for pos in sorted(set(bad_at), reverse=True):
+        items.insert(min(pos, len(items)), EventError("not a JSON object", "a.jsonl", pos + 1))
+    acc = Accountant("p")
+    acc.ingest([Chunk("a.jsonl", 1, items)])
+    r = acc.report()
+    check_invariants(r)
+    same(r, run([("a.jsonl", events)]))
+    assert sum(1 for d in r.diagnostics if d.code == "malformed_line") == len(set(bad_at))
