@@ -22,30 +22,30 @@ MAX_DIAGNOSTICS_PER_CODE = 20
 
 
 class StepLog:
-    """Columns of one stream's step events, appended in arrival order."""
+    """Columns of one stream's step events, in arrival order (a few bytes a step).
 
-    __slots__ = ("is_end", "last_ts", "seq", "step", "ts", "unsorted")
+    Rows out of time order are sorted (stably, so arrival breaks ties) at query time.
+    """
+
+    __slots__ = ("is_end", "step", "ts")
 
     def __init__(self) -> None:
         self.ts = array("d")
         self.step = array("q")
         self.is_end = array("b")
-        self.seq = array("q")
-        self.last_ts = -math.inf
-        self.unsorted = False
-
-    def append(self, ts: float, step: int, is_end: int, seq: int) -> None:
-        if ts < self.last_ts:
-            self.unsorted = True
-        else:
-            self.last_ts = ts
-        self.ts.append(ts)
-        self.step.append(step)
-        self.is_end.append(is_end)
-        self.seq.append(seq)
 
     def __len__(self) -> int:
         return len(self.ts)
+
+    @property
+    def unsorted(self) -> bool:
+        ts = self.ts
+        if len(ts) < 2:
+            return False
+        import numpy as np
+
+        a = np.frombuffer(ts, dtype=np.float64)
+        return bool((a[1:] < a[:-1]).any())
 
 
 @dataclass(slots=True)
@@ -60,6 +60,8 @@ class RestoreMark:
 class Stream:
     """Everything one (attempt, rank) wrote that the partition needs."""
 
+    attempt: str | None = None
+    rank: int = 0
     steps: StepLog = field(default_factory=StepLog)
     marks: list[IntervalMark] = field(default_factory=list)
     marks_unsorted: bool = False
@@ -115,30 +117,31 @@ class Ingestor:
         self.lifecycle: list[LifecycleEvent] = []
         self.checkpoints_saved = array("q")  # steps of checkpoint_save_end
         self.checkpoints_committed = array("q")  # steps of checkpoint_committed
-        self.attempt_last_ts: dict[str | None, float] = {}
-        self.attempt_first_ts: dict[str | None, float] = {}
-        self.idless_ts = array("d")  # ts of every event without attempt id
-        self.first_ts = math.inf
-        self.last_ts = -math.inf
+        self.idless_ts = array("d")  # ts of non-step events without attempt id
         self.n_events = 0
         self.diagnostics = DiagnosticLog()
         self.unknown_kinds: dict[str, int] = {}
         self.version = 0  # bumped on every ingest, for caches
         self._seq = 0
         self._source_last_ts: dict[str, float] = {}
+        self._by_raw: dict[tuple[object, int | None], Stream] = {}
 
     def stream(self, attempt: str | None, rank: int) -> Stream:
         key = (attempt, rank)
         s = self.streams.get(key)
         if s is None:
-            s = self.streams[key] = Stream()
+            s = self.streams[key] = Stream(attempt=attempt, rank=rank)
         return s
 
     def malformed(self, message: str, source: str | None, line: int | None) -> None:
         self.diagnostics.add("malformed_line", message, source, line)
 
     def ingest(self, events: list[Event], source: str | None, first_line: int | None) -> None:
-        """Ingest consecutive lines of one source (``first_line`` is the line of ``events[0]``)."""
+        """Ingest consecutive lines of one source (``first_line`` is the line of ``events[0]``).
+
+        This loop runs once per event of a log (millions): it does the least it can,
+        and everything that can wait for a query waits.
+        """
         if not events:
             return
         self.version += 1
@@ -148,19 +151,19 @@ class Ingestor:
         job = self.job
         prev_ts = self._source_last_ts.get(source or "", -math.inf)
         seq = self._seq
-        attempt_last = self.attempt_last_ts
-        attempt_first = self.attempt_first_ts
-        streams = self.streams
+        by_raw = self._by_raw
         step_start, step_end = Kind.STEP_START, Kind.STEP_END
+        foreign = 0
         for offset, ev in enumerate(events):
-            line = None if first_line is None else first_line + offset
             if ev.job != job:
-                diag.add(
-                    "foreign_job",
-                    f"event of job {ev.job!r} in the log of job {job!r}; skipped",
-                    source,
-                    line,
-                )
+                foreign += 1
+                if foreign == 1:
+                    diag.add(
+                        "foreign_job",
+                        f"event of job {ev.job!r} in the log of job {job!r}; skipped",
+                        source,
+                        None if first_line is None else first_line + offset,
+                    )
                 continue
             seq += 1
             ts = ev.ts
@@ -169,50 +172,67 @@ class Ingestor:
                     "clock_backwards",
                     f"timestamp {ts:.3f} is {prev_ts - ts:.3f}s earlier than the previous line",
                     source,
-                    line,
+                    None if first_line is None else first_line + offset,
                 )
             else:
                 prev_ts = ts
-            a = ev.attempt
-            akey = None if a is None else str(a)
-            rank = ev.rank if ev.rank is not None else 0
+            raw = (ev.attempt, ev.rank)
+            s = by_raw.get(raw)
+            if s is None:
+                a = ev.attempt
+                s = self.stream(None if a is None else str(a), ev.rank or 0)
+                by_raw[raw] = s
             kind = ev.kind
-            # Step events are the bulk: keep their path short.
+            # Step events are the bulk of a log: keep their path short.
             if kind == step_start or kind == step_end:
-                key = (akey, rank)
-                s = streams.get(key)
-                if s is None:
-                    s = self.stream(akey, rank)
-                s.steps.append(ts, ev.step or 0, kind == step_end, seq)
+                log = s.steps
+                log.ts.append(ts)
+                log.step.append(ev.step)  # type: ignore[arg-type]  # validated: steps have one
+                log.is_end.append(kind == step_end)
             else:
-                s = self.stream(akey, rank)
-                self._route(ev, akey, s, seq, source, line)
+                self._route(
+                    ev, s, seq, source, None if first_line is None else first_line + offset
+                )
             if ts < s.first_ts:
                 s.first_ts = ts
             if ts > s.last_ts:
                 s.last_ts = ts
-            if akey is None:
-                self.idless_ts.append(ts)
-            if ts > attempt_last.get(akey, -math.inf):
-                attempt_last[akey] = ts
-            if ts < attempt_first.get(akey, math.inf):
-                attempt_first[akey] = ts
-            if ts < self.first_ts:
-                self.first_ts = ts
-            if ts > self.last_ts:
-                self.last_ts = ts
-            self.n_events += 1
+        if foreign > 1:
+            diag.counts["foreign_job"] += foreign - 1
+        self.n_events += len(events) - foreign
         self._seq = seq
         self._source_last_ts[source or ""] = prev_ts
 
+    @property
+    def first_ts(self) -> float:
+        return min((s.first_ts for s in self.streams.values()), default=math.inf)
+
+    @property
+    def last_ts(self) -> float:
+        return max((s.last_ts for s in self.streams.values()), default=-math.inf)
+
+    def attempt_span(self, attempt: str | None) -> tuple[float, float]:
+        """First and last event time of every stream of ``attempt``."""
+        first, last = math.inf, -math.inf
+        for s in self.streams.values():
+            if s.attempt == attempt:
+                first, last = min(first, s.first_ts), max(last, s.last_ts)
+        return first, last
+
+    def attempt_keys(self) -> list[str]:
+        return sorted({s.attempt for s in self.streams.values() if s.attempt is not None})
+
     def _route(
-        self, ev: Event, akey: str | None, s: Stream, seq: int, source: str | None, line: int | None
+        self, ev: Event, s: Stream, seq: int, source: str | None, line: int | None
     ) -> None:
         kind = ev.kind
+        if s.attempt is None:
+            self.idless_ts.append(ev.ts)
         if kind in (Kind.JOB_START, Kind.JOB_END, Kind.ATTEMPT_END, Kind.JOB_SCHEDULED):
             self.lifecycle.append(
                 LifecycleEvent(
-                    ev.ts, seq, kind, akey, ev.host, ev.rank, ev.status, ev.exit_code, source, line
+                    ev.ts, seq, kind, s.attempt, ev.host, ev.rank, ev.status, ev.exit_code,
+                    source, line,
                 )
             )
             return

@@ -97,8 +97,7 @@ def _sorted_step_arrays(stream: Stream) -> tuple[F64, I64, npt.NDArray[np.int8]]
     step = np.frombuffer(log.step, dtype=np.int64) if len(log) else np.zeros(0, np.int64)
     is_end = np.frombuffer(log.is_end, dtype=np.int8) if len(log) else np.zeros(0, np.int8)
     if log.unsorted:
-        seq = np.frombuffer(log.seq, dtype=np.int64)
-        order = np.lexsort((seq, ts))
+        order = np.argsort(ts, kind="stable")  # arrival order breaks ties
         ts, step, is_end = ts[order], step[order], is_end[order]
     return ts, step, is_end
 
@@ -132,7 +131,7 @@ class _Builder:
     def attempts(self) -> list[_Attempt]:
         ing = self.ing
         life = sorted(ing.lifecycle, key=lambda e: (e.ts, e.seq))
-        explicit = sorted(k for k in ing.attempt_first_ts if k is not None)
+        explicit = ing.attempt_keys()
         attempts: list[_Attempt] = []
         if explicit:
             by_key: dict[str, list[LifecycleEvent]] = defaultdict(list)
@@ -143,10 +142,9 @@ class _Builder:
             for key in explicit:
                 evs = by_key.get(key, [])
                 starts = [e.ts for e in evs if e.kind == Kind.JOB_START]
-                start = min(starts) if starts else ing.attempt_first_ts[key]
-                attempts.append(
-                    self._finish_attempt(key, _attempt_id(key), start, evs, ing.attempt_last_ts[key])
-                )
+                first_ts, last_ts = ing.attempt_span(key)
+                start = min(starts) if starts else first_ts
+                attempts.append(self._finish_attempt(key, _attempt_id(key), start, evs, last_ts))
             attempts.sort(key=lambda a: (a.start, str(a.id)))
             # Id-less lifecycle events belong to the attempt running at their time.
             for e in idless:
@@ -219,9 +217,16 @@ class _Builder:
                 if not cur.ended:
                     self._apply_end(cur, e)
                     ends[-1].append(e)
-        idless = np.sort(np.frombuffer(ing.idless_ts, dtype=np.float64)) if len(
-            ing.idless_ts
-        ) else np.zeros(0)
+        idless = np.sort(
+            np.concatenate(
+                [np.frombuffer(ing.idless_ts, dtype=np.float64)]
+                + [
+                    np.frombuffer(s.steps.ts, dtype=np.float64)
+                    for s in ing.streams.values()
+                    if s.attempt is None and len(s.steps)
+                ]
+            )
+        )
         if not attempts:
             if not len(idless):
                 return []
