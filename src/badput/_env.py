@@ -11,6 +11,7 @@ __all__ = [
     "BADPUT_JOB",
     "BADPUT_STORE",
     "DEFAULT_STORE",
+    "RANK",
     "SLURM_RESTART_COUNT",
     "TORCHELASTIC_RESTART_COUNT",
 ]
@@ -29,6 +30,9 @@ BADPUT_HEARTBEAT_INTERVAL: Final = "BADPUT_HEARTBEAT_INTERVAL"
 TORCHELASTIC_RESTART_COUNT: Final = "TORCHELASTIC_RESTART_COUNT"
 #: Set by Slurm for a requeued job: how many times it was restarted.
 SLURM_RESTART_COUNT: Final = "SLURM_RESTART_COUNT"
+#: Set by torchrun / torch.distributed launchers: the global rank of this process.
+#: The recorder's default ``rank`` (no rank when unset).
+RANK: Final = "RANK"
 
 #: The store used when neither an argument nor ``BADPUT_STORE`` names one.
 DEFAULT_STORE: Final = "./badput-runs"

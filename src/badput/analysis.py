@@ -17,6 +17,9 @@ __all__ = ["LiveJob", "analyze"]
 
 Source = str | os.PathLike[str] | EventStore
 
+#: Bytes read (and decoded) per store read while catching up on a log.
+READ_SLICE_BYTES = 32 * 1024 * 1024
+
 
 def _resolve(source: Source, job: str | None) -> tuple[EventStore, str]:
     if isinstance(source, (str, os.PathLike)):
@@ -53,16 +56,22 @@ class LiveJob:
         self._on_progress = on_progress
 
     def update(self) -> int:
-        """Read and ingest what was appended since the last call; return how many lines."""
-        result = self.store.read(self.job, self._cursor)
-        self._cursor = result.cursor
+        """Read and ingest what was appended since the last call; return how many lines.
+
+        Reads in slices of :data:`READ_SLICE_BYTES` so that only one slice of decoded
+        events is alive at a time, whatever the size of the log.
+        """
         n = 0
-        for chunk in result.chunks:
-            self.accountant.ingest([chunk])
-            n += len(chunk.items)
-            if self._on_progress is not None:
+        while True:
+            result = self.store.read(self.job, self._cursor, max_bytes=READ_SLICE_BYTES)
+            progressed = result.cursor.offsets != (self._cursor.offsets if self._cursor else {})
+            self._cursor = result.cursor
+            self.accountant.ingest(result.chunks)
+            n += result.n_items
+            if result.chunks and self._on_progress is not None:
                 self._on_progress(n)
-        return n
+            if not progressed:
+                return n
 
     def report(
         self,

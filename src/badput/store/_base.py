@@ -92,9 +92,14 @@ class EventStore(Protocol):
     def jobs(self) -> list[str]:
         """Names of the jobs in the store, sorted."""
 
-    def read(self, job: str, cursor: Cursor | None = None) -> ReadResult:
-        """Every complete line of ``job`` not yet consumed by ``cursor``.
+    def read(
+        self, job: str, cursor: Cursor | None = None, *, max_bytes: int | None = None
+    ) -> ReadResult:
+        """Complete lines of ``job`` not yet consumed by ``cursor``.
 
         Chunks come in a stable stream order (sorted stream names), lines in file
-        order. Ordering by ``ts`` is the engine's job.
+        order. Ordering by ``ts`` is the engine's job. With ``max_bytes``, a read
+        stops after about that many bytes (at least one line when any is
+        complete): call again with the returned cursor until nothing comes back.
+        This bounds the memory of reading a large log.
         """

@@ -1,0 +1,50 @@
+"""Cost of one ``record_step_start`` call on the hot path (median over many batches).
+
+    python bench/bench_record.py [--calls N]
+
+Prints the median per-call cost of an enabled recorder writing to a JSONL store
+(the background writer runs as in production) and of a disabled recorder.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import tempfile
+import time
+
+import badput
+
+
+def per_call_ns(rec: badput.Recorder, calls: int, batches: int) -> float:
+    record = rec.record_step_start
+    samples = []
+    step = 0
+    for _ in range(batches):
+        t0 = time.perf_counter_ns()
+        for _ in range(calls):
+            record(step)
+            step += 1
+        samples.append((time.perf_counter_ns() - t0) / calls)
+    return statistics.median(samples)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--calls", type=int, default=10_000, help="calls per timed batch")
+    parser.add_argument("--batches", type=int, default=50)
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as root:
+        rec = badput.Recorder("bench", store=root, attempt="0", heartbeat_interval=0)
+        per_call_ns(rec, 1_000, 2)  # warm up: writer thread started, file open
+        enabled = per_call_ns(rec, args.calls, args.batches)
+        rec.close()
+        off = badput.Recorder("bench", store=root, enabled=False)
+        disabled = per_call_ns(off, args.calls, args.batches)
+        print(f"record_step_start, enabled (JSONL store):  {enabled / 1000:.2f} µs median per call")
+        print(f"record_step_start, disabled recorder:      {disabled / 1000:.3f} µs median per call")
+        print(f"events written: {rec.recorded_events:,}, dropped: {rec.dropped_events}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,230 @@
+"""The JSON-lines codec: round trips, stdlib compatibility, malformed lines."""
+
+from __future__ import annotations
+
+import json
+import math
+from typing import Any
+
+import pytest
+
+from badput._codec import decode_line, decode_lines, encode_line, encode_lines
+from badput.events import KINDS, Event, EventError, Kind
+
+_STEP_KINDS = {
+    Kind.STEP_START,
+    Kind.STEP_END,
+    Kind.CHECKPOINT_RESTORE_START,
+    Kind.CHECKPOINT_RESTORE_END,
+    Kind.CHECKPOINT_SAVE_START,
+    Kind.CHECKPOINT_SAVE_END,
+    Kind.CHECKPOINT_COMMITTED,
+}
+_NAMED_KINDS = {Kind.CUSTOM_START, Kind.CUSTOM_END, Kind.ELASTIC_WAIT_START, Kind.ELASTIC_WAIT_END}
+
+
+def full_event(kind: str, i: int = 0) -> Event:
+    """A valid event of ``kind`` carrying every field that kind uses."""
+    fields: dict[str, Any] = {}
+    if kind in _STEP_KINDS:
+        fields["step"] = 10 + i
+    if kind in _NAMED_KINDS:
+        fields["name"] = "eval"
+    if kind.startswith("data_loading"):
+        fields["blocking"] = False
+    if kind in (Kind.JOB_END, Kind.ATTEMPT_END):
+        fields["status"] = "failed"
+    if kind == Kind.ATTEMPT_END:
+        fields["exit_code"] = 137
+    if kind == Kind.ELASTIC_SLICES:
+        fields.update(active=3, total=4, available=3)
+    return Event(
+        ts=1_732_000_000.125 + i,
+        kind=kind,
+        job="llama-8b",
+        attempt=i % 2 if i % 3 else f"a{i}",
+        host="h0",
+        rank=i,
+        pid=4242,
+        **fields,
+    )
+
+
+ALL_KINDS = sorted(KINDS)
+
+
+def test_every_kind_is_covered() -> None:
+    assert len(ALL_KINDS) == 27
+
+
+@pytest.mark.parametrize("kind", ALL_KINDS)
+def test_round_trip_every_kind(kind: str) -> None:
+    event = full_event(kind, 3)
+    line = encode_line(event)
+    assert line.endswith(b"\n") and line.count(b"\n") == 1
+    assert decode_line(line) == event
+    assert decode_line(line.rstrip(b"\n")) == event
+
+
+def test_round_trip_batch_of_all_kinds() -> None:
+    events = [full_event(kind, i) for i, kind in enumerate(ALL_KINDS)]
+    data = encode_lines(events)
+    lines = data.split(b"\n")
+    assert lines[-1] == b""
+    assert decode_lines(lines[:-1]) == events
+    assert data == b"".join(encode_line(e) for e in events)
+
+
+def test_stdlib_json_reads_every_line() -> None:
+    events = [full_event(kind, i) for i, kind in enumerate(ALL_KINDS)]
+    for event, line in zip(events, encode_lines(events).splitlines(), strict=True):
+        obj = json.loads(line)
+        assert obj["ts"] == event.ts
+        assert obj["kind"] == event.kind
+        assert obj["job"] == "llama-8b"
+        assert obj["attempt"] == event.attempt
+        assert obj["rank"] == event.rank
+        # absent optional fields are left out, not written as null
+        assert None not in obj.values()
+        if event.step is not None:
+            assert obj["step"] == event.step
+        if event.kind == Kind.ELASTIC_SLICES:
+            assert (obj["active"], obj["total"], obj["available"]) == (3, 4, 3)
+
+
+def test_minimal_event_is_compact() -> None:
+    line = encode_line(Event(ts=1.5, kind="heartbeat", job="j"))
+    assert json.loads(line) == {"ts": 1.5, "kind": "heartbeat", "job": "j"}
+
+
+def test_unknown_fields_and_kinds_are_kept_as_events() -> None:
+    event = decode_line(b'{"ts":1,"kind":"future_kind","job":"j","extra":{"a":[1]}}')
+    assert event.kind == "future_kind" and event.ts == 1.0
+
+
+MALFORMED = [
+    pytest.param(b"not json", "JSON", id="not-json"),
+    pytest.param(b'{"ts":1,"kind":"step_start"', "JSON", id="truncated"),
+    pytest.param(b"[1, 2]", "object", id="array"),
+    pytest.param(b'{"kind":"heartbeat","job":"j"}', "ts", id="missing-ts"),
+    pytest.param(b'{"ts":1,"job":"j"}', "kind", id="missing-kind"),
+    pytest.param(b'{"ts":1,"kind":"heartbeat"}', "job", id="missing-job"),
+    pytest.param(b'{"ts":1e999,"kind":"heartbeat","job":"j"}', "ts", id="ts-out-of-range"),
+    pytest.param(b'{"ts":"1","kind":"heartbeat","job":"j"}', "ts", id="ts-string"),
+    pytest.param(b'{"ts":1,"kind":"step_start","job":"j"}', "step", id="step-without-step"),
+    pytest.param(b'{"ts":1,"kind":"checkpoint_committed","job":"j"}', "step", id="ckpt-no-step"),
+    pytest.param(b'{"ts":1,"kind":"step_end","job":"j","step":1.5}', "step", id="step-float"),
+    pytest.param(b'{"ts":1,"kind":"step_end","job":"j","step":"3"}', "step", id="step-str"),
+    pytest.param(b'{"ts":1,"kind":"custom_start","job":"j"}', "name", id="custom-no-name"),
+    pytest.param(b'{"ts":1,"kind":"custom_end","job":"j","name":""}', "name", id="custom-empty"),
+    pytest.param(b'{"ts":1,"kind":"elastic_wait_start","job":"j"}', "name", id="wait-no-name"),
+    pytest.param(b'{"ts":1,"kind":"elastic_slices","job":"j","active":1}', "total", id="slices"),
+    pytest.param(b'{"ts":1,"kind":"heartbeat","job":""}', "job", id="empty-job"),
+    pytest.param(b'{"ts":1,"kind":"heartbeat","job":7}', "job", id="job-int"),
+    pytest.param(b'{"ts":1,"kind":"heartbeat","job":"j","rank":"0"}', "rank", id="rank-str"),
+    pytest.param(b'{"ts":1,"kind":"heartbeat","job":"j","v":0}', "v", id="version-0"),
+]
+
+
+@pytest.mark.parametrize(("line", "mentions"), MALFORMED)
+def test_malformed_line_names_file_and_line(line: bytes, mentions: str) -> None:
+    with pytest.raises(EventError) as info:
+        decode_line(line, "runs/j/0/h-0-1.jsonl", 17)
+    err = info.value
+    assert err.file == "runs/j/0/h-0-1.jsonl"
+    assert err.line == 17
+    assert str(err).startswith("runs/j/0/h-0-1.jsonl:17: ")
+    assert mentions in err.message
+
+
+@pytest.mark.parametrize(("line", "mentions"), MALFORMED)
+def test_malformed_line_in_a_batch(line: bytes, mentions: str) -> None:
+    good = encode_line(full_event(Kind.STEP_START)).rstrip(b"\n")
+    results = decode_lines([good, line, good], "f.jsonl", first_lineno=40)
+    assert isinstance(results[0], Event) and isinstance(results[2], Event)
+    err = results[1]
+    assert isinstance(err, EventError)
+    assert (err.file, err.line) == ("f.jsonl", 41)
+    assert mentions in err.message
+
+
+def test_non_finite_ts_is_invalid() -> None:
+    # JSON cannot carry NaN/inf; an Event built in memory can. validate() rejects it.
+    from badput.events import validate
+
+    for bad in (math.nan, math.inf, -math.inf):
+        problem = validate(Event(ts=bad, kind="heartbeat", job="j"))
+        assert problem is not None and "ts" in problem
+
+
+def _per_line(lines: list[bytes], file: str, first: int) -> list[Event | EventError]:
+    out: list[Event | EventError] = []
+    for i, line in enumerate(lines):
+        try:
+            out.append(decode_line(line, file, first + i))
+        except EventError as exc:
+            out.append(exc)
+    return out
+
+
+def _same(a: list[Event | EventError], b: list[Event | EventError]) -> None:
+    assert len(a) == len(b)
+    for x, y in zip(a, b, strict=True):
+        if isinstance(x, EventError):
+            assert isinstance(y, EventError)
+            assert (x.file, x.line, x.message) == (y.file, y.line, y.message)
+        else:
+            assert x == y
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [
+        [],
+        [1],
+        [0, 5],
+        [3, 4],
+        [9],
+    ],
+)
+def test_batch_fallback_matches_per_line(bad: list[int]) -> None:
+    lines = [encode_line(full_event(k, i)).rstrip(b"\n") for i, k in enumerate(ALL_KINDS[:10])]
+    for i, b in enumerate(bad):
+        lines[b] = MALFORMED[i * 3 % len(MALFORMED)].values[0]  # type: ignore[assignment]
+    batch = decode_lines(lines, "x.jsonl", 100)
+    _same(batch, _per_line(lines, "x.jsonl", 100))
+    assert sum(isinstance(r, EventError) for r in batch) == len(bad)
+
+
+def test_batch_with_a_valid_but_invalid_event_falls_back_per_line() -> None:
+    # Decodes as JSON (batch succeeds) but fails validation: still per-line errors.
+    lines = [
+        b'{"ts":1,"kind":"heartbeat","job":"j"}',
+        b'{"ts":2,"kind":"step_start","job":"j"}',
+        b'{"ts":3,"kind":"custom_end","job":"j","name":"e"}',
+    ]
+    batch = decode_lines(lines, "f", 1)
+    _same(batch, _per_line(lines, "f", 1))
+    assert isinstance(batch[1], EventError) and batch[1].line == 2
+
+
+def test_line_holding_two_objects_is_an_error() -> None:
+    good = encode_line(full_event(Kind.HEARTBEAT)).rstrip(b"\n")
+    lines = [good, good + b"," + good, good]
+    batch = decode_lines(lines, "f", 1)
+    _same(batch, _per_line(lines, "f", 1))
+    assert isinstance(batch[1], EventError) and batch[1].line == 2
+
+
+def test_batch_cannot_be_fooled_by_lines_that_rejoin() -> None:
+    lines = [
+        b'{"ts":1,"kind":"heartbeat","job":"j"',  # an object split over two lines...
+        b'"x":1}',
+        b'{"ts":2,"kind":"heartbeat","job":"j"},{"ts":3,"kind":"heartbeat","job":"j"}',
+    ]
+    _same(decode_lines(lines, "f", 1), _per_line(lines, "f", 1))
+
+
+def test_empty_input() -> None:
+    assert decode_lines([]) == []
+    assert encode_lines([]) == b""

@@ -1,0 +1,449 @@
+"""Stores: JSONL directory and memory, with identical semantics; open_store / open_source."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from badput._codec import encode_line, encode_lines
+from badput._env import BADPUT_STORE, DEFAULT_STORE
+from badput.events import Event, EventError
+from badput.store import (
+    Cursor,
+    EventStore,
+    JsonlStore,
+    MemoryStore,
+    ReadResult,
+    SingleFileStore,
+    WriterKey,
+    open_source,
+    open_store,
+)
+from badput.store._lines import parse_stream
+
+JOB = "job-a"
+KEY0 = WriterKey("0", "h0", 0, 100)
+KEY1 = WriterKey("0", "h1", 1, 101)
+
+
+def ev(i: int, job: str = JOB, kind: str = "step_start") -> Event:
+    return Event(ts=1_700_000_000.0 + i, kind=kind, job=job, attempt=0, rank=0, step=i)
+
+
+class Harness:
+    """A store plus a way to append raw bytes to one of its streams."""
+
+    def __init__(self, store: EventStore, append: Callable[[str, str, bytes], None]) -> None:
+        self.store = store
+        self.append = append
+
+    def source_of(self, result: ReadResult) -> set[str]:
+        return {c.source for c in result.chunks}
+
+
+@pytest.fixture(params=["jsonl", "memory"])
+def harness(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Harness]:
+    if request.param == "jsonl":
+        root = tmp_path / "store"
+
+        def append_file(job: str, stream: str, data: bytes) -> None:
+            p = root / job / stream
+            p.parent.mkdir(parents=True, exist_ok=True)
+            with open(p, "ab") as f:
+                f.write(data)
+
+        yield Harness(JsonlStore(root), append_file)
+    else:
+        mem = MemoryStore()
+        yield Harness(mem, mem.append)
+
+
+def items(result: ReadResult) -> list[Event | EventError]:
+    return [it for c in result.chunks for it in c.items]
+
+
+def events(result: ReadResult) -> list[Event]:
+    return [it for it in items(result) if isinstance(it, Event)]
+
+
+def line_numbers(result: ReadResult) -> list[int]:
+    return [c.first_line + i for c in result.chunks for i in range(len(c.items))]
+
+
+# --------------------------------------------------------------------- parity
+
+
+def test_write_read_round_trip(harness: Harness) -> None:
+    store = harness.store
+    writer = store.open_writer(JOB, KEY0)
+    written = [ev(i) for i in range(5)]
+    writer.write(encode_lines(written[:2]))
+    writer.write(encode_lines(written[2:]))
+    writer.flush()
+    writer.close()
+    result = store.read(JOB)
+    assert events(result) == written
+    assert line_numbers(result) == [1, 2, 3, 4, 5]
+    assert store.jobs() == [JOB]
+    assert result.n_items == 5
+    # the stream is named after the writer key
+    assert KEY0.stream_name() in result.cursor.offsets
+
+
+def test_read_of_unknown_job_is_empty(harness: Harness) -> None:
+    result = harness.store.read("nope")
+    assert result.chunks == [] and result.cursor.offsets == {}
+    assert harness.store.jobs() == []
+
+
+def test_incremental_reads_return_only_new_lines(harness: Harness) -> None:
+    store = harness.store
+    writer = store.open_writer(JOB, KEY0)
+    writer.write(encode_lines([ev(0), ev(1), ev(2)]))
+    first = store.read(JOB)
+    assert [e.step for e in events(first)] == [0, 1, 2]
+
+    again = store.read(JOB, first.cursor)
+    assert again.chunks == []
+    assert again.cursor.offsets == first.cursor.offsets
+
+    writer.write(encode_lines([ev(3), ev(4)]))
+    second = store.read(JOB, first.cursor)
+    assert [e.step for e in events(second)] == [3, 4]
+    assert line_numbers(second) == [4, 5]
+    # the input cursor is not mutated
+    assert first.cursor.offsets[KEY0.stream_name()][1] == 3
+    assert second.cursor.offsets[KEY0.stream_name()][1] == 5
+
+
+def test_torn_last_line_is_skipped_then_read_once_complete(harness: Harness) -> None:
+    stream = KEY0.stream_name()
+    whole = encode_line(ev(1))
+    harness.append(JOB, stream, encode_line(ev(0)) + whole[:20])
+    r1 = harness.store.read(JOB)
+    assert [e.step for e in events(r1)] == [0]
+    assert not any(isinstance(i, EventError) for i in items(r1))
+    offset, lines = r1.cursor.offsets[stream]
+    assert (offset, lines) == (len(encode_line(ev(0))), 1)
+
+    # still torn: nothing new, cursor unchanged
+    r1b = harness.store.read(JOB, r1.cursor)
+    assert r1b.chunks == [] and r1b.cursor.offsets == r1.cursor.offsets
+
+    harness.append(JOB, stream, whole[20:])
+    r2 = harness.store.read(JOB, r1.cursor)
+    assert [e.step for e in events(r2)] == [1]
+    assert line_numbers(r2) == [2]
+    # a cold read sees both
+    assert [e.step for e in events(harness.store.read(JOB))] == [0, 1]
+
+
+def test_torn_line_alone_is_nothing(harness: Harness) -> None:
+    harness.append(JOB, "s.jsonl", b'{"ts":1,"kind":"heartbe')
+    r = harness.store.read(JOB)
+    assert r.chunks == []
+    assert r.cursor.offsets.get("s.jsonl", (0, 0)) == (0, 0)
+
+
+def test_malformed_line_reported_with_file_and_line_and_skipped(harness: Harness) -> None:
+    stream = KEY0.stream_name()
+    data = encode_line(ev(0)) + b"this is not json\n" + encode_line(ev(2))
+    harness.append(JOB, stream, data)
+    r = harness.store.read(JOB)
+    got = items(r)
+    assert len(got) == 3
+    assert isinstance(got[0], Event) and isinstance(got[2], Event)
+    err = got[1]
+    assert isinstance(err, EventError)
+    assert err.line == 2
+    assert err.file is not None and err.file.endswith(stream)
+    assert err.file in harness.source_of(r)
+    assert [e.step for e in events(r)] == [0, 2]
+
+
+def test_empty_lines_are_skipped_but_counted(harness: Harness) -> None:
+    data = b"\n" + encode_line(ev(0)) + b"\n\n" + encode_line(ev(1)) + b"this is bad\n"
+    harness.append(JOB, "s.jsonl", data)
+    r = harness.store.read(JOB)
+    got = items(r)
+    assert [type(x) for x in got] == [Event, Event, EventError]
+    assert line_numbers(r) == [2, 5, 6]
+    assert isinstance(got[2], EventError) and got[2].line == 6
+    assert r.cursor.offsets["s.jsonl"] == (len(data), 6)
+
+
+def test_multiple_streams_union_in_sorted_stream_order(harness: Harness) -> None:
+    store = harness.store
+    w1 = store.open_writer(JOB, KEY1)
+    w0 = store.open_writer(JOB, KEY0)
+    w1.write(encode_lines([ev(10), ev(11)]))
+    w0.write(encode_lines([ev(0)]))
+    w2 = store.open_writer(JOB, WriterKey("1", "h0", 0, 200))
+    w2.write(encode_lines([ev(20)]))
+    r = store.read(JOB)
+    assert len(r.chunks) == 3
+    assert [e.step for e in events(r)] == [0, 10, 11, 20]  # 0/h0..., 0/h1..., 1/h0...
+    assert sorted(r.cursor.offsets) == sorted(
+        [KEY0.stream_name(), KEY1.stream_name(), "1/h0-0-200.jsonl"]
+    )
+    # an incremental read touching one stream only
+    w1.write(encode_line(ev(12)))
+    r2 = store.read(JOB, r.cursor)
+    assert [e.step for e in events(r2)] == [12]
+    assert line_numbers(r2) == [3]
+
+
+def test_jobs_are_separate(harness: Harness) -> None:
+    store = harness.store
+    store.open_writer("b", KEY0).write(encode_line(ev(1, job="b")))
+    store.open_writer("a", KEY0).write(encode_line(ev(2, job="a")))
+    assert store.jobs() == ["a", "b"]
+    assert [e.job for e in events(store.read("a"))] == ["a"]
+
+
+def test_big_stream_is_chunked(harness: Harness) -> None:
+    n = 70_000
+    harness.append(JOB, "s.jsonl", encode_lines([ev(i) for i in range(n)]))
+    r = harness.store.read(JOB)
+    assert len(r.chunks) == 2
+    assert r.chunks[1].first_line == 65_537
+    assert r.n_items == n
+    assert line_numbers(r) == list(range(1, n + 1))
+
+
+def test_parse_stream_across_blocks() -> None:
+    data = encode_lines([ev(i) for i in range(50)]) + b"\n" + encode_line(ev(50)) + b'{"ts":'
+    for size in (1, 7, 64, 1000, len(data)):
+        blocks = [data[i : i + size] for i in range(0, len(data), size)]
+        chunks, n_bytes, n_lines = parse_stream(blocks, "src", 10, chunk_lines=16)
+        got = [(c.first_line + i, it) for c in chunks for i, it in enumerate(c.items)]
+        assert [ln for ln, _ in got] == [*range(11, 61), 62]
+        assert all(isinstance(it, Event) for _, it in got)
+        assert [it.step for _, it in got if isinstance(it, Event)] == list(range(51))
+        assert n_bytes == len(data) - len(b'{"ts":')
+        assert n_lines == 52
+        assert all(len(c.items) <= 16 for c in chunks)
+
+
+# ------------------------------------------------------------------- jsonl only
+
+
+def test_jsonl_layout_and_lazy_directories(tmp_path: Path) -> None:
+    root = tmp_path / "runs"
+    store = JsonlStore(root)
+    assert store.jobs() == []
+    assert not root.exists()  # nothing created before a writer is opened
+    w = store.open_writer(JOB, KEY0)
+    w.write(encode_line(ev(0)))
+    w.close()
+    path = root / JOB / "0" / "h0-0-100.jsonl"
+    assert path.read_bytes() == encode_line(ev(0))
+    # appending: a second writer of the same stream never rewrites
+    w = store.open_writer(JOB, KEY0)
+    w.write(encode_line(ev(1)))
+    w.close()
+    assert path.read_bytes() == encode_line(ev(0)) + encode_line(ev(1))
+
+
+def test_jsonl_writer_terminates_a_torn_line_left_by_a_dead_writer(tmp_path: Path) -> None:
+    store = JsonlStore(tmp_path)
+    path = tmp_path / JOB / KEY0.stream_name()
+    path.parent.mkdir(parents=True)
+    path.write_bytes(encode_line(ev(0)) + b'{"ts":1,"ki')
+    w = store.open_writer(JOB, KEY0)
+    w.write(encode_line(ev(1)))
+    w.close()
+    got = items(store.read(JOB))
+    assert [type(x) for x in got] == [Event, EventError, Event]
+    assert isinstance(got[1], EventError) and got[1].line == 2
+
+
+def test_jsonl_job_names_cannot_escape_the_root(tmp_path: Path) -> None:
+    store = JsonlStore(tmp_path / "root")
+    w = store.open_writer("../evil/x", KEY0)
+    w.write(encode_line(ev(0, job="../evil/x")))
+    w.close()
+    assert not (tmp_path / "evil").exists()
+    assert store.jobs() == [".._evil_x"]
+    assert [e.job for e in events(store.read("../evil/x"))] == ["../evil/x"]
+
+
+def test_jsonl_ignores_other_files_and_dirs_without_events(tmp_path: Path) -> None:
+    (tmp_path / "empty-job").mkdir()
+    (tmp_path / "notes.txt").write_text("hi")
+    (tmp_path / JOB / "0").mkdir(parents=True)
+    (tmp_path / JOB / "0" / "readme.md").write_text("x")
+    (tmp_path / JOB / "0" / "a.jsonl").write_bytes(encode_line(ev(0)))
+    store = JsonlStore(tmp_path)
+    assert store.jobs() == [JOB]
+    assert [e.step for e in events(store.read(JOB))] == [0]
+
+
+def test_jsonl_error_names_full_path(tmp_path: Path) -> None:
+    p = tmp_path / JOB / "0" / "a.jsonl"
+    p.parent.mkdir(parents=True)
+    p.write_bytes(b"oops\n")
+    (err,) = items(JsonlStore(tmp_path).read(JOB))
+    assert isinstance(err, EventError)
+    assert err.file == str(p) and err.line == 1
+
+
+# ------------------------------------------------------------------ open_store
+
+
+def test_open_store_default_and_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.delenv(BADPUT_STORE, raising=False)
+    store = open_store()
+    assert isinstance(store, JsonlStore) and store.root == Path(DEFAULT_STORE)
+    monkeypatch.setenv(BADPUT_STORE, str(tmp_path / "s"))
+    store = open_store()
+    assert isinstance(store, JsonlStore) and store.root == tmp_path / "s"
+    monkeypatch.setenv(BADPUT_STORE, "memory://from-env")
+    assert open_store() is open_store("memory://from-env")
+
+
+def test_open_store_variants(tmp_path: Path) -> None:
+    a = open_store("memory://shared")
+    assert isinstance(a, MemoryStore)
+    assert open_store("memory://shared") is a
+    assert open_store("memory://other") is not a
+    assert open_store(a.uri) is a
+    anon = MemoryStore()
+    assert open_store(anon.uri) is anon
+    assert open_store(anon) is anon
+
+    f = open_store(f"file://{tmp_path}/x")
+    assert isinstance(f, JsonlStore) and f.root == tmp_path / "x"
+    p = open_store(tmp_path / "y")
+    assert isinstance(p, JsonlStore) and p.root == tmp_path / "y"
+    assert isinstance(open_store(str(tmp_path)), JsonlStore)
+    assert open_store(p.uri).root == p.root  # type: ignore[attr-defined]
+
+    single = tmp_path / "one.jsonl"
+    single.write_bytes(encode_line(ev(0)))
+    assert isinstance(open_store(single), SingleFileStore)
+
+
+@pytest.mark.parametrize("uri", ["s3://bucket/x", "gcl://project", "http://x"])
+def test_open_store_unknown_scheme(uri: str) -> None:
+    with pytest.raises(ValueError, match=r"unsupported store URI scheme.*memory://"):
+        open_store(uri)
+
+
+def test_open_store_remote_file_uri() -> None:
+    with pytest.raises(ValueError, match="remote host"):
+        open_store("file://somehost/data")
+
+
+def test_memory_store_fail_writes() -> None:
+    mem = MemoryStore()
+    w = mem.open_writer(JOB, KEY0)
+    mem.fail_writes = True
+    with pytest.raises(OSError):
+        w.write(b"x\n")
+    with pytest.raises(OSError):
+        mem.open_writer(JOB, KEY1)
+    mem.fail_writes = False
+    w.write(encode_line(ev(0)))
+    assert [e.step for e in events(mem.read(JOB))] == [0]
+
+
+# ----------------------------------------------------------------- open_source
+
+
+def _write(path: Path, *evs: Event) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "ab") as f:
+        f.write(encode_lines(list(evs)))
+    return path
+
+
+def test_open_source_single_file(tmp_path: Path) -> None:
+    p = _write(tmp_path / "x" / "events.jsonl", ev(0, job="from-file"), ev(1, job="from-file"))
+    store, job = open_source(p)
+    assert isinstance(store, SingleFileStore)
+    assert job == "from-file"
+    assert [e.step for e in events(store.read(job))] == [0, 1]
+    assert store.jobs() == [job]
+    with pytest.raises(OSError):
+        store.open_writer(job, KEY0)
+    store2, job2 = open_source(p, job="renamed")
+    assert job2 == "renamed" and events(store2.read("renamed"))
+
+
+def test_open_source_single_file_without_valid_event_uses_stem(tmp_path: Path) -> None:
+    p = tmp_path / "broken.jsonl"
+    p.write_bytes(b"nope\n")
+    _store, job = open_source(p)
+    assert job == "broken"
+
+
+def test_open_source_store_root_recorder_layout(tmp_path: Path) -> None:
+    _write(tmp_path / "a" / "0" / "h-0-1.jsonl", ev(0, job="a"))
+    store, job = open_source(tmp_path)
+    assert isinstance(store, JsonlStore) and store.root == tmp_path.absolute()
+    assert job == "a"
+    _write(tmp_path / "b" / "0" / "h-0-1.jsonl", ev(0, job="b"))
+    with pytest.raises(ValueError, match=r"several jobs.*a, b"):
+        open_source(tmp_path)
+    assert open_source(tmp_path, job="b")[1] == "b"
+    with pytest.raises(ValueError, match=r"no job 'c'.*a, b"):
+        open_source(tmp_path, job="c")
+
+
+def test_open_source_store_root_flat_jobs(tmp_path: Path) -> None:
+    # <root>/<job>/<stream>.jsonl: recognised by the events' job field
+    _write(tmp_path / "alpha" / "s.jsonl", ev(0, job="alpha"))
+    _write(tmp_path / "beta" / "s.jsonl", ev(0, job="beta"))
+    store, job = open_source(tmp_path, job="beta")
+    assert isinstance(store, JsonlStore) and job == "beta"
+    assert [e.job for e in events(store.read(job))] == ["beta"]
+
+
+def test_open_source_job_directory(tmp_path: Path) -> None:
+    # recorder layout: <job>/<attempt>/<stream>.jsonl
+    jobdir = tmp_path / "runs" / "llama"
+    _write(jobdir / "0" / "h-0-1.jsonl", ev(0, job="llama"))
+    _write(jobdir / "1" / "h-0-2.jsonl", ev(1, job="llama"))
+    store, job = open_source(jobdir)
+    assert job == "llama"
+    assert [e.step for e in events(store.read(job))] == [0, 1]
+    assert open_source(jobdir, job="llama")[1] == "llama"
+    with pytest.raises(ValueError, match="directory of job 'llama'"):
+        open_source(jobdir, job="other")
+
+
+def test_open_source_flat_job_directory(tmp_path: Path) -> None:
+    jobdir = tmp_path / "mine"
+    _write(jobdir / "a.jsonl", ev(0, job="whatever"))
+    _write(jobdir / "b.jsonl", ev(1, job="whatever"))
+    store, job = open_source(jobdir)
+    assert job == "mine"
+    assert [e.step for e in events(store.read(job))] == [0, 1]
+
+
+def test_open_source_uri_and_store(tmp_path: Path) -> None:
+    mem = open_store("memory://open-source-test")
+    assert isinstance(mem, MemoryStore)
+    mem.append("j", "s.jsonl", encode_line(ev(0, job="j")))
+    assert open_source("memory://open-source-test") == (mem, "j")
+    assert open_source(mem) == (mem, "j")
+    _write(tmp_path / "k" / "0" / "s.jsonl", ev(0, job="k"))
+    store, job = open_source(f"file://{tmp_path}")
+    assert isinstance(store, JsonlStore) and job == "k"
+
+
+def test_open_source_errors(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="no such file"):
+        open_source(tmp_path / "missing")
+    (tmp_path / "empty" / "sub").mkdir(parents=True)
+    with pytest.raises(ValueError, match=r"no \.jsonl"):
+        open_source(tmp_path / "empty")
+    with pytest.raises(ValueError, match="holds no jobs"):
+        open_source(MemoryStore())
+
+
+def test_cursor_default_is_empty() -> None:
+    assert Cursor().offsets == {}
