@@ -1,0 +1,307 @@
+"""``badput run``: run a command as a job, record its attempts, restart it on failure.
+
+The launcher writes the lifecycle events a training script cannot write about
+itself: ``job_start`` before each (re)start of the command, ``attempt_end`` with
+the exit code when it fails, ``job_end`` when the job is over. Each start of the
+command is one attempt (ids ``"0"``, ``"1"``, ...); the command sees its job,
+store and attempt id in ``BADPUT_JOB``, ``BADPUT_STORE`` and ``BADPUT_ATTEMPT``,
+so a :class:`~badput.recorder.Recorder` inside it writes into the same attempt.
+
+SIGINT and SIGTERM sent to the launcher are forwarded to the command's process
+group; the job then ends (``cancelled`` for SIGINT, ``preempted`` for SIGTERM)
+without a restart.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+import threading
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from types import FrameType
+from typing import TYPE_CHECKING, Any
+
+from badput import _env
+from badput.recorder import Recorder
+
+if TYPE_CHECKING:
+    from badput.store import EventStore
+
+__all__ = ["LaunchResult", "Launcher", "default_job_name", "run_job"]
+
+#: Status recorded when the launcher receives each forwarded signal.
+SIGNAL_STATUS: dict[int, str] = {
+    signal.SIGINT: "cancelled",
+    signal.SIGTERM: "preempted",
+}
+
+_POLL_SECONDS = 0.05
+
+
+def default_job_name(command: Sequence[str]) -> str:
+    """``<program>-<UTC time>``: a fresh job name for a command run without ``--job``."""
+    prog = os.path.basename(command[0]) if command else "job"
+    if prog.startswith("python") and len(command) >= 3 and command[1] == "-m":
+        prog = command[2].rsplit(".", 1)[-1]
+    elif prog.startswith("python") and len(command) >= 2 and not command[1].startswith("-"):
+        prog = os.path.splitext(os.path.basename(command[1]))[0]
+    safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in prog) or "job"
+    return f"{safe}-{time.strftime('%Y%m%d-%H%M%S', time.gmtime())}"
+
+
+def _exit_status(returncode: int) -> int:
+    """A shell-style exit status: a child killed by signal ``s`` gives ``128 + s``."""
+    return 128 - returncode if returncode < 0 else returncode
+
+
+@dataclass
+class LaunchResult:
+    """What happened: the exit status and, per attempt, the command's return code."""
+
+    exit_code: int
+    status: str
+    attempts: list[int | None] = field(default_factory=list)
+    signal: int | None = None
+
+
+class Launcher:
+    """Runs ``command`` as job ``job``, restarting it up to ``max_restarts`` times.
+
+    ``store`` is a store URI / directory (default: ``BADPUT_STORE`` or
+    ``./badput-runs``) or an :class:`~badput.store.EventStore` whose ``uri`` the
+    command can open too. ``restart_delay`` seconds pass between a failed attempt
+    and the next start (accounted as ``recovery``). ``kill_timeout``: after a
+    forwarded signal, seconds to wait before the process group gets SIGKILL.
+    ``on_event`` (optional) is called with a one-line message at each lifecycle
+    change (for progress output).
+    """
+
+    def __init__(
+        self,
+        command: Sequence[str],
+        job: str | None = None,
+        store: str | os.PathLike[str] | EventStore | None = None,
+        max_restarts: int = 0,
+        restart_delay: float = 0.0,
+        *,
+        env: Mapping[str, str] | None = None,
+        cwd: str | os.PathLike[str] | None = None,
+        kill_timeout: float = 30.0,
+        first_attempt: int = 0,
+        on_event: Callable[[str], None] | None = None,
+    ) -> None:
+        if not command:
+            raise ValueError("no command to run")
+        if max_restarts < 0:
+            raise ValueError(f"max_restarts must be >= 0, got {max_restarts}")
+        if restart_delay < 0:
+            raise ValueError(f"restart_delay must be >= 0, got {restart_delay}")
+        self.command = [os.fspath(c) for c in command]
+        base_env = dict(os.environ if env is None else env)
+        self.job = job or base_env.get(_env.BADPUT_JOB) or default_job_name(self.command)
+        self.store: str | EventStore
+        if store is None:
+            self.store = base_env.get(_env.BADPUT_STORE) or _env.DEFAULT_STORE
+        elif isinstance(store, (str, os.PathLike)):
+            self.store = os.fspath(store)
+        else:
+            self.store = store
+        if isinstance(self.store, str) and "://" not in self.store:
+            # A directory: absolute, so that a command started elsewhere (cwd=) finds it.
+            self.store = os.path.abspath(self.store)
+        self.store_uri = self.store if isinstance(self.store, str) else self.store.uri
+        self.max_restarts = max_restarts
+        self.restart_delay = restart_delay
+        self.base_env = base_env
+        self.cwd = cwd
+        self.kill_timeout = kill_timeout
+        self.first_attempt = first_attempt
+        self.on_event = on_event
+        self._proc: subprocess.Popen[bytes] | None = None
+        self._signal: int | None = None
+
+    # -- signals ---------------------------------------------------------------
+
+    def _forward(self, signum: int) -> None:
+        proc = self._proc
+        if proc is not None and proc.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signum)
+
+    def _handle(self, signum: int, frame: FrameType | None) -> None:
+        if self._signal is None:  # the first signal decides the status
+            self._signal = signum
+        self._forward(signum)
+
+    def _install(self) -> dict[int, Any]:
+        if threading.current_thread() is not threading.main_thread():
+            return {}  # signal handlers can only be set from the main thread
+        previous: dict[int, Any] = {}
+        for signum in SIGNAL_STATUS:
+            previous[signum] = signal.signal(signum, self._handle)
+        return previous
+
+    @staticmethod
+    def _restore(previous: dict[int, Any]) -> None:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+
+    # -- the job ---------------------------------------------------------------
+
+    def _say(self, message: str) -> None:
+        if self.on_event is not None:
+            self.on_event(message)
+
+    def _recorder(self, attempt: int) -> Recorder:
+        # An integer id, as the command's own recorder writes it (from BADPUT_ATTEMPT).
+        return Recorder(self.job, self.store, attempt=attempt)
+
+    def _child_env(self, attempt: str) -> dict[str, str]:
+        env = dict(self.base_env)
+        env[_env.BADPUT_JOB] = self.job
+        env[_env.BADPUT_STORE] = self.store_uri
+        env[_env.BADPUT_ATTEMPT] = attempt
+        return env
+
+    def _wait(self, proc: subprocess.Popen[bytes]) -> int:
+        """Wait for the child; after a forwarded signal, SIGKILL it past ``kill_timeout``."""
+        deadline: float | None = None
+        while True:
+            try:
+                return proc.wait(timeout=_POLL_SECONDS)
+            except subprocess.TimeoutExpired:
+                pass
+            if self._signal is not None:
+                if deadline is None:
+                    self._forward(self._signal)  # a signal that raced the child's start
+                    deadline = time.monotonic() + self.kill_timeout
+                elif time.monotonic() > deadline:
+                    self._forward(signal.SIGKILL)
+
+    def _sleep(self, seconds: float) -> None:
+        end = time.monotonic() + seconds
+        while self._signal is None:
+            left = end - time.monotonic()
+            if left <= 0:
+                return
+            time.sleep(min(left, _POLL_SECONDS))
+
+    def run(self) -> LaunchResult:
+        """Run the job to its end; return its exit status and per-attempt return codes."""
+        previous = self._install()
+        try:
+            return self._run()
+        finally:
+            self._restore(previous)
+
+    def _run(self) -> LaunchResult:
+        codes: list[int | None] = []
+        last = self.first_attempt + self.max_restarts
+        for i in range(self.first_attempt, last + 1):
+            attempt = str(i)
+            rec = self._recorder(i)
+            try:
+                rec.record_job_start()
+                rec.flush()
+                if self._signal is not None:
+                    return self._cancelled(rec, codes, None)
+                self._say(f"attempt {attempt}: starting {' '.join(self.command)}")
+                try:
+                    proc = subprocess.Popen(
+                        self.command,
+                        env=self._child_env(attempt),
+                        cwd=self.cwd,
+                        start_new_session=True,  # own process group: signals reach all of it
+                    )
+                except OSError as exc:
+                    # Not the command failing but the command missing: no restart helps.
+                    status = 126 if isinstance(exc, PermissionError) else 127
+                    rec.record_attempt_end(status="failed", exit_code=status)
+                    rec.record_job_end(status="failed")
+                    self._say(f"attempt {attempt}: cannot start {self.command[0]!r}: {exc}")
+                    return LaunchResult(status, "failed", codes)
+                self._proc = proc
+                rc = self._wait(proc)
+                self._proc = None
+                codes.append(rc)
+                if self._signal is not None:
+                    return self._cancelled(rec, codes, rc)
+                if rc == 0:
+                    rec.record_job_end(status="completed")
+                    self._say(f"attempt {attempt}: completed")
+                    return LaunchResult(0, "completed", codes)
+                status = _exit_status(rc)
+                rec.record_attempt_end(status="failed", exit_code=status)
+                if i == last:
+                    rec.record_job_end(status="failed")
+                    self._say(
+                        f"attempt {attempt}: failed with exit code {status}; "
+                        f"no restarts left ({self.max_restarts} allowed)"
+                    )
+                    return LaunchResult(status, "failed", codes)
+                self._say(
+                    f"attempt {attempt}: failed with exit code {status}; "
+                    f"restarting in {self.restart_delay:g}s"
+                )
+            finally:
+                # Flushed and closed before the next start: this attempt's end is on
+                # disk, and no heartbeat of it lands inside the recovery time.
+                rec.close()
+            self._sleep(self.restart_delay)
+            if self._signal is not None:  # stopped while waiting to restart
+                rec = self._recorder(i)
+                try:
+                    return self._cancelled(rec, codes, None)
+                finally:
+                    rec.close()
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    def _cancelled(self, rec: Recorder, codes: list[int | None], rc: int | None) -> LaunchResult:
+        """End the job after a forwarded signal; ``rc``: the command's code, if it ran."""
+        signum = self._signal
+        assert signum is not None
+        status = SIGNAL_STATUS.get(signum, "cancelled")
+        exit_code = 128 + signum if rc is None else _exit_status(rc)
+        rec.record_job_end(status=status)
+        self._say(f"job {status} ({signal.Signals(signum).name}); exit code {exit_code}")
+        return LaunchResult(exit_code, status, codes, signum)
+
+
+def run_job(
+    command: Sequence[str],
+    job: str | None = None,
+    store: str | os.PathLike[str] | EventStore | None = None,
+    max_restarts: int = 0,
+    restart_delay: float = 0.0,
+    *,
+    env: Mapping[str, str] | None = None,
+    cwd: str | os.PathLike[str] | None = None,
+    kill_timeout: float = 30.0,
+    first_attempt: int = 0,
+    on_event: Callable[[str], None] | None = None,
+) -> int:
+    """Run ``command`` as a recorded job; return its final exit status.
+
+    See :class:`Launcher` for the arguments. The status is the command's last
+    exit code (``128 + N`` when it was killed by signal N).
+    """
+    return (
+        Launcher(
+            command,
+            job,
+            store,
+            max_restarts,
+            restart_delay,
+            env=env,
+            cwd=cwd,
+            kill_timeout=kill_timeout,
+            first_attempt=first_attempt,
+            on_event=on_event,
+        )
+        .run()
+        .exit_code
+    )

@@ -1,0 +1,29 @@
+"""Views of a :class:`~badput.engine.Report`: a terminal table, JSON, human durations.
+
+Views render what the engine computed; they compute no accounting. rich is
+imported only when a table is rendered, and ``import badput`` never imports this
+package.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from badput.report._format import format_duration, format_percent, format_ts
+from badput.report._json import to_json
+
+if TYPE_CHECKING:
+    from badput.engine import Report
+
+__all__ = ["format_duration", "format_percent", "format_ts", "render_table", "to_json"]
+
+
+def render_table(report: Report, console: Any = None) -> None:
+    """Print ``report`` as a rich table to ``console`` (default: a new stdout console).
+
+    ``console`` is a ``rich.console.Console``; pass one created with
+    ``record=True`` to capture the text.
+    """
+    from badput.report._table import render_table as _render  # noqa: PLC0415 (rich is lazy)
+
+    _render(report, console)

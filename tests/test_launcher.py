@@ -1,0 +1,290 @@
+"""``badput run``'s engine: real subprocesses, events read back from the JsonlStore."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+from badput._launcher import Launcher, default_job_name, run_job
+from badput.events import Event
+from badput.store import JsonlStore
+
+JOB = "launched"
+LIFECYCLE = ("job_start", "attempt_end", "job_end")
+
+
+def events(root: Path, job: str = JOB) -> list[Event]:
+    result = JsonlStore(root).read(job)
+    out = [item for chunk in result.chunks for item in chunk.items if isinstance(item, Event)]
+    assert len(out) == result.n_items, "every line must decode"
+    return sorted(out, key=lambda e: e.ts)
+
+
+def lifecycle(root: Path, job: str = JOB) -> list[tuple[str, str, str | None, int | None]]:
+    """(kind, attempt, status, exit_code) of the launcher's lifecycle events, in time order."""
+    return [
+        (e.kind, str(e.attempt), e.status, e.exit_code)
+        for e in events(root, job)
+        if e.kind in LIFECYCLE
+    ]
+
+
+def py(code: str) -> list[str]:
+    return [sys.executable, "-c", textwrap.dedent(code)]
+
+
+def test_success_records_start_and_end_and_passes_the_environment(tmp_path: Path) -> None:
+    out = tmp_path / "env.json"
+    code = f"""
+        import json, os
+        keys = ("BADPUT_JOB", "BADPUT_STORE", "BADPUT_ATTEMPT")
+        json.dump({{k: os.environ.get(k) for k in keys}}, open({str(out)!r}, "w"))
+    """
+    store = tmp_path / "runs"
+    rc = run_job(py(code), JOB, store, max_restarts=2)
+    assert rc == 0
+    assert json.loads(out.read_text()) == {
+        "BADPUT_JOB": JOB,
+        "BADPUT_STORE": str(store),
+        "BADPUT_ATTEMPT": "0",
+    }
+    assert lifecycle(store) == [
+        ("job_start", "0", None, None),
+        ("job_end", "0", "completed", None),
+    ]
+    evs = events(store)
+    assert {e.pid for e in evs} == {os.getpid()}
+    assert all(e.attempt == 0 for e in evs)  # an integer, as the command's recorder writes it
+
+
+def test_failure_then_success_restarts_once(tmp_path: Path) -> None:
+    marker = tmp_path / "failed-once"
+    code = f"""
+        import os, sys
+        if not os.path.exists({str(marker)!r}):
+            open({str(marker)!r}, "w").close()
+            sys.exit(1)
+    """
+    store = tmp_path / "runs"
+    messages: list[str] = []
+    rc = run_job(py(code), JOB, store, max_restarts=2, restart_delay=0.3, on_event=messages.append)
+    assert rc == 0
+    assert lifecycle(store) == [
+        ("job_start", "0", None, None),
+        ("attempt_end", "0", "failed", 1),
+        ("job_start", "1", None, None),
+        ("job_end", "1", "completed", None),
+    ]
+    evs = [e for e in events(store) if e.kind in LIFECYCLE]
+    assert evs[2].ts - evs[1].ts >= 0.3  # the restart delay lies between the attempts
+    assert any("restarting in 0.3s" in m for m in messages)
+
+    from badput.analysis import analyze
+
+    report = analyze(store, JOB)
+    assert [str(a.id) for a in report.attempts] == ["0", "1"]
+    assert report.attempts[0].exit_code == 1
+    assert report.end_reason == "job_end"
+    assert report.bucket("recovery") >= 0.3
+
+
+def test_always_failing_command_stops_after_max_restarts(tmp_path: Path) -> None:
+    store = tmp_path / "runs"
+    rc = run_job(py("import sys; sys.exit(3)"), JOB, store, max_restarts=2)
+    assert rc == 3
+    assert lifecycle(store) == [
+        ("job_start", "0", None, None),
+        ("attempt_end", "0", "failed", 3),
+        ("job_start", "1", None, None),
+        ("attempt_end", "1", "failed", 3),
+        ("job_start", "2", None, None),
+        ("attempt_end", "2", "failed", 3),
+        ("job_end", "2", "failed", None),
+    ]
+
+
+def test_no_restarts_by_default(tmp_path: Path) -> None:
+    store = tmp_path / "runs"
+    result = Launcher(py("import sys; sys.exit(5)"), JOB, store).run()
+    assert (result.exit_code, result.status, result.attempts) == (5, "failed", [5])
+    assert [k for k, *_ in lifecycle(store)] == ["job_start", "attempt_end", "job_end"]
+
+
+def test_first_attempt_numbers_a_relaunch(tmp_path: Path) -> None:
+    store = tmp_path / "runs"
+    assert run_job(py("pass"), JOB, store, first_attempt=3) == 0
+    assert [a for _, a, *_ in lifecycle(store)] == ["3", "3"]
+
+
+def test_missing_command_is_not_restarted(tmp_path: Path) -> None:
+    store = tmp_path / "runs"
+    messages: list[str] = []
+    rc = run_job(
+        [str(tmp_path / "no-such-program")], JOB, store, max_restarts=3, on_event=messages.append
+    )
+    assert rc == 127
+    assert lifecycle(store) == [
+        ("job_start", "0", None, None),
+        ("attempt_end", "0", "failed", 127),
+        ("job_end", "0", "failed", None),
+    ]
+    assert any("cannot start" in m for m in messages)
+
+
+def test_killed_child_gives_a_shell_style_exit_status(tmp_path: Path) -> None:
+    store = tmp_path / "runs"
+    rc = run_job(py("import os, signal; os.kill(os.getpid(), signal.SIGKILL)"), JOB, store)
+    assert rc == 128 + signal.SIGKILL
+    assert ("attempt_end", "0", "failed", 137) in lifecycle(store)
+
+
+def test_argument_validation(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="no command"):
+        run_job([], JOB, tmp_path)
+    with pytest.raises(ValueError, match="max_restarts"):
+        run_job(["true"], JOB, tmp_path, max_restarts=-1)
+    with pytest.raises(ValueError, match="restart_delay"):
+        run_job(["true"], JOB, tmp_path, restart_delay=-1.0)
+
+
+def test_job_and_store_default_to_the_environment(tmp_path: Path) -> None:
+    env = {"BADPUT_JOB": "from-env", "BADPUT_STORE": str(tmp_path / "s"), "PATH": ""}
+    launcher = Launcher(["x"], env=env)
+    assert launcher.job == "from-env"
+    assert launcher.store_uri == str(tmp_path / "s")
+    bare = Launcher(["python3", "-m", "pkg.train"], env={})
+    assert bare.job.startswith("train-")
+    assert bare.store_uri == os.path.abspath("badput-runs")
+
+
+def test_default_job_name() -> None:
+    assert default_job_name(["/usr/bin/python3", "train.py", "--lr", "1"]).startswith("train-")
+    assert default_job_name(["python", "-m", "a.b.run"]).startswith("run-")
+    assert default_job_name(["./my job.sh"]).startswith("my_job.sh-")
+
+
+# -- signals: the launcher runs in its own process, the test signals it -------------
+
+
+def launch(
+    tmp_path: Path, child: str, *, max_restarts: int = 2, delay: float = 0.0, kill: float = 30.0
+) -> subprocess.Popen[bytes]:
+    """Start ``run_job`` in a subprocess running ``child`` (Python code)."""
+    command = py(child)
+    code = (
+        "import sys; from badput._launcher import run_job; "
+        f"sys.exit(run_job({command!r}, {JOB!r}, {str(tmp_path / 'runs')!r}, "
+        f"max_restarts={max_restarts}, restart_delay={delay}, kill_timeout={kill}))"
+    )
+    return subprocess.Popen([sys.executable, "-c", code])
+
+
+def wait_for(path: Path, timeout: float = 30.0) -> str:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if path.exists() and path.read_text():
+            return path.read_text()
+        time.sleep(0.02)
+    raise AssertionError(f"{path} did not appear")
+
+
+def sleeper(marker: Path, *, ignore_term: bool = False) -> str:
+    """A child that writes its pid to ``marker``, then sleeps (SIGINT/SIGTERM: default action)."""
+    term = "signal.SIG_IGN" if ignore_term else "signal.SIG_DFL"
+    return f"""
+        import os, signal, time
+        signal.signal(signal.SIGINT, signal.SIG_DFL)
+        signal.signal(signal.SIGTERM, {term})
+        with open({str(marker)!r} + ".tmp", "w") as f:
+            f.write(str(os.getpid()))
+        os.replace({str(marker)!r} + ".tmp", {str(marker)!r})
+        time.sleep(60)
+    """
+
+
+def assert_gone(pid: int) -> None:
+    with pytest.raises(ProcessLookupError):
+        os.kill(pid, 0)
+
+
+@pytest.mark.parametrize(
+    ("signum", "status"), [(signal.SIGTERM, "preempted"), (signal.SIGINT, "cancelled")]
+)
+def test_signal_is_forwarded_and_ends_the_job(
+    tmp_path: Path, signum: signal.Signals, status: str
+) -> None:
+    marker = tmp_path / "child.pid"
+    proc = launch(tmp_path, sleeper(marker))
+    try:
+        child = int(wait_for(marker))
+        os.kill(proc.pid, signum)
+        rc = proc.wait(timeout=30)
+    finally:
+        proc.kill()
+    assert rc == 128 + signum  # the child's exit status: killed by the forwarded signal
+    assert_gone(child)
+    assert lifecycle(tmp_path / "runs") == [
+        ("job_start", "0", None, None),
+        ("job_end", "0", status, None),
+    ]  # and no restart, although two were allowed
+
+
+def test_child_that_ignores_sigterm_is_killed_after_the_timeout(tmp_path: Path) -> None:
+    marker = tmp_path / "child.pid"
+    proc = launch(tmp_path, sleeper(marker, ignore_term=True), kill=0.5)
+    try:
+        child = int(wait_for(marker))
+        os.kill(proc.pid, signal.SIGTERM)
+        rc = proc.wait(timeout=30)
+    finally:
+        proc.kill()
+    assert rc == 128 + signal.SIGKILL
+    assert_gone(child)
+    assert lifecycle(tmp_path / "runs")[-1] == ("job_end", "0", "preempted", None)
+
+
+def test_signal_during_the_restart_delay_ends_the_job(tmp_path: Path) -> None:
+    marker = tmp_path / "child.pid"
+    child = f"""
+        import os, sys
+        open({str(marker)!r}, "w").write(str(os.getpid()))
+        sys.exit(1)
+    """
+    proc = launch(tmp_path, child, delay=60.0)
+    try:
+        wait_for(marker)
+        # wait until the launcher has recorded the failure and sleeps before the restart
+        deadline = time.monotonic() + 30
+        while ("attempt_end", "0", "failed", 1) not in lifecycle(tmp_path / "runs"):
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
+        os.kill(proc.pid, signal.SIGTERM)
+        rc = proc.wait(timeout=30)
+    finally:
+        proc.kill()
+    assert rc == 128 + signal.SIGTERM
+    assert lifecycle(tmp_path / "runs") == [
+        ("job_start", "0", None, None),
+        ("attempt_end", "0", "failed", 1),
+        ("job_end", "0", "preempted", None),
+    ]
+
+
+def test_relative_store_is_made_absolute_for_the_command(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    code = "import os; open('store.txt', 'w').write(os.environ['BADPUT_STORE'])"
+    assert run_job(py(code), JOB, "runs", cwd=elsewhere) == 0
+    assert (elsewhere / "store.txt").read_text() == str(tmp_path / "runs")
+    assert lifecycle(tmp_path / "runs")[-1] == ("job_end", "0", "completed", None)
