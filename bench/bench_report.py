@@ -3,9 +3,10 @@
     python bench/bench_report.py [--steps N] [--keep DIR]
 
 The job (made by ``make_big_job.py``): 4 attempts (3 restarts), step_start and
-step_end for every step, an eval every 100 steps, a checkpoint every 1,000 steps.
-Prints wall time and peak memory of the cold report (a fresh process, as a user
-runs it), then the cost of a query after one new event (``LiveJob``).
+step_end for every step, an eval every 100 steps, a checkpoint every 1,000 steps,
+still running (no job_end yet). Prints wall time and peak memory of the cold
+report (a fresh process, as a user runs it), then the cost of a live query after
+one new step event is appended to the running attempt's file (``LiveJob``).
 """
 
 from __future__ import annotations
@@ -48,7 +49,7 @@ def incremental(root: Path, repeats: int = 20) -> tuple[float, float]:
     live.report()
     path = next((root / JOB / "3").glob("*.jsonl"))
     ts = live.accountant.last_event_ts or 0.0
-    step = 2_000_000
+    step = int(live.report().steps.last or 0)
     samples = []
     with path.open("ab") as fh:
         for _ in range(repeats):
@@ -72,7 +73,7 @@ def main() -> None:
     root = args.keep or Path(tempfile.mkdtemp(prefix="badput-bench-"))
     try:
         if not (root / JOB).exists():
-            n = write_job(root, args.steps)
+            n = write_job(root, args.steps, finished=False)
             print(f"job: {n:,} events, "
                   f"{sum(f.stat().st_size for f in (root / JOB).rglob('*.jsonl')) / 1e6:.0f} MB")
         wall, peak_mb, rep = cold_report(root)

@@ -24,8 +24,11 @@ SAVE_S = 2.0
 RESTORE_S = 5.0
 
 
-def write_job(root: Path, steps: int, restarts: int = 3) -> int:
-    """Write the job under ``root/big``; return the number of events."""
+def write_job(root: Path, steps: int, restarts: int = 3, *, finished: bool = True) -> int:
+    """Write the job under ``root/big``; return the number of events.
+
+    ``finished=False`` leaves out the final ``job_end``: a job still running.
+    """
     job_dir = root / JOB
     crash_at = [steps * (i + 1) // (restarts + 1) + 437 for i in range(restarts)]
     t = 1_732_000_000.0
@@ -71,7 +74,7 @@ def write_job(root: Path, steps: int, restarts: int = 3) -> int:
                     fh.write(encode_lines(buf))
                     n_events += len(buf)
                     buf.clear()
-            if attempt == restarts:
+            if attempt == restarts and finished:
                 emit("job_end", t, status="completed")
             fh.write(encode_lines(buf))
             n_events += len(buf)
@@ -84,9 +87,10 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("out", type=Path)
     parser.add_argument("--steps", type=int, default=1_000_000)
+    parser.add_argument("--running", action="store_true", help="no final job_end")
     args = parser.parse_args()
     t0 = time.perf_counter()
-    n = write_job(args.out, args.steps)
+    n = write_job(args.out, args.steps, finished=not args.running)
     size = sum(f.stat().st_size for f in (args.out / JOB).rglob("*.jsonl"))
     print(f"wrote {n:,} events ({size / 1e6:.0f} MB) to {args.out / JOB} "
           f"in {time.perf_counter() - t0:.1f}s")

@@ -5,10 +5,13 @@ from __future__ import annotations
 import math
 import random
 
+from collections.abc import Iterator
+
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from badput.engine import Accountant, Report
+from badput.engine import Accountant, Report, _steps
 from badput.events import Event, EventError
 from badput.store._base import Chunk
 
@@ -26,7 +29,7 @@ KINDS_WEIGHTED = [
 @st.composite
 def event_logs(draw: st.DrawFn) -> list[Event]:
     """A random log: distinct timestamps, a few attempts and ranks, any kind in any order."""
-    n = draw(st.integers(min_value=1, max_value=120))
+    n = draw(st.integers(min_value=1, max_value=160))
     with_ids = draw(st.booleans())
     gaps = draw(st.lists(st.floats(0.001, 50.0), min_size=n, max_size=n))
     ts = 1_700_000_000.0
@@ -79,6 +82,15 @@ def same(a: Report, b: Report) -> None:
     assert math.isclose(a.at_risk_seconds, b.at_risk_seconds, abs_tol=1e-6)
     assert a.ideal_step_time == b.ideal_step_time
     assert a.steps == b.steps
+
+
+@pytest.fixture(autouse=True, scope="module", params=[2, 10_000], ids=["seal-often", "seal-never"])
+def seal_threshold(request: pytest.FixtureRequest) -> Iterator[None]:
+    """Run every property with sealing forced (tiny tails) and with sealing off."""
+    saved = _steps.SEAL_MIN_TAIL
+    _steps.SEAL_MIN_TAIL = request.param
+    yield
+    _steps.SEAL_MIN_TAIL = saved
 
 
 SETTINGS = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])

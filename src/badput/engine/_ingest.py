@@ -27,25 +27,29 @@ class StepLog:
     Rows out of time order are sorted (stably, so arrival breaks ties) at query time.
     """
 
-    __slots__ = ("is_end", "step", "ts")
+    __slots__ = ("_checked", "_unsorted", "is_end", "step", "ts")
 
     def __init__(self) -> None:
         self.ts = array("d")
         self.step = array("q")
         self.is_end = array("b")
+        self._checked = 0  # rows already checked for time order
+        self._unsorted = False
 
     def __len__(self) -> int:
         return len(self.ts)
 
     @property
     def unsorted(self) -> bool:
-        ts = self.ts
-        if len(ts) < 2:
-            return False
-        import numpy as np
+        """Whether any row came earlier in time than the one before it (checks new rows only)."""
+        n = len(self.ts)
+        if not self._unsorted and n - self._checked > 0:
+            import numpy as np
 
-        a = np.frombuffer(ts, dtype=np.float64)
-        return bool((a[1:] < a[:-1]).any())
+            a = np.frombuffer(self.ts, dtype=np.float64)[max(self._checked - 1, 0) :]
+            self._unsorted = bool((a[1:] < a[:-1]).any())
+            self._checked = n
+        return self._unsorted
 
 
 @dataclass(slots=True)
@@ -122,6 +126,9 @@ class Ingestor:
         self.diagnostics = DiagnosticLog()
         self.unknown_kinds: dict[str, int] = {}
         self.version = 0  # bumped on every ingest, for caches
+        # Query-side caches (sealed step rows per attempt, ideal-time blocks), owned by the
+        # engine's partition code; they only ever hold values derivable from the state above.
+        self.cache: dict[object, object] = {}
         self._seq = 0
         self._source_last_ts: dict[str, float] = {}
         self._by_raw: dict[tuple[object, int | None], Stream] = {}

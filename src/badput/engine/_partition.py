@@ -11,19 +11,24 @@ import math
 from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Any, Literal
 
 import numpy as np
 import numpy.typing as npt
 
 from badput.engine._ideal import MIN_CLEAN_STEPS, best_sustained_step_time
 from badput.engine._ingest import Ingestor, LifecycleEvent, Stream
-from badput.engine._intervals import (
-    Coverage,
-    Piece,
-    RecordedInterval,
-    flatten_innermost,
-    pair_marks,
+from badput.engine import _steps
+from badput.engine._intervals import Coverage, IntervalMark
+from badput.engine._steps import (
+    CLEAN_EXEMPT,
+    AttemptSteps,
+    IdealCache,
+    Rows,
+    TailIntervals,
+    compute_rows,
+    median_of_sorted,
+    tail_intervals,
 )
 from badput.engine._model import (
     PRODUCTIVE,
@@ -41,6 +46,7 @@ F64 = npt.NDArray[np.float64]
 _Source = Literal["configured", "estimated"] | None
 I64 = npt.NDArray[np.int64]
 _EPS = 1e-6
+_EMPTY: F64 = np.zeros(0)
 
 
 @dataclass
@@ -61,41 +67,145 @@ class _Attempt:
     range_hi: float = math.inf
 
 
-@dataclass
-class _StepBlock:
-    """The leader's steps of one attempt, as arrays (one row per step_start)."""
-
-    start: F64  # span start (clipped to the attempt)
-    end: F64  # span end; nan for an open last step until m is known
-    cap: F64  # latest possible end of an open step
-    step: I64
-    count: F64  # steps of work the span stands for (sparse logging)
-    seg: I64  # segment index (global)
-    first: npt.NDArray[np.bool_]
-    known: npt.NDArray[np.bool_]
-    clean: npt.NDArray[np.bool_]
-    coverage: Coverage
-    d: F64 = field(default_factory=lambda: np.zeros(0))  # step time, recorded intervals taken out
-    startup: F64 = field(default_factory=lambda: np.zeros(0))  # part of d that is startup
-
 
 @dataclass
 class _Segment:
     attempt: int
-    lo: int  # row range in its attempt's block
+    sid: int  # segment number within its attempt
+    lo: int  # row range within the attempt (sealed rows first, then the tail)
     hi: int
     first_ts: float
     first_step: int
     last_step: int
     restore_point: int
     restored: bool
+    m: float | None = None
+    startup: float = 0.0
+
+
+def _frac(keep_upto: float, step: float, count: float) -> float:
+    """Share of a row's work that is kept when later segments restored from ``keep_upto``."""
+    if math.isinf(keep_upto):
+        return 1.0
+    return min(1.0, max(0.0, (keep_upto - step + 1.0) / count))
+
+
+class _AttemptRows:
+    """One attempt's rows for this query: the sealed ones (cached) then the tail."""
+
+    def __init__(
+        self, steps: AttemptSteps, tail: Rows, tail_ivs: TailIntervals, unmatched: int
+    ) -> None:
+        self.steps = steps
+        self.sealed = steps.rows()
+        self.n_sealed = steps.n
+        self.tail = tail
+        self.tail_ivs = tail_ivs
+        self.tail_cov = Coverage(tail_ivs.pieces)
+        self.unmatched = unmatched
+        self.n = self.n_sealed + tail.n
+        self.tail_cum_d = np.concatenate(([0.0], np.cumsum(np.nan_to_num(tail.d))))
+        self.tail_cum_k = np.concatenate(([0.0], np.cumsum(tail.count)))
+        self.open: dict[int, tuple[float, float, float]] = {}  # row -> (end, d, count)
+        self.segments: list[_Segment] = []
+
+    def at(self, name: str, i: int) -> float:
+        if i < self.n_sealed:
+            return float(getattr(self.sealed, name)[i])
+        return float(getattr(self.tail, name)[i - self.n_sealed])
+
+    def covered(self, a: float, b: float) -> float:
+        if b <= a:
+            return 0.0
+        x, y = np.array([a]), np.array([b])
+        return float(self.steps.coverage().between(x, y)[0] + self.tail_cov.between(x, y)[0])
+
+    def open_rows(self) -> list[int]:
+        tail_open = (np.flatnonzero(np.isnan(self.tail.d)) + self.n_sealed).tolist()
+        return self.steps.open_rows + tail_open
+
+    def count(self, i: int) -> float:
+        return self.open[i][2] if i in self.open else self.at("count", i)
+
+    def d(self, i: int) -> float:
+        return self.open[i][1] if i in self.open else self.at("d", i)
+
+    def _parts(self, lo: int, hi: int) -> list[tuple[I64, F64, F64, F64, F64, int, int]]:
+        """The sealed and tail slices of rows [lo, hi), in their own coordinates."""
+        s = self.n_sealed
+        out = []
+        if lo < s:
+            sealed = self.sealed
+            out.append(
+                (sealed.step, self.steps.cum_d.a, self.steps.cum_k.a, sealed.d, sealed.count,
+                 lo, min(hi, s))
+            )
+        if hi > s:
+            t = self.tail
+            out.append((t.step, self.tail_cum_d, self.tail_cum_k, t.d, t.count,
+                        max(lo, s) - s, hi - s))
+        return out
+
+    def kept(self, seg: _Segment, keep_upto: float) -> tuple[float, float]:
+        """(work seconds, steps) of the segment's rows kept under ``keep_upto``."""
+        work = steps = 0.0
+        for step, cum_d, cum_k, d, count, lo, hi in self._parts(seg.lo, seg.hi):
+            if lo >= hi:
+                continue
+            if math.isinf(keep_upto):
+                j = hi - lo
+            else:
+                j = int(np.searchsorted(step[lo:hi], keep_upto, side="right"))
+            if j == 0:
+                continue
+            last = lo + j - 1  # rows before it are wholly kept; it may be partly kept
+            work += float(cum_d[last] - cum_d[lo])
+            steps += float(cum_k[last] - cum_k[lo])
+            f = _frac(keep_upto, float(step[last]), float(count[last]))
+            work += f * (0.0 if math.isnan(d[last]) else float(d[last]))
+            steps += f * float(count[last])
+        # Open rows were summed as 0 s and their recorded count; use their resolved values.
+        for i, (_end, d_res, k_res) in self.open.items():
+            if seg.lo <= i < seg.hi:
+                step_i = self.at("step", i)
+                k_orig = self.at("count", i)
+                work += _frac(keep_upto, step_i, k_res) * d_res
+                steps += _frac(keep_upto, step_i, k_res) * k_res - _frac(
+                    keep_upto, step_i, k_orig
+                ) * k_orig
+        if seg.startup:
+            work -= _frac(keep_upto, seg.first_step, self.count(seg.lo)) * seg.startup
+        return work, steps
+
+    def total_d(self) -> float:
+        """Step time of every row (startup included)."""
+        total = float(self.steps.cum_d.a[-1] + self.tail_cum_d[-1])
+        return total + sum(d for _e, d, _k in self.open.values())
+
+    def full(self) -> dict[str, Any]:
+        """Every row as arrays (for windowed queries), open rows resolved."""
+        cat = {
+            name: np.concatenate((getattr(self.sealed, name), getattr(self.tail, name)))
+            for name in ("start", "end", "d", "count", "step")
+        }
+        for i, (end, d_res, k_res) in self.open.items():
+            cat["end"][i], cat["d"][i], cat["count"][i] = end, d_res, k_res
+        startup = np.zeros(self.n)
+        seg_of = np.zeros(self.n, dtype=np.int64)
+        for j, seg in enumerate(self.segments):
+            startup[seg.lo] = seg.startup
+            seg_of[seg.lo : seg.hi] = j
+        cat["startup"], cat["seg"] = startup, seg_of
+        return cat
 
 
 def _sorted_step_arrays(stream: Stream) -> tuple[F64, I64, npt.NDArray[np.int8]]:
     log = stream.steps
-    ts = np.frombuffer(log.ts, dtype=np.float64) if len(log) else np.zeros(0)
-    step = np.frombuffer(log.step, dtype=np.int64) if len(log) else np.zeros(0, np.int64)
-    is_end = np.frombuffer(log.is_end, dtype=np.int8) if len(log) else np.zeros(0, np.int8)
+    if not len(log):
+        return np.zeros(0), np.zeros(0, np.int64), np.zeros(0, np.int8)
+    ts = np.frombuffer(log.ts, dtype=np.float64)
+    step = np.frombuffer(log.step, dtype=np.int64)
+    is_end = np.frombuffer(log.is_end, dtype=np.int8)
     if log.unsorted:
         order = np.argsort(ts, kind="stable")  # arrival order breaks ties
         ts, step, is_end = ts[order], step[order], is_end[order]
@@ -125,8 +235,6 @@ class _Builder:
         self.diags: list[Diagnostic] = []
         self.buckets: dict[str, float] = defaultdict(float)
         self.overlapped: dict[str, float] = defaultdict(float)
-
-    # ---------------------------------------------------------------- attempts
 
     def attempts(self) -> list[_Attempt]:
         ing = self.ing
@@ -319,38 +427,39 @@ class _Builder:
             self.buckets["recovery"] += self.clip(a.eff_end, b.eff_start)
         self.buckets["recovery"] += self.clip(final.eff_end, t_end)
 
-        # per attempt: intervals and step rows of the leader rank
-        blocks: list[_StepBlock | None] = []
+        # per attempt: recorded intervals and the leader's step rows
+        rows: list[_AttemptRows | None] = []
         segments: list[_Segment] = []
         attempt_rest: list[float] = []
         for i, att in enumerate(attempts):
             span = self.clip(att.eff_start, att.eff_end)
             leader = self._leader_stream(att)
             if leader is None:
-                blocks.append(None)
+                rows.append(None)
                 attempt_rest.append(span)
                 continue
-            pieces = self._intervals(att, leader)
-            in_pieces = sum(self.clip(p.start, p.end) for p in pieces)
-            for p in pieces:
-                self.buckets[p.bucket] += self.clip(p.start, p.end)
-            block = self._step_block(i, att, leader, pieces, segments)
-            blocks.append(block)
+            closed = i < len(attempts) - 1 or att.ended
+            ar = self._attempt_rows(att, leader, closed)
+            in_pieces = self._interval_sums(att, ar)
+            self._segments(i, att, leader, ar)
+            segments.extend(ar.segments)
+            rows.append(ar)
             attempt_rest.append(span - in_pieces)
 
-        ideal, ideal_source = self._ideal(blocks)
-        self._finish_steps(blocks, segments, ideal)
-        kept_time, kept_n, at_risk, counts = self._split_kept(
-            attempts, blocks, segments, ideal, final_job_end=final.ended_by_job_end
+        ideal, ideal_source = self._ideal(rows)
+        for ar in rows:
+            if ar is not None:
+                self._resolve(ar, ideal)
+        kept_time, kept_n, at_risk, counts, step_time = self._split_kept(
+            rows, segments, final_job_end=final.ended_by_job_end
         )
-        for i, block in enumerate(blocks):
-            if block is not None:
-                attempt_rest[i] -= float(np.sum(self._step_weights(block) * block.d))
+        for i, st in enumerate(step_time):
+            attempt_rest[i] -= st
         if ideal is not None:
             productive = min(kept_time, kept_n * ideal)
         else:
             productive = kept_time
-        self.buckets[PRODUCTIVE] += productive
+        self.buckets[PRODUCTIVE] += max(productive, 0.0)
         self.buckets["slowdown"] += max(0.0, kept_time - productive)
         for i, rest in enumerate(attempt_rest):
             if rest < -_EPS:
@@ -404,6 +513,278 @@ class _Builder:
             window=self.window,
         )
 
+    # ------------------------------------------------------------- step rows
+
+    def _attempt_rows(self, att: _Attempt, s: Stream, closed: bool) -> _AttemptRows:
+        """Rows of the attempt: reuse what is sealed, compute the tail, seal what is settled."""
+        ing = self.ing
+        key = ("steps", att.key, att.range_lo)
+        sig = (s.attempt, s.rank, att.eff_start, att.range_lo, att.range_hi)
+        lo, hi = att.eff_start, att.eff_end
+        cached = ing.cache.get(key)
+        steps = cached if isinstance(cached, AttemptSteps) else None
+        if steps is not None and self._stale(steps, sig, s, att, hi):
+            steps = None
+        if steps is None:
+            steps = AttemptSteps(sig)
+            ing.cache[key] = steps
+        steps.raw_seen = len(s.steps)
+        steps.marks_seen = len(s.marks)
+
+        ts, step, is_end = _sorted_step_arrays(s)
+        marks: Sequence[IntervalMark] = s.marks
+        if s.marks_unsorted:
+            marks = sorted(marks, key=lambda m: (m.ts, m.seq))
+        if att.key is None:
+            ts, step, is_end = _slice_range(ts, step, is_end, att.range_lo, att.range_hi)
+            marks = [m for m in marks if att.range_lo <= m.ts < att.range_hi]
+        ts, step, is_end = ts[steps.raw_done :], step[steps.raw_done :], is_end[steps.raw_done :]
+        tail_marks = marks[steps.marks_done :]
+
+        ivs = tail_intervals(tail_marks, lo, hi)
+        unclean = Coverage([p for p in ivs.pieces if p.bucket not in CLEAN_EXEMPT])
+        tail, unmatched_ts = compute_rows(
+            ts, step, is_end, lo=lo, hi=hi, cov=Coverage(ivs.pieces),
+            prev_step=steps.last_step(), unclean_cov=unclean,
+        )
+        mark_ts = np.fromiter((m.ts for m in tail_marks), np.float64, count=len(tail_marks))
+        if closed:
+            steps.seal(tail, ivs, math.inf, int(ts.shape[0]), len(tail_marks), unmatched_ts)
+            steps.whole, steps.whole_end = True, hi
+            tail, ivs = Rows.empty(), TailIntervals([], [], [], [], [])
+            unmatched_ts = np.zeros(0)
+        elif tail.n >= _steps.SEAL_MIN_TAIL:
+            r = _steps.quiet_cut(tail, ivs, mark_ts, min_keep=1)
+            if r > 0:
+                cut = float(tail.start[r])
+                raw_used = int(np.flatnonzero(is_end == 0)[r])
+                marks_used = int(np.searchsorted(mark_ts, cut, side="left"))
+                steps.seal(tail.head(r), ivs, cut, raw_used, marks_used, unmatched_ts)
+                tail = tail.tail_from(r)
+                ivs = ivs.after(cut)
+                unmatched_ts = unmatched_ts[unmatched_ts >= cut]
+        return _AttemptRows(steps, tail, ivs, int(unmatched_ts.shape[0]))
+
+    def _stale(
+        self, steps: AttemptSteps, sig: tuple[Any, ...], s: Stream, att: _Attempt, hi: float
+    ) -> bool:
+        """Whether the sealed rows can no longer be trusted (late data, moved bounds)."""
+        if steps.signature != sig:
+            return True
+        if steps.whole:
+            if steps.whole_end != hi:
+                return True
+        elif hi < steps.cut:
+            return True
+        cut = steps.cut
+        if cut == -math.inf:
+            return False
+        if len(s.steps) > steps.raw_seen:
+            new = np.frombuffer(s.steps.ts, dtype=np.float64)[steps.raw_seen :]
+            late = new[(new >= att.range_lo) & (new < att.range_hi)]
+            if late.shape[0] and float(late.min()) < cut:
+                return True
+        return any(
+            att.range_lo <= m.ts < min(cut, att.range_hi) for m in s.marks[steps.marks_seen :]
+        )
+
+    def _interval_sums(self, att: _Attempt, ar: _AttemptRows) -> float:
+        """Add the attempt's interval buckets and overlapped time; return their total."""
+        steps, ivs = ar.steps, ar.tail_ivs
+        lo, hi = self.clip_bounds
+        total = 0.0
+        if att.eff_start >= lo and att.eff_end <= hi:
+            for bucket, v in steps.piece_sums.items():
+                self.buckets[bucket] += v
+                total += v
+            for p in ivs.pieces:
+                self.buckets[p.bucket] += p.end - p.start
+                total += p.end - p.start
+            for bucket, v in steps.nonblocking_sums.items():
+                self.overlapped[bucket] += v
+            for iv in ivs.nonblocking:
+                self.overlapped[iv.bucket] += iv.end - iv.start
+        else:
+            for p in [*steps.pieces, *ivs.pieces]:
+                c = self.clip(p.start, p.end)
+                self.buckets[p.bucket] += c
+                total += c
+            for iv in [*steps.nonblocking, *ivs.nonblocking]:
+                self.overlapped[iv.bucket] += self.clip(iv.start, iv.end)
+        for m in [*steps.unpaired_starts, *ivs.unpaired_starts]:
+            self.diag(
+                "unpaired_start",
+                f"{m.bucket} started at {m.ts:.3f} was never ended; closed at the end of "
+                f"attempt {att.id}",
+                m.source,
+                m.line,
+            )
+        for m in [*steps.unpaired_ends, *ivs.unpaired_ends]:
+            self.diag(
+                "unpaired_end", f"{m.bucket} end at {m.ts:.3f} without a start; ignored",
+                m.source, m.line,
+            )
+        unmatched = steps.unmatched_ends + ar.unmatched
+        if unmatched:
+            self.diag(
+                "events_out_of_order",
+                f"attempt {att.id}: {unmatched} step_end events without a matching step_start "
+                "before them; ignored",
+            )
+        return total
+
+    def _segments(self, ai: int, att: _Attempt, s: Stream, ar: _AttemptRows) -> None:
+        """Segments of the attempt, with their restore points (§1)."""
+        firsts = list(ar.steps.seg_first)
+        firsts += (np.flatnonzero(ar.tail.first) + ar.n_sealed).tolist()
+        restores = sorted(s.restores, key=lambda r: (r.ts, r.seq))
+        if att.key is None:
+            restores = [r for r in restores if att.range_lo <= r.ts < att.range_hi]
+        bounds = [*firsts, ar.n]
+        for j in range(len(firsts)):
+            lo, hi = bounds[j], bounds[j + 1]
+            first_ts = ar.at("start", lo)
+            prev_last_start = ar.at("start", lo - 1) if lo > 0 else -math.inf
+            in_gap = [r for r in restores if prev_last_start < r.ts <= first_ts]
+            ends = [r for r in in_gap if r.is_end]
+            chosen = (ends or in_gap or [None])[-1]
+            first_step = int(ar.at("step", lo))
+            ar.segments.append(
+                _Segment(
+                    attempt=ai, sid=j, lo=lo, hi=hi, first_ts=first_ts, first_step=first_step,
+                    last_step=int(ar.at("step", hi - 1)),
+                    restore_point=chosen.step if chosen is not None else first_step - 1,
+                    restored=chosen is not None,
+                )
+            )
+
+    def _ideal(self, rows: list[_AttemptRows | None]) -> tuple[float | None, _Source]:
+        if self.ideal_cfg is not None:
+            return self.ideal_cfg, "configured"
+        present = [ar for ar in rows if ar is not None]
+        tails = [ar.tail.d[ar.tail.clean] / ar.tail.count[ar.tail.clean] for ar in present]
+        sealed = [(id(ar.steps), ar.steps.clean_vals.a) for ar in present]
+        if any(t.shape[0] for t in tails[:-1]):
+            # Tails in the middle of the sequence: no cache can help; compute directly.
+            seq = [v for pair in zip([v for _, v in sealed], tails) for v in pair]
+            est = best_sustained_step_time(np.concatenate(seq) if seq else np.zeros(0))
+        else:
+            cache = self.ing.cache.get("ideal")
+            if not isinstance(cache, IdealCache):
+                cache = self.ing.cache["ideal"] = IdealCache()
+            est = cache.estimate(sealed, tails[-1] if tails else np.zeros(0))
+        return (est, "estimated") if est is not None else (None, None)
+
+    def _resolve(self, ar: _AttemptRows, ideal: float | None) -> None:
+        """Per segment: typical step time m, open last rows, startup (§4)."""
+        open_rows = ar.open_rows()
+        s = ar.n_sealed
+        tail = ar.tail
+        for seg in ar.segments:
+            sealed_sorted = ar.steps.seg_sorted.get(seg.sid, _EMPTY) if seg.lo < s else _EMPTY
+            t_lo, t_hi = max(seg.lo, s) - s, seg.hi - s
+            tail_vals = _EMPTY
+            if t_hi > t_lo:
+                d = tail.d[t_lo:t_hi]
+                mask = ~np.isnan(d) & ~tail.first[t_lo:t_hi]
+                tail_vals = np.sort(d[mask] / tail.count[t_lo:t_hi][mask])
+            m = median_of_sorted(sealed_sorted, tail_vals)
+            seg.m = m if m is not None else ideal
+            for i in open_rows:
+                if not seg.lo <= i < seg.hi:
+                    continue
+                stride = ar.at("count", i - 1) if i - 1 >= seg.lo else 1.0
+                start, cap = ar.at("start", i), ar.at("cap", i)
+                end = start if seg.m is None else max(start, min(start + seg.m * stride, cap))
+                ar.open[i] = (end, max(0.0, end - start - ar.covered(start, end)), stride)
+            if seg.m is not None:
+                seg.startup = max(0.0, ar.d(seg.lo) - seg.m * ar.count(seg.lo))
+
+    def _split_kept(
+        self,
+        rows: list[_AttemptRows | None],
+        segments: list[_Segment],
+        *,
+        final_job_end: bool,
+    ) -> tuple[float, float, float, StepCounts, list[float]]:
+        """Kept vs wasted (§3). Returns kept time, kept steps, at-risk, counts, step time
+        per attempt (inside the window)."""
+        # keep_upto[j] = min restore point of every later segment: steps above it were redone.
+        keep_upto = [math.inf] * len(segments)
+        running = math.inf
+        for j in range(len(segments) - 1, -1, -1):
+            keep_upto[j] = running
+            running = min(running, segments[j].restore_point)
+        ing = self.ing
+        committed = np.frombuffer(ing.checkpoints_committed, dtype=np.int64)
+        saved = np.frombuffer(ing.checkpoints_saved, dtype=np.int64)
+        durable = committed if committed.shape[0] else saved
+        safe = float(durable.max()) if durable.shape[0] else -math.inf
+        restored = [s.restore_point for s in segments if s.restored]
+        if restored:
+            safe = max(safe, float(max(restored)))
+
+        kept_time = kept_n = at_risk = wasted = startup = 0.0
+        kept_count = wasted_count = 0.0
+        for j, seg in enumerate(segments):
+            ar = rows[seg.attempt]
+            assert ar is not None
+            kw, kk = ar.kept(seg, keep_upto[j])
+            tw, tk = ar.kept(seg, math.inf)
+            kept_count += kk
+            wasted_count += tk - kk
+            if self.window is None:
+                kept_time += kw
+                kept_n += kk
+                wasted += tw - kw
+                startup += seg.startup
+                if not final_job_end and keep_upto[j] > safe:
+                    at_risk += kw - ar.kept(seg, min(keep_upto[j], safe))[0]
+        step_time = [0.0] * len(rows)
+        if self.window is None:
+            for i, ar in enumerate(rows):
+                if ar is not None:
+                    step_time[i] = ar.total_d()
+        else:
+            lo, hi = self.clip_bounds
+            for i, ar in enumerate(rows):
+                if ar is None:
+                    continue
+                cat = ar.full()
+                cov = Coverage([*ar.steps.pieces, *ar.tail_ivs.pieces])
+                a = np.clip(cat["start"], lo, hi)
+                e = np.clip(cat["end"], lo, hi)
+                inside = np.maximum(e - a - cov.between(a, e), 0.0)
+                with np.errstate(divide="ignore", invalid="ignore"):
+                    w = np.clip(np.where(cat["d"] > 0, inside / cat["d"], 0.0), 0.0, 1.0)
+                step_time[i] = float(np.sum(cat["d"] * w))
+                for seg in ar.segments:
+                    sl = slice(seg.lo, seg.hi)
+                    k_up = keep_upto[segments.index(seg)]
+                    if math.isinf(k_up):
+                        frac = np.ones(seg.hi - seg.lo)
+                    else:
+                        frac = np.clip((k_up - cat["step"][sl] + 1) / cat["count"][sl], 0.0, 1.0)
+                    work = cat["d"][sl] - cat["startup"][sl]
+                    ww = w[sl]
+                    kept_time += float(np.sum(frac * work * ww))
+                    kept_n += float(np.sum(frac * cat["count"][sl] * ww))
+                    wasted += float(np.sum((1 - frac) * work * ww))
+                    startup += float(np.sum(cat["startup"][sl] * ww))
+                    if not final_job_end:
+                        risky = cat["step"][sl] > safe
+                        at_risk += float(np.sum((frac * work * ww)[risky]))
+        self.buckets["wasted"] += max(wasted, 0.0)
+        self.buckets["startup"] += startup
+        last_step: int | None = None
+        for ar in reversed(rows):
+            if ar is not None and ar.n:
+                last_step = int(ar.at("step", ar.n - 1) + ar.count(ar.n - 1) - 1)
+                break
+        counts = StepCounts(int(round(kept_count)), int(round(wasted_count)), last_step)
+        return kept_time, kept_n, max(at_risk, 0.0), counts, step_time
+
+
     def _empty(self, job: str) -> Report:
         self._collect_ingest_diagnostics()
         self.diag("empty_log", "no events to account for")
@@ -430,8 +811,6 @@ class _Builder:
             exit_code=att.exit_code,
         )
 
-    # ------------------------------------------------------------- streams
-
     def _leader_stream(self, att: _Attempt) -> Stream | None:
         """The lowest rank with work in this attempt (events without rank count as 0)."""
         best: tuple[int, Stream] | None = None
@@ -444,233 +823,6 @@ class _Builder:
                 best = (rank, s)
         return best[1] if best else None
 
-    def _intervals(self, att: _Attempt, s: Stream) -> list[Piece]:
-        marks = s.marks
-        if s.marks_unsorted:
-            marks = sorted(marks, key=lambda m: (m.ts, m.seq))
-        if att.key is None:
-            marks = [m for m in marks if att.range_lo <= m.ts < att.range_hi]
-        intervals, unpaired_starts, unpaired_ends = pair_marks(marks, close_at=att.eff_end)
-        for m in unpaired_starts:
-            self.diag(
-                "unpaired_start",
-                f"{m.bucket} started at {m.ts:.3f} was never ended; closed at the end of "
-                f"attempt {att.id}",
-                m.source,
-                m.line,
-            )
-        for m in unpaired_ends:
-            self.diag(
-                "unpaired_end", f"{m.bucket} end at {m.ts:.3f} without a start; ignored",
-                m.source, m.line,
-            )
-        blocking = []
-        for iv in intervals:
-            a, b = max(iv.start, att.eff_start), min(iv.end, att.eff_end)
-            if iv.blocking:
-                if b > a:
-                    blocking.append(RecordedInterval(a, b, iv.bucket, True, iv.order))
-            else:
-                self.overlapped[iv.bucket] += self.clip(a, b)
-        return flatten_innermost(blocking)
-
-    def _step_block(
-        self, ai: int, att: _Attempt, s: Stream, pieces: list[Piece], segments: list[_Segment]
-    ) -> _StepBlock | None:
-        if not len(s.steps):
-            return None
-        ts, step, is_end = _sorted_step_arrays(s)
-        if att.key is None:
-            ts, step, is_end = _slice_range(ts, step, is_end, att.range_lo, att.range_hi)
-        starts = is_end == 0
-        st = ts[starts]
-        sn = step[starts]
-        n = int(st.shape[0])
-        if n == 0:
-            self.diag(
-                "events_out_of_order",
-                f"attempt {att.id}: {int(is_end.shape[0])} step_end events and no step_start; "
-                "ignored",
-            )
-            return None
-        et = ts[~starts]
-        en = step[~starts]
-
-        new_seg = np.empty(n, dtype=np.bool_)
-        new_seg[0] = True
-        new_seg[1:] = sn[1:] <= sn[:-1]
-        same_next = np.append(~new_seg[1:], False)
-        nxt_ts = np.append(st[1:], np.inf)
-        nxt_n = np.append(sn[1:], 0)
-
-        own_end = np.full(n, np.inf)
-        if et.shape[0]:
-            # Rows are in (ts, arrival) order: an end belongs to the last start before it.
-            idx = (np.cumsum(starts) - 1)[~starts]
-            ok = idx >= 0
-            ok[ok] = sn[idx[ok]] == en[ok]
-            if not ok.all():
-                self.diag(
-                    "events_out_of_order",
-                    f"attempt {att.id}: {int((~ok).sum())} step_end events without a matching "
-                    "step_start before them; ignored",
-                )
-            np.minimum.at(own_end, idx[ok], et[ok])
-        has_end = np.isfinite(own_end)
-        count = np.where(has_end | ~same_next, 1, np.maximum(nxt_n - sn, 1)).astype(np.float64)
-        end = np.where(has_end, own_end, np.where(same_next, nxt_ts, np.nan))
-        known = ~np.isnan(end)
-        lo_, hi_ = att.eff_start, att.eff_end
-        start_c = np.clip(st, lo_, hi_)
-        end_c = np.where(known, np.clip(np.where(known, end, 0.0), lo_, hi_), np.nan)
-        end_c = np.where(known, np.maximum(end_c, start_c), np.nan)
-        cap = np.clip(np.minimum(nxt_ts, hi_), start_c, None)
-        cov = Coverage(pieces)
-        covered = np.where(known, cov.between(start_c, np.where(known, end_c, start_c)), 0.0)
-        d = np.where(known, end_c - start_c - covered, 0.0)
-        clean = known & ~new_seg & (covered <= 0.0)
-
-        seg_local = np.cumsum(new_seg) - 1
-        bounds = np.flatnonzero(new_seg).tolist() + [n]
-        restores = sorted(s.restores, key=lambda r: (r.ts, r.seq))
-        if att.key is None:
-            restores = [r for r in restores if att.range_lo <= r.ts < att.range_hi]
-        prev_last_start = -math.inf
-        base = len(segments)
-        for j in range(len(bounds) - 1):
-            lo, hi = bounds[j], bounds[j + 1]
-            first_ts = float(st[lo])
-            in_gap = [r for r in restores if prev_last_start < r.ts <= first_ts]
-            ends = [r for r in in_gap if r.is_end]
-            chosen = (ends or in_gap or [None])[-1]
-            first_step = int(sn[lo])
-            segments.append(
-                _Segment(
-                    attempt=ai, lo=lo, hi=hi, first_ts=first_ts, first_step=first_step,
-                    last_step=int(sn[hi - 1]),
-                    restore_point=chosen.step if chosen is not None else first_step - 1,
-                    restored=chosen is not None,
-                )
-            )
-            prev_last_start = float(st[hi - 1])
-        return _StepBlock(
-            start=start_c, end=end_c, cap=cap, step=sn.astype(np.int64), count=count,
-            seg=(seg_local + base).astype(np.int64), first=new_seg, known=known, clean=clean,
-            coverage=cov, d=d, startup=np.zeros(n),
-        )
-
-    # ------------------------------------------------------------- step time
-
-    def _ideal(self, blocks: list[_StepBlock | None]) -> tuple[float | None, _Source]:
-        if self.ideal_cfg is not None:
-            return self.ideal_cfg, "configured"
-        parts = [b.d[b.clean] / b.count[b.clean] for b in blocks if b is not None]
-        times = np.concatenate(parts) if parts else np.zeros(0)
-        est = best_sustained_step_time(times)
-        return (est, "estimated") if est is not None else (None, None)
-
-    def _finish_steps(
-        self, blocks: list[_StepBlock | None], segments: list[_Segment], ideal: float | None
-    ) -> None:
-        """Typical step time per segment: open last steps, then startup."""
-        for seg in segments:
-            b = blocks[seg.attempt]
-            assert b is not None
-            lo, hi = seg.lo, seg.hi
-            per = b.d[lo:hi] / b.count[lo:hi]
-            typical_rows = b.known[lo:hi].copy()
-            typical_rows[0] = False
-            m: float | None
-            m = float(np.median(per[typical_rows])) if typical_rows.any() else ideal
-            last = hi - 1
-            if not b.known[last]:
-                if hi - lo > 1:
-                    # Sparse logging: the open last record stands for the typical stride.
-                    b.count[last] = max(1.0, float(np.median(b.count[lo:last])))
-                if m is not None:
-                    e = min(b.start[last] + m * b.count[last], b.cap[last])
-                else:
-                    e = b.start[last]
-                b.end[last] = e
-                b.known[last] = True
-                cov = float(b.coverage.between(np.array([b.start[last]]), np.array([e]))[0])
-                b.d[last] = max(0.0, e - b.start[last] - cov)
-            b_startup = 0.0
-            if m is not None:
-                b_startup = max(0.0, float(b.d[lo]) - m * float(b.count[lo]))
-            b.startup[lo] = b_startup
-
-    def _step_weights(self, b: _StepBlock) -> F64:
-        """Share of each step's time that lies inside the query window."""
-        if self.window is None:
-            lo, hi = self.clip_bounds
-            if b.start.shape[0] == 0 or (b.start[0] >= lo and np.nanmax(b.end) <= hi):
-                return np.ones(b.d.shape[0])
-        lo, hi = self.clip_bounds
-        a = np.clip(b.start, lo, hi)
-        e = np.clip(b.end, lo, hi)
-        inside = np.maximum(e - a - b.coverage.between(a, e), 0.0)
-        with np.errstate(divide="ignore", invalid="ignore"):
-            w = np.where(b.d > 0, inside / b.d, 0.0)
-        return np.clip(w, 0.0, 1.0)
-
-    def _split_kept(
-        self,
-        attempts: list[_Attempt],
-        blocks: list[_StepBlock | None],
-        segments: list[_Segment],
-        ideal: float | None,
-        *,
-        final_job_end: bool,
-    ) -> tuple[float, float, float, StepCounts]:
-        """Kept vs wasted steps (§3); returns kept time, kept steps, at-risk, counts."""
-        order = sorted(range(len(segments)), key=lambda j: (segments[j].attempt, segments[j].lo))
-        # K[j] = min restore point of every later segment: steps above it were redone.
-        keep_upto = [math.inf] * len(segments)
-        running = math.inf
-        for j in reversed(order):
-            keep_upto[j] = running
-            running = min(running, segments[j].restore_point)
-        ing = self.ing
-        committed = np.frombuffer(ing.checkpoints_committed, dtype=np.int64)
-        saved = np.frombuffer(ing.checkpoints_saved, dtype=np.int64)
-        durable = committed if committed.shape[0] else saved
-        safe = int(durable.max()) if durable.shape[0] else -(2**62)
-        restored = [s.restore_point for s in segments if s.restored]
-        if restored:
-            safe = max(safe, max(restored))
-
-        kept_time = kept_n = at_risk = 0.0
-        kept_count = wasted_count = 0.0
-        last_step: int | None = None
-        startup_total = wasted_total = 0.0
-        for i, b in enumerate(blocks):
-            if b is None:
-                continue
-            w = self._step_weights(b)
-            startup = b.startup
-            work = b.d - startup
-            k_upto = np.array([keep_upto[s] for s in range(len(segments))])[b.seg]
-            with np.errstate(invalid="ignore"):
-                frac = np.clip((k_upto - b.step + 1) / b.count, 0.0, 1.0)
-            frac = np.where(np.isinf(k_upto), 1.0, frac)
-            kept_time += float(np.sum(frac * work * w))
-            kept_n += float(np.sum(frac * b.count * w))
-            wasted_total += float(np.sum((1 - frac) * work * w))
-            startup_total += float(np.sum(startup * w))
-            kept_count += float(np.sum(frac * b.count))
-            wasted_count += float(np.sum((1 - frac) * b.count))
-            if not final_job_end:
-                risky = b.step > safe
-                at_risk += float(np.sum((frac * work * w)[risky]))
-            if b.step.shape[0]:
-                last_step = int(b.step[-1] + b.count[-1] - 1)
-        self.buckets["wasted"] += wasted_total
-        self.buckets["startup"] += startup_total
-        counts = StepCounts(int(round(kept_count)), int(round(wasted_count)), last_step)
-        del attempts
-        return kept_time, kept_n, at_risk, counts
-
     def _collect_ingest_diagnostics(self) -> None:
         log = self.ing.diagnostics
         for code, entries in log.entries.items():
@@ -679,6 +831,7 @@ class _Builder:
             extra = log.counts.get(code, 0) - len(entries)
             if extra > 0:
                 self.diag(code, f"... and {extra} more {code} diagnostics")
+
 
 
 def _attempt_id(key: str) -> str | int:

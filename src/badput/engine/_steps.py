@@ -1,0 +1,441 @@
+"""Step rows of one attempt, sealed as the job goes, so a live query stays cheap.
+
+One *row* per ``step_start`` of the attempt's leader rank: its span, the steps of
+work it stands for, its time once recorded intervals are taken out, whether it is
+a clean measurement of speed. Rows before a *cut* (a step start where no recorded
+interval is open) never change again, so they are **sealed**: kept in growable
+columns with prefix sums. A query recomputes only the rows after the cut (the
+tail), so its cost is O(new rows) + O(segments), whatever the job's history.
+
+Everything here is pure computation on arrays; the Ingestor owns the caches.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from badput.engine._ideal import MIN_CLEAN_STEPS, block_size
+from badput.engine._intervals import (
+    Coverage,
+    IntervalMark,
+    Piece,
+    RecordedInterval,
+    flatten_innermost,
+    pair_marks,
+)
+
+__all__ = [
+    "CLEAN_EXEMPT",
+    "SEAL_MIN_TAIL",
+    "AttemptSteps",
+    "IdealCache",
+    "Rows",
+    "TailIntervals",
+    "compute_rows",
+    "median_of_sorted",
+    "quiet_cut",
+    "tail_intervals",
+]
+
+F64 = npt.NDArray[np.float64]
+I64 = npt.NDArray[np.int64]
+B = npt.NDArray[np.bool_]
+
+#: Tail rows tolerated before sealing is attempted (tests lower it to exercise sealing).
+SEAL_MIN_TAIL = 2048
+
+# Blocking data loading inside a step does not spoil the step as a speed measurement:
+# its time is already taken out. Any other interval (eval, checkpoint...) does.
+CLEAN_EXEMPT = frozenset({"data_loading"})
+
+
+class _Col:
+    """A numpy column that grows by appending (amortised O(1) per element)."""
+
+    __slots__ = ("buf", "n")
+
+    def __init__(self, dtype: Any) -> None:
+        self.buf: npt.NDArray[Any] = np.empty(256, dtype=dtype)
+        self.n = 0
+
+    def extend(self, values: npt.NDArray[Any]) -> None:
+        need = self.n + values.shape[0]
+        if need > self.buf.shape[0]:
+            grown = np.empty(max(need, 2 * self.buf.shape[0]), dtype=self.buf.dtype)
+            grown[: self.n] = self.buf[: self.n]
+            self.buf = grown
+        self.buf[self.n : need] = values
+        self.n = need
+
+    @property
+    def a(self) -> npt.NDArray[Any]:
+        return self.buf[: self.n]
+
+
+@dataclass
+class Rows:
+    """Contiguous rows (one per step start). ``end``/``d`` are NaN for an open row."""
+
+    start: F64
+    end: F64
+    cap: F64  # latest end of an open row (next start or the attempt's end)
+    count: F64  # steps of work the row stands for (sparse logging)
+    step: I64
+    d: F64  # step time, recorded intervals taken out
+    first: B  # first row of a segment
+    clean: B
+    raw_end: int = 0  # raw events (starts and ends) these rows consumed
+
+    @property
+    def n(self) -> int:
+        return int(self.start.shape[0])
+
+    @staticmethod
+    def empty() -> Rows:
+        z = np.zeros(0)
+        return Rows(z, z, z, z, np.zeros(0, np.int64), z, np.zeros(0, np.bool_), np.zeros(0, np.bool_))
+
+    def tail_from(self, r: int) -> Rows:
+        return Rows(
+            self.start[r:], self.end[r:], self.cap[r:], self.count[r:], self.step[r:],
+            self.d[r:], self.first[r:], self.clean[r:],
+        )
+
+    def head(self, r: int) -> Rows:
+        return Rows(
+            self.start[:r], self.end[:r], self.cap[:r], self.count[:r], self.step[:r],
+            self.d[:r], self.first[:r], self.clean[:r],
+        )
+
+
+def compute_rows(
+    ts: F64,
+    step: I64,
+    is_end: npt.NDArray[np.int8],
+    *,
+    lo: float,
+    hi: float,
+    cov: Coverage,
+    prev_step: int | None,
+    unclean_cov: Coverage,
+) -> tuple[Rows, F64]:
+    """Rows of sorted raw step events inside one attempt span ``[lo, hi]``.
+
+    ``prev_step`` is the step of the row just before (sealed), so the first row
+    here knows whether it opens a segment. Returns the rows and the times of the
+    ``step_end`` events that matched no start.
+    """
+    starts = is_end == 0
+    st = ts[starts]
+    sn = step[starts]
+    n = int(st.shape[0])
+    if n == 0:
+        return Rows.empty(), ts[~starts]
+    new_seg = np.empty(n, dtype=np.bool_)
+    new_seg[0] = prev_step is None or sn[0] <= prev_step
+    new_seg[1:] = sn[1:] <= sn[:-1]
+    same_next = np.append(~new_seg[1:], False)
+    nxt_ts = np.append(st[1:], np.inf)
+    nxt_n = np.append(sn[1:], 0)
+
+    own_end = np.full(n, np.inf)
+    unmatched: F64 = np.zeros(0)
+    if int(starts.shape[0]) > n:
+        # Rows are in (ts, arrival) order: an end belongs to the last start before it.
+        idx = (np.cumsum(starts) - 1)[~starts]
+        en = step[~starts]
+        ok = idx >= 0
+        ok[ok] = sn[idx[ok]] == en[ok]
+        unmatched = ts[~starts][~ok]
+        np.minimum.at(own_end, idx[ok], ts[~starts][ok])
+    has_end = np.isfinite(own_end)
+    count = np.where(has_end | ~same_next, 1, np.maximum(nxt_n - sn, 1)).astype(np.float64)
+    end = np.where(has_end, own_end, np.where(same_next, nxt_ts, np.nan))
+    known = ~np.isnan(end)
+    start_c = np.clip(st, lo, hi)
+    end_safe = np.where(known, end, start_c)
+    end_c = np.maximum(np.clip(end_safe, lo, hi), start_c)
+    cap = np.maximum(np.minimum(nxt_ts, hi), start_c)
+    covered = cov.between(start_c, end_c)
+    d = np.where(known, end_c - start_c - covered, np.nan)
+    spoiled = unclean_cov.between(start_c, end_c) > 0.0
+    clean = known & ~new_seg & ~spoiled
+    return (
+        Rows(start_c, np.where(known, end_c, np.nan), cap, count, sn.astype(np.int64), d,
+             new_seg, clean),
+        unmatched,
+    )
+
+
+@dataclass
+class TailIntervals:
+    pieces: list[Piece]
+    nonblocking: list[RecordedInterval]
+    intervals: list[RecordedInterval]
+    unpaired_starts: list[IntervalMark]
+    unpaired_ends: list[IntervalMark]
+
+    def after(self, cut: float) -> TailIntervals:
+        """What is left once everything before a quiet ``cut`` is sealed."""
+        return TailIntervals(
+            [p for p in self.pieces if p.start >= cut],
+            [iv for iv in self.nonblocking if iv.start >= cut],
+            [iv for iv in self.intervals if iv.start >= cut],
+            self.unpaired_starts,
+            [m for m in self.unpaired_ends if m.ts >= cut],
+        )
+
+
+def tail_intervals(marks: Sequence[IntervalMark], lo: float, hi: float) -> TailIntervals:
+    """Pair marks, clip to ``[lo, hi]``, flatten the blocking ones (innermost wins)."""
+    intervals, unpaired_starts, unpaired_ends = pair_marks(marks, close_at=hi)
+    blocking: list[RecordedInterval] = []
+    nonblocking: list[RecordedInterval] = []
+    clipped: list[RecordedInterval] = []
+    for iv in intervals:
+        a, b = max(iv.start, lo), min(iv.end, hi)
+        if b < a:
+            continue
+        c = RecordedInterval(a, b, iv.bucket, iv.blocking, iv.order)
+        clipped.append(c)
+        (blocking if iv.blocking else nonblocking).append(c)
+    return TailIntervals(
+        flatten_innermost(blocking), nonblocking, clipped, unpaired_starts, unpaired_ends
+    )
+
+
+def quiet_cut(rows: Rows, ivs: TailIntervals, mark_ts: F64, min_keep: int) -> int:
+    """Largest row index r (r <= n - 2, r >= min_keep) whose start is a quiet moment.
+
+    Quiet: no interval open across it and no mark exactly at it. Returns 0 if none.
+    """
+    n = rows.n
+    if n - 2 < min_keep:
+        return 0
+    cand = rows.start[min_keep : n - 1]
+    if ivs.intervals:
+        s = np.sort(np.fromiter((iv.start for iv in ivs.intervals), np.float64))
+        e = np.sort(np.fromiter((iv.end for iv in ivs.intervals), np.float64))
+        active = np.searchsorted(s, cand, "left") - np.searchsorted(e, cand, "right")
+        quiet = active <= 0
+    else:
+        quiet = np.ones(cand.shape[0], dtype=np.bool_)
+    if ivs.unpaired_starts:
+        quiet &= cand < min(m.ts for m in ivs.unpaired_starts)
+    if mark_ts.shape[0]:
+        quiet &= np.searchsorted(mark_ts, cand, "left") == np.searchsorted(mark_ts, cand, "right")
+    # a start equal to the previous row's start would split a tie: not a cut
+    quiet &= cand > rows.start[min_keep - 1 : n - 2] if min_keep > 0 else np.append(
+        False, cand[1:] > cand[:-1]
+    )
+    hits = np.flatnonzero(quiet)
+    return int(hits[-1]) + min_keep if hits.shape[0] else 0
+
+
+@dataclass
+class AttemptSteps:
+    """The sealed part of one attempt's rows and intervals, and where it was cut."""
+
+    signature: tuple[Any, ...]
+    cut: float = -math.inf
+    raw_done: int = 0  # sorted raw step events sealed
+    marks_done: int = 0
+    raw_seen: int = 0
+    marks_seen: int = 0
+    whole: bool = False  # sealed to the end (a closed attempt)
+    whole_end: float = math.inf
+    cols: dict[str, _Col] = field(default_factory=dict)
+    cum_d: _Col = field(default_factory=lambda: _Col(np.float64))  # cum_d[i] = Σ d[:i]
+    cum_k: _Col = field(default_factory=lambda: _Col(np.float64))
+    clean_vals: _Col = field(default_factory=lambda: _Col(np.float64))
+    open_rows: list[int] = field(default_factory=list)
+    seg_first: list[int] = field(default_factory=list)
+    seg_sorted: dict[int, F64] = field(default_factory=dict)  # typical-time values per segment
+    pieces: list[Piece] = field(default_factory=list)
+    piece_sums: dict[str, float] = field(default_factory=dict)
+    nonblocking: list[RecordedInterval] = field(default_factory=list)
+    nonblocking_sums: dict[str, float] = field(default_factory=dict)
+    unmatched_ends: int = 0
+    unpaired_ends: list[IntervalMark] = field(default_factory=list)
+    unpaired_starts: list[IntervalMark] = field(default_factory=list)
+    _coverage: Coverage | None = None
+
+    def __post_init__(self) -> None:
+        for name, dtype in (
+            ("start", np.float64), ("end", np.float64), ("cap", np.float64),
+            ("count", np.float64), ("step", np.int64), ("d", np.float64),
+            ("first", np.bool_), ("clean", np.bool_),
+        ):
+            self.cols[name] = _Col(dtype)
+        self.cum_d.extend(np.zeros(1))
+        self.cum_k.extend(np.zeros(1))
+
+    @property
+    def n(self) -> int:
+        return self.cols["start"].n
+
+    def rows(self) -> Rows:
+        c = self.cols
+        return Rows(
+            c["start"].a, c["end"].a, c["cap"].a, c["count"].a, c["step"].a, c["d"].a,
+            c["first"].a, c["clean"].a,
+        )
+
+    def coverage(self) -> Coverage:
+        """Coverage of the sealed pieces (rebuilt only after a seal)."""
+        if self._coverage is None:
+            self._coverage = Coverage(self.pieces)
+        return self._coverage
+
+    def last_step(self) -> int | None:
+        return int(self.cols["step"].a[-1]) if self.n else None
+
+    def seal(
+        self,
+        rows: Rows,
+        ivs: TailIntervals,
+        cut: float,
+        raw_used: int,
+        marks_used: int,
+        unmatched_ts: F64,
+    ) -> None:
+        """Append ``rows`` (all before ``cut``) and the intervals before ``cut``."""
+        base = self.n
+        self._coverage = None
+        self.unmatched_ends += int((unmatched_ts < cut).sum())
+        if math.isinf(cut):
+            self.unpaired_starts.extend(ivs.unpaired_starts)
+        for name in ("start", "end", "cap", "count", "step", "d", "first", "clean"):
+            self.cols[name].extend(getattr(rows, name))
+        d0 = np.where(np.isnan(rows.d), 0.0, rows.d)
+        self.cum_d.extend(self.cum_d.a[-1] + np.cumsum(d0))
+        self.cum_k.extend(self.cum_k.a[-1] + np.cumsum(rows.count))
+        self.clean_vals.extend(rows.d[rows.clean] / rows.count[rows.clean])
+        self.open_rows.extend((np.flatnonzero(np.isnan(rows.d)) + base).tolist())
+        firsts = (np.flatnonzero(rows.first) + base).tolist()
+        self.seg_first.extend(firsts)
+        # Typical-time values of the new rows, merged into their segment's sorted array.
+        if rows.n:
+            seg_of = np.searchsorted(np.asarray(self.seg_first), np.arange(base, base + rows.n),
+                                     "right") - 1
+            typical = ~np.isnan(rows.d) & ~rows.first
+            per = rows.d / rows.count
+            for sid in np.unique(seg_of[typical]).tolist():
+                vals = np.sort(per[typical & (seg_of == sid)])
+                old = self.seg_sorted.get(sid)
+                self.seg_sorted[sid] = vals if old is None else _merge_sorted(old, vals)
+        for p in ivs.pieces:
+            if p.end <= cut:
+                self.pieces.append(p)
+                self.piece_sums[p.bucket] = self.piece_sums.get(p.bucket, 0.0) + (p.end - p.start)
+        for iv in ivs.nonblocking:
+            if iv.end <= cut:
+                self.nonblocking.append(iv)
+                self.nonblocking_sums[iv.bucket] = (
+                    self.nonblocking_sums.get(iv.bucket, 0.0) + iv.end - iv.start
+                )
+        self.unpaired_ends.extend(m for m in ivs.unpaired_ends if m.ts < cut)
+        self.cut = cut
+        self.raw_done += raw_used
+        self.marks_done += marks_used
+
+
+def _merge_sorted(a: F64, b: F64) -> F64:
+    out = np.concatenate((a, b))
+    out.sort(kind="mergesort")
+    return out
+
+
+def kth_of_two_sorted(a: F64, b: F64, k: int) -> float:
+    """The k-th smallest (0-based) of the union of sorted ``a`` and sorted ``b``."""
+    if a.shape[0] == 0:
+        return float(b[k])
+    if b.shape[0] == 0:
+        return float(a[k])
+    # Binary search on how many elements come from a.
+    lo, hi = max(0, k + 1 - b.shape[0]), min(k + 1, a.shape[0])
+    while lo < hi:
+        i = (lo + hi) // 2  # take i from a, k + 1 - i from b
+        j = k + 1 - i
+        if j > 0 and i < a.shape[0] and b[j - 1] > a[i]:
+            lo = i + 1
+        else:
+            hi = i
+    i = lo
+    j = k + 1 - i
+    left_a = a[i - 1] if i > 0 else -np.inf
+    left_b = b[j - 1] if j > 0 else -np.inf
+    return float(max(left_a, left_b))
+
+
+def median_of_sorted(a: F64, b: F64) -> float | None:
+    """Median (numpy's convention) of the union of two sorted arrays; None when empty."""
+    n = int(a.shape[0] + b.shape[0])
+    if n == 0:
+        return None
+    if n % 2:
+        return kth_of_two_sorted(a, b, n // 2)
+    return (kth_of_two_sorted(a, b, n // 2 - 1) + kth_of_two_sorted(a, b, n // 2)) / 2.0
+
+
+@dataclass
+class IdealCache:
+    """Block medians of the sealed clean-step sequence (W = 100 once there are 1,000)."""
+
+    signature: list[tuple[int, int]] = field(default_factory=list)
+    blocks_min: float = math.inf
+    carry: F64 = field(default_factory=lambda: np.zeros(0))
+    total: int = 0
+
+    def estimate(self, sealed: list[tuple[int, F64]], tail: F64) -> float | None:
+        """Best sustained step time over ``sealed`` parts (in order) then ``tail``."""
+        n_sealed = sum(int(v.shape[0]) for _, v in sealed)
+        n = n_sealed + int(tail.shape[0])
+        if n < MIN_CLEAN_STEPS:
+            return None
+        w = block_size(n)
+        if w != 100:
+            seq = np.concatenate([v for _, v in sealed] + [tail])
+            full = (n // w) * w
+            return float(np.median(seq[:full].reshape(-1, w), axis=1).min())
+        sig = [(key, int(v.shape[0])) for key, v in sealed]
+        new_values = self._extension(sig, sealed)
+        if new_values is None:
+            self.signature, self.blocks_min, self.carry, self.total = [], math.inf, np.zeros(0), 0
+            new_values = np.concatenate([v for _, v in sealed]) if sealed else np.zeros(0)
+        self.signature = sig
+        pending = np.concatenate((self.carry, new_values))
+        full = (pending.shape[0] // w) * w
+        if full:
+            self.blocks_min = min(
+                self.blocks_min, float(np.median(pending[:full].reshape(-1, w), axis=1).min())
+            )
+        self.carry = pending[full:]
+        self.total = n_sealed
+        rest = np.concatenate((self.carry, tail))
+        full = (rest.shape[0] // w) * w
+        best = self.blocks_min
+        if full:
+            best = min(best, float(np.median(rest[:full].reshape(-1, w), axis=1).min()))
+        return best if math.isfinite(best) else None
+
+    def _extension(
+        self, sig: list[tuple[int, int]], sealed: list[tuple[int, F64]]
+    ) -> F64 | None:
+        """The values appended since the cached signature, or None when not an append."""
+        old = self.signature
+        if not old or len(sig) < len(old):
+            return None
+        for i, (key, length) in enumerate(old):
+            nkey, nlen = sig[i]
+            if nkey != key or nlen < length or (nlen != length and i != len(old) - 1):
+                return None
+        parts = [sealed[len(old) - 1][1][old[-1][1] :]]
+        parts += [v for _, v in sealed[len(old) :]]
+        return np.concatenate(parts)
