@@ -8,7 +8,7 @@ standard library and msgspec (the fast codec), so ``import badput`` stays light.
 from __future__ import annotations
 
 import math
-from typing import Final
+from typing import Annotated, Final
 
 import msgspec
 
@@ -16,6 +16,8 @@ __all__ = [
     "INTERVAL_KINDS",
     "KINDS",
     "LIFECYCLE_KINDS",
+    "NAMED_KINDS",
+    "STEP_KINDS",
     "SCHEMA_VERSION",
     "Event",
     "EventError",
@@ -85,7 +87,8 @@ KINDS: Final[frozenset[str]] = frozenset(
     v for k, v in vars(Kind).items() if k.isupper() and isinstance(v, str)
 )
 
-_STEP_KINDS: Final = frozenset(
+#: Kinds that must carry ``step``.
+STEP_KINDS: Final = frozenset(
     {
         Kind.STEP_START,
         Kind.STEP_END,
@@ -96,9 +99,15 @@ _STEP_KINDS: Final = frozenset(
         Kind.CHECKPOINT_COMMITTED,
     }
 )
-_NAMED_KINDS: Final = frozenset(
+#: Kinds that must carry a non-empty ``name``.
+NAMED_KINDS: Final = frozenset(
     {Kind.CUSTOM_START, Kind.CUSTOM_END, Kind.ELASTIC_WAIT_START, Kind.ELASTIC_WAIT_END}
 )
+
+
+# Checked by msgspec while decoding (in C), and again by validate() for built events.
+NonEmptyStr = Annotated[str, msgspec.Meta(min_length=1)]
+SchemaVersion = Annotated[int, msgspec.Meta(ge=1)]
 
 
 class Event(msgspec.Struct, kw_only=True, omit_defaults=True, gc=False):
@@ -109,8 +118,8 @@ class Event(msgspec.Struct, kw_only=True, omit_defaults=True, gc=False):
     """
 
     ts: float
-    kind: str
-    job: str
+    kind: NonEmptyStr
+    job: NonEmptyStr
     attempt: str | int | None = None
     host: str | None = None
     rank: int | None = None
@@ -123,7 +132,7 @@ class Event(msgspec.Struct, kw_only=True, omit_defaults=True, gc=False):
     active: int | None = None
     total: int | None = None
     available: int | None = None
-    v: int = SCHEMA_VERSION
+    v: SchemaVersion = SCHEMA_VERSION
 
 
 class EventError(ValueError):
@@ -150,9 +159,9 @@ def validate(event: Event) -> str | None:
     if not event.kind:
         return "kind must be a non-empty string"
     kind = event.kind
-    if kind in _STEP_KINDS and event.step is None:
+    if kind in STEP_KINDS and event.step is None:
         return f"{kind} requires an integer 'step'"
-    if kind in _NAMED_KINDS and not event.name:
+    if kind in NAMED_KINDS and not event.name:
         return f"{kind} requires a non-empty 'name'"
     if kind == Kind.ELASTIC_SLICES and (
         event.active is None or event.total is None or event.available is None

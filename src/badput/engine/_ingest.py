@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import math
 from array import array
+
+import numpy as np
 from dataclasses import dataclass, field
 
 from badput.engine._intervals import IntervalMark
@@ -17,6 +19,7 @@ __all__ = ["DiagnosticLog", "LifecycleEvent", "StepLog", "Stream"]
 
 # A file whose clock steps back by more than this between consecutive lines is reported.
 CLOCK_BACKWARDS_TOLERANCE = 1e-3
+_NOTHING = object()  # matches no attempt or rank
 # Diagnostics kept per code; the rest are counted.
 MAX_DIAGNOSTICS_PER_CODE = 20
 
@@ -44,8 +47,6 @@ class StepLog:
         """Whether any row came earlier in time than the one before it (checks new rows only)."""
         n = len(self.ts)
         if not self._unsorted and n - self._checked > 0:
-            import numpy as np
-
             a = np.frombuffer(self.ts, dtype=np.float64)[max(self._checked - 1, 0) :]
             self._unsorted = bool((a[1:] < a[:-1]).any())
             self._checked = n
@@ -161,6 +162,14 @@ class Ingestor:
         by_raw = self._by_raw
         step_start, step_end = Kind.STEP_START, Kind.STEP_END
         foreign = 0
+        # Consecutive events of one file almost always share (attempt, rank): keep that
+        # stream's column appends bound locally, and note where its new step rows begin
+        # so first/last times are updated once per call, not once per event.
+        cur_attempt: object = _NOTHING
+        cur_rank: object = _NOTHING
+        s: Stream | None = None
+        ts_append = step_append = end_append = None
+        touched: dict[int, tuple[Stream, int]] = {}
         for offset, ev in enumerate(events):
             if ev.job != job:
                 foreign += 1
@@ -172,38 +181,54 @@ class Ingestor:
                         None if first_line is None else first_line + offset,
                     )
                 continue
-            seq += 1
             ts = ev.ts
-            if ts < prev_ts - CLOCK_BACKWARDS_TOLERANCE:
+            if ts >= prev_ts:
+                prev_ts = ts
+            elif ts < prev_ts - CLOCK_BACKWARDS_TOLERANCE:
                 diag.add(
                     "clock_backwards",
                     f"timestamp {ts:.3f} is {prev_ts - ts:.3f}s earlier than the previous line",
                     source,
                     None if first_line is None else first_line + offset,
                 )
-            else:
-                prev_ts = ts
-            raw = (ev.attempt, ev.rank)
-            s = by_raw.get(raw)
-            if s is None:
-                a = ev.attempt
-                s = self.stream(None if a is None else str(a), ev.rank or 0)
-                by_raw[raw] = s
+            if ev.attempt != cur_attempt or ev.rank != cur_rank or s is None:
+                cur_attempt, cur_rank = ev.attempt, ev.rank
+                raw = (ev.attempt, ev.rank)
+                s = by_raw.get(raw)
+                if s is None:
+                    a = ev.attempt
+                    s = self.stream(None if a is None else str(a), ev.rank or 0)
+                    by_raw[raw] = s
+                log = s.steps
+                ts_append, step_append, end_append = (
+                    log.ts.append, log.step.append, log.is_end.append
+                )
+                if id(s) not in touched:
+                    touched[id(s)] = (s, len(log))
             kind = ev.kind
             # Step events are the bulk of a log: keep their path short.
-            if kind == step_start or kind == step_end:
-                log = s.steps
-                log.ts.append(ts)
-                log.step.append(ev.step)  # type: ignore[arg-type]  # validated: steps have one
-                log.is_end.append(kind == step_end)
+            if kind == step_start:
+                ts_append(ts)  # type: ignore[misc]
+                step_append(ev.step)  # type: ignore[misc]
+                end_append(0)  # type: ignore[misc]
+            elif kind == step_end:
+                ts_append(ts)  # type: ignore[misc]
+                step_append(ev.step)  # type: ignore[misc]
+                end_append(1)  # type: ignore[misc]
             else:
+                seq += 1  # arrival order of non-step events (steps keep theirs by position)
                 self._route(
                     ev, s, seq, source, None if first_line is None else first_line + offset
                 )
-            if ts < s.first_ts:
-                s.first_ts = ts
-            if ts > s.last_ts:
-                s.last_ts = ts
+                if ts < s.first_ts:
+                    s.first_ts = ts
+                if ts > s.last_ts:
+                    s.last_ts = ts
+        for stream, begin in touched.values():
+            if len(stream.steps) > begin:
+                new = np.frombuffer(stream.steps.ts, dtype=np.float64)[begin:]
+                stream.first_ts = min(stream.first_ts, float(new.min()))
+                stream.last_ts = max(stream.last_ts, float(new.max()))
         if foreign > 1:
             diag.counts["foreign_job"] += foreign - 1
         self.n_events += len(events) - foreign

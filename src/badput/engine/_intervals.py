@@ -168,3 +168,25 @@ class Coverage:
             return np.zeros_like(a)
         out = self.upto(b) - self.upto(a)
         return np.where(b > a, np.clip(out, 0.0, None), 0.0)
+
+    def between_sorted(self, a: FloatArray, b: FloatArray) -> FloatArray:
+        """Same as :meth:`between` for spans in time order that do not overlap (step rows).
+
+        Works piece by piece: O(pieces · log spans), far cheaper than per span
+        when a job has millions of steps and thousands of intervals.
+        """
+        n = int(a.shape[0])
+        if len(self._starts) == 0 or n == 0:
+            return np.zeros(n)
+        # spans overlapping piece j: first with b > start_j .. last with a < end_j
+        first = np.searchsorted(b, self._starts, side="right")
+        last = np.searchsorted(a, self._ends, side="left")
+        k = np.maximum(last - first, 0)
+        total = int(k.sum())
+        if total == 0:
+            return np.zeros(n)
+        piece = np.repeat(np.arange(k.shape[0]), k)
+        offset = np.arange(total) - np.repeat(np.cumsum(k) - k, k)
+        span = first[piece] + offset
+        overlap = np.minimum(b[span], self._ends[piece]) - np.maximum(a[span], self._starts[piece])
+        return np.bincount(span, weights=np.clip(overlap, 0.0, None), minlength=n)

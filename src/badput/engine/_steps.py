@@ -162,9 +162,9 @@ def compute_rows(
     end_safe = np.where(known, end, start_c)
     end_c = np.maximum(np.clip(end_safe, lo, hi), start_c)
     cap = np.maximum(np.minimum(nxt_ts, hi), start_c)
-    covered = cov.between(start_c, end_c)
+    covered = cov.between_sorted(start_c, end_c)
     d = np.where(known, end_c - start_c - covered, np.nan)
-    spoiled = unclean_cov.between(start_c, end_c) > 0.0
+    spoiled = unclean_cov.between_sorted(start_c, end_c) > 0.0
     clean = known & ~new_seg & ~spoiled
     return (
         Rows(start_c, np.where(known, end_c, np.nan), cap, count, sn.astype(np.int64), d,
