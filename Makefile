@@ -15,7 +15,7 @@ $(STAMP): pyproject.toml
 demo: $(STAMP)
 	$(BIN)/badput demo
 
-test: $(STAMP)
+test: $(STAMP) lint typecheck
 	$(BIN)/python -m pytest -q
 
 lint: $(STAMP)

@@ -41,8 +41,10 @@ def main() -> None:
         rec.close()
         off = badput.Recorder("bench", store=root, enabled=False)
         disabled = per_call_ns(off, args.calls, args.batches)
-        print(f"record_step_start, enabled (JSONL store):  {enabled / 1000:.2f} µs median per call")
-        print(f"record_step_start, disabled recorder:      {disabled / 1000:.3f} µs median per call")
+        print(f"record_step_start, enabled (JSONL store): {enabled / 1000:.2f} µs median per call")
+        print(
+            f"record_step_start, disabled recorder:      {disabled / 1000:.3f} µs median per call"
+        )
         print(f"events written: {rec.recorded_events:,}, dropped: {rec.dropped_events}")
 
 

@@ -24,11 +24,10 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
-from make_big_job import JOB, write_job  # noqa: E402
-
-from badput._codec import encode_line  # noqa: E402
-from badput.analysis import LiveJob  # noqa: E402
-from badput.events import Event  # noqa: E402
+from badput._codec import encode_line
+from badput.analysis import LiveJob
+from badput.events import Event
+from make_big_job import JOB, write_job
 
 
 def cold_report(root: Path) -> tuple[float, float, dict[str, object]]:
@@ -55,8 +54,9 @@ def incremental(root: Path, repeats: int = 20) -> tuple[float, float]:
         for _ in range(repeats):
             ts += 0.1
             step += 1
-            fh.write(encode_line(Event(ts=ts, kind="step_start", job=JOB, attempt=3, rank=0,
-                                       step=step)))
+            fh.write(
+                encode_line(Event(ts=ts, kind="step_start", job=JOB, attempt=3, rank=0, step=step))
+            )
             fh.flush()
             t0 = time.perf_counter()
             assert live.update() == 1
@@ -74,14 +74,20 @@ def main() -> None:
     try:
         if not (root / JOB).exists():
             n = write_job(root, args.steps, finished=False)
-            print(f"job: {n:,} events, "
-                  f"{sum(f.stat().st_size for f in (root / JOB).rglob('*.jsonl')) / 1e6:.0f} MB")
+            print(
+                f"job: {n:,} events, "
+                f"{sum(f.stat().st_size for f in (root / JOB).rglob('*.jsonl')) / 1e6:.0f} MB"
+            )
         wall, peak_mb, rep = cold_report(root)
-        print(f"cold `badput report --json`: {wall:.2f} s wall, {peak_mb:.0f} MB peak RSS "
-              f"(goodput {float(rep['goodput']):.4f}, {len(rep['attempts'])} attempts)")  # type: ignore[arg-type]
+        print(
+            f"cold `badput report --json`: {wall:.2f} s wall, {peak_mb:.0f} MB peak RSS "
+            f"(goodput {float(rep['goodput']):.4f}, {len(rep['attempts'])} attempts)"
+        )  # type: ignore[arg-type]
         med, worst = incremental(root)
-        print(f"incremental query after one new event: {med * 1000:.1f} ms median, "
-              f"{worst * 1000:.1f} ms max")
+        print(
+            f"incremental query after one new event: {med * 1000:.1f} ms median, "
+            f"{worst * 1000:.1f} ms max"
+        )
     finally:
         if args.keep is None:
             shutil.rmtree(root, ignore_errors=True)

@@ -40,9 +40,21 @@ def write_job(root: Path, steps: int, restarts: int = 3, *, finished: bool = Tru
         path = out / f"bench-0-{1000 + attempt}.jsonl"
         buf: list[Event] = []
 
-        def emit(kind: str, ts: float, **f: object) -> None:
-            buf.append(Event(ts=ts, kind=kind, job=JOB, attempt=attempt, host="bench", rank=0,
-                             pid=1000 + attempt, **f))  # type: ignore[arg-type]
+        def emit(
+            kind: str, ts: float, *, buf: list[Event] = buf, attempt: int = attempt, **f: object
+        ) -> None:
+            buf.append(
+                Event(
+                    ts=ts,
+                    kind=kind,
+                    job=JOB,
+                    attempt=attempt,
+                    host="bench",
+                    rank=0,
+                    pid=1000 + attempt,
+                    **f,
+                )
+            )  # type: ignore[arg-type]
 
         with path.open("wb") as fh:
             emit("job_start", t)
@@ -92,8 +104,10 @@ def main() -> None:
     t0 = time.perf_counter()
     n = write_job(args.out, args.steps, finished=not args.running)
     size = sum(f.stat().st_size for f in (args.out / JOB).rglob("*.jsonl"))
-    print(f"wrote {n:,} events ({size / 1e6:.0f} MB) to {args.out / JOB} "
-          f"in {time.perf_counter() - t0:.1f}s")
+    print(
+        f"wrote {n:,} events ({size / 1e6:.0f} MB) to {args.out / JOB} "
+        f"in {time.perf_counter() - t0:.1f}s"
+    )
 
 
 if __name__ == "__main__":

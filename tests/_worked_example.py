@@ -41,7 +41,10 @@ def worked_example_events(with_ids: bool = True, step_ends: bool = True) -> list
         m += 2
         if step_ends:
             out.append(ev(m, "step_end", a0, step=n))
-    out += [ev(55, "checkpoint_save_start", a0, step=50), ev(60, "checkpoint_save_end", a0, step=50)]
+    out += [
+        ev(55, "checkpoint_save_start", a0, step=50),
+        ev(60, "checkpoint_save_end", a0, step=50),
+    ]
     m = 60.0
     for n in range(51, 71):
         out.append(ev(m, "step_start", a0, step=n))

@@ -66,5 +66,8 @@ def test_coverage_between_sorted_equals_between(
         b[:] = a
     cov = Coverage(pieces)
     assert np.allclose(cov.between(a, b), cov.between_sorted(a, b))
-    expected = [sum(max(0.0, min(y, p.end) - max(x, p.start)) for p in pieces) for x, y in zip(a, b)]
+    expected = [
+        sum(max(0.0, min(y, p.end) - max(x, p.start)) for p in pieces)
+        for x, y in zip(a, b, strict=False)
+    ]
     assert np.allclose(cov.between_sorted(a, b), expected)

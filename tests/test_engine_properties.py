@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import math
 import random
-
 from collections.abc import Iterator
 
 import pytest
@@ -16,13 +15,34 @@ from badput.events import Event, EventError
 from badput.store._base import Chunk
 
 KINDS_WEIGHTED = [
-    "step_start", "step_start", "step_start", "step_end", "step_end",
-    "checkpoint_save_start", "checkpoint_save_end", "checkpoint_restore_start",
-    "checkpoint_restore_end", "checkpoint_committed", "data_loading_start", "data_loading_end",
-    "custom_start", "custom_end", "training_prep_start", "training_prep_end",
-    "accelerator_init_start", "accelerator_init_end", "compile_start", "compile_end",
-    "heartbeat", "job_start", "attempt_end", "job_end", "job_scheduled", "elastic_wait_start",
-    "elastic_wait_end", "some_future_kind",
+    "step_start",
+    "step_start",
+    "step_start",
+    "step_end",
+    "step_end",
+    "checkpoint_save_start",
+    "checkpoint_save_end",
+    "checkpoint_restore_start",
+    "checkpoint_restore_end",
+    "checkpoint_committed",
+    "data_loading_start",
+    "data_loading_end",
+    "custom_start",
+    "custom_end",
+    "training_prep_start",
+    "training_prep_end",
+    "accelerator_init_start",
+    "accelerator_init_end",
+    "compile_start",
+    "compile_end",
+    "heartbeat",
+    "job_start",
+    "attempt_end",
+    "job_end",
+    "job_scheduled",
+    "elastic_wait_start",
+    "elastic_wait_end",
+    "some_future_kind",
 ]
 
 
@@ -134,7 +154,9 @@ def test_chunked_ingest_equals_ingest_at_once(events: list[Event], seed: int) ->
 
 @SETTINGS
 @given(event_logs(), st.data())
-def test_live_and_windowed_queries_keep_invariants(events: list[Event], data: st.DataObject) -> None:
+def test_live_and_windowed_queries_keep_invariants(
+    events: list[Event], data: st.DataObject
+) -> None:
     acc = Accountant("p")
     acc.ingest_events(events)
     last = events[-1].ts

@@ -5,14 +5,25 @@ from __future__ import annotations
 import subprocess
 import sys
 
-HEAVY = ("numpy", "rich", "click", "tensorboardX", "prometheus_client", "opentelemetry",
-         "google", "torch", "jax")
+HEAVY = (
+    "numpy",
+    "rich",
+    "click",
+    "tensorboardX",
+    "prometheus_client",
+    "opentelemetry",
+    "google",
+    "torch",
+    "jax",
+)
 
 
 def loaded_after(code: str) -> set[str]:
     out = subprocess.run(
         [sys.executable, "-X", "importtime", "-c", code],
-        capture_output=True, text=True, check=True,
+        capture_output=True,
+        text=True,
+        check=True,
     )
     names = set()
     for line in out.stderr.splitlines():

@@ -88,25 +88,31 @@ def test_through_a_hand_written_jsonl_file(tmp_path: Path) -> None:
         lines.append({"ts": m, "kind": "step_start", "job": "hand", "attempt": 0, "step": n})
         m += 2
         if n == 50:
-            lines.append({"ts": 55, "kind": "checkpoint_save_start", "job": "hand", "attempt": 0,
-                          "step": 50})
-            lines.append({"ts": 60, "kind": "checkpoint_save_end", "job": "hand", "attempt": 0,
-                          "step": 50})
+            lines.append(
+                {"ts": 55, "kind": "checkpoint_save_start", "job": "hand", "attempt": 0, "step": 50}
+            )
+            lines.append(
+                {"ts": 60, "kind": "checkpoint_save_end", "job": "hand", "attempt": 0, "step": 50}
+            )
             m = 60
     lines.append({"ts": 100, "kind": "heartbeat", "job": "hand", "attempt": 0})
     lines.append({"ts": 115, "kind": "job_start", "job": "hand", "attempt": 1})
-    lines.append({"ts": 115, "kind": "checkpoint_restore_start", "job": "hand", "attempt": 1,
-                  "step": 50})
-    lines.append({"ts": 120, "kind": "checkpoint_restore_end", "job": "hand", "attempt": 1,
-                  "step": 50})
+    lines.append(
+        {"ts": 115, "kind": "checkpoint_restore_start", "job": "hand", "attempt": 1, "step": 50}
+    )
+    lines.append(
+        {"ts": 120, "kind": "checkpoint_restore_end", "job": "hand", "attempt": 1, "step": 50}
+    )
     m = 120
     for n in range(51, 76):
         lines.append({"ts": m, "kind": "step_start", "job": "hand", "attempt": 1, "step": n})
         m += 3
-    lines.append({"ts": 195, "kind": "checkpoint_save_start", "job": "hand", "attempt": 1,
-                  "step": 75})
-    lines.append({"ts": 200, "kind": "checkpoint_save_end", "job": "hand", "attempt": 1,
-                  "step": 75})
+    lines.append(
+        {"ts": 195, "kind": "checkpoint_save_start", "job": "hand", "attempt": 1, "step": 75}
+    )
+    lines.append(
+        {"ts": 200, "kind": "checkpoint_save_end", "job": "hand", "attempt": 1, "step": 75}
+    )
     lines.append({"ts": 200, "kind": "job_end", "job": "hand", "attempt": 1})
     path = tmp_path / "example.jsonl"
     # minutes → seconds, written with the standard library only

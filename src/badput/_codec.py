@@ -56,11 +56,7 @@ def _is_one_object_per_line(block: bytes, n_lines: int) -> bool:  # n_lines = co
     with every boundary ``}\n{``, a line holding two objects or half of one makes
     the decoder fail or return the wrong count, so no bad line can hide.
     """
-    return (
-        block[:1] == b"{"
-        and block[-2:] == b"}\n"
-        and block.count(b"}\n{") == n_lines - 1
-    )
+    return block[:1] == b"{" and block[-2:] == b"}\n" and block.count(b"}\n{") == n_lines - 1
 
 
 def decode_block(

@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import math
 from array import array
+from dataclasses import dataclass, field
 
 import numpy as np
-from dataclasses import dataclass, field
 
 from badput.engine._intervals import IntervalMark
 from badput.events import KINDS, Event, Kind, bucket_of, interval_base
@@ -75,10 +75,8 @@ class Stream:
     last_ts: float = -math.inf
 
     def touch(self, ts: float) -> None:
-        if ts < self.first_ts:
-            self.first_ts = ts
-        if ts > self.last_ts:
-            self.last_ts = ts
+        self.first_ts = min(self.first_ts, ts)
+        self.last_ts = max(self.last_ts, ts)
 
     @property
     def has_work(self) -> bool:
@@ -201,29 +199,28 @@ class Ingestor:
                     by_raw[raw] = s
                 log = s.steps
                 ts_append, step_append, end_append = (
-                    log.ts.append, log.step.append, log.is_end.append
+                    log.ts.append,
+                    log.step.append,
+                    log.is_end.append,
                 )
                 if id(s) not in touched:
                     touched[id(s)] = (s, len(log))
             kind = ev.kind
             # Step events are the bulk of a log: keep their path short.
+            # (the appends are bound above, with s; step kinds always carry a step)
             if kind == step_start:
                 ts_append(ts)  # type: ignore[misc]
-                step_append(ev.step)  # type: ignore[misc]
+                step_append(ev.step)  # type: ignore[misc, arg-type]
                 end_append(0)  # type: ignore[misc]
             elif kind == step_end:
                 ts_append(ts)  # type: ignore[misc]
-                step_append(ev.step)  # type: ignore[misc]
+                step_append(ev.step)  # type: ignore[misc, arg-type]
                 end_append(1)  # type: ignore[misc]
             else:
                 seq += 1  # arrival order of non-step events (steps keep theirs by position)
-                self._route(
-                    ev, s, seq, source, None if first_line is None else first_line + offset
-                )
-                if ts < s.first_ts:
-                    s.first_ts = ts
-                if ts > s.last_ts:
-                    s.last_ts = ts
+                self._route(ev, s, seq, source, None if first_line is None else first_line + offset)
+                s.first_ts = min(s.first_ts, ts)
+                s.last_ts = max(s.last_ts, ts)
         for stream, begin in touched.values():
             if len(stream.steps) > begin:
                 new = np.frombuffer(stream.steps.ts, dtype=np.float64)[begin:]
@@ -254,21 +251,27 @@ class Ingestor:
     def attempt_keys(self) -> list[str]:
         return sorted({s.attempt for s in self.streams.values() if s.attempt is not None})
 
-    def _route(
-        self, ev: Event, s: Stream, seq: int, source: str | None, line: int | None
-    ) -> None:
+    def _route(self, ev: Event, s: Stream, seq: int, source: str | None, line: int | None) -> None:
         kind = ev.kind
         if s.attempt is None:
             self.idless_ts.append(ev.ts)
         if kind in (Kind.JOB_START, Kind.JOB_END, Kind.ATTEMPT_END, Kind.JOB_SCHEDULED):
             self.lifecycle.append(
                 LifecycleEvent(
-                    ev.ts, seq, kind, s.attempt, ev.host, ev.rank, ev.status, ev.exit_code,
-                    source, line,
+                    ev.ts,
+                    seq,
+                    kind,
+                    s.attempt,
+                    ev.host,
+                    ev.rank,
+                    ev.status,
+                    ev.exit_code,
+                    source,
+                    line,
                 )
             )
             return
-        if kind == Kind.HEARTBEAT or kind == Kind.ELASTIC_SLICES:
+        if kind in (Kind.HEARTBEAT, Kind.ELASTIC_SLICES):
             return
         if kind == Kind.CHECKPOINT_COMMITTED:
             self.checkpoints_committed.append(ev.step or 0)
@@ -294,9 +297,7 @@ class Ingestor:
         blocking = True
         if base == "data_loading" and ev.blocking is False:
             blocking = False
-        mark = IntervalMark(
-            ev.ts, seq, bucket_of(base, ev.name), is_start, blocking, source, line
-        )
+        mark = IntervalMark(ev.ts, seq, bucket_of(base, ev.name), is_start, blocking, source, line)
         if s.marks and ev.ts < s.marks[-1].ts:
             s.marks_unsorted = True
         s.marks.append(mark)

@@ -6,6 +6,7 @@ Pure functions over small Python lists and numpy arrays; no I/O.
 from __future__ import annotations
 
 import heapq
+import itertools
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
@@ -80,16 +81,27 @@ def pair_marks(
         start = stack.pop()
         intervals.append(
             RecordedInterval(
-                start.ts, max(mark.ts, start.ts), start.bucket, start.blocking, start.seq,
-                source=start.source, line=start.line,
+                start.ts,
+                max(mark.ts, start.ts),
+                start.bucket,
+                start.blocking,
+                start.seq,
+                source=start.source,
+                line=start.line,
             )
         )
     unpaired_starts = [m for stack in stacks.values() for m in stack]
     for start in unpaired_starts:
         intervals.append(
             RecordedInterval(
-                start.ts, max(close_at, start.ts), start.bucket, start.blocking, start.seq,
-                closed_by_attempt_end=True, source=start.source, line=start.line,
+                start.ts,
+                max(close_at, start.ts),
+                start.bucket,
+                start.blocking,
+                start.seq,
+                closed_by_attempt_end=True,
+                source=start.source,
+                line=start.line,
             )
         )
     unpaired_starts.sort(key=lambda m: (m.ts, m.seq))
@@ -111,7 +123,7 @@ def flatten_innermost(intervals: Sequence[RecordedInterval]) -> list[Piece]:
     pieces: list[Piece] = []
     active: list[tuple[float, int, float, str]] = []  # (-start, -order, end, bucket) max-heap
     nxt = 0
-    for left, right in zip(points, points[1:]):
+    for left, right in itertools.pairwise(points):
         while nxt < len(ivs) and ivs[nxt].start <= left:
             iv = ivs[nxt]
             heapq.heappush(active, (-iv.start, -iv.order, iv.end, iv.bucket))
@@ -189,4 +201,5 @@ class Coverage:
         offset = np.arange(total) - np.repeat(np.cumsum(k) - k, k)
         span = first[piece] + offset
         overlap = np.minimum(b[span], self._ends[piece]) - np.maximum(a[span], self._starts[piece])
-        return np.bincount(span, weights=np.clip(overlap, 0.0, None), minlength=n)
+        covered = np.bincount(span, weights=np.clip(overlap, 0.0, None), minlength=n)
+        return covered.astype(np.float64, copy=False)

@@ -7,19 +7,28 @@ events arrived in.
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections import defaultdict
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Literal
 
 import numpy as np
 import numpy.typing as npt
 
+from badput.engine import _steps
 from badput.engine._ideal import MIN_CLEAN_STEPS, best_sustained_step_time
 from badput.engine._ingest import Ingestor, LifecycleEvent, Stream
-from badput.engine import _steps
 from badput.engine._intervals import Coverage, IntervalMark
+from badput.engine._model import (
+    PRODUCTIVE,
+    AttemptSummary,
+    Diagnostic,
+    EndReason,
+    Report,
+    StepCounts,
+)
 from badput.engine._steps import (
     CLEAN_EXEMPT,
     AttemptSteps,
@@ -29,14 +38,6 @@ from badput.engine._steps import (
     compute_rows,
     median_of_sorted,
     tail_intervals,
-)
-from badput.engine._model import (
-    PRODUCTIVE,
-    AttemptSummary,
-    Diagnostic,
-    EndReason,
-    Report,
-    StepCounts,
 )
 from badput.events import Kind
 
@@ -65,7 +66,6 @@ class _Attempt:
     # for attempts derived from job_start (no ids): the time range of their events
     range_lo: float = -math.inf
     range_hi: float = math.inf
-
 
 
 @dataclass
@@ -121,8 +121,8 @@ class _AttemptRows:
         return float(self.steps.coverage().between(x, y)[0] + self.tail_cov.between(x, y)[0])
 
     def open_rows(self) -> list[int]:
-        tail_open = (np.flatnonzero(np.isnan(self.tail.d)) + self.n_sealed).tolist()
-        return self.steps.open_rows + tail_open
+        tail_open = np.flatnonzero(np.isnan(self.tail.d)) + self.n_sealed
+        return self.steps.open_rows + [int(i) for i in tail_open]
 
     def count(self, i: int) -> float:
         return self.open[i][2] if i in self.open else self.at("count", i)
@@ -137,13 +137,21 @@ class _AttemptRows:
         if lo < s:
             sealed = self.sealed
             out.append(
-                (sealed.step, self.steps.cum_d.a, self.steps.cum_k.a, sealed.d, sealed.count,
-                 lo, min(hi, s))
+                (
+                    sealed.step,
+                    self.steps.cum_d.a,
+                    self.steps.cum_k.a,
+                    sealed.d,
+                    sealed.count,
+                    lo,
+                    min(hi, s),
+                )
             )
         if hi > s:
             t = self.tail
-            out.append((t.step, self.tail_cum_d, self.tail_cum_k, t.d, t.count,
-                        max(lo, s) - s, hi - s))
+            out.append(
+                (t.step, self.tail_cum_d, self.tail_cum_k, t.d, t.count, max(lo, s) - s, hi - s)
+            )
         return out
 
     def kept(self, seg: _Segment, keep_upto: float) -> tuple[float, float]:
@@ -170,9 +178,10 @@ class _AttemptRows:
                 step_i = self.at("step", i)
                 k_orig = self.at("count", i)
                 work += _frac(keep_upto, step_i, k_res) * d_res
-                steps += _frac(keep_upto, step_i, k_res) * k_res - _frac(
-                    keep_upto, step_i, k_orig
-                ) * k_orig
+                steps += (
+                    _frac(keep_upto, step_i, k_res) * k_res
+                    - _frac(keep_upto, step_i, k_orig) * k_orig
+                )
         if seg.startup:
             work -= _frac(keep_upto, seg.first_step, self.count(seg.lo)) * seg.startup
         return work, steps
@@ -423,7 +432,7 @@ class _Builder:
         # queued and recovery
         if scheduled:
             self.buckets["queued"] += self.clip(min(scheduled), attempts[0].eff_start)
-        for a, b in zip(attempts, attempts[1:]):
+        for a, b in itertools.pairwise(attempts):
             self.buckets["recovery"] += self.clip(a.eff_end, b.eff_start)
         self.buckets["recovery"] += self.clip(final.eff_end, t_end)
 
@@ -447,18 +456,15 @@ class _Builder:
             attempt_rest.append(span - in_pieces)
 
         ideal, ideal_source = self._ideal(rows)
-        for ar in rows:
-            if ar is not None:
-                self._resolve(ar, ideal)
+        for attempt_rows in rows:
+            if attempt_rows is not None:
+                self._resolve(attempt_rows, ideal)
         kept_time, kept_n, at_risk, counts, step_time = self._split_kept(
             rows, segments, final_job_end=final.ended_by_job_end
         )
         for i, st in enumerate(step_time):
             attempt_rest[i] -= st
-        if ideal is not None:
-            productive = min(kept_time, kept_n * ideal)
-        else:
-            productive = kept_time
+        productive = min(kept_time, kept_n * ideal) if ideal is not None else kept_time
         self.buckets[PRODUCTIVE] += max(productive, 0.0)
         self.buckets["slowdown"] += max(0.0, kept_time - productive)
         for i, rest in enumerate(attempt_rest):
@@ -483,7 +489,7 @@ class _Builder:
                 "the log ends without job_end: the job crashed or is still running; "
                 "time runs to the last event",
             )
-        for a, b in zip(attempts, attempts[1:]):
+        for a, b in itertools.pairwise(attempts):
             if a.ended_by_job_end:
                 self.diag(
                     "reused_job_name",
@@ -544,12 +550,25 @@ class _Builder:
         ivs = tail_intervals(tail_marks, lo, hi)
         unclean = Coverage([p for p in ivs.pieces if p.bucket not in CLEAN_EXEMPT])
         tail, unmatched_ts = compute_rows(
-            ts, step, is_end, lo=lo, hi=hi, cov=Coverage(ivs.pieces),
-            prev_step=steps.last_step(), unclean_cov=unclean,
+            ts,
+            step,
+            is_end,
+            lo=lo,
+            hi=hi,
+            cov=Coverage(ivs.pieces),
+            prev_step=steps.last_step(),
+            unclean_cov=unclean,
         )
         mark_ts = np.fromiter((m.ts for m in tail_marks), np.float64, count=len(tail_marks))
         if closed:
-            steps.seal(tail, ivs, math.inf, int(ts.shape[0]), len(tail_marks), unmatched_ts)
+            steps.seal(
+                tail,
+                ivs=ivs,
+                cut=math.inf,
+                raw_used=int(ts.shape[0]),
+                marks_used=len(tail_marks),
+                unmatched_ts=unmatched_ts,
+            )
             steps.whole, steps.whole_end = True, hi
             tail, ivs = Rows.empty(), TailIntervals([], [], [], [], [])
             unmatched_ts = np.zeros(0)
@@ -559,7 +578,14 @@ class _Builder:
                 cut = float(tail.start[r])
                 raw_used = int(np.flatnonzero(is_end == 0)[r])
                 marks_used = int(np.searchsorted(mark_ts, cut, side="left"))
-                steps.seal(tail.head(r), ivs, cut, raw_used, marks_used, unmatched_ts)
+                steps.seal(
+                    tail.head(r),
+                    ivs=ivs,
+                    cut=cut,
+                    raw_used=raw_used,
+                    marks_used=marks_used,
+                    unmatched_ts=unmatched_ts,
+                )
                 tail = tail.tail_from(r)
                 ivs = ivs.after(cut)
                 unmatched_ts = unmatched_ts[unmatched_ts >= cut]
@@ -621,8 +647,10 @@ class _Builder:
             )
         for m in [*steps.unpaired_ends, *ivs.unpaired_ends]:
             self.diag(
-                "unpaired_end", f"{m.bucket} end at {m.ts:.3f} without a start; ignored",
-                m.source, m.line,
+                "unpaired_end",
+                f"{m.bucket} end at {m.ts:.3f} without a start; ignored",
+                m.source,
+                m.line,
             )
         unmatched = steps.unmatched_ends + ar.unmatched
         if unmatched:
@@ -647,11 +675,16 @@ class _Builder:
             prev_last_start = ar.at("start", lo - 1) if lo > 0 else -math.inf
             in_gap = [r for r in restores if prev_last_start < r.ts <= first_ts]
             ends = [r for r in in_gap if r.is_end]
-            chosen = (ends or in_gap or [None])[-1]
+            chosen = (ends or in_gap)[-1] if in_gap else None
             first_step = int(ar.at("step", lo))
             ar.segments.append(
                 _Segment(
-                    attempt=ai, sid=j, lo=lo, hi=hi, first_ts=first_ts, first_step=first_step,
+                    attempt=ai,
+                    sid=j,
+                    lo=lo,
+                    hi=hi,
+                    first_ts=first_ts,
+                    first_step=first_step,
                     last_step=int(ar.at("step", hi - 1)),
                     restore_point=chosen.step if chosen is not None else first_step - 1,
                     restored=chosen is not None,
@@ -666,7 +699,7 @@ class _Builder:
         sealed = [(id(ar.steps), ar.steps.clean_vals.a) for ar in present]
         if any(t.shape[0] for t in tails[:-1]):
             # Tails in the middle of the sequence: no cache can help; compute directly.
-            seq = [v for pair in zip([v for _, v in sealed], tails) for v in pair]
+            seq = [v for pair in zip([v for _, v in sealed], tails, strict=False) for v in pair]
             est = best_sustained_step_time(np.concatenate(seq) if seq else np.zeros(0))
         else:
             cache = self.ing.cache.get("ideal")
@@ -781,19 +814,28 @@ class _Builder:
             if ar is not None and ar.n:
                 last_step = int(ar.at("step", ar.n - 1) + ar.count(ar.n - 1) - 1)
                 break
-        counts = StepCounts(int(round(kept_count)), int(round(wasted_count)), last_step)
+        counts = StepCounts(round(kept_count), round(wasted_count), last_step)
         return kept_time, kept_n, max(at_risk, 0.0), counts, step_time
-
 
     def _empty(self, job: str) -> Report:
         self._collect_ingest_diagnostics()
         self.diag("empty_log", "no events to account for")
         return Report(
-            job=job, start=0.0, end=0.0, end_reason="last_event", total_seconds=0.0,
-            goodput=0.0, observed_goodput=0.0, buckets={}, overlapped={},
-            at_risk_seconds=0.0, ideal_step_time=self.ideal_cfg,
+            job=job,
+            start=0.0,
+            end=0.0,
+            end_reason="last_event",
+            total_seconds=0.0,
+            goodput=0.0,
+            observed_goodput=0.0,
+            buckets={},
+            overlapped={},
+            at_risk_seconds=0.0,
+            ideal_step_time=self.ideal_cfg,
             ideal_step_time_source="configured" if self.ideal_cfg else None,
-            attempts=[], steps=StepCounts(0, 0, None), diagnostics=self.diags,
+            attempts=[],
+            steps=StepCounts(0, 0, None),
+            diagnostics=self.diags,
             window=self.window,
         )
 
@@ -831,7 +873,6 @@ class _Builder:
             extra = log.counts.get(code, 0) - len(entries)
             if extra > 0:
                 self.diag(code, f"... and {extra} more {code} diagnostics")
-
 
 
 def _attempt_id(key: str) -> str | int:

@@ -99,18 +99,32 @@ class Rows:
     @staticmethod
     def empty() -> Rows:
         z = np.zeros(0)
-        return Rows(z, z, z, z, np.zeros(0, np.int64), z, np.zeros(0, np.bool_), np.zeros(0, np.bool_))
+        return Rows(
+            z, z, z, z, np.zeros(0, np.int64), z, np.zeros(0, np.bool_), np.zeros(0, np.bool_)
+        )
 
     def tail_from(self, r: int) -> Rows:
         return Rows(
-            self.start[r:], self.end[r:], self.cap[r:], self.count[r:], self.step[r:],
-            self.d[r:], self.first[r:], self.clean[r:],
+            self.start[r:],
+            self.end[r:],
+            self.cap[r:],
+            self.count[r:],
+            self.step[r:],
+            self.d[r:],
+            self.first[r:],
+            self.clean[r:],
         )
 
     def head(self, r: int) -> Rows:
         return Rows(
-            self.start[:r], self.end[:r], self.cap[:r], self.count[:r], self.step[:r],
-            self.d[:r], self.first[:r], self.clean[:r],
+            self.start[:r],
+            self.end[:r],
+            self.cap[:r],
+            self.count[:r],
+            self.step[:r],
+            self.d[:r],
+            self.first[:r],
+            self.clean[:r],
         )
 
 
@@ -167,8 +181,16 @@ def compute_rows(
     spoiled = unclean_cov.between_sorted(start_c, end_c) > 0.0
     clean = known & ~new_seg & ~spoiled
     return (
-        Rows(start_c, np.where(known, end_c, np.nan), cap, count, sn.astype(np.int64), d,
-             new_seg, clean),
+        Rows(
+            start_c,
+            np.where(known, end_c, np.nan),
+            cap,
+            count,
+            sn.astype(np.int64),
+            d,
+            new_seg,
+            clean,
+        ),
         unmatched,
     )
 
@@ -231,8 +253,10 @@ def quiet_cut(rows: Rows, ivs: TailIntervals, mark_ts: F64, min_keep: int) -> in
     if mark_ts.shape[0]:
         quiet &= np.searchsorted(mark_ts, cand, "left") == np.searchsorted(mark_ts, cand, "right")
     # a start equal to the previous row's start would split a tie: not a cut
-    quiet &= cand > rows.start[min_keep - 1 : n - 2] if min_keep > 0 else np.append(
-        False, cand[1:] > cand[:-1]
+    quiet &= (
+        cand > rows.start[min_keep - 1 : n - 2]
+        if min_keep > 0
+        else np.append(False, cand[1:] > cand[:-1])
     )
     hits = np.flatnonzero(quiet)
     return int(hits[-1]) + min_keep if hits.shape[0] else 0
@@ -268,9 +292,14 @@ class AttemptSteps:
 
     def __post_init__(self) -> None:
         for name, dtype in (
-            ("start", np.float64), ("end", np.float64), ("cap", np.float64),
-            ("count", np.float64), ("step", np.int64), ("d", np.float64),
-            ("first", np.bool_), ("clean", np.bool_),
+            ("start", np.float64),
+            ("end", np.float64),
+            ("cap", np.float64),
+            ("count", np.float64),
+            ("step", np.int64),
+            ("d", np.float64),
+            ("first", np.bool_),
+            ("clean", np.bool_),
         ):
             self.cols[name] = _Col(dtype)
         self.cum_d.extend(np.zeros(1))
@@ -283,8 +312,14 @@ class AttemptSteps:
     def rows(self) -> Rows:
         c = self.cols
         return Rows(
-            c["start"].a, c["end"].a, c["cap"].a, c["count"].a, c["step"].a, c["d"].a,
-            c["first"].a, c["clean"].a,
+            c["start"].a,
+            c["end"].a,
+            c["cap"].a,
+            c["count"].a,
+            c["step"].a,
+            c["d"].a,
+            c["first"].a,
+            c["clean"].a,
         )
 
     def coverage(self) -> Coverage:
@@ -299,6 +334,7 @@ class AttemptSteps:
     def seal(
         self,
         rows: Rows,
+        *,
         ivs: TailIntervals,
         cut: float,
         raw_used: int,
@@ -322,8 +358,10 @@ class AttemptSteps:
         self.seg_first.extend(firsts)
         # Typical-time values of the new rows, merged into their segment's sorted array.
         if rows.n:
-            seg_of = np.searchsorted(np.asarray(self.seg_first), np.arange(base, base + rows.n),
-                                     "right") - 1
+            seg_of = (
+                np.searchsorted(np.asarray(self.seg_first), np.arange(base, base + rows.n), "right")
+                - 1
+            )
             typical = ~np.isnan(rows.d) & ~rows.first
             per = rows.d / rows.count
             for sid in np.unique(seg_of[typical]).tolist():
@@ -425,9 +463,7 @@ class IdealCache:
             best = min(best, float(np.median(rest[:full].reshape(-1, w), axis=1).min()))
         return best if math.isfinite(best) else None
 
-    def _extension(
-        self, sig: list[tuple[int, int]], sealed: list[tuple[int, F64]]
-    ) -> F64 | None:
+    def _extension(self, sig: list[tuple[int, int]], sealed: list[tuple[int, F64]]) -> F64 | None:
         """The values appended since the cached signature, or None when not an append."""
         old = self.signature
         if not old or len(sig) < len(old):

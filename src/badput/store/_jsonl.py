@@ -98,7 +98,7 @@ def _read_file(path: Path, offset: int, limit: int | None) -> Iterator[bytes]:
 
 
 def _read_path(
-    path: Path, stream: str, cursor: Cursor, out: Cursor, chunks: list[Chunk], limit: int | None
+    path: Path, stream: str, cursor: Cursor, out: Cursor, chunks: list[Chunk], *, limit: int | None
 ) -> int:
     """Append the new chunks of the file ``path`` (stream ``stream``); advance ``out``.
 
@@ -185,7 +185,7 @@ class JsonlStore:
             if budget is not None and budget <= 0:
                 break
             path = base / stream
-            used = _read_path(path, stream, cursor, out, chunks, budget)
+            used = _read_path(path, stream, cursor, out, chunks, limit=budget)
             if budget is not None:
                 budget -= used
         return ReadResult(chunks, out)
@@ -224,7 +224,7 @@ class SingleFileStore:
         out = Cursor(dict(cursor.offsets))
         chunks: list[Chunk] = []
         if job == self.job:
-            _read_path(self.path, self.path.name, cursor, out, chunks, max_bytes)
+            _read_path(self.path, self.path.name, cursor, out, chunks, limit=max_bytes)
         return ReadResult(chunks, out)
 
 
