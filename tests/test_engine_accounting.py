@@ -309,6 +309,25 @@ def test_diagnostics_each_code() -> None:
     assert_partition(r)
 
 
+def test_events_without_attempt_in_a_log_with_ids_are_reported() -> None:
+    acc = Accountant("j")
+    acc.ingest_events(
+        [
+            E(0, "job_start", attempt=0),
+            E(1, "step_start", attempt=0, step=1),
+            E(2, "step_end", attempt=0, step=1),
+            E(2, "step_start", step=2),  # a writer that forgot its attempt id
+            E(3, "step_end", step=2),
+            E(4, "job_end", attempt=0),
+        ],
+        source="mixed.jsonl",
+    )
+    r = acc.report(ideal_step_time=1.0)
+    d = next(d for d in r.diagnostics if d.code == "events_without_attempt")
+    assert (d.file, d.line) == ("mixed.jsonl", 4) and d.message.startswith("2 step")
+    assert r.buckets == {"productive": 1.0, "untracked": 3.0}
+
+
 def test_malformed_lines_are_reported_with_file_and_line() -> None:
     from badput.events import EventError
     from badput.store._base import Chunk

@@ -121,6 +121,7 @@ class Ingestor:
         self.checkpoints_saved = array("q")  # steps of checkpoint_save_end
         self.checkpoints_committed = array("q")  # steps of checkpoint_committed
         self.idless_ts = array("d")  # ts of non-step events without attempt id
+        self.first_idless: tuple[str | None, int | None] | None = None  # where one was seen
         self.n_events = 0
         self.diagnostics = DiagnosticLog()
         self.unknown_kinds: dict[str, int] = {}
@@ -197,6 +198,9 @@ class Ingestor:
                     a = ev.attempt
                     s = self.stream(None if a is None else str(a), ev.rank or 0)
                     by_raw[raw] = s
+                    if a is None and self.first_idless is None:
+                        line = None if first_line is None else first_line + offset
+                        self.first_idless = (source, line)
                 log = s.steps
                 ts_append, step_append, end_append = (
                     log.ts.append,

@@ -252,7 +252,7 @@ class _Builder:
         attempts: list[_Attempt] = []
         if explicit:
             by_key: dict[str, list[LifecycleEvent]] = defaultdict(list)
-            idless = [e for e in life if e.attempt is None]
+            idless_life = [e for e in life if e.attempt is None]
             for e in life:
                 if e.attempt is not None:
                     by_key[e.attempt].append(e)
@@ -263,8 +263,17 @@ class _Builder:
                 start = min(starts) if starts else first_ts
                 attempts.append(self._finish_attempt(key, _attempt_id(key), start, evs, last_ts))
             attempts.sort(key=lambda a: (a.start, str(a.id)))
+            idless = [st for (a, _r), st in ing.streams.items() if a is None]
+            n_idless = sum(len(st.steps) + len(st.marks) for st in idless)
+            if n_idless and ing.first_idless is not None:
+                self.diag(
+                    "events_without_attempt",
+                    f"{n_idless} step and interval events carry no attempt id in a log whose "
+                    "other events do; they are not accounted (give every writer an attempt id)",
+                    *ing.first_idless,
+                )
             # Id-less lifecycle events belong to the attempt running at their time.
-            for e in idless:
+            for e in idless_life:
                 if e.kind in (Kind.JOB_END, Kind.ATTEMPT_END):
                     target = _attempt_at(attempts, e.ts)
                     if target is not None and not target.ended:
