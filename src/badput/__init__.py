@@ -20,6 +20,7 @@ __all__ = [
     "Event",
     "EventError",
     "Kind",
+    "LiveJob",
     "Recorder",
     "Report",
     "analyze",
@@ -27,7 +28,7 @@ __all__ = [
 ]
 
 if TYPE_CHECKING:
-    from badput.analysis import analyze
+    from badput.analysis import LiveJob, analyze
     from badput.engine import Accountant, Report
     from badput.recorder import Recorder
     from badput.store import open_store
@@ -39,6 +40,7 @@ _LAZY = {
     "Recorder": "badput.recorder",
     "open_store": "badput.store",
     "analyze": "badput.analysis",
+    "LiveJob": "badput.analysis",
 }
 
 

@@ -119,16 +119,46 @@ def report(
 
     if window is not None and not window[0] < window[1]:
         _fail("report", f"--window: the start must be before the end, got {window[0]} {window[1]}")
+    progress = _ReadProgress(enabled=sys.stderr.isatty())
     try:
-        result = analyze(path, job, now=now, ideal_step_time=ideal_step_time, window=window)
+        result = analyze(
+            path,
+            job,
+            now=now,
+            ideal_step_time=ideal_step_time,
+            window=window,
+            on_progress=progress,
+        )
     except (ValueError, OSError) as exc:
+        progress.done()
         _fail("report", str(exc))
+    progress.done()
     from badput.report import render_table, to_json  # noqa: PLC0415 (rich is lazy)
 
     if as_json:
         click.echo(to_json(result))
     else:
         render_table(result)
+
+
+class _ReadProgress:
+    """A one-line "read N lines" counter on stderr while a large log is read (TTY only)."""
+
+    def __init__(self, *, enabled: bool, after: float = 1.0) -> None:
+        self._enabled = enabled
+        self._start = time.monotonic()
+        self._after = after  # stay silent for short reads
+        self._shown = False
+
+    def __call__(self, lines: int) -> None:
+        if self._enabled and time.monotonic() - self._start >= self._after:
+            click.echo(f"\rbadput: read {lines:,} lines ...", err=True, nl=False)
+            self._shown = True
+
+    def done(self) -> None:
+        if self._shown:
+            click.echo("\r\033[K", err=True, nl=False)
+            self._shown = False
 
 
 @main.command(
