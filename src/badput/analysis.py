@@ -6,11 +6,14 @@ follows a job that is still being written, reading only what is new each time.
 
 from __future__ import annotations
 
+import multiprocessing
 import os
+import sys
+import threading
 from collections.abc import Callable
 
 from badput.engine import Accountant, Report
-from badput.store import EventStore, open_source
+from badput.store import EventStore, JsonlStore, open_source
 from badput.store._base import Cursor
 
 __all__ = ["LiveJob", "analyze"]
@@ -19,6 +22,75 @@ Source = str | os.PathLike[str] | EventStore
 
 #: Bytes read (and decoded) per store read while catching up on a log.
 READ_SLICE_BYTES = 32 * 1024 * 1024
+#: A cold read of at least this many bytes, in two files or more, is shared among processes.
+PARALLEL_MIN_BYTES = 64 * 1024 * 1024
+_SEQ_BLOCK = 1 << 40  # arrival numbers of worker k start at k * _SEQ_BLOCK (file order)
+
+
+def _catch_up(
+    store: EventStore,
+    job: str,
+    accountant: Accountant,
+    cursor: Cursor | None,
+    on_progress: Callable[[int], None] | None = None,
+) -> tuple[Cursor | None, int]:
+    """Read and ingest everything new, one bounded slice at a time."""
+    n = 0
+    while True:
+        result = store.read(job, cursor, max_bytes=READ_SLICE_BYTES)
+        progressed = result.cursor.offsets != (cursor.offsets if cursor else {})
+        cursor = result.cursor
+        accountant.ingest(result.chunks)
+        n += result.n_items
+        if result.chunks and on_progress is not None:
+            on_progress(n)
+        if not progressed:
+            return cursor, n
+
+
+def _read_streams(
+    root: str, job: str, mine: list[str], skip: dict[str, int], first_seq: int
+) -> tuple[Accountant, dict[str, tuple[int, int]], int]:
+    """Worker: read only the streams ``mine`` of ``job`` (the others start at their end)."""
+    store = JsonlStore(root)
+    accountant = Accountant(job, first_seq=first_seq)
+    start = Cursor({name: (size, 0) for name, size in skip.items()})
+    cursor, n = _catch_up(store, job, accountant, start)
+    offsets = cursor.offsets if cursor is not None else {}
+    return accountant, {k: v for k, v in offsets.items() if k in mine}, n
+
+
+def _parallel_plan(store: EventStore, job: str, workers: int) -> list[list[str]] | None:
+    """Contiguous groups of streams (sorted names) of similar size, or None when not worth it."""
+    if not isinstance(store, JsonlStore) or workers < 2:
+        return None
+    base = store.job_dir(job)
+    sizes = []
+    for name in store.streams(job):
+        try:
+            sizes.append((name, (base / name).stat().st_size))
+        except OSError:
+            return None
+    total = sum(size for _, size in sizes)
+    if len(sizes) < 2 or total < PARALLEL_MIN_BYTES:
+        return None
+    groups: list[list[str]] = [[]]
+    acc = 0
+    for name, size in sizes:
+        if acc >= total * len(groups) / workers and len(groups) < workers:
+            groups.append([])
+        groups[-1].append(name)
+        acc += size
+    return [g for g in groups if g]
+
+
+def _parallel_allowed() -> bool:
+    """Forking is safe only with no other thread alive (locks would be copied held)."""
+    return (
+        sys.platform.startswith("linux")
+        and (os.cpu_count() or 1) >= 2
+        and threading.active_count() == 1
+    )
 
 
 def _resolve(source: Source, job: str | None) -> tuple[EventStore, str]:
@@ -49,29 +121,65 @@ class LiveJob:
         *,
         ideal_step_time: float | None = None,
         on_progress: Callable[[int], None] | None = None,
+        parallel: bool | None = None,
     ) -> None:
         self.store, self.job = _resolve(source, job)
         self.accountant = Accountant(self.job, ideal_step_time=ideal_step_time)
+        self._ideal = ideal_step_time
         self._cursor: Cursor | None = None
         self._on_progress = on_progress
+        self._parallel = parallel
 
     def update(self) -> int:
         """Read and ingest what was appended since the last call; return how many lines.
 
         Reads in slices of :data:`READ_SLICE_BYTES` so that only one slice of decoded
-        events is alive at a time, whatever the size of the log.
+        events is alive at a time, whatever the size of the log. The first (cold)
+        read of a large multi-file job is shared among processes when ``parallel``
+        allows it (``None``: when it is safe and worth it; see :func:`_parallel_allowed`).
         """
+        if self._cursor is None and self._parallel is not False:
+            n = self._cold_parallel()
+            if n is not None:
+                return n + self.update()
+        self._cursor, n = _catch_up(
+            self.store, self.job, self.accountant, self._cursor, self._on_progress
+        )
+        return n
+
+    def _cold_parallel(self) -> int | None:
+        """Read each group of files in its own process and merge; None when not done."""
+        workers = min(os.cpu_count() or 1, 4)
+        plan = _parallel_plan(self.store, self.job, workers)
+        if plan is None or (self._parallel is None and not _parallel_allowed()):
+            return None
+        assert isinstance(self.store, JsonlStore)
+        base = self.store.job_dir(self.job)
+        everything = {name: (base / name).stat().st_size for g in plan for name in g}
+        tasks = [
+            (
+                self.store.uri,
+                self.job,
+                group,
+                {k: v for k, v in everything.items() if k not in group},
+                k * _SEQ_BLOCK,
+            )
+            for k, group in enumerate(plan)
+        ]
+        with multiprocessing.get_context("fork").Pool(len(tasks)) as pool:
+            results = pool.starmap(_read_streams, tasks)
+        merged = Accountant(self.job, ideal_step_time=self._ideal)
+        offsets: dict[str, tuple[int, int]] = {}
         n = 0
-        while True:
-            result = self.store.read(self.job, self._cursor, max_bytes=READ_SLICE_BYTES)
-            progressed = result.cursor.offsets != (self._cursor.offsets if self._cursor else {})
-            self._cursor = result.cursor
-            self.accountant.ingest(result.chunks)
-            n += result.n_items
-            if result.chunks and self._on_progress is not None:
-                self._on_progress(n)
-            if not progressed:
-                return n
+        for accountant, their_offsets, count in results:  # in file order
+            merged.merge(accountant)
+            offsets.update(their_offsets)
+            n += count
+        self.accountant = merged
+        self._cursor = Cursor(offsets)
+        if self._on_progress is not None:
+            self._on_progress(n)
+        return n
 
     def report(
         self,
@@ -92,12 +200,16 @@ def analyze(
     window: tuple[float, float] | None = None,
     ideal_step_time: float | None = None,
     on_progress: Callable[[int], None] | None = None,
+    parallel: bool | None = None,
 ) -> Report:
     """Read a whole log and return its :class:`Report`.
 
     ``source`` is a store root (``job`` needed when it holds several jobs), a
     job directory, a single ``.jsonl`` file, or an :class:`EventStore`.
+    ``parallel``: see :meth:`LiveJob.update`.
     """
-    live = LiveJob(source, job, ideal_step_time=ideal_step_time, on_progress=on_progress)
+    live = LiveJob(
+        source, job, ideal_step_time=ideal_step_time, on_progress=on_progress, parallel=parallel
+    )
     live.update()
     return live.report(now=now, window=window)

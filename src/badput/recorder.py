@@ -60,7 +60,7 @@ from badput._env import (
     SLURM_RESTART_COUNT,
     TORCHELASTIC_RESTART_COUNT,
 )
-from badput.events import KINDS, LIFECYCLE_KINDS, Event, Kind, validate
+from badput.events import KINDS, LIFECYCLE_KINDS, STEP_KINDS, Event, Kind, validate
 from badput.store import EventStore, EventWriter, WriterKey, open_store
 
 __all__ = ["DEFAULT_HEARTBEAT_INTERVAL", "NullRecorder", "Recorder"]
@@ -91,17 +91,7 @@ _STR_FIELDS: Final = frozenset({"name", "status"})
 _BOOL_FIELDS: Final = frozenset({"blocking"})
 # Kinds whose event is valid with no field beyond identity, and kinds that need
 # just a step (the writer skips full validation for these common shapes).
-_STEP_KINDS: Final = frozenset(
-    {
-        Kind.STEP_START,
-        Kind.STEP_END,
-        Kind.CHECKPOINT_RESTORE_START,
-        Kind.CHECKPOINT_RESTORE_END,
-        Kind.CHECKPOINT_SAVE_START,
-        Kind.CHECKPOINT_SAVE_END,
-        Kind.CHECKPOINT_COMMITTED,
-    }
-)
+_STEP_KINDS: Final = STEP_KINDS  # the schema's own set (events.py)
 _BARE_KINDS: Final = (
     KINDS
     - _STEP_KINDS

@@ -30,8 +30,14 @@ class Accountant:
     1.0
     """
 
-    def __init__(self, job: str | None = None, *, ideal_step_time: float | None = None) -> None:
-        self._ing = Ingestor(job)
+    def __init__(
+        self,
+        job: str | None = None,
+        *,
+        ideal_step_time: float | None = None,
+        first_seq: int = 0,
+    ) -> None:
+        self._ing = Ingestor(job, first_seq=first_seq)
         self.ideal_step_time = ideal_step_time
 
     @property
@@ -48,6 +54,14 @@ class Accountant:
     def last_event_ts(self) -> float | None:
         """Timestamp of the newest event ingested, or ``None`` before any."""
         return self._ing.last_ts if self._ing.n_events else None
+
+    def merge(self, other: Accountant) -> None:
+        """Add what ``other`` ingested: other sources (files) of the same job, read after ours.
+
+        Lets separate processes each read some of a job's files; the result is the
+        same as one Accountant reading them all, ``self``'s files first.
+        """
+        self._ing.absorb(other._ing)
 
     def ingest(self, chunks: Iterable[Chunk]) -> None:
         """Ingest the chunks of a store read (events and malformed-line errors)."""

@@ -42,6 +42,11 @@ class StepLog:
     def __len__(self) -> int:
         return len(self.ts)
 
+    def recheck(self) -> None:
+        """Rows were added in bulk: check their time order again from the start."""
+        self._checked = 0
+        self._unsorted = False
+
     @property
     def unsorted(self) -> bool:
         """Whether any row came earlier in time than the one before it (checks new rows only)."""
@@ -114,7 +119,7 @@ class DiagnosticLog:
 class Ingestor:
     """Turns events into :class:`Stream` state; the Accountant owns one."""
 
-    def __init__(self, job: str | None) -> None:
+    def __init__(self, job: str | None, *, first_seq: int = 0) -> None:
         self.job = job
         self.streams: dict[tuple[str | None, int], Stream] = {}
         self.lifecycle: list[LifecycleEvent] = []
@@ -129,9 +134,58 @@ class Ingestor:
         # Query-side caches (sealed step rows per attempt, ideal-time blocks), owned by the
         # engine's partition code; they only ever hold values derivable from the state above.
         self.cache: dict[object, object] = {}
-        self._seq = 0
+        self._seq = first_seq
         self._source_last_ts: dict[str, float] = {}
         self._by_raw: dict[tuple[object, int | None], Stream] = {}
+
+    def absorb(self, other: Ingestor) -> None:
+        """Add the state of ``other``, which ingested *later* sources of the same job.
+
+        Used to merge the work of processes that each read different files: the
+        states concatenate. ``other``'s arrival numbers must all be above ours (give
+        it a higher ``first_seq``), so ties in time still break by file order.
+        """
+        if other.job is not None and self.job is not None and other.job != self.job:
+            raise ValueError(f"cannot merge job {other.job!r} into job {self.job!r}")
+        self.job = self.job or other.job
+        self.version += 1
+        self.cache.clear()
+        for key, theirs in other.streams.items():
+            mine = self.streams.get(key)
+            if mine is None:
+                self.streams[key] = theirs
+                continue
+            mine.steps.ts.extend(theirs.steps.ts)
+            mine.steps.step.extend(theirs.steps.step)
+            mine.steps.is_end.extend(theirs.steps.is_end)
+            mine.steps.recheck()
+            if theirs.marks and mine.marks and theirs.marks[0].ts < mine.marks[-1].ts:
+                mine.marks_unsorted = True
+            mine.marks.extend(theirs.marks)
+            mine.marks_unsorted |= theirs.marks_unsorted
+            mine.restores.extend(theirs.restores)
+            mine.first_ts = min(mine.first_ts, theirs.first_ts)
+            mine.last_ts = max(mine.last_ts, theirs.last_ts)
+        self._by_raw = {
+            raw: self.streams[(st.attempt, st.rank)]
+            for raw, st in {**self._by_raw, **other._by_raw}.items()
+        }
+        self.lifecycle.extend(other.lifecycle)
+        self.checkpoints_saved.extend(other.checkpoints_saved)
+        self.checkpoints_committed.extend(other.checkpoints_committed)
+        self.idless_ts.extend(other.idless_ts)
+        self.first_idless = self.first_idless or other.first_idless
+        self.n_events += other.n_events
+        for code, entries in other.diagnostics.entries.items():
+            for message, source, line in entries:
+                self.diagnostics.add(code, message, source, line)
+        for code, count in other.diagnostics.counts.items():
+            kept = len(other.diagnostics.entries.get(code, []))
+            self.diagnostics.counts[code] = self.diagnostics.counts.get(code, 0) + count - kept
+        for kind, count in other.unknown_kinds.items():
+            self.unknown_kinds[kind] = self.unknown_kinds.get(kind, 0) + count
+        self._seq = max(self._seq, other._seq)
+        self._source_last_ts.update(other._source_last_ts)
 
     def stream(self, attempt: str | None, rank: int) -> Stream:
         key = (attempt, rank)

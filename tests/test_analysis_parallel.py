@@ -1,0 +1,64 @@
+"""A cold read shared among processes gives the same state as one process reading it all."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+from badput import analysis
+from badput._codec import encode_line
+from badput.events import Event
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "bench"))
+from make_big_job import JOB, write_job
+
+
+def same(a: analysis.Report, b: analysis.Report) -> None:
+    assert a.buckets == b.buckets
+    assert a.overlapped == b.overlapped
+    assert (a.steps, a.ideal_step_time, a.at_risk_seconds) == (
+        b.steps,
+        b.ideal_step_time,
+        b.at_risk_seconds,
+    )
+    assert a.attempts == b.attempts
+    assert [(d.code, d.file, d.line) for d in a.diagnostics] == [
+        (d.code, d.file, d.line) for d in b.diagnostics
+    ]
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="fork-based workers: Linux only")
+def test_parallel_cold_read_equals_sequential_and_live_updates_continue(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    write_job(tmp_path, 20_000, restarts=3, finished=False)
+    # a malformed line in the second file: its diagnostic must keep its file and line
+    second = sorted((tmp_path / JOB).rglob("*.jsonl"))[1]
+    with second.open("ab") as fh:
+        fh.write(b'{"ts": "not a number"}\n')
+    monkeypatch.setattr(analysis, "PARALLEL_MIN_BYTES", 0)
+    assert analysis._parallel_plan(analysis.JsonlStore(tmp_path), JOB, 2) is not None
+
+    sequential = analysis.LiveJob(tmp_path, JOB, parallel=False)
+    parallel = analysis.LiveJob(tmp_path, JOB, parallel=True)
+    n_seq, n_par = sequential.update(), parallel.update()
+    assert n_seq == n_par > 40_000
+    same(sequential.report(), parallel.report())
+    assert any(
+        d.code == "malformed_line" and d.file == str(second) for d in parallel.report().diagnostics
+    )
+
+    # Both keep following the job: new steps in the running attempt's file.
+    last = sorted((tmp_path / JOB / "3").glob("*.jsonl"))[0]
+    ts = (parallel.accountant.last_event_ts or 0.0) + 0.1
+    with last.open("ab") as fh:
+        for i in range(5):
+            fh.write(
+                encode_line(
+                    Event(ts=ts + i, kind="step_start", job=JOB, attempt=3, rank=0, step=30_000 + i)
+                )
+            )
+    assert sequential.update() == parallel.update() == 5
+    same(sequential.report(), parallel.report())
