@@ -355,3 +355,14 @@ def test_bad_arguments_raise() -> None:
         acc.report(window=(10.0, 5.0))
     with pytest.raises(ValueError, match="ideal step time"):
         acc.report(ideal_step_time=-1.0)
+
+
+def test_diagnostics_are_capped_per_code_and_the_rest_counted() -> None:
+    events = [E(0, "job_start")]
+    events += [E(1 + i, "compile_end") for i in range(500)]  # 500 unpaired ends
+    events.append(E(600, "job_end"))
+    r = report_of(events)
+    unpaired = [d for d in r.diagnostics if d.code == "unpaired_end"]
+    assert len(unpaired) == 21
+    assert unpaired[-1].message == "... and 480 more unpaired_end"
+    assert r.buckets == {"untracked": 600.0}

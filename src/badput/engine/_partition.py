@@ -18,8 +18,9 @@ import numpy as np
 import numpy.typing as npt
 
 from badput.engine import _steps
+from badput.engine._attempts import Attempt, reconstruct_attempts
 from badput.engine._ideal import MIN_CLEAN_STEPS, best_sustained_step_time
-from badput.engine._ingest import Ingestor, LifecycleEvent, Stream
+from badput.engine._ingest import MAX_DIAGNOSTICS_PER_CODE, Ingestor, Stream
 from badput.engine._intervals import Coverage, IntervalMark
 from badput.engine._model import (
     PRODUCTIVE,
@@ -51,24 +52,6 @@ _EMPTY: F64 = np.zeros(0)
 
 
 @dataclass
-class _Attempt:
-    key: str | None  # stream key (None: events without attempt id)
-    id: str | int
-    start: float
-    end: float  # end event ts, or last event
-    end_reason: str
-    ended: bool  # by job_end or attempt_end
-    ended_by_job_end: bool
-    status: str | None = None
-    exit_code: int | None = None
-    eff_start: float = 0.0
-    eff_end: float = 0.0
-    # for attempts derived from job_start (no ids): the time range of their events
-    range_lo: float = -math.inf
-    range_hi: float = math.inf
-
-
-@dataclass
 class _Segment:
     attempt: int
     sid: int  # segment number within its attempt
@@ -90,7 +73,7 @@ def _frac(keep_upto: float, step: float, count: float) -> float:
     return min(1.0, max(0.0, (keep_upto - step + 1.0) / count))
 
 
-class _AttemptRows:
+class AttemptRows:
     """One attempt's rows for this query: the sealed ones (cached) then the tail."""
 
     def __init__(
@@ -242,145 +225,27 @@ class _Builder:
         self.window = window
         self.ideal_cfg = ideal_step_time
         self.diags: list[Diagnostic] = []
+        self._diag_counts: dict[str, int] = {}
         self.buckets: dict[str, float] = defaultdict(float)
         self.overlapped: dict[str, float] = defaultdict(float)
-
-    def attempts(self) -> list[_Attempt]:
-        ing = self.ing
-        life = sorted(ing.lifecycle, key=lambda e: (e.ts, e.seq))
-        explicit = ing.attempt_keys()
-        attempts: list[_Attempt] = []
-        if explicit:
-            by_key: dict[str, list[LifecycleEvent]] = defaultdict(list)
-            idless_life = [e for e in life if e.attempt is None]
-            for e in life:
-                if e.attempt is not None:
-                    by_key[e.attempt].append(e)
-            for key in explicit:
-                evs = by_key.get(key, [])
-                starts = [e.ts for e in evs if e.kind == Kind.JOB_START]
-                first_ts, last_ts = ing.attempt_span(key)
-                start = min(starts) if starts else first_ts
-                attempts.append(self._finish_attempt(key, _attempt_id(key), start, evs, last_ts))
-            attempts.sort(key=lambda a: (a.start, str(a.id)))
-            idless = [st for (a, _r), st in ing.streams.items() if a is None]
-            n_idless = sum(len(st.steps) + len(st.marks) for st in idless)
-            if n_idless and ing.first_idless is not None:
-                self.diag(
-                    "events_without_attempt",
-                    f"{n_idless} step and interval events carry no attempt id in a log whose "
-                    "other events do; they are not accounted (give every writer an attempt id)",
-                    *ing.first_idless,
-                )
-            # Id-less lifecycle events belong to the attempt running at their time.
-            for e in idless_life:
-                if e.kind in (Kind.JOB_END, Kind.ATTEMPT_END):
-                    target = _attempt_at(attempts, e.ts)
-                    if target is not None and not target.ended:
-                        self._apply_end(target, e)
-        else:
-            attempts = self._derive_attempts(life)
-        return attempts
-
-    def _finish_attempt(
-        self,
-        key: str | None,
-        aid: str | int,
-        start: float,
-        evs: Sequence[LifecycleEvent],
-        last_ts: float,
-    ) -> _Attempt:
-        att = _Attempt(key, aid, start, last_ts, "last_event", False, False)
-        for e in evs:
-            if e.kind in (Kind.JOB_END, Kind.ATTEMPT_END):
-                self._apply_end(att, e)
-        if att.ended and last_ts > att.end + _EPS:
-            self.diag(
-                "events_out_of_order",
-                f"attempt {aid}: events up to {last_ts - att.end:.3f}s after its "
-                f"{'job_end' if att.ended_by_job_end else 'attempt_end'} (ignored)",
-            )
-        return att
-
-    def _apply_end(self, att: _Attempt, e: LifecycleEvent) -> None:
-        # The first end event ends the attempt; a later job_end upgrades an attempt_end.
-        if att.ended and not (e.kind == Kind.JOB_END and not att.ended_by_job_end):
-            return
-        if att.ended and e.ts - att.end > _EPS:
-            # attempt_end then job_end later: the job ended at the job_end.
-            pass
-        att.ended = True
-        att.end = e.ts if not att.ended_by_job_end else att.end
-        att.ended_by_job_end = e.kind == Kind.JOB_END
-        att.status = e.status or att.status
-        att.exit_code = e.exit_code if e.exit_code is not None else att.exit_code
-        if e.kind == Kind.JOB_END:
-            att.end_reason = "job_end"
-        else:
-            att.end_reason = f"attempt_end:{e.status}" if e.status else "attempt_end"
-
-    def _derive_attempts(self, life: list[LifecycleEvent]) -> list[_Attempt]:
-        """No attempt ids: each job_start opens an attempt, multi-host duplicates merged."""
-        ing = self.ing
-        attempts: list[_Attempt] = []
-        seen: set[tuple[str | None, int | None]] = set()
-        ends: list[list[LifecycleEvent]] = []
-        for e in life:
-            if e.kind == Kind.JOB_START:
-                who = (e.host, e.rank)
-                cur = attempts[-1] if attempts else None
-                if cur is None or cur.ended or who in seen:
-                    attempts.append(
-                        _Attempt(None, len(attempts), e.ts, e.ts, "last_event", False, False)
-                    )
-                    ends.append([])
-                    seen = set()
-                seen.add(who)
-            elif e.kind in (Kind.JOB_END, Kind.ATTEMPT_END):
-                if not attempts:
-                    continue  # an end before any start: reported by diagnostics below
-                cur = attempts[-1]
-                if not cur.ended:
-                    self._apply_end(cur, e)
-                    ends[-1].append(e)
-        idless = np.sort(
-            np.concatenate(
-                [np.frombuffer(ing.idless_ts, dtype=np.float64)]
-                + [
-                    np.frombuffer(s.steps.ts, dtype=np.float64)
-                    for s in ing.streams.values()
-                    if s.attempt is None and len(s.steps)
-                ]
-            )
-        )
-        if not attempts:
-            if not len(idless):
-                return []
-            attempts.append(
-                _Attempt(None, 0, float(idless[0]), float(idless[-1]), "last_event", False, False)
-            )
-        # Events before the first job_start belong to the first attempt.
-        for i, att in enumerate(attempts):
-            att.range_lo = -math.inf if i == 0 else att.start
-            att.range_hi = attempts[i + 1].start if i + 1 < len(attempts) else math.inf
-            lo = int(np.searchsorted(idless, att.range_lo, side="left"))
-            hi = int(np.searchsorted(idless, att.range_hi, side="left"))
-            last = float(idless[hi - 1]) if hi > lo else att.start
-            if not att.ended:
-                att.end = max(last, att.start)
-            elif last > att.end + _EPS:
-                self.diag(
-                    "events_out_of_order",
-                    f"attempt {att.id}: events up to {last - att.end:.3f}s after its end (ignored)",
-                )
-        return attempts
 
     # ------------------------------------------------------------------ helpers
 
     def diag(
         self, code: str, message: str, file: str | None = None, line: int | None = None
     ) -> None:
-        self.diags.append(Diagnostic(code, message, file, line))
+        """Keep a diagnostic; past MAX_DIAGNOSTICS_PER_CODE of one code, only count it."""
+        n = self._diag_counts.get(code, 0)
+        self._diag_counts[code] = n + 1
+        if n < MAX_DIAGNOSTICS_PER_CODE:
+            self.diags.append(Diagnostic(code, message, file, line))
+
+    def _finish_diagnostics(self) -> list[Diagnostic]:
+        out = list(self.diags)
+        for code, n in self._diag_counts.items():
+            if n > MAX_DIAGNOSTICS_PER_CODE:
+                out.append(Diagnostic(code, f"... and {n - MAX_DIAGNOSTICS_PER_CODE} more {code}"))
+        return out
 
     def clip(self, a: float, b: float) -> float:
         lo, hi = self.clip_bounds
@@ -391,7 +256,7 @@ class _Builder:
     def build(self) -> Report:
         ing = self.ing
         job = ing.job or ""
-        attempts = self.attempts()
+        attempts = reconstruct_attempts(self.ing, self.diag)
         life = ing.lifecycle
         scheduled = [e.ts for e in life if e.kind == Kind.JOB_SCHEDULED]
         if not attempts:
@@ -446,7 +311,7 @@ class _Builder:
         self.buckets["recovery"] += self.clip(final.eff_end, t_end)
 
         # per attempt: recorded intervals and the leader's step rows
-        rows: list[_AttemptRows | None] = []
+        rows: list[AttemptRows | None] = []
         segments: list[_Segment] = []
         attempt_rest: list[float] = []
         for i, att in enumerate(attempts):
@@ -524,13 +389,13 @@ class _Builder:
             ideal_step_time_source=ideal_source,
             attempts=[self._summary(a, segments, i) for i, a in enumerate(attempts)],
             steps=counts,
-            diagnostics=self.diags,
+            diagnostics=self._finish_diagnostics(),
             window=self.window,
         )
 
     # ------------------------------------------------------------- step rows
 
-    def _attempt_rows(self, att: _Attempt, s: Stream, closed: bool) -> _AttemptRows:
+    def _attempt_rows(self, att: Attempt, s: Stream, closed: bool) -> AttemptRows:
         """Rows of the attempt: reuse what is sealed, compute the tail, seal what is settled."""
         ing = self.ing
         key = ("steps", att.key, att.range_lo)
@@ -598,10 +463,10 @@ class _Builder:
                 tail = tail.tail_from(r)
                 ivs = ivs.after(cut)
                 unmatched_ts = unmatched_ts[unmatched_ts >= cut]
-        return _AttemptRows(steps, tail, ivs, int(unmatched_ts.shape[0]))
+        return AttemptRows(steps, tail, ivs, int(unmatched_ts.shape[0]))
 
     def _stale(
-        self, steps: AttemptSteps, sig: tuple[Any, ...], s: Stream, att: _Attempt, hi: float
+        self, steps: AttemptSteps, sig: tuple[Any, ...], s: Stream, att: Attempt, hi: float
     ) -> bool:
         """Whether the sealed rows can no longer be trusted (late data, moved bounds)."""
         if steps.signature != sig:
@@ -623,7 +488,7 @@ class _Builder:
             att.range_lo <= m.ts < min(cut, att.range_hi) for m in s.marks[steps.marks_seen :]
         )
 
-    def _interval_sums(self, att: _Attempt, ar: _AttemptRows) -> float:
+    def _interval_sums(self, att: Attempt, ar: AttemptRows) -> float:
         """Add the attempt's interval buckets and overlapped time; return their total."""
         steps, ivs = ar.steps, ar.tail_ivs
         lo, hi = self.clip_bounds
@@ -670,7 +535,7 @@ class _Builder:
             )
         return total
 
-    def _segments(self, ai: int, att: _Attempt, s: Stream, ar: _AttemptRows) -> None:
+    def _segments(self, ai: int, att: Attempt, s: Stream, ar: AttemptRows) -> None:
         """Segments of the attempt, with their restore points (§1)."""
         firsts = list(ar.steps.seg_first)
         firsts += (np.flatnonzero(ar.tail.first) + ar.n_sealed).tolist()
@@ -700,7 +565,7 @@ class _Builder:
                 )
             )
 
-    def _ideal(self, rows: list[_AttemptRows | None]) -> tuple[float | None, _Source]:
+    def _ideal(self, rows: list[AttemptRows | None]) -> tuple[float | None, _Source]:
         if self.ideal_cfg is not None:
             return self.ideal_cfg, "configured"
         present = [ar for ar in rows if ar is not None]
@@ -717,7 +582,7 @@ class _Builder:
             est = cache.estimate(sealed, tails[-1] if tails else np.zeros(0))
         return (est, "estimated") if est is not None else (None, None)
 
-    def _resolve(self, ar: _AttemptRows, ideal: float | None) -> None:
+    def _resolve(self, ar: AttemptRows, ideal: float | None) -> None:
         """Per segment: typical step time m, open last rows, startup (§4)."""
         open_rows = ar.open_rows()
         s = ar.n_sealed
@@ -744,7 +609,7 @@ class _Builder:
 
     def _split_kept(
         self,
-        rows: list[_AttemptRows | None],
+        rows: list[AttemptRows | None],
         segments: list[_Segment],
         *,
         final_job_end: bool,
@@ -844,11 +709,11 @@ class _Builder:
             ideal_step_time_source="configured" if self.ideal_cfg else None,
             attempts=[],
             steps=StepCounts(0, 0, None),
-            diagnostics=self.diags,
+            diagnostics=self._finish_diagnostics(),
             window=self.window,
         )
 
-    def _summary(self, att: _Attempt, segments: list[_Segment], i: int) -> AttemptSummary:
+    def _summary(self, att: Attempt, segments: list[_Segment], i: int) -> AttemptSummary:
         segs = [s for s in segments if s.attempt == i]
         return AttemptSummary(
             id=att.id,
@@ -862,7 +727,7 @@ class _Builder:
             exit_code=att.exit_code,
         )
 
-    def _leader_stream(self, att: _Attempt) -> Stream | None:
+    def _leader_stream(self, att: Attempt) -> Stream | None:
         """The lowest rank with work in this attempt (events without rank count as 0)."""
         best: tuple[int, Stream] | None = None
         for (akey, rank), s in self.ing.streams.items():
@@ -880,23 +745,11 @@ class _Builder:
             for message, source, line in entries:
                 self.diag(code, message, source, line)
             extra = log.counts.get(code, 0) - len(entries)
-            if extra > 0:
-                self.diag(code, f"... and {extra} more {code} diagnostics")
+            if extra > 0:  # counted at ingest, not kept: reported as "... and N more"
+                self._diag_counts[code] = self._diag_counts.get(code, 0) + extra
 
 
-def _attempt_id(key: str) -> str | int:
-    return int(key) if key.isdigit() and (key == "0" or not key.startswith("0")) else key
-
-
-def _attempt_at(attempts: list[_Attempt], ts: float) -> _Attempt | None:
-    found = None
-    for a in attempts:
-        if a.start <= ts:
-            found = a
-    return found if found is not None else (attempts[0] if attempts else None)
-
-
-def _stream_touches(s: Stream, att: _Attempt) -> bool:
+def _stream_touches(s: Stream, att: Attempt) -> bool:
     return s.last_ts >= att.range_lo and s.first_ts < att.range_hi
 
 

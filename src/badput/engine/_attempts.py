@@ -1,0 +1,190 @@
+"""Attempts: the lives of a job's processes, rebuilt from lifecycle events (ACCOUNTING.md §1).
+
+An attempt runs from its ``job_start`` (or first event) to its ``job_end``,
+``attempt_end``, or last event. With attempt ids in the events, each id is an
+attempt; without them, each ``job_start`` opens one, multi-host duplicates of a
+start merged. Pure: reads the Ingestor's state, reports problems through ``diag``.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from badput.engine._ingest import Ingestor, LifecycleEvent
+from badput.events import Kind
+
+__all__ = ["Attempt", "DiagnosticSink", "reconstruct_attempts"]
+
+_EPS = 1e-6
+
+DiagnosticSink = Callable[..., None]  # (code, message, file=None, line=None)
+
+
+@dataclass
+class Attempt:
+    key: str | None  # stream key (None: events without attempt id)
+    id: str | int
+    start: float
+    end: float  # end event ts, or last event
+    end_reason: str
+    ended: bool  # by job_end or attempt_end
+    ended_by_job_end: bool
+    status: str | None = None
+    exit_code: int | None = None
+    eff_start: float = 0.0  # after clipping overlaps (set by the partition)
+    eff_end: float = 0.0
+    # for attempts derived from job_start (no ids): the time range of their events
+    range_lo: float = -math.inf
+    range_hi: float = math.inf
+
+
+def reconstruct_attempts(ing: Ingestor, diag: DiagnosticSink) -> list[Attempt]:
+    """The job's attempts in start order."""
+    life = sorted(ing.lifecycle, key=lambda e: (e.ts, e.seq))
+    explicit = ing.attempt_keys()
+    if not explicit:
+        return _derive_attempts(ing, life, diag)
+    by_key: dict[str, list[LifecycleEvent]] = defaultdict(list)
+    for e in life:
+        if e.attempt is not None:
+            by_key[e.attempt].append(e)
+    attempts: list[Attempt] = []
+    for key in explicit:
+        evs = by_key.get(key, [])
+        starts = [e.ts for e in evs if e.kind == Kind.JOB_START]
+        first_ts, last_ts = ing.attempt_span(key)
+        start = min(starts) if starts else first_ts
+        attempts.append(_finish_attempt(key, attempt_id(key), start, evs, last_ts, diag=diag))
+    attempts.sort(key=lambda a: (a.start, str(a.id)))
+    idless = [st for (a, _r), st in ing.streams.items() if a is None]
+    n_idless = sum(len(st.steps) + len(st.marks) for st in idless)
+    if n_idless and ing.first_idless is not None:
+        diag(
+            "events_without_attempt",
+            f"{n_idless} step and interval events carry no attempt id in a log whose "
+            "other events do; they are not accounted (give every writer an attempt id)",
+            *ing.first_idless,
+        )
+    # Id-less end events (a launcher that writes no id) end the attempt running at their time.
+    for e in life:
+        if e.attempt is None and e.kind in (Kind.JOB_END, Kind.ATTEMPT_END):
+            target = _attempt_at(attempts, e.ts)
+            if target is not None and not target.ended:
+                _apply_end(target, e)
+    return attempts
+
+
+def attempt_id(key: str) -> str | int:
+    """The id as reported: numeric ids as integers ("007" stays a string)."""
+    return int(key) if key.isdigit() and (key == "0" or not key.startswith("0")) else key
+
+
+def _finish_attempt(
+    key: str | None,
+    aid: str | int,
+    start: float,
+    evs: Sequence[LifecycleEvent],
+    last_ts: float,
+    *,
+    diag: DiagnosticSink,
+) -> Attempt:
+    att = Attempt(key, aid, start, last_ts, "last_event", False, False)
+    for e in evs:
+        if e.kind in (Kind.JOB_END, Kind.ATTEMPT_END):
+            _apply_end(att, e)
+    if att.ended and last_ts > att.end + _EPS:
+        diag(
+            "events_out_of_order",
+            f"attempt {aid}: events up to {last_ts - att.end:.3f}s after its "
+            f"{'job_end' if att.ended_by_job_end else 'attempt_end'} (ignored)",
+        )
+    return att
+
+
+def _apply_end(att: Attempt, e: LifecycleEvent) -> None:
+    """The first end event ends the attempt; a later job_end (a launcher giving up after
+    the last failure) upgrades an attempt_end and moves the end to it."""
+    if att.ended and not (e.kind == Kind.JOB_END and not att.ended_by_job_end):
+        return
+    att.ended = True
+    att.end = e.ts
+    att.ended_by_job_end = e.kind == Kind.JOB_END
+    att.status = e.status or att.status
+    att.exit_code = e.exit_code if e.exit_code is not None else att.exit_code
+    if e.kind == Kind.JOB_END:
+        att.end_reason = "job_end"
+    else:
+        att.end_reason = f"attempt_end:{e.status}" if e.status else "attempt_end"
+
+
+def _derive_attempts(
+    ing: Ingestor, life: list[LifecycleEvent], diag: DiagnosticSink
+) -> list[Attempt]:
+    """No attempt ids: each job_start opens an attempt, multi-host duplicates merged."""
+    attempts: list[Attempt] = []
+    seen: set[tuple[str | None, int | None]] = set()
+    for e in life:
+        if e.kind == Kind.JOB_START:
+            who = (e.host, e.rank)
+            cur = attempts[-1] if attempts else None
+            if cur is None or cur.ended or who in seen:
+                attempts.append(
+                    Attempt(None, len(attempts), e.ts, e.ts, "last_event", False, False)
+                )
+                seen = set()
+            seen.add(who)
+        elif e.kind in (Kind.JOB_END, Kind.ATTEMPT_END):
+            if not attempts:
+                diag(
+                    "events_out_of_order",
+                    f"{e.kind} at {e.ts:.3f} before any job_start; ignored",
+                    e.source,
+                    e.line,
+                )
+                continue
+            if not attempts[-1].ended:
+                _apply_end(attempts[-1], e)
+    idless = np.sort(
+        np.concatenate(
+            [np.frombuffer(ing.idless_ts, dtype=np.float64)]
+            + [
+                np.frombuffer(s.steps.ts, dtype=np.float64)
+                for s in ing.streams.values()
+                if s.attempt is None and len(s.steps)
+            ]
+        )
+    )
+    if not attempts:
+        if not len(idless):
+            return []
+        attempts.append(
+            Attempt(None, 0, float(idless[0]), float(idless[-1]), "last_event", False, False)
+        )
+    # Events before the first job_start belong to the first attempt.
+    for i, att in enumerate(attempts):
+        att.range_lo = -math.inf if i == 0 else att.start
+        att.range_hi = attempts[i + 1].start if i + 1 < len(attempts) else math.inf
+        lo = int(np.searchsorted(idless, att.range_lo, side="left"))
+        hi = int(np.searchsorted(idless, att.range_hi, side="left"))
+        last = float(idless[hi - 1]) if hi > lo else att.start
+        if not att.ended:
+            att.end = max(last, att.start)
+        elif last > att.end + _EPS:
+            diag(
+                "events_out_of_order",
+                f"attempt {att.id}: events up to {last - att.end:.3f}s after its end (ignored)",
+            )
+    return attempts
+
+
+def _attempt_at(attempts: list[Attempt], ts: float) -> Attempt | None:
+    found = None
+    for a in attempts:
+        if a.start <= ts:
+            found = a
+    return found if found is not None else (attempts[0] if attempts else None)
