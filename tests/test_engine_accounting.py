@@ -366,3 +366,28 @@ def test_diagnostics_are_capped_per_code_and_the_rest_counted() -> None:
     assert len(unpaired) == 21
     assert unpaired[-1].message == "... and 480 more unpaired_end"
     assert r.buckets == {"untracked": 600.0}
+
+
+def test_overlapping_attempts_are_clipped_and_reported() -> None:
+    """A late process of attempt 0 logs after attempt 1 started: no second counted twice."""
+    events = [
+        E(0, "job_start", attempt=0),
+        E(0, "custom_start", attempt=0, name="eval"),
+        E(50, "custom_end", attempt=0, name="eval"),
+        E(40, "job_start", attempt=1),
+        E(40, "training_prep_start", attempt=1),
+        E(70, "training_prep_end", attempt=1),
+        E(80, "job_end", attempt=1),
+    ]
+    r = report_of(events)
+    assert [d.code for d in r.diagnostics].count("attempt_overlap") == 1
+    # attempt 1 counts from 50, where attempt 0 ended: prep 50..70, untracked 70..80
+    assert r.buckets == {"custom:eval": 50.0, "training_prep": 20.0, "untracked": 10.0}
+    assert_partition(r)
+
+
+def test_empty_log_gives_an_empty_report_with_a_diagnostic() -> None:
+    acc = Accountant("nothing")
+    r = acc.report()
+    assert r.total_seconds == 0.0 and r.buckets == {} and r.attempts == []
+    assert [d.code for d in r.diagnostics] == ["empty_log"]
