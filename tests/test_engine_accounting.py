@@ -391,3 +391,30 @@ def test_empty_log_gives_an_empty_report_with_a_diagnostic() -> None:
     r = acc.report()
     assert r.total_seconds == 0.0 and r.buckets == {} and r.attempts == []
     assert [d.code for d in r.diagnostics] == ["empty_log"]
+
+
+@pytest.mark.parametrize("with_ids", [True, False], ids=["attempt-ids", "derived-attempts"])
+def test_worked_example_without_steps_gives_goodput_from_checkpoint_progress(
+    with_ids: bool,
+) -> None:
+    """§7: only job_start, checkpoint_restore end, checkpoint_save end and job_end, as the
+    resiliency library writes it: 50 % from net saved progress (75 - 25) x 2 min."""
+    keep = {"job_start", "checkpoint_restore_end", "checkpoint_save_end", "job_end"}
+    events = [e for e in worked_example_events(with_ids) if e.kind in keep]
+    r = report_of(events, ideal=120.0)
+    assert r.total_seconds == pytest.approx(200 * MIN)
+    assert r.goodput == pytest.approx(0.5)
+    assert r.bucket("productive") == pytest.approx(100 * MIN)
+    # attempt 1's last word is its save at minute 60; the restart is at 115
+    assert r.bucket("recovery") == pytest.approx(55 * MIN)
+    assert r.bucket("untracked") == pytest.approx(45 * MIN)
+    assert (r.steps.kept, r.steps.last) == (50, 75)
+    progress = [d for d in r.diagnostics if d.code == "checkpoint_progress"]
+    assert len(progress) == 1 and "could not be separated" in progress[0].message
+    assert_partition(r)
+    # without an ideal step time there is nothing to multiply the progress by: said so
+    r2 = report_of(events)
+    assert r2.goodput == 0.0
+    assert "--ideal-step-time" in next(
+        d.message for d in r2.diagnostics if d.code == "checkpoint_progress"
+    )

@@ -348,6 +348,8 @@ class _Builder:
                     f"attempt {attempts[i].id}: {-rest:.6f}s counted twice; please report this log",
                 )
             self.buckets["untracked"] += max(rest, 0.0)
+        if not segments:
+            counts = self._checkpoint_progress(ideal, counts)
 
         # Ingest-time diagnostics, and what the log lacks.
         self._collect_ingest_diagnostics()
@@ -690,6 +692,46 @@ class _Builder:
                 break
         counts = StepCounts(round(kept_count), round(wasted_count), last_step)
         return kept_time, kept_n, max(at_risk, 0.0), counts, step_time
+
+    def _checkpoint_progress(self, ideal: float | None, counts: StepCounts) -> StepCounts:
+        """A log with no steps at all (e.g. the resiliency library's): goodput from net
+        saved progress x the ideal step time, carved out of the untracked time (§7).
+
+        Net saved progress = highest checkpoint saved - lowest checkpoint restored (0 when
+        nothing was restored). Slowdown, startup and wasted steps cannot be told apart
+        from the rest of the untracked time; the report says so.
+        """
+        ing = self.ing
+        saved = [*ing.checkpoints_committed, *ing.checkpoints_saved]
+        if not saved:
+            return counts
+        restored = [r.step for st in ing.streams.values() for r in st.restores]
+        progress = max(0, max(saved) - (min(restored) if restored else 0))
+        if ideal is None:
+            self.diag(
+                "checkpoint_progress",
+                f"no steps recorded: {progress} steps of checkpoint progress, but without an "
+                "ideal step time (--ideal-step-time) they cannot be turned into goodput",
+            )
+            return counts
+        if self.window is not None:
+            self.diag(
+                "checkpoint_progress",
+                "no steps recorded: goodput from checkpoint progress is not apportioned to "
+                "windows; query the whole job",
+            )
+            return counts
+        untracked = self.buckets.get("untracked", 0.0)
+        productive = min(progress * ideal, untracked)
+        self.buckets["untracked"] = untracked - productive
+        self.buckets[PRODUCTIVE] += productive
+        self.diag(
+            "checkpoint_progress",
+            f"no steps recorded: productive time is net checkpoint progress ({progress} steps) "
+            f"x the ideal step time; slowdown, startup and wasted steps could not be separated "
+            "from untracked time",
+        )
+        return StepCounts(progress, 0, max(saved))
 
     def _empty(self, job: str) -> Report:
         self._collect_ingest_diagnostics()
