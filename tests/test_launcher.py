@@ -124,6 +124,20 @@ def test_first_attempt_numbers_a_relaunch(tmp_path: Path) -> None:
     assert [a for _, a, *_ in lifecycle(store)] == ["3", "3"]
 
 
+def test_a_second_run_of_the_same_job_continues_the_attempt_numbers(tmp_path: Path) -> None:
+    """Two `badput run`s of one job never share attempt "0": their events would merge."""
+    import badput
+
+    store = tmp_path / "runs"
+    assert run_job(py("import sys; sys.exit(1)"), JOB, store, max_restarts=1) == 1
+    assert run_job(py("pass"), JOB, store) == 0
+    assert [a for _, a, *_ in lifecycle(store)] == ["0", "0", "1", "1", "1", "2", "2"]
+    report = badput.analyze(store, JOB)
+    assert [a.id for a in report.attempts] == [0, 1, 2]
+    # the first run ended for good (job_end failed): a job name reused is worth a word
+    assert "reused_job_name" in [d.code for d in report.diagnostics]
+
+
 def test_missing_command_is_not_restarted(tmp_path: Path) -> None:
     store = tmp_path / "runs"
     messages: list[str] = []

@@ -27,11 +27,12 @@ from typing import TYPE_CHECKING, Any
 
 from badput import _env
 from badput.recorder import Recorder
+from badput.store import open_store
 
 if TYPE_CHECKING:
     from badput.store import EventStore
 
-__all__ = ["LaunchResult", "Launcher", "default_job_name", "run_job"]
+__all__ = ["LaunchResult", "Launcher", "default_job_name", "next_attempt", "run_job"]
 
 #: Status recorded when the launcher receives each forwarded signal.
 SIGNAL_STATUS: dict[int, str] = {
@@ -91,7 +92,7 @@ class Launcher:
         env: Mapping[str, str] | None = None,
         cwd: str | os.PathLike[str] | None = None,
         kill_timeout: float = 30.0,
-        first_attempt: int = 0,
+        first_attempt: int | None = None,
         on_event: Callable[[str], None] | None = None,
     ) -> None:
         if not command:
@@ -119,7 +120,11 @@ class Launcher:
         self.base_env = base_env
         self.cwd = cwd
         self.kill_timeout = kill_timeout
-        self.first_attempt = first_attempt
+        # Continue after the attempts already in the store: a second `badput run` of the same
+        # job must not write into attempt "0" again (two runs' events would merge).
+        self.first_attempt = (
+            next_attempt(self.store, self.job) if first_attempt is None else first_attempt
+        )
         self.on_event = on_event
         self._proc: subprocess.Popen[bytes] | None = None
         self._signal: int | None = None
@@ -271,6 +276,22 @@ class Launcher:
         return LaunchResult(exit_code, status, codes, signum)
 
 
+def next_attempt(store: str | EventStore, job: str) -> int:
+    """One more than the highest numeric attempt id ``job`` already has in ``store`` (else 0).
+
+    Attempt ids are the first part of stream names (``<attempt>/<host>-<rank>-<pid>.jsonl``).
+    A store that cannot be listed counts as empty: the job's own recorder will still write.
+    """
+    try:
+        opened = open_store(store)
+        streams = getattr(opened, "streams", None)
+        names: list[str] = streams(job) if callable(streams) else []
+    except (OSError, ValueError):
+        return 0
+    ids = [int(head) for head in (n.split("/", 1)[0] for n in names) if head.isdigit()]
+    return max(ids) + 1 if ids else 0
+
+
 def run_job(
     command: Sequence[str],
     job: str | None = None,
@@ -281,7 +302,7 @@ def run_job(
     env: Mapping[str, str] | None = None,
     cwd: str | os.PathLike[str] | None = None,
     kill_timeout: float = 30.0,
-    first_attempt: int = 0,
+    first_attempt: int | None = None,
     on_event: Callable[[str], None] | None = None,
 ) -> int:
     """Run ``command`` as a recorded job; return its final exit status.
