@@ -4,5 +4,14 @@ from __future__ import annotations
 
 from badput.engine._accountant import Accountant
 from badput.engine._model import AttemptSummary, Diagnostic, Report, StepCounts
+from badput.engine._steptime import StepTimeStats, step_time_stats
 
-__all__ = ["Accountant", "AttemptSummary", "Diagnostic", "Report", "StepCounts"]
+__all__ = [
+    "Accountant",
+    "AttemptSummary",
+    "Diagnostic",
+    "Report",
+    "StepCounts",
+    "StepTimeStats",
+    "step_time_stats",
+]

@@ -6,7 +6,8 @@ from collections.abc import Iterable
 
 from badput.engine._ingest import Ingestor
 from badput.engine._model import Report
-from badput.engine._partition import compute_report
+from badput.engine._partition import compute_report, recent_step_times
+from badput.engine._steptime import DEFAULT_SLOWDOWN_FACTOR, StepTimeStats, step_time_stats
 from badput.events import Event, EventError
 from badput.store._base import Chunk
 
@@ -96,3 +97,16 @@ class Accountant:
         """
         ideal = ideal_step_time if ideal_step_time is not None else self.ideal_step_time
         return compute_report(self._ing, now=now, window=window, ideal_step_time=ideal)
+
+    def step_time_stats(
+        self,
+        *,
+        now: float | None = None,
+        last: int = 1100,
+        ideal_step_time: float | None = None,
+        slowdown_factor: float = DEFAULT_SLOWDOWN_FACTOR,
+    ) -> StepTimeStats:
+        """Deviation of the ``last`` most recent step times from the ideal step time."""
+        ideal = ideal_step_time if ideal_step_time is not None else self.ideal_step_time
+        times, ideal_used = recent_step_times(self._ing, last, now=now, ideal_step_time=ideal)
+        return step_time_stats(times, ideal_used, slowdown_factor=slowdown_factor)

@@ -225,6 +225,8 @@ class _Builder:
         self.window = window
         self.ideal_cfg = ideal_step_time
         self.diags: list[Diagnostic] = []
+        self.rows: list[AttemptRows | None] = []
+        self.ideal: float | None = None
         self._diag_counts: dict[str, int] = {}
         self.buckets: dict[str, float] = defaultdict(float)
         self.overlapped: dict[str, float] = defaultdict(float)
@@ -330,6 +332,7 @@ class _Builder:
             attempt_rest.append(span - in_pieces)
 
         ideal, ideal_source = self._ideal(rows)
+        self.rows, self.ideal = rows, ideal  # kept for recent_step_times()
         for attempt_rows in rows:
             if attempt_rows is not None:
                 self._resolve(attempt_rows, ideal)
@@ -808,3 +811,36 @@ def compute_report(
     if ideal_step_time is not None and not (ideal_step_time > 0 and math.isfinite(ideal_step_time)):
         raise ValueError(f"ideal step time must be a positive number, got {ideal_step_time}")
     return _Builder(ing, now, window, ideal_step_time).build()
+
+
+def recent_step_times(
+    ing: Ingestor,
+    last: int,
+    *,
+    now: float | None = None,
+    ideal_step_time: float | None = None,
+) -> tuple[F64, float | None]:
+    """Time per step of the ``last`` most recent steps (oldest first), and the ideal step time.
+
+    Steps of every attempt count, wasted ones too (they measure speed); the first step
+    of a segment (startup) and a step still open are left out. Costs one report (cheap
+    with sealed rows) plus O(``last``).
+    """
+    builder = _Builder(ing, now, None, ideal_step_time)
+    builder.build()
+    parts: list[F64] = []
+    need = last
+    for ar in reversed(builder.rows):
+        if ar is None or need <= 0:
+            continue
+        sealed = ar.sealed  # of the sealed rows, only look at as many as needed
+        for part in (ar.tail, sealed.tail_from(sealed.n - min(sealed.n, 2 * need + 16))):
+            ok = ~part.first & ~np.isnan(part.d)
+            values = part.d[ok] / part.count[ok]
+            if values.shape[0]:
+                parts.append(values[-need:])
+                need -= min(need, int(values.shape[0]))
+            if need <= 0:
+                break
+    times = np.concatenate(parts[::-1]) if parts else np.zeros(0)
+    return times, builder.ideal
