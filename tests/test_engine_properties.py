@@ -182,3 +182,27 @@ def test_broken_lines_are_skipped_not_fatal(events: list[Event], bad_at: list[in
     check_invariants(r)
     same(r, run([("a.jsonl", events)]))
     assert sum(1 for d in r.diagnostics if d.code == "malformed_line") == len(set(bad_at))
+
+
+@SETTINGS
+@given(event_logs(), st.data())
+def test_adjacent_windows_add_up(events: list[Event], data: st.DataObject) -> None:
+    acc = Accountant("p")
+    acc.ingest_events(events)
+    full = acc.report()
+    a = data.draw(st.floats(full.start - 5, full.end + 5))
+    c = data.draw(st.floats(a, full.end + 5))
+    b = data.draw(st.floats(a, c))
+    left, right, whole = (acc.report(window=w) for w in ((a, b), (b, c), (a, c)))
+    observed = ("productive", "slowdown")
+    for name in set(whole.buckets) | set(left.buckets) | set(right.buckets):
+        if name in observed:
+            continue
+        assert math.isclose(
+            left.bucket(name) + right.bucket(name), whole.bucket(name), abs_tol=1e-6
+        ), name
+    assert math.isclose(
+        sum(left.bucket(n) + right.bucket(n) for n in observed),
+        sum(whole.bucket(n) for n in observed),
+        abs_tol=1e-6,
+    )

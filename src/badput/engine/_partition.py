@@ -36,6 +36,7 @@ from badput.engine._steps import (
     IdealCache,
     Rows,
     TailIntervals,
+    clipped_sums,
     compute_rows,
     median_of_sorted,
     tail_intervals,
@@ -174,20 +175,33 @@ class AttemptRows:
         total = float(self.steps.cum_d.a[-1] + self.tail_cum_d[-1])
         return total + sum(d for _e, d, _k in self.open.values())
 
-    def full(self) -> dict[str, Any]:
-        """Every row as arrays (for windowed queries), open rows resolved."""
-        cat = {
-            name: np.concatenate((getattr(self.sealed, name), getattr(self.tail, name)))
-            for name in ("start", "end", "d", "count", "step")
-        }
+    def rows_overlapping(self, lo: float, hi: float) -> tuple[int, int]:
+        """Rows [i0, i1) that can overlap ``[lo, hi]`` (rows are disjoint, in time order)."""
+        sealed_start, tail_start = self.sealed.start, self.tail.start
+        upto_lo = int(np.searchsorted(sealed_start, lo, "right")) + int(
+            np.searchsorted(tail_start, lo, "right")
+        )
+        before_hi = int(np.searchsorted(sealed_start, hi, "left")) + int(
+            np.searchsorted(tail_start, hi, "left")
+        )
+        return max(0, upto_lo - 1), before_hi
+
+    def window_arrays(self, i0: int, i1: int) -> dict[str, Any]:
+        """Rows [i0, i1) as arrays (for windowed queries), open rows resolved."""
+        s = self.n_sealed
+        cat: dict[str, Any] = {}
+        for name in ("start", "end", "d", "count", "step"):
+            sealed = getattr(self.sealed, name)[i0 : min(i1, s)]
+            tail = getattr(self.tail, name)[max(i0, s) - s : max(i1, s) - s]
+            cat[name] = np.concatenate((sealed, tail))
         for i, (end, d_res, k_res) in self.open.items():
-            cat["end"][i], cat["d"][i], cat["count"][i] = end, d_res, k_res
-        startup = np.zeros(self.n)
-        seg_of = np.zeros(self.n, dtype=np.int64)
-        for j, seg in enumerate(self.segments):
-            startup[seg.lo] = seg.startup
-            seg_of[seg.lo : seg.hi] = j
-        cat["startup"], cat["seg"] = startup, seg_of
+            if i0 <= i < i1:
+                cat["end"][i - i0], cat["d"][i - i0], cat["count"][i - i0] = end, d_res, k_res
+        startup = np.zeros(i1 - i0)
+        for seg in self.segments:
+            if i0 <= seg.lo < i1:
+                startup[seg.lo - i0] = seg.startup
+        cat["startup"] = startup
         return cat
 
 
@@ -509,12 +523,17 @@ class _Builder:
                 self.overlapped[bucket] += v
             for iv in ivs.nonblocking:
                 self.overlapped[iv.bucket] += iv.end - iv.start
-        else:
-            for p in [*steps.pieces, *ivs.pieces]:
+        elif self.clip(att.eff_start, att.eff_end) > 0.0:
+            for bucket, v in clipped_sums(steps.piece_arrays(), lo, hi).items():
+                self.buckets[bucket] += v
+                total += v
+            for p in ivs.pieces:
                 c = self.clip(p.start, p.end)
                 self.buckets[p.bucket] += c
                 total += c
-            for iv in [*steps.nonblocking, *ivs.nonblocking]:
+            for bucket, v in clipped_sums(steps.nonblocking_arrays(), lo, hi).items():
+                self.overlapped[bucket] += v
+            for iv in ivs.nonblocking:
                 self.overlapped[iv.bucket] += self.clip(iv.start, iv.end)
         for m in [*steps.unpaired_starts, *ivs.unpaired_starts]:
             self.diag(
@@ -659,22 +678,30 @@ class _Builder:
                     step_time[i] = ar.total_d()
         else:
             lo, hi = self.clip_bounds
+            seg_index = {id(seg): j for j, seg in enumerate(segments)}
             for i, ar in enumerate(rows):
                 if ar is None:
                     continue
-                cat = ar.full()
-                cov = Coverage([*ar.steps.pieces, *ar.tail_ivs.pieces])
+                i0, i1 = ar.rows_overlapping(lo, hi)
+                if i1 <= i0:
+                    continue
+                cat = ar.window_arrays(i0, i1)
                 a = np.clip(cat["start"], lo, hi)
                 e = np.clip(cat["end"], lo, hi)
-                inside = np.maximum(e - a - cov.between(a, e), 0.0)
+                covered = ar.steps.coverage().between_sorted(a, e) + ar.tail_cov.between_sorted(
+                    a, e
+                )
+                inside = np.maximum(e - a - covered, 0.0)
                 with np.errstate(divide="ignore", invalid="ignore"):
                     w = np.clip(np.where(cat["d"] > 0, inside / cat["d"], 0.0), 0.0, 1.0)
                 step_time[i] = float(np.sum(cat["d"] * w))
                 for seg in ar.segments:
-                    sl = slice(seg.lo, seg.hi)
-                    k_up = keep_upto[segments.index(seg)]
+                    if seg.hi <= i0 or seg.lo >= i1:
+                        continue
+                    sl = slice(max(seg.lo, i0) - i0, min(seg.hi, i1) - i0)
+                    k_up = keep_upto[seg_index[id(seg)]]
                     if math.isinf(k_up):
-                        frac = np.ones(seg.hi - seg.lo)
+                        frac = np.ones(sl.stop - sl.start)
                     else:
                         frac = np.clip((k_up - cat["step"][sl] + 1) / cat["count"][sl], 0.0, 1.0)
                     work = cat["d"][sl] - cat["startup"][sl]

@@ -37,6 +37,7 @@ __all__ = [
     "IdealCache",
     "Rows",
     "TailIntervals",
+    "clipped_sums",
     "compute_rows",
     "median_of_sorted",
     "quiet_cut",
@@ -289,6 +290,8 @@ class AttemptSteps:
     unpaired_ends: list[IntervalMark] = field(default_factory=list)
     unpaired_starts: list[IntervalMark] = field(default_factory=list)
     _coverage: Coverage | None = None
+    _piece_arrays: tuple[F64, F64, npt.NDArray[np.int64], list[str]] | None = None
+    _nonblocking_arrays: tuple[F64, F64, npt.NDArray[np.int64], list[str]] | None = None
 
     def __post_init__(self) -> None:
         for name, dtype in (
@@ -322,6 +325,17 @@ class AttemptSteps:
             c["clean"].a,
         )
 
+    def piece_arrays(self) -> tuple[F64, F64, npt.NDArray[np.int64], list[str]]:
+        """Sealed pieces as (starts, ends, bucket codes, bucket names), for windowed sums."""
+        if self._piece_arrays is None:
+            self._piece_arrays = _interval_arrays(self.pieces)
+        return self._piece_arrays
+
+    def nonblocking_arrays(self) -> tuple[F64, F64, npt.NDArray[np.int64], list[str]]:
+        if self._nonblocking_arrays is None:
+            self._nonblocking_arrays = _interval_arrays(self.nonblocking)
+        return self._nonblocking_arrays
+
     def coverage(self) -> Coverage:
         """Coverage of the sealed pieces (rebuilt only after a seal)."""
         if self._coverage is None:
@@ -344,6 +358,7 @@ class AttemptSteps:
         """Append ``rows`` (all before ``cut``) and the intervals before ``cut``."""
         base = self.n
         self._coverage = None
+        self._piece_arrays = self._nonblocking_arrays = None
         self.unmatched_ends += int((unmatched_ts < cut).sum())
         if math.isinf(cut):
             self.unpaired_starts.extend(ivs.unpaired_starts)
@@ -382,6 +397,30 @@ class AttemptSteps:
         self.cut = cut
         self.raw_done += raw_used
         self.marks_done += marks_used
+
+
+def _interval_arrays(
+    items: Sequence[Piece] | Sequence[RecordedInterval],
+) -> tuple[F64, F64, npt.NDArray[np.int64], list[str]]:
+    names: dict[str, int] = {}
+    codes = np.fromiter(
+        (names.setdefault(x.bucket, len(names)) for x in items), np.int64, count=len(items)
+    )
+    starts = np.fromiter((x.start for x in items), np.float64, count=len(items))
+    ends = np.fromiter((x.end for x in items), np.float64, count=len(items))
+    return starts, ends, codes, list(names)
+
+
+def clipped_sums(
+    arrays: tuple[F64, F64, npt.NDArray[np.int64], list[str]], lo: float, hi: float
+) -> dict[str, float]:
+    """Seconds per bucket of the intervals inside ``[lo, hi]`` (O(intervals) in numpy)."""
+    starts, ends, codes, names = arrays
+    if not names:
+        return {}
+    inside = np.clip(np.minimum(ends, hi) - np.maximum(starts, lo), 0.0, None)
+    sums = np.bincount(codes, weights=inside, minlength=len(names))
+    return {name: float(v) for name, v in zip(names, sums, strict=True) if v > 0.0}
 
 
 def _merge_sorted(a: F64, b: F64) -> F64:
