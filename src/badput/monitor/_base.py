@@ -23,6 +23,8 @@ class Snapshot:
     - ``windows``: rolling windows, seconds → the partition of ``[time - w, time]``.
     - ``step_time``: step-time statistics (``None`` when the monitor was asked not to).
     - ``sequence``: 0, 1, 2... one per cycle (a TensorBoard step axis must not go back).
+    - ``last_event_time``: timestamp of the newest event read so far (``None`` before
+      any); ``time - last_event_time`` is how long the job has been silent.
     """
 
     job: str
@@ -31,6 +33,7 @@ class Snapshot:
     windows: dict[float, Report] = field(default_factory=dict)
     step_time: StepTimeStats | None = None
     sequence: int = 0
+    last_event_time: float | None = None
 
     @property
     def last_step(self) -> int | None:

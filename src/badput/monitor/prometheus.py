@@ -1,0 +1,286 @@
+"""Prometheus exporter: a scrape endpoint and/or Pushgateway pushes (``[prometheus]``).
+
+``pip install 'badput[prometheus]'`` brings prometheus-client, which is imported only
+when a :class:`PrometheusExporter` is created.
+
+Gauges (all labelled ``job``, the training job's name; seconds unless a ratio)::
+
+    badput_goodput_ratio                      Report.goodput
+    badput_observed_goodput_ratio             Report.observed_goodput
+    badput_seconds{bucket}                    every bucket, productive included
+    badput_elapsed_seconds                    total time of the job so far
+    badput_disruptions_total                  restarts (attempts after the first)
+    badput_last_step                          last step reached
+    badput_ideal_step_seconds                 ideal step time
+    badput_step_time_deviation_seconds        the GCM step-time deviation statistic
+    badput_slowdown_alarm                     1 when the recent median step time is slow
+    badput_at_risk_seconds                    time whose progress is not yet checkpointed
+    badput_snapshot_timestamp_seconds         the time the snapshot describes (unix)
+    badput_last_event_timestamp_seconds       the newest event read (unix; a stall shows)
+    badput_window_goodput_ratio{window}       rolling windows, ``window="3600s"``
+    badput_window_observed_goodput_ratio{window}
+    badput_window_elapsed_seconds{window}
+    badput_window_seconds{window,bucket}
+
+A custom collector renders the latest snapshot of each job at scrape time, so no stale
+label set survives. Bucket series form a stable set: once a bucket has appeared for a
+job (or one of its windows), it is exported at 0 while empty rather than vanishing.
+Unknown statistics (no step yet, no ideal step time yet...) are left out.
+
+The ``job`` label collides with the ``job`` target label Prometheus adds itself:
+scrape with ``honor_labels: true`` to keep the training job's name.
+
+**Pushgateway.** With ``pushgateway=URL`` every export PUTs the snapshot's job to
+``URL/metrics/job/<push_job>``. By default (``push_job=None``) the group is the training
+job's name, so each job has its own group and the Pushgateway (which overwrites a
+pushed ``job`` label with the grouping key's) keeps the same ``job`` label a scrape
+shows. A fixed ``push_job`` makes that the ``job`` label of every pushed series, and
+jobs pushing under the same ``push_job`` replace each other's group.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from badput._optional import import_optional
+from badput.monitor._base import Snapshot
+
+if TYPE_CHECKING:
+    from prometheus_client.metrics_core import Metric
+    from prometheus_client.registry import CollectorRegistry
+
+__all__ = ["PrometheusExporter"]
+
+
+def window_name(seconds: float) -> str:
+    """``3600.0`` → ``"3600s"``, ``0.5`` → ``"0.5s"`` (the ``window`` label value)."""
+    if math.isfinite(seconds) and float(seconds).is_integer():
+        return f"{int(seconds)}s"
+    return f"{seconds!r}s"
+
+
+@dataclass
+class _JobState:
+    """The latest snapshot of one job and the buckets it has shown so far."""
+
+    snapshot: Snapshot
+    buckets: set[str] = field(default_factory=set)
+    window_buckets: dict[float, set[str]] = field(default_factory=dict)
+
+    def update(self, snapshot: Snapshot) -> None:
+        self.snapshot = snapshot
+        self.buckets.update(snapshot.report.buckets)
+        for w, r in snapshot.windows.items():
+            self.window_buckets.setdefault(w, set()).update(r.buckets)
+
+
+class _SnapshotCollector:
+    """A prometheus-client collector (duck-typed: ``collect``/``describe``)."""
+
+    def __init__(self, core: Any, states: Iterable[_JobState] | None = None) -> None:
+        self._core = core  # prometheus_client.metrics_core, imported lazily
+        self._lock = threading.Lock()
+        self._states: dict[str, _JobState] = {}
+        for s in states or ():
+            self._states[s.snapshot.job] = s
+
+    def update(self, snapshot: Snapshot) -> _JobState:
+        with self._lock:
+            state = self._states.get(snapshot.job)
+            if state is None:
+                state = self._states[snapshot.job] = _JobState(snapshot)
+            state.update(snapshot)
+            return state
+
+    def describe(self) -> list[Metric]:
+        # No names to reserve (and no collect() at registration time).
+        return []
+
+    def collect(self) -> Iterator[Metric]:
+        with self._lock:
+            states = [
+                _JobState(
+                    s.snapshot, set(s.buckets), {w: set(b) for w, b in s.window_buckets.items()}
+                )
+                for _, s in sorted(self._states.items())
+            ]
+        yield from _families(self._core, states)
+
+
+def _families(core: Any, states: list[_JobState]) -> list[Metric]:
+    def gauge(name: str, doc: str, *labels: str) -> Any:
+        return core.GaugeMetricFamily(name, doc, labels=["job", *labels])
+
+    goodput = gauge("badput_goodput_ratio", "Productive time / total time.")
+    observed = gauge("badput_observed_goodput_ratio", "(Productive + slowdown) / total time.")
+    seconds = gauge("badput_seconds", "Seconds of the job's time in each bucket.", "bucket")
+    elapsed = gauge("badput_elapsed_seconds", "Total time of the job so far.")
+    disruptions = gauge("badput_disruptions_total", "Restarts so far (attempts after the first).")
+    last_step = gauge("badput_last_step", "The last step reached.")
+    ideal = gauge("badput_ideal_step_seconds", "The ideal step time.")
+    deviation = gauge(
+        "badput_step_time_deviation_seconds",
+        "Step-time deviation (the ml-goodput-measurement statistic).",
+    )
+    alarm = gauge("badput_slowdown_alarm", "1 when recent steps are slower than ideal x factor.")
+    at_risk = gauge("badput_at_risk_seconds", "Step time whose progress is not checkpointed yet.")
+    stamp = gauge("badput_snapshot_timestamp_seconds", "Unix time the snapshot describes.")
+    last_event = gauge("badput_last_event_timestamp_seconds", "Unix time of the newest event.")
+    w_goodput = gauge("badput_window_goodput_ratio", "Goodput of a rolling window.", "window")
+    w_observed = gauge(
+        "badput_window_observed_goodput_ratio", "Observed goodput of a rolling window.", "window"
+    )
+    w_elapsed = gauge("badput_window_elapsed_seconds", "Length of a rolling window.", "window")
+    w_seconds = gauge(
+        "badput_window_seconds", "Seconds in each bucket of a rolling window.", "window", "bucket"
+    )
+    for state in states:
+        snap = state.snapshot
+        r = snap.report
+        job = snap.job
+        goodput.add_metric([job], r.goodput)
+        observed.add_metric([job], r.observed_goodput)
+        for b in sorted(state.buckets):
+            seconds.add_metric([job, b], r.bucket(b))
+        elapsed.add_metric([job], r.total_seconds)
+        disruptions.add_metric([job], float(snap.disruptions))
+        if snap.last_step is not None:
+            last_step.add_metric([job], float(snap.last_step))
+        st = snap.step_time
+        ideal_s = r.ideal_step_time
+        if ideal_s is None and st is not None:
+            ideal_s = st.ideal_step_time
+        if ideal_s is not None:
+            ideal.add_metric([job], ideal_s)
+        if st is not None:
+            if st.gcm_deviation is not None:
+                deviation.add_metric([job], st.gcm_deviation)
+            alarm.add_metric([job], 1.0 if st.slowdown_alarm else 0.0)
+        at_risk.add_metric([job], r.at_risk_seconds)
+        stamp.add_metric([job], snap.time)
+        if snap.last_event_time is not None:
+            last_event.add_metric([job], snap.last_event_time)
+        for w in sorted(snap.windows):
+            wr = snap.windows[w]
+            label = window_name(w)
+            w_goodput.add_metric([job, label], wr.goodput)
+            w_observed.add_metric([job, label], wr.observed_goodput)
+            w_elapsed.add_metric([job, label], wr.total_seconds)
+            for b in sorted(state.window_buckets.get(w, ())):
+                w_seconds.add_metric([job, label, b], wr.bucket(b))
+    families = [
+        goodput,
+        observed,
+        seconds,
+        elapsed,
+        disruptions,
+        last_step,
+        ideal,
+        deviation,
+        alarm,
+        at_risk,
+        stamp,
+        last_event,
+        w_goodput,
+        w_observed,
+        w_elapsed,
+        w_seconds,
+    ]
+    return [f for f in families if f.samples]
+
+
+class PrometheusExporter:
+    """Serves (and optionally pushes) the latest snapshot as Prometheus gauges.
+
+    - ``port``: serve ``http://host:port/metrics`` (``0`` picks a free port, see
+      :attr:`port`; ``None`` serves nothing). ``host`` defaults to loopback.
+    - ``registry``: register into this ``CollectorRegistry`` instead of a private one
+      (the collector is unregistered again by :meth:`close`).
+    - ``pushgateway``: a Pushgateway URL (``http://host:9091``) to PUT every snapshot
+      to, with ``push_timeout`` seconds per push; a failed push raises from
+      :meth:`export` (the monitor logs it and backs off).
+    - ``push_job``: the Pushgateway group; ``None`` → the training job's name (see the
+      module doc for why that is the default).
+    """
+
+    name = "prometheus"
+
+    def __init__(
+        self,
+        *,
+        host: str = "127.0.0.1",
+        port: int | None = 9464,
+        registry: CollectorRegistry | None = None,
+        pushgateway: str | None = None,
+        push_job: str | None = None,
+        push_timeout: float = 5.0,
+    ) -> None:
+        prom = import_optional("prometheus_client", "prometheus")
+        core = import_optional("prometheus_client.metrics_core", "prometheus")
+        self._prom = prom
+        self._core = core
+        self.registry: CollectorRegistry = (
+            registry if registry is not None else prom.CollectorRegistry(auto_describe=False)
+        )
+        self._collector = _SnapshotCollector(core)
+        self.registry.register(self._collector)
+        self.host = host
+        self.pushgateway = pushgateway
+        self.push_job = push_job
+        self.push_timeout = push_timeout
+        self.port: int | None = None
+        self._server: Any = None  # wsgiref WSGIServer
+        self._thread: threading.Thread | None = None
+        self._closed = False
+        if port is not None:
+            try:
+                server, thread = prom.start_http_server(port, addr=host, registry=self.registry)
+            except BaseException:
+                self.registry.unregister(self._collector)
+                raise
+            self._server, self._thread = server, thread
+            self.port = int(server.server_port)
+
+    @property
+    def url(self) -> str | None:
+        """The scrape URL, or ``None`` when no endpoint is served."""
+        if self.port is None:
+            return None
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"http://{host}:{self.port}/metrics"
+
+    def export(self, snapshot: Snapshot) -> None:
+        """Make ``snapshot`` what the next scrape sees; push it when a Pushgateway is set."""
+        if self._closed:
+            raise RuntimeError("PrometheusExporter is closed")
+        state = self._collector.update(snapshot)
+        if self.pushgateway:
+            self._push(state)
+
+    def _push(self, state: _JobState) -> None:
+        registry = self._prom.CollectorRegistry(auto_describe=False)
+        registry.register(_SnapshotCollector(self._core, [state]))
+        self._prom.push_to_gateway(
+            self.pushgateway,
+            job=self.push_job or state.snapshot.job,
+            registry=registry,
+            timeout=self.push_timeout,
+        )
+
+    def close(self) -> None:
+        """Stop serving and unregister the collector (idempotent)."""
+        if self._closed:
+            return
+        self._closed = True
+        if self._server is not None:
+            self._server.shutdown()
+            self._server.server_close()
+            self._server = None
+        if self._thread is not None:
+            self._thread.join(timeout=5.0)
+            self._thread = None
+        self.registry.unregister(self._collector)

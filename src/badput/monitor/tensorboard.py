@@ -1,0 +1,148 @@
+"""TensorBoard exporter: goodput and badput scalars, appended to event files (``[tensorboard]``).
+
+``pip install 'badput[tensorboard]'`` brings tensorboardX, which is imported only
+when a :class:`TensorBoardExporter` is created.
+
+Tags written (fractions are of the job's total time so far)::
+
+    goodput/goodput                       Report.goodput
+    goodput/observed                      Report.observed_goodput
+    goodput/at_risk                       Report.at_risk_seconds (seconds)
+    badput/<bucket>                       every bucket except productive, as a fraction
+    step_time/ideal                       ideal step time (seconds)
+    step_time/deviation                   the GCM step-time deviation statistic (seconds)
+    step_time/deviation_p50, _p90         per-step deviation percentiles (seconds)
+    step_time/recent_median               median of the last 100 step times (seconds)
+    goodput_window/<w>s/goodput           goodput of the rolling window of w seconds
+    goodput_window/<w>s/observed          observed goodput of that window
+    goodput_window/<w>s/badput/<bucket>   badput buckets of that window, as fractions
+
+Bucket tags form a stable set: once a bucket has appeared (cumulative, or in a given
+window) it is written at every point after, as 0 while it is empty, so that curves do
+not stop. Statistics that are unknown (no ideal step time yet...) are not written.
+
+**Step axis.** The step of every point is the last step reached
+(:attr:`Snapshot.last_step`, 0 before the first step), never going back: after a
+restore from an older checkpoint the axis holds at the highest step written so far
+until training passes it again (TensorBoard would otherwise discard the points "after"
+the lower step as orphaned data). The wall time of every point is the snapshot's time.
+
+- When the step advanced since the previous export, every tag is written at the new step.
+- When it did not (a checkpoint, a stall, a recovery, a restored job catching up),
+  only the tags whose value changed are written, at the held step: no duplicate
+  points, yet a stalled job's falling goodput still shows on TensorBoard's wall-time
+  axis. A finished job exported again writes nothing.
+
+Events are appended (tensorboardX flushes every ``flush_secs`` and on :meth:`close`);
+history already written is never rewritten.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from typing import Any
+
+from badput._optional import import_optional
+from badput.engine import Report
+from badput.engine._model import PRODUCTIVE
+from badput.monitor._base import Snapshot
+
+__all__ = ["TensorBoardExporter"]
+
+
+def window_name(seconds: float) -> str:
+    """``3600.0`` → ``"3600s"``, ``0.5`` → ``"0.5s"`` (the label of a rolling window)."""
+    if math.isfinite(seconds) and float(seconds).is_integer():
+        return f"{int(seconds)}s"
+    return f"{seconds!r}s"
+
+
+def _fraction(seconds: float, total: float) -> float:
+    return seconds / total if total > 0 else 0.0
+
+
+class TensorBoardExporter:
+    """Writes each snapshot as TensorBoard scalars under ``logdir`` (see the module doc).
+
+    >>> exporter = TensorBoardExporter("runs/llama-8b/badput")  # doctest: +SKIP
+    """
+
+    name = "tensorboard"
+
+    def __init__(self, logdir: str | os.PathLike[str], *, flush_secs: int = 5) -> None:
+        tbx = import_optional("tensorboardX", "tensorboard")
+        self.logdir = os.fspath(logdir)
+        # tensorboardX ships no type information: the writer is Any.
+        self._writer: Any = tbx.SummaryWriter(logdir=self.logdir, flush_secs=flush_secs)
+        self._step: int | None = None  # the step of the last point written
+        self._last: dict[str, float] = {}  # tag -> the value last written
+        self._buckets: set[str] = set()  # badput buckets seen in the cumulative report
+        self._window_buckets: dict[float, set[str]] = {}
+        self._closed = False
+
+    def export(self, snapshot: Snapshot) -> None:
+        """Append the snapshot's scalars (see the module doc for tags and the step rule)."""
+        if self._closed:
+            raise RuntimeError("TensorBoardExporter is closed")
+        values = self._values(snapshot)
+        reached = snapshot.last_step if snapshot.last_step is not None else 0
+        if self._step is None or reached > self._step:
+            step, changed = reached, values
+        else:
+            step = self._step
+            changed = {k: v for k, v in values.items() if self._last.get(k) != v}
+        for tag, value in changed.items():
+            self._writer.add_scalar(tag, value, global_step=step, walltime=snapshot.time)
+        self._step = step
+        self._last.update(changed)
+
+    def flush(self) -> None:
+        """Write pending events to disk now."""
+        if not self._closed:
+            self._writer.flush()
+
+    def close(self) -> None:
+        """Flush and close the event file (idempotent)."""
+        if self._closed:
+            return
+        self._closed = True
+        self._writer.flush()
+        self._writer.close()
+
+    def _values(self, snapshot: Snapshot) -> dict[str, float]:
+        r = snapshot.report
+        out: dict[str, float] = {
+            "goodput/goodput": r.goodput,
+            "goodput/observed": r.observed_goodput,
+            "goodput/at_risk": r.at_risk_seconds,
+        }
+        out.update(self._badput("badput/", r, self._buckets))
+        st = snapshot.step_time
+        ideal = r.ideal_step_time
+        if ideal is None and st is not None:
+            ideal = st.ideal_step_time
+        stats: dict[str, float | None] = {"step_time/ideal": ideal}
+        if st is not None:
+            stats.update(
+                {
+                    "step_time/deviation": st.gcm_deviation,
+                    "step_time/deviation_p50": st.deviation_p50,
+                    "step_time/deviation_p90": st.deviation_p90,
+                    "step_time/recent_median": st.recent_median,
+                }
+            )
+        out.update({k: v for k, v in stats.items() if v is not None})
+        for w in sorted(snapshot.windows):
+            wr = snapshot.windows[w]
+            prefix = f"goodput_window/{window_name(w)}/"
+            out[prefix + "goodput"] = wr.goodput
+            out[prefix + "observed"] = wr.observed_goodput
+            seen = self._window_buckets.setdefault(w, set())
+            out.update(self._badput(prefix + "badput/", wr, seen))
+        return out
+
+    @staticmethod
+    def _badput(prefix: str, report: Report, seen: set[str]) -> dict[str, float]:
+        seen.update(b for b in report.buckets if b != PRODUCTIVE)
+        return {prefix + b: _fraction(report.bucket(b), report.total_seconds) for b in sorted(seen)}

@@ -1,0 +1,281 @@
+"""Prometheus exporter: a real scrape over loopback, and a loopback fake Pushgateway."""
+
+from __future__ import annotations
+
+import http.server
+import socket
+import sys
+import threading
+import time
+import urllib.request
+from collections.abc import Iterator
+
+import pytest
+
+from _worked_example import JOB, t, worked_example_events
+from badput._optional import MissingExtraError
+from badput.engine import Accountant
+from badput.monitor import Exporter, Snapshot
+from badput.monitor.prometheus import PrometheusExporter
+
+WINDOW = 3600.0
+
+
+def snapshot_at(minutes: float, k: int = 0, job: str = JOB) -> Snapshot:
+    events = worked_example_events()
+    now = t(minutes)
+    acc = Accountant(JOB, ideal_step_time=120.0)
+    acc.ingest_events([e for e in events if e.ts <= now])
+    report = acc.report(now=now)
+    window = acc.report(now=now, window=(now - WINDOW, now))
+    return Snapshot(
+        job,
+        now,
+        report,
+        windows={WINDOW: window},
+        step_time=acc.step_time_stats(now=now),
+        sequence=k,
+        last_event_time=acc.last_event_ts,
+    )
+
+
+Samples = dict[tuple[str, tuple[tuple[str, str], ...]], float]
+
+
+def parse(text: str) -> tuple[dict[str, str], Samples]:
+    """(family name → type, (sample name, sorted labels) → value)."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    types: dict[str, str] = {}
+    samples: Samples = {}
+    for fam in text_string_to_metric_families(text):
+        types[fam.name] = fam.type
+        for s in fam.samples:
+            samples[(s.name, tuple(sorted(s.labels.items())))] = s.value
+    return types, samples
+
+
+def scrape(exp: PrometheusExporter) -> tuple[dict[str, str], Samples]:
+    assert exp.url == f"http://127.0.0.1:{exp.port}/metrics"
+    with urllib.request.urlopen(exp.url, timeout=5) as resp:
+        return parse(resp.read().decode())
+
+
+def key(name: str, **labels: str) -> tuple[str, tuple[tuple[str, str], ...]]:
+    return name, tuple(sorted({"job": JOB, **labels}.items()))
+
+
+@pytest.fixture
+def exporter() -> Iterator[PrometheusExporter]:
+    exp = PrometheusExporter(port=0)
+    yield exp
+    exp.close()
+
+
+def test_is_an_exporter_serving_on_loopback(exporter: PrometheusExporter) -> None:
+    assert isinstance(exporter, Exporter)
+    assert exporter.name == "prometheus"
+    assert exporter.port is not None and exporter.port > 0
+    assert exporter._server.server_address[0] == "127.0.0.1"
+    # nothing exported yet: an empty, valid page
+    _, samples = scrape(exporter)
+    assert not [k for k in samples if k[0].startswith("badput_")]
+
+
+def test_scrape_gives_the_snapshot(exporter: PrometheusExporter) -> None:
+    snap = snapshot_at(180)
+    r = snap.report
+    st = snap.step_time
+    assert st is not None and st.gcm_deviation is not None
+    exporter.export(snap)
+    types, s = scrape(exporter)
+    for name in (
+        "badput_goodput_ratio",
+        "badput_observed_goodput_ratio",
+        "badput_seconds",
+        "badput_elapsed_seconds",
+        "badput_disruptions_total",
+        "badput_last_step",
+        "badput_ideal_step_seconds",
+        "badput_step_time_deviation_seconds",
+        "badput_at_risk_seconds",
+        "badput_window_goodput_ratio",
+        "badput_window_seconds",
+    ):
+        assert types[name] == "gauge", name
+    assert s[key("badput_goodput_ratio")] == pytest.approx(r.goodput)
+    assert s[key("badput_observed_goodput_ratio")] == pytest.approx(r.observed_goodput)
+    assert s[key("badput_elapsed_seconds")] == pytest.approx(10800.0)
+    assert s[key("badput_disruptions_total")] == 1.0
+    assert s[key("badput_last_step")] == 71.0
+    assert s[key("badput_ideal_step_seconds")] == 120.0
+    assert s[key("badput_step_time_deviation_seconds")] == pytest.approx(st.gcm_deviation)
+    assert s[key("badput_at_risk_seconds")] == pytest.approx(r.at_risk_seconds)
+    assert s[key("badput_snapshot_timestamp_seconds")] == pytest.approx(snap.time)
+    assert s[key("badput_last_event_timestamp_seconds")] == pytest.approx(t(180))
+    buckets = {k[1][0][1]: v for k, v in s.items() if k[0] == "badput_seconds"}
+    assert buckets == pytest.approx(r.buckets)
+    assert "productive" in buckets
+    assert sum(buckets.values()) == pytest.approx(r.total_seconds)
+    w = snap.windows[WINDOW]
+    assert s[key("badput_window_goodput_ratio", window="3600s")] == pytest.approx(w.goodput)
+    assert s[key("badput_window_elapsed_seconds", window="3600s")] == pytest.approx(3600.0)
+    wb = {
+        dict(k[1])["bucket"]: v
+        for k, v in s.items()
+        if k[0] == "badput_window_seconds" and dict(k[1])["window"] == "3600s"
+    }
+    assert wb == pytest.approx(w.buckets)
+
+
+def test_latest_snapshot_wins_and_buckets_stay(exporter: PrometheusExporter) -> None:
+    exporter.export(snapshot_at(125))  # startup 60 s exists here, not later
+    _, s = scrape(exporter)
+    assert s[key("badput_seconds", bucket="startup")] == pytest.approx(60.0)
+    assert s[key("badput_last_step")] == 52.0
+    exporter.export(snapshot_at(200))
+    _, s = scrape(exporter)
+    assert s[key("badput_last_step")] == 75.0
+    assert s[key("badput_goodput_ratio")] == pytest.approx(0.5)
+    assert s[key("badput_seconds", bucket="startup")] == 0.0  # seen before: 0, not gone
+    assert s[key("badput_seconds", bucket="wasted")] == pytest.approx(2400.0)
+
+
+def test_unknown_statistics_are_left_out(exporter: PrometheusExporter) -> None:
+    exporter.export(snapshot_at(3))  # before the first step
+    _, s = scrape(exporter)
+    assert s[key("badput_goodput_ratio")] == 0.0
+    assert key("badput_last_step") not in s
+    assert key("badput_step_time_deviation_seconds") not in s
+    assert s[key("badput_seconds", bucket="checkpoint_restore")] == pytest.approx(180.0)
+
+
+def test_several_jobs_and_a_given_registry() -> None:
+    from prometheus_client import CollectorRegistry, generate_latest
+
+    registry = CollectorRegistry()
+    exp = PrometheusExporter(port=None, registry=registry)
+    assert exp.port is None and exp.url is None
+    exp.export(snapshot_at(100))
+    exp.export(snapshot_at(200, job="other"))
+    _, s = parse(generate_latest(registry).decode())
+    assert s[key("badput_last_step")] == 70.0
+    assert s[("badput_last_step", (("job", "other"),))] == 75.0
+    exp.close()
+    assert b"badput_" not in generate_latest(registry)  # unregistered by close()
+
+
+def test_close_stops_the_server() -> None:
+    exp = PrometheusExporter(port=0)
+    url = exp.url
+    assert url is not None
+    exp.export(snapshot_at(60))
+    with urllib.request.urlopen(url, timeout=5) as resp:
+        assert resp.status == 200
+    exp.close()
+    exp.close()  # idempotent
+    with pytest.raises(OSError):
+        urllib.request.urlopen(url, timeout=2)
+    with pytest.raises(RuntimeError, match="closed"):
+        exp.export(snapshot_at(60))
+
+
+class FakePushgateway:
+    """A loopback HTTP server recording what is pushed to it."""
+
+    def __init__(self) -> None:
+        received: list[tuple[str, str, bytes]] = []
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def _record(self) -> None:
+                body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
+                received.append((self.command, self.path, body))
+                self.send_response(200)
+                self.end_headers()
+
+            do_PUT = do_POST = _record  # noqa: N815
+
+            def log_message(self, *args: object) -> None:
+                pass
+
+        self.received = received
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread.start()
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+        self.thread.join(5)
+
+
+@pytest.fixture
+def gateway() -> Iterator[FakePushgateway]:
+    gw = FakePushgateway()
+    yield gw
+    gw.close()
+
+
+def test_pushes_every_export_to_the_pushgateway(gateway: FakePushgateway) -> None:
+    exp = PrometheusExporter(port=None, pushgateway=gateway.url)
+    exp.export(snapshot_at(100))
+    snap = snapshot_at(200)
+    exp.export(snap)
+    exp.close()
+    assert [(m, p) for m, p, _ in gateway.received] == [("PUT", f"/metrics/job/{JOB}")] * 2
+    types, s = parse(gateway.received[-1][2].decode())
+    assert types["badput_goodput_ratio"] == "gauge"
+    assert s[key("badput_goodput_ratio")] == pytest.approx(snap.report.goodput)
+    assert s[key("badput_last_step")] == 75.0
+    assert s[key("badput_disruptions_total")] == 1.0
+    assert s[key("badput_seconds", bucket="wasted")] == pytest.approx(2400.0)
+    assert s[key("badput_window_goodput_ratio", window="3600s")] == pytest.approx(
+        snap.windows[WINDOW].goodput
+    )
+
+
+def test_push_job_names_the_group_and_only_the_exported_job_is_pushed(
+    gateway: FakePushgateway,
+) -> None:
+    exp = PrometheusExporter(port=0, pushgateway=gateway.url, push_job="badput")
+    exp.export(snapshot_at(100, job="other"))
+    exp.export(snapshot_at(200))
+    exp.close()
+    assert [p for _, p, _ in gateway.received] == ["/metrics/job/badput"] * 2
+    _, s = parse(gateway.received[-1][2].decode())
+    jobs = {dict(k[1])["job"] for k in s if k[0].startswith("badput_")}
+    assert jobs == {JOB}
+
+
+def test_unreachable_pushgateway_raises_quickly() -> None:
+    with socket.socket() as sock:  # a port nobody listens on
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    exp = PrometheusExporter(port=None, pushgateway=f"http://127.0.0.1:{port}", push_timeout=2.0)
+    start = time.monotonic()
+    with pytest.raises(OSError):
+        exp.export(snapshot_at(100))
+    assert time.monotonic() - start < 3.0
+    exp.close()
+
+
+def test_silent_pushgateway_times_out() -> None:
+    with socket.socket() as sock:  # accepts connections (backlog) but never answers
+        sock.bind(("127.0.0.1", 0))
+        sock.listen(8)
+        port = sock.getsockname()[1]
+        exp = PrometheusExporter(
+            port=None, pushgateway=f"http://127.0.0.1:{port}", push_timeout=0.5
+        )
+        start = time.monotonic()
+        with pytest.raises(OSError):
+            exp.export(snapshot_at(100))
+        assert time.monotonic() - start < 3.0
+        exp.close()
+
+
+def test_missing_prometheus_client_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "prometheus_client", None)
+    with pytest.raises(MissingExtraError, match=r"pip install 'badput\[prometheus\]'"):
+        PrometheusExporter(port=None)
