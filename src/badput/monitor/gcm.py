@@ -1,0 +1,324 @@
+"""Google Cloud Monitoring exporter, compatible with ml-goodput-measurement's metrics.
+
+``pip install 'badput[gcp]'``. Writes the ``compute.googleapis.com/workload/*``
+time series that Google's ml-goodput-measurement library writes, with the same
+metric labels and monitored resource, so dashboards and alerts built on that
+library keep working when badput does the accounting:
+
+- ``goodput_time`` (double): seconds of observed goodput (productive + slowdown,
+  as that library counts slow steps as productive); ``goodput_source="TOTAL"``.
+- ``badput_time`` (double): seconds per ``badput_source`` (below).
+- ``total_elapsed_time`` (double): seconds; ``window_type="cumulative"``.
+- ``max_productive_steps`` (int64): the last step reached.
+- ``disruptions`` (int64): restarts so far; ``window_type="cumulative"``.
+- ``step_time_deviation`` (double): the reference library's deviation statistic
+  (``StepTimeStats.gcm_deviation``), when known.
+- ``performance`` (double): the ideal step time, when known; no metric labels.
+- ``interval_goodput`` (double): observed goodput of each rolling window, in %;
+  ``goodput_source="TOTAL"``, ``rolling_window_size="<seconds>"``.
+- ``interval_badput`` (double): % of each rolling window per ``badput_source``;
+  ``rolling_window_size``.
+
+Every series but ``performance`` also has ``accelerator_type`` and any extra
+``labels`` (``cluster_name``, ...). The monitored resource is
+``compute.googleapis.com/Workload`` with ``location``, ``workload_id`` (the job)
+and ``replica_id``.
+
+``badput_source`` values are that library's ``BadputType`` names
+(ACCOUNTING.md §6): ``TPU_INITIALIZATION`` = accelerator_init, ``TRAINING_PREP``
+= training_prep, ``PROGRAM_STARTUP`` = startup + compile, ``DATA_LOADING_SYNC``
+= data_loading, ``UNPRODUCTIVE_CHECKPOINT_SAVE_TIME`` / ``..._RESTORE_TIME`` =
+checkpoint_save / checkpoint_restore, ``WASTED_PROGRESS_FROM_DISRUPTION`` =
+wasted, ``INFRASTRUCTURE_RECOVERY_FROM_DISRUPTION`` = recovery,
+``CUSTOM_BADPUT_EVENTS.<NAME>`` = custom:<name> (name upper-cased, as that
+library flattens it), ``ELASTIC_<KIND>`` = elastic_wait:<kind>,
+``ELASTIC_REINITIALIZATION`` = elastic_reinit, ``OTHER`` = untracked + queued.
+``DATA_LOADING_ASYNC`` (overlapped loads) is not uploaded, as that library does
+not upload it either. The nine standard sources are always sent (0 when empty).
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import os
+import threading
+import urllib.request
+from collections.abc import Mapping
+from typing import Any
+
+from badput._optional import import_optional
+from badput.engine import Report
+from badput.monitor._base import Snapshot
+
+__all__ = [
+    "METRIC_PREFIX",
+    "RESOURCE_TYPE",
+    "STANDARD_SOURCES",
+    "CloudMonitoringExporter",
+    "badput_sources",
+    "goodput_seconds",
+]
+
+log = logging.getLogger(__name__)
+
+_EXTRA = "gcp"
+METRIC_PREFIX = "compute.googleapis.com/workload/"
+RESOURCE_TYPE = "compute.googleapis.com/Workload"
+_DOUBLE = "double_value"
+_INT = "int64_value"
+_TOTAL = {"goodput_source": "TOTAL"}  # the library's only GoodputType
+_MAX_SERIES_PER_REQUEST = 200  # Cloud Monitoring's limit per CreateTimeSeries call
+
+_SOURCE_OF_BUCKET = {
+    "accelerator_init": "TPU_INITIALIZATION",
+    "training_prep": "TRAINING_PREP",
+    "startup": "PROGRAM_STARTUP",
+    "compile": "PROGRAM_STARTUP",
+    "data_loading": "DATA_LOADING_SYNC",
+    "checkpoint_save": "UNPRODUCTIVE_CHECKPOINT_SAVE_TIME",
+    "checkpoint_restore": "UNPRODUCTIVE_CHECKPOINT_RESTORE_TIME",
+    "wasted": "WASTED_PROGRESS_FROM_DISRUPTION",
+    "recovery": "INFRASTRUCTURE_RECOVERY_FROM_DISRUPTION",
+    "elastic_reinit": "ELASTIC_REINITIALIZATION",
+    "untracked": "OTHER",
+    "queued": "OTHER",
+}
+_GOODPUT_BUCKETS = ("productive", "slowdown")
+
+#: The badput sources always sent (ml-goodput-measurement's BadputType, minus the
+#: async loads it does not upload and the per-name custom events).
+STANDARD_SOURCES: tuple[str, ...] = (
+    "TPU_INITIALIZATION",
+    "TRAINING_PREP",
+    "PROGRAM_STARTUP",
+    "DATA_LOADING_SYNC",
+    "UNPRODUCTIVE_CHECKPOINT_SAVE_TIME",
+    "UNPRODUCTIVE_CHECKPOINT_RESTORE_TIME",
+    "WASTED_PROGRESS_FROM_DISRUPTION",
+    "INFRASTRUCTURE_RECOVERY_FROM_DISRUPTION",
+    "OTHER",
+)
+
+
+def _source_of(bucket: str) -> str:
+    if bucket.startswith("custom:"):
+        return f"CUSTOM_BADPUT_EVENTS.{bucket[len('custom:') :].upper()}"
+    if bucket.startswith("elastic_wait:"):
+        return f"ELASTIC_{bucket[len('elastic_wait:') :].upper()}"
+    return _SOURCE_OF_BUCKET.get(bucket, "OTHER")  # a bucket of a newer engine: OTHER
+
+
+def goodput_seconds(report: Report) -> float:
+    """ml-goodput-measurement's productive time: productive + slowdown (observed goodput)."""
+    return sum(report.bucket(b) for b in _GOODPUT_BUCKETS)
+
+
+def badput_sources(report: Report, *, include_async: bool = False) -> dict[str, float]:
+    """Seconds per ml-goodput-measurement badput source (its ``BadputType`` names).
+
+    The standard sources are always present (0.0 when empty); custom and elastic
+    ones when recorded. With ``include_async``, ``DATA_LOADING_ASYNC`` holds the
+    overlapped (non-blocking) loads, which are outside the partition.
+    """
+    out = dict.fromkeys(STANDARD_SOURCES, 0.0)
+    for bucket, secs in report.buckets.items():
+        if bucket in _GOODPUT_BUCKETS:
+            continue
+        source = _source_of(bucket)
+        out[source] = out.get(source, 0.0) + secs
+    if include_async:
+        out["DATA_LOADING_ASYNC"] = report.overlapped.get("data_loading", 0.0)
+    return out
+
+
+class CloudMonitoringExporter:
+    """Writes each snapshot as Cloud Monitoring time series (ml-goodput-measurement's).
+
+    - ``project_id``: the project written to (``projects/<project_id>``).
+    - ``client``: a ``google.cloud.monitoring_v3.MetricServiceClient`` (or one with
+      its ``create_time_series``); by default one is built with the application
+      default credentials.
+    - ``location`` (alias ``zone``): the resource's ``location`` label, the zone or
+      region of the workload. When not given it is, like ml-goodput-measurement
+      does, the zone of the VM from the GCE metadata server (``GCE_METADATA_HOST``
+      overrides its address), looked up at the first export; off GCE that export
+      raises, asking for ``location``.
+    - ``monitored_resource``: ``{"type": ..., "labels": {...}}`` to use instead of
+      ``compute.googleapis.com/Workload`` (location, workload_id=job, replica_id).
+    - ``labels``: extra metric labels on every series (``{"cluster_name": ...}``).
+    - ``accelerator_type``: the ``accelerator_type`` label (``"TPU-v5p"``...).
+    - ``include_intervals``: also write ``interval_goodput``/``interval_badput`` for
+      the snapshot's rolling windows. (The seeds recommend PromQL ``offset`` over
+      the cumulative series instead; both work.)
+    - ``timeout``: seconds per request; no automatic retries (the monitor backs off).
+    - ``min_interval``: Cloud Monitoring accepts one point per series every 5 s; a
+      snapshot sooner than this after the last write is held back and written by
+      the next export (or by ``close``).
+    """
+
+    name = "gcm"
+
+    def __init__(
+        self,
+        project_id: str,
+        *,
+        client: Any = None,  # a monitoring_v3.MetricServiceClient (lazily imported: untyped)
+        location: str | None = None,
+        zone: str | None = None,
+        monitored_resource: Mapping[str, Any] | None = None,
+        labels: Mapping[str, str] | None = None,
+        replica_id: str = "0",
+        accelerator_type: str = "UNKNOWN",
+        include_intervals: bool = True,
+        timeout: float = 10.0,
+        min_interval: float = 5.0,
+    ) -> None:
+        if not project_id:
+            raise ValueError("project_id is required")
+        if location is not None and zone is not None and location != zone:
+            raise ValueError("give location or zone (an alias), not two different values")
+        self._types: Any = import_optional("google.cloud.monitoring_v3", _EXTRA)  # untyped
+        self.project_id = project_id
+        self.location = location if location is not None else zone
+        self._resource = (
+            {
+                "type": monitored_resource["type"],
+                "labels": dict(monitored_resource.get("labels", {})),
+            }
+            if monitored_resource is not None
+            else None
+        )
+        self.labels = dict(labels or {})
+        self.replica_id = replica_id
+        self.accelerator_type = accelerator_type
+        self.include_intervals = include_intervals
+        self.timeout = timeout
+        self.min_interval = min_interval
+        self.client: Any = client if client is not None else self._types.MetricServiceClient()
+        self._lock = threading.Lock()
+        self._last_write: float | None = None
+        self._pending: Snapshot | None = None
+        self._closed = False
+
+    # -- the Exporter protocol -------------------------------------------------
+
+    def export(self, snapshot: Snapshot) -> None:
+        """Write ``snapshot`` (one request per 200 series; raises on failure)."""
+        with self._lock:
+            if self._closed:
+                return
+            last = self._last_write
+            if last is not None and snapshot.time - last < self.min_interval:
+                self._pending = snapshot
+                return
+            self._pending = None
+            self._write(snapshot)
+
+    def close(self) -> None:
+        """Write a held-back snapshot, if any; never raises (logs a warning)."""
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+            pending, self._pending = self._pending, None
+            if pending is None:
+                return
+            try:
+                self._write(pending)
+            except Exception as exc:
+                log.warning("badput: final Cloud Monitoring write failed: %s", exc)
+
+    # -- building the time series ----------------------------------------------
+
+    def time_series(self, snapshot: Snapshot) -> list[dict[str, Any]]:
+        """The time series of ``snapshot``, as ``monitoring_v3.TimeSeries`` dicts."""
+        rep = snapshot.report
+        seconds = math.floor(snapshot.time)
+        end = {"seconds": seconds, "nanos": int((snapshot.time - seconds) * 1e9)}
+        resource = self._resource or {
+            "type": RESOURCE_TYPE,
+            "labels": {
+                "location": self._location(),
+                "workload_id": snapshot.job,
+                "replica_id": self.replica_id,
+            },
+        }
+
+        def series(metric: str, value: float, kind: str, labels: dict[str, str]) -> dict[str, Any]:
+            return {
+                "metric": {"type": METRIC_PREFIX + metric, "labels": labels},
+                "resource": resource,
+                "points": [{"interval": {"end_time": end}, "value": {kind: value}}],
+            }
+
+        # the user's extra labels first: the library's own labels win a clash
+        common = {**self.labels, "accelerator_type": self.accelerator_type}
+        cumulative = {**common, "window_type": "cumulative"}
+        out = [
+            series("goodput_time", goodput_seconds(rep), _DOUBLE, {**common, **_TOTAL}),
+            *(
+                series("badput_time", secs, _DOUBLE, {**common, "badput_source": source})
+                for source, secs in badput_sources(rep).items()
+            ),
+            series("disruptions", snapshot.disruptions, _INT, cumulative),
+            series("max_productive_steps", snapshot.last_step or 0, _INT, common),
+        ]
+        st = snapshot.step_time
+        if st is not None and st.gcm_deviation is not None and math.isfinite(st.gcm_deviation):
+            out.append(series("step_time_deviation", st.gcm_deviation, _DOUBLE, common))
+        out.append(series("total_elapsed_time", rep.total_seconds, _DOUBLE, cumulative))
+        if rep.ideal_step_time is not None:
+            out.append(series("performance", rep.ideal_step_time, _DOUBLE, {}))
+        if not self.include_intervals:
+            return out
+        for w, wrep in sorted(snapshot.windows.items()):
+            total = wrep.total_seconds
+            if total <= 0:
+                continue
+            window = {**common, "rolling_window_size": str(int(w))}
+            pct = 100.0 * goodput_seconds(wrep) / total
+            out.append(series("interval_goodput", pct, _DOUBLE, {**window, **_TOTAL}))
+            for source, secs in badput_sources(wrep).items():
+                pct = 100.0 * secs / total
+                labels = {**window, "badput_source": source}
+                out.append(series("interval_badput", pct, _DOUBLE, labels))
+        return out
+
+    def _location(self) -> str:
+        if not self.location:
+            self.location = _metadata_zone(min(self.timeout, 2.0))
+            if not self.location:
+                raise RuntimeError(
+                    "the workload's location is unknown (no GCE metadata server): "
+                    "pass location='<zone or region>' or monitored_resource=..."
+                )
+        return self.location
+
+    def _write(self, snapshot: Snapshot) -> None:
+        series = [self._types.TimeSeries(s) for s in self.time_series(snapshot)]
+        name = f"projects/{self.project_id}"
+        for i in range(0, len(series), _MAX_SERIES_PER_REQUEST):
+            self.client.create_time_series(
+                name=name,
+                time_series=series[i : i + _MAX_SERIES_PER_REQUEST],
+                timeout=self.timeout,
+                retry=None,  # no hidden retry loop: export must return; the monitor backs off
+            )
+        self._last_write = snapshot.time
+
+
+def _metadata_zone(timeout: float) -> str | None:
+    """The VM's zone from the GCE metadata server (``None`` off GCE)."""
+    host = os.environ.get("GCE_METADATA_HOST", "metadata.google.internal")
+    request = urllib.request.Request(
+        f"http://{host}/computeMetadata/v1/instance/zone", headers={"Metadata-Flavor": "Google"}
+    )
+    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))  # never via a proxy
+    try:
+        with opener.open(request, timeout=timeout) as resp:
+            text = resp.read().decode()
+    except (OSError, ValueError):
+        return None
+    zone = text.strip().rsplit("/", 1)[-1]  # projects/123/zones/us-central1-a
+    return zone or None

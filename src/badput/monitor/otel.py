@@ -1,0 +1,291 @@
+"""OpenTelemetry exporter: observable gauges read from the latest snapshot.
+
+``pip install 'badput[otel]'``. The gauges are *observable*: ``export`` only
+stores the snapshot, and the OpenTelemetry SDK reads it whenever its metric
+reader collects (a periodic OTLP push, a Prometheus scrape, a test's
+``InMemoryMetricReader``). So ``export`` never blocks on the network.
+
+Gauges (every point carries the attribute ``job``):
+
+=================================  ====  ============================================
+name                               unit  value (extra attributes)
+=================================  ====  ============================================
+``badput.goodput``                 1     goodput, a fraction
+``badput.observed_goodput``        1     productive + slowdown, a fraction
+``badput.seconds``                 s     seconds per bucket (``bucket``)
+``badput.elapsed``                 s     the job's total time so far
+``badput.disruptions``             1     restarts so far (attempts after the first)
+``badput.last_step``               1     the last step reached
+``badput.ideal_step_time``         s     the ideal step time
+``badput.step_time_deviation``     s     the reference library's deviation statistic
+``badput.at_risk``                 s     kept step time after the newest checkpoint
+``badput.window.goodput``          1     goodput of a rolling window (``window``)
+``badput.window.observed_goodput`` 1     observed goodput of a window (``window``)
+``badput.window.seconds``          s     seconds per bucket in a window (``window``, ``bucket``)
+``badput.window.elapsed``          s     the window's length, clipped to the job
+=================================  ====  ============================================
+
+``window`` is the window length as ``"<seconds>s"`` (``"60s"``, ``"3600s"``). A
+bucket once seen keeps being reported (as 0 when empty) so a series does not
+vanish from dashboards; the same for a window's buckets.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterable, Mapping
+from typing import TYPE_CHECKING, Any
+
+from badput import __version__
+from badput._optional import import_optional
+from badput.engine import Report
+from badput.monitor._base import Snapshot
+
+if TYPE_CHECKING:
+    from opentelemetry.metrics import CallbackOptions, MeterProvider, Observation
+
+__all__ = ["OpenTelemetryExporter", "window_label"]
+
+_EXTRA = "otel"
+
+
+def window_label(seconds: float) -> str:
+    """The ``window`` attribute of a rolling window: ``60.0`` → ``"60s"``."""
+    return f"{seconds:g}s"
+
+
+class _JobState:
+    """The latest snapshot of one job and the bucket names seen so far."""
+
+    __slots__ = ("buckets", "snapshot", "window_buckets")
+
+    def __init__(self, snapshot: Snapshot) -> None:
+        self.snapshot = snapshot
+        self.buckets: set[str] = set()
+        self.window_buckets: dict[float, set[str]] = {}
+
+    def update(self, snapshot: Snapshot) -> None:
+        self.snapshot = snapshot
+        self.buckets.update(snapshot.report.buckets)
+        for w, rep in snapshot.windows.items():
+            self.window_buckets.setdefault(w, set()).update(rep.buckets)
+
+
+class OpenTelemetryExporter:
+    """Publishes snapshots as OpenTelemetry observable gauges.
+
+    - ``meter_provider``: use this provider (the caller owns it: flush and shut it
+      down yourself; ``close`` only stops reporting).
+    - else ``endpoint`` (``http://collector:4318/v1/metrics``): build an SDK
+      ``MeterProvider`` that pushes OTLP/HTTP protobuf every ``export_interval``
+      seconds (the SDK default, 60 s, when ``None``) with ``headers``; each push
+      times out after ``timeout`` seconds. The exporter owns that provider and
+      shuts it down (a final push) in ``close``.
+    - else the global provider (``opentelemetry.metrics.get_meter_provider()``),
+      as configured by the application or by ``opentelemetry-instrument``.
+
+    Several jobs may share one exporter: each job's latest snapshot is reported.
+    """
+
+    name = "otel"
+
+    def __init__(
+        self,
+        *,
+        meter_provider: MeterProvider | None = None,
+        endpoint: str | None = None,
+        export_interval: float | None = None,
+        headers: Mapping[str, str] | None = None,
+        timeout: float = 10.0,
+    ) -> None:
+        metrics = import_optional("opentelemetry.metrics", _EXTRA)
+        self._lock = threading.Lock()
+        self._jobs: dict[str, _JobState] = {}
+        self._closed = False
+        self._timeout = timeout
+        self._owned: Any = None  # an SDK MeterProvider we built (untyped: lazily imported)
+        if meter_provider is not None:
+            provider: MeterProvider = meter_provider
+        elif endpoint is not None:
+            self._owned = _otlp_provider(endpoint, export_interval, headers, timeout)
+            provider = self._owned
+        else:
+            provider = metrics.get_meter_provider()
+        self.meter_provider = provider
+        meter = provider.get_meter("badput", __version__)
+        gauges: list[tuple[str, str, str, Callable[[CallbackOptions], Iterable[Observation]]]] = [
+            ("badput.goodput", "1", "Goodput: productive time / total time", self._goodput),
+            (
+                "badput.observed_goodput",
+                "1",
+                "Observed goodput: (productive + slowdown) / total time",
+                self._observed,
+            ),
+            ("badput.seconds", "s", "Seconds of the job's time per bucket", self._seconds),
+            ("badput.elapsed", "s", "The job's total time so far", self._elapsed),
+            ("badput.disruptions", "1", "Restarts so far", self._disruptions),
+            ("badput.last_step", "1", "The last step reached", self._last_step),
+            ("badput.ideal_step_time", "s", "The ideal step time", self._ideal),
+            (
+                "badput.step_time_deviation",
+                "s",
+                "Recent step-time deviation (ml-goodput-measurement's statistic)",
+                self._deviation,
+            ),
+            (
+                "badput.at_risk",
+                "s",
+                "Kept step time since the newest checkpoint (wasted if the job crashed now)",
+                self._at_risk,
+            ),
+            ("badput.window.goodput", "1", "Goodput of a rolling window", self._w_goodput),
+            (
+                "badput.window.observed_goodput",
+                "1",
+                "Observed goodput of a rolling window",
+                self._w_observed,
+            ),
+            ("badput.window.seconds", "s", "Seconds per bucket in a rolling window", self._w_sec),
+            ("badput.window.elapsed", "s", "Length of a rolling window (clipped)", self._w_elapsed),
+        ]
+        self._observation: Any = metrics.Observation  # the class, bound once
+        for gname, unit, description, callback in gauges:
+            meter.create_observable_gauge(
+                gname, callbacks=[callback], unit=unit, description=description
+            )
+
+    # -- the Exporter protocol -------------------------------------------------
+
+    def export(self, snapshot: Snapshot) -> None:
+        """Keep ``snapshot`` for the next collection (no I/O)."""
+        with self._lock:
+            if self._closed:
+                return
+            state = self._jobs.get(snapshot.job)
+            if state is None:
+                state = self._jobs[snapshot.job] = _JobState(snapshot)
+            state.update(snapshot)
+
+    def close(self) -> None:
+        """Stop reporting; shut down (final push) the provider built from ``endpoint``."""
+        with self._lock:
+            if self._closed:
+                return
+            owned = self._owned
+        if owned is not None:
+            # A final collection reads the latest snapshots, then the provider stops.
+            owned.shutdown(timeout_millis=self._timeout * 1000)
+        with self._lock:
+            self._closed = True
+            self._jobs.clear()
+
+    def force_flush(self) -> bool:
+        """Push now (only for the provider built from ``endpoint``; else ``True``)."""
+        if self._owned is None:
+            return True
+        return bool(self._owned.force_flush(timeout_millis=self._timeout * 1000))
+
+    # -- callbacks (called by the SDK at collection time) ------------------------
+
+    def _states(self) -> list[_JobState]:
+        with self._lock:
+            return list(self._jobs.values())
+
+    def _obs(self, value: float, job: str, **attrs: str) -> Observation:
+        obs: Observation = self._observation(value, {"job": job, **attrs})
+        return obs
+
+    def _per_job(self, get: Callable[[Snapshot], float | None]) -> list[Observation]:
+        out = []
+        for st in self._states():
+            value = get(st.snapshot)
+            if value is not None:
+                out.append(self._obs(value, st.snapshot.job))
+        return out
+
+    def _goodput(self, _: CallbackOptions) -> Iterable[Observation]:
+        return self._per_job(lambda s: s.report.goodput)
+
+    def _observed(self, _: CallbackOptions) -> Iterable[Observation]:
+        return self._per_job(lambda s: s.report.observed_goodput)
+
+    def _elapsed(self, _: CallbackOptions) -> Iterable[Observation]:
+        return self._per_job(lambda s: s.report.total_seconds)
+
+    def _disruptions(self, _: CallbackOptions) -> Iterable[Observation]:
+        return self._per_job(lambda s: s.disruptions)
+
+    def _last_step(self, _: CallbackOptions) -> Iterable[Observation]:
+        return self._per_job(lambda s: s.last_step)
+
+    def _ideal(self, _: CallbackOptions) -> Iterable[Observation]:
+        return self._per_job(lambda s: s.report.ideal_step_time)
+
+    def _deviation(self, _: CallbackOptions) -> Iterable[Observation]:
+        return self._per_job(lambda s: s.step_time.gcm_deviation if s.step_time else None)
+
+    def _at_risk(self, _: CallbackOptions) -> Iterable[Observation]:
+        return self._per_job(lambda s: s.report.at_risk_seconds)
+
+    def _seconds(self, _: CallbackOptions) -> Iterable[Observation]:
+        out = []
+        for st in self._states():
+            rep = st.snapshot.report
+            for bucket in sorted(st.buckets):
+                out.append(self._obs(rep.bucket(bucket), st.snapshot.job, bucket=bucket))
+        return out
+
+    def _per_window(self, get: Callable[[Report], float]) -> list[Observation]:
+        out = []
+        for st in self._states():
+            for w, rep in sorted(st.snapshot.windows.items()):
+                out.append(self._obs(get(rep), st.snapshot.job, window=window_label(w)))
+        return out
+
+    def _w_goodput(self, _: CallbackOptions) -> Iterable[Observation]:
+        return self._per_window(lambda r: r.goodput)
+
+    def _w_observed(self, _: CallbackOptions) -> Iterable[Observation]:
+        return self._per_window(lambda r: r.observed_goodput)
+
+    def _w_elapsed(self, _: CallbackOptions) -> Iterable[Observation]:
+        return self._per_window(lambda r: r.total_seconds)
+
+    def _w_sec(self, _: CallbackOptions) -> Iterable[Observation]:
+        out = []
+        for st in self._states():
+            for w, rep in sorted(st.snapshot.windows.items()):
+                label = window_label(w)
+                for bucket in sorted(st.window_buckets.get(w, ())):
+                    out.append(
+                        self._obs(rep.bucket(bucket), st.snapshot.job, window=label, bucket=bucket)
+                    )
+        return out
+
+
+def _otlp_provider(
+    endpoint: str,
+    export_interval: float | None,
+    headers: Mapping[str, str] | None,
+    timeout: float,
+) -> Any:  # an SDK MeterProvider (lazily imported)
+    sdk_metrics = import_optional("opentelemetry.sdk.metrics", _EXTRA)
+    sdk_export = import_optional("opentelemetry.sdk.metrics.export", _EXTRA)
+    resources = import_optional("opentelemetry.sdk.resources", _EXTRA)
+    http_exporter = import_optional(
+        "opentelemetry.exporter.otlp.proto.http.metric_exporter", _EXTRA
+    )
+    exporter = http_exporter.OTLPMetricExporter(
+        endpoint=endpoint, headers=dict(headers) if headers else None, timeout=timeout
+    )
+    reader = sdk_export.PeriodicExportingMetricReader(
+        exporter,
+        export_interval_millis=None if export_interval is None else export_interval * 1000,
+        export_timeout_millis=timeout * 1000,
+    )
+    return sdk_metrics.MeterProvider(
+        metric_readers=[reader],
+        resource=resources.Resource.create({"service.name": "badput"}),
+        # close() shuts it down; an atexit hook would shut it down a second time.
+        shutdown_on_exit=False,
+    )
