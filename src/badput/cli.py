@@ -1,14 +1,22 @@
 """The ``badput`` command. Thin: parsing and printing; the work is in the library.
 
 - ``badput report PATH``: the partition of a job's time (:func:`badput.analysis.analyze`).
+- ``badput report --resiliency --reference-step-time S FILE...``: the resiliency library's
+  calculator (:func:`badput.compat.resiliency.resiliency_goodput`).
+- ``badput import resiliency FILE...``: its logs into a store
+  (:func:`badput.compat.resiliency.import_resiliency`).
 - ``badput run -- COMMAND...``: run a command as a recorded job (:func:`badput._launcher.run_job`).
 - ``badput demo``: a real small training job with a crash, then its report
   (:func:`badput.demo.run_demo`).
+- ``badput monitor PATH``: feed exporters beside a job (:class:`badput.monitor.Monitor`).
+- ``badput watch PATH``: a live terminal view (:func:`badput.report._watch.run_watch`).
 """
 
 from __future__ import annotations
 
+import json
 import math
+import shlex
 import sys
 import time
 from datetime import datetime, timezone
@@ -78,7 +86,7 @@ def main() -> None:
 
 
 @main.command()
-@click.argument("path")
+@click.argument("paths", nargs=-1, metavar="PATH")
 @click.option("--job", help="Job to report on (needed when PATH is a store with several jobs).")
 @click.option("--json", "as_json", is_flag=True, help="Print the report as one JSON object.")
 @click.option(
@@ -101,20 +109,56 @@ def main() -> None:
     callback=_to_time,
     help="Restrict the partition to the interval [A, B].",
 )
+@click.option(
+    "--resiliency",
+    is_flag=True,
+    help="PATH... are resiliency.goodput_measure logs: print that tool's own goodput table.",
+)
+@click.option(
+    "--reference-step-time",
+    type=click.FloatRange(min=0.0, min_open=True),
+    metavar="SECONDS",
+    help="With --resiliency: the reference (ideal) step time of that tool's calculator.",
+)
 def report(
     *,
-    path: str,
+    paths: tuple[str, ...],
     job: str | None,
     as_json: bool,
     now: float | None,
     ideal_step_time: float | None,
     window: tuple[float, float] | None,
+    resiliency: bool,
+    reference_step_time: float | None,
 ) -> None:
     """Report the goodput and badput of the job logged at PATH.
 
     PATH is a store root (with --job when it holds several jobs), a job
     directory, or a single .jsonl event file.
+
+    With --resiliency --reference-step-time S, PATH... are one or more logs of
+    the resiliency.goodput_measure library, and the report is that library's
+    calculator (its table and goodput, the same figures). To see where the rest
+    of the time went, import them (badput import resiliency) and report on the store.
     """
+    if resiliency:
+        _report_resiliency(
+            paths,
+            job=job,
+            as_json=as_json,
+            reference_step_time=reference_step_time,
+            now=now,
+            ideal_step_time=ideal_step_time,
+            window=window,
+        )
+        return
+    if reference_step_time is not None:
+        _fail("report", "--reference-step-time goes with --resiliency (else: --ideal-step-time)")
+    if len(paths) != 1:
+        if not paths:
+            raise click.UsageError("Missing argument 'PATH'.")
+        _fail("report", f"expected one PATH, got {len(paths)} (several files: --resiliency)")
+    path = paths[0]
     from badput.analysis import analyze  # noqa: PLC0415 (the engine pulls numpy)
 
     if window is not None and not window[0] < window[1]:
@@ -139,6 +183,86 @@ def report(
         click.echo(to_json(result))
     else:
         render_table(result)
+
+
+def _report_resiliency(
+    paths: tuple[str, ...],
+    *,
+    job: str | None,
+    as_json: bool,
+    reference_step_time: float | None,
+    now: float | None,
+    ideal_step_time: float | None,
+    window: tuple[float, float] | None,
+) -> None:
+    """``badput report --resiliency``: the resiliency library's calculator."""
+    if not paths:
+        raise click.UsageError("Missing argument 'PATH...' (resiliency log files).")
+    if reference_step_time is None:
+        _fail("report", "--resiliency needs --reference-step-time SECONDS")
+    if now is not None or window is not None or ideal_step_time is not None:
+        _fail("report", "--now, --window and --ideal-step-time do not apply to --resiliency")
+    from badput.compat import resiliency as rs  # noqa: PLC0415
+
+    problems: list[rs.LogProblem] = []
+    try:
+        events = rs.read_resiliency_log(paths, problems=problems)
+        _warn_problems("report", problems)
+        if job is None and len(rs.jobs_in(events)) > 1:
+            names = ", ".join(rs.jobs_in(events))
+            _fail("report", f"the logs hold several jobs; choose one with --job: {names}")
+        result = rs.resiliency_goodput(events, reference_step_time, job)
+    except (ValueError, OSError) as exc:
+        _fail("report", str(exc))
+    if as_json:
+        click.echo(json.dumps(result.to_dict(), indent=2))
+    else:
+        rs.render_table(result)
+
+
+def _warn_problems(command: str, problems: list[Any]) -> None:
+    """Bad lines of an imported log, one line each on stderr (they were skipped)."""
+    for p in problems[:20]:
+        click.echo(f"badput {command}: warning: {p} (line skipped)", err=True)
+    if len(problems) > 20:
+        click.echo(f"badput {command}: warning: ... and {len(problems) - 20} more", err=True)
+
+
+@main.group(name="import")
+def import_() -> None:
+    """Import event logs written by other tools into a badput store."""
+
+
+@import_.command(name="resiliency", short_help="Import resiliency.goodput_measure logs.")
+@click.argument("files", nargs=-1, required=True, metavar="FILE...")
+@click.option(
+    "--store", help=f"Store URI or directory (default: $BADPUT_STORE or {DEFAULT_STORE})."
+)
+@click.option("--job", help="Job of the log to import (needed when the log holds several).")
+def import_resiliency(*, files: tuple[str, ...], store: str | None, job: str | None) -> None:
+    """Convert resiliency.goodput_measure logs (FILE...) into badput events.
+
+    Each start (per-node duplicates merged) becomes an attempt; checkpoint loads
+    and saves become checkpoint progress. Report on it with --ideal-step-time set
+    to that tool's reference step time.
+    """
+    from badput.compat import resiliency as rs  # noqa: PLC0415
+    from badput.store import open_store  # noqa: PLC0415
+
+    problems: list[rs.LogProblem] = []
+    try:
+        target = open_store(store)
+        name, n = rs.import_resiliency(files, target, job, problems=problems)
+    except (ValueError, OSError) as exc:
+        _warn_problems("import", problems)
+        _fail("import", str(exc))
+    _warn_problems("import", problems)
+    where = store if store is not None else target.uri
+    click.echo(f"badput import: wrote {n:,} events of job {name!r} into {target.uri}")
+    click.echo(
+        f"Report it with: badput report {shlex.quote(where)} --job {shlex.quote(name)} "
+        "--ideal-step-time SECONDS  (SECONDS: the reference step time)"
+    )
 
 
 class _ReadProgress:
@@ -284,6 +408,220 @@ def demo(
     render_table(result)
     click.echo()
     click.echo(f"Report it again with: badput report {store} --job {job}")
+
+
+def _parse_hostport(text: str) -> tuple[str, int]:
+    """``HOST:PORT``, ``:PORT`` or ``PORT`` (host 127.0.0.1); ``[::1]:PORT`` for IPv6."""
+    host, sep, port = text.strip().rpartition(":")
+    if not sep:
+        host, port = "", text.strip()
+    host = host.strip("[]") or "127.0.0.1"
+    try:
+        value = int(port)
+    except ValueError:
+        raise ValueError(f"expected HOST:PORT, got {text!r}") from None
+    if not 0 <= value <= 65535:
+        raise ValueError(f"port out of range in {text!r}")
+    return host, value
+
+
+def _build_exporters(
+    prometheus: str | None,
+    pushgateway: str | None,
+    tensorboard: str | None,
+    otlp: str | None,
+    gcp_project: str | None,
+) -> list[Any]:
+    """The exporters asked for on the command line (each module imported lazily)."""
+    exporters: list[Any] = []
+    if prometheus is not None or pushgateway is not None:
+        from badput.monitor.prometheus import PrometheusExporter  # noqa: PLC0415
+
+        if prometheus is not None:
+            host, port = _parse_hostport(prometheus)
+            exporters.append(PrometheusExporter(host=host, port=port, pushgateway=pushgateway))
+        else:
+            exporters.append(PrometheusExporter(port=None, pushgateway=pushgateway))
+    if tensorboard is not None:
+        from badput.monitor.tensorboard import TensorBoardExporter  # noqa: PLC0415
+
+        exporters.append(TensorBoardExporter(tensorboard))
+    if otlp is not None:
+        from badput.monitor.otel import OpenTelemetryExporter  # noqa: PLC0415
+
+        exporters.append(OpenTelemetryExporter(endpoint=otlp))
+    if gcp_project is not None:
+        from badput.monitor.gcm import CloudMonitoringExporter  # noqa: PLC0415
+
+        exporters.append(CloudMonitoringExporter(project_id=gcp_project))
+    return exporters
+
+
+def _log_to_stderr(command: str) -> None:
+    """Show the ``badput`` logger's warnings (failing exporters...) on stderr."""
+    import logging  # noqa: PLC0415
+
+    log = logging.getLogger("badput")
+    if not log.handlers:
+        handler = logging.StreamHandler(sys.stderr)
+        handler.setFormatter(logging.Formatter(f"badput {command}: %(message)s"))
+        log.addHandler(handler)
+        log.setLevel(logging.WARNING)
+
+
+@main.command()
+@click.argument("path")
+@click.option("--job", help="Job to monitor (needed when PATH is a store with several jobs).")
+@click.option(
+    "--interval",
+    type=click.FloatRange(min=0.0, min_open=True),
+    default=30.0,
+    show_default=True,
+    metavar="SECONDS",
+    help="Seconds between cycles (export and status line).",
+)
+@click.option(
+    "--window",
+    "windows",
+    type=click.FloatRange(min=0.0, min_open=True),
+    multiple=True,
+    metavar="SECONDS",
+    help="A rolling window to export as well (repeatable), e.g. --window 3600.",
+)
+@click.option(
+    "--prometheus",
+    metavar="HOST:PORT",
+    help="Serve Prometheus metrics at HOST:PORT (HOST defaults to 127.0.0.1).",
+)
+@click.option("--pushgateway", metavar="URL", help="Push to this Prometheus Pushgateway.")
+@click.option("--tensorboard", metavar="DIR", help="Write TensorBoard scalars to DIR.")
+@click.option("--otlp", metavar="URL", help="Push OpenTelemetry metrics to this OTLP/HTTP URL.")
+@click.option("--gcp-project", metavar="ID", help="Write to Google Cloud Monitoring in ID.")
+@click.option(
+    "--ideal-step-time",
+    type=click.FloatRange(min=0.0, min_open=True),
+    metavar="SECONDS",
+    help="Configured ideal step time (default: estimated from the best sustained steps).",
+)
+@click.option("--once", is_flag=True, help="Run one cycle, print its status line and exit.")
+def monitor(
+    *,
+    path: str,
+    job: str | None,
+    interval: float,
+    windows: tuple[float, ...],
+    prometheus: str | None,
+    pushgateway: str | None,
+    tensorboard: str | None,
+    otlp: str | None,
+    gcp_project: str | None,
+    ideal_step_time: float | None,
+    once: bool,
+) -> None:
+    """Export the goodput of the job at PATH every --interval seconds, beside the job.
+
+    Runs until Ctrl-C or SIGTERM (a last cycle is exported, then the exporters
+    are closed) and prints one status line per cycle. PATH is a store root (with
+    --job; the job may not have started yet), a job directory or a .jsonl file.
+
+        badput monitor ./badput-runs --job llama --prometheus 127.0.0.1:9464 --tensorboard tb/
+    """
+    import signal  # noqa: PLC0415
+    import threading  # noqa: PLC0415
+
+    from badput._optional import MissingExtraError  # noqa: PLC0415
+    from badput.monitor import Monitor  # noqa: PLC0415 (the engine pulls numpy)
+    from badput.report._watch import status_line  # noqa: PLC0415
+
+    _log_to_stderr("monitor")
+    try:
+        exporters = _build_exporters(prometheus, pushgateway, tensorboard, otlp, gcp_project)
+    except MissingExtraError as exc:
+        _fail("monitor", str(exc))
+    except (ValueError, OSError) as exc:
+        _fail("monitor", f"cannot start an exporter: {exc}")
+    previous: list[Any] = [None]
+
+    def show(snapshot: Any) -> None:
+        click.echo(status_line(snapshot, previous[0], now=time.time()))
+        previous[0] = snapshot
+
+    try:
+        mon = Monitor(
+            job,
+            path,
+            exporters,
+            interval=interval,
+            rolling_windows=windows,
+            ideal_step_time=ideal_step_time,
+            on_snapshot=show,
+        )
+    except (ValueError, OSError) as exc:
+        for exporter in exporters:
+            exporter.close()
+        _fail("monitor", str(exc))
+    if once:
+        try:
+            mon.run_once()
+        except Exception as exc:
+            mon.stop(final_flush=False)
+            _fail("monitor", f"reading the job failed: {exc}")
+        mon.stop(final_flush=False)
+        return
+    names = ", ".join(type(e).__name__ for e in exporters) or "none"
+    click.echo(
+        f"badput monitor: job {mon.job!r}, every {interval:g}s, exporters: {names} "
+        "(Ctrl-C to stop)",
+        err=True,
+    )
+    done = threading.Event()
+    previous_handlers = {
+        sig: signal.signal(sig, lambda *_: done.set()) for sig in (signal.SIGINT, signal.SIGTERM)
+    }
+    try:
+        mon.start()
+        while not done.wait(1.0):
+            pass
+    finally:
+        for sig, handler in previous_handlers.items():
+            signal.signal(sig, handler)
+        if not mon.stop(final_flush=True, timeout=10.0):
+            click.echo("badput monitor: exporters did not finish within 10s", err=True)
+
+
+@main.command()
+@click.argument("path")
+@click.option("--job", help="Job to watch (needed when PATH is a store with several jobs).")
+@click.option(
+    "--interval",
+    type=click.FloatRange(min=0.1),
+    default=2.0,
+    show_default=True,
+    metavar="SECONDS",
+    help="Seconds between refreshes.",
+)
+def watch(*, path: str, job: str | None, interval: float) -> None:
+    """Live view of the job at PATH: goodput, buckets, steps, stalls. Ctrl-C quits.
+
+    Works on a job that is still being written. On a terminal the view redraws in
+    place; when the output is not a terminal, one status line is printed per refresh.
+    """
+    import signal  # noqa: PLC0415
+
+    from badput.report._watch import run_watch  # noqa: PLC0415
+
+    def interrupt(*_: object) -> None:
+        raise KeyboardInterrupt
+
+    old = signal.signal(signal.SIGTERM, interrupt)
+    try:
+        run_watch(path, job, interval=interval)
+    except ValueError as exc:
+        _fail("watch", str(exc))
+    except KeyboardInterrupt:
+        pass
+    finally:
+        signal.signal(signal.SIGTERM, old)
 
 
 if __name__ == "__main__":  # pragma: no cover

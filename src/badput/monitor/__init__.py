@@ -1,10 +1,49 @@
 """Live monitoring: a Monitor thread that feeds exporters (TensorBoard, Prometheus, ...).
 
-Exporters are extras (``pip install 'badput[prometheus]'``...), imported lazily.
+- :class:`Monitor`: polls the incremental engine every ``interval`` seconds and
+  hands a :class:`Snapshot` to each :class:`Exporter` (see ``docs/monitoring.md``).
+- Exporters are extras (``pip install 'badput[prometheus]'``...), imported lazily:
+  ``badput.monitor.TensorBoardExporter``, ``PrometheusExporter``,
+  ``OpenTelemetryExporter`` and ``CloudMonitoringExporter`` load their module (and
+  its dependency) on first use.
 """
 
 from __future__ import annotations
 
-from badput.monitor._base import Exporter, Snapshot
+import importlib
+from typing import TYPE_CHECKING, Any
 
-__all__ = ["Exporter", "Snapshot"]
+from badput.monitor._base import Exporter, Snapshot
+from badput.monitor._monitor import Monitor
+
+if TYPE_CHECKING:
+    from badput.monitor.gcm import CloudMonitoringExporter
+    from badput.monitor.otel import OpenTelemetryExporter
+    from badput.monitor.prometheus import PrometheusExporter
+    from badput.monitor.tensorboard import TensorBoardExporter
+
+__all__ = [
+    "CloudMonitoringExporter",
+    "Exporter",
+    "Monitor",
+    "OpenTelemetryExporter",
+    "PrometheusExporter",
+    "Snapshot",
+    "TensorBoardExporter",
+]
+
+_LAZY = {
+    "TensorBoardExporter": "badput.monitor.tensorboard",
+    "PrometheusExporter": "badput.monitor.prometheus",
+    "OpenTelemetryExporter": "badput.monitor.otel",
+    "CloudMonitoringExporter": "badput.monitor.gcm",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value

@@ -1,0 +1,351 @@
+"""``badput watch``: a live terminal view of a running job (rich Live).
+
+The view is a pure function of monitor snapshots, :func:`render_watch`; the loop
+(:func:`run_watch`) only polls a :class:`~badput.monitor.Monitor` and redraws.
+On a terminal it redraws in place; otherwise (output piped to a file) it prints
+one :func:`status_line` per refresh.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import TYPE_CHECKING, Any, Final
+
+from rich import box
+from rich.console import Console, Group, RenderableType
+from rich.table import Table
+from rich.text import Text
+
+from badput.report._format import format_duration, format_percent, format_ts
+from badput.report._table import PRODUCTIVE, _bar, bucket_description, ordered_buckets
+
+if TYPE_CHECKING:
+    from badput.monitor import Snapshot
+
+__all__ = [
+    "STALL_MIN_SECONDS",
+    "STALL_STEP_FACTOR",
+    "WATCH_WINDOW",
+    "is_stalled",
+    "render_watch",
+    "run_watch",
+    "stall_threshold",
+    "status_line",
+    "step_rate",
+    "window_label",
+]
+
+#: A running job silent for longer than this is shown as stalled ...
+STALL_MIN_SECONDS: Final = 60.0
+#: ... or for longer than this many typical step times, if that is longer.
+STALL_STEP_FACTOR: Final = 3.0
+#: The rolling window shown beside the cumulative goodput (seconds).
+WATCH_WINDOW: Final = 600.0
+
+
+def stall_threshold(snapshot: Snapshot) -> float:
+    """Seconds of silence after which a running job looks stalled.
+
+    ``max(60 s, 3 x typical step time)``; the typical step time is the median of
+    the recent steps, else the ideal step time.
+    """
+    typical = None
+    if snapshot.step_time is not None:
+        typical = snapshot.step_time.recent_median
+    if typical is None:
+        typical = snapshot.report.ideal_step_time
+    return max(STALL_MIN_SECONDS, STALL_STEP_FACTOR * typical if typical else 0.0)
+
+
+def _finished(snapshot: Snapshot) -> bool:
+    return snapshot.report.end_reason == "job_end"
+
+
+def is_stalled(snapshot: Snapshot, now: float | None = None) -> bool:
+    """A job not finished whose newest event is older than :func:`stall_threshold`."""
+    if snapshot.last_event_time is None or _finished(snapshot):
+        return False
+    now = snapshot.time if now is None else now
+    return now - snapshot.last_event_time > stall_threshold(snapshot)
+
+
+def step_rate(snapshot: Snapshot, previous: Snapshot | None) -> float | None:
+    """Steps per second between ``previous`` and ``snapshot`` (``None`` when unknown).
+
+    ``None`` too when the step went back (a restore from a checkpoint).
+    """
+    if previous is None:
+        return None
+    dt = snapshot.time - previous.time
+    a, b = previous.last_step, snapshot.last_step
+    if a is None or b is None or dt <= 0 or b < a:
+        return None
+    return (b - a) / dt
+
+
+def window_label(seconds: float) -> str:
+    """``600`` → ``10m``, ``3600`` → ``1h``, ``90`` → ``90s``."""
+    if seconds >= 3600 and seconds % 3600 == 0:
+        return f"{seconds / 3600:g}h"
+    if seconds >= 60 and seconds % 60 == 0:
+        return f"{seconds / 60:g}m"
+    return f"{seconds:g}s"
+
+
+def _age(snapshot: Snapshot, now: float) -> float | None:
+    if snapshot.last_event_time is None:
+        return None
+    return max(0.0, now - snapshot.last_event_time)
+
+
+def status_line(
+    snapshot: Snapshot, previous: Snapshot | None = None, now: float | None = None
+) -> str:
+    """One line: time, goodput, observed, windows, last step (and rate), last event age."""
+    now = snapshot.time if now is None else now
+    rep = snapshot.report
+    head = f"{format_ts(snapshot.time, millis=False)} {snapshot.job}"
+    age = _age(snapshot, now)
+    if age is None:
+        return f"{head}: no events yet"
+    parts = [
+        f"goodput {format_percent(rep.goodput)} (observed {format_percent(rep.observed_goodput)})"
+    ]
+    for w, wrep in sorted(snapshot.windows.items()):
+        parts.append(f"last {window_label(w)} {format_percent(wrep.goodput)}")
+    step = "-" if snapshot.last_step is None else str(snapshot.last_step)
+    rate = step_rate(snapshot, previous)
+    parts.append(f"step {step}" + (f" ({rate:.2f}/s)" if rate is not None else ""))
+    if _finished(snapshot):
+        parts.append("finished")
+    else:
+        stalled = " STALLED?" if is_stalled(snapshot, now) else ""
+        parts.append(f"last event {format_duration(age)} ago{stalled}")
+    if snapshot.step_time is not None and snapshot.step_time.slowdown_alarm:
+        parts.append("SLOWDOWN")
+    return f"{head}: " + ", ".join(parts)
+
+
+def _grid() -> Table:
+    grid = Table.grid(padding=(0, 2))
+    grid.add_column(style="bold", no_wrap=True)
+    grid.add_column()
+    return grid
+
+
+def _state(snapshot: Snapshot, now: float) -> Text:
+    rep = snapshot.report
+    age = _age(snapshot, now)
+    if age is None:
+        return Text("waiting for the first event", style="yellow")
+    if _finished(snapshot):
+        status = rep.attempts[-1].status if rep.attempts else None
+        return Text(f"finished ({status})" if status else "finished", style="green")
+    if is_stalled(snapshot, now):
+        limit = format_duration(stall_threshold(snapshot))
+        return Text(f"STALLED? no event for {format_duration(age)} (> {limit})", style="bold red")
+    return Text("running", style="green")
+
+
+def _summary(snapshot: Snapshot, previous: Snapshot | None, now: float) -> Table:
+    rep = snapshot.report
+    grid = _grid()
+    grid.add_row("job", Text(snapshot.job, style="bold cyan"))
+    grid.add_row("state", _state(snapshot, now))
+    age = _age(snapshot, now)
+    if age is not None:
+        style = "bold red" if is_stalled(snapshot, now) else ""
+        grid.add_row(
+            "last event",
+            Text(f"{format_duration(age)} ago  ({format_ts(now - age)})", style=style),
+        )
+    grid.add_row(
+        "elapsed",
+        f"{format_duration(rep.total_seconds)}  (since {format_ts(rep.start, millis=False)})"
+        if rep.total_seconds > 0
+        else "-",
+    )
+    goodput = Text(format_percent(rep.goodput), style="bold green")
+    goodput.append(f"   observed {format_percent(rep.observed_goodput)}", style="")
+    goodput.append("  (productive + slowdown)", style="dim")
+    grid.add_row("goodput", goodput)
+    for w, wrep in sorted(snapshot.windows.items()):
+        line = Text(format_percent(wrep.goodput), style="green")
+        line.append(f"   observed {format_percent(wrep.observed_goodput)}")
+        grid.add_row(f"last {window_label(w)}", line)
+    grid.add_row(
+        "at risk",
+        f"{format_duration(rep.at_risk_seconds)}  (progress since the newest checkpoint)",
+    )
+    return grid
+
+
+def _steps(snapshot: Snapshot, previous: Snapshot | None) -> Table:
+    rep = snapshot.report
+    grid = _grid()
+    last = "-" if snapshot.last_step is None else str(snapshot.last_step)
+    rate = step_rate(snapshot, previous)
+    rate_text = f"{rate:.2f} steps/s" if rate is not None else "rate n/a"
+    grid.add_row(
+        "step", f"{last}   {rate_text}   (kept {rep.steps.kept}, wasted {rep.steps.wasted})"
+    )
+    ideal = "-"
+    if rep.ideal_step_time is not None:
+        ideal = f"{format_duration(rep.ideal_step_time)} ({rep.ideal_step_time_source})"
+    st = snapshot.step_time
+    if st is None:
+        grid.add_row("ideal step", ideal)
+        return grid
+    recent = "-" if st.recent_median is None else format_duration(st.recent_median)
+    last_t = "-" if st.last_step_time is None else format_duration(st.last_step_time)
+    grid.add_row("step time", f"last {last_t}   recent median {recent}   ideal {ideal}")
+    if st.deviation_p50 is not None and st.deviation_p90 is not None:
+        text = f"p50 {format_duration(st.deviation_p50)}   p90 {format_duration(st.deviation_p90)}"
+        if st.deviation_max is not None:
+            text += f"   max {format_duration(st.deviation_max)}"
+        grid.add_row("deviation", f"{text}   (over {st.steps} steps)")
+    if st.slowdown_alarm and st.recent_median is not None and st.ideal_step_time:
+        ratio = st.recent_median / st.ideal_step_time
+        grid.add_row(
+            "slowdown",
+            Text(
+                f"ALARM: recent steps {ratio:.2f}x the ideal (threshold {st.slowdown_factor:g}x)",
+                style="bold red",
+            ),
+        )
+    elif st.ideal_step_time is not None and st.steps:
+        grid.add_row("slowdown", Text(f"ok (threshold {st.slowdown_factor:g}x)", style="green"))
+    return grid
+
+
+def _buckets(snapshot: Snapshot) -> Table | Text:
+    rep = snapshot.report
+    total = rep.total_seconds
+    if total <= 0 or not rep.buckets:
+        return Text("no time to account for yet", style="yellow")
+    table = Table(box=box.SIMPLE_HEAD, title="Where the time went", title_justify="left")
+    table.add_column("bucket", no_wrap=True)
+    table.add_column("time", justify="right", no_wrap=True)
+    table.add_column("%", justify="right", no_wrap=True)
+    table.add_column("", no_wrap=True)
+    table.add_column("what it is", style="dim", no_wrap=True, overflow="ellipsis")
+    for name, seconds in ordered_buckets(rep.buckets):
+        fraction = seconds / total
+        productive = name == PRODUCTIVE
+        table.add_row(
+            Text(name, style="bold green" if productive else ""),
+            format_duration(seconds),
+            format_percent(fraction),
+            Text(_bar(fraction), style="green" if productive else "red"),
+            bucket_description(name),
+        )
+    return table
+
+
+def _attempts(snapshot: Snapshot) -> Table:
+    rep = snapshot.report
+    grid = _grid()
+    n = len(rep.attempts)
+    if not n:
+        grid.add_row("attempts", "-")
+        return grid
+    cur = rep.attempts[-1]
+    restarts = f"{snapshot.disruptions} restart" + ("" if snapshot.disruptions == 1 else "s")
+    grid.add_row(
+        "attempts",
+        f"{n} ({restarts})   current: {cur.id}, up {format_duration(cur.end - cur.start)}"
+        + (f", restored step {cur.restore_step}" if cur.restore_step is not None else ""),
+    )
+    if rep.diagnostics:
+        grid.add_row(
+            "diagnostics",
+            Text(f"{len(rep.diagnostics)} (see: badput report)", style="yellow"),
+        )
+    return grid
+
+
+def render_watch(
+    snapshot: Snapshot, previous: Snapshot | None = None, now: float | None = None
+) -> RenderableType:
+    """The watch view of ``snapshot``: a rich renderable (no I/O, no clock).
+
+    ``previous`` (the snapshot of the previous refresh) gives the step rate;
+    ``now`` (default: the snapshot's time) gives the age of the last event.
+    """
+    now = snapshot.time if now is None else now
+    return Group(
+        _summary(snapshot, previous, now),
+        Text(""),
+        _steps(snapshot, previous),
+        _attempts(snapshot),
+        _buckets(snapshot),
+        Text(
+            f"refreshed {format_ts(snapshot.time, millis=False)} · Ctrl-C to quit",
+            style="dim",
+        ),
+    )
+
+
+def run_watch(
+    source: Any,
+    job: str | None = None,
+    *,
+    interval: float = 2.0,
+    console: Console | None = None,
+    max_cycles: int | None = None,
+    window: float = WATCH_WINDOW,
+) -> None:
+    """Follow the job at ``source`` and redraw :func:`render_watch` every ``interval`` s.
+
+    Returns on Ctrl-C (``KeyboardInterrupt`` is swallowed) or after ``max_cycles``.
+    ``source``/``job``: as for :class:`~badput.monitor.Monitor` (raises
+    ``ValueError`` when they name no job).
+    """
+    from rich.live import Live  # noqa: PLC0415
+
+    from badput.monitor import Monitor  # noqa: PLC0415 (the engine pulls numpy)
+
+    con = console if console is not None else Console()
+    monitor = Monitor(job, source, interval=interval, rolling_windows=(window,))
+    previous: Snapshot | None = None
+    cycles = 0
+    try:
+        if con.is_terminal:
+            with Live(console=con, auto_refresh=False, screen=False) as live:
+                while max_cycles is None or cycles < max_cycles:
+                    t0 = time.monotonic()
+                    view, previous = _frame(monitor, previous)
+                    live.update(view, refresh=True)
+                    cycles += 1
+                    if max_cycles is None or cycles < max_cycles:
+                        time.sleep(max(0.0, interval - (time.monotonic() - t0)))
+        else:
+            while max_cycles is None or cycles < max_cycles:
+                t0 = time.monotonic()
+                try:
+                    snap = monitor.run_once()
+                except Exception as exc:
+                    con.print(f"badput watch: reading the job failed: {exc!r}")
+                else:
+                    con.print(status_line(snap, previous, now=time.time()), soft_wrap=True)
+                    con.file.flush()
+                    previous = snap
+                cycles += 1
+                if max_cycles is None or cycles < max_cycles:
+                    time.sleep(max(0.0, interval - (time.monotonic() - t0)))
+    except KeyboardInterrupt:
+        pass
+    finally:
+        monitor.stop(final_flush=False, timeout=1.0)
+
+
+def _frame(monitor: Any, previous: Snapshot | None) -> tuple[RenderableType, Snapshot | None]:
+    """One refresh: a new snapshot rendered, or the last one with the error that stopped it."""
+    try:
+        snap = monitor.run_once()
+    except Exception as exc:
+        error = Text(f"reading the job failed: {exc!r} (retrying)", style="bold red")
+        if previous is None:
+            return error, None
+        return Group(render_watch(previous, None, now=time.time()), error), previous
+    return render_watch(snap, previous, now=time.time()), snap
