@@ -466,15 +466,24 @@ def test_cli_monitor_once_with_injected_exporter(
     fake = FakeExporter()
     seen = []
 
-    def build(*args: object) -> list[FakeExporter]:
-        seen.append(args)
+    def build(**kwargs: object) -> list[FakeExporter]:
+        seen.append(kwargs)
         return [fake]
 
     monkeypatch.setattr("badput.cli._build_exporters", build)
     args = ["monitor", str(root), "--job", JOB, "--once", "--window", "60", "--otlp", "http://x"]
     result = CliRunner().invoke(main, args)
     assert result.exit_code == 0, result.output
-    assert seen == [(None, None, None, "http://x", None)]
+    assert seen == [
+        {
+            "prometheus": None,
+            "pushgateway": None,
+            "tensorboard": None,
+            "otlp": "http://x",
+            "gcp_project": None,
+            "gcp_location": None,
+        }
+    ]
     assert len(fake.snapshots) == 1 and fake.closed == 1
     assert set(fake.snapshots[0].windows) == {60.0}
     assert "last 1m" in result.stdout

@@ -426,11 +426,13 @@ def _parse_hostport(text: str) -> tuple[str, int]:
 
 
 def _build_exporters(
+    *,
     prometheus: str | None,
     pushgateway: str | None,
     tensorboard: str | None,
     otlp: str | None,
     gcp_project: str | None,
+    gcp_location: str | None = None,
 ) -> list[Any]:
     """The exporters asked for on the command line (each module imported lazily)."""
     exporters: list[Any] = []
@@ -453,7 +455,7 @@ def _build_exporters(
     if gcp_project is not None:
         from badput.monitor.gcm import CloudMonitoringExporter  # noqa: PLC0415
 
-        exporters.append(CloudMonitoringExporter(project_id=gcp_project))
+        exporters.append(CloudMonitoringExporter(project_id=gcp_project, location=gcp_location))
     return exporters
 
 
@@ -498,6 +500,12 @@ def _log_to_stderr(command: str) -> None:
 @click.option("--otlp", metavar="URL", help="Push OpenTelemetry metrics to this OTLP/HTTP URL.")
 @click.option("--gcp-project", metavar="ID", help="Write to Google Cloud Monitoring in ID.")
 @click.option(
+    "--gcp-location",
+    metavar="ZONE",
+    help="Zone or region of the workload for Cloud Monitoring (default: asked of the GCE "
+    "metadata server, which only answers on Google Cloud).",
+)
+@click.option(
     "--ideal-step-time",
     type=click.FloatRange(min=0.0, min_open=True),
     metavar="SECONDS",
@@ -515,6 +523,7 @@ def monitor(
     tensorboard: str | None,
     otlp: str | None,
     gcp_project: str | None,
+    gcp_location: str | None,
     ideal_step_time: float | None,
     once: bool,
 ) -> None:
@@ -535,7 +544,14 @@ def monitor(
 
     _log_to_stderr("monitor")
     try:
-        exporters = _build_exporters(prometheus, pushgateway, tensorboard, otlp, gcp_project)
+        exporters = _build_exporters(
+            prometheus=prometheus,
+            pushgateway=pushgateway,
+            tensorboard=tensorboard,
+            otlp=otlp,
+            gcp_project=gcp_project,
+            gcp_location=gcp_location,
+        )
     except MissingExtraError as exc:
         _fail("monitor", str(exc))
     except (ValueError, OSError) as exc:
