@@ -557,3 +557,22 @@ def test_docs_in_process_example_runs(tmp_path: Path, monkeypatch: pytest.Monkey
     with contextlib.redirect_stdout(out):
         exec(compile(code.replace("port=9464", "port=0"), "docs/monitoring.md", "exec"), {})
     assert re.fullmatch(r"goodput \d+\.\d%\n", out.getvalue()), out.getvalue()
+
+
+def test_an_unwritable_tensorboard_directory_never_raises_into_the_job(
+    root: Path, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The exporter is built fine; every export fails; the monitor warns once and backs off."""
+    from badput.monitor.tensorboard import TensorBoardExporter
+
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a directory")
+    exporter = TensorBoardExporter(blocker / "tb")  # no error here, in the training script
+    mon = Monitor(JOB, store=root, exporters=[exporter], interval=60.0)
+    with caplog.at_level("WARNING", logger="badput"):
+        for _ in range(4):
+            mon.run_once()
+    assert mon.failures["tensorboard"] >= 1
+    warnings = [r for r in caplog.records if "tensorboard" in r.getMessage()]
+    assert len(warnings) == 1
+    mon.stop(timeout=2)

@@ -71,10 +71,14 @@ class TensorBoardExporter:
     name = "tensorboard"
 
     def __init__(self, logdir: str | os.PathLike[str], *, flush_secs: int = 5) -> None:
-        tbx = import_optional("tensorboardX", "tensorboard")
+        self._tbx = import_optional("tensorboardX", "tensorboard")
         self.logdir = os.fspath(logdir)
+        self._flush_secs = flush_secs
+        # Opened at the first export, not here: an unwritable directory must fail inside
+        # export(), where the Monitor catches it, warns once and retries with back-off,
+        # never in the training script that builds the exporter.
         # tensorboardX ships no type information: the writer is Any.
-        self._writer: Any = tbx.SummaryWriter(logdir=self.logdir, flush_secs=flush_secs)
+        self._writer: Any = None
         self._step: int | None = None  # the step of the last point written
         self._last: dict[str, float] = {}  # tag -> the value last written
         self._buckets: set[str] = set()  # badput buckets seen in the cumulative report
@@ -92,6 +96,8 @@ class TensorBoardExporter:
         else:
             step = self._step
             changed = {k: v for k, v in values.items() if self._last.get(k) != v}
+        if self._writer is None:
+            self._writer = self._tbx.SummaryWriter(logdir=self.logdir, flush_secs=self._flush_secs)
         for tag, value in changed.items():
             self._writer.add_scalar(tag, value, global_step=step, walltime=snapshot.time)
         self._step = step
@@ -99,7 +105,7 @@ class TensorBoardExporter:
 
     def flush(self) -> None:
         """Write pending events to disk now."""
-        if not self._closed:
+        if not self._closed and self._writer is not None:
             self._writer.flush()
 
     def close(self) -> None:
@@ -107,8 +113,9 @@ class TensorBoardExporter:
         if self._closed:
             return
         self._closed = True
-        self._writer.flush()
-        self._writer.close()
+        if self._writer is not None:
+            self._writer.flush()
+            self._writer.close()
 
     def _values(self, snapshot: Snapshot) -> dict[str, float]:
         r = snapshot.report
