@@ -27,7 +27,6 @@ from __future__ import annotations
 import argparse
 import itertools
 import json
-import os
 import shutil
 import statistics
 import sys
@@ -239,7 +238,6 @@ def main() -> None:
     finally:
         if args.keep is None:
             shutil.rmtree(root, ignore_errors=True)
-    os.environ.pop("BADPUT_BENCH", None)
 
 
 if __name__ == "__main__":

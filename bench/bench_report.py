@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import resource
 import shutil
 import statistics
@@ -33,12 +32,10 @@ from make_big_job import JOB, write_job
 def cold_report(root: Path) -> tuple[float, float, dict[str, object]]:
     badput_cli = Path(sys.executable).with_name("badput")
     cmd = [str(badput_cli), "report", str(root), "--job", JOB, "--json"]
-    before = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
     t0 = time.perf_counter()
     out = subprocess.run(cmd, capture_output=True, check=True)
     wall = time.perf_counter() - t0
     peak_kb = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
-    del before
     return wall, peak_kb / 1024, json.loads(out.stdout)
 
 
@@ -91,7 +88,6 @@ def main() -> None:
     finally:
         if args.keep is None:
             shutil.rmtree(root, ignore_errors=True)
-    os.environ.pop("BADPUT_BENCH", None)
 
 
 if __name__ == "__main__":

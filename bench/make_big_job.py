@@ -10,7 +10,6 @@ checkpoint every 1,000 steps, heartbeats every 10 s.
 from __future__ import annotations
 
 import argparse
-import os
 import time
 from pathlib import Path
 
@@ -111,5 +110,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    os.environ.setdefault("PYTHONHASHSEED", "0")
     main()

@@ -409,6 +409,7 @@ def test_worked_example_without_steps_gives_goodput_from_checkpoint_progress(
     assert r.bucket("recovery") == pytest.approx(55 * MIN)
     assert r.bucket("untracked") == pytest.approx(45 * MIN)
     assert (r.steps.kept, r.steps.last) == (50, 75)
+    assert [a.restore_step for a in r.attempts] == [25, 50]
     progress = [d for d in r.diagnostics if d.code == "checkpoint_progress"]
     assert len(progress) == 1 and "could not be separated" in progress[0].message
     assert_partition(r)

@@ -60,8 +60,11 @@ def _read_streams(
     return accountant, {k: v for k, v in offsets.items() if k in mine}, n
 
 
-def _parallel_plan(store: EventStore, job: str, workers: int) -> list[list[str]] | None:
-    """Contiguous groups of streams (sorted names) of similar size, or None when not worth it."""
+def _parallel_plan(
+    store: EventStore, job: str, workers: int
+) -> tuple[list[list[str]], dict[str, int]] | None:
+    """Contiguous groups of streams (sorted names) of similar size, and each stream's size
+    now; None when not worth it."""
     if not isinstance(store, JsonlStore) or workers < 2:
         return None
     base = store.job_dir(job)
@@ -81,7 +84,7 @@ def _parallel_plan(store: EventStore, job: str, workers: int) -> list[list[str]]
             groups.append([])
         groups[-1].append(name)
         acc += size
-    return [g for g in groups if g]
+    return [g for g in groups if g], dict(sizes)
 
 
 def _parallel_allowed() -> bool:
@@ -125,7 +128,6 @@ class LiveJob:
     ) -> None:
         self.store, self.job = _resolve(source, job)
         self.accountant = Accountant(self.job, ideal_step_time=ideal_step_time)
-        self._ideal = ideal_step_time
         self._cursor: Cursor | None = None
         self._on_progress = on_progress
         self._parallel = parallel
@@ -150,12 +152,10 @@ class LiveJob:
     def _cold_parallel(self) -> int | None:
         """Read each group of files in its own process and merge; None when not done."""
         workers = min(os.cpu_count() or 1, 4)
-        plan = _parallel_plan(self.store, self.job, workers)
-        if plan is None or (self._parallel is None and not _parallel_allowed()):
+        found = _parallel_plan(self.store, self.job, workers)
+        if found is None or (self._parallel is None and not _parallel_allowed()):
             return None
-        assert isinstance(self.store, JsonlStore)
-        base = self.store.job_dir(self.job)
-        everything = {name: (base / name).stat().st_size for g in plan for name in g}
+        plan, everything = found
         tasks = [
             (
                 self.store.uri,
@@ -168,7 +168,7 @@ class LiveJob:
         ]
         with multiprocessing.get_context("fork").Pool(len(tasks)) as pool:
             results = pool.starmap(_read_streams, tasks)
-        merged = Accountant(self.job, ideal_step_time=self._ideal)
+        merged = Accountant(self.job, ideal_step_time=self.accountant.ideal_step_time)
         offsets: dict[str, tuple[int, int]] = {}
         n = 0
         for accountant, their_offsets, count in results:  # in file order

@@ -89,12 +89,11 @@ _IDENTITY_FIELDS: Final = frozenset({"ts", "kind", "job", "attempt", "host", "ra
 _INT_FIELDS: Final = frozenset({"step", "exit_code", "active", "total", "available"})
 _STR_FIELDS: Final = frozenset({"name", "status"})
 _BOOL_FIELDS: Final = frozenset({"blocking"})
-# Kinds whose event is valid with no field beyond identity, and kinds that need
-# just a step (the writer skips full validation for these common shapes).
-_STEP_KINDS: Final = STEP_KINDS  # the schema's own set (events.py)
+# Kinds whose event is valid with no field beyond identity; with the schema's
+# STEP_KINDS (just a step), the writer skips full validation for these common shapes.
 _BARE_KINDS: Final = (
     KINDS
-    - _STEP_KINDS
+    - STEP_KINDS
     - {
         Kind.CUSTOM_START,
         Kind.CUSTOM_END,
@@ -686,7 +685,7 @@ class Recorder:
                     event = _replace(template, ts=ts, kind=kind, **self._clean(fields))
                 else:
                     event = _replace(template, ts=ts, kind=kind, step=_as_int(fields))
-                    if kind in _STEP_KINDS and _isfinite(ts):
+                    if kind in STEP_KINDS and _isfinite(ts):
                         append(event)
                         continue
             except Exception as exc:

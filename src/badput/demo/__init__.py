@@ -56,7 +56,6 @@ class DemoConfig:
     crash_at: int | None = None
     print_every: int | None = None
     warmup_matmuls: int | None = None
-    batches_per_load: int | None = None
     restart_delay: float = 2.0
     max_restarts: int = 2
 

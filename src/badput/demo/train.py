@@ -59,7 +59,6 @@ class TrainConfig:
     seed: int = 0
     keep_checkpoints: int = 2
     warmup_matmuls: int = 40
-    batches_per_load: int = 4  # the loader fetches this many batches at a time
 
     def crash_step(self) -> int:
         """The step after which attempt 0 dies (never a checkpoint step)."""
@@ -245,16 +244,10 @@ def train(cfg: TrainConfig, ckpt_dir: str, rec: Recorder, attempt: str) -> int:
     crash_at = cfg.crash_step() if attempt == "0" else None
     t_last, n_last = time.perf_counter(), 0
     loss = acc = float("nan")
-    loader: list[tuple[Array, npt.NDArray[np.int64]]] = []  # batches fetched, not yet used
     for n in range(start + 1, cfg.steps + 1):
         with rec.step(n):
-            if not loader:
-                with rec.data_loading():
-                    loader = [
-                        teacher.batch(np.random.default_rng([cfg.seed, 4, k]), cfg.batch)
-                        for k in range(n, min(n + cfg.batches_per_load, cfg.steps + 1))
-                    ]
-            x, y = loader.pop(0)
+            with rec.data_loading():
+                x, y = teacher.batch(np.random.default_rng([cfg.seed, 4, n]), cfg.batch)
             h1, h2, logits = forward(params, x)
             loss, g, acc = softmax_xent(logits, y)
             opt.update(params, backward(params, x, h1, h2, g))
@@ -297,7 +290,6 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--crash-at", type=int, default=None, help="step after which attempt 0 dies")
     p.add_argument("--print-every", type=int, default=d.print_every)
     p.add_argument("--warmup-matmuls", type=int, default=d.warmup_matmuls)
-    p.add_argument("--batches-per-load", type=int, default=d.batches_per_load)
     p.add_argument("--seed", type=int, default=d.seed)
     return p
 
@@ -315,7 +307,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         crash_at=a.crash_at,
         print_every=a.print_every,
         warmup_matmuls=a.warmup_matmuls,
-        batches_per_load=a.batches_per_load,
         seed=a.seed,
     )
     attempt = os.environ.get(_env.BADPUT_ATTEMPT, "0")

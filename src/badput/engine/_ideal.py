@@ -2,21 +2,37 @@
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import numpy.typing as npt
 
-__all__ = ["MIN_CLEAN_STEPS", "best_sustained_step_time", "block_size"]
+__all__ = [
+    "FULL_BLOCK",
+    "MIN_CLEAN_STEPS",
+    "best_sustained_step_time",
+    "block_size",
+    "min_block_median",
+]
 
 MIN_CLEAN_STEPS = 5
-_FULL_BLOCK = 100
+FULL_BLOCK = 100  # W once there are 1,000 clean steps
 _FULL_BLOCK_FROM = 1_000
 
 
 def block_size(n_clean: int) -> int:
     """W = 100, or max(5, n // 10) when there are fewer than 1,000 clean steps."""
     if n_clean >= _FULL_BLOCK_FROM:
-        return _FULL_BLOCK
+        return FULL_BLOCK
     return max(MIN_CLEAN_STEPS, n_clean // 10)
+
+
+def min_block_median(values: npt.NDArray[np.float64], w: int) -> float:
+    """Smallest median over the complete blocks of ``w`` consecutive values (inf if none)."""
+    full = (int(values.shape[0]) // w) * w
+    if not full:
+        return math.inf
+    return float(np.median(values[:full].reshape(-1, w), axis=1).min())
 
 
 def best_sustained_step_time(clean_step_times: npt.NDArray[np.float64]) -> float | None:
@@ -27,7 +43,4 @@ def best_sustained_step_time(clean_step_times: npt.NDArray[np.float64]) -> float
     n = int(clean_step_times.shape[0])
     if n < MIN_CLEAN_STEPS:
         return None
-    w = block_size(n)
-    full = (n // w) * w
-    blocks = clean_step_times[:full].reshape(-1, w)
-    return float(np.median(blocks, axis=1).min())
+    return min_block_median(clean_step_times, block_size(n))

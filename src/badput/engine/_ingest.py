@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from badput.engine._intervals import IntervalMark
-from badput.events import KINDS, Event, Kind, bucket_of, interval_base
+from badput.events import KINDS, LIFECYCLE_KINDS, Event, Kind, bucket_of, interval_base
 
 __all__ = ["DiagnosticLog", "LifecycleEvent", "StepLog", "Stream"]
 
@@ -79,10 +79,6 @@ class Stream:
     first_ts: float = math.inf
     last_ts: float = -math.inf
 
-    def touch(self, ts: float) -> None:
-        self.first_ts = min(self.first_ts, ts)
-        self.last_ts = max(self.last_ts, ts)
-
     @property
     def has_work(self) -> bool:
         return bool(len(self.steps) or self.marks)
@@ -130,7 +126,6 @@ class Ingestor:
         self.n_events = 0
         self.diagnostics = DiagnosticLog()
         self.unknown_kinds: dict[str, int] = {}
-        self.version = 0  # bumped on every ingest, for caches
         # Query-side caches (sealed step rows per attempt, ideal-time blocks), owned by the
         # engine's partition code; they only ever hold values derivable from the state above.
         self.cache: dict[object, object] = {}
@@ -148,7 +143,6 @@ class Ingestor:
         if other.job is not None and self.job is not None and other.job != self.job:
             raise ValueError(f"cannot merge job {other.job!r} into job {self.job!r}")
         self.job = self.job or other.job
-        self.version += 1
         self.cache.clear()
         for key, theirs in other.streams.items():
             mine = self.streams.get(key)
@@ -205,7 +199,6 @@ class Ingestor:
         """
         if not events:
             return
-        self.version += 1
         diag = self.diagnostics
         if self.job is None:
             self.job = events[0].job
@@ -291,10 +284,6 @@ class Ingestor:
         self._source_last_ts[source or ""] = prev_ts
 
     @property
-    def first_ts(self) -> float:
-        return min((s.first_ts for s in self.streams.values()), default=math.inf)
-
-    @property
     def last_ts(self) -> float:
         return max((s.last_ts for s in self.streams.values()), default=-math.inf)
 
@@ -313,7 +302,7 @@ class Ingestor:
         kind = ev.kind
         if s.attempt is None:
             self.idless_ts.append(ev.ts)
-        if kind in (Kind.JOB_START, Kind.JOB_END, Kind.ATTEMPT_END, Kind.JOB_SCHEDULED):
+        if kind in LIFECYCLE_KINDS:
             self.lifecycle.append(
                 LifecycleEvent(
                     ev.ts,

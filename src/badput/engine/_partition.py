@@ -787,17 +787,32 @@ class _Builder:
 
     def _summary(self, att: Attempt, segments: list[_Segment], i: int) -> AttemptSummary:
         segs = [s for s in segments if s.attempt == i]
+        if segs:
+            restore_step = segs[0].restore_point if segs[0].restored else None
+        else:  # no steps (e.g. a resiliency log): the attempt's own restore, if it made one
+            restore_step = self._last_restore(att)
         return AttemptSummary(
             id=att.id,
             start=att.start,
             end=att.eff_end,
             end_reason=att.end_reason,
-            restore_step=segs[0].restore_point if segs and segs[0].restored else None,
+            restore_step=restore_step,
             first_step=segs[0].first_step if segs else None,
             last_step=segs[-1].last_step if segs else None,
             status=att.status,
             exit_code=att.exit_code,
         )
+
+    def _last_restore(self, att: Attempt) -> int | None:
+        """Step of the attempt's last checkpoint restore (an end event preferred)."""
+        stream = self._leader_stream(att)
+        if stream is None:
+            return None
+        marks = sorted(
+            (r for r in stream.restores if att.range_lo <= r.ts < att.range_hi),
+            key=lambda r: (r.is_end, r.ts, r.seq),
+        )
+        return marks[-1].step if marks else None
 
     def _leader_stream(self, att: Attempt) -> Stream | None:
         """The lowest rank with work in this attempt (events without rank count as 0)."""

@@ -20,7 +20,13 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from badput.engine._ideal import MIN_CLEAN_STEPS, block_size
+from badput.engine._ideal import (
+    FULL_BLOCK,
+    MIN_CLEAN_STEPS,
+    best_sustained_step_time,
+    block_size,
+    min_block_median,
+)
 from badput.engine._intervals import (
     Coverage,
     IntervalMark,
@@ -466,40 +472,27 @@ class IdealCache:
     """Block medians of the sealed clean-step sequence (W = 100 once there are 1,000)."""
 
     signature: list[tuple[int, int]] = field(default_factory=list)
-    blocks_min: float = math.inf
-    carry: F64 = field(default_factory=lambda: np.zeros(0))
-    total: int = 0
+    blocks_min: float = math.inf  # over the complete blocks of the sealed sequence
+    carry: F64 = field(default_factory=lambda: np.zeros(0))  # sealed values after them
 
     def estimate(self, sealed: list[tuple[int, F64]], tail: F64) -> float | None:
         """Best sustained step time over ``sealed`` parts (in order) then ``tail``."""
-        n_sealed = sum(int(v.shape[0]) for _, v in sealed)
-        n = n_sealed + int(tail.shape[0])
-        if n < MIN_CLEAN_STEPS:
-            return None
+        n = sum(int(v.shape[0]) for _, v in sealed) + int(tail.shape[0])
         w = block_size(n)
-        if w != 100:
-            seq = np.concatenate([v for _, v in sealed] + [tail])
-            full = (n // w) * w
-            return float(np.median(seq[:full].reshape(-1, w), axis=1).min())
+        if n < MIN_CLEAN_STEPS or w != FULL_BLOCK:
+            # Few clean steps: W depends on n, so nothing carries over; the sequence is short.
+            return best_sustained_step_time(np.concatenate([v for _, v in sealed] + [tail]))
         sig = [(key, int(v.shape[0])) for key, v in sealed]
         new_values = self._extension(sig, sealed)
         if new_values is None:
-            self.signature, self.blocks_min, self.carry, self.total = [], math.inf, np.zeros(0), 0
+            self.blocks_min, self.carry = math.inf, np.zeros(0)
             new_values = np.concatenate([v for _, v in sealed]) if sealed else np.zeros(0)
         self.signature = sig
         pending = np.concatenate((self.carry, new_values))
         full = (pending.shape[0] // w) * w
-        if full:
-            self.blocks_min = min(
-                self.blocks_min, float(np.median(pending[:full].reshape(-1, w), axis=1).min())
-            )
+        self.blocks_min = min(self.blocks_min, min_block_median(pending, w))
         self.carry = pending[full:]
-        self.total = n_sealed
-        rest = np.concatenate((self.carry, tail))
-        full = (rest.shape[0] // w) * w
-        best = self.blocks_min
-        if full:
-            best = min(best, float(np.median(rest[:full].reshape(-1, w), axis=1).min()))
+        best = min(self.blocks_min, min_block_median(np.concatenate((self.carry, tail)), w))
         return best if math.isfinite(best) else None
 
     def _extension(self, sig: list[tuple[int, int]], sealed: list[tuple[int, F64]]) -> F64 | None:
