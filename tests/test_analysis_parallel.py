@@ -39,7 +39,10 @@ def test_parallel_cold_read_equals_sequential_and_live_updates_continue(
     with second.open("ab") as fh:
         fh.write(b'{"ts": "not a number"}\n')
     monkeypatch.setattr(analysis, "PARALLEL_MIN_BYTES", 0)
-    assert analysis._parallel_plan(analysis.JsonlStore(tmp_path), JOB, 2) is not None
+    plan = analysis._parallel_plan(analysis.JsonlStore(tmp_path), JOB, 2)
+    assert plan is not None
+    # four files of about the same size: two per worker, in file order
+    assert [len(group) for group in plan[0]] == [2, 2]
 
     sequential = analysis.LiveJob(tmp_path, JOB, parallel=False)
     parallel = analysis.LiveJob(tmp_path, JOB, parallel=True)
@@ -62,3 +65,19 @@ def test_parallel_cold_read_equals_sequential_and_live_updates_continue(
             )
     assert sequential.update() == parallel.update() == 5
     same(sequential.report(), parallel.report())
+
+
+def test_plan_balances_files_whose_sizes_are_nearly_equal(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Three files just under a quarter of the bytes and a last one just over: 2 + 2, not 3 + 1."""
+    monkeypatch.setattr(analysis, "PARALLEL_MIN_BYTES", 0)
+    for attempt, size in enumerate((996, 998, 998, 1025)):
+        path = tmp_path / JOB / str(attempt) / "h-0-1.jsonl"
+        path.parent.mkdir(parents=True)
+        path.write_bytes(b"x" * (size - 1) + b"\n")
+    plan = analysis._parallel_plan(analysis.JsonlStore(tmp_path), JOB, 2)
+    assert plan is not None
+    groups, sizes = plan
+    assert groups == [["0/h-0-1.jsonl", "1/h-0-1.jsonl"], ["2/h-0-1.jsonl", "3/h-0-1.jsonl"]]
+    assert sizes["3/h-0-1.jsonl"] == 1025

@@ -77,12 +77,12 @@ def _parallel_plan(
     total = sum(size for _, size in sizes)
     if len(sizes) < 2 or total < PARALLEL_MIN_BYTES:
         return None
-    groups: list[list[str]] = [[]]
+    # Each stream goes to the worker whose share of the bytes holds its midpoint: groups
+    # stay contiguous (file order) and balanced, whatever the exact sizes.
+    groups: list[list[str]] = [[] for _ in range(workers)]
     acc = 0
     for name, size in sizes:
-        if acc >= total * len(groups) / workers and len(groups) < workers:
-            groups.append([])
-        groups[-1].append(name)
+        groups[min(workers - 1, int((acc + size / 2) * workers / total))].append(name)
         acc += size
     return [g for g in groups if g], dict(sizes)
 
