@@ -218,6 +218,21 @@ def test_startup_is_first_step_beyond_typical() -> None:
     assert r.buckets == {"startup": 28.0, "productive": 22.0}
 
 
+def test_startup_baseline_mean_for_the_compat_view() -> None:
+    """typical="mean" (ml-goodput-measurement's rule): the first step beyond the mean of the
+    others, not their median. Steps after the first: 2, 2, 2, 8 s (median 2, mean 3.5)."""
+    events = [E(0, "job_start"), E(0, "step_start", step=0), E(20, "step_end", step=0)]
+    t = 20.0
+    for n, d in enumerate([2.0, 2.0, 2.0, 8.0], start=1):
+        events += [E(t, "step_start", step=n), E(t + d, "step_end", step=n)]
+        t += d
+    events.append(E(t, "job_end"))
+    assert report_of(events, ideal=2.0).bucket("startup") == 18.0
+    mean = report_of(events, ideal=2.0, typical="mean")
+    assert mean.bucket("startup") == 16.5
+    assert mean.total_seconds == sum(mean.buckets.values()) == 34.0
+
+
 def test_sparse_steps_count_as_k_steps() -> None:
     events = [E(0, "job_start")]
     for i in range(6):

@@ -6,7 +6,7 @@ from collections.abc import Iterable
 
 from badput.engine._ingest import Ingestor
 from badput.engine._model import Report
-from badput.engine._partition import compute_report, recent_step_times
+from badput.engine._partition import Typical, compute_report, recent_step_times
 from badput.engine._steptime import DEFAULT_SLOWDOWN_FACTOR, StepTimeStats, step_time_stats
 from badput.events import Event, EventError
 from badput.store._base import Chunk
@@ -89,14 +89,19 @@ class Accountant:
         now: float | None = None,
         window: tuple[float, float] | None = None,
         ideal_step_time: float | None = None,
+        typical: Typical = "median",
     ) -> Report:
         """The partition as of ``now`` (live) or of the last event (offline).
 
         ``window=(a, b)`` restricts it to ``[a, b]``; ``ideal_step_time`` overrides
-        the one given at construction (else the best sustained estimate is used).
+        the one given at construction (else the best sustained estimate is used);
+        ``typical="mean"`` takes each segment's typical step time as the mean of its
+        steps instead of the median (ml-goodput-measurement's startup rule).
         """
         ideal = ideal_step_time if ideal_step_time is not None else self.ideal_step_time
-        return compute_report(self._ing, now=now, window=window, ideal_step_time=ideal)
+        return compute_report(
+            self._ing, now=now, window=window, ideal_step_time=ideal, typical=typical
+        )
 
     def step_time_stats(
         self,

@@ -47,6 +47,8 @@ __all__ = ["compute_report"]
 
 F64 = npt.NDArray[np.float64]
 _Source = Literal["configured", "estimated"] | None
+#: How a segment's typical step time is taken from its steps (see compute_report).
+Typical = Literal["median", "mean"]
 I64 = npt.NDArray[np.int64]
 _EPS = 1e-6
 _EMPTY: F64 = np.zeros(0)
@@ -233,8 +235,10 @@ class _Builder:
         now: float | None,
         window: tuple[float, float] | None,
         ideal_step_time: float | None,
+        typical: Typical = "median",
     ) -> None:
         self.ing = ing
+        self.typical = typical
         self.now = now
         self.window = window
         self.ideal_cfg = ideal_step_time
@@ -619,7 +623,11 @@ class _Builder:
                 d = tail.d[t_lo:t_hi]
                 mask = ~np.isnan(d) & ~tail.first[t_lo:t_hi]
                 tail_vals = np.sort(d[mask] / tail.count[t_lo:t_hi][mask])
-            m = median_of_sorted(sealed_sorted, tail_vals)
+            if self.typical == "median":
+                m = median_of_sorted(sealed_sorted, tail_vals)
+            else:
+                n = int(sealed_sorted.shape[0] + tail_vals.shape[0])
+                m = float(sealed_sorted.sum() + tail_vals.sum()) / n if n else None
             seg.m = m if m is not None else ideal
             for i in open_rows:
                 if not seg.lo <= i < seg.hi:
@@ -846,13 +854,19 @@ def compute_report(
     now: float | None = None,
     window: tuple[float, float] | None = None,
     ideal_step_time: float | None = None,
+    typical: Typical = "median",
 ) -> Report:
-    """The partition of the ingested job as of ``now`` (or its last event), optionally windowed."""
+    """The partition of the ingested job as of ``now`` (or its last event), optionally windowed.
+
+    ``typical`` is how a segment's typical step time (§4: the startup baseline, the length
+    of an open last step) is taken from its other steps: ``"median"`` (ACCOUNTING.md) or
+    ``"mean"`` (ml-goodput-measurement's rule, for its compatibility layer).
+    """
     if window is not None and window[1] < window[0]:
         raise ValueError(f"window end {window[1]} is before its start {window[0]}")
     if ideal_step_time is not None and not (ideal_step_time > 0 and math.isfinite(ideal_step_time)):
         raise ValueError(f"ideal step time must be a positive number, got {ideal_step_time}")
-    return _Builder(ing, now, window, ideal_step_time).build()
+    return _Builder(ing, now, window, ideal_step_time, typical).build()
 
 
 def recent_step_times(

@@ -1,0 +1,693 @@
+"""``ml_goodput_measurement.goodput``: the recorder and calculator, on badput's store and engine.
+
+Drop-in for ml-goodput-measurement 0.2.x: same classes, constructor parameters (names,
+order, defaults), methods and return shapes. What changes underneath:
+
+- :class:`GoodputRecorder` writes badput events to a badput store (``store=``, else
+  ``$BADPUT_STORE``, else ``./badput-runs``), keyed by ``job_name``; no Cloud Logging, no
+  credentials. Each ``record_*`` call builds exactly the payload the library would send
+  and converts it with the same decoder that reads the library's own logs
+  (:mod:`._payload`), so a log written here and a log imported from Cloud Logging give
+  the same numbers.
+- :class:`GoodputCalculator` reads that store incrementally and asks badput's engine for
+  the partition of the job's time (ACCOUNTING.md), then maps it onto the library's
+  buckets (``docs/compat.md``): observed goodput (slow steps count as productive), the
+  first step of a segment beyond the *mean* of its other steps as PROGRAM_STARTUP, the
+  library's ideal step time (mean within median + 3 x MAD) for step deviation. Where the
+  library double counts or misses a restart, the engine's answer stands; docs/compat.md
+  lists each such difference with a worked number.
+"""
+
+from __future__ import annotations
+
+import bisect
+import datetime
+import functools
+import logging
+import operator
+import os
+import threading
+import time
+from collections.abc import Callable, Mapping
+from typing import Any, Final, TypeVar, cast
+
+from badput.compat.ml_goodput_measurement import _payload as pl
+from badput.compat.ml_goodput_measurement import goodput_utils
+from badput.engine import Accountant, Report
+from badput.events import Event, Kind
+from badput.recorder import Recorder, _resolve_attempt
+from badput.store import Cursor, EventStore, open_store
+
+__all__ = [
+    "BadputType",
+    "GoodputCalculator",
+    "GoodputRecorder",
+    "GoodputType",
+    "IntervalMetricType",
+    "IntervalWorkloadMetricDetails",
+    "MetricType",
+    "StepInfo",
+    "UnproductiveTimeDict",
+    "WorkloadMetricDetails",
+    "compute_ideal_step_time",
+    "get_extra_time_from_anomalous_steps",
+    "get_timestamp_from_log_entry",
+]
+
+logger = logging.getLogger(__name__)
+_F = TypeVar("_F", bound=Callable[..., None])
+
+BadputType = goodput_utils.BadputType
+GoodputType = goodput_utils.GoodputType
+GoodputInfo = goodput_utils.GoodputInfo
+MetricType = goodput_utils.MetricType
+IntervalMetricType = goodput_utils.IntervalMetricType
+StepInfo = goodput_utils.StepInfo
+WorkloadMetricDetails = goodput_utils.WorkloadMetricDetails
+IntervalWorkloadMetricDetails = goodput_utils.IntervalWorkloadMetricDetails
+UnproductiveTimeDict = dict[goodput_utils.BadputType, float | dict[str, float]]
+compute_ideal_step_time = goodput_utils.compute_ideal_step_time
+get_extra_time_from_anomalous_steps = goodput_utils.get_extra_time_from_anomalous_steps
+get_timestamp_from_log_entry = goodput_utils.get_timestamp_from_log_entry
+
+#: Bytes per store read: bounds the memory of catching up with a large log.
+_READ_SLICE_BYTES: Final = 32 * 1024 * 1024
+
+# badput bucket -> the library's BadputType (ACCOUNTING.md §6). Buckets not named here
+# (untracked, queued, unknown) are OTHER; custom:* and elastic_* are handled apart.
+_BUCKETS: Final[dict[str, goodput_utils.BadputType]] = {
+    "accelerator_init": BadputType.TPU_INITIALIZATION,
+    "training_prep": BadputType.TRAINING_PREP,
+    "startup": BadputType.PROGRAM_STARTUP,
+    "compile": BadputType.PROGRAM_STARTUP,
+    "data_loading": BadputType.DATA_LOADING_SYNC,
+    "checkpoint_save": BadputType.UNPRODUCTIVE_CHECKPOINT_SAVE_TIME,
+    "checkpoint_restore": BadputType.UNPRODUCTIVE_CHECKPOINT_RESTORE_TIME,
+    "wasted": BadputType.WASTED_PROGRESS_FROM_DISRUPTION,
+    "recovery": BadputType.INFRASTRUCTURE_RECOVERY_FROM_DISRUPTION,
+}
+_PRODUCTIVE: Final = ("productive", "slowdown")  # observed goodput
+
+# The library's breakdown order (its _get_job_badput_breakdown).
+_BREAKDOWN_ORDER: Final = (
+    BadputType.TPU_INITIALIZATION,
+    BadputType.TRAINING_PREP,
+    BadputType.DATA_LOADING_SYNC,
+    BadputType.DATA_LOADING_ASYNC,
+    BadputType.UNPRODUCTIVE_CHECKPOINT_SAVE_TIME,
+    BadputType.UNPRODUCTIVE_CHECKPOINT_RESTORE_TIME,
+    BadputType.PROGRAM_STARTUP,
+    BadputType.WASTED_PROGRESS_FROM_DISRUPTION,
+    BadputType.INFRASTRUCTURE_RECOVERY_FROM_DISRUPTION,
+    BadputType.CUSTOM_BADPUT_EVENTS,
+    BadputType.OTHER,
+)
+_ELASTIC_TYPES: Final = (
+    BadputType.ELASTIC_SLICE_DOWN,
+    BadputType.ELASTIC_SCALE_UP,
+    BadputType.ELASTIC_REINITIALIZATION,
+)
+
+
+def _now_datetime() -> datetime.datetime:
+    return datetime.datetime.now(datetime.timezone.utc)
+
+
+def _posix(value: datetime.datetime) -> float:
+    """POSIX seconds of a recorded time. A naive datetime is local time, as
+    ``datetime.timestamp()`` (which the library calls) takes it: the library's own examples
+    pass ``datetime.datetime.now()``."""
+    return value.timestamp()
+
+
+def _posix_utc(value: datetime.datetime) -> float:
+    """POSIX seconds of a query bound; a naive datetime is UTC, as the library's Cloud
+    Logging filter takes it."""
+    if value.tzinfo is None:
+        value = value.replace(tzinfo=datetime.timezone.utc)
+    return value.timestamp()
+
+
+def _never_raises(method: _F) -> _F:
+    """Recorder methods run inside training loops: log a bad call, never raise it."""
+
+    @functools.wraps(method)
+    def wrapper(self: GoodputRecorder, *args: Any, **kwargs: Any) -> None:
+        try:
+            method(self, *args, **kwargs)
+        except Exception as exc:
+            logger.warning("badput: %s not recorded: %r", method.__name__, exc)
+
+    return cast("_F", wrapper)
+
+
+class GoodputRecorder:
+    """Records a job's goodput events (ml-goodput-measurement's recorder API).
+
+    Args:
+        job_name: the job (badput's ``job``).
+        logger_name: kept as :attr:`logger_name` (the library's Cloud Logging log name);
+            it does not choose where events go: ``store`` does.
+        logging_enabled: record only where this is ``True`` (e.g. worker 0), as in the
+            library; elsewhere every method is a no-op.
+        cloud_logger: accepted for signature compatibility and ignored.
+        background_grace_period_s, background_batch_size, background_max_latency_s:
+            accepted for compatibility; badput's writer thread flushes every 0.5 s and
+            at once after job and checkpoint events.
+        store: badput extension: an ``EventStore`` or URI (default ``$BADPUT_STORE``, else
+            ``./badput-runs``).
+
+    Each job start (``record_job_start_time``) opens a new attempt: its id is taken from
+    the environment like badput's own recorder (TORCHELASTIC_RESTART_COUNT, ...), or is
+    fresh per process, with ``.<n>`` appended for later starts in the same process.
+    Like the library, the recorder writes no heartbeats.
+    """
+
+    def __init__(
+        self,
+        job_name: str,
+        logger_name: str,
+        logging_enabled: bool = False,
+        cloud_logger: Any = None,
+        *,
+        background_grace_period_s: float = 5.0,
+        background_batch_size: int = 100,
+        background_max_latency_s: float = 2.0,
+        store: EventStore | str | os.PathLike[str] | None = None,
+    ) -> None:
+        self.job_name = job_name
+        self.logger_name = logger_name
+        self._enabled = bool(logging_enabled)
+        self._lock = threading.Lock()
+        self._recorders: dict[str | int | None, Recorder] = {}
+        if not self._enabled:
+            logger.info("Logging is disabled for this process.")
+            self._store: EventStore | None = None
+            return
+        self._store = open_store(store)
+        self._decoder = pl.PayloadDecoder(job_name, attempt=_resolve_attempt(None))
+
+    @property
+    def store(self) -> EventStore | None:
+        """Where events go (``None`` when logging is disabled)."""
+        return self._store
+
+    def _write(self, payload: dict[str, Any], timestamp: float | None = None) -> None:
+        """Record the events of one payload; never raises into the training loop."""
+        if not self._enabled:
+            return
+        try:
+            with self._lock:
+                events = self._decoder.decode(payload, timestamp)
+                for event in events:
+                    self._recorder(event.attempt).record(event.kind, ts=event.ts, **_fields(event))
+        except Exception as exc:  # a bad timestamp from the caller, say
+            logger.warning("badput: goodput event %r not recorded: %s", payload, exc)
+
+    def _recorder(self, attempt: str | int | None) -> Recorder:
+        rec = self._recorders.get(attempt)
+        if rec is None:
+            for old in self._recorders.values():
+                old.close()  # the previous attempt is over: flush it
+            rec = Recorder(
+                self.job_name,
+                store=self._store,
+                attempt=attempt,
+                heartbeat_interval=0,
+                enabled=True,
+            )
+            self._recorders = {attempt: rec}
+        return rec
+
+    def flush(self) -> None:
+        """Block until everything recorded so far is in the store."""
+        with self._lock:
+            recorders = list(self._recorders.values())
+        for rec in recorders:
+            rec.flush()
+
+    def _record_time(self, key: str, when: datetime.datetime | None) -> None:
+        if not self._enabled:
+            return
+        ts = _posix(when) if when is not None else time.time()
+        self._write({pl.JOB_NAME: self.job_name, key: ts})
+
+    @_never_raises
+    def record_step_start_time(
+        self, step: int, start_time: datetime.datetime | None = None
+    ) -> None:
+        """Record the start of training step ``step``."""
+        if not self._enabled:
+            return
+        ts = _posix(start_time) if start_time is not None else time.time()
+        self._write({pl.JOB_NAME: self.job_name, pl.STEP_COUNT: step, pl.STEP_START_TIME: ts})
+
+    @_never_raises
+    def record_checkpoint_progress(self, step: int, checkpoint_start_time: Any) -> None:
+        """A no-op in the library; here it records that ``step`` is durably checkpointed
+        (``checkpoint_committed``), which badput uses for its at-risk figure."""
+        if not self._enabled:
+            return
+        ts = (
+            _posix(checkpoint_start_time)
+            if isinstance(checkpoint_start_time, datetime.datetime)
+            else float(checkpoint_start_time)
+        )
+        with self._lock:
+            attempt = self._decoder.attempt
+            self._recorder(attempt).record(
+                Kind.CHECKPOINT_COMMITTED, ts=ts, step=operator.index(step)
+            )
+
+    @_never_raises
+    def record_job_start_time(self, start_time: datetime.datetime | None = None) -> None:
+        """Record the start of the job, or of its restart (a new attempt)."""
+        self._record_time(pl.JOB_START_TIME, start_time)
+
+    @_never_raises
+    def record_job_end_time(self, end_time: datetime.datetime | None = None) -> None:
+        """Record the end of the job (it finished for good)."""
+        self._record_time(pl.JOB_END_TIME, end_time)
+        self.flush()
+
+    @_never_raises
+    def record_tpu_init_start_time(self, start_time: datetime.datetime | None = None) -> None:
+        self._record_time(pl.TPU_INIT_START_TIME, start_time)
+
+    @_never_raises
+    def record_tpu_init_end_time(self, end_time: datetime.datetime | None = None) -> None:
+        self._record_time(pl.TPU_INIT_END_TIME, end_time)
+
+    @_never_raises
+    def record_training_preparation_start_time(
+        self, start_time: datetime.datetime | None = None
+    ) -> None:
+        self._record_time(pl.TRAINING_PREP_START_TIME, start_time)
+
+    @_never_raises
+    def record_training_preparation_end_time(
+        self, end_time: datetime.datetime | None = None
+    ) -> None:
+        self._record_time(pl.TRAINING_PREP_END_TIME, end_time)
+
+    @_never_raises
+    def record_data_loading_start_time(self, start_time: datetime.datetime | None = None) -> None:
+        """Data loading starts: blocking before the first step of an attempt, overlapping
+        training after it (the library's SYNC / ASYNC)."""
+        self._record_time(pl.DATA_LOADING_START_TIME, start_time)
+
+    @_never_raises
+    def record_data_loading_end_time(self, end_time: datetime.datetime | None = None) -> None:
+        self._record_time(pl.DATA_LOADING_END_TIME, end_time)
+
+    @_never_raises
+    def record_custom_badput_event_start_time(
+        self,
+        start_time: datetime.datetime | None = None,
+        custom_badput_event_type: str = "unknown",
+    ) -> None:
+        """A custom badput event (eval, SDC check, ...) starts; reported per type."""
+        self._record_named(
+            pl.CUSTOM_BADPUT_EVENT_TYPE,
+            custom_badput_event_type,
+            pl.CUSTOM_BADPUT_EVENT_START_TIME,
+            start_time,
+        )
+
+    @_never_raises
+    def record_custom_badput_event_end_time(
+        self,
+        end_time: datetime.datetime | None = None,
+        custom_badput_event_type: str = "unknown",
+    ) -> None:
+        self._record_named(
+            pl.CUSTOM_BADPUT_EVENT_TYPE,
+            custom_badput_event_type,
+            pl.CUSTOM_BADPUT_EVENT_END_TIME,
+            end_time,
+        )
+
+    def _record_named(
+        self, type_key: str, name: str, key: str, when: datetime.datetime | None
+    ) -> None:
+        if not self._enabled:
+            return
+        ts = _posix(when) if when is not None else time.time()
+        self._write({pl.JOB_NAME: self.job_name, type_key: name, key: ts})
+
+    @_never_raises
+    def record_payload(self, payload: Mapping[str, Any], timestamp: float | None = None) -> None:
+        """badput extension: record one raw payload in the library's (or Orbax's checkpoint
+        logger's) format, e.g. forwarded from Orbax, whose save/restore entries are the
+        library's only source of checkpoint time. ``timestamp``: when it was logged."""
+        if not self._enabled:
+            return
+        self._write({pl.JOB_NAME: self.job_name, **payload}, timestamp)
+
+    def close(self) -> None:
+        """badput extension: flush and stop the writer threads (also done at exit)."""
+        with self._lock:
+            recorders, self._recorders = list(self._recorders.values()), {}
+        for rec in recorders:
+            rec.close()
+
+
+def _fields(event: Event) -> dict[str, Any]:
+    """The schema fields of a decoded event, for :meth:`Recorder.record`."""
+    out: dict[str, Any] = {}
+    for name in ("step", "name", "blocking", "status", "active", "total", "available"):
+        value = getattr(event, name)
+        if value is not None:
+            out[name] = value
+    return out
+
+
+class _JobView:
+    """What the calculator knows of the job: the engine's accountant plus the few raw
+    series the library's own rules need (step starts, event times, elastic events)."""
+
+    def __init__(self, store: EventStore, job: str) -> None:
+        self.store = store
+        self.job = job
+        self.accountant = Accountant(job)
+        self.cursor: Cursor | None = None
+        self.times: list[float] = []  # every event's time, sorted
+        self.step_starts: list[tuple[float, int]] = []  # (ts, step), sorted
+        self.intervals: dict[str, list[tuple[float, float]]] = {}  # base -> paired spans
+        self.slices: list[tuple[float, int, int, int]] = []  # (ts, active, available, total)
+        self.job_start: float | None = None
+        self._open: dict[str, float] = {}
+        self._pending: list[Event] = []
+
+    def update(self) -> int:
+        """Ingest what was appended since the last call; return how many events."""
+        n = 0
+        while True:
+            result = self.store.read(self.job, self.cursor, max_bytes=_READ_SLICE_BYTES)
+            progressed = result.cursor.offsets != (self.cursor.offsets if self.cursor else {})
+            self.cursor = result.cursor
+            self.accountant.ingest(result.chunks)
+            for chunk in result.chunks:
+                for item in chunk.items:
+                    if isinstance(item, Event) and item.job == self.job:
+                        self._pending.append(item)
+                        n += 1
+            if not progressed:
+                break
+        if self._pending:
+            self._absorb(sorted(self._pending, key=lambda e: e.ts))
+            self._pending = []
+        return n
+
+    def _absorb(self, events: list[Event]) -> None:
+        late = bool(self.times) and events[0].ts < self.times[-1]
+        for e in events:
+            if late:
+                bisect.insort(self.times, e.ts)
+            else:
+                self.times.append(e.ts)
+            kind = e.kind
+            if kind == Kind.STEP_START and e.step is not None:
+                bisect.insort(self.step_starts, (e.ts, e.step))
+            elif kind == Kind.JOB_START:
+                self.job_start = e.ts if self.job_start is None else min(self.job_start, e.ts)
+            elif kind == Kind.ELASTIC_SLICES:
+                total = max(e.total or 1, 1)
+                self.slices.append((e.ts, e.active or 0, e.available or 0, total))
+            elif kind.endswith("_start") or kind.endswith("_end"):
+                base = kind.rsplit("_", 1)[0]
+                if base in ("accelerator_init", "training_prep", "elastic_reinit"):
+                    if kind.endswith("_start"):
+                        self._open[base] = e.ts
+                    elif base in self._open:
+                        start = self._open.pop(base)
+                        if start < e.ts:
+                            self.intervals.setdefault(base, []).append((start, e.ts))
+        self.slices.sort()
+
+    def clip(self, start: float, end: float) -> tuple[float, float] | None:
+        """The library's interval: from the first event after ``start`` to the last event
+        at or before ``end`` (it only knows the time span its log entries cover)."""
+        i = bisect.bisect_right(self.times, start)
+        j = bisect.bisect_right(self.times, end)
+        if j <= i:
+            return None
+        return max(start, self.times[i]), min(end, self.times[j - 1])
+
+
+class GoodputCalculator:
+    """Computes a job's goodput, badput breakdown and step deviation (the library's API).
+
+    Args:
+        job_name, logger_name, cloud_logger, using_pathways, max_logs_retention_period,
+        gcs_path, cache_dir: as in the library (``cloud_logger``, ``gcs_path``,
+            ``cache_dir`` and the retention period are accepted and unused: badput
+            reads its own store incrementally and keeps its state in memory).
+        store: badput extension: where the recorder wrote (default ``$BADPUT_STORE``,
+            else ``./badput-runs``).
+        clock: badput extension: the query time source (POSIX seconds), for tests and
+            replays of old logs.
+    """
+
+    #: The breakdown's own types (the elastic calculator adds its three).
+    _badput_types: tuple[goodput_utils.BadputType, ...] = _BREAKDOWN_ORDER
+
+    def __init__(
+        self,
+        job_name: str,
+        logger_name: str,
+        cloud_logger: Any = None,
+        using_pathways: bool = False,
+        max_logs_retention_period: datetime.timedelta | None = None,
+        gcs_path: str | None = None,
+        cache_dir: str = "/tmp",  # the library's default, unused here
+        *,
+        store: EventStore | str | os.PathLike[str] | None = None,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.job_name = job_name
+        self.logger_name = logger_name
+        self.using_pathways = using_pathways
+        self._clock = clock
+        self._view = _JobView(open_store(store), job_name)
+        self._lock = threading.Lock()
+        self._goodput_info: goodput_utils.GoodputInfo | None = None
+        self._step_info: goodput_utils.StepInfo | None = None
+        self._number_of_interruptions = 0
+
+    # ----------------------------------------------------------------- queries
+
+    def get_job_goodput(
+        self,
+        include_badput_breakdown: bool = False,
+        configured_ideal_step_time: float | None = None,
+    ) -> tuple[float, UnproductiveTimeDict, int]:
+        """(goodput %, badput breakdown % or ``{}``, last productive step) of the whole job.
+
+        Raises ``ValueError`` when the job has no recorded start (total time zero), as
+        the library does.
+        """
+        with self._lock:
+            now = self._clock()
+            view = self._view
+            view.update()
+            if view.job_start is None:
+                raise ValueError(
+                    "Total job time is zero, Goodput cannot be calculated. Please fix the"
+                    " logging entries."
+                )
+            report = view.accountant.report(now=now, typical="mean")
+            productive, seconds = self._seconds(report)
+            total = report.total_seconds
+            if total <= 0.0:
+                raise ValueError(
+                    "Total job time is zero, Goodput cannot be calculated. Please fix the"
+                    " logging entries."
+                )
+            self._number_of_interruptions = max(0, len(report.attempts) - 1)
+            last_step = _last_productive_step(report)
+            self._goodput_info = goodput_utils.GoodputInfo(
+                total_productive_time=productive,
+                total_elapsed_time=total,
+                total_unproductive_time=seconds,
+                max_productive_step=last_step,
+                last_recorded_step=report.steps.last or 0,
+                last_updated_timestamp=_now_datetime(),
+                number_of_disruptions=self._number_of_interruptions,
+            )
+            try:
+                self._step_info = self._step_deviation(configured_ideal_step_time)
+            except ValueError as exc:
+                logger.info("Failed to compute step information: %s", exc)
+            breakdown = self._percentages(seconds, total) if include_badput_breakdown else {}
+            return productive / total * 100.0, breakdown, last_step
+
+    def get_job_goodput_interval(
+        self, interval_start: datetime.datetime, interval_end: datetime.datetime
+    ) -> tuple[float, UnproductiveTimeDict, int, float, int]:
+        """(goodput %, breakdown %, last productive step, interval seconds, disruptions)
+        of the window, clipped as the library clips it: to the events inside it."""
+        if interval_start is None or interval_end is None:
+            raise ValueError(
+                "Start and end times are required to get log entries from an interval window."
+            )
+        with self._lock:
+            view = self._view
+            view.update()
+            clipped = view.clip(_posix_utc(interval_start), _posix_utc(interval_end))
+            if clipped is None:
+                raise ValueError(
+                    f"No log entries found within the interval window between {interval_start}"
+                    f" and {interval_end}."
+                )
+            a, b = clipped
+            if a >= b:
+                raise ValueError(
+                    "Start time is on or after end time, cannot compute total job time."
+                )
+            report = view.accountant.report(now=self._clock(), window=(a, b), typical="mean")
+            productive, seconds = self._seconds(report)
+            total = b - a
+            disruptions = sum(1 for att in report.attempts[1:] if a <= att.start <= b)
+            return (
+                productive / total * 100.0,
+                self._percentages(seconds, total),
+                _last_productive_step(report),
+                total,
+                disruptions,
+            )
+
+    def get_step_deviation(
+        self, configured_ideal_step_time: float | None = None
+    ) -> dict[int, float]:
+        """{step: |step time - ideal step time|} with the library's ideal step time rule
+        (mean of the step times within median + 3 x MAD) unless one is configured."""
+        with self._lock:
+            self._view.update()
+            self._step_info = self._step_deviation(configured_ideal_step_time)
+            return self._step_info.step_deviations
+
+    def get_job_goodput_details(self) -> goodput_utils.WorkloadMetricDetails:
+        """The last cumulative result in seconds (what the monitor sends to GCM)."""
+        with self._lock:
+            info, step = self._goodput_info, self._step_info
+        if info is None:
+            logger.warning("Goodput information unavailable and will not be uploaded to GCM")
+            return {
+                "goodput_time": {},
+                "badput_time": {},
+                "max_productive_step": 0,
+                "total_elapsed_time": 0.0,
+                "disruption_count": 0,
+                "step_time_deviation": {},
+                "ideal_step_time": 0.0,
+                "total_excluded_time": 0.0,
+            }
+        return {
+            "goodput_time": {GoodputType.TOTAL: info.total_productive_time},
+            "badput_time": info.total_unproductive_time,
+            "max_productive_step": info.max_productive_step,
+            "total_elapsed_time": info.total_elapsed_time,
+            "disruption_count": info.number_of_disruptions,
+            "step_time_deviation": step.step_deviations if step else {},
+            "ideal_step_time": step.ideal_step_time if step and step.ideal_step_time else 0.0,
+            "total_excluded_time": 0.0,
+        }
+
+    def get_interval_metric_details(
+        self, interval_start: datetime.datetime, interval_end: datetime.datetime
+    ) -> goodput_utils.IntervalWorkloadMetricDetails:
+        """Interval goodput and badput (%) and the interval's size, for the monitor."""
+        size = int((interval_end - interval_start).total_seconds())
+        try:
+            goodput, breakdown, _, _, _ = self.get_job_goodput_interval(
+                interval_start, interval_end
+            )
+        except ValueError as exc:
+            logger.warning("Failed to get interval metric details: %s", exc)
+            return {"interval_goodput": {}, "interval_badput": {}, "interval_size": size}
+        return {
+            "interval_goodput": {GoodputType.TOTAL: goodput},
+            "interval_badput": breakdown,
+            "interval_size": size,
+        }
+
+    def sync_to_gcs(self) -> None:
+        """The library syncs its on-disk cache to GCS; badput keeps no such cache."""
+
+    # ----------------------------------------------------------------- mapping
+
+    def _seconds(self, report: Report) -> tuple[float, UnproductiveTimeDict]:
+        """Productive seconds and the library's unproductive seconds per type."""
+        productive = sum(report.bucket(name) for name in _PRODUCTIVE)
+        out: dict[goodput_utils.BadputType, float] = dict.fromkeys(
+            (t for t in self._badput_types if t != BadputType.CUSTOM_BADPUT_EVENTS), 0.0
+        )
+        custom: dict[str, float] = {}
+        for name, seconds in report.buckets.items():
+            if name in _PRODUCTIVE:
+                continue
+            if name.startswith("custom:"):
+                key = name[len("custom:") :].upper()  # the library upper-cases the type
+                custom[key] = custom.get(key, 0.0) + seconds
+                continue
+            target = self._bucket_type(name)
+            out[target] = out.get(target, 0.0) + seconds
+        out[BadputType.DATA_LOADING_ASYNC] = report.overlapped.get("data_loading", 0.0)
+        self._adjust(report, out)
+        result: UnproductiveTimeDict = {}
+        for t in self._badput_types:
+            result[t] = custom if t == BadputType.CUSTOM_BADPUT_EVENTS else out.get(t, 0.0)
+        return productive, result
+
+    def _bucket_type(self, name: str) -> goodput_utils.BadputType:
+        """The library's type for a badput bucket; elastic ones are OTHER here (the base
+        library ignores elastic events) and split by :class:`ElasticGoodputCalculator`."""
+        return _BUCKETS.get(name, BadputType.OTHER)
+
+    def _adjust(self, report: Report, seconds: dict[goodput_utils.BadputType, float]) -> None:
+        """Hook for the elastic calculator's re-attribution; nothing to do here."""
+
+    def _percentages(self, seconds: Mapping[Any, Any], total: float) -> UnproductiveTimeDict:
+        """Seconds to % of ``total``, with the library's rule (0 unless 0 < x < total)."""
+
+        def pct(x: float) -> float:
+            return x / total * 100.0 if 0 < x < total else 0.0
+
+        out: UnproductiveTimeDict = {}
+        for t in self._badput_types:
+            value = seconds.get(t, 0.0)
+            out[t] = (
+                {k: pct(v) for k, v in value.items()} if isinstance(value, dict) else pct(value)
+            )
+        return out
+
+    def _step_deviation(self, configured: float | None) -> goodput_utils.StepInfo:
+        """The library's step times: between consecutive step numbers' starts, the latest
+        occurrence of a step winning; deviations from the ideal step time."""
+        times: dict[int, float] = {}
+        prev: tuple[float, int] | None = None
+        for ts, step in self._view.step_starts:
+            if prev is not None and step == prev[1] + 1:
+                times[prev[1]] = ts - prev[0]
+            prev = (ts, step)
+        if not times:
+            raise ValueError("No step times available and no previous step deviations found.")
+        ideal = (
+            configured if configured is not None else compute_ideal_step_time(list(times.values()))
+        )
+        if not ideal:
+            raise ValueError("No ideal step time available and no previous step deviations found.")
+        return goodput_utils.StepInfo(
+            ideal_step_time=ideal,
+            step_deviations={step: abs(t - ideal) for step, t in times.items()},
+        )
+
+
+def _last_productive_step(report: Report) -> int:
+    """The last step known complete: the last recorded one if the job ended, else the one
+    before it (the library's max productive step)."""
+    last = report.steps.last
+    if last is None:
+        return 0
+    return last if report.end_reason == "job_end" else max(last - 1, 0)
