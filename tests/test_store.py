@@ -326,9 +326,16 @@ def test_open_store_variants(tmp_path: Path) -> None:
     assert isinstance(open_store(single), SingleFileStore)
 
 
-@pytest.mark.parametrize("uri", ["s3://bucket/x", "gcl://project", "http://x"])
+@pytest.mark.parametrize("uri", ["s3://bucket/x", "gs://bucket/x", "http://x"])
 def test_open_store_unknown_scheme(uri: str) -> None:
     with pytest.raises(ValueError, match=r"unsupported store URI scheme.*memory://"):
+        open_store(uri)
+
+
+@pytest.mark.parametrize("uri", ["gcl://project", "gcl:///log", "gcl://project/"])
+def test_open_store_gcl_needs_project_and_log(uri: str) -> None:
+    """A gcl:// URI without both parts names the form it expects."""
+    with pytest.raises(ValueError, match=r"expected gcl://PROJECT/LOG"):
         open_store(uri)
 
 

@@ -5,6 +5,8 @@
   calculator (:func:`badput.compat.resiliency.resiliency_goodput`).
 - ``badput import resiliency FILE...``: its logs into a store
   (:func:`badput.compat.resiliency.import_resiliency`).
+- ``badput import cloud-logging FILE...``: ml-goodput-measurement's Cloud Logging exports
+  into a store (:func:`badput.compat.ml_goodput_measurement.cloud_logging.import_cloud_logging`).
 - ``badput run -- COMMAND...``: run a command as a recorded job (:func:`badput._launcher.run_job`).
 - ``badput demo``: a real small training job with a crash, then its report
   (:func:`badput.demo.run_demo`).
@@ -263,6 +265,46 @@ def import_resiliency(*, files: tuple[str, ...], store: str | None, job: str | N
         f"Report it with: badput report {shlex.quote(where)} --job {shlex.quote(name)} "
         "--ideal-step-time SECONDS  (SECONDS: the reference step time)"
     )
+
+
+@import_.command(
+    name="cloud-logging",
+    short_help="Import ml-goodput-measurement logs exported from Cloud Logging.",
+)
+@click.argument("files", nargs=-1, required=True, metavar="FILE...")
+@click.option(
+    "--store", help=f"Store URI or directory (default: $BADPUT_STORE or {DEFAULT_STORE})."
+)
+@click.option("--job", help="Import only this job (default: every job of the export).")
+def import_cloud_logging(*, files: tuple[str, ...], store: str | None, job: str | None) -> None:
+    """Convert Cloud Logging exports (FILE...) of ml-goodput-measurement and Orbax into events.
+
+    Export with: gcloud logging read 'logName="projects/P/logs/LOG"' --format=json > FILE.
+    Entries are put in log order (timestamp, then insertId), whatever the order of the
+    files; each job start becomes an attempt. A bad entry is skipped and reported.
+    """
+    from badput.compat.ml_goodput_measurement import cloud_logging as cl  # noqa: PLC0415
+    from badput.store import open_store  # noqa: PLC0415
+
+    try:
+        target = open_store(store)
+        summary = cl.import_cloud_logging(files, target, job)
+    except (ValueError, OSError) as exc:
+        _fail("import", str(exc))
+    for problem in summary.problems[:20]:
+        click.echo(f"badput import: warning: {problem} (entry skipped)", err=True)
+    if len(summary.problems) > 20:
+        click.echo(f"badput import: warning: ... and {len(summary.problems) - 20} more", err=True)
+    n_files = f"{summary.files} file" + ("s" if summary.files != 1 else "")
+    click.echo(f"badput import: read {summary.entries:,} entries from {n_files}")
+    for name, n in sorted(summary.events.items()):
+        click.echo(f"badput import: wrote {n:,} events of job {name!r} into {target.uri}")
+    if summary.skipped:
+        reasons = ", ".join(f"{n:,} {why}" for why, n in sorted(summary.skipped.items()))
+        click.echo(f"badput import: skipped {sum(summary.skipped.values()):,} entries: {reasons}")
+    where = shlex.quote(store if store is not None else target.uri)
+    for name in sorted(summary.events):
+        click.echo(f"Report it with: badput report {where} --job {shlex.quote(name)}")
 
 
 class _ReadProgress:

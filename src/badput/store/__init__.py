@@ -34,7 +34,9 @@ __all__ = [
     "open_store",
 ]
 
-_SUPPORTED = "file:///<absolute path>, memory://<name>, or a plain directory path"
+_SUPPORTED = (
+    "file:///<absolute path>, memory://<name>, gcl://<project>/<log>, or a plain directory path"
+)
 
 
 def open_store(uri_or_path: str | os.PathLike[str] | EventStore | None = None) -> EventStore:
@@ -45,6 +47,9 @@ def open_store(uri_or_path: str | os.PathLike[str] | EventStore | None = None) -
     - ``memory://name``: the process-wide :class:`MemoryStore` called ``name``.
     - ``file:///abs/dir`` or a plain path: a :class:`JsonlStore` rooted there (a
       path to an existing regular file opens a read-only :class:`SingleFileStore`).
+    - ``gcl://PROJECT/LOG``: the Cloud Logging log ``LOG`` of ``PROJECT``, in
+      ml-goodput-measurement's format (``badput.store._gcl.CloudLoggingStore``; needs
+      ``badput[gcp]``, imported on first use, not here).
 
     Nothing is created on disk here. Any other scheme raises ``ValueError``
     naming the supported ones.
@@ -61,6 +66,10 @@ def open_store(uri_or_path: str | os.PathLike[str] | EventStore | None = None) -
         scheme = scheme.lower()
         if scheme == "memory":
             return memory_store(rest.strip("/") or "default")
+        if scheme == "gcl":
+            from badput.store._gcl import CloudLoggingStore  # noqa: PLC0415 (rarely used)
+
+            return CloudLoggingStore.from_uri(text)
         if scheme == "file":
             parts = urlsplit(text)
             if parts.netloc not in ("", "localhost"):
@@ -107,8 +116,8 @@ def open_source(
     3. **a job directory**: any other directory with ``.jsonl`` files below it (directly,
        or one level down as ``<job>/<attempt>/<stream>.jsonl``). The job name is the
        directory's name; a ``job`` argument, if given, must equal it.
-    4. **a store URI** (``memory://name``, ``file:///dir``) or an :class:`EventStore`:
-       treated as a store root.
+    4. **a store URI** (``memory://name``, ``file:///dir``, ``gcl://project/log``) or an
+       :class:`EventStore`: treated as a store root.
 
     Raises ``ValueError`` naming ``path`` when it does not exist, holds no events,
     or ``job`` is missing, ambiguous or unknown.
@@ -118,6 +127,12 @@ def open_source(
     text = os.fspath(path)
     if "://" in text and not text.lower().startswith("file://"):
         store = open_store(text)
+        if job is not None and text.lower().startswith("gcl://"):
+            from badput.store._gcl import CloudLoggingStore  # noqa: PLC0415
+
+            # Checking one job is one small request; listing the jobs reads the whole log.
+            if isinstance(store, CloudLoggingStore) and store.has_job(job):
+                return store, job
         return store, _pick_job(store, text, job)
     if text.lower().startswith("file://"):
         store = open_store(text)

@@ -89,8 +89,6 @@ _SIMPLE: Final[dict[str, str]] = {
 }
 _SIMPLE_BACK: Final[dict[str, str]] = {kind: key for key, kind in _SIMPLE.items()}
 
-_event_decoder: Final = msgspec.json.Decoder(Event)
-
 
 class PayloadError(ValueError):
     """A payload that cannot be turned into events (says which key is wrong)."""
@@ -267,9 +265,11 @@ class PayloadDecoder:
         return Event(ts=ts, kind=kind, job=job, attempt=self._attempt, **fields)
 
     def _own(self, raw: Any) -> Event:
+        # Lax: Cloud Logging keeps a payload as a protobuf Struct, whose numbers are doubles;
+        # read over gRPC, ``step`` 7 comes back as 7.0 (and ``attempt`` 0 as 0.0).
         try:
-            event = _event_decoder.decode(msgspec.json.encode(raw))
-        except (msgspec.ValidationError, msgspec.DecodeError, TypeError) as exc:
+            event = msgspec.convert(raw, Event, strict=False)
+        except (msgspec.ValidationError, TypeError) as exc:
             raise PayloadError(f"{BADPUT_KEY} is not a badput event: {exc}") from None
         problem = validate(event)
         if problem is not None:
