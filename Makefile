@@ -19,8 +19,8 @@ test: $(STAMP) lint typecheck
 	$(BIN)/python -m pytest -q
 
 lint: $(STAMP)
-	$(BIN)/ruff check src tests bench
-	$(BIN)/ruff format --check src tests bench
+	$(BIN)/ruff check src tests bench tools
+	$(BIN)/ruff format --check src tests bench tools
 
 typecheck: $(STAMP)
 	$(BIN)/mypy

@@ -24,6 +24,7 @@ import bisect
 import datetime
 import functools
 import logging
+import math
 import operator
 import os
 import threading
@@ -376,6 +377,7 @@ class _JobView:
         self.intervals: dict[str, list[tuple[float, float]]] = {}  # base -> paired spans
         self.slices: list[tuple[float, int, int, int]] = []  # (ts, active, available, total)
         self.job_start: float | None = None
+        self.job_end: float | None = None  # the last job end
         self._open: dict[str, float] = {}
         self._pending: list[Event] = []
 
@@ -411,6 +413,8 @@ class _JobView:
                 bisect.insort(self.step_starts, (e.ts, e.step))
             elif kind == Kind.JOB_START:
                 self.job_start = e.ts if self.job_start is None else min(self.job_start, e.ts)
+            elif kind == Kind.JOB_END:
+                self.job_end = e.ts if self.job_end is None else max(self.job_end, e.ts)
             elif kind == Kind.ELASTIC_SLICES:
                 total = max(e.total or 1, 1)
                 self.slices.append((e.ts, e.active or 0, e.available or 0, total))
@@ -424,6 +428,19 @@ class _JobView:
                         if start < e.ts:
                             self.intervals.setdefault(base, []).append((start, e.ts))
         self.slices.sort()
+
+    def last_step_in(self, start: float, end: float, *, ended: bool) -> int:
+        """The library's last productive step of a window: the step before the last one
+        started in ``(start, end]``, or that one when the job ended within the window."""
+        i = bisect.bisect_right(self.step_starts, (start, math.inf))
+        j = bisect.bisect_right(self.step_starts, (end, math.inf))
+        if j <= i:
+            return 0
+        last = self.step_starts[j - 1][1]
+        job_end = self.job_end
+        if ended and job_end is not None and start < job_end <= end:
+            return last
+        return max(last - 1, 0)
 
     def clip(self, start: float, end: float) -> tuple[float, float] | None:
         """The library's interval: from the first event after ``start`` to the last event
@@ -504,6 +521,11 @@ class GoodputCalculator:
                     "Total job time is zero, Goodput cannot be calculated. Please fix the"
                     " logging entries."
                 )
+            running = self._step_in_progress(report, productive, now)
+            if running > 0.0:
+                productive -= running
+                other = seconds[BadputType.OTHER]
+                seconds[BadputType.OTHER] = (other if isinstance(other, float) else 0.0) + running
             self._number_of_interruptions = max(0, len(report.attempts) - 1)
             last_step = _last_productive_step(report)
             self._goodput_info = goodput_utils.GoodputInfo(
@@ -534,7 +556,8 @@ class GoodputCalculator:
         with self._lock:
             view = self._view
             view.update()
-            clipped = view.clip(_posix_utc(interval_start), _posix_utc(interval_end))
+            lo, hi = _posix_utc(interval_start), _posix_utc(interval_end)
+            clipped = view.clip(lo, hi)
             if clipped is None:
                 raise ValueError(
                     f"No log entries found within the interval window between {interval_start}"
@@ -552,7 +575,7 @@ class GoodputCalculator:
             return (
                 productive / total * 100.0,
                 self._percentages(seconds, total),
-                _last_productive_step(report),
+                view.last_step_in(lo, hi, ended=report.end_reason == "job_end"),
                 total,
                 disruptions,
             )
@@ -639,6 +662,26 @@ class GoodputCalculator:
         for t in self._badput_types:
             result[t] = custom if t == BadputType.CUSTOM_BADPUT_EVENTS else out.get(t, 0.0)
         return productive, result
+
+    def _step_in_progress(self, report: Report, productive: float, now: float) -> float:
+        """Productive seconds of the step still running at ``now`` in a live job.
+
+        The library counts a step once the next one starts (or the job ends): until then
+        the running step's time is OTHER, and its max productive step is the one before.
+        badput's engine counts the running step's time as it goes; this view follows the
+        library. The running step's share is the productive time after its start: the
+        cumulative figure less the same partition up to that start.
+        """
+        if report.end_reason == "job_end" or not self._view.step_starts:
+            return 0.0
+        last_start = self._view.step_starts[-1][0]
+        if not report.start < last_start < now:
+            return 0.0
+        head = self._view.accountant.report(
+            now=now, window=(report.start, last_start), typical="mean"
+        )
+        before = sum(head.bucket(name) for name in _PRODUCTIVE)
+        return max(0.0, productive - before)
 
     def _bucket_type(self, name: str) -> goodput_utils.BadputType:
         """The library's type for a badput bucket; elastic ones are OTHER here (the base
