@@ -64,3 +64,15 @@ def test_events_example_file_gives_the_documented_table(tmp_path: Path) -> None:
     assert r.overlapped == {"data_loading": pytest.approx(0.8)}
     assert round(r.goodput * 100, 1) == 9.3
     assert not [d for d in r.diagnostics if d.code != "no_job_end"]
+
+
+def test_compat_example_prints_its_documented_output() -> None:
+    """docs/compat.md: the drop-in recorder and calculator, end to end."""
+    text = (DOCS / "compat.md").read_text()
+    section = text[text.index("### Recording and querying, end to end") :]
+    code = next(body for lang, body in blocks(section) if lang == "python")
+    expected = block_after(section, "Output:")
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        exec(compile(code, "docs/compat.md", "exec"), {"__name__": "docs_compat"})
+    assert out.getvalue().strip() == expected.strip()
