@@ -52,12 +52,16 @@ from badput.engine import Report
 from badput.monitor._base import Snapshot
 
 __all__ = [
+    "DOUBLE",
+    "INT",
     "METRIC_PREFIX",
     "RESOURCE_TYPE",
     "STANDARD_SOURCES",
     "CloudMonitoringExporter",
     "badput_sources",
+    "create_time_series",
     "goodput_seconds",
+    "make_series",
 ]
 
 log = logging.getLogger(__name__)
@@ -65,8 +69,9 @@ log = logging.getLogger(__name__)
 _EXTRA = "gcp"
 METRIC_PREFIX = "compute.googleapis.com/workload/"
 RESOURCE_TYPE = "compute.googleapis.com/Workload"
-_DOUBLE = "double_value"
-_INT = "int64_value"
+#: The ``TypedValue`` fields of the two value types the series use.
+DOUBLE = "double_value"
+INT = "int64_value"
 _TOTAL = {"goodput_source": "TOTAL"}  # the library's only GoodputType
 _MAX_SERIES_PER_REQUEST = 200  # Cloud Monitoring's limit per CreateTimeSeries call
 
@@ -107,6 +112,48 @@ def _source_of(bucket: str) -> str:
     if bucket.startswith("elastic_wait:"):
         return f"ELASTIC_{bucket[len('elastic_wait:') :].upper()}"
     return _SOURCE_OF_BUCKET.get(bucket, "OTHER")  # a bucket of a newer engine: OTHER
+
+
+def make_series(
+    metric: str,
+    value: float,
+    kind: str,
+    labels: Mapping[str, str],
+    resource: Mapping[str, Any],
+    *,
+    end_time: float,
+) -> dict[str, Any]:
+    """One ``workload/<metric>`` point as a ``monitoring_v3.TimeSeries`` dict.
+
+    ``kind`` is :data:`DOUBLE` or :data:`INT`; ``resource`` is ``{"type": ...,
+    "labels": {...}}``; ``end_time`` is POSIX seconds.
+    """
+    seconds = math.floor(end_time)
+    end = {"seconds": seconds, "nanos": int((end_time - seconds) * 1e9)}
+    return {
+        "metric": {"type": METRIC_PREFIX + metric, "labels": dict(labels)},
+        "resource": resource,
+        "points": [{"interval": {"end_time": end}, "value": {kind: value}}],
+    }
+
+
+def create_time_series(
+    client: Any, types: Any, project_id: str, series: list[dict[str, Any]], *, timeout: float
+) -> None:
+    """Write ``series`` (dicts of :func:`make_series`) to ``projects/<project_id>`` with
+    ``client.create_time_series``, 200 per request, no hidden retries; raises on failure.
+
+    ``types`` is the ``google.cloud.monitoring_v3`` module (imported lazily by the caller).
+    """
+    items = [types.TimeSeries(s) for s in series]
+    name = f"projects/{project_id}"
+    for i in range(0, len(items), _MAX_SERIES_PER_REQUEST):
+        client.create_time_series(
+            name=name,
+            time_series=items[i : i + _MAX_SERIES_PER_REQUEST],
+            timeout=timeout,
+            retry=None,  # no hidden retry loop: the caller backs off
+        )
 
 
 def goodput_seconds(report: Report) -> float:
@@ -234,8 +281,6 @@ class CloudMonitoringExporter:
     def time_series(self, snapshot: Snapshot) -> list[dict[str, Any]]:
         """The time series of ``snapshot``, as ``monitoring_v3.TimeSeries`` dicts."""
         rep = snapshot.report
-        seconds = math.floor(snapshot.time)
-        end = {"seconds": seconds, "nanos": int((snapshot.time - seconds) * 1e9)}
         resource = self._resource or {
             "type": RESOURCE_TYPE,
             "labels": {
@@ -246,30 +291,26 @@ class CloudMonitoringExporter:
         }
 
         def series(metric: str, value: float, kind: str, labels: dict[str, str]) -> dict[str, Any]:
-            return {
-                "metric": {"type": METRIC_PREFIX + metric, "labels": labels},
-                "resource": resource,
-                "points": [{"interval": {"end_time": end}, "value": {kind: value}}],
-            }
+            return make_series(metric, value, kind, labels, resource, end_time=snapshot.time)
 
         # the user's extra labels first: the library's own labels win a clash
         common = {**self.labels, "accelerator_type": self.accelerator_type}
         cumulative = {**common, "window_type": "cumulative"}
         out = [
-            series("goodput_time", goodput_seconds(rep), _DOUBLE, {**common, **_TOTAL}),
+            series("goodput_time", goodput_seconds(rep), DOUBLE, {**common, **_TOTAL}),
             *(
-                series("badput_time", secs, _DOUBLE, {**common, "badput_source": source})
+                series("badput_time", secs, DOUBLE, {**common, "badput_source": source})
                 for source, secs in badput_sources(rep).items()
             ),
-            series("disruptions", snapshot.disruptions, _INT, cumulative),
-            series("max_productive_steps", snapshot.last_step or 0, _INT, common),
+            series("disruptions", snapshot.disruptions, INT, cumulative),
+            series("max_productive_steps", snapshot.last_step or 0, INT, common),
         ]
         st = snapshot.step_time
         if st is not None and st.gcm_deviation is not None and math.isfinite(st.gcm_deviation):
-            out.append(series("step_time_deviation", st.gcm_deviation, _DOUBLE, common))
-        out.append(series("total_elapsed_time", rep.total_seconds, _DOUBLE, cumulative))
+            out.append(series("step_time_deviation", st.gcm_deviation, DOUBLE, common))
+        out.append(series("total_elapsed_time", rep.total_seconds, DOUBLE, cumulative))
         if rep.ideal_step_time is not None:
-            out.append(series("performance", rep.ideal_step_time, _DOUBLE, {}))
+            out.append(series("performance", rep.ideal_step_time, DOUBLE, {}))
         if not self.include_intervals:
             return out
         for w, wrep in sorted(snapshot.windows.items()):
@@ -278,11 +319,11 @@ class CloudMonitoringExporter:
                 continue
             window = {**common, "rolling_window_size": str(int(w))}
             pct = 100.0 * goodput_seconds(wrep) / total
-            out.append(series("interval_goodput", pct, _DOUBLE, {**window, **_TOTAL}))
+            out.append(series("interval_goodput", pct, DOUBLE, {**window, **_TOTAL}))
             for source, secs in badput_sources(wrep).items():
                 pct = 100.0 * secs / total
                 labels = {**window, "badput_source": source}
-                out.append(series("interval_badput", pct, _DOUBLE, labels))
+                out.append(series("interval_badput", pct, DOUBLE, labels))
         return out
 
     def _location(self) -> str:
@@ -296,15 +337,14 @@ class CloudMonitoringExporter:
         return self.location
 
     def _write(self, snapshot: Snapshot) -> None:
-        series = [self._types.TimeSeries(s) for s in self.time_series(snapshot)]
-        name = f"projects/{self.project_id}"
-        for i in range(0, len(series), _MAX_SERIES_PER_REQUEST):
-            self.client.create_time_series(
-                name=name,
-                time_series=series[i : i + _MAX_SERIES_PER_REQUEST],
-                timeout=self.timeout,
-                retry=None,  # no hidden retry loop: export must return; the monitor backs off
-            )
+        # no hidden retry loop in there: export must return; the monitor backs off
+        create_time_series(
+            self.client,
+            self._types,
+            self.project_id,
+            self.time_series(snapshot),
+            timeout=self.timeout,
+        )
         self._last_write = snapshot.time
 
 
