@@ -471,15 +471,23 @@ class Monitor:
 _live_monitors: weakref.WeakSet[Monitor] = weakref.WeakSet()
 
 
+def flush_live_recorders(timeout: float = _RECORDER_FLUSH_TIMEOUT) -> None:
+    """At exit, before a monitor's final cycle: flush this process's recorders (if the
+    recorder module was ever imported) so that the final cycle sees the job's last events.
+    Never raises."""
+    recorder = sys.modules.get("badput.recorder")
+    if recorder is None:
+        return
+    for rec in list(getattr(recorder, "_live", ())):
+        with suppress(Exception):
+            rec.flush(timeout=timeout)
+
+
 def _stop_all() -> None:
     monitors = list(_live_monitors)
     if not monitors:
         return
-    recorder = sys.modules.get("badput.recorder")
-    if recorder is not None:  # let the final cycle see the job's last events
-        for rec in list(getattr(recorder, "_live", ())):
-            with suppress(Exception):
-                rec.flush(timeout=_RECORDER_FLUSH_TIMEOUT)
+    flush_live_recorders()
     for monitor in monitors:
         with suppress(Exception):
             monitor.stop(timeout=EXIT_TIMEOUT)

@@ -69,7 +69,6 @@ import itertools
 import logging
 import math
 import os
-import sys
 import threading
 import time
 import weakref
@@ -80,7 +79,11 @@ from typing import Any, Final, Protocol
 from badput._optional import import_optional
 from badput.compat.ml_goodput_measurement import goodput, goodput_utils
 from badput.monitor import gcm
-from badput.monitor._monitor import MAX_BACKOFF_CYCLES, MAX_BACKOFF_SECONDS
+from badput.monitor._monitor import (
+    MAX_BACKOFF_CYCLES,
+    MAX_BACKOFF_SECONDS,
+    flush_live_recorders,
+)
 from badput.store import EventStore
 
 __all__ = [
@@ -119,8 +122,6 @@ _TENSORBOARD_STEP_DEVIATION_LABEL: Final = "step_deviation"
 _PROCESS_TERMINATION_TIMEOUT_SECONDS: Final = 10
 #: Seconds per Cloud Monitoring request (no automatic retries: the uploader backs off).
 _GCM_TIMEOUT_SECONDS: Final = 10.0
-#: How long the exit hook waits for each recorder's last events before the final flush.
-_RECORDER_FLUSH_TIMEOUT: Final = 1.0
 _SLICE_EFFICIENCY: Final = ("stepping_slice_efficiency", "available_slice_efficiency")
 
 StoreLike = EventStore | str | os.PathLike[str]
@@ -921,11 +922,7 @@ def _stop_all() -> None:
     monitors = [m for m in list(_live_monitors) if any(u.running for u in m._uploaders.values())]
     if not monitors:
         return
-    recorder = sys.modules.get("badput.recorder")
-    if recorder is not None:  # let the final flush see the job's last events
-        for rec in list(getattr(recorder, "_live", ())):
-            with suppress(Exception):
-                rec.flush(timeout=_RECORDER_FLUSH_TIMEOUT)
+    flush_live_recorders()  # let the final flush see the job's last events
     for monitor in monitors:
         with suppress(Exception):
             monitor._stop_at_exit()
