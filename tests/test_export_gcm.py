@@ -14,22 +14,20 @@ import sys
 import threading
 import time
 from collections.abc import Iterator
-from concurrent import futures
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import pytest
 
 from _exporter_job import JOB, T0, job_events
+from _gcm_fake import FakeMetricService
 from badput.engine import Accountant
 from badput.monitor import Snapshot
 
 pytest.importorskip("grpc")
 pytest.importorskip("google.cloud.monitoring_v3")
 
-import grpc
 from google.cloud import monitoring_v3
-from google.cloud.monitoring_v3.services.metric_service import transports
 
 from badput._optional import MissingExtraError
 from badput.monitor.gcm import (
@@ -63,67 +61,6 @@ def make_snapshot(sequence: int = 0, shift: float = 0.0) -> Snapshot:
 
 
 # -- the fake Cloud Monitoring endpoint -----------------------------------------
-
-
-class FakeMetricService:
-    """``MetricService.CreateTimeSeries`` on 127.0.0.1, recording every request."""
-
-    def __init__(self, delay: float = 0.0) -> None:
-        self.requests: list[Any] = []  # CreateTimeSeriesRequest
-        self.delay = delay
-        self._lock = threading.Lock()
-
-        def create_time_series(request: Any, context: Any) -> bytes:
-            if self.delay:
-                time.sleep(self.delay)
-            with self._lock:
-                self.requests.append(request)
-            return b""  # google.protobuf.Empty
-
-        handler = grpc.method_handlers_generic_handler(
-            "google.monitoring.v3.MetricService",
-            {
-                "CreateTimeSeries": grpc.unary_unary_rpc_method_handler(
-                    create_time_series,
-                    request_deserializer=monitoring_v3.CreateTimeSeriesRequest.deserialize,
-                    response_serializer=lambda empty: empty,
-                )
-            },
-        )
-        self.server = grpc.server(futures.ThreadPoolExecutor(max_workers=4))
-        self.server.add_generic_rpc_handlers((handler,))
-        self.port = self.server.add_insecure_port("127.0.0.1:0")
-        self.server.start()
-
-    def client(self) -> Any:
-        """The real MetricServiceClient, over an insecure loopback channel."""
-        channel = grpc.insecure_channel(f"127.0.0.1:{self.port}")
-        transport = transports.MetricServiceGrpcTransport(channel=channel)
-        return monitoring_v3.MetricServiceClient(transport=transport)
-
-    def series(self) -> list[dict[str, Any]]:
-        """Every time series received, flattened."""
-        out = []
-        for req in self.requests:
-            for ts in req.time_series:
-                (point,) = ts.points
-                kind = point.value._pb.WhichOneof("value")
-                out.append(
-                    {
-                        "project": req.name,
-                        "type": ts.metric.type,
-                        "labels": dict(ts.metric.labels),
-                        "resource_type": ts.resource.type,
-                        "resource": dict(ts.resource.labels),
-                        "kind": kind,
-                        "value": getattr(point.value, kind),
-                        "end": point.interval.end_time.timestamp(),
-                    }
-                )
-        return out
-
-    def stop(self) -> None:
-        self.server.stop(0)
 
 
 @pytest.fixture

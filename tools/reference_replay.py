@@ -84,6 +84,16 @@ class Scenario:
         self.call(t0, f"record_{what}_start_time", **kwargs)
         return self.call(t1, f"record_{what}_end_time", **kwargs)
 
+    def slices(self, t: float, active: int, total: int, available: int) -> Scenario:
+        """The elastic recorder's slice counts at ``t``."""
+        return self.call(
+            t,
+            "record_elastic_slice_counts",
+            active_slices=active,
+            total_slices=total,
+            available_slices=available,
+        )
+
     def orbax_save(self, t_end: float, step: int, seconds: float) -> Scenario:
         """Orbax's CheckpointManager logs a save's statistics when its blocking part ends;
         times in the payload are relative to EPOCH here (the replay makes them absolute)."""
@@ -338,9 +348,9 @@ def scenarios() -> Iterator[Scenario]:
         elastic=True,
     )
     _job(s)
-    s.call(0, "record_elastic_slice_counts", active_slices=2, total_slices=4, available_slices=2)
+    s.slices(0, 2, 4, 2)
     s.interval(0, 20, "elastic_wait", event_type="scale_up")
-    s.call(20, "record_elastic_slice_counts", active_slices=4, total_slices=4, available_slices=4)
+    s.slices(20, 4, 4, 4)
     s.interval(20, 35, "elastic_reinit")
     s.interval(22, 27, "tpu_init").interval(28, 32, "training_preparation")
     t = s.steps(35, 0, 29)
@@ -413,12 +423,10 @@ def scenarios() -> Iterator[Scenario]:
         difference="elastic_wait_in_loop",
     )
     _job(s)
-    s.call(0, "record_elastic_slice_counts", active_slices=4, total_slices=4, available_slices=4)
+    s.slices(0, 4, 4, 4)
     t = s.steps(0, 0, 14)
     s.interval(t, t + 20, "elastic_wait", event_type="slice_down")
-    s.call(
-        t + 20, "record_elastic_slice_counts", active_slices=2, total_slices=4, available_slices=2
-    )
+    s.slices(t + 20, 2, 4, 2)
     s.interval(t + 20, t + 35, "elastic_reinit")
     t = s.steps(t + 35, 15, 29)
     s.call(t, "record_job_end_time")
@@ -433,9 +441,9 @@ def scenarios() -> Iterator[Scenario]:
         difference="interval_slice_efficiency",
     )
     _job(s)
-    s.call(0, "record_elastic_slice_counts", active_slices=2, total_slices=4, available_slices=2)
+    s.slices(0, 2, 4, 2)
     t = s.steps(0, 0, 9)
-    s.call(20, "record_elastic_slice_counts", active_slices=4, total_slices=4, available_slices=4)
+    s.slices(20, 4, 4, 4)
     t = s.steps(t, 10, 39)
     s.call(t, "record_job_end_time")
     s.query("get_interval_metric_details", t, start=10.0, end=t)

@@ -15,12 +15,12 @@ import textwrap
 import threading
 import time
 from collections.abc import Callable, Iterator
-from concurrent import futures
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from _gcm_fake import FakeMetricService
 from badput.compat.ml_goodput_measurement import (
     goodput,
     goodput_elastic,
@@ -389,74 +389,13 @@ def test_an_unwritable_tensorboard_directory_never_raises(
 # --------------------------------------------------------------- Cloud Monitoring
 
 
-class FakeMetricService:
-    """``MetricService.CreateTimeSeries`` on 127.0.0.1, recording every request (the real
-    client talks to it over an insecure loopback channel, as in tests/test_export_gcm.py)."""
-
-    def __init__(self) -> None:
-        import grpc
-        from google.cloud import monitoring_v3
-
-        self.requests: list[Any] = []
-        self._lock = threading.Lock()
-
-        def create_time_series(request: Any, context: Any) -> bytes:
-            with self._lock:
-                self.requests.append(request)
-            return b""  # google.protobuf.Empty
-
-        handler = grpc.method_handlers_generic_handler(
-            "google.monitoring.v3.MetricService",
-            {
-                "CreateTimeSeries": grpc.unary_unary_rpc_method_handler(
-                    create_time_series,
-                    request_deserializer=monitoring_v3.CreateTimeSeriesRequest.deserialize,
-                    response_serializer=lambda empty: empty,
-                )
-            },
-        )
-        self.server = grpc.server(futures.ThreadPoolExecutor(max_workers=2))
-        self.server.add_generic_rpc_handlers((handler,))
-        self.port = self.server.add_insecure_port("127.0.0.1:0")
-        self.server.start()
-
-    def client(self) -> Any:
-        import grpc
-        from google.cloud import monitoring_v3
-        from google.cloud.monitoring_v3.services.metric_service import transports
-
-        channel = grpc.insecure_channel(f"127.0.0.1:{self.port}")
-        transport = transports.MetricServiceGrpcTransport(channel=channel)
-        return monitoring_v3.MetricServiceClient(transport=transport)
-
-    def series(self, requests: list[Any] | None = None) -> list[dict[str, Any]]:
-        out = []
-        for req in self.requests if requests is None else requests:
-            for ts in req.time_series:
-                (point,) = ts.points
-                kind = point.value._pb.WhichOneof("value")
-                out.append(
-                    {
-                        "project": req.name,
-                        "type": ts.metric.type[len(W) :],
-                        "labels": dict(ts.metric.labels),
-                        "resource_type": ts.resource.type,
-                        "resource": dict(ts.resource.labels),
-                        "kind": kind,
-                        "value": getattr(point.value, kind),
-                        "end": point.interval.end_time.timestamp(),
-                    }
-                )
-        return out
-
-
 @pytest.fixture
 def fake() -> Iterator[FakeMetricService]:
     pytest.importorskip("grpc")
     pytest.importorskip("google.cloud.monitoring_v3")
     f = FakeMetricService()
     yield f
-    f.server.stop(0)
+    f.stop()
 
 
 GCP = goodput_utils.GCPOptions(
@@ -512,7 +451,7 @@ def test_cloud_monitoring_gets_the_librarys_series(
     mon = make_monitor(store, tmp_path, gcp_options=GCP, gcm_client=fake.client())
     mon.stop_goodput_uploader()  # never started: the one-off final upload
     assert len(fake.requests) == 1
-    got = fake.series()
+    got = fake.series(strip=W)
     assert {s["project"] for s in got} == {"projects/my-project"}
     assert {s["resource_type"] for s in got} == {"compute.googleapis.com/Workload"}
     assert {tuple(sorted(s["resource"].items())) for s in got} == {
@@ -580,7 +519,7 @@ def test_step_deviation_and_rolling_windows_to_cloud_monitoring(
     mon.stop_rolling_window_goodput_uploader()
     mon.stop_goodput_interval_uploader()
     assert not uploader_threads()
-    got = fake.series()
+    got = fake.series(strip=W)
 
     performance = [s for s in got if s["type"] == "performance"]
     assert len(performance) >= 3  # two cycles and the final flush
@@ -726,7 +665,7 @@ def test_elastic_monitor_sends_slice_efficiency(tmp_path: Path, fake: FakeMetric
     mon.stop_goodput_uploader()
     mon.start_rolling_window_goodput_uploader([15])
     mon.stop_rolling_window_goodput_uploader()
-    got = fake.series()
+    got = fake.series(strip=W)
 
     # by hand, over the job's 30 s: 4/4 for 10 s, 2/4 (3/4 available) for 10 s, 4/4 for 10 s
     stepping = one(got, "stepping_slice_efficiency", window_type="CUMULATIVE")
