@@ -12,12 +12,19 @@ import time
 from typing import TYPE_CHECKING, Any, Final
 
 from rich import box
-from rich.console import Console, Group, RenderableType
+from rich.console import Console, ConsoleOptions, Group, RenderableType, RenderResult
 from rich.table import Table
 from rich.text import Text
 
 from badput.report._format import format_duration, format_percent, format_ts
-from badput.report._table import PRODUCTIVE, _bar, bucket_description, ordered_buckets
+from badput.report._table import (
+    BAR_WIDTH,
+    PRODUCTIVE,
+    WIDE,
+    _bar,
+    bucket_description,
+    ordered_buckets,
+)
 
 if TYPE_CHECKING:
     from badput.monitor import Snapshot
@@ -218,27 +225,44 @@ def _steps(snapshot: Snapshot, previous: Snapshot | None) -> Table:
     return grid
 
 
-def _buckets(snapshot: Snapshot) -> Table | Text:
+class _Buckets:
+    """The bucket table, laid out for the width it is drawn at: the descriptions only
+    from WIDE columns on, and never a cut name or figure (columns as wide as their text)."""
+
+    def __init__(self, snapshot: Snapshot) -> None:
+        self.snapshot = snapshot
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        yield _buckets(self.snapshot, wide=options.max_width >= WIDE)
+
+
+def _buckets(snapshot: Snapshot, wide: bool = True) -> Table | Text:
     rep = snapshot.report
     total = rep.total_seconds
     if total <= 0 or not rep.buckets:
         return Text("no time to account for yet", style="yellow")
-    table = Table(box=box.SIMPLE_HEAD, title="Where the time went", title_justify="left")
-    table.add_column("bucket", no_wrap=True)
-    table.add_column("time", justify="right", no_wrap=True)
-    table.add_column("%", justify="right", no_wrap=True)
-    table.add_column("", no_wrap=True)
-    table.add_column("what it is", style="dim", no_wrap=True, overflow="ellipsis")
+    rows = []
     for name, seconds in ordered_buckets(rep.buckets):
         fraction = seconds / total
+        rows.append((name, format_duration(seconds), format_percent(fraction), fraction))
+    table = Table(box=box.SIMPLE_HEAD, title="Where the time went", title_justify="left")
+    for i, col in enumerate(("bucket", "time", "%")):
+        widest = max(len(col), *(len(r[i]) for r in rows))
+        table.add_column(col, justify="left" if i == 0 else "right", no_wrap=True, min_width=widest)
+    table.add_column("", no_wrap=True, min_width=BAR_WIDTH)
+    if wide:
+        table.add_column("what it is", style="dim", no_wrap=True, overflow="ellipsis")
+    for name, duration, percent, fraction in rows:
         productive = name == PRODUCTIVE
-        table.add_row(
+        cells: list[str | Text] = [
             Text(name, style="bold green" if productive else ""),
-            format_duration(seconds),
-            format_percent(fraction),
+            duration,
+            percent,
             Text(_bar(fraction), style="green" if productive else "red"),
-            bucket_description(name),
-        )
+        ]
+        if wide:
+            cells.append(bucket_description(name))
+        table.add_row(*cells)
     return table
 
 
@@ -278,7 +302,7 @@ def render_watch(
         Text(""),
         _steps(snapshot, previous),
         _attempts(snapshot),
-        _buckets(snapshot),
+        _Buckets(snapshot),
         Text(
             f"refreshed {format_ts(snapshot.time, millis=False)} · Ctrl-C to quit",
             style="dim",
