@@ -241,13 +241,13 @@ def _buckets(snapshot: Snapshot, wide: bool = True) -> Table | Text:
     total = rep.total_seconds
     if total <= 0 or not rep.buckets:
         return Text("no time to account for yet", style="yellow")
-    rows = []
+    rows: list[tuple[str, str, str, float]] = []
     for name, seconds in ordered_buckets(rep.buckets):
         fraction = seconds / total
         rows.append((name, format_duration(seconds), format_percent(fraction), fraction))
     table = Table(box=box.SIMPLE_HEAD, title="Where the time went", title_justify="left")
     for i, col in enumerate(("bucket", "time", "%")):
-        widest = max(len(col), *(len(r[i]) for r in rows))
+        widest = max(len(col), *(len(str(r[i])) for r in rows))
         table.add_column(col, justify="left" if i == 0 else "right", no_wrap=True, min_width=widest)
     table.add_column("", no_wrap=True, min_width=BAR_WIDTH)
     if wide:
