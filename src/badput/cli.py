@@ -112,6 +112,13 @@ def main() -> None:
     help="Restrict the partition to the interval [A, B].",
 )
 @click.option(
+    "--html",
+    "html_file",
+    type=click.Path(dir_okay=False, writable=True),
+    metavar="FILE",
+    help="Also write a self-contained HTML page (timeline, charts, attempts) to FILE.",
+)
+@click.option(
     "--resiliency",
     is_flag=True,
     help="PATH... are resiliency.goodput_measure logs: print that tool's own goodput table.",
@@ -132,6 +139,7 @@ def report(
     window: tuple[float, float] | None,
     resiliency: bool,
     reference_step_time: float | None,
+    html_file: str | None = None,
 ) -> None:
     """Report the goodput and badput of the job logged at PATH.
 
@@ -143,6 +151,8 @@ def report(
     calculator (its table and goodput, the same figures). To see where the rest
     of the time went, import them (badput import resiliency) and report on the store.
     """
+    if resiliency and html_file is not None:
+        _fail("report", "--html does not apply to --resiliency (import the logs, then report)")
     if resiliency:
         _report_resiliency(
             paths,
@@ -161,24 +171,28 @@ def report(
             raise click.UsageError("Missing argument 'PATH'.")
         _fail("report", f"expected one PATH, got {len(paths)} (several files: --resiliency)")
     path = paths[0]
-    from badput.analysis import analyze  # noqa: PLC0415 (the engine pulls numpy)
+    from badput.analysis import LiveJob  # noqa: PLC0415 (the engine pulls numpy)
 
     if window is not None and not window[0] < window[1]:
         _fail("report", f"--window: the start must be before the end, got {window[0]} {window[1]}")
     progress = _ReadProgress(enabled=sys.stderr.isatty())
     try:
-        result = analyze(
-            path,
-            job,
-            now=now,
-            ideal_step_time=ideal_step_time,
-            window=window,
-            on_progress=progress,
-        )
+        live = LiveJob(path, job, ideal_step_time=ideal_step_time, on_progress=progress)
+        live.update()
+        result = live.report(now=now, window=window)
     except (ValueError, OSError) as exc:
         progress.done()
         _fail("report", str(exc))
     progress.done()
+    if html_file is not None:
+        from badput.report import html_report  # noqa: PLC0415
+
+        try:
+            with open(html_file, "w", encoding="utf-8") as out:
+                out.write(html_report(live.accountant, result))
+        except OSError as exc:
+            _fail("report", f"cannot write {html_file}: {exc}")
+        click.echo(f"badput report: wrote {html_file}", err=True)
     from badput.report import render_table, to_json  # noqa: PLC0415 (rich is lazy)
 
     if as_json:
