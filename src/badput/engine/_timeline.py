@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -90,6 +91,49 @@ class Timeline:
     steps: StepSpans
     intervals: list[IntervalSpan]
     ideal_step_time: float | None
+
+    def to_pandas(self) -> dict[str, Any]:
+        """``{"steps": DataFrame, "intervals": DataFrame}`` (needs ``badput[pandas]``).
+
+        One row per step span (attempt index, attempt id, rank, step, start, end,
+        own_seconds, bucket, ended) and per recorded interval.
+        """
+        from badput._optional import import_optional  # noqa: PLC0415
+
+        pd = import_optional("pandas", "pandas")
+        s = self.steps
+        att_index = np.array([ln.attempt_index for ln in self.lanes] or [0], np.int64)
+        att_id = np.array([str(ln.attempt) for ln in self.lanes] or [""], dtype=object)
+        rank = np.array([-1 if ln.rank is None else ln.rank for ln in self.lanes] or [0])
+        steps = pd.DataFrame(
+            {
+                "attempt_index": att_index[s.lane] if len(s) else att_index[:0],
+                "attempt": att_id[s.lane] if len(s) else att_id[:0],
+                "rank": rank[s.lane] if len(s) else rank[:0],
+                "step": s.step,
+                "start": s.start,
+                "end": s.end,
+                "own_seconds": s.own,
+                "bucket": pd.Categorical.from_codes(s.bucket, categories=list(STEP_BUCKETS)),
+                "ended": s.closed,
+            }
+        )
+        intervals = pd.DataFrame(
+            [
+                (
+                    self.lanes[iv.lane].attempt_index,
+                    str(self.lanes[iv.lane].attempt),
+                    -1 if self.lanes[iv.lane].rank is None else self.lanes[iv.lane].rank,
+                    iv.bucket,
+                    iv.start,
+                    iv.end,
+                    iv.blocking,
+                )
+                for iv in self.intervals
+            ],
+            columns=["attempt_index", "attempt", "rank", "bucket", "start", "end", "blocking"],
+        )
+        return {"steps": steps, "intervals": intervals}
 
 
 def _pair_steps(stream: Stream, close_at: float) -> tuple[F64, F64, I64, npt.NDArray[np.bool_]]:

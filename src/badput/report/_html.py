@@ -31,6 +31,7 @@ import numpy.typing as npt
 
 from badput import __version__
 from badput.engine import STEP_BUCKETS, Accountant, Report, Timeline
+from badput.report._csv import wasted_steps
 from badput.report._format import format_duration, format_percent, format_ts
 from badput.report._table import bucket_description, ordered_buckets
 
@@ -282,21 +283,6 @@ def _e(text: object) -> str:
     return html.escape(str(text), quote=True)
 
 
-def _wasted_by_attempt(timeline: Timeline, n: int) -> list[int]:
-    lane_att = np.array([ln.attempt_index for ln in timeline.lanes] or [0], np.int64)
-    steps = timeline.steps
-    wasted = steps.bucket == STEP_BUCKETS.index("wasted")
-    # one rank per attempt is enough: count the lowest rank's lane of each attempt
-    firsts: dict[int, int] = {}
-    for i, ln in enumerate(timeline.lanes):
-        firsts.setdefault(ln.attempt_index, i)
-    out = [0] * n
-    for att, lane in firsts.items():
-        out[att] = int(np.count_nonzero(wasted & (steps.lane == lane)))
-    del lane_att
-    return out
-
-
 def _card(key: str, value: str, note: str, cls: str = "") -> str:
     slug = key.replace(" ", "-")
     return (
@@ -429,7 +415,7 @@ def render_html(report: Report, timeline: Timeline, goodput: GoodputSeries) -> s
         f"script-src {_sha256(uplot)} {_sha256(app)}; "
         "style-src 'unsafe-inline'; img-src data:; base-uri 'none'; form-action 'none'"
     )
-    wasted = _wasted_by_attempt(timeline, len(report.attempts))
+    wasted = wasted_steps(timeline, len(report.attempts))
     reason: str = report.end_reason
     if reason == "job_end" and report.attempts and report.attempts[-1].status:
         reason = f"job_end (status: {report.attempts[-1].status})"
