@@ -122,9 +122,11 @@ def test_report_page_draws_lanes_charts_and_bars(tmp_path: Path) -> None:
             report.start + 20,
         )
         scales = driver.execute_script(
-            "return Array.from(document.querySelectorAll('.uplot')).length"
+            "return window.badputTimeCharts.map(u => [u.scales.x.min, u.scales.x.max])"
         )
-        assert scales == 4
+        assert len(scales) == 3  # timeline, goodput, step time
+        for lo, hi in scales:
+            assert (lo, hi) == (pytest.approx(report.start + 10), pytest.approx(report.start + 20))
         driver.execute_script(
             "window.badputTimeline.setScale('x', {min: arguments[0], max: arguments[1]})",
             report.start,
@@ -156,3 +158,23 @@ def test_hostile_names_stay_text(tmp_path: Path) -> None:
         assert driver.execute_script("return window.pwned === undefined")
         assert console_errors(driver) == []
         screenshot(driver, tmp_path, "views-hostile", full=False)
+
+
+def test_demo_job_page(tmp_path: Path) -> None:
+    """The page of the demo job (a real small training run with a crash); the README's
+    picture comes from here (``make screenshots`` runs the full-size demo)."""
+    from badput.demo import DemoConfig, run_demo
+
+    full = bool(os.environ.get("BADPUT_SCREENSHOTS"))
+    config = DemoConfig() if full else DemoConfig.fast()
+    run_demo(tmp_path / "runs", "demo", config, say=lambda _msg: None)
+    page, report = write_page(tmp_path / "runs", tmp_path / "demo.html", "demo")
+    with browser() as driver:
+        view = open_page(driver, page)
+        assert console_errors(driver) == []
+        assert view["lanes"] == 1 + len(report.attempts) == 3  # the demo crashes once
+        assert view["bucketBars"] == len(report.buckets)
+        # every step of both attempts is on the page (the fast demo's are sub-millisecond
+        # slivers on a one-second axis, so no pixel count here)
+        assert view["spans"] >= report.steps.kept + report.steps.wasted
+        screenshot(driver, tmp_path, "views-demo")

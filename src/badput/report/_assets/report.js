@@ -37,6 +37,7 @@
 
   // Zoom one time chart, zoom them all.
   var timeCharts = [];
+  window.badputTimeCharts = timeCharts;
   var syncing = false;
   function syncX(u, key) {
     if (key !== "x" || syncing) return;
