@@ -299,5 +299,6 @@
     timeCharts.push(u);
   })();
 
+  view.renderMs = Math.round(performance.now());  // since navigation started
   document.documentElement.setAttribute("data-rendered", "1");
 })();
