@@ -1,15 +1,24 @@
-"""Human formatting of durations, fractions and timestamps (standard library only)."""
+"""Human formatting of durations, fractions, timestamps and log text (standard library only).
+
+Every formatter here takes any float (huge, negative, NaN, infinite) and returns
+text; none raises. :func:`inert` is the one way a string read from a log (job,
+attempt, status, event names, file names, diagnostics) reaches a terminal.
+"""
 
 from __future__ import annotations
 
 import math
-from datetime import datetime, timezone
+import unicodedata
+from datetime import datetime, timedelta, timezone
+from typing import Final
 
-__all__ = ["format_duration", "format_percent", "format_ts"]
+__all__ = ["format_duration", "format_percent", "format_ts", "inert"]
 
 _MINUTE = 60.0
 _HOUR = 3600.0
 _DAY = 86400.0
+_LONG = 1e6 * _DAY  # beyond this (2,700 years: a corrupt clock), days in 4 digits
+_EPOCH: Final = datetime(1970, 1, 1, tzinfo=timezone.utc)
 
 
 def format_duration(seconds: float) -> str:
@@ -41,6 +50,8 @@ def format_duration(seconds: float) -> str:
     if total_m < _DAY / _MINUTE:
         h, m = divmod(total_m, 60)
         return f"{h}h {m:02d}m"
+    if seconds >= _LONG:
+        return f"{seconds / _DAY:.4g}d"
     total_h = round(seconds / _HOUR)
     d, h = divmod(total_h, 24)
     return f"{d}d {h}h"
@@ -60,7 +71,42 @@ def format_ts(ts: float, *, millis: bool = True) -> str:
     """
     if not math.isfinite(ts):
         return "n/a"
-    dt = datetime.fromtimestamp(ts, tz=timezone.utc)
+    try:
+        dt = _EPOCH + timedelta(seconds=ts)
+    except OverflowError:  # before year 1 or after 9999: no calendar date to show
+        return f"{ts:.6g}"
+    day = f"{dt.year:04d}-{dt.month:02d}-{dt.day:02d}T{dt.hour:02d}:{dt.minute:02d}:{dt.second:02d}"
     if not millis:
-        return dt.strftime("%Y-%m-%dT%H:%M:%SZ")
-    return dt.strftime("%Y-%m-%dT%H:%M:%S.") + f"{dt.microsecond // 1000:03d}Z"
+        return day + "Z"
+    return f"{day}.{dt.microsecond // 1000:03d}Z"
+
+
+# Characters that move the cursor, change the terminal's state or reorder text:
+# C0 and C1 controls, DEL, line/paragraph separators and the bidirectional
+# overrides (Unicode categories Cc, Zl, Zp and the Cf bidi marks).
+_BIDI: Final = frozenset("\u061c\u200e\u200f\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069")
+
+
+def _escape(char: str) -> str:
+    code = ord(char)
+    if code <= 0xFF:
+        return f"\\x{code:02x}"
+    return f"\\u{code:04x}"
+
+
+def inert(value: object) -> str:
+    """``value`` as text that a terminal shows and never obeys.
+
+    Control characters (ESC, BEL, CR, C1 CSI ...), Unicode line separators and
+    bidirectional overrides become visible escapes (``\\x1b``, ``\\u202e``); a
+    backslash is kept as is. Rich markup is the renderer's business: the rich
+    views put this text in ``rich.text.Text`` objects, which are never parsed
+    for markup. Plain printable text (the common case) is returned unchanged.
+    """
+    text = value if isinstance(value, str) else str(value)
+    if text.isprintable():  # C speed; also False for tab/newline, which are escaped
+        return text
+    return "".join(
+        _escape(c) if (c in _BIDI or unicodedata.category(c) in ("Cc", "Zl", "Zp")) else c
+        for c in text
+    )
