@@ -428,8 +428,9 @@ def test_open_source_flat_job_directory(tmp_path: Path) -> None:
     _write(jobdir / "a.jsonl", ev(0, job="whatever"))
     _write(jobdir / "b.jsonl", ev(1, job="whatever"))
     store, job = open_source(jobdir)
-    assert job == "mine"
+    assert job == "whatever"  # the job its events name, not the directory's name
     assert [e.step for e in events(store.read(job))] == [0, 1]
+    assert open_source(jobdir, job="mine")[1] == "whatever"
 
 
 def test_open_source_uri_and_store(tmp_path: Path) -> None:

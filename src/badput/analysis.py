@@ -61,10 +61,9 @@ def _catch_up(  # noqa: PLR0917
 
 
 def _read_streams(
-    root: str, job: str, mine: list[str], skip: dict[str, int], first_seq: int
+    store: JsonlStore, job: str, mine: list[str], skip: dict[str, int], first_seq: int
 ) -> tuple[Accountant, dict[str, tuple[int, int]], int]:
     """Worker: read only the streams ``mine`` of ``job`` (the others start at their end)."""
-    store = JsonlStore(root)
     accountant = Accountant(job, first_seq=first_seq)
     start = Cursor({name: (size, 0) for name, size in skip.items()})
     cursor, n = _catch_up(store, job, accountant, start)
@@ -202,10 +201,11 @@ class LiveJob:
         found = _parallel_plan(self.store, self.job, workers)
         if found is None or (self._parallel is None and not _parallel_allowed()):
             return None
+        assert isinstance(self.store, JsonlStore)  # the only store _parallel_plan splits
         plan, everything = found
         tasks = [
             (
-                self.store.uri,
+                self.store,
                 self.job,
                 group,
                 {k: v for k, v in everything.items() if k not in group},

@@ -76,8 +76,13 @@ def _to_time(ctx: click.Context, param: click.Parameter, value: Any) -> Any:
 
 
 def _fail(command: str, message: str) -> NoReturn:
-    """One line on stderr, exit status 2: a user mistake, not a traceback."""
-    click.echo(f"badput {command}: error: {message}", err=True)
+    """One line on stderr, exit status 2: a user mistake, not a traceback.
+
+    The message may quote paths and job names read from a store: shown inert.
+    """
+    from badput.report._format import inert  # noqa: PLC0415 (standard library only)
+
+    click.echo(f"badput {command}: error: {inert(message, limit=2000)}", err=True)
     sys.exit(USAGE_ERROR)
 
 
@@ -183,6 +188,10 @@ def report(
 
     if as_json:
         click.echo(to_json(result))
+        if window is not None and result.total_seconds == 0:
+            from badput.report._table import no_time_reason  # noqa: PLC0415
+
+            click.echo(f"badput report: warning: {no_time_reason(result)}", err=True)
     else:
         render_table(result)
 
@@ -664,9 +673,15 @@ def watch(*, path: str, job: str | None, interval: float) -> None:
     Works on a job that is still being written. On a terminal the view redraws in
     place; when the output is not a terminal, one status line is printed per refresh.
     """
+    import os  # noqa: PLC0415
     import signal  # noqa: PLC0415
 
     from badput.report._watch import run_watch  # noqa: PLC0415
+
+    if "://" not in path and not os.path.exists(path):
+        # A job that has not started yet is waited for inside an existing store;
+        # a path that does not exist at all is a typo, not a job to wait for.
+        _fail("watch", f"{path}: no such file or directory")
 
     def interrupt(*_: object) -> None:
         raise KeyboardInterrupt

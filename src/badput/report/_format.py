@@ -8,7 +8,6 @@ attempt, status, event names, file names, diagnostics) reaches a terminal.
 from __future__ import annotations
 
 import math
-import unicodedata
 from datetime import datetime, timedelta, timezone
 from typing import Final
 
@@ -81,32 +80,35 @@ def format_ts(ts: float, *, millis: bool = True) -> str:
     return f"{day}.{dt.microsecond // 1000:03d}Z"
 
 
-# Characters that move the cursor, change the terminal's state or reorder text:
-# C0 and C1 controls, DEL, line/paragraph separators and the bidirectional
-# overrides (Unicode categories Cc, Zl, Zp and the Cf bidi marks).
-_BIDI: Final = frozenset("\u061c\u200e\u200f\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069")
-
-
 def _escape(char: str) -> str:
     code = ord(char)
     if code <= 0xFF:
         return f"\\x{code:02x}"
-    return f"\\u{code:04x}"
+    if code <= 0xFFFF:
+        return f"\\u{code:04x}"
+    return f"\\U{code:08x}"
 
 
-def inert(value: object) -> str:
+#: Longest log string shown whole; longer ones are cut, saying how long they were.
+MAX_SHOWN: Final = 200
+
+
+def inert(value: object, limit: int = MAX_SHOWN) -> str:
     """``value`` as text that a terminal shows and never obeys.
 
-    Control characters (ESC, BEL, CR, C1 CSI ...), Unicode line separators and
-    bidirectional overrides become visible escapes (``\\x1b``, ``\\u202e``); a
-    backslash is kept as is. Rich markup is the renderer's business: the rich
-    views put this text in ``rich.text.Text`` objects, which are never parsed
-    for markup. Plain printable text (the common case) is returned unchanged.
+    Every character that is not printable (ESC, BEL, CR, C1 CSI, line separators,
+    bidirectional overrides, unassigned code points ...) becomes a visible escape
+    (``\\x1b``, ``\\u202e``); a backslash is kept as is. Text longer than
+    ``limit`` characters is cut (``…(5,000 chars)``). Rich markup is the
+    renderer's business: the rich views put this text in ``rich.text.Text``
+    objects, which are never parsed for markup. Plain, short, printable text
+    (the common case) is returned unchanged.
     """
     text = value if isinstance(value, str) else str(value)
+    if len(text) > limit:
+        text = f"{text[: max(limit - 20, 1)]}…({len(text):,} chars)"
     if text.isprintable():  # C speed; also False for tab/newline, which are escaped
         return text
-    return "".join(
-        _escape(c) if (c in _BIDI or unicodedata.category(c) in ("Cc", "Zl", "Zp")) else c
-        for c in text
-    )
+    # Not printable: controls (C0, C1, DEL), format characters (bidi overrides),
+    # separators other than the space, surrogates, private-use and unassigned points.
+    return "".join(c if c.isprintable() else _escape(c) for c in text)

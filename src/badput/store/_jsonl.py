@@ -198,11 +198,17 @@ class JsonlStore:
     Error items name the file by its full path.
     """
 
-    def __init__(self, root: str | os.PathLike[str]) -> None:
+    def __init__(
+        self, root: str | os.PathLike[str], job_dirs: dict[str, str] | None = None
+    ) -> None:
         self.root = Path(root)
+        # Jobs kept in a directory not named after them (a renamed or copied job
+        # directory): job -> directory name below root.
+        self.job_dirs = dict(job_dirs or {})
 
     def __repr__(self) -> str:
-        return f"JsonlStore({str(self.root)!r})"
+        extra = f", job_dirs={self.job_dirs!r}" if self.job_dirs else ""
+        return f"JsonlStore({str(self.root)!r}{extra})"
 
     @property
     def uri(self) -> str:
@@ -210,7 +216,7 @@ class JsonlStore:
 
     def job_dir(self, job: str) -> Path:
         """The directory holding ``job``'s streams."""
-        return self.root / safe_job_dir(job)
+        return self.root / self.job_dirs.get(job, safe_job_dir(job))
 
     def open_writer(self, job: str, key: WriterKey) -> EventWriter:
         return JsonlWriter(self.job_dir(job) / key.stream_name())
