@@ -29,6 +29,7 @@ import operator
 import os
 import threading
 import time
+import weakref
 from collections.abc import Callable, Mapping
 from typing import Any, Final, TypeVar, cast
 
@@ -70,6 +71,23 @@ UnproductiveTimeDict = dict[goodput_utils.BadputType, float | dict[str, float]]
 compute_ideal_step_time = goodput_utils.compute_ideal_step_time
 get_extra_time_from_anomalous_steps = goodput_utils.get_extra_time_from_anomalous_steps
 get_timestamp_from_log_entry = goodput_utils.get_timestamp_from_log_entry
+
+# The library's payload keys under its own (module-private) names: code written against
+# the library reads log entries with them (``goodput._JOB_NAME``).
+_JOB_NAME: Final = pl.JOB_NAME
+_STEP_COUNT: Final = pl.STEP_COUNT
+_STEP_START_TIME: Final = pl.STEP_START_TIME
+_JOB_START_TIME: Final = pl.JOB_START_TIME
+_JOB_END_TIME: Final = pl.JOB_END_TIME
+_TPU_INIT_START_TIME: Final = pl.TPU_INIT_START_TIME
+_TPU_INIT_END_TIME: Final = pl.TPU_INIT_END_TIME
+_TRAINING_PREPARATION_START_TIME: Final = pl.TRAINING_PREP_START_TIME
+_TRAINING_PREPARATION_END_TIME: Final = pl.TRAINING_PREP_END_TIME
+_DATA_LOADING_START_TIME: Final = pl.DATA_LOADING_START_TIME
+_DATA_LOADING_END_TIME: Final = pl.DATA_LOADING_END_TIME
+_CUSTOM_BADPUT_EVENT_TYPE: Final = pl.CUSTOM_BADPUT_EVENT_TYPE
+_CUSTOM_BADPUT_EVENT_START_TIME: Final = pl.CUSTOM_BADPUT_EVENT_START_TIME
+_CUSTOM_BADPUT_EVENT_END_TIME: Final = pl.CUSTOM_BADPUT_EVENT_END_TIME
 
 #: Bytes per store read: bounds the memory of catching up with a large log.
 _READ_SLICE_BYTES: Final = 32 * 1024 * 1024
@@ -181,12 +199,20 @@ class GoodputRecorder:
         self._enabled = bool(logging_enabled)
         self._lock = threading.Lock()
         self._recorders: dict[str | int | None, Recorder] = {}
+        # The library writes each payload to cloud_logger.write_cloud_logging_entry; a
+        # caller that passes its own logger (a test double, a mirror) still gets them.
+        self._cloud_logger = (
+            cloud_logger
+            if callable(getattr(cloud_logger, "write_cloud_logging_entry", None))
+            else None
+        )
         if not self._enabled:
             logger.info("Logging is disabled for this process.")
             self._store: EventStore | None = None
             return
         self._store = open_store(store)
         self._decoder = pl.PayloadDecoder(job_name, attempt=_resolve_attempt(None))
+        _live_recorders.add(self)
 
     @property
     def store(self) -> EventStore | None:
@@ -204,6 +230,12 @@ class GoodputRecorder:
                     self._recorder(event.attempt).record(event.kind, ts=event.ts, **_fields(event))
         except Exception as exc:  # a bad timestamp from the caller, say
             logger.warning("badput: goodput event %r not recorded: %s", payload, exc)
+            return
+        if self._cloud_logger is not None:
+            try:
+                self._cloud_logger.write_cloud_logging_entry(payload)
+            except Exception as exc:  # the caller's logger must not break the loop either
+                logger.warning("badput: cloud_logger failed on %r: %s", payload, exc)
 
     def _recorder(self, attempt: str | int | None) -> Recorder:
         rec = self._recorders.get(attempt)
@@ -353,6 +385,26 @@ class GoodputRecorder:
             rec.close()
 
 
+# This process's enabled recorders: a calculator of the same job flushes them before it
+# reads, so that a query in the training process sees what was recorded (not only what
+# the writer threads have committed so far).
+_live_recorders: weakref.WeakSet[GoodputRecorder] = weakref.WeakSet()
+
+
+def live_recorder(job_name: str) -> GoodputRecorder | None:
+    """An enabled recorder of ``job_name`` in this process, if any (the newest)."""
+    found = [r for r in list(_live_recorders) if r.job_name == job_name]
+    return found[-1] if found else None
+
+
+def _flush_live_recorders(job_name: str) -> None:
+    for rec in [r for r in list(_live_recorders) if r.job_name == job_name]:
+        try:
+            rec.flush()
+        except Exception as exc:  # a query must still answer from what is stored
+            logger.warning("badput: could not flush the recorder of %s: %s", job_name, exc)
+
+
 def _fields(event: Event) -> dict[str, Any]:
     """The schema fields of a decoded event, for :meth:`Recorder.record`."""
     out: dict[str, Any] = {}
@@ -383,6 +435,7 @@ class _JobView:
 
     def update(self) -> int:
         """Ingest what was appended since the last call; return how many events."""
+        _flush_live_recorders(self.job)
         n = 0
         while True:
             result = self.store.read(self.job, self.cursor, max_bytes=_READ_SLICE_BYTES)
