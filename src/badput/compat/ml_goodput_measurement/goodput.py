@@ -415,6 +415,10 @@ def _fields(event: Event) -> dict[str, Any]:
     return out
 
 
+def _event_time(event: Event) -> float:
+    return event.ts
+
+
 class _JobView:
     """What the calculator knows of the job: the engine's accountant plus the few raw
     series the library's own rules need (step starts, event times, elastic events)."""
@@ -425,6 +429,7 @@ class _JobView:
         self.accountant = Accountant(job)
         self.cursor: Cursor | None = None
         self.times: list[float] = []  # every event's time, sorted
+        self.events: list[Event] = []  # every event, sorted by time (interval queries)
         self.step_starts: list[tuple[float, int]] = []  # (ts, step), sorted
         self.intervals: dict[str, list[tuple[float, float]]] = {}  # base -> paired spans
         self.slices: list[tuple[float, int, int, int]] = []  # (ts, active, available, total)
@@ -459,8 +464,10 @@ class _JobView:
         for e in events:
             if late:
                 bisect.insort(self.times, e.ts)
+                bisect.insort(self.events, e, key=_event_time)
             else:
                 self.times.append(e.ts)
+                self.events.append(e)
             kind = e.kind
             if kind == Kind.STEP_START and e.step is not None:
                 bisect.insort(self.step_starts, (e.ts, e.step))
@@ -494,6 +501,12 @@ class _JobView:
         if ended and job_end is not None and start < job_end <= end:
             return last
         return max(last - 1, 0)
+
+    def events_in(self, start: float, end: float) -> list[Event]:
+        """The events in ``(start, end]``, the library's interval entries."""
+        i = bisect.bisect_right(self.times, start)
+        j = bisect.bisect_right(self.times, end)
+        return self.events[i:j]
 
     def clip(self, start: float, end: float) -> tuple[float, float] | None:
         """The library's interval: from the first event after ``start`` to the last event
@@ -566,19 +579,19 @@ class GoodputCalculator:
                     "Total job time is zero, Goodput cannot be calculated. Please fix the"
                     " logging entries."
                 )
-            report = view.accountant.report(now=now, typical="mean")
-            productive, seconds = self._seconds(report)
+            if view.job_end is not None:
+                # A job that has ended runs from its start to its end whatever the query
+                # clock says (hosts with skewed clocks, back-filled timestamps).
+                now = max(now, view.times[-1])
+            report, productive, seconds = self._partition(
+                view.accountant, view.step_starts, now, None
+            )
             total = report.total_seconds
             if total <= 0.0:
                 raise ValueError(
                     "Total job time is zero, Goodput cannot be calculated. Please fix the"
                     " logging entries."
                 )
-            running = self._step_in_progress(report, productive, now)
-            if running > 0.0:
-                productive -= running
-                other = seconds[BadputType.OTHER]
-                seconds[BadputType.OTHER] = (other if isinstance(other, float) else 0.0) + running
             self._number_of_interruptions = max(0, len(report.attempts) - 1)
             last_step = _last_productive_step(report)
             self._goodput_info = goodput_utils.GoodputInfo(
@@ -621,8 +634,12 @@ class GoodputCalculator:
                 raise ValueError(
                     "Start time is on or after end time, cannot compute total job time."
                 )
-            report = view.accountant.report(now=self._clock(), window=(a, b), typical="mean")
-            productive, seconds = self._seconds(report)
+            # The library computes a window from the window's own log entries: steps a
+            # later restart redid are not wasted in it. So does this view.
+            own = Accountant(view.job)
+            own.ingest_events(view.events_in(lo, hi))
+            steps = [(ts, step) for ts, step in view.step_starts if lo < ts <= hi]
+            report, productive, seconds = self._partition(own, steps, self._clock(), (a, b))
             total = b - a
             disruptions = sum(1 for att in report.attempts[1:] if a <= att.start <= b)
             return (
@@ -716,25 +733,87 @@ class GoodputCalculator:
             result[t] = custom if t == BadputType.CUSTOM_BADPUT_EVENTS else out.get(t, 0.0)
         return productive, result
 
-    def _step_in_progress(self, report: Report, productive: float, now: float) -> float:
-        """Productive seconds of the step still running at ``now`` in a live job.
+    def _partition(
+        self,
+        accountant: Accountant,
+        step_starts: list[tuple[float, int]],
+        now: float,
+        window: tuple[float, float] | None,
+    ) -> tuple[Report, float, dict[goodput_utils.BadputType, Any]]:
+        """The engine's partition with the library's definitions where they differ
+        (ACCOUNTING.md §6): the report, productive seconds and the library's buckets.
 
-        The library counts a step once the next one starts (or the job ends): until then
-        the running step's time is OTHER, and its max productive step is the one before.
-        badput's engine counts the running step's time as it goes; this view follows the
-        library. The running step's share is the productive time after its start: the
-        cumulative figure less the same partition up to that start.
+        - The last step before a recorded ``job_end`` lasts until it: the engine counts
+          one typical step and the rest as untracked; here that rest is productive
+          (recorded intervals inside it stay taken out).
+        - A crashed attempt's last step, up to the next ``job_start``, is recovery
+          (the engine counts one typical step of it as wasted progress).
+        - A running job's step in progress is OTHER until it completes (the library
+          counts a step when the next one starts).
         """
-        if report.end_reason == "job_end" or not self._view.step_starts:
-            return 0.0
-        last_start = self._view.step_starts[-1][0]
-        if not report.start < last_start < now:
-            return 0.0
-        head = self._view.accountant.report(
-            now=now, window=(report.start, last_start), typical="mean"
-        )
-        before = sum(head.bucket(name) for name in _PRODUCTIVE)
-        return max(0.0, productive - before)
+        report = accountant.report(now=now, window=window, typical="mean")
+        productive, seconds = self._seconds(report)
+        lo, hi = window if window is not None else (report.start, report.end)
+        attempts = report.attempts
+
+        def last_start(a: float, b: float) -> float | None:
+            i = bisect.bisect_right(step_starts, (b, math.inf))
+            if i and step_starts[i - 1][0] >= a:
+                return step_starts[i - 1][0]
+            return None
+
+        def part(a: float, b: float) -> Report | None:
+            a, b = max(a, lo), min(b, hi)
+            return accountant.report(now=now, window=(a, b), typical="mean") if a < b else None
+
+        moved = 0.0
+        for i, att in enumerate(attempts[:-1]):
+            if att.end_reason == "job_end":
+                continue
+            t = last_start(att.start, att.end)
+            piece = part(t, attempts[i + 1].start) if t is not None else None
+            if piece is not None:
+                moved += self._move(
+                    piece,
+                    seconds,
+                    (*_PRODUCTIVE, "wasted", "untracked"),
+                    BadputType.INFRASTRUCTURE_RECOVERY_FROM_DISRUPTION,
+                )
+        productive -= moved
+        if attempts:
+            last = attempts[-1]
+            t = last_start(last.start, last.end)
+            piece = part(t, last.end) if t is not None else None
+            if piece is not None and last.end_reason == "job_end":
+                productive += self._move(piece, seconds, ("untracked",), None)
+            elif piece is not None and report.end_reason != "job_end" and t is not None and t < now:
+                productive -= self._move(piece, seconds, _PRODUCTIVE, BadputType.OTHER)
+        return report, productive, seconds
+
+    def _move(
+        self,
+        piece: Report,
+        seconds: dict[goodput_utils.BadputType, Any],
+        names: tuple[str, ...],
+        target: goodput_utils.BadputType | None,
+    ) -> float:
+        """Move ``piece``'s seconds in the badput buckets ``names`` to ``target`` (None:
+        productive); return the seconds moved. Productive buckets are taken from
+        productive time by the caller (the return value)."""
+        total = 0.0
+        for name in names:
+            value = piece.bucket(name)
+            if value <= 0.0:
+                continue
+            total += value
+            if name not in _PRODUCTIVE:
+                source = self._bucket_type(name)
+                seconds[source] = max(0.0, seconds.get(source, 0.0) - value)
+            if target is not None:
+                seconds[target] = seconds.get(target, 0.0) + value
+        if target is None:
+            return total
+        return sum(piece.bucket(n) for n in names if n in _PRODUCTIVE)
 
     def _bucket_type(self, name: str) -> goodput_utils.BadputType:
         """The library's type for a badput bucket; elastic ones are OTHER here (the base
