@@ -34,7 +34,12 @@ from collections.abc import Callable, Mapping
 from typing import Any, Final, TypeVar, cast
 
 from badput.compat.ml_goodput_measurement import _payload as pl
-from badput.compat.ml_goodput_measurement import goodput_utils
+from badput.compat.ml_goodput_measurement import exclusion_utils, goodput_utils
+from badput.compat.ml_goodput_measurement.checkpoint_badput_calculator import (
+    CheckpointBadputCalculator,
+    CheckpointLoggerOptions,
+)
+from badput.compat.ml_goodput_measurement.goodput_cache import GoodputCache
 from badput.engine import Accountant, Report
 from badput.events import Event, Kind
 from badput.recorder import Recorder, _resolve_attempt
@@ -42,6 +47,9 @@ from badput.store import Cursor, EventStore, open_store
 
 __all__ = [
     "BadputType",
+    "CheckpointBadputCalculator",
+    "CheckpointLoggerOptions",
+    "GoodputCache",
     "GoodputCalculator",
     "GoodputRecorder",
     "GoodputType",
@@ -88,6 +96,10 @@ _DATA_LOADING_END_TIME: Final = pl.DATA_LOADING_END_TIME
 _CUSTOM_BADPUT_EVENT_TYPE: Final = pl.CUSTOM_BADPUT_EVENT_TYPE
 _CUSTOM_BADPUT_EVENT_START_TIME: Final = pl.CUSTOM_BADPUT_EVENT_START_TIME
 _CUSTOM_BADPUT_EVENT_END_TIME: Final = pl.CUSTOM_BADPUT_EVENT_END_TIME
+
+_ZERO_TIME: Final = (
+    "Total job time is zero, Goodput cannot be calculated. Please fix the logging entries."
+)
 
 #: Bytes per store read: bounds the memory of catching up with a large log.
 _READ_SLICE_BYTES: Final = 32 * 1024 * 1024
@@ -571,44 +583,91 @@ class GoodputCalculator:
         the library does.
         """
         with self._lock:
-            now = self._clock()
-            view = self._view
-            view.update()
-            if view.job_start is None:
-                raise ValueError(
-                    "Total job time is zero, Goodput cannot be calculated. Please fix the"
-                    " logging entries."
-                )
-            if view.job_end is not None:
-                # A job that has ended runs from its start to its end whatever the query
-                # clock says (hosts with skewed clocks, back-filled timestamps).
-                now = max(now, view.times[-1])
-            report, productive, seconds = self._partition(
-                view.accountant, view.step_starts, now, None
-            )
+            report, productive, seconds = self._job_partition()
             total = report.total_seconds
-            if total <= 0.0:
-                raise ValueError(
-                    "Total job time is zero, Goodput cannot be calculated. Please fix the"
-                    " logging entries."
-                )
-            self._number_of_interruptions = max(0, len(report.attempts) - 1)
-            last_step = _last_productive_step(report)
-            self._goodput_info = goodput_utils.GoodputInfo(
-                total_productive_time=productive,
-                total_elapsed_time=total,
-                total_unproductive_time=seconds,
-                max_productive_step=last_step,
-                last_recorded_step=report.steps.last or 0,
-                last_updated_timestamp=_now_datetime(),
-                number_of_disruptions=self._number_of_interruptions,
-            )
-            try:
-                self._step_info = self._step_deviation(configured_ideal_step_time)
-            except ValueError as exc:
-                logger.info("Failed to compute step information: %s", exc)
+            self._remember(report, productive, seconds, total, 0.0, configured_ideal_step_time)
             breakdown = self._percentages(seconds, total) if include_badput_breakdown else {}
-            return productive / total * 100.0, breakdown, last_step
+            return productive / total * 100.0, breakdown, _last_productive_step(report)
+
+    def get_job_goodput_with_exclusions(
+        self,
+        exclusion_intervals: list[tuple[datetime.datetime, datetime.datetime]],
+        include_badput_breakdown: bool = False,
+        configured_ideal_step_time: float | None = None,
+    ) -> tuple[float, UnproductiveTimeDict, int, float]:
+        """(goodput %, breakdown % or ``{}``, last productive step, excluded seconds) of
+        the job with ``exclusion_intervals`` (UTC ``(start, end)`` pairs) left out.
+
+        The library's exclusion rule: excluded time is the part of the intervals that the
+        log accounts for (steps, recorded intervals, recovery); untracked time inside
+        them (the library's OTHER) is not excluded and stays in OTHER. Each bucket loses
+        its share of the excluded time, and percentages are of the job's time less the
+        excluded time. Intervals not in UTC, or empty, are ignored (logged).
+        """
+        windows = exclusion_utils.normalize_intervals(exclusion_intervals)
+        with self._lock:
+            report, productive, seconds = self._job_partition()
+            excluded = 0.0
+            for lo, hi in windows:
+                a, b = max(lo, report.start), min(hi, report.end)
+                if a >= b:
+                    continue
+                _, w_productive, w_seconds = self._partition(
+                    self._view.accountant, self._view.step_starts, report.end, (a, b)
+                )
+                untracked = w_seconds.get(BadputType.OTHER, 0.0)
+                excluded += (b - a) - (untracked if isinstance(untracked, float) else 0.0)
+                productive -= w_productive
+                _subtract(seconds, w_seconds, keep=(BadputType.OTHER,))
+            total = max(0.0, report.total_seconds - excluded)
+            last_step = _last_productive_step(report)
+            if total <= 0.0:
+                return 0.0, {}, last_step, excluded
+            self._remember(report, productive, seconds, total, excluded, configured_ideal_step_time)
+            breakdown = self._percentages(seconds, total) if include_badput_breakdown else {}
+            return productive / total * 100.0, breakdown, last_step, excluded
+
+    def _job_partition(self) -> tuple[Report, float, dict[goodput_utils.BadputType, Any]]:
+        """The whole job's partition with the library's definitions (lock held)."""
+        now = self._clock()
+        view = self._view
+        view.update()
+        if view.job_start is None:
+            raise ValueError(_ZERO_TIME)
+        if view.job_end is not None:
+            # A job that has ended runs from its start to its end whatever the query
+            # clock says (hosts with skewed clocks, back-filled timestamps).
+            now = max(now, view.times[-1])
+        report, productive, seconds = self._partition(view.accountant, view.step_starts, now, None)
+        if report.total_seconds <= 0.0:
+            raise ValueError(_ZERO_TIME)
+        return report, productive, seconds
+
+    def _remember(
+        self,
+        report: Report,
+        productive: float,
+        seconds: dict[goodput_utils.BadputType, Any],
+        total: float,
+        excluded: float,
+        configured_ideal_step_time: float | None,
+    ) -> None:
+        """Keep the last result for get_job_goodput_details (lock held)."""
+        self._number_of_interruptions = max(0, len(report.attempts) - 1)
+        self._goodput_info = goodput_utils.GoodputInfo(
+            total_productive_time=productive,
+            total_elapsed_time=total,
+            total_unproductive_time=seconds,
+            max_productive_step=_last_productive_step(report),
+            last_recorded_step=report.steps.last or 0,
+            last_updated_timestamp=_now_datetime(),
+            number_of_disruptions=self._number_of_interruptions,
+            total_excluded_time=excluded,
+        )
+        try:
+            self._step_info = self._step_deviation(configured_ideal_step_time)
+        except ValueError as exc:
+            logger.info("Failed to compute step information: %s", exc)
 
     def get_job_goodput_interval(
         self, interval_start: datetime.datetime, interval_end: datetime.datetime
@@ -639,7 +698,8 @@ class GoodputCalculator:
             own = Accountant(view.job)
             own.ingest_events(view.events_in(lo, hi))
             steps = [(ts, step) for ts, step in view.step_starts if lo < ts <= hi]
-            report, productive, seconds = self._partition(own, steps, self._clock(), (a, b))
+            # The window is its own entries: it ends at its last one, whatever the clock.
+            report, productive, seconds = self._partition(own, steps, b, (a, b))
             total = b - a
             disruptions = sum(1 for att in report.attempts[1:] if a <= att.start <= b)
             return (
@@ -684,7 +744,7 @@ class GoodputCalculator:
             "disruption_count": info.number_of_disruptions,
             "step_time_deviation": step.step_deviations if step else {},
             "ideal_step_time": step.ideal_step_time if step and step.ideal_step_time else 0.0,
-            "total_excluded_time": 0.0,
+            "total_excluded_time": info.total_excluded_time,
         }
 
     def get_interval_metric_details(
@@ -857,6 +917,23 @@ class GoodputCalculator:
             ideal_step_time=ideal,
             step_deviations={step: abs(t - ideal) for step, t in times.items()},
         )
+
+
+def _subtract(
+    seconds: dict[goodput_utils.BadputType, Any],
+    part: Mapping[goodput_utils.BadputType, Any],
+    keep: tuple[goodput_utils.BadputType, ...] = (),
+) -> None:
+    """``seconds`` less ``part``, type by type (custom events name by name)."""
+    for key, value in part.items():
+        if key in keep:
+            continue
+        current = seconds.get(key)
+        if isinstance(value, dict) and isinstance(current, dict):
+            for name, sub in value.items():
+                current[name] = max(0.0, current.get(name, 0.0) - sub)
+        elif isinstance(value, float) and isinstance(current, float):
+            seconds[key] = max(0.0, current - value)
 
 
 def _last_productive_step(report: Report) -> int:
