@@ -64,6 +64,18 @@ SKIPPED_FILES = {
     "cloud_logging_test.py": "tests the library's private Cloud Logging client (_CloudLogger)",
 }
 
+# Tests that use only public API and fail on purpose: the drop-in departs from the library
+# there (docs/compat.md, "Where badput reports a different number"). They run; a failure
+# of one of these is reported as the documented difference, not as a failure.
+DOCUMENTED_DIFFERENCES = {
+    "goodput_test.py::BadputTest::test_badput_calculator_checkpoint_badput": (
+        "Orbax entries written straight into the test's mock log, stamped 10 s after the "
+        "Unix epoch (1970), 54 years before the job: the library adds their durations "
+        "wherever they fall; badput places checkpoint time on the job's timeline, where "
+        "these are not (docs/compat.md, difference 10)"
+    ),
+}
+
 # Private reads that have a public equivalent: (pattern, replacement).
 PUBLIC_READS: tuple[tuple[str, str], ...] = (
     (r"(\w+(?:\.\w+)*)\._goodput_cache\.get_goodput_info\(\)", r"_public_goodput_info(\1)"),
@@ -268,11 +280,15 @@ def run(python: Path, tests: Path, deselected: dict[str, str], extra: list[str])
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "BADPUT_STORE")}
     env["TZ"] = "UTC"
     proc = subprocess.run(cmd, cwd=tests.parent, env=env, check=False)
-    report(junit, deselected)
-    return proc.returncode
+    unexpected = report(junit, deselected)
+    if proc.returncode not in (0, 1):  # 1: tests failed, counted above
+        return proc.returncode
+    return 1 if unexpected else 0
 
 
-def report(junit: Path, deselected: dict[str, str]) -> None:
+def report(junit: Path, deselected: dict[str, str]) -> int:
+    """Print passes per file, the failures and the skipped tests; return the number of
+    failures other than the documented differences."""
     counts: dict[str, list[int]] = defaultdict(lambda: [0, 0])  # file -> [passed, run]
     failures: list[str] = []
     if junit.exists():
@@ -284,7 +300,8 @@ def report(junit: Path, deselected: dict[str, str]) -> None:
             counts[name][1] += 0 if skipped else 1
             counts[name][0] += 0 if (bad or skipped) else 1
             if bad:
-                failures.append(f"{name}::{case.get('name')}")
+                cls = parts[-1] if parts else "?"
+                failures.append(f"{name}::{cls}::{case.get('name')}")
     skipped_per_file: dict[str, int] = defaultdict(int)
     for node in deselected:
         skipped_per_file[node.split("::")[0].removeprefix("tests/")] += 1
@@ -300,13 +317,20 @@ def report(junit: Path, deselected: dict[str, str]) -> None:
         note = "  (whole file skipped)" if whole else ""
         print(f"  {f:<{width}}  {passed:3d} / {ran:3d} passed, {skip:3d} skipped{note}")
     print(f"  {'total':<{width}}  {total_pass:3d} / {total_run:3d} passed, {total_skip:3d} skipped")
-    if failures:
+    documented = [f for f in failures if f in DOCUMENTED_DIFFERENCES]
+    unexpected = [f for f in failures if f not in DOCUMENTED_DIFFERENCES]
+    if documented:
+        print("\nfailed as documented (a deliberate difference):")
+        for f in documented:
+            print(f"  {f}: {DOCUMENTED_DIFFERENCES[f]}")
+    if unexpected:
         print("\nfailed:")
-        for f in failures:
+        for f in unexpected:
             print(f"  {f}")
     print("\nskipped (private state of the library):")
     for node, reason in sorted(deselected.items()):
         print(f"  {node.removeprefix('tests/')}: {reason}")
+    return len(unexpected)
 
 
 def main(argv: list[str] | None = None) -> int:
