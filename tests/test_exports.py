@@ -15,6 +15,7 @@ from click.testing import CliRunner
 from _views_jobs import T0, write_long_job, write_two_rank_job
 from badput.analysis import LiveJob
 from badput.cli import main
+from badput.store._jsonl import safe_job_dir
 from badput.testing import Timeline, events_to_jsonl
 
 # ------------------------------------------------------------------ trace
@@ -284,3 +285,25 @@ def test_compare_two_jobs(tmp_path: Path) -> None:
     assert text.exit_code == 0, text.output
     recovery = next(line for line in text.output.splitlines() if line.startswith(" recovery"))
     assert recovery.split()[-2:] == ["-20.8", "pp"]
+
+
+def test_jobs_and_compare_print_log_names_inert(tmp_path: Path) -> None:
+    evil = "evil\x1b[2J\x1b]0;owned\x07[bold]x[/bold]"
+    root = tmp_path / "store"
+    tl = Timeline(evil, start=T0)
+    tl.emit("job_start")
+    tl.steps(6, 1.0, first=1)
+    tl.emit("job_end", status="completed\x1b[31m")
+    events_to_jsonl(root / safe_job_dir(evil) / "0" / "h-0-1.jsonl", tl.events)
+    write_long_job(root, 20)
+    out = CliRunner().invoke(main, ["jobs", str(root)], env={"COLUMNS": "200"}).output
+    assert "\x1b" not in out and "\x07" not in out
+    assert "evil\\x1b[2J\\x1b]0;owned\\x07[bold]x[/bold]" in out
+    assert "completed\\x1b[31m" in out
+    out = (
+        CliRunner()
+        .invoke(main, ["compare", "--store", str(root), evil, "long"], env={"COLUMNS": "200"})
+        .output
+    )
+    assert "\x1b" not in out
+    assert "[bold]x[/bold]" in out

@@ -80,8 +80,13 @@ def _to_time(ctx: click.Context, param: click.Parameter, value: Any) -> Any:
 
 
 def _fail(command: str, message: str) -> NoReturn:
-    """One line on stderr, exit status 2: a user mistake, not a traceback."""
-    click.echo(f"badput {command}: error: {message}", err=True)
+    """One line on stderr, exit status 2: a user mistake, not a traceback.
+
+    The message may quote paths and job names read from a store: shown inert.
+    """
+    from badput.report._format import inert  # noqa: PLC0415 (standard library only)
+
+    click.echo(f"badput {command}: error: {inert(message, limit=2000)}", err=True)
     sys.exit(USAGE_ERROR)
 
 
@@ -201,6 +206,10 @@ def report(
 
     if as_json:
         click.echo(to_json(result))
+        if window is not None and result.total_seconds == 0:
+            from badput.report._table import no_time_reason  # noqa: PLC0415
+
+            click.echo(f"badput report: warning: {no_time_reason(result)}", err=True)
     else:
         render_table(result)
 
@@ -682,9 +691,15 @@ def watch(*, path: str, job: str | None, interval: float) -> None:
     Works on a job that is still being written. On a terminal the view redraws in
     place; when the output is not a terminal, one status line is printed per refresh.
     """
+    import os  # noqa: PLC0415
     import signal  # noqa: PLC0415
 
     from badput.report._watch import run_watch  # noqa: PLC0415
+
+    if "://" not in path and not os.path.exists(path):
+        # A job that has not started yet is waited for inside an existing store;
+        # a path that does not exist at all is a typo, not a job to wait for.
+        _fail("watch", f"{path}: no such file or directory")
 
     def interrupt(*_: object) -> None:
         raise KeyboardInterrupt
@@ -780,7 +795,7 @@ def jobs(*, store: str | None, sort_key: str, reverse: bool, as_json: bool) -> N
     """
     from badput.analysis import LiveJob  # noqa: PLC0415
     from badput.report._jobs import JobRow, job_row, render_jobs, sort_rows  # noqa: PLC0415
-    from badput.store import open_store  # noqa: PLC0415
+    from badput.store import JsonlStore, open_store  # noqa: PLC0415
 
     root = store or DEFAULT_STORE
     try:
@@ -792,9 +807,17 @@ def jobs(*, store: str | None, sort_key: str, reverse: bool, as_json: bool) -> N
     rows = []
     for name in names:
         try:
-            live = LiveJob(opened, name)
+            # A directory store names a job's directory after the job, sanitised: read the
+            # directory, whose events say the job's real name.
+            live = (
+                LiveJob(opened.job_dir(name))
+                if isinstance(opened, JsonlStore)
+                else LiveJob(opened, name)
+            )
             live.update()
-            rows.append(job_row(name, live.report(), live.accountant.last_event_ts, now))
+            report = live.report()
+            shown = report.job or name
+            rows.append(job_row(shown, report, live.accountant.last_event_ts, now))
         except (ValueError, OSError) as exc:
             rows.append(JobRow(name, "error", None, 0.0, 0.0, 0.0, 0, None, str(exc)))
     rows = sort_rows(rows, sort_key, reverse)

@@ -1,7 +1,7 @@
 """``badput jobs`` (every job of a store, one line each) and ``badput compare`` (two side by side).
 
-Pure views of reports the caller computed; text from the log is printed as
-:class:`rich.text.Text` (never parsed as markup).
+Pure views of reports the caller computed; text from the log goes through
+:func:`~badput.report._table.log_text` (control characters escaped, never markup).
 """
 
 from __future__ import annotations
@@ -16,8 +16,8 @@ from rich.table import Table
 from rich.text import Text
 
 from badput.engine import Report
-from badput.report._format import format_duration, format_percent, format_ts
-from badput.report._table import ordered_buckets
+from badput.report._format import format_duration, format_percent, format_ts, inert
+from badput.report._table import log_text, ordered_buckets
 
 __all__ = [
     "SORT_KEYS",
@@ -132,7 +132,7 @@ def render_jobs(rows: list[JobRow], console: Console) -> None:
     """The job list as a table (narrow consoles drop the start column)."""
     wide = console.width >= 110
     table = Table(box=box.SIMPLE_HEAD, pad_edge=False)
-    longest = max([len(r.job) for r in rows] + [3])
+    longest = max([len(inert(r.job)) for r in rows] + [3])
     table.add_column("job", overflow="fold", min_width=min(longest, 16))
     table.add_column("status", no_wrap=True)
     if wide:
@@ -144,7 +144,7 @@ def render_jobs(rows: list[JobRow], console: Console) -> None:
     table.add_column("last event (UTC)", no_wrap=True)
     for r in rows:
         style = {"running": "green", "stopped": "yellow", "error": "red"}.get(r.status, "")
-        cells: list[str | Text] = [Text(r.job), Text(r.status, style=style)]
+        cells: list[str | Text] = [log_text(r.job), log_text(r.status, style)]
         if wide:
             cells.append(_ts(r.start))
         cells += [
@@ -158,7 +158,7 @@ def render_jobs(rows: list[JobRow], console: Console) -> None:
     console.print(table)
     for r in rows:
         if r.error:
-            console.print(Text(f"{r.job}: {r.error}", style="red"))
+            console.print(log_text(f"{r.job}: {r.error}", "red"))
 
 
 def _signed(seconds: float) -> str:
@@ -214,7 +214,7 @@ def render_compare(a: Report, b: Report, console: Console) -> None:
     head.add_column("A", overflow="fold")
     head.add_column("B", overflow="fold")
     head.add_column("B - A", justify="right", no_wrap=True)
-    head.add_row("job", Text(a.job), Text(b.job), "")
+    head.add_row("job", log_text(a.job), log_text(b.job), "")
     head.add_row(
         "goodput", format_percent(a.goodput), format_percent(b.goodput), _pp(a.goodput, b.goodput)
     )
@@ -261,7 +261,7 @@ def render_compare(a: Report, b: Report, console: Console) -> None:
         diff = fb - fa
         style = "green" if (diff > 0) == (n == "productive") and abs(diff) >= 0.0005 else "red"
         table.add_row(
-            Text(n),
+            log_text(n),
             format_duration(sa),
             format_percent(fa),
             format_duration(sb),

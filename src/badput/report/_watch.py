@@ -16,13 +16,15 @@ from rich.console import Console, ConsoleOptions, Group, RenderableType, RenderR
 from rich.table import Table
 from rich.text import Text
 
-from badput.report._format import format_duration, format_percent, format_ts
+from badput.report._format import format_duration, format_percent, format_ts, inert
 from badput.report._table import (
     BAR_WIDTH,
     PRODUCTIVE,
     WIDE,
     _bar,
     bucket_description,
+    fold_buckets,
+    log_text,
     ordered_buckets,
 )
 
@@ -111,7 +113,7 @@ def status_line(
     """One line: time, goodput, observed, windows, last step (and rate), last event age."""
     now = snapshot.time if now is None else now
     rep = snapshot.report
-    head = f"{format_ts(snapshot.time, millis=False)} {snapshot.job}"
+    head = f"{format_ts(snapshot.time, millis=False)} {inert(snapshot.job)}"
     age = _age(snapshot, now)
     if age is None:
         return f"{head}: no events yet"
@@ -147,7 +149,7 @@ def _state(snapshot: Snapshot, now: float) -> Text:
         return Text("waiting for the first event", style="yellow")
     if _finished(snapshot):
         status = rep.attempts[-1].status if rep.attempts else None
-        return Text(f"finished ({status})" if status else "finished", style="green")
+        return log_text(f"finished ({status})" if status else "finished", "green")
     if is_stalled(snapshot, now):
         limit = format_duration(stall_threshold(snapshot))
         return Text(f"STALLED? no event for {format_duration(age)} (> {limit})", style="bold red")
@@ -157,7 +159,7 @@ def _state(snapshot: Snapshot, now: float) -> Text:
 def _summary(snapshot: Snapshot, previous: Snapshot | None, now: float) -> Table:
     rep = snapshot.report
     grid = _grid()
-    grid.add_row("job", Text(snapshot.job, style="bold cyan"))
+    grid.add_row("job", log_text(snapshot.job, "bold cyan"))
     grid.add_row("state", _state(snapshot, now))
     age = _age(snapshot, now)
     if age is not None:
@@ -242,26 +244,40 @@ def _buckets(snapshot: Snapshot, wide: bool = True) -> Table | Text:
     if total <= 0 or not rep.buckets:
         return Text("no time to account for yet", style="yellow")
     rows: list[tuple[str, str, str, float]] = []
-    for name, seconds in ordered_buckets(rep.buckets):
+    shown, n_folded, folded = fold_buckets(ordered_buckets(rep.buckets))
+    for name, seconds in shown:
         fraction = seconds / total
-        rows.append((name, format_duration(seconds), format_percent(fraction), fraction))
+        rows.append((inert(name), format_duration(seconds), format_percent(fraction), fraction))
     table = Table(box=box.SIMPLE_HEAD, title="Where the time went", title_justify="left")
-    for i, col in enumerate(("bucket", "time", "%")):
+    widest = max(len("bucket"), *(len(r[0]) for r in rows))
+    # a long custom bucket name folds onto more lines; figures never do
+    table.add_column("bucket", overflow="fold", min_width=min(widest, 24))
+    for i, col in ((1, "time"), (2, "%")):
         widest = max(len(col), *(len(str(r[i])) for r in rows))
-        table.add_column(col, justify="left" if i == 0 else "right", no_wrap=True, min_width=widest)
+        table.add_column(col, justify="right", no_wrap=True, min_width=widest)
     table.add_column("", no_wrap=True, min_width=BAR_WIDTH)
     if wide:
         table.add_column("what it is", style="dim", no_wrap=True, overflow="ellipsis")
     for name, duration, percent, fraction in rows:
         productive = name == PRODUCTIVE
         cells: list[str | Text] = [
-            Text(name, style="bold green" if productive else ""),
+            Text(name, style="bold green" if productive else ""),  # inert above
             duration,
             percent,
             Text(_bar(fraction), style="green" if productive else "red"),
         ]
         if wide:
-            cells.append(bucket_description(name))
+            cells.append(log_text(bucket_description(name)))
+        table.add_row(*cells)
+    if n_folded:
+        cells = [
+            Text(f"({n_folded:,} more)", style="italic"),
+            format_duration(folded),
+            format_percent(folded / total),
+            Text(_bar(folded / total), style="red"),
+        ]
+        if wide:
+            cells.append(f"the {n_folded:,} smallest buckets, folded")
         table.add_row(*cells)
     return table
 
@@ -277,8 +293,10 @@ def _attempts(snapshot: Snapshot) -> Table:
     restarts = f"{snapshot.disruptions} restart" + ("" if snapshot.disruptions == 1 else "s")
     grid.add_row(
         "attempts",
-        f"{n} ({restarts})   current: {cur.id}, up {format_duration(cur.end - cur.start)}"
-        + (f", restored step {cur.restore_step}" if cur.restore_step is not None else ""),
+        log_text(
+            f"{n} ({restarts})   current: {cur.id}, up {format_duration(cur.end - cur.start)}"
+            + (f", restored step {cur.restore_step}" if cur.restore_step is not None else "")
+        ),
     )
     if rep.diagnostics:
         grid.add_row(
@@ -349,9 +367,9 @@ def run_watch(
                 try:
                     snap = monitor.run_once()
                 except Exception as exc:
-                    con.print(f"badput watch: reading the job failed: {exc!r}")
+                    con.print(log_text(f"badput watch: reading the job failed: {exc!r}"))
                 else:
-                    con.print(status_line(snap, previous, now=time.time()), soft_wrap=True)
+                    con.print(Text(status_line(snap, previous, now=time.time())), soft_wrap=True)
                     con.file.flush()
                     previous = snap
                 cycles += 1
@@ -368,7 +386,7 @@ def _frame(monitor: Any, previous: Snapshot | None) -> tuple[RenderableType, Sna
     try:
         snap = monitor.run_once()
     except Exception as exc:
-        error = Text(f"reading the job failed: {exc!r} (retrying)", style="bold red")
+        error = log_text(f"reading the job failed: {exc!r} (retrying)", "bold red")
         if previous is None:
             return error, None
         return Group(render_watch(previous, None, now=time.time()), error), previous
