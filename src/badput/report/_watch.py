@@ -13,12 +13,14 @@ from typing import TYPE_CHECKING, Any, Final
 
 from rich import box
 from rich.console import Console, ConsoleOptions, Group, RenderableType, RenderResult
+from rich.segment import Segment
 from rich.table import Table
 from rich.text import Text
 
 from badput.report._format import format_duration, format_percent, format_ts, inert
 from badput.report._table import (
     BAR_WIDTH,
+    MAX_BUCKET_ROWS,
     PRODUCTIVE,
     WIDE,
     _bar,
@@ -227,28 +229,54 @@ def _steps(snapshot: Snapshot, previous: Snapshot | None) -> Table:
     return grid
 
 
-class _Buckets:
-    """The bucket table, laid out for the width it is drawn at: the descriptions only
-    from WIDE columns on, and never a cut name or figure (columns as wide as their text)."""
+#: Screens with fewer rows than this get the compact layout (no blank lines, fewer buckets).
+TALL = 36
 
-    def __init__(self, snapshot: Snapshot) -> None:
+
+class _WatchView:
+    """The watch view laid out for the screen it is drawn on: the bucket table only from
+    WIDE columns on has descriptions, and on a short screen (an 80x24 terminal) the
+    buckets that do not fit are folded into one row rather than cut off by the screen."""
+
+    def __init__(self, top: list[RenderableType], snapshot: Snapshot, footer: Text) -> None:
+        self.top = top
         self.snapshot = snapshot
+        self.footer = footer
 
     def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
-        yield _buckets(self.snapshot, wide=options.max_width >= WIDE)
+        height = options.height or options.size.height
+        compact = height < TALL
+        top = [p for p in self.top if not (compact and isinstance(p, Text) and not p.plain)]
+        lines = console.render_lines(Group(*top), options.update(height=None), pad=False)
+        for line in lines:
+            yield from line
+            yield Segment.line()
+        # the table's title, header and rule, and the footer line
+        room = height - len(lines) - 4 - (0 if compact else 2)
+        yield _buckets(
+            self.snapshot,
+            wide=options.max_width >= WIDE,
+            max_rows=max(2, min(MAX_BUCKET_ROWS, room)),
+            edges=not compact,
+        )
+        yield self.footer
 
 
-def _buckets(snapshot: Snapshot, wide: bool = True) -> Table | Text:
+def _buckets(
+    snapshot: Snapshot, wide: bool = True, max_rows: int = MAX_BUCKET_ROWS, edges: bool = True
+) -> Table | Text:
     rep = snapshot.report
     total = rep.total_seconds
     if total <= 0 or not rep.buckets:
         return Text("no time to account for yet", style="yellow")
     rows: list[tuple[str, str, str, float]] = []
-    shown, n_folded, folded = fold_buckets(ordered_buckets(rep.buckets))
+    shown, n_folded, folded = fold_buckets(ordered_buckets(rep.buckets), max_rows)
     for name, seconds in shown:
         fraction = seconds / total
         rows.append((inert(name), format_duration(seconds), format_percent(fraction), fraction))
-    table = Table(box=box.SIMPLE_HEAD, title="Where the time went", title_justify="left")
+    table = Table(
+        box=box.SIMPLE_HEAD, title="Where the time went", title_justify="left", show_edge=edges
+    )
     widest = max(len("bucket"), *(len(r[0]) for r in rows))
     # a long custom bucket name folds onto more lines; figures never do
     table.add_column("bucket", overflow="fold", min_width=min(widest, 24))
@@ -315,16 +343,16 @@ def render_watch(
     ``now`` (default: the snapshot's time) gives the age of the last event.
     """
     now = snapshot.time if now is None else now
-    return Group(
+    top: list[RenderableType] = [
         _summary(snapshot, previous, now),
         Text(""),
         _steps(snapshot, previous),
         _attempts(snapshot),
-        _Buckets(snapshot),
-        Text(
-            f"refreshed {format_ts(snapshot.time, millis=False)} · Ctrl-C to quit",
-            style="dim",
-        ),
+    ]
+    return _WatchView(
+        top,
+        snapshot,
+        Text(f"refreshed {format_ts(snapshot.time, millis=False)} · Ctrl-C to quit", style="dim"),
     )
 
 
