@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import os
 from pathlib import Path
 
 import pytest
@@ -87,6 +88,16 @@ def test_watch_on_a_typo_fails_at_once(tmp_path: Path) -> None:
         assert code == 2
         assert err.startswith("badput watch: error:") and "no such file" in err
         assert err.count("\n") == 1
+
+
+@pytest.mark.timeout(20)
+def test_a_fifo_given_as_the_path_is_refused_at_once(tmp_path: Path) -> None:
+    fifo = tmp_path / "events.jsonl"
+    os.mkfifo(fifo)
+    for command in ("report", "watch"):
+        code, _, err = run(command, str(fifo))
+        assert code == 2
+        assert "not a regular file" in err
 
 
 def test_a_window_that_misses_the_job_says_so(tmp_path: Path) -> None:
