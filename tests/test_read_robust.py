@@ -15,12 +15,16 @@ import time
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from badput import Recorder
 from badput._codec import decode_block, decode_line, decode_lines
 from badput.analysis import TORN_AFTER_SECONDS, LiveJob, analyze
 from badput.engine import Report
 from badput.events import MAX_INT, MAX_TS, Event, EventError, attempt_id, validate
+from badput.report._format import format_duration, format_percent, format_ts
+from badput.report._watch import window_label
 from badput.store import JsonlStore, MemoryStore, WriterKey
 from badput.store._base import MAX_NAME_BYTES, safe_name
 from badput.store._lines import parse_stream, written_length
@@ -340,3 +344,28 @@ def test_hostile_attempt_argument_and_writer_key(tmp_path: Path) -> None:
     name = WriterKey("..", "/", None, 1).stream_name()
     assert name.split("/")[0] == "__" and len(name.split("/")) == 2
     assert JsonlStore(tmp_path).jobs() == ["j"]
+
+
+# ------------------------------------------------------------- total formatters
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.floats(allow_nan=True, allow_infinity=True), st.booleans())
+def test_every_formatter_takes_any_float(value: float, millis: bool) -> None:
+    for text in (
+        format_ts(value, millis=millis),
+        format_duration(value),
+        format_percent(value),
+        window_label(value),
+    ):
+        assert isinstance(text, str) and text
+        assert len(text) < 40  # a table cell, not 300 digits
+
+
+def test_formatters_on_absurd_values() -> None:
+    assert format_ts(1e300) == "1e+300"
+    assert format_ts(-1e300) == "-1e+300"
+    assert format_ts(MAX_TS, millis=False) == "9999-12-31T23:59:59Z"
+    assert format_ts(-62_135_596_800.0) == "0001-01-01T00:00:00.000Z"
+    assert format_duration(1e300) == "1.157e+295d"
+    assert format_duration(-1e300) == "-1.157e+295d"
