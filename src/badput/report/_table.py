@@ -12,7 +12,7 @@ from rich.text import Text
 from badput.report._format import format_duration, format_percent, format_ts, inert
 
 if TYPE_CHECKING:
-    from badput.engine import Diagnostic, Report
+    from badput.engine import AttemptSummary, Diagnostic, Report
 
 __all__ = ["bucket_description", "fold_buckets", "log_text", "ordered_buckets", "render_table"]
 
@@ -177,37 +177,67 @@ def _bucket_table(report: Report, wide: bool) -> Table:
     return table
 
 
-def _attempts_table(report: Report) -> Table:
-    table = Table(title="Attempts", box=box.SIMPLE_HEAD, title_justify="left")
-    for col, justify in (
-        ("id", "left"),
-        ("start (UTC)", "left"),
-        ("duration", "right"),
-        ("ended by", "left"),
-        ("restored", "right"),
-        ("first", "right"),
-        ("last", "right"),
-    ):
-        wraps = col == "ended by"
-        table.add_column(
-            col,
-            justify=justify,  # type: ignore[arg-type]
-            no_wrap=not wraps,
-            overflow="fold" if wraps else "ellipsis",
-        )
-    for a in report.attempts:
-        reason = a.end_reason
-        if a.exit_code is not None:
-            reason = f"{reason} (exit {a.exit_code})"
-        table.add_row(
-            log_text(a.id),
-            format_ts(a.start, millis=False),
+def _attempt_start(report: Report, ts: float, narrow: bool) -> str:
+    """Full UTC time when wide; narrow: the time of day (the header has the date), or
+    month-day and time when the attempts span several days."""
+    if not narrow:
+        return format_ts(ts, millis=False)
+    full = format_ts(ts, millis=False)  # 2024-11-19T07:06:40Z
+    days = {format_ts(a.start, millis=False)[:10] for a in report.attempts}
+    if len(days) == 1 and full[:10] == format_ts(report.start, millis=False)[:10]:
+        return full[11:19]
+    return f"{full[5:10]} {full[11:19]}"
+
+
+def _ended_by(a: AttemptSummary, narrow: bool) -> str:
+    reason = a.end_reason
+    if narrow and reason.startswith("attempt_end:"):
+        reason = reason[len("attempt_end:") :]  # the status says it: "crashed", "preempted"
+    if a.exit_code is not None:
+        reason = f"{reason} (exit {a.exit_code})"
+    return reason
+
+
+def _attempts_table(report: Report, narrow: bool = False) -> Table:
+    """One row per attempt. Narrow consoles (< WIDE columns) get shorter start times and
+    end reasons; numbers are never cut (their columns are as wide as their widest value)."""
+    rows = [
+        (
+            inert(a.id),  # log text: escaped, and drawn as Text (never markup)
+            _attempt_start(report, a.start, narrow),
             format_duration(a.end - a.start),
-            log_text(reason),
+            inert(_ended_by(a, narrow)),
             _step(a.restore_step),
             _step(a.first_step),
             _step(a.last_step),
         )
+        for a in report.attempts
+    ]
+    table = Table(
+        title="Attempts",
+        box=box.SIMPLE_HEAD,
+        title_justify="left",
+        pad_edge=not narrow,
+        padding=(0, 1),
+    )
+    start_title = "start" if narrow else "start (UTC)"
+    duration_title = "ran" if narrow else "duration"
+    headers = ("id", start_title, duration_title, "ended by", "restored", "first", "last")
+    for i, col in enumerate(headers):
+        widest = max([len(col) if col != "ended by" else 8, *(len(r[i]) for r in rows)])
+        if col == "ended by":  # the one column that may wrap, at spaces
+            table.add_column(col, min_width=min(widest, 12 if narrow else 22), overflow="fold")
+        elif col == "id":
+            table.add_column(col, no_wrap=True, overflow="fold", min_width=min(widest, 12))
+        else:
+            table.add_column(
+                col,
+                justify="left" if col == start_title else "right",
+                no_wrap=True,
+                min_width=widest,
+            )
+    for r in rows:
+        table.add_row(*(Text(cell) for cell in r))
     return table
 
 
@@ -263,7 +293,7 @@ def render_table(report: Report, console: Any = None) -> None:
     else:
         con.print(Text(no_time_reason(report), style="yellow"))
     if report.attempts:
-        con.print(_attempts_table(report))
+        con.print(_attempts_table(report, narrow=con.width < WIDE))
     con.print(_details(report))
     if report.diagnostics:
         con.print()

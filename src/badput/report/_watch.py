@@ -12,13 +12,17 @@ import time
 from typing import TYPE_CHECKING, Any, Final
 
 from rich import box
-from rich.console import Console, Group, RenderableType
+from rich.console import Console, ConsoleOptions, Group, RenderableType, RenderResult
+from rich.segment import Segment
 from rich.table import Table
 from rich.text import Text
 
 from badput.report._format import format_duration, format_percent, format_ts, inert
 from badput.report._table import (
+    BAR_WIDTH,
+    MAX_BUCKET_ROWS,
     PRODUCTIVE,
+    WIDE,
     _bar,
     bucket_description,
     fold_buckets,
@@ -225,36 +229,84 @@ def _steps(snapshot: Snapshot, previous: Snapshot | None) -> Table:
     return grid
 
 
-def _buckets(snapshot: Snapshot) -> Table | Text:
+#: Screens with fewer rows than this get the compact layout (no blank lines, fewer buckets).
+TALL = 36
+
+
+class _WatchView:
+    """The watch view laid out for the screen it is drawn on: the bucket table only from
+    WIDE columns on has descriptions, and on a short screen (an 80x24 terminal) the
+    buckets that do not fit are folded into one row rather than cut off by the screen."""
+
+    def __init__(self, top: list[RenderableType], snapshot: Snapshot, footer: Text) -> None:
+        self.top = top
+        self.snapshot = snapshot
+        self.footer = footer
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        height = options.height or options.size.height
+        compact = height < TALL
+        top = [p for p in self.top if not (compact and isinstance(p, Text) and not p.plain)]
+        lines = console.render_lines(Group(*top), options.update(height=None), pad=False)
+        for line in lines:
+            yield from line
+            yield Segment.line()
+        # the table's title, header and rule, and the footer line
+        room = height - len(lines) - 4 - (0 if compact else 2)
+        yield _buckets(
+            self.snapshot,
+            wide=options.max_width >= WIDE,
+            max_rows=max(2, min(MAX_BUCKET_ROWS, room)),
+            edges=not compact,
+        )
+        yield self.footer
+
+
+def _buckets(
+    snapshot: Snapshot, wide: bool = True, max_rows: int = MAX_BUCKET_ROWS, edges: bool = True
+) -> Table | Text:
     rep = snapshot.report
     total = rep.total_seconds
     if total <= 0 or not rep.buckets:
         return Text("no time to account for yet", style="yellow")
-    table = Table(box=box.SIMPLE_HEAD, title="Where the time went", title_justify="left")
-    table.add_column("bucket", no_wrap=True)
-    table.add_column("time", justify="right", no_wrap=True)
-    table.add_column("%", justify="right", no_wrap=True)
-    table.add_column("", no_wrap=True)
-    table.add_column("what it is", style="dim", no_wrap=True, overflow="ellipsis")
-    rows, n_folded, folded = fold_buckets(ordered_buckets(rep.buckets))
-    for name, seconds in rows:
+    rows: list[tuple[str, str, str, float]] = []
+    shown, n_folded, folded = fold_buckets(ordered_buckets(rep.buckets), max_rows)
+    for name, seconds in shown:
         fraction = seconds / total
+        rows.append((inert(name), format_duration(seconds), format_percent(fraction), fraction))
+    table = Table(
+        box=box.SIMPLE_HEAD, title="Where the time went", title_justify="left", show_edge=edges
+    )
+    widest = max(len("bucket"), *(len(r[0]) for r in rows))
+    # a long custom bucket name folds onto more lines; figures never do
+    table.add_column("bucket", overflow="fold", min_width=min(widest, 24))
+    for i, col in ((1, "time"), (2, "%")):
+        widest = max(len(col), *(len(str(r[i])) for r in rows))
+        table.add_column(col, justify="right", no_wrap=True, min_width=widest)
+    table.add_column("", no_wrap=True, min_width=BAR_WIDTH)
+    if wide:
+        table.add_column("what it is", style="dim", no_wrap=True, overflow="ellipsis")
+    for name, duration, percent, fraction in rows:
         productive = name == PRODUCTIVE
-        table.add_row(
-            log_text(name, "bold green" if productive else ""),
-            format_duration(seconds),
-            format_percent(fraction),
+        cells: list[str | Text] = [
+            Text(name, style="bold green" if productive else ""),  # inert above
+            duration,
+            percent,
             Text(_bar(fraction), style="green" if productive else "red"),
-            log_text(bucket_description(name)),
-        )
+        ]
+        if wide:
+            cells.append(log_text(bucket_description(name)))
+        table.add_row(*cells)
     if n_folded:
-        table.add_row(
+        cells = [
             Text(f"({n_folded:,} more)", style="italic"),
             format_duration(folded),
             format_percent(folded / total),
             Text(_bar(folded / total), style="red"),
-            f"the {n_folded:,} smallest buckets, folded",
-        )
+        ]
+        if wide:
+            cells.append(f"the {n_folded:,} smallest buckets, folded")
+        table.add_row(*cells)
     return table
 
 
@@ -291,16 +343,16 @@ def render_watch(
     ``now`` (default: the snapshot's time) gives the age of the last event.
     """
     now = snapshot.time if now is None else now
-    return Group(
+    top: list[RenderableType] = [
         _summary(snapshot, previous, now),
         Text(""),
         _steps(snapshot, previous),
         _attempts(snapshot),
-        _buckets(snapshot),
-        Text(
-            f"refreshed {format_ts(snapshot.time, millis=False)} · Ctrl-C to quit",
-            style="dim",
-        ),
+    ]
+    return _WatchView(
+        top,
+        snapshot,
+        Text(f"refreshed {format_ts(snapshot.time, millis=False)} · Ctrl-C to quit", style="dim"),
     )
 
 
