@@ -293,6 +293,8 @@ def check_case(case: Case, root: Path, seen: Counter[str] | None = None) -> list
         ):
             problems.append(f"{rel}: torn last line not reported")
     for d in report.diagnostics:
+        if d.message.startswith("... and "):  # the count of those past the cap of 20 per code
+            continue
         if d.code in ("malformed_line", "torn_line") and (d.file is None or d.line is None):
             problems.append(f"diagnostic without file:line: {d}")
     if case.fifo and not any(d.code == "not_a_file" for d in report.diagnostics):
