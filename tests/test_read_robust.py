@@ -25,7 +25,7 @@ from badput.engine import Report
 from badput.events import MAX_INT, MAX_TS, Event, EventError, attempt_id, validate
 from badput.report._format import format_duration, format_percent, format_ts
 from badput.report._watch import window_label
-from badput.store import JsonlStore, MemoryStore, WriterKey
+from badput.store import JsonlStore, MemoryStore, WriterKey, _lines
 from badput.store._base import MAX_NAME_BYTES, safe_name
 from badput.store._lines import parse_stream, written_length
 
@@ -224,6 +224,30 @@ def test_a_100_mb_line_without_newline_is_a_torn_line(tmp_path: Path) -> None:
     )
     report = analyze(tmp_path, JOB)
     assert codes(report)["torn_line"] == [(str(path), N_CLEAN + 1)]
+
+
+@pytest.mark.parametrize("block", [7, 100, 1 << 20])
+def test_a_line_over_the_limit_is_skipped_without_being_held(
+    monkeypatch: pytest.MonkeyPatch, block: int
+) -> None:
+    monkeypatch.setattr(_lines, "MAX_LINE_BYTES", 1000)
+    long = b'{"ts":1,"kind":"x","job":"good","name":"' + b"a" * 5000 + b'"}\n'
+    data = CLEAN[:200] + CLEAN[200:].split(b"\n", 1)[0] + b"\n"
+    n = data.count(b"\n")
+    data += long + CLEAN
+    parsed = parse_stream([data[i : i + block] for i in range(0, len(data), block)], "f", 0)
+    items = [(c.first_line + i, it) for c in parsed.chunks for i, it in enumerate(c.items)]
+    errors = [(ln, it) for ln, it in items if isinstance(it, EventError)]
+    assert [ln for ln, _ in errors] == [n + 1]
+    assert "line of 5,042 bytes" in errors[0][1].message  # without its newline
+    assert [ln for ln, it in items if isinstance(it, Event)] == [
+        *range(1, n + 1),
+        *range(n + 2, n + 2 + N_CLEAN),
+    ]
+    assert parsed.n_bytes == len(data) and parsed.tail_size == 0
+    # Unterminated: a torn tail of known size, not held.
+    torn = parse_stream([CLEAN, long[:3000], long[3000:4000]], "f", 0)
+    assert (torn.n_lines, torn.tail, torn.tail_size) == (N_CLEAN, b"", 4000)
 
 
 def test_nul_filled_tail_is_not_yet_written() -> None:
