@@ -30,7 +30,7 @@ import numpy as np
 import numpy.typing as npt
 
 from badput import __version__
-from badput.engine import STEP_BUCKETS, Accountant, Report, Timeline
+from badput.engine import STEP_BUCKETS, Accountant, IntervalSpan, Report, Timeline
 from badput.report._csv import wasted_steps
 from badput.report._format import format_duration, format_percent, format_ts
 from badput.report._table import bucket_description, ordered_buckets
@@ -142,12 +142,17 @@ def _r(x: float) -> float:
 
 
 def _lane_spans(
-    timeline: Timeline, lane: int, names: list[str], index: dict[str, int], t0: float
+    timeline: Timeline,
+    sel: npt.NDArray[np.int64],
+    ivs: list[IntervalSpan],
+    *,
+    names: list[str],
+    index: dict[str, int],
+    t0: float,
 ) -> dict[str, Any]:
-    """One lane's rectangles: every step and blocking interval, or time bins of them."""
+    """One lane's rectangles (its steps ``sel``, its blocking intervals ``ivs``): every
+    step and interval, or time bins of them."""
     steps = timeline.steps
-    sel = np.flatnonzero(steps.lane == lane)
-    ivs = [iv for iv in timeline.intervals if iv.lane == lane and iv.blocking]
     step_b = np.array([index[STEP_BUCKETS[b]] for b in range(len(STEP_BUCKETS))], np.int64)
     if sel.shape[0] + len(ivs) <= MAX_SPANS_PER_LANE:
         base = {
@@ -356,6 +361,12 @@ def render_html(report: Report, timeline: Timeline, goodput: GoodputSeries) -> s
         names = sorted(index, key=index.__getitem__)
     multi_rank = any(ln.rank is not None for ln in timeline.lanes)
     spans = []
+    # steps are sorted by lane: each lane's are one slice
+    bounds = np.searchsorted(timeline.steps.lane, np.arange(len(timeline.lanes) + 1))
+    blocking: dict[int, list[IntervalSpan]] = {}
+    for iv in timeline.intervals:
+        if iv.blocking:
+            blocking.setdefault(iv.lane, []).append(iv)
     for li, ln in enumerate(timeline.lanes):
         label = f"attempt {ln.attempt}"
         if multi_rank:
@@ -372,7 +383,10 @@ def render_html(report: Report, timeline: Timeline, goodput: GoodputSeries) -> s
                 "a1": _r(att.end - t0),
             }
         )
-        spans.append(_lane_spans(timeline, li, names, index, t0))
+        sel = np.arange(int(bounds[li]), int(bounds[li + 1]), dtype=np.int64)
+        spans.append(
+            _lane_spans(timeline, sel, blocking.get(li, []), names=names, index=index, t0=t0)
+        )
     attempts_json: list[dict[str, Any]] = [
         {
             "id": str(a.id),
