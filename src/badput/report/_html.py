@@ -101,39 +101,49 @@ class GoodputSeries:
 def goodput_series(
     accountant: Accountant, report: Report, bins: int = GOODPUT_BINS
 ) -> GoodputSeries:
-    """Cumulative and rolling goodput at the ends of ``bins`` equal windows of the job.
+    """Cumulative and rolling goodput at the ends of ``bins`` equal steps of the job.
 
-    Each window is one windowed report of the engine (adjacent windows add up to the
-    whole); the cumulative value at ``t`` is the productive time of the windows up to
-    ``t`` over the time since the start, the rolling one the same over the last
-    :data:`ROLLING_BINS` windows.
+    Both are the engine's windowed reports: the cumulative value at ``t`` is the report
+    of ``[start, t]`` (the goodput the job had at ``t``; it ends at the report's), taken
+    at every other point (the chart joins them); the rolling one is the report of the
+    last :data:`ROLLING_BINS` steps before ``t``. (Windows are not summed: productive
+    time is capped at kept steps x the ideal step time over the whole window, so the
+    sum of small windows can fall short of a large one.)
     """
     total = report.end - report.start
     if total <= 0 or not report.attempts:
         return GoodputSeries([], [], [], [], 0.0)
-    edges = np.linspace(report.start, report.end, bins + 1)
-    prod = np.zeros(bins)
-    obs = np.zeros(bins)
-    span = np.zeros(bins)
+    edges = np.linspace(report.start, report.end, bins + 1)[1:]
     ideal = report.ideal_step_time
-    for i in range(bins):
-        w = accountant.report(window=(float(edges[i]), float(edges[i + 1])), ideal_step_time=ideal)
-        prod[i] = w.bucket("productive")
-        obs[i] = prod[i] + w.bucket("slowdown")
-        span[i] = w.total_seconds
-    cum_span = np.cumsum(span)
-    roll_prod = np.convolve(prod, np.ones(ROLLING_BINS))[:bins]
-    roll_span = np.convolve(span, np.ones(ROLLING_BINS))[:bins]
+    width = total / bins * ROLLING_BINS
 
-    def frac(a: F64, b: F64) -> list[float | None]:
-        return [round(float(x / y), 5) if y > 0 else None for x, y in zip(a, b, strict=True)]
+    def fractions(a: float, b: float) -> tuple[float | None, float | None]:
+        w = accountant.report(window=(a, b), ideal_step_time=ideal)
+        if w.total_seconds <= 0:
+            return None, None
+        good = w.bucket("productive")
+        return round(good / w.total_seconds, 5), round(
+            (good + w.bucket("slowdown")) / w.total_seconds, 5
+        )
 
+    cumulative: list[float | None] = []
+    observed: list[float | None] = []
+    rolling: list[float | None] = []
+    for i, edge in enumerate(edges):
+        t = float(edge)
+        if i % 2 == 1 or i == bins - 1:  # every other point, and the end
+            c, o = fractions(report.start, t)
+        else:
+            c = o = None
+        cumulative.append(c)
+        observed.append(o)
+        rolling.append(fractions(max(report.start, t - width), t)[0])
     return GoodputSeries(
-        t=[round(float(t), 3) for t in edges[1:]],
-        cumulative=frac(np.cumsum(prod), cum_span),
-        observed=frac(np.cumsum(obs), cum_span),
-        rolling=frac(roll_prod, roll_span),
-        rolling_seconds=float(total / bins * ROLLING_BINS),
+        t=[round(float(t), 3) for t in edges],
+        cumulative=cumulative,
+        observed=observed,
+        rolling=rolling,
+        rolling_seconds=float(width),
     )
 
 
