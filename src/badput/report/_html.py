@@ -18,6 +18,7 @@ maximum per bin). A million-step job gives a file of a few hundred KB.
 from __future__ import annotations
 
 import base64
+import dataclasses
 import hashlib
 import html
 import json
@@ -298,6 +299,56 @@ def _e(text: object) -> str:
     return html.escape(str(text), quote=True)
 
 
+def _cell(key: str, value: object) -> str:
+    """A record's field as text: times as UTC, seconds as durations, scores as 3 digits."""
+    if isinstance(value, float):
+        if value > 1e8:  # a Unix time
+            return format_ts(value, millis=False)
+        if key.endswith("seconds") or key == "threshold":
+            return format_duration(value)
+        return f"{value:.3g}"
+    if isinstance(value, (list, tuple)):
+        return ", ".join(str(v) for v in value)
+    if isinstance(value, dict):
+        return ", ".join(f"{k} {_cell(str(k), v)}" for k, v in value.items())
+    return "-" if value is None else str(value)
+
+
+def _records_table(table_id: str, records: list[Any]) -> str:
+    """Dataclass records (the report's stragglers, stalls) as an escaped HTML table."""
+    rows = [
+        dataclasses.asdict(r)
+        for r in records
+        if dataclasses.is_dataclass(r) and not isinstance(r, type)
+    ]
+    if not rows:
+        return ""
+    keys = list(rows[0])
+    head = "".join(f"<th>{_e(k)}</th>" for k in keys)
+    body = "\n".join(
+        "<tr>" + "".join(f"<td>{_e(_cell(k, r.get(k)))}</td>" for k in keys) + "</tr>" for r in rows
+    )
+    return f'<table id="{table_id}"><thead><tr>{head}</tr></thead><tbody>\n{body}\n</tbody></table>'
+
+
+def _ranks_section(report: Report) -> str:
+    """Stragglers and stalls, when the report has them (multi-rank jobs)."""
+    stragglers = list(getattr(report, "stragglers", []) or [])
+    stalls = list(getattr(report, "stalls", []) or [])
+    if not stragglers and not stalls:
+        return ""
+    parts = ["<section>", "<h2>Ranks: stragglers and stalls</h2>"]
+    if stragglers:
+        parts += [
+            f"<h3>Stragglers ({len(stragglers)})</h3>",
+            _records_table("stragglers", stragglers),
+        ]
+    if stalls:
+        parts += [f"<h3>Stalls ({len(stalls)})</h3>", _records_table("stalls", stalls)]
+    parts.append("</section>")
+    return "\n".join(parts)
+
+
 def _card(key: str, value: str, note: str, cls: str = "") -> str:
     slug = key.replace(" ", "-")
     return (
@@ -512,6 +563,7 @@ Time inside an attempt that no span covers is untracked.</p>
 {_attempt_rows(report, wasted)}
 </tbody></table>
 </section>
+{_ranks_section(report)}
 <section>
 <h2>Diagnostics ({len(report.diagnostics)})</h2>
 <ul id="diagnostics">
