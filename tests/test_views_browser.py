@@ -25,7 +25,8 @@ from _views_jobs import (
 from badput.analysis import LiveJob
 from badput.report import html_report
 
-pytestmark = pytest.mark.slow
+# slow; and the first test may install chromium with apt-get (minutes on a fresh machine)
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(1200)]
 
 
 def write_page(source: Path, out: Path, job: str | None = None) -> tuple[Path, Any]:
