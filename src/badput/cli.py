@@ -112,6 +112,28 @@ def main() -> None:
     help="Restrict the partition to the interval [A, B].",
 )
 @click.option(
+    "--ranks",
+    "show_ranks",
+    is_flag=True,
+    help="Add the per-rank table (outliers first; many ranks are summarised).",
+)
+@click.option(
+    "--straggler-threshold",
+    type=click.FloatRange(min=0.0, max=1.0),
+    default=0.75,
+    show_default=True,
+    metavar="SCORE",
+    help="A rank whose relative or individual section score is below this is a straggler.",
+)
+@click.option(
+    "--stall-after",
+    type=click.FloatRange(min=0.0),
+    default=60.0,
+    show_default=True,
+    metavar="SECONDS",
+    help="No progress for longer than max(10 x typical step time, SECONDS) is a stall.",
+)
+@click.option(
     "--resiliency",
     is_flag=True,
     help="PATH... are resiliency.goodput_measure logs: print that tool's own goodput table.",
@@ -130,6 +152,9 @@ def report(
     now: float | None,
     ideal_step_time: float | None,
     window: tuple[float, float] | None,
+    show_ranks: bool,
+    straggler_threshold: float,
+    stall_after: float,
     resiliency: bool,
     reference_step_time: float | None,
 ) -> None:
@@ -162,7 +187,9 @@ def report(
         _fail("report", f"expected one PATH, got {len(paths)} (several files: --resiliency)")
     path = paths[0]
     from badput.analysis import analyze  # noqa: PLC0415 (the engine pulls numpy)
+    from badput.engine import RankOptions  # noqa: PLC0415
 
+    options = RankOptions(straggler_threshold=straggler_threshold, stall_floor=stall_after)
     if window is not None and not window[0] < window[1]:
         _fail("report", f"--window: the start must be before the end, got {window[0]} {window[1]}")
     progress = _ReadProgress(enabled=sys.stderr.isatty())
@@ -174,6 +201,7 @@ def report(
             ideal_step_time=ideal_step_time,
             window=window,
             on_progress=progress,
+            rank_options=options,
         )
     except (ValueError, OSError) as exc:
         progress.done()
@@ -184,7 +212,7 @@ def report(
     if as_json:
         click.echo(to_json(result))
     else:
-        render_table(result)
+        render_table(result, ranks=show_ranks)
 
 
 def _report_resiliency(

@@ -10,6 +10,7 @@ from rich.table import Table
 from rich.text import Text
 
 from badput.report._format import format_duration, format_percent, format_ts
+from badput.report._ranks import render_ranks
 
 if TYPE_CHECKING:
     from badput.engine import Diagnostic, Report
@@ -200,8 +201,12 @@ def _diagnostic(d: Diagnostic) -> str:
     return f"{where}[{d.code}] {d.message}"
 
 
-def render_table(report: Report, console: Any = None) -> None:
-    """Print ``report`` to ``console`` (a ``rich.console.Console``; default: stdout)."""
+def render_table(report: Report, console: Any = None, *, ranks: bool = False) -> None:
+    """Print ``report`` to ``console`` (a ``rich.console.Console``; default: stdout).
+
+    Stalls and stragglers are always shown when there are any; ``ranks`` adds
+    the per-rank table (outliers first).
+    """
     con: Console = console if console is not None else Console()
     con.print(_header(report))
     con.print()
@@ -212,6 +217,7 @@ def render_table(report: Report, console: Any = None) -> None:
     if report.attempts:
         con.print(_attempts_table(report))
     con.print(_details(report))
+    render_ranks(report, con, full=ranks)
     if report.diagnostics:
         con.print()
         con.print(Text(f"Diagnostics ({len(report.diagnostics)})", style="bold yellow"))
