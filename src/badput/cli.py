@@ -385,6 +385,12 @@ class _ReadProgress:
     metavar="SECONDS",
     help="After forwarding SIGINT/SIGTERM, wait this long before SIGKILL.",
 )
+@click.option(
+    "--hang-timeout",
+    metavar="SECONDS|auto",
+    help="Kill and restart an attempt with no progress (steps, recorded intervals, "
+    "sections) for this long; 'auto': max(10 x typical step time, 60 s).",
+)
 @click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
 def run(
     *,
@@ -393,6 +399,7 @@ def run(
     max_restarts: int,
     restart_delay: float,
     kill_timeout: float,
+    hang_timeout: str | None,
     command: tuple[str, ...],
 ) -> None:
     """Run COMMAND as a recorded job, restarting it when it fails.
@@ -404,8 +411,15 @@ def run(
 
         badput run --job llama --max-restarts 3 -- python train.py --lr 3e-4
     """
+    from badput._hangwatch import parse_hang_timeout  # noqa: PLC0415
     from badput._launcher import run_job  # noqa: PLC0415
 
+    timeout: float | str | None = None
+    if hang_timeout is not None:
+        try:
+            timeout = parse_hang_timeout(hang_timeout)
+        except ValueError as exc:
+            _fail("run", f"--hang-timeout: {exc}")
     try:
         rc = run_job(
             list(command),
@@ -415,6 +429,7 @@ def run(
             restart_delay,
             kill_timeout=kill_timeout,
             on_event=lambda msg: click.echo(f"badput run: {msg}", err=True),
+            hang_timeout=timeout,
         )
     except (ValueError, TypeError) as exc:
         _fail("run", str(exc))
@@ -686,7 +701,15 @@ def monitor(
     metavar="SECONDS",
     help="Seconds between refreshes.",
 )
-def watch(*, path: str, job: str | None, interval: float) -> None:
+@click.option(
+    "--stall-after",
+    type=click.FloatRange(min=0.0),
+    default=60.0,
+    show_default=True,
+    metavar="SECONDS",
+    help="No progress for longer than max(10 x typical step time, SECONDS) shows STALLED.",
+)
+def watch(*, path: str, job: str | None, interval: float, stall_after: float) -> None:
     """Live view of the job at PATH: goodput, buckets, steps, stalls. Ctrl-C quits.
 
     Works on a job that is still being written. On a terminal the view redraws in
@@ -701,7 +724,7 @@ def watch(*, path: str, job: str | None, interval: float) -> None:
 
     old = signal.signal(signal.SIGTERM, interrupt)
     try:
-        run_watch(path, job, interval=interval)
+        run_watch(path, job, interval=interval, stall_after=stall_after)
     except ValueError as exc:
         _fail("watch", str(exc))
     except KeyboardInterrupt:

@@ -312,6 +312,20 @@ class RankTracker:
 
     # ------------------------------------------------------------------ query
 
+    def progress(self, attempt: str) -> tuple[float | None, float | None]:
+        """Newest progress time of any rank of ``attempt`` and its typical step time."""
+        last: float | None = None
+        times = []
+        for s in self.streams.values():
+            if s.attempt != attempt:
+                continue
+            p = _last_progress(s)
+            if p is not None and (last is None or p > last):
+                last = p
+            times.append(_step_times(s))
+        typical = _median(np.concatenate(times)) if times else None
+        return last, typical
+
     def analyze(
         self,
         attempts: list[tuple[str, float, float, bool]],

@@ -23,9 +23,12 @@ if TYPE_CHECKING:
 
 __all__ = [
     "MAX_RANK_ROWS",
+    "ongoing_stall",
     "render_ranks",
+    "stall_headline",
     "stall_lines",
     "straggler_lines",
+    "straggler_summary",
     "summarize_ranks",
 ]
 
@@ -160,3 +163,43 @@ def render_ranks(report: Report, console: Console, *, full: bool) -> None:
     if rest:
         console.print(Text(f"  other ranks: {summarize_ranks(rest)}"), soft_wrap=True)
     console.print(Text(f"  all: {summarize_ranks(report.ranks)}", style="dim"), soft_wrap=True)
+
+
+def ongoing_stall(report: Report) -> Stall | None:
+    """The stall still going on at the report's ``now`` (a live report), if any."""
+    for stall in reversed(report.stalls):
+        if stall.ongoing:
+            return stall
+    return None
+
+
+def stall_headline(stall: Stall, now: float) -> str:
+    """``STALLED: no progress for 2m 05s (> 1m 00s), last step 41; stopped first: rank 2``."""
+    step = "-" if stall.last_step is None else str(stall.last_step)
+    text = (
+        f"STALLED: no progress for {format_duration(max(0.0, now - stall.start))} "
+        f"(> {format_duration(stall.threshold)}), last step {step}"
+    )
+    if stall.first_stopped:
+        label = "rank" if len(stall.first_stopped) == 1 else "ranks"
+        text += f"; stopped first: {label} {_ranks_text(stall.first_stopped)}"
+        opened = [
+            f"{stall.open_sections[str(r)]!r}"
+            for r in stall.first_stopped[:1]
+            if str(r) in stall.open_sections
+        ]
+        if opened:
+            text += f" (in {opened[0]})"
+    else:
+        text += f"; {stall.why}"
+    return text
+
+
+def straggler_summary(stragglers: list[Straggler], limit: int = 3) -> str:
+    """``rank 1 forward 0.31, rank 7 data_loading 0.62`` (worst first)."""
+    parts = []
+    for s in stragglers[:limit]:
+        score = min(s.relative_score or 1.0, s.individual_score or 1.0)
+        parts.append(f"rank {s.rank} {s.section} {score:.2f}")
+    more = len(stragglers) - limit
+    return ", ".join(parts) + (f" (+{more} more)" if more > 0 else "")
