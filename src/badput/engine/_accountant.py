@@ -130,7 +130,8 @@ class Accountant:
         attempts = []
         for i, a in enumerate(report.attempts):
             ended = i < len(report.attempts) - 1 or report.end_reason == "job_end"
-            attempts.append((str(a.id), a.start, a.end, ended))
+            completed = a.end_reason == "job_end"  # what follows its last progress is shutdown
+            attempts.append((str(a.id), a.start, a.end, ended, completed))
         live_now = now if report.end_reason == "now" else None
         found = self._ranks.analyze(attempts, live_now, self.rank_options)
         stalls = []

@@ -150,15 +150,23 @@ class RankAnalysis:
 
 
 class _SectionLog:
-    __slots__ = ("count", "last", "open_since", "open_ts", "periods", "seconds")
+    __slots__ = ("count", "last", "open_since", "open_ts", "opens", "periods", "seconds")
 
     def __init__(self) -> None:
         self.count = 0
         self.seconds = 0.0
-        self.periods: list[tuple[float, int, float]] = []  # (ts, count, p50)
+        self.periods: list[tuple[float, int, float]] = []  # (ts, count, p50 or nan)
+        self.opens: list[tuple[float, float]] = []  # (ts, open_since) of summaries of open runs
         self.last = -math.inf  # wall time of the last completion
         self.open_since: float | None = None
         self.open_ts = -math.inf  # ts of the summary that reported open_since
+
+    def see_open(self, ts: float, open_since: float | None) -> None:
+        """The newest summary says whether a run is open (at equal times, an open one wins)."""
+        if ts > self.open_ts or (
+            ts == self.open_ts and (open_since or -math.inf) > (self.open_since or -math.inf)
+        ):
+            self.open_ts, self.open_since = ts, open_since
 
 
 class _RankStream:
@@ -170,14 +178,19 @@ class _RankStream:
         "end_ts",
         "first_ts",
         "host",
+        "last_pair_ts",
         "last_ts",
         "loads",
         "marks_ts",
+        "names",
         "open",
+        "pair_code",
+        "pair_ts",
         "rank",
         "sections",
         "step_no",
         "step_ts",
+        "unsorted",
     )
 
     def __init__(self, attempt: str | None, rank: int) -> None:
@@ -188,12 +201,53 @@ class _RankStream:
         self.step_no = array("q")
         self.end_ts = array("d")  # step_end times (progress)
         self.marks_ts = array("d")  # interval start/end times (progress)
+        # Blocking interval marks, kept raw (a few bytes each) so that marks arriving out
+        # of time order (two files of one rank) are paired again, sorted, at query time.
+        self.pair_ts = array("d")
+        self.pair_code = array("i")  # 2 x index in ``names`` + is_start
+        self.names: dict[str, int] = {}
+        self.unsorted = False
+        self.last_pair_ts = -math.inf
+        # Paired online while marks arrive in order:
         self.loads = array("d")  # blocking data-load durations
         self.open: dict[str, list[float]] = {}
         self.buckets: dict[str, float] = {}
         self.sections: dict[str, _SectionLog] = {}
         self.first_ts = math.inf
         self.last_ts = -math.inf
+
+    def code(self, bucket: str) -> int:
+        i = self.names.get(bucket)
+        if i is None:
+            i = self.names[bucket] = len(self.names)
+        return i
+
+    def pair(self, bucket: str, ts: float, is_start: bool) -> None:
+        """One blocking interval mark, in time order: open, or close and add up."""
+        if is_start:
+            self.open.setdefault(bucket, []).append(ts)
+            return
+        starts = self.open.get(bucket)
+        if not starts:
+            return  # an end without a start: the partition reports it
+        d = max(0.0, ts - starts.pop())
+        self.buckets[bucket] = self.buckets.get(bucket, 0.0) + d
+        if bucket == DATA_LOADING:
+            self.loads.append(d)
+
+    def settle(self) -> None:
+        """Pair the marks again in time order if some arrived out of order."""
+        if not self.unsorted:
+            return
+        self.loads, self.open, self.buckets = array("d"), {}, {}
+        names = {i: name for name, i in self.names.items()}
+        ts = np.frombuffer(self.pair_ts, dtype=np.float64)
+        codes = np.frombuffer(self.pair_code, dtype=np.int32)
+        order = np.lexsort((-(codes & 1), ts))  # by time; at equal times, starts first
+        for t, c in zip(ts[order].tolist(), codes[order].tolist(), strict=True):
+            self.pair(names[c >> 1], t, bool(c & 1))
+        self.unsorted = False
+        self.last_pair_ts = float(ts.max())
 
 
 def _median(values: F64) -> float | None:
@@ -221,18 +275,28 @@ class RankTracker:
                 self.streams[key] = theirs
                 continue
             mine.host = mine.host or theirs.host
-            for name in ("step_ts", "step_no", "end_ts", "marks_ts", "loads"):
+            for name in ("step_ts", "step_no", "end_ts", "marks_ts"):
                 getattr(mine, name).extend(getattr(theirs, name))
-            for b, v in theirs.buckets.items():
-                mine.buckets[b] = mine.buckets.get(b, 0.0) + v
+            if len(theirs.pair_ts):
+                names = {i: name for name, i in theirs.names.items()}
+                had_marks = bool(len(mine.pair_ts))
+                mine.pair_ts.extend(theirs.pair_ts)
+                for code in theirs.pair_code:
+                    mine.pair_code.append(2 * mine.code(names[code >> 1]) + (code & 1))
+                if had_marks:
+                    mine.unsorted = True  # paired again at query time
+                else:
+                    mine.loads, mine.open, mine.buckets = theirs.loads, theirs.open, theirs.buckets
+                    mine.unsorted = theirs.unsorted
+                mine.last_pair_ts = max(mine.last_pair_ts, theirs.last_pair_ts)
             for name, log in theirs.sections.items():
                 m = mine.sections.setdefault(name, _SectionLog())
                 m.count += log.count
                 m.seconds += log.seconds
                 m.periods = sorted(m.periods + log.periods)
+                m.opens = sorted(m.opens + log.opens)
                 m.last = max(m.last, log.last)
-                if log.open_ts >= m.open_ts:
-                    m.open_ts, m.open_since = log.open_ts, log.open_since
+                m.see_open(log.open_ts, log.open_since)
             mine.first_ts = min(mine.first_ts, theirs.first_ts)
             mine.last_ts = max(mine.last_ts, theirs.last_ts)
 
@@ -284,31 +348,31 @@ class RankTracker:
             log.count += n
             log.seconds += ev.seconds or 0.0
             p50 = (ev.quantiles or {}).get("p50")
-            if n and p50 is not None:
-                log.periods.append((ev.ts, n, p50))
+            if n:
+                log.periods.append((ev.ts, n, math.nan if p50 is None else p50))
+            if ev.open_since is not None:
+                log.opens.append((ev.ts, ev.open_since))
             if ev.last is not None:
                 log.last = max(log.last, ev.last)
-            if ev.ts >= log.open_ts:
-                log.open_ts, log.open_since = ev.ts, ev.open_since
+            log.see_open(ev.ts, ev.open_since)
             return
         split = interval_base(kind)
         if split is None:
             return
         base, is_start = split
-        s.marks_ts.append(ev.ts)
+        ts = ev.ts
+        s.marks_ts.append(ts)
         if base == "data_loading" and ev.blocking is False:
             return  # overlapped loads: outside the partition and not a wait
         bucket = bucket_of(base, ev.name)
-        if is_start:
-            s.open.setdefault(bucket, []).append(ev.ts)
-            return
-        starts = s.open.get(bucket)
-        if not starts:
-            return  # an end without a start: the partition reports it
-        d = max(0.0, ev.ts - starts.pop())
-        s.buckets[bucket] = s.buckets.get(bucket, 0.0) + d
-        if base == "data_loading":
-            s.loads.append(d)
+        s.pair_ts.append(ts)
+        s.pair_code.append(2 * s.code(bucket) + is_start)
+        if ts < s.last_pair_ts:
+            s.unsorted = True
+        else:
+            s.last_pair_ts = ts
+        if not s.unsorted:
+            s.pair(bucket, ts, is_start)
 
     # ------------------------------------------------------------------ query
 
@@ -328,17 +392,20 @@ class RankTracker:
 
     def analyze(
         self,
-        attempts: list[tuple[str, float, float, bool]],
+        attempts: list[tuple[str, float, float, bool, bool]],
         now: float | None,
         options: RankOptions,
     ) -> RankAnalysis:
         """The per-rank view, the stragglers and the stalls.
 
-        ``attempts``: (id, start, end, ended) of every attempt, as the partition
-        reconstructed them; ``now`` (live) marks a stall still going on.
+        ``attempts``: (id, start, end, ended, completed) of every attempt, as the
+        partition reconstructed them (``completed``: ended by ``job_end``, so the
+        time after its last progress is shutdown, not a stall); ``now`` (live) marks
+        a stall still going on.
         """
         by_rank: dict[int, list[_RankStream]] = {}
         for s in self.streams.values():
+            s.settle()
             by_rank.setdefault(s.rank, []).append(s)
         # Only ranks that did something count as ranks (a launcher writes lifecycle only).
         workers = {
@@ -359,7 +426,7 @@ class RankTracker:
         typical = float(np.median(typical_all)) if typical_all else None
         threshold = max(options.stall_factor * typical if typical else 0.0, options.stall_floor)
         stalls: list[Stall] = []
-        for attempt, start, end, ended in attempts:
+        for attempt, start, end, ended, completed in attempts:
             streams = [s for s in self.streams.values() if s.attempt == attempt]
             streams = [s for s in streams if s.rank in workers]
             if streams:
@@ -370,8 +437,10 @@ class RankTracker:
                         start=start,
                         end=end,
                         ended=ended,
+                        completed=completed,
                         now=now,
                         threshold=threshold,
+                        typical=typical,
                     )
                 )
         outliers = _outliers(views, stragglers, stalls)
@@ -390,11 +459,12 @@ def _sections_of(streams: list[_RankStream], options: RankOptions) -> dict[str, 
             m.count += log.count
             m.seconds += log.seconds
             m.periods.extend(log.periods)
-            if log.open_ts >= m.open_ts:
-                m.open_ts, m.open_since = log.open_ts, log.open_since
+            m.see_open(log.open_ts, log.open_since)
     out: dict[str, SectionView] = {}
     for name, log in merged.items():
-        good = sorted(p for p in log.periods if p[1] >= options.min_samples)
+        good = sorted(
+            p for p in log.periods if p[1] >= options.min_samples and not math.isnan(p[2])
+        )
         recent = good[-1][2] if good else None
         best = min(p[2] for p in good) if good else None
         out[name] = SectionView(
@@ -569,14 +639,18 @@ def _stalls(
     start: float,
     end: float,
     ended: bool,
+    completed: bool,
     now: float | None,
     threshold: float,
+    typical: float | None,
 ) -> list[Stall]:
     progress = {s.rank: _progress(s) for s in streams}
     firsts = [float(p[0]) for p in progress.values() if len(p)]
     if not firsts:
         return []
     begin = min(firsts)  # before the first progress: start-up, not a stall
+    if completed:
+        end = min(end, max(float(p[-1]) for p in progress.values() if len(p)))
     # A span is a job stall when it is a gap on every rank: intersect the ranks' gaps.
     common: list[tuple[float, float]] | None = None
     for p in progress.values():
@@ -598,6 +672,7 @@ def _stalls(
                 hi=hi,
                 ongoing=ongoing,
                 threshold=threshold,
+                typical=typical,
             )
         )
     return out
@@ -612,41 +687,55 @@ def _describe(
     hi: float,
     ongoing: bool,
     threshold: float,
+    typical: float | None,
 ) -> Stall:
-    """Who stopped first, at what step, in which section, inside which interval."""
+    """Who stopped first, at what step, in which section, inside which interval.
+
+    In order: the ranks that never reached the step the others reached; else that
+    finished fewer runs of a section (as their summaries said by the stall's end);
+    else that reported, during the stall, a section open since before it began
+    (alive, and stuck inside it); else whose last progress is oldest by more than
+    half a typical step. Otherwise all ranks stopped together.
+    """
     eps = 1e-9
-    positions: dict[int, tuple[int, dict[str, int], float]] = {}
+    steps: dict[int, int] = {}
+    counts: dict[int, dict[str, int]] = {}
+    stuck: dict[int, str] = {}
+    lasts: dict[int, float] = {}
     for s in streams:
         ts = np.frombuffer(s.step_ts, dtype=np.float64)
         no = np.frombuffer(s.step_no, dtype=np.int64)
         before = ts <= lo + eps
-        last_step = int(no[before].max()) if before.any() else -1
-        counts = {name: log.count for name, log in s.sections.items()}
+        steps[s.rank] = int(no[before].max()) if before.any() else -1
+        counts[s.rank] = {
+            name: sum(n for t, n, _ in log.periods if t <= hi) for name, log in s.sections.items()
+        }
+        for name, log in sorted(s.sections.items()):
+            if any(lo < t <= hi and since <= lo + eps for t, since in log.opens):
+                stuck.setdefault(s.rank, name)
         p = progress[s.rank]
-        last = float(p[p <= lo + eps].max()) if (p <= lo + eps).any() else -math.inf
-        positions[s.rank] = (last_step, counts, last)
-    top_step = max(v[0] for v in positions.values())
-    behind = [r for r, v in positions.items() if v[0] < top_step]
+        lasts[s.rank] = float(p[p <= lo + eps].max()) if (p <= lo + eps).any() else -math.inf
+    ranks = sorted(steps)
+    top_step = max(steps.values())
+    behind = [r for r in ranks if steps[r] < top_step]
     why = "never reached the step the others reached"
     if not behind:
-        names = {n for v in positions.values() for n in v[1]}
-        for name in sorted(names):
-            top = max(v[1].get(name, 0) for v in positions.values())
-            behind += [r for r, v in positions.items() if v[1].get(name, 0) < top]
-        behind = sorted(set(behind))
-        why = "did not finish a section the others finished"
-    if not behind or len(behind) == len(positions):
-        oldest = min(v[2] for v in positions.values())
-        behind = [r for r, v in positions.items() if v[2] <= oldest + eps]
-        why = "last progress oldest"
-        if len(behind) == len(positions) and len(positions) > 1:
-            behind, why = [], "all ranks stopped together"
-    open_sections = {}
+        names = {n for c in counts.values() for n in c}
+        found: set[int] = set()
+        for name in names:
+            top = max(c.get(name, 0) for c in counts.values())
+            found |= {r for r in ranks if counts[r].get(name, 0) < top}
+        behind, why = sorted(found), "did not finish a section the others finished"
+    if not behind or len(behind) == len(ranks):
+        behind, why = sorted(stuck), "stayed inside a timed section during the stall"
+    if not behind or len(behind) == len(ranks):
+        oldest, newest = min(lasts.values()), max(lasts.values())
+        behind, why = [], "all ranks stopped together"
+        if newest - oldest > 0.5 * (typical or 0.0):
+            behind = [r for r in ranks if lasts[r] <= oldest + eps]
+            why = "last progress oldest"
     inside: set[str] = set()
     for s in streams:
-        for name, log in s.sections.items():
-            if log.open_since is not None and log.open_since <= hi:
-                open_sections[str(s.rank)] = name
         for bucket, starts in s.open.items():
             if starts and starts[0] <= lo + eps:
                 inside.add(bucket)
@@ -658,9 +747,9 @@ def _describe(
         ongoing=ongoing,
         threshold=threshold,
         last_step=None if top_step < 0 else top_step,
-        first_stopped=sorted(behind),
+        first_stopped=behind,
         why=why,
-        open_sections=dict(sorted(open_sections.items(), key=lambda kv: int(kv[0]))),
+        open_sections={str(r): n for r, n in sorted(stuck.items())},
         inside=sorted(inside),
     )
 

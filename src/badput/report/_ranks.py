@@ -119,21 +119,25 @@ def summarize_ranks(ranks: list[RankView]) -> str:
     return text
 
 
+def _clock(ts: float) -> str:
+    """``HH:MM:SS`` (UTC) of ``ts``: the table's last-event column (the date is in the header)."""
+    return format_ts(ts, millis=False)[11:19]
+
+
 def _rank_table(rows: list[RankView]) -> Table:
     table = Table(title="Ranks (outliers first)", box=box.SIMPLE_HEAD, title_justify="left")
-    for col in ("rank", "host", "steps", "first..last", "step", "data load", "last event"):
+    for col in ("rank", "host", "steps", "last", "step", "load", "last event"):
         table.add_column(col, no_wrap=True, justify="left" if col == "host" else "right")
-    table.add_column("why listed", overflow="fold")
+    table.add_column("why listed", overflow="fold", min_width=20)
     for v in rows:
-        steps = "-" if v.first_step is None else f"{v.first_step}..{v.last_step}"
         table.add_row(
             str(v.rank),
-            Text(v.host or "-"),
+            Text(v.host or "-", overflow="ellipsis"),
             str(v.steps),
-            steps,
+            "-" if v.last_step is None else str(v.last_step),
             "-" if v.typical_step_time is None else format_duration(v.typical_step_time),
             format_duration(v.data_loading_seconds),
-            format_ts(v.last_event, millis=False),
+            _clock(v.last_event),
             Text("; ".join(v.outlier), style="bold red" if v.outlier else ""),
         )
     return table
