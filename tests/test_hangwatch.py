@@ -54,7 +54,7 @@ def _store_with_steps(n: int, step: float) -> MemoryStore:
 
 
 def test_fixed_and_automatic_timeouts() -> None:
-    store = _store_with_steps(10, 2.0)
+    store = _store_with_steps(10, 2.0)  # heartbeats 500 s after the last step: alive
     last = T0 + 20.0
     fixed = HangWatch(store, "j", "0", 30.0, poll_seconds=0)
     assert fixed.check(now=last + 29.0) is None
@@ -64,6 +64,23 @@ def test_fixed_and_automatic_timeouts() -> None:
     assert auto.check(now=last + 19.0) is None
     assert auto.check(now=last + 21.0) is not None
     assert HangWatch(store, "j", "0", AUTO).limit(2.0) == RankOptions().stall_floor
+
+
+def test_silent_processes_get_three_timeouts() -> None:
+    """A finished job tearing down (recorders closed: no event at all) is not killed at
+    once; a process silent for three timeouts is (it may hang holding the GIL)."""
+    store = MemoryStore()
+    tl = Timeline("j", start=T0, attempt=0)
+    tl.emit("job_start")
+    tl.steps(10, 2.0)
+    events_to_store(store, tl.events)
+    watch = HangWatch(store, "j", "0", 30.0, poll_seconds=0)
+    last = T0 + 20.0
+    assert watch.check(now=last + 31.0) is None
+    assert watch.check(now=last + 89.0) is None
+    assert watch.check(now=last + 91.0) == (
+        "no progress for 91.0s (hang timeout 30.0s, and no event either)"
+    )
 
 
 def test_nothing_is_judged_before_the_first_progress_or_for_another_attempt() -> None:

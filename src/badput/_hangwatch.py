@@ -6,6 +6,14 @@ completed section) for longer than the timeout: a fixed number of seconds, or
 ``auto``, ``max(stall_factor x typical step time, stall_floor)`` (docs/ranks.md).
 Before the attempt's first progress nothing is judged: start-up (loading,
 compilation) has no step time to compare with.
+
+A hang is declared when the processes are **alive but not progressing**: no
+progress for longer than the timeout while some rank still writes (heartbeats,
+section summaries) after its last progress + half the timeout. Processes that
+went silent (a clean shutdown after the last step: recorders closed, the
+interpreter exiting) are given three times the timeout before they are judged
+hung, so a job that finished training is not killed during its teardown, and a
+process that hangs holding the GIL (no heartbeats) is still caught.
 """
 
 from __future__ import annotations
@@ -21,6 +29,8 @@ __all__ = ["AUTO", "HangWatch", "parse_hang_timeout"]
 
 #: ``--hang-timeout auto``: the timeout follows the typical step time.
 AUTO: Final = "auto"
+#: Silent processes (no event at all) get this many timeouts before they count as hung.
+SILENT_FACTOR: Final = 3.0
 #: Seconds between two looks at the store.
 POLL_SECONDS: Final = 1.0
 
@@ -86,7 +96,7 @@ class HangWatch:
         try:
             live = self._open()
             live.update()
-            last, typical = live.accountant.progress(self.attempt)
+            last, seen, typical = live.accountant.progress(self.attempt)
         except (OSError, ValueError):
             return None
         if last is None:
@@ -94,9 +104,11 @@ class HangWatch:
         now = time.time() if now is None else now
         limit = self.limit(typical)
         idle = now - last
-        if idle <= limit:
+        alive = seen is not None and seen > last + limit / 2
+        if idle <= limit or (not alive and idle <= SILENT_FACTOR * limit):
             return None
-        return f"no progress for {idle:.1f}s (hang timeout {limit:.1f}s)"
+        silent = "" if alive else ", and no event either"
+        return f"no progress for {idle:.1f}s (hang timeout {limit:.1f}s{silent})"
 
     def _open(self) -> LiveJob:
         if self._live is None:

@@ -149,11 +149,12 @@ class Accountant:
             report, ranks=found.ranks, stragglers=found.stragglers, stalls=stalls
         )
 
-    def progress(self, attempt: str | int) -> tuple[float | None, float | None]:
-        """``(last progress time, typical step time)`` of one attempt, over every rank.
+    def progress(self, attempt: str | int) -> tuple[float | None, float | None, float | None]:
+        """``(last progress time, last event time, typical step time)`` of one attempt,
+        over every rank.
 
         Progress is a step, a recorded interval or a completed section, not a
-        heartbeat (docs/ranks.md); ``None`` when the attempt has made none yet.
+        heartbeat (docs/ranks.md); ``None`` when the attempt has none yet.
         """
         return self._ranks.progress(str(attempt))
 

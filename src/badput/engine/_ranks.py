@@ -28,6 +28,7 @@ from __future__ import annotations
 import math
 from array import array
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -176,21 +177,20 @@ class _RankStream:
         "attempt",
         "buckets",
         "end_ts",
+        "extra_ts",
         "first_ts",
         "host",
-        "last_pair_ts",
         "last_ts",
         "loads",
-        "marks_ts",
         "names",
         "open",
         "pair_code",
         "pair_ts",
         "rank",
         "sections",
+        "settled",
         "step_no",
         "step_ts",
-        "unsorted",
     )
 
     def __init__(self, attempt: str | None, rank: int) -> None:
@@ -200,18 +200,16 @@ class _RankStream:
         self.step_ts = array("d")
         self.step_no = array("q")
         self.end_ts = array("d")  # step_end times (progress)
-        self.marks_ts = array("d")  # interval start/end times (progress)
-        # Blocking interval marks, kept raw (a few bytes each) so that marks arriving out
-        # of time order (two files of one rank) are paired again, sorted, at query time.
+        self.extra_ts = array("d")  # non-blocking load marks (progress, not paired)
+        # Blocking interval marks, kept raw (a few bytes each) and paired at query time in
+        # time order, whatever order they arrived in (two files of one rank, merges).
         self.pair_ts = array("d")
         self.pair_code = array("i")  # 2 x index in ``names`` + is_start
-        self.names: dict[str, int] = {}
-        self.unsorted = False
-        self.last_pair_ts = -math.inf
-        # Paired online while marks arrive in order:
+        self.names: dict[str, int] = {DATA_LOADING: 0}
+        self.settled = -1  # len(pair_ts) when the fields below were computed
         self.loads = array("d")  # blocking data-load durations
-        self.open: dict[str, list[float]] = {}
-        self.buckets: dict[str, float] = {}
+        self.open: dict[str, list[float]] = {}  # interval starts not ended (yet)
+        self.buckets: dict[str, float] = {}  # seconds inside each kind of interval
         self.sections: dict[str, _SectionLog] = {}
         self.first_ts = math.inf
         self.last_ts = -math.inf
@@ -222,32 +220,62 @@ class _RankStream:
             i = self.names[bucket] = len(self.names)
         return i
 
-    def pair(self, bucket: str, ts: float, is_start: bool) -> None:
-        """One blocking interval mark, in time order: open, or close and add up."""
-        if is_start:
-            self.open.setdefault(bucket, []).append(ts)
-            return
-        starts = self.open.get(bucket)
-        if not starts:
-            return  # an end without a start: the partition reports it
-        d = max(0.0, ts - starts.pop())
-        self.buckets[bucket] = self.buckets.get(bucket, 0.0) + d
-        if bucket == DATA_LOADING:
-            self.loads.append(d)
+    def see(self, ts: float) -> None:
+        """An event other than a step or a blocking load (those count at query time)."""
+        self.first_ts = min(self.first_ts, ts)
+        self.last_ts = max(self.last_ts, ts)
+
+    def span(self) -> tuple[float, float]:
+        """First and last event time."""
+        first, last = self.first_ts, self.last_ts
+        for col in (self.step_ts, self.end_ts, self.pair_ts, self.extra_ts):
+            if len(col):
+                a = np.frombuffer(col, dtype=np.float64)
+                first, last = min(first, float(a.min())), max(last, float(a.max()))
+        return first, last
 
     def settle(self) -> None:
-        """Pair the marks again in time order if some arrived out of order."""
-        if not self.unsorted:
+        """Pair the blocking interval marks in time order (once per change): seconds
+        per bucket, data-load durations, starts still open. Unpaired ends are ignored
+        (the partition reports them)."""
+        n = len(self.pair_ts)
+        if n == self.settled:
             return
         self.loads, self.open, self.buckets = array("d"), {}, {}
-        names = {i: name for name, i in self.names.items()}
         ts = np.frombuffer(self.pair_ts, dtype=np.float64)
         codes = np.frombuffer(self.pair_code, dtype=np.int32)
         order = np.lexsort((-(codes & 1), ts))  # by time; at equal times, starts first
-        for t, c in zip(ts[order].tolist(), codes[order].tolist(), strict=True):
-            self.pair(names[c >> 1], t, bool(c & 1))
-        self.unsorted = False
-        self.last_pair_ts = float(ts.max())
+        ts, codes = ts[order], codes[order]
+        for name, i in self.names.items():
+            mine = (codes >> 1) == i
+            if not mine.any():
+                continue
+            t = ts[mine]
+            starts = (codes[mine] & 1).astype(bool)
+            if starts[0::2].all() and not starts[1::2].any():  # start, end, start, end...
+                k = len(t) // 2 * 2
+                d = np.maximum(t[1:k:2] - t[0:k:2], 0.0)
+                still = [float(t[-1])] if len(t) % 2 else []
+            else:  # nested or unpaired: a stack
+                stack: list[float] = []
+                got: list[float] = []
+                for x, is_start in zip(t.tolist(), starts.tolist(), strict=True):
+                    if is_start:
+                        stack.append(x)
+                    elif stack:
+                        got.append(max(0.0, x - stack.pop()))
+                d, still = np.array(got), stack
+            if len(d):
+                self.buckets[name] = float(d.sum())
+            if still:
+                self.open[name] = still
+            if name == DATA_LOADING:
+                self.loads = array("d", d.tolist())
+        self.settled = n
+
+
+def _no_append(value: float) -> None:  # before the first event: never called
+    raise AssertionError("no stream")
 
 
 def _median(values: F64) -> float | None:
@@ -275,20 +303,11 @@ class RankTracker:
                 self.streams[key] = theirs
                 continue
             mine.host = mine.host or theirs.host
-            for name in ("step_ts", "step_no", "end_ts", "marks_ts"):
+            for name in ("step_ts", "step_no", "end_ts", "extra_ts", "pair_ts"):
                 getattr(mine, name).extend(getattr(theirs, name))
-            if len(theirs.pair_ts):
-                names = {i: name for name, i in theirs.names.items()}
-                had_marks = bool(len(mine.pair_ts))
-                mine.pair_ts.extend(theirs.pair_ts)
-                for code in theirs.pair_code:
-                    mine.pair_code.append(2 * mine.code(names[code >> 1]) + (code & 1))
-                if had_marks:
-                    mine.unsorted = True  # paired again at query time
-                else:
-                    mine.loads, mine.open, mine.buckets = theirs.loads, theirs.open, theirs.buckets
-                    mine.unsorted = theirs.unsorted
-                mine.last_pair_ts = max(mine.last_pair_ts, theirs.last_pair_ts)
+            names = {i: name for name, i in theirs.names.items()}
+            for code in theirs.pair_code:
+                mine.pair_code.append(2 * mine.code(names[code >> 1]) + (code & 1))
             for name, log in theirs.sections.items():
                 m = mine.sections.setdefault(name, _SectionLog())
                 m.count += log.count
@@ -301,41 +320,49 @@ class RankTracker:
             mine.last_ts = max(mine.last_ts, theirs.last_ts)
 
     def ingest(self, events: list[Event], job: str | None) -> None:
-        """Route ``events`` (consecutive lines of one source) into the columns."""
+        """Route ``events`` (consecutive lines of one source) into the columns.
+
+        Runs once per event of the log: steps and blocking loads (the bulk) are three
+        appends; everything is paired and summed at query time, vectorised.
+        """
         cur_a: object = _NOTHING
         cur_r: object = _NOTHING
         s: _RankStream | None = None
         step_start, step_end, heartbeat = Kind.STEP_START, Kind.STEP_END, Kind.HEARTBEAT
-        touched: dict[int, _RankStream] = {}
-        lo = math.inf
-        hi = -math.inf
+        load_start, load_end = Kind.DATA_LOADING_START, Kind.DATA_LOADING_END
+        # the appends of the current stream's columns, bound once per stream switch
+        st_app: Any = _no_append
+        sn_app: Any = _no_append
+        en_app: Any = _no_append
+        pt_app: Any = _no_append
+        pc_app: Any = _no_append
         for ev in events:
             if job is not None and ev.job != job:
                 continue
             if ev.attempt != cur_a or ev.rank != cur_r or s is None:
-                if s is not None:
-                    s.first_ts = min(s.first_ts, lo)
-                    s.last_ts = max(s.last_ts, hi)
-                lo, hi = math.inf, -math.inf
                 cur_a, cur_r = ev.attempt, ev.rank
                 s = self._stream(ev.attempt, ev.rank)
-                touched[id(s)] = s
                 if s.host is None:
                     s.host = ev.host
-            ts = ev.ts
-            lo = min(lo, ts)
-            hi = max(hi, ts)
+                st_app, sn_app, en_app = s.step_ts.append, s.step_no.append, s.end_ts.append
+                pt_app, pc_app = s.pair_ts.append, s.pair_code.append
             kind = ev.kind
             if kind == step_start:
-                s.step_ts.append(ts)
-                s.step_no.append(ev.step)  # type: ignore[arg-type]
+                st_app(ev.ts)
+                sn_app(ev.step)
             elif kind == step_end:
-                s.end_ts.append(ts)
-            elif kind != heartbeat:
+                en_app(ev.ts)
+            elif kind == load_start and ev.blocking is None:
+                pt_app(ev.ts)
+                pc_app(1)  # data_loading (index 0), start
+            elif kind == load_end and ev.blocking is None:
+                pt_app(ev.ts)
+                pc_app(0)
+            elif kind == heartbeat:
+                s.see(ev.ts)
+            else:
+                s.see(ev.ts)
                 self._other(s, ev)
-        if s is not None:
-            s.first_ts = min(s.first_ts, lo)
-            s.last_ts = max(s.last_ts, hi)
 
     @staticmethod
     def _other(s: _RankStream, ev: Event) -> None:
@@ -360,25 +387,19 @@ class RankTracker:
         if split is None:
             return
         base, is_start = split
-        ts = ev.ts
-        s.marks_ts.append(ts)
         if base == "data_loading" and ev.blocking is False:
-            return  # overlapped loads: outside the partition and not a wait
-        bucket = bucket_of(base, ev.name)
-        s.pair_ts.append(ts)
-        s.pair_code.append(2 * s.code(bucket) + is_start)
-        if ts < s.last_pair_ts:
-            s.unsorted = True
-        else:
-            s.last_pair_ts = ts
-        if not s.unsorted:
-            s.pair(bucket, ts, is_start)
+            s.extra_ts.append(ev.ts)  # overlapped loads: progress, but not a wait
+            return
+        s.pair_ts.append(ev.ts)
+        s.pair_code.append(2 * s.code(bucket_of(base, ev.name)) + is_start)
 
     # ------------------------------------------------------------------ query
 
-    def progress(self, attempt: str) -> tuple[float | None, float | None]:
-        """Newest progress time of any rank of ``attempt`` and its typical step time."""
+    def progress(self, attempt: str) -> tuple[float | None, float | None, float | None]:
+        """``(newest progress, newest event of any kind, typical step time)`` of ``attempt``
+        over every rank (``None`` when unknown)."""
         last: float | None = None
+        seen: float | None = None
         times = []
         for s in self.streams.values():
             if s.attempt != attempt:
@@ -386,9 +407,12 @@ class RankTracker:
             p = _last_progress(s)
             if p is not None and (last is None or p > last):
                 last = p
+            end = s.span()[1]
+            if math.isfinite(end) and (seen is None or end > seen):
+                seen = end
             times.append(_step_times(s))
         typical = _median(np.concatenate(times)) if times else None
-        return last, typical
+        return last, seen, typical
 
     def analyze(
         self,
@@ -411,7 +435,7 @@ class RankTracker:
         workers = {
             r: ss
             for r, ss in by_rank.items()
-            if any(len(s.step_ts) or len(s.marks_ts) or s.sections for s in ss)
+            if any(len(s.step_ts) or len(s.pair_ts) or len(s.extra_ts) or s.sections for s in ss)
         }
         sections = {r: _sections_of(ss, options) for r, ss in workers.items()}
         _score_relative(sections)
@@ -576,8 +600,8 @@ def _rank_view(r: int, streams: list[_RankStream], sections: dict[str, SectionVi
         buckets=dict(sorted(buckets.items())),
         first_step=int(min(a.min() for a in steps)) if steps else None,
         last_step=int(max(a.max() for a in steps)) if steps else None,
-        first_event=min(s.first_ts for s in streams),
-        last_event=max(s.last_ts for s in streams),
+        first_event=min(s.span()[0] for s in streams),
+        last_event=max(s.span()[1] for s in streams),
         last_progress=max(progress) if progress else None,
         sections=dict(sorted(sections.items())),
     )
@@ -587,7 +611,8 @@ def _progress(s: _RankStream) -> F64:
     parts = [
         np.frombuffer(s.step_ts, dtype=np.float64),
         np.frombuffer(s.end_ts, dtype=np.float64),
-        np.frombuffer(s.marks_ts, dtype=np.float64),
+        np.frombuffer(s.pair_ts, dtype=np.float64),
+        np.frombuffer(s.extra_ts, dtype=np.float64),
         np.array([log.last for log in s.sections.values() if math.isfinite(log.last)]),
     ]
     return np.sort(np.concatenate(parts))
@@ -599,7 +624,8 @@ def _last_progress(s: _RankStream) -> float | None:
         for a in (
             np.frombuffer(s.step_ts, dtype=np.float64),
             np.frombuffer(s.end_ts, dtype=np.float64),
-            np.frombuffer(s.marks_ts, dtype=np.float64),
+            np.frombuffer(s.pair_ts, dtype=np.float64),
+            np.frombuffer(s.extra_ts, dtype=np.float64),
         )
         if len(a)
     ]
