@@ -596,6 +596,22 @@ def _log_to_stderr(command: str) -> None:
     metavar="SECONDS",
     help="Configured ideal step time (default: estimated from the best sustained steps).",
 )
+@click.option(
+    "--stall-after",
+    type=click.FloatRange(min=0.0),
+    default=60.0,
+    show_default=True,
+    metavar="SECONDS",
+    help="No progress for longer than max(10 x typical step time, SECONDS) is a stall.",
+)
+@click.option(
+    "--straggler-threshold",
+    type=click.FloatRange(min=0.0, max=1.0),
+    default=0.75,
+    show_default=True,
+    metavar="SCORE",
+    help="A rank whose relative or individual section score is below this is a straggler.",
+)
 @click.option("--once", is_flag=True, help="Run one cycle, print its status line and exit.")
 def monitor(
     *,
@@ -610,6 +626,8 @@ def monitor(
     gcp_project: str | None,
     gcp_location: str | None,
     ideal_step_time: float | None,
+    stall_after: float,
+    straggler_threshold: float,
     once: bool,
 ) -> None:
     """Export the goodput of the job at PATH every --interval seconds, beside the job.
@@ -624,6 +642,7 @@ def monitor(
     import threading  # noqa: PLC0415
 
     from badput._optional import MissingExtraError  # noqa: PLC0415
+    from badput.engine import RankOptions  # noqa: PLC0415
     from badput.monitor import Monitor  # noqa: PLC0415 (the engine pulls numpy)
     from badput.report._watch import status_line  # noqa: PLC0415
 
@@ -656,6 +675,9 @@ def monitor(
             rolling_windows=windows,
             ideal_step_time=ideal_step_time,
             on_snapshot=show,
+            rank_options=RankOptions(
+                straggler_threshold=straggler_threshold, stall_floor=stall_after
+            ),
         )
     except (ValueError, OSError) as exc:
         for exporter in exporters:
