@@ -302,3 +302,18 @@ def test_no_stall_after_the_last_step_of_a_completed_job() -> None:
     rep = report_of(streams)
     assert rep.end_reason == "job_end" and rep.total_seconds > 130
     assert rep.stalls == []
+
+
+def test_outliers_need_a_real_excess() -> None:
+    """Noise on tiny totals is not an outlier; a rank whose loads cost seconds more is."""
+    streams = job({})
+    tl = Timeline("j", start=T0 + 100, rank=3, host="h1")
+    tl.span("data_loading", 0.0004)  # 0.4 ms more than the others: noise
+    tl.span("step", 0.5, step=30)
+    noisy = [*streams[:3], streams[3][:-1] + tl.events]
+    assert all(not v.outlier for v in report_of(noisy).ranks)
+    tl.span("data_loading", 2.0)  # 2 s more: over 1 % of its ~15 s of steps
+    tl.span("step", 0.5, step=31)
+    slow = [*streams[:3], streams[3][:-1] + tl.events]
+    reasons = [[x for x in v.outlier if "loading" in x] for v in report_of(slow).ranks]
+    assert reasons == [[], [], [], ["slow data loading"]]

@@ -467,7 +467,7 @@ class RankTracker:
                         typical=typical,
                     )
                 )
-        outliers = _outliers(views, stragglers, stalls)
+        outliers = _outliers(views, stragglers, stalls, options.min_excess)
         ranks = [
             RankView(**{**v.__dict__, "outlier": outliers.get(r, [])}) for r, v in views.items()
         ]
@@ -780,18 +780,26 @@ def _describe(
     )
 
 
-def _robust_high(values: dict[int, float], rel: float = 0.1) -> set[int]:
-    """Ranks whose value is far above the others' (median + 5 MAD and +10 %)."""
+def _robust_high(values: dict[int, float], min_excess: float) -> set[int]:
+    """Ranks whose value is far above the others': above median + 5 MAD, 10 % above the
+    median, and by at least ``min_excess`` (noise on tiny values is not an outlier)."""
     if len(values) < 3:
         return set()
     arr = np.array(list(values.values()))
     med = float(np.median(arr))
     mad = float(np.median(np.abs(arr - med)))
-    return {r for r, v in values.items() if v > med + 5 * mad and v > med * (1 + rel)}
+    return {
+        r
+        for r, v in values.items()
+        if v > med + 5 * mad and v > med * 1.1 and v - med >= min_excess
+    }
 
 
 def _outliers(
-    views: dict[int, RankView], stragglers: list[Straggler], stalls: list[Stall]
+    views: dict[int, RankView],
+    stragglers: list[Straggler],
+    stalls: list[Stall],
+    min_excess: float,
 ) -> dict[int, list[str]]:
     out: dict[int, list[str]] = {}
     for st in stragglers:
@@ -802,10 +810,14 @@ def _outliers(
             if reason not in out.get(r, []):
                 out.setdefault(r, []).append(reason)
     typical = {r: v.typical_step_time for r, v in views.items() if v.typical_step_time}
-    for r in _robust_high({r: t for r, t in typical.items() if t is not None}):
+    for r in _robust_high({r: t for r, t in typical.items() if t is not None}, min_excess):
         out.setdefault(r, []).append("slow steps")
+    # Data loading (a total): an outlier when it costs over 1 % of the rank's step time more
+    # than the others' does.
+    busy = [(v.typical_step_time or 0.0) * v.steps for v in views.values()]
+    floor = 0.01 * float(np.median(busy)) if busy else 0.0
     loads = {r: v.data_loading_seconds for r, v in views.items()}
-    for r in _robust_high(loads):
+    for r in _robust_high(loads, max(floor, min_excess)):
         out.setdefault(r, []).append("slow data loading")
     steps = {r: float(v.last_step) for r, v in views.items() if v.last_step is not None}
     if steps:
