@@ -61,7 +61,7 @@ from badput._env import (
     TORCHELASTIC_RESTART_COUNT,
 )
 from badput._sections import DEFAULT_SECTION_INTERVAL, SectionTimers
-from badput.events import KINDS, LIFECYCLE_KINDS, STEP_KINDS, Event, Kind, validate
+from badput.events import KINDS, LIFECYCLE_KINDS, STEP_KINDS, Event, Kind, attempt_id, validate
 from badput.store import EventStore, EventWriter, WriterKey, open_store
 
 __all__ = ["DEFAULT_HEARTBEAT_INTERVAL", "NullRecorder", "Recorder"]
@@ -149,7 +149,7 @@ def _resolve_attempt(attempt: str | int | None) -> str | int:
     for var in (TORCHELASTIC_RESTART_COUNT, SLURM_RESTART_COUNT, BADPUT_ATTEMPT):
         raw = os.environ.get(var, "").strip()
         if raw:
-            return int(raw) if raw.isdigit() else raw
+            return attempt_id(raw)
     return fresh_attempt_id()
 
 

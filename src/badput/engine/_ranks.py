@@ -244,33 +244,45 @@ class _RankStream:
         self.loads, self.open, self.buckets = array("d"), {}, {}
         ts = np.frombuffer(self.pair_ts, dtype=np.float64)
         codes = np.frombuffer(self.pair_code, dtype=np.int32)
-        order = np.lexsort((-(codes & 1), ts))  # by time; at equal times, starts first
-        ts, codes = ts[order], codes[order]
-        for name, i in self.names.items():
-            mine = (codes >> 1) == i
-            if not mine.any():
-                continue
-            t = ts[mine]
-            starts = (codes[mine] & 1).astype(bool)
-            if starts[0::2].all() and not starts[1::2].any():  # start, end, start, end...
-                k = len(t) // 2 * 2
-                d = np.maximum(t[1:k:2] - t[0:k:2], 0.0)
-                still = [float(t[-1])] if len(t) % 2 else []
-            else:  # nested or unpaired: a stack
-                stack: list[float] = []
-                got: list[float] = []
-                for x, is_start in zip(t.tolist(), starts.tolist(), strict=True):
-                    if is_start:
-                        stack.append(x)
-                    elif stack:
-                        got.append(max(0.0, x - stack.pop()))
-                d, still = np.array(got), stack
-            if len(d):
-                self.buckets[name] = float(d.sum())
-            if still:
-                self.open[name] = still
+        bucket = codes >> 1
+        is_start = (codes & 1).astype(bool)
+        # by bucket, then time; at equal times, starts first
+        order = np.lexsort((~is_start, ts, bucket))
+        ts, bucket, is_start = ts[order], bucket[order], is_start[order]
+        idx = np.arange(len(ts))
+        first = np.concatenate(([True], bucket[1:] != bucket[:-1]))
+        group = np.cumsum(first) - 1
+        parity = (idx - np.flatnonzero(first)[group]) % 2
+        # The common case, vectorised: each bucket's marks go start, end, start, end...
+        irregular = np.unique(group[is_start != (parity == 0)])
+        regular = ~np.isin(group, irregular)
+        ends = np.flatnonzero(regular & (parity == 1))
+        d = np.maximum(ts[ends] - ts[ends - 1], 0.0)
+        sums = np.bincount(bucket[ends], weights=d, minlength=len(self.names))
+        names = {i: name for name, i in self.names.items()}
+        for i in np.flatnonzero(sums > 0):
+            self.buckets[names[int(i)]] = float(sums[i])
+        self.loads = array("d", d[bucket[ends] == 0].tolist())
+        heads = np.flatnonzero(first)
+        last = np.concatenate((heads[1:] - 1, [len(ts) - 1])) if len(ts) else idx
+        for j in last[regular[last] & (parity[last] == 0)]:
+            self.open[names[int(bucket[j])]] = [float(ts[j])]
+        for g in irregular.tolist():  # nested or unpaired marks: a stack
+            members = slice(int(heads[g]), int(last[g]) + 1)
+            name = names[int(bucket[heads[g]])]
+            stack: list[float] = []
+            got: list[float] = []
+            for x, opens in zip(ts[members].tolist(), is_start[members].tolist(), strict=True):
+                if opens:
+                    stack.append(x)
+                elif stack:
+                    got.append(max(0.0, x - stack.pop()))
+            if got:
+                self.buckets[name] = float(sum(got))
+            if stack:
+                self.open[name] = stack
             if name == DATA_LOADING:
-                self.loads = array("d", d.tolist())
+                self.loads = array("d", got)
         self.settled = n
 
 

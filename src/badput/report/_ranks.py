@@ -7,7 +7,9 @@ a summary of the ranks that are not shown one by one.
 
 from __future__ import annotations
 
+import math
 import statistics
+import time
 from typing import TYPE_CHECKING
 
 from rich import box
@@ -15,7 +17,8 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from badput.report._format import format_duration, format_ts
+from badput.events import MAX_TS, MIN_TS
+from badput.report._format import format_duration, format_ts, inert
 
 if TYPE_CHECKING:
     from badput.engine import Report
@@ -52,9 +55,9 @@ def straggler_lines(stragglers: list[Straggler], limit: int = MAX_LIST) -> list[
     """One line per straggler (worst first): rank, host, section, scores, times."""
     out = []
     for s in stragglers[:limit]:
-        host = f" ({s.host})" if s.host else ""
+        host = f" ({inert(s.host)})" if s.host else ""
         out.append(
-            f"rank {s.rank}{host}: {s.section} {format_duration(s.recent_seconds)} vs "
+            f"rank {s.rank}{host}: {inert(s.section)} {format_duration(s.recent_seconds)} vs "
             f"{format_duration(s.reference_seconds)}, relative {_score(s.relative_score)}, "
             f"individual {_score(s.individual_score)}"
         )
@@ -75,18 +78,20 @@ def stall_lines(stalls: list[Stall], limit: int = MAX_LIST) -> list[str]:
             else st.why
         )
         line = (
-            f"{state} in attempt {st.attempt} from {format_ts(st.start, millis=False)} for "
+            f"{state} in attempt {inert(st.attempt)} from {format_ts(st.start, millis=False)} for "
             f"{format_duration(st.seconds)} (no progress beyond {format_duration(st.threshold)}),"
             f" last step {step}; {who}"
         )
         if st.open_sections:
-            opened = ", ".join(f"rank {r} in {n!r}" for r, n in list(st.open_sections.items())[:4])
+            opened = ", ".join(
+                f"rank {r} in {inert(n)!r}" for r, n in list(st.open_sections.items())[:4]
+            )
             line += f"; open sections: {opened}"
         if st.inside:
-            line += f"; inside recorded {', '.join(st.inside)}"
+            line += f"; inside recorded {', '.join(inert(b) for b in st.inside)}"
         if st.buckets:
             parts = sorted(st.buckets.items(), key=lambda kv: -kv[1])
-            counted = ", ".join(f"{k} {format_duration(v)}" for k, v in parts)
+            counted = ", ".join(f"{inert(k)} {format_duration(v)}" for k, v in parts)
             line += f"; counted as {counted} (a hang, not ordinary slowdown)"
         out.append(line)
     if len(stalls) > limit:
@@ -121,7 +126,9 @@ def summarize_ranks(ranks: list[RankView]) -> str:
 
 def _clock(ts: float) -> str:
     """``HH:MM:SS`` (UTC) of ``ts``: the table's last-event column (the date is in the header)."""
-    return format_ts(ts, millis=False)[11:19]
+    if not math.isfinite(ts) or not MIN_TS <= ts <= MAX_TS:
+        return "-"
+    return time.strftime("%H:%M:%S", time.gmtime(ts))
 
 
 def _rank_table(rows: list[RankView]) -> Table:
@@ -132,7 +139,7 @@ def _rank_table(rows: list[RankView]) -> Table:
     for v in rows:
         table.add_row(
             str(v.rank),
-            Text(v.host or "-", overflow="ellipsis"),
+            Text(inert(v.host or "-"), overflow="ellipsis"),
             str(v.steps),
             "-" if v.last_step is None else str(v.last_step),
             "-" if v.typical_step_time is None else format_duration(v.typical_step_time),
@@ -188,7 +195,7 @@ def stall_headline(stall: Stall, now: float) -> str:
         label = "rank" if len(stall.first_stopped) == 1 else "ranks"
         text += f"; stopped first: {label} {_ranks_text(stall.first_stopped)}"
         opened = [
-            f"{stall.open_sections[str(r)]!r}"
+            f"{inert(stall.open_sections[str(r)])!r}"
             for r in stall.first_stopped[:1]
             if str(r) in stall.open_sections
         ]
@@ -204,6 +211,6 @@ def straggler_summary(stragglers: list[Straggler], limit: int = 3) -> str:
     parts = []
     for s in stragglers[:limit]:
         score = min(s.relative_score or 1.0, s.individual_score or 1.0)
-        parts.append(f"rank {s.rank} {s.section} {score:.2f}")
+        parts.append(f"rank {s.rank} {inert(s.section)} {score:.2f}")
     more = len(stragglers) - limit
     return ", ".join(parts) + (f" (+{more} more)" if more > 0 else "")
