@@ -40,7 +40,6 @@ import atexit
 import logging
 import math
 import os
-import sys
 import threading
 import time
 import weakref
@@ -49,6 +48,7 @@ from contextlib import suppress
 from pathlib import Path
 from typing import Final
 
+from badput import _lifecycle
 from badput.analysis import LiveJob
 from badput.engine._steptime import DEFAULT_SLOWDOWN_FACTOR
 from badput.monitor._base import Exporter, Snapshot
@@ -475,10 +475,7 @@ def flush_live_recorders(timeout: float = _RECORDER_FLUSH_TIMEOUT) -> None:
     """At exit, before a monitor's final cycle: flush this process's recorders (if the
     recorder module was ever imported) so that the final cycle sees the job's last events.
     Never raises."""
-    recorder = sys.modules.get("badput.recorder")
-    if recorder is None:
-        return
-    for rec in list(getattr(recorder, "_live", ())):
+    for rec in _lifecycle.live("recorders"):
         with suppress(Exception):
             rec.flush(timeout=timeout)
 

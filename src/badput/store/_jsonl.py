@@ -4,36 +4,195 @@ Layout (``EVENTS.md``)::
 
     <root>/<job>/<attempt>/<host>-<rank>-<pid>.jsonl
 
-One file per writer process, opened in append mode and never rewritten. Readers
-take every ``*.jsonl`` file below ``<root>/<job>/`` (any depth), in sorted order
-of their path relative to the job directory (the stream name).
+One file per writer process, never rewritten. The recorder writes it through a
+:class:`MappedWriter` (a pre-allocated, memory-mapped file: an event is in the
+page cache, so it survives the death of the process, as soon as it is copied in);
+other writers append with :class:`JsonlWriter`. Readers take every ``*.jsonl``
+file below ``<root>/<job>/`` (any depth), in sorted order of their path relative
+to the job directory (the stream name), and stop at a file's first NUL byte (the
+unwritten tail of a mapped file).
+
+Path components longer than :data:`MAX_NAME_BYTES` (a job name of 256+ bytes
+would fail with ``ENAMETOOLONG``) are shortened to a prefix plus a hash; the full
+name stays in the events.
 """
 
 from __future__ import annotations
 
+import hashlib
+import mmap
 import os
 from collections.abc import Iterator
+from contextlib import suppress
 from pathlib import Path
 from typing import Final
 
 from badput._codec import decode_lines
 from badput.store._base import Chunk, Cursor, EventWriter, ReadResult, WriterKey
-from badput.store._lines import parse_stream
+from badput.store._lines import parse_stream, written_part
 
-__all__ = ["JsonlStore", "JsonlWriter", "SingleFileStore", "first_job_below", "safe_job_dir"]
+__all__ = [
+    "MAX_NAME_BYTES",
+    "JsonlStore",
+    "JsonlWriter",
+    "MappedWriter",
+    "SingleFileStore",
+    "first_job_below",
+    "safe_job_dir",
+]
 
 #: Bytes read from a file at a time (large blocks: decoding, not I/O, dominates).
 READ_BLOCK: Final = 8 * 1024 * 1024
 
 
+# madvise(MADV_POPULATE_WRITE) (Linux 5.14+; not named by Python 3.11's mmap module).
+_MADV_POPULATE_WRITE: Final = getattr(mmap, "MADV_POPULATE_WRITE", 23)
+
+#: Longest path component written (bytes); most file systems allow 255.
+MAX_NAME_BYTES: Final = 200
+
+
+def short_name(name: str) -> str:
+    """``name`` if it fits in :data:`MAX_NAME_BYTES`, else a prefix of it and a hash of all."""
+    raw = name.encode("utf-8", "surrogatepass")
+    if len(raw) <= MAX_NAME_BYTES:
+        return name
+    digest = hashlib.sha256(raw).hexdigest()[:16]
+    keep = raw[: MAX_NAME_BYTES - len(digest) - 1].decode("utf-8", "ignore")
+    return f"{keep}-{digest}"
+
+
 def safe_job_dir(job: str) -> str:
-    """The directory name of ``job``: path separators and ``.``/``..`` made harmless."""
+    """The directory name of ``job``: path separators and ``.``/``..`` made harmless,
+    shortened (prefix + hash) past :data:`MAX_NAME_BYTES`."""
     name = job.replace("/", "_").replace("\\", "_")
     if os.altsep:
         name = name.replace(os.altsep, "_")
     if name in ("", ".", ".."):
         name = name.replace(".", "_") or "_"
-    return name
+    return short_name(name)
+
+
+class MappedWriter:
+    """One writer stream as a pre-allocated, memory-mapped file (the recorder's).
+
+    The file is created new (``O_EXCL``: a file left by an earlier process of the
+    same pid is never appended to; ``<name>.1.jsonl`` etc. is used instead) and
+    allocated to ``capacity`` bytes with ``posix_fallocate``, so that a full disk
+    fails here, at creation or growth, and never as a ``SIGBUS`` while writing.
+    The caller copies complete lines into :attr:`mm`; bytes copied are in the
+    page cache, so they outlive the process. :meth:`close` truncates the file to
+    the bytes written; a killed writer leaves a NUL tail that readers skip.
+    """
+
+    def __init__(self, directory: Path, name: str, capacity: int) -> None:
+        directory.mkdir(parents=True, exist_ok=True)
+        stem = name.removesuffix(".jsonl")
+        for n in range(1000):
+            path = directory / (name if n == 0 else f"{stem}.{n}.jsonl")
+            try:
+                fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o644)
+            except FileExistsError:
+                continue
+            break
+        else:
+            raise FileExistsError(f"no free event file name like {directory / name}")
+        try:
+            os.posix_fallocate(fd, 0, capacity)
+            self.mm = mmap.mmap(fd, capacity)
+            st = os.fstat(fd)
+        except BaseException:
+            os.close(fd)
+            with suppress(OSError):
+                os.unlink(path)
+            raise
+        self.path = path
+        self.fd = fd
+        self.capacity = capacity
+        self.lines = 0
+        self._counted = 0
+        self.populated = 0
+        self._can_populate = True
+        self.populate(capacity)
+        self._identity = (st.st_dev, st.st_ino)
+
+    def populate(self, upto: int) -> None:
+        """Map the pages up to ``upto`` writable now (``MADV_POPULATE_WRITE``), so that the
+        writer's copies take no page fault. Changes no byte; a no-op where unsupported."""
+        upto = min(upto, self.capacity)
+        start = self.populated
+        if upto <= start or not self._can_populate:
+            return
+        try:
+            self.mm.madvise(_MADV_POPULATE_WRITE, start, upto - start)
+        except (OSError, ValueError):
+            self._can_populate = False  # kernel older than 5.14: pages fault on first write
+        else:
+            self.populated = upto
+
+    def reserve(self, capacity: int) -> None:
+        """Allocate the file up to ``capacity`` bytes (may block or fail: not under a lock)."""
+        os.posix_fallocate(self.fd, 0, capacity)
+
+    def remap(self, capacity: int) -> None:
+        """Grow the mapping to ``capacity`` (after :meth:`reserve`); fast."""
+        self.mm.resize(capacity)
+        self.capacity = capacity
+
+    def detached(self) -> bool:
+        """True when the file is no longer at its path (deleted, or replaced by another)."""
+        try:
+            st = os.stat(self.path)
+        except OSError:
+            return True
+        return (st.st_dev, st.st_ino) != self._identity
+
+    def count_lines(self) -> int:
+        """Complete lines written so far (counted incrementally)."""
+        upto = self.mm.tell()
+        if upto > self._counted:
+            self.lines += self.mm[self._counted : upto].count(b"\n")
+            self._counted = upto
+        return self.lines
+
+    def _unmap(self) -> bytes:
+        """Unmap (a write racing this one either lands before or raises) and return the
+        bytes written past the last known position: read back up to the first NUL."""
+        self.count_lines()
+        self.mm.close()
+        tail = b""
+        while True:
+            block = os.pread(self.fd, 65536, self._counted + len(tail))
+            part, at_nul = written_part(block)
+            tail += part
+            if at_nul or len(block) < 65536:
+                break
+        self.lines += tail.count(b"\n")
+        return tail
+
+    def close(self, truncate: bool = True) -> None:
+        """Unmap and close; truncate the file to the bytes written (a clean close)."""
+        try:
+            tail = self._unmap()
+            if truncate:
+                os.ftruncate(self.fd, self._counted + len(tail))
+        finally:
+            os.close(self.fd)
+
+    def take(self) -> bytes:
+        """Unmap and close without truncating; return everything written (for a copy)."""
+        try:
+            tail = self._unmap()
+            written = self._counted
+            head = b""
+            while len(head) < written:
+                block = os.pread(self.fd, written - len(head), len(head))
+                if not block:
+                    break
+                head += block
+            return head + tail
+        finally:
+            os.close(self.fd)
 
 
 class JsonlWriter:
@@ -76,6 +235,12 @@ class JsonlWriter:
         self._file.close()
 
 
+def _stream_parts(key: WriterKey) -> list[str]:
+    parts = key.stream_name().split("/")
+    parts[-1] = short_name(parts[-1].removesuffix(".jsonl")) + ".jsonl"
+    return [short_name(p) for p in parts[:-1]] + [parts[-1]]
+
+
 def _read_file(path: Path, offset: int, limit: int | None) -> Iterator[bytes]:
     """Blocks from ``offset``; past ``limit`` bytes, only up to the end of the current line."""
     try:
@@ -86,13 +251,17 @@ def _read_file(path: Path, offset: int, limit: int | None) -> Iterator[bytes]:
         f.seek(offset)
         read = 0
         while True:
-            block = f.read(READ_BLOCK)
+            block, at_tail = written_part(f.read(READ_BLOCK))
+            if at_tail:  # a mapped file's unwritten (NUL) tail: nothing after it is written
+                if block:
+                    yield block
+                return
             if not block:
                 return
             read += len(block)
             if limit is not None and read >= limit:
                 # Finish the line in progress so the budget never splits a read into nothing.
-                yield block + f.readline()
+                yield block + written_part(f.readline())[0]
                 return
             yield block
 
@@ -150,7 +319,12 @@ class JsonlStore:
         return self.root / safe_job_dir(job)
 
     def open_writer(self, job: str, key: WriterKey) -> EventWriter:
-        return JsonlWriter(self.job_dir(job) / key.stream_name())
+        return JsonlWriter(self.job_dir(job).joinpath(*_stream_parts(key)))
+
+    def open_mapped_writer(self, job: str, key: WriterKey, capacity: int) -> MappedWriter:
+        """A new :class:`MappedWriter` for ``key``'s stream of ``job`` (may raise ``OSError``)."""
+        *dirs, name = _stream_parts(key)
+        return MappedWriter(self.job_dir(job).joinpath(*dirs), name, capacity)
 
     def jobs(self) -> list[str]:
         try:

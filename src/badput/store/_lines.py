@@ -14,10 +14,21 @@ from typing import Final
 from badput._codec import decode_block, decode_lines
 from badput.store._base import Chunk
 
-__all__ = ["CHUNK_LINES", "parse_stream"]
+__all__ = ["CHUNK_LINES", "parse_stream", "written_part"]
 
 #: Most lines decoded into one :class:`Chunk` (bounds the size of one decode batch).
 CHUNK_LINES: Final = 65_536
+
+
+def written_part(block: bytes) -> tuple[bytes, bool]:
+    """``block`` up to its first NUL byte, and whether it had one.
+
+    The recorder's event files are pre-allocated and memory-mapped: what was not
+    written yet reads as a run of NUL bytes, which no JSON line contains. A reader
+    stops there (the rest is a write in progress, or the tail of a killed writer).
+    """
+    cut = block.find(b"\0")
+    return (block, False) if cut < 0 else (block[:cut], True)
 
 
 def parse_stream(
