@@ -766,6 +766,11 @@ class Recorder:
                         lost,
                     )
                     return
+            seg = self._seg
+            if seg is not None and seg.detached():  # deleted since the thread last looked
+                self._reattach(seg)
+                if self._seg is None:
+                    state = _BUFFERED
             with self._lock:
                 seg, self._seg = self._seg, None
                 if seg is not None:  # first: a buffered remainder may be appended to it
@@ -948,7 +953,7 @@ class Recorder:
             # Stay ahead of the writer by twice what it wrote since the last check.
             ahead = 2 * max(pos - self._last_pos, 0) + POPULATE_AHEAD
             self._last_pos = pos
-            if seg.capacity - pos < max(seg.capacity // 4, ahead):
+            if seg.capacity - pos < min(seg.capacity // 4, ahead):
                 self._grow_ahead(seg)
             with self._lock:
                 if self._seg is seg:
@@ -996,10 +1001,11 @@ class Recorder:
         except Exception as exc:
             new, error = None, exc
         with self._lock:
-            if self._seg is not old or self._state != _MAPPED:
+            if self._seg is not old:
                 if new is not None:
                     new.close()
                 return
+            closing = self._state == _CLOSED
             self._write = self._put_locked
             data = old.take()  # unmapped first: a racing write lands before, or retries here
             if new is not None:
@@ -1009,6 +1015,9 @@ class Recorder:
                 self._seg = None
                 self._leave_mapped_locked()
                 self._buffer_locked([line + b"\n" for line in data.split(b"\n")[:-1]])
+            if closing:
+                self._state = _CLOSED
+                self._write = self._put_locked
         if new is not None:
             self._warn_once(
                 "detached",
@@ -1045,7 +1054,11 @@ class Recorder:
             writer.write(b"".join(lines))
             writer.flush()
         except Exception as exc:
-            self._dropped += n
+            # A write cut short (a full disk) says how far it got: those lines are on disk.
+            done = getattr(exc, "badput_written", 0)
+            complete = b"".join(lines)[:done].count(b"\n") if done else 0
+            self._n_written += complete
+            self._dropped += n - complete
             self._warn_once(
                 "write",
                 "badput: cannot write events of job %r to %s (%s); dropping them and "
@@ -1113,6 +1126,38 @@ class NullRecorder(Recorder):
     @property
     def recorded_events(self) -> int:
         return 0
+
+    @property
+    def job(self) -> str:
+        return self._job
+
+    @property
+    def attempt(self) -> str | int:
+        return self._attempt
+
+    @property
+    def rank(self) -> int | None:
+        return self._rank
+
+    @property
+    def host(self) -> str:
+        return self._host
+
+    @property
+    def pid(self) -> int:
+        return self._pid
+
+    @property
+    def store(self) -> EventStore | None:
+        return None
+
+    @property
+    def heartbeat_interval(self) -> float:
+        return 0.0
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
 
     def flush(self, timeout: float | None = None) -> bool:
         return True

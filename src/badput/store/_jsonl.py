@@ -216,12 +216,20 @@ class JsonlWriter:
             raise
 
     def _write_all(self, data: bytes) -> None:
+        """Write all of ``data``; an ``OSError`` raised part-way carries the bytes that
+        were written as ``badput_written`` (complete lines among them are on disk)."""
         view = memoryview(data)
-        while view:
-            n = self._file.write(view)
-            if n is None or n <= 0:  # pragma: no cover - non-blocking files only
-                raise OSError(f"could not write to {self.path}")
-            view = view[n:]
+        written = 0
+        try:
+            while view:
+                n = self._file.write(view)
+                if n is None or n <= 0:  # pragma: no cover - non-blocking files only
+                    raise OSError(f"could not write to {self.path}")
+                view = view[n:]
+                written += n
+        except OSError as exc:
+            exc.badput_written = written  # type: ignore[attr-defined]
+            raise
 
     def write(self, data: bytes) -> None:
         self._write_all(data)
