@@ -9,6 +9,7 @@ The long campaign (hundreds of kills, 8 processes x 4 threads) is
 
 from __future__ import annotations
 
+import contextlib
 import inspect
 import logging
 import os
@@ -423,3 +424,185 @@ def test_fork_while_recording_from_threads(tmp_path: Path) -> None:
     assert [e.kind for e in child] == ["job_end"]
     steps = [e.step for e in parent]
     assert steps == list(range(len(steps)))
+
+
+# -------------------------------------------------------------- badput run
+
+
+def alive(pid: int) -> bool:
+    """True while ``pid`` runs (a zombie waiting for a parent to reap it is not running)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            stat = f.read()
+    except FileNotFoundError:
+        return False
+    return stat[stat.rfind(b")") + 2 :][:1] not in (b"Z", b"X")
+
+
+def wait_until_gone(pids: list[int], timeout: float = 10.0) -> list[int]:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        left = [p for p in pids if alive(p)]
+        if not left:
+            return []
+        time.sleep(0.05)
+    return [p for p in pids if alive(p)]
+
+
+# The command: starts a background child and a setsid one (its own session), writes
+# the three pids, then sleeps.
+_FAMILY = textwrap.dedent(
+    """
+    import os, subprocess, sys, time
+    sleep = [sys.executable, "-c", "import time; time.sleep(120)"]
+    child = subprocess.Popen(sleep)
+    detached = subprocess.Popen(sleep, start_new_session=True)
+    with open({marker!r} + ".tmp", "w") as f:
+        f.write(f"{{os.getpid()}} {{child.pid}} {{detached.pid}}")
+    os.replace({marker!r} + ".tmp", {marker!r})
+    if {exit_at_once!r}:
+        sys.exit(0)
+    time.sleep(120)
+    """
+)
+
+
+def _launcher_process(tmp_path: Path, command: list[str]) -> subprocess.Popen[bytes]:
+    code = (
+        "import sys; from badput._launcher import run_job; "
+        f"sys.exit(run_job({command!r}, {JOB!r}, {str(tmp_path / 'runs')!r}))"
+    )
+    return subprocess.Popen([sys.executable, "-c", code])
+
+
+def _read_pids(marker: Path) -> list[int]:
+    deadline = time.monotonic() + 30
+    while not marker.exists():
+        assert time.monotonic() < deadline, "the command did not start"
+        time.sleep(0.02)
+    return [int(p) for p in marker.read_text().split()]
+
+
+def test_sigkilled_launcher_leaves_no_process_and_the_next_launch_ends_the_attempt(
+    tmp_path: Path,
+) -> None:
+    marker = tmp_path / "pids"
+    family = _FAMILY.format(marker=str(marker), exit_at_once=False)
+    launcher = _launcher_process(tmp_path, [sys.executable, "-c", family])
+    try:
+        pids = _read_pids(marker)
+        assert all(alive(p) for p in pids)
+        launcher.send_signal(signal.SIGKILL)
+        launcher.wait(timeout=10)
+        assert wait_until_gone(pids) == []  # the command, its child and the setsid one
+    finally:
+        launcher.kill()
+        for pid in _read_pids(marker) if marker.exists() else []:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+    store = JsonlStore(tmp_path / "runs")
+    before = read_all(store, JOB)[0]
+    assert [e.kind for e in before] == ["job_start"]
+    from badput._launcher import run_job
+
+    assert run_job([sys.executable, "-c", "pass"], JOB, tmp_path / "runs") == 0
+    ending = ("attempt_end", "job_end")
+    evs = sorted(read_all(store, JOB)[0], key=lambda e: (e.ts, e.kind in ending))
+    assert [(e.kind, e.attempt, e.status) for e in evs] == [
+        ("job_start", 0, None),
+        ("attempt_end", 0, "orphaned"),  # at the orphaned attempt's last event
+        ("job_start", 1, None),
+        ("job_end", 1, "completed"),
+    ]
+    assert evs[1].ts == evs[0].ts
+
+
+def test_what_an_attempt_started_is_killed_when_its_command_exits(tmp_path: Path) -> None:
+    from badput._launcher import run_job
+
+    marker = tmp_path / "pids"
+    family = _FAMILY.format(marker=str(marker), exit_at_once=True)
+    t0 = time.monotonic()
+    assert run_job([sys.executable, "-c", family], JOB, tmp_path / "runs") == 0
+    pids = _read_pids(marker)
+    assert wait_until_gone(pids, timeout=0.5) == []  # gone when run_job returned
+    assert time.monotonic() - t0 < 30
+
+
+def test_crash_loop_backs_off_exponentially_up_to_the_cap(tmp_path: Path) -> None:
+    from badput._launcher import run_job
+
+    messages: list[str] = []
+    rc = run_job(
+        [sys.executable, "-c", "import sys; sys.exit(2)"],
+        JOB,
+        tmp_path / "runs",
+        max_restarts=4,
+        backoff=0.1,
+        backoff_max=0.3,
+        on_event=messages.append,
+    )
+    assert rc == 2
+    delays = [m.rsplit("restarting in ", 1)[1] for m in messages if "restarting in" in m]
+    assert delays == ["0.1s", "0.2s", "0.3s", "0.3s"]
+    evs = sorted(read_all(JsonlStore(tmp_path / "runs"), JOB)[0], key=lambda e: e.ts)
+    ends = [e.ts for e in evs if e.kind == "attempt_end"]
+    starts = [e.ts for e in evs if e.kind == "job_start"]
+    gaps = [b - a for a, b in zip(ends, starts[1:], strict=False)]
+    assert all(g >= d - 0.01 for g, d in zip(gaps, (0.1, 0.2, 0.3, 0.3), strict=True))
+
+
+class _HangingStore:
+    """A store whose every operation blocks until released (a frozen file system)."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.release = threading.Event()
+
+    @property
+    def uri(self) -> str:
+        return str(self.root)
+
+    def streams(self, job: str) -> list[str]:
+        self.release.wait()
+        return []
+
+    def open_mapped_writer(self, job: str, key: WriterKey, capacity: int) -> Any:
+        self.release.wait()
+        raise OSError("released")
+
+    def open_writer(self, job: str, key: WriterKey) -> EventWriter:
+        self.release.wait()
+        raise OSError("released")
+
+    def jobs(self) -> list[str]:
+        return []
+
+    def read(self, job: str, cursor: Any = None, *, max_bytes: int | None = None) -> Any:
+        raise NotImplementedError
+
+
+def test_a_hanging_store_never_delays_the_command(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from badput import _launcher
+
+    monkeypatch.setattr(_launcher, "LIST_TIMEOUT", 0.3)
+    monkeypatch.setattr(_launcher, "JOURNAL_TIMEOUT", 0.3)
+    store = _HangingStore(tmp_path)
+    started = tmp_path / "started"
+    messages: list[str] = []
+    code = f"import time; open({str(started)!r}, 'w').write(repr(time.time()))"
+    try:
+        t0 = time.time()
+        launcher = _launcher.Launcher(
+            [sys.executable, "-c", code], JOB, store, on_event=messages.append
+        )  # type: ignore[arg-type]
+        result = launcher.run()
+        t1 = time.time()
+    finally:
+        store.release.set()
+    assert result.exit_code == 0
+    assert float(started.read_text()) - t0 < 0.3 + 2.0  # listing bounded, recording off-thread
+    assert t1 - t0 < 0.3 + 0.3 + 3.0
+    assert any("did not take the launcher's events" in m for m in messages)

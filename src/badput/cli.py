@@ -357,6 +357,22 @@ class _ReadProgress:
     metavar="SECONDS",
     help="After forwarding SIGINT/SIGTERM, wait this long before SIGKILL.",
 )
+@click.option(
+    "--backoff",
+    type=click.FloatRange(min=0.0),
+    default=0.25,
+    show_default=True,
+    metavar="SECONDS",
+    help="First back-off of a crash loop; doubles with each failure in a row (0: off).",
+)
+@click.option(
+    "--backoff-max",
+    type=click.FloatRange(min=0.0),
+    default=60.0,
+    show_default=True,
+    metavar="SECONDS",
+    help="Cap of the back-off; an attempt that ran longer resets it.",
+)
 @click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
 def run(
     *,
@@ -365,6 +381,8 @@ def run(
     max_restarts: int,
     restart_delay: float,
     kill_timeout: float,
+    backoff: float,
+    backoff_max: float,
     command: tuple[str, ...],
 ) -> None:
     """Run COMMAND as a recorded job, restarting it when it fails.
@@ -373,6 +391,8 @@ def run(
     fails, job_end when the job is over; the command sees BADPUT_JOB,
     BADPUT_STORE and BADPUT_ATTEMPT. SIGINT/SIGTERM are forwarded to it and end
     the job (cancelled / preempted). Exits with the command's exit status.
+    The command dies with the launcher (even a SIGKILLed one), what it leaves
+    running is killed when it exits, and a crash loop backs off exponentially.
 
         badput run --job llama --max-restarts 3 -- python train.py --lr 3e-4
     """
@@ -387,6 +407,8 @@ def run(
             restart_delay,
             kill_timeout=kill_timeout,
             on_event=lambda msg: click.echo(f"badput run: {msg}", err=True),
+            backoff=backoff,
+            backoff_max=backoff_max,
         )
     except (ValueError, TypeError) as exc:
         _fail("run", str(exc))

@@ -801,12 +801,14 @@ class Recorder:
         if state == _MAPPED:
             seg = self._seg
             assert seg is not None
-            with suppress(ValueError):  # another thread may have made room meanwhile
-                seg.mm.write(line)
-                return
-            if self._grow_locked(len(line)):
-                seg.mm.write(line)
-                return
+            # Other threads write without the lock: they may fill the room we make
+            # before our turn comes, so grow until the line fits.
+            for _ in range(64):
+                with suppress(ValueError):
+                    seg.mm.write(line)
+                    return
+                if not self._grow_locked(len(line)):
+                    break
         elif state == _NEW:
             self._start_thread()
             self._state = _BUFFERED
