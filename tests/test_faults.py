@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import inspect
+import itertools
 import logging
 import os
 import shutil
@@ -606,3 +607,78 @@ def test_a_hanging_store_never_delays_the_command(
     assert float(started.read_text()) - t0 < 0.3 + 2.0  # listing bounded, recording off-thread
     assert t1 - t0 < 0.3 + 0.3 + 3.0
     assert any("did not take the launcher's events" in m for m in messages)
+
+
+# ------------------------------------------------------------------ monitor
+
+
+class _TimedExporter:
+    """Remembers when each snapshot arrived; ``hang`` blocks every export until released."""
+
+    def __init__(self, name: str, *, hang: bool = False) -> None:
+        self.name = name
+        self.hang = hang
+        self.release = threading.Event()
+        self.arrivals: list[float] = []
+        self.closed = 0
+
+    def export(self, snapshot: Any) -> None:
+        self.arrivals.append(time.monotonic())
+        if self.hang:
+            self.release.wait(60)
+
+    def close(self) -> None:
+        self.closed += 1
+
+
+def _job_store() -> Any:
+    from badput.store import MemoryStore
+    from badput.testing import Timeline, events_to_store
+
+    tl = Timeline(JOB, start=1_700_000_000.0)
+    tl.emit("job_start")
+    tl.steps(30, 1.0)
+    store = MemoryStore()
+    events_to_store(store, tl.events)
+    return store
+
+
+def test_a_hanging_exporter_delays_no_other_beyond_its_deadline() -> None:
+    from badput.monitor import Monitor
+
+    hung, fast = _TimedExporter("pushgateway", hang=True), _TimedExporter("prometheus")
+    deadline, interval = 0.3, 0.05
+    mon = Monitor(JOB, _job_store(), [hung, fast], interval=interval, exporter_timeout=deadline)
+    threads_before = threading.active_count()
+    try:
+        mon.start()
+        time.sleep(2.0)
+        t0 = time.monotonic()
+        assert mon.stop(timeout=1.0) is False  # the hung exporter is left behind
+        assert time.monotonic() - t0 < 1.0 + 0.2
+    finally:
+        hung.release.set()
+    gaps = [b - a for a, b in itertools.pairwise(fast.arrivals)]
+    assert len(fast.arrivals) >= 10
+    assert max(gaps) <= interval + deadline + 0.25  # waited for at most one deadline
+    assert len(hung.arrivals) == 1  # still inside its first export: never called again
+    assert mon.failures == {"pushgateway": 1, "prometheus": 0}
+    assert threading.active_count() <= threads_before + 2  # one lane per exporter at most
+
+
+def test_an_exporter_shared_by_two_monitors_is_closed_by_the_last_to_stop() -> None:
+    from badput.monitor import Monitor
+
+    shared = _TimedExporter("shared")
+    store = _job_store()
+    first = Monitor(JOB, store, [shared], interval=0.05)
+    second = Monitor(JOB, store, [shared], interval=0.05)
+    first.start()
+    second.start()
+    assert first.stop(timeout=5.0)
+    assert shared.closed == 0
+    n = len(shared.arrivals)
+    time.sleep(0.3)
+    assert len(shared.arrivals) > n  # the second monitor still exports to it
+    assert second.stop(timeout=5.0)
+    assert shared.closed == 1

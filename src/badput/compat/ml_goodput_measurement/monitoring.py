@@ -62,7 +62,6 @@ with instead of a default one). Accepted and unused: ``gcs_sync_interval_seconds
 
 from __future__ import annotations
 
-import atexit
 import dataclasses
 import datetime
 import itertools
@@ -71,11 +70,11 @@ import math
 import os
 import threading
 import time
-import weakref
 from collections.abc import Callable, Iterable, Mapping
 from contextlib import suppress
 from typing import Any, Final, Protocol
 
+from badput import _lifecycle
 from badput._optional import import_optional
 from badput.compat.ml_goodput_measurement import goodput, goodput_utils
 from badput.monitor import gcm
@@ -741,7 +740,7 @@ class GoodputMonitor:
             ),
         }
         self._initialized = True
-        _live_monitors.add(self)
+        _lifecycle.track(_LIVE_GROUP, self)
 
     def _open_cloud_monitoring(self, client: Any) -> _CloudMonitoring | None:
         """The Cloud Monitoring writer, or ``None`` (with a warning when it was asked for)."""
@@ -902,7 +901,7 @@ class GoodputMonitor:
         """In a forked child: inert (the parent's threads do not exist here; its files and
         final flush are the parent's)."""
         self._forked = True
-        _live_monitors.discard(self)
+        _lifecycle.untrack(_LIVE_GROUP, self)
 
 
 def _windows(sizes: Iterable[float]) -> tuple[float, ...]:
@@ -914,12 +913,14 @@ def _windows(sizes: Iterable[float]) -> tuple[float, ...]:
     return tuple(out)
 
 
-# Live monitors, for the atexit and after-fork hooks.
-_live_monitors: weakref.WeakSet[GoodputMonitor] = weakref.WeakSet()
+# Live monitors, for the exit and after-fork hooks (badput's one lifecycle registry).
+_LIVE_GROUP: Final = "compat-monitors"
 
 
 def _stop_all() -> None:
-    monitors = [m for m in list(_live_monitors) if any(u.running for u in m._uploaders.values())]
+    monitors = [
+        m for m in _lifecycle.live(_LIVE_GROUP) if any(u.running for u in m._uploaders.values())
+    ]
     if not monitors:
         return
     flush_live_recorders()  # let the final flush see the job's last events
@@ -929,11 +930,10 @@ def _stop_all() -> None:
 
 
 def _after_fork_in_child() -> None:
-    for monitor in list(_live_monitors):
+    for monitor in _lifecycle.live(_LIVE_GROUP):
         with suppress(Exception):
             monitor._after_fork_child()
 
 
-atexit.register(_stop_all)
-if hasattr(os, "register_at_fork"):
-    os.register_at_fork(after_in_child=_after_fork_in_child)
+_lifecycle.on_exit(_stop_all, _lifecycle.ORDER_MONITORS)
+_lifecycle.on_fork_child(_after_fork_in_child)
