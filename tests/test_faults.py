@@ -682,3 +682,113 @@ def test_an_exporter_shared_by_two_monitors_is_closed_by_the_last_to_stop() -> N
     assert len(shared.arrivals) > n  # the second monitor still exports to it
     assert second.stop(timeout=5.0)
     assert shared.closed == 1
+
+
+class _Collector:
+    """A loopback OTLP/HTTP collector that answers 500, or never answers (``hang``)."""
+
+    def __init__(self, *, hang: bool = False) -> None:
+        from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+        collector = self
+        self.requests = 0
+        self.release = threading.Event()
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:
+                self.rfile.read(int(self.headers.get("Content-Length", 0)))
+                collector.requests += 1
+                if hang:
+                    collector.release.wait(30)
+                    return
+                self.send_response(500)
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+
+            def log_message(self, format: str, *args: Any) -> None:
+                return None
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server.daemon_threads = True
+        self.endpoint = f"http://127.0.0.1:{self.server.server_address[1]}/v1/metrics"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def close(self) -> None:
+        self.release.set()
+        self.server.shutdown()
+        self.server.server_close()
+
+
+@pytest.mark.parametrize("hang", [False, True])
+def test_otlp_push_failures_are_counted_backed_off_and_warned_once(
+    hang: bool, caplog: pytest.LogCaptureFixture
+) -> None:
+    from badput.monitor import Monitor
+    from badput.monitor.otel import OpenTelemetryExporter
+
+    collector = _Collector(hang=hang)
+    try:
+        exporter = OpenTelemetryExporter(
+            endpoint=collector.endpoint, export_interval=0.1, timeout=0.3
+        )
+        mon = Monitor(JOB, _job_store(), [exporter], interval=0.05, exporter_timeout=2.0)
+        with caplog.at_level(logging.WARNING, logger="badput"):
+            mon.start()
+            deadline = time.monotonic() + 20
+            while mon.failures["otel"] < 2 and time.monotonic() < deadline:
+                time.sleep(0.05)
+            mon.stop(final_flush=False, timeout=5.0)
+        pushes = exporter._pushes
+        assert pushes is not None
+        assert mon.failures["otel"] >= 2
+        assert pushes.failures >= 2 and pushes.skipped >= 1  # backed off between pushes
+        warnings = [m for m in badput_warnings(caplog) if "otel" in m]
+        assert len(warnings) == 1 and "OTLP push to" in warnings[0]
+    finally:
+        collector.close()
+
+
+def test_cli_errors_for_a_missing_collector_and_missing_credentials(tmp_path: Path) -> None:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]  # nobody listens here once closed
+    rec = Recorder(JOB, tmp_path, heartbeat_interval=0)
+    rec.record_job_start()
+    rec.close()
+    badput = [sys.executable, "-m", "badput.cli", "monitor", str(tmp_path), "--job", JOB]
+    env = {
+        **os.environ,
+        "GOOGLE_APPLICATION_CREDENTIALS": "",
+        "GCE_METADATA_HOST": f"127.0.0.1:{port}",
+        "GCE_METADATA_IP": f"127.0.0.1:{port}",
+        "NO_GCE_CHECK": "True",
+        "CLOUDSDK_CONFIG": str(tmp_path / "no-gcloud"),
+        "HOME": str(tmp_path),
+    }
+    for flag, value, words in [
+        ("--otlp", f"http://127.0.0.1:{port}/v1/metrics", "no OTLP collector"),
+        ("--gcp-project", "my-project", "no Google Cloud credentials"),
+    ]:
+        out = subprocess.run(
+            [*badput, flag, value, "--once"],
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=60,
+            check=False,
+        )
+        assert out.returncode == 2, out.stderr
+        lines = out.stderr.strip().splitlines()
+        assert len(lines) == 1 and words in lines[0], out.stderr
+
+
+def test_one_window_vocabulary_for_every_exporter() -> None:
+    from badput.monitor import _vocab, otel, prometheus, tensorboard, window_label
+
+    assert window_label(2_592_000.0) == "2592000s"  # was 2.592e+06s in OpenTelemetry
+    assert window_label(3600) == "3600s"
+    assert window_label(0.5) == "0.5s"
+    for module in (otel, prometheus, tensorboard):
+        assert module.window_label is _vocab.window_label

@@ -513,8 +513,9 @@ def _build_exporters(
 
         exporters.append(TensorBoardExporter(tensorboard))
     if otlp is not None:
-        from badput.monitor.otel import OpenTelemetryExporter  # noqa: PLC0415
+        from badput.monitor.otel import OpenTelemetryExporter, probe_collector  # noqa: PLC0415
 
+        probe_collector(otlp)  # a collector that is not there: one line, not silence
         exporters.append(OpenTelemetryExporter(endpoint=otlp))
     if gcp_project is not None:
         from badput.monitor.gcm import CloudMonitoringExporter  # noqa: PLC0415

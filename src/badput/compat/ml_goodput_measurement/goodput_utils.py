@@ -13,11 +13,11 @@ import dataclasses
 import datetime
 import enum
 import logging
-import urllib.error
-import urllib.request
 from typing import Any, Final, TypedDict
 
 import numpy as np
+
+from badput.monitor import gcm
 
 __all__ = [
     "ACTIVITY_EXCLUSION_LIST",
@@ -50,8 +50,6 @@ __all__ = [
 logger = logging.getLogger(__name__)
 
 _TIME_ENTRY: Final = "time"
-_METADATA_SERVER_URL: Final = "http://metadata.google.internal/computeMetadata/v1/"
-_METADATA_HEADERS: Final = {"Metadata-Flavor": "Google"}
 
 MACHINE_TYPE_TO_ACCELERATOR_TYPE_MAPPING: Final[dict[str, str]] = {
     "tpu7x": "TPU-7x",
@@ -297,19 +295,10 @@ def get_gcp_metadata(
     category: str, attribute: str, timeout: float = 5, retries: int = 3
 ) -> str | None:
     """An attribute from the GCP metadata server, or ``None`` (off GCP, or on error)."""
-    url = f"{_METADATA_SERVER_URL}{category}/{attribute}"
-    for _ in range(max(1, retries)):
-        request = urllib.request.Request(url, headers=_METADATA_HEADERS)
-        try:
-            with urllib.request.urlopen(request, timeout=timeout) as response:
-                return str(response.read().decode())
-        except urllib.error.HTTPError as exc:
-            if exc.code not in (429, 500, 502, 503, 504):
-                break
-        except (OSError, ValueError):
-            break  # no metadata server: not on GCP
-    logger.warning("Failed to retrieve metadata for %s/%s", category, attribute)
-    return None
+    value = gcm.gce_metadata(f"{category}/{attribute}", timeout=timeout, retries=retries)
+    if value is None:
+        logger.warning("Failed to retrieve metadata for %s/%s", category, attribute)
+    return value
 
 
 def get_gcp_project_id() -> str | None:
