@@ -88,6 +88,10 @@ INITIAL_CAPACITY: Final = 256 * 1024
 GROW_MAX: Final = 64 * 1024 * 1024
 #: Bytes of a mapped file made writable ahead of the writer (besides its recent rate).
 POPULATE_AHEAD: Final = 1024 * 1024
+#: Seconds between checks of a mapped file (room, populated pages, still in place).
+MAINTAIN_INTERVAL: Final = 0.05
+#: Bytes populated per madvise call (the GIL is released meanwhile).
+POPULATE_STEP: Final = 1024 * 1024
 #: Seconds between attempts to reopen a directory store that failed.
 REOPEN_INTERVAL: Final = 1.0
 #: The lifecycle registry group of live recorders.
@@ -362,6 +366,7 @@ class Recorder:
         self._next_reopen = 0.0
         self._last_pos = 0
         self._flush_wanted = False
+        self._abandoned = False  # close() gave up waiting for the thread
         self._wake = threading.Event()
         self._stop = False
         self._thread: threading.Thread | None = None
@@ -751,6 +756,7 @@ class Recorder:
             if thread is not None and thread is not threading.current_thread():
                 thread.join(timeout)
                 if thread.is_alive():  # stuck in a write to a hung store
+                    self._abandoned = True  # its late outcome is not counted again
                     with self._lock:
                         lost = self._inflight + len(self._buf)
                         self._buf = []
@@ -926,6 +932,8 @@ class Recorder:
         next_beat = _time() + self._heartbeat if self._heartbeat > 0 else None
         while not self._stop:
             timeout = self._flush_interval
+            if self._state == _MAPPED:  # keep populated pages ahead of a fast writer
+                timeout = min(timeout, MAINTAIN_INTERVAL)
             if next_beat is not None:
                 timeout = min(timeout, max(next_beat - _time(), 0.0))
             self._wake.wait(timeout)
@@ -957,9 +965,16 @@ class Recorder:
             self._last_pos = pos
             if seg.capacity - pos < min(seg.capacity // 4, ahead):
                 self._grow_ahead(seg)
-            with self._lock:
-                if self._seg is seg:
-                    seg.populate(pos + ahead)
+            # In small steps: madvise holds the GIL, so one big call would stall the
+            # training thread; between steps it runs.
+            target = min(pos + ahead, seg.capacity)
+            while self._seg is seg and seg.populated < target and not self._stop:
+                with self._lock:  # no resize or close while the kernel populates
+                    if self._seg is not seg or self._state != _MAPPED:
+                        return
+                    seg.populate(min(seg.populated + POPULATE_STEP, target))
+                if not seg.can_populate:
+                    return
         elif state == _BUFFERED:
             flush_wanted, self._flush_wanted = self._flush_wanted, False
             mappable = getattr(self._store, "open_mapped_writer", None) is not None
@@ -1056,6 +1071,8 @@ class Recorder:
             writer.write(b"".join(lines))
             writer.flush()
         except Exception as exc:
+            if self._abandoned:  # close() already counted these lines as dropped
+                return
             # A write cut short (a full disk) says how far it got: those lines are on disk.
             done = getattr(exc, "badput_written", 0)
             complete = b"".join(lines)[:done].count(b"\n") if done else 0
@@ -1074,7 +1091,8 @@ class Recorder:
                 with suppress(Exception):
                     writer.close()
         else:
-            self._n_written += n
+            if not self._abandoned:
+                self._n_written += n
         finally:
             self._inflight = 0
             self._mark_handled(n)

@@ -48,6 +48,34 @@ READ_BLOCK: Final = 8 * 1024 * 1024
 # madvise(MADV_POPULATE_WRITE) (Linux 5.14+; not named by Python 3.11's mmap module).
 _MADV_POPULATE_WRITE: Final = getattr(mmap, "MADV_POPULATE_WRITE", 23)
 
+
+def _madvise_unlocked(mm: mmap.mmap, start: int, length: int) -> bool:
+    """``MADV_POPULATE_WRITE`` through libc, which releases the GIL while the kernel
+    faults the pages in (``mmap.madvise`` holds it, stalling every other thread).
+    False when libc cannot be called. The caller keeps the mapping from being
+    resized or closed meanwhile."""
+    import ctypes  # noqa: PLC0415 (only a writer needs it; keeps `import badput` light)
+
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        view = ctypes.c_char.from_buffer(mm)
+    except (OSError, TypeError, ValueError, AttributeError):
+        return False
+    address = ctypes.addressof(view)
+    del view  # no buffer export left: the mapping may be resized later
+    page = mmap.PAGESIZE
+    aligned = start - start % page
+    rc = libc.madvise(
+        ctypes.c_void_p(address + aligned),
+        ctypes.c_size_t(length + start - aligned),
+        ctypes.c_int(_MADV_POPULATE_WRITE),
+    )
+    if rc != 0:
+        errno = ctypes.get_errno()
+        raise OSError(errno, os.strerror(errno))
+    return True
+
+
 #: Longest path component written (bytes); most file systems allow 255.
 MAX_NAME_BYTES: Final = 200
 
@@ -112,8 +140,8 @@ class MappedWriter:
         self.lines = 0
         self._counted = 0
         self.populated = 0
-        self._can_populate = True
-        self.populate(capacity)
+        self.can_populate = True
+        self.populate(min(capacity, 256 * 1024))
         self._identity = (st.st_dev, st.st_ino)
 
     def populate(self, upto: int) -> None:
@@ -121,12 +149,13 @@ class MappedWriter:
         writer's copies take no page fault. Changes no byte; a no-op where unsupported."""
         upto = min(upto, self.capacity)
         start = self.populated
-        if upto <= start or not self._can_populate:
+        if upto <= start or not self.can_populate:
             return
         try:
-            self.mm.madvise(_MADV_POPULATE_WRITE, start, upto - start)
+            if not _madvise_unlocked(self.mm, start, upto - start):
+                self.mm.madvise(_MADV_POPULATE_WRITE, start, upto - start)
         except (OSError, ValueError):
-            self._can_populate = False  # kernel older than 5.14: pages fault on first write
+            self.can_populate = False  # kernel older than 5.14: pages fault on first write
         else:
             self.populated = upto
 
