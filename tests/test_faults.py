@@ -297,12 +297,14 @@ def test_hostile_arguments_never_raise_and_nothing_unreadable_is_written(
         getattr(rec, method)(*args, **kwargs)
     with rec.data_loading(np.array([1, 2])):  # type: ignore[arg-type]
         pass
-    rec.record_step_start(2**70)  # a big integer is still an integer
+    rec.record_step_start(2**53)  # past what every JSON reader holds exactly
+    rec.record_step_end(2**53 - 1, ts=1e300)  # past the year 9999
+    rec.record_step_end(2**53 - 1)
     rec.close()
     evs, errors = read_store(tmp_path)
     assert errors == []
-    assert [(e.kind, e.step) for e in evs] == [("step_start", 2**70)]
-    assert rec.dropped_events == len(_HOSTILE) + 2
+    assert [(e.kind, e.step) for e in evs] == [("step_end", 2**53 - 1)]
+    assert rec.dropped_events == len(_HOSTILE) + 4
     assert len(badput_warnings(caplog)) == 1
 
 

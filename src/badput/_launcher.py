@@ -488,7 +488,8 @@ def next_attempt(store: str | EventStore, job: str) -> int:
         names: list[str] = streams(job) if callable(streams) else []
     except (OSError, ValueError):
         return 0
-    ids = [int(head) for head in (n.split("/", 1)[0] for n in names) if head.isdigit()]
+    heads = (n.split("/", 1)[0] for n in names)
+    ids = [int(head) for head in heads if head.isascii() and head.isdigit()]
     return max(ids) + 1 if ids else 0
 
 

@@ -68,7 +68,16 @@ from badput._env import (
     SLURM_RESTART_COUNT,
     TORCHELASTIC_RESTART_COUNT,
 )
-from badput.events import LIFECYCLE_KINDS, Event, Kind, validate
+from badput.events import (
+    LIFECYCLE_KINDS,
+    MAX_INT,
+    MAX_TS,
+    MIN_TS,
+    Event,
+    Kind,
+    attempt_id,
+    validate,
+)
 from badput.store import EventStore, EventWriter, MappedWriter, WriterKey, open_store
 
 __all__ = ["DEFAULT_HEARTBEAT_INTERVAL", "SPANS", "NullRecorder", "Recorder"]
@@ -155,11 +164,19 @@ def _as_int(value: Any) -> int:
 
 
 def _ts_text(ts: Any) -> str:
-    """An explicit ``ts`` as JSON text (a finite number, else ``ValueError``)."""
+    """An explicit ``ts`` as JSON text (a plausible time, else ``ValueError``)."""
     value = float(ts)
-    if not _isfinite(value):
-        raise ValueError(f"ts must be a finite number, got {value!r}")
+    if not MIN_TS <= value <= MAX_TS:  # also false for NaN
+        raise ValueError(f"ts must be a time between {MIN_TS} and {MAX_TS}, got {value!r}")
     return repr(value)
+
+
+def _as_step(value: Any) -> int:
+    """``value`` as an event integer (within +-MAX_INT, which every reader holds)."""
+    step = _as_int(value)
+    if not -MAX_INT <= step <= MAX_INT:
+        raise ValueError(f"{step} is outside +-(2**53 - 1)")
+    return step
 
 
 def _env_flag(name: str) -> bool:
@@ -183,7 +200,7 @@ def _resolve_attempt(attempt: str | int | None) -> str | int:
     for var in (TORCHELASTIC_RESTART_COUNT, SLURM_RESTART_COUNT, BADPUT_ATTEMPT):
         raw = os.environ.get(var, "").strip()
         if raw:
-            return int(raw) if raw.isdigit() else raw
+            return attempt_id(raw)
     return fresh_attempt_id()
 
 
@@ -324,6 +341,9 @@ class Recorder:
         self._warned: set[str] = set()
         self._closed = False
         self._setup_process()
+        problem = validate(_replace(self._template, ts=_time(), kind="job_start"))
+        if problem is not None:  # e.g. a rank out of range: every line would be unreadable
+            raise ValueError(f"cannot record with this identity: {problem}")
         _lifecycle.track(LIVE_GROUP, self)
 
     # ------------------------------------------------------------------ state
@@ -489,8 +509,8 @@ class Recorder:
 
     def _stepped(self, kind: str, step: Any, ts: float | None) -> None:
         try:
-            if type(step) is not int:
-                step = _as_int(step)
+            if type(step) is not int or not -MAX_INT <= step <= MAX_INT:
+                step = _as_step(step)
             stamp = f"{_time_ns()}e-9" if ts is None else _ts_text(ts)
             line = f'{self._pfx}{stamp},"kind":"{kind}","step":{step}}}\n'.encode()
         except Exception as exc:
@@ -580,7 +600,7 @@ class Recorder:
 
     # The two hottest calls, written out: one C call to format, one to copy.
     def record_step_start(self, step: int, *, ts: float | None = None) -> None:
-        if ts is None and type(step) is int:
+        if ts is None and type(step) is int and -MAX_INT <= step <= MAX_INT:
             line = f'{self._pfx}{_time_ns()}e-9,"kind":"step_start","step":{step}}}\n'.encode()
             try:
                 self._write(line)
@@ -590,7 +610,7 @@ class Recorder:
             self._stepped("step_start", step, ts)
 
     def record_step_end(self, step: int, *, ts: float | None = None) -> None:
-        if ts is None and type(step) is int:
+        if ts is None and type(step) is int and -MAX_INT <= step <= MAX_INT:
             line = f'{self._pfx}{_time_ns()}e-9,"kind":"step_end","step":{step}}}\n'.encode()
             try:
                 self._write(line)
