@@ -794,3 +794,53 @@ def test_one_window_vocabulary_for_every_exporter() -> None:
     assert window_label(0.5) == "0.5s"
     for module in (otel, prometheus, tensorboard):
         assert module.window_label is _vocab.window_label
+
+
+def test_one_periodic_worker_and_one_lifecycle_registry_for_all_three() -> None:
+    """The recorder, the Monitor and the compat GoodputMonitor's uploaders all tick on
+    badput._worker.PeriodicWorker and register their exit/fork hooks in badput._lifecycle."""
+    from badput import _lifecycle, _worker
+    from badput.compat.ml_goodput_measurement import monitoring
+    from badput.monitor import Monitor, _monitor
+
+    for module in (recorder_module, _monitor, monitoring):
+        assert module.PeriodicWorker is _worker.PeriodicWorker
+        assert "atexit" not in vars(module) and "register_at_fork" not in inspect.getsource(module)
+        assert module._lifecycle is _lifecycle
+    rec = Recorder(JOB, _job_store(), heartbeat_interval=0)
+    rec.record_job_start()
+    mon = Monitor(JOB, _job_store(), [], interval=0.05)
+    mon.start()
+    try:
+        assert isinstance(rec._worker, _worker.PeriodicWorker) and rec._worker.running
+        assert isinstance(mon._worker, _worker.PeriodicWorker) and mon._worker.running
+        assert rec in _lifecycle.live("recorders") and mon in _lifecycle.live("monitors")
+    finally:
+        mon.stop(timeout=5)
+        rec.close()
+    assert rec not in _lifecycle.live("recorders") and mon not in _lifecycle.live("monitors")
+
+
+def test_periodic_worker_ticks_on_schedule_survives_errors_and_stops_bounded() -> None:
+    from badput._worker import PeriodicWorker
+
+    ticks: list[float] = []
+    finished: list[bool] = []
+
+    def tick() -> None:
+        ticks.append(time.monotonic())
+        if len(ticks) == 2:
+            raise RuntimeError("a bug in one tick")
+
+    worker = PeriodicWorker("t", 0.05, tick, finish=finished.append, tick_at_start=False)
+    t0 = time.monotonic()
+    assert worker.start() and not worker.start()
+    time.sleep(0.4)
+    worker.wake()  # an extra tick now
+    time.sleep(0.02)
+    thread = worker.signal(final=True)
+    assert thread is not None and worker.join(2.0)
+    assert finished == [True]
+    assert ticks[0] - t0 >= 0.045  # not at start
+    assert 6 <= len(ticks) <= 12  # kept ticking after the error
+    assert not worker.running

@@ -68,6 +68,7 @@ from badput._env import (
     SLURM_RESTART_COUNT,
     TORCHELASTIC_RESTART_COUNT,
 )
+from badput._worker import PeriodicWorker
 from badput.events import (
     LIFECYCLE_KINDS,
     MAX_INT,
@@ -387,9 +388,12 @@ class Recorder:
         self._last_pos = 0
         self._flush_wanted = False
         self._abandoned = False  # close() gave up waiting for the thread
-        self._wake = threading.Event()
+        self._prompt_wanted = False
         self._stop = False
+        self._worker: PeriodicWorker | None = None
         self._thread: threading.Thread | None = None
+        self._next_beat: float | None = None
+        self._next_drain = 0.0
 
     def _after_fork_child(self) -> None:
         # The parent's mapping is shared with the parent: never write to it, only let go.
@@ -545,7 +549,7 @@ class Recorder:
         except Exception:
             self._put_locked(line)
         if kind in _PROMPT_KINDS:
-            self._wake.set()
+            self._prompt()
 
     def _clean(self, fields: dict[str, Any]) -> dict[str, Any]:
         out: dict[str, Any] = {}
@@ -566,8 +570,15 @@ class Recorder:
         return out
 
     def _prompt(self) -> None:
+        """A lifecycle or checkpoint event: a buffered store writes it at once."""
         if self._state != _MAPPED:
-            self._wake.set()
+            self._prompt_wanted = True
+            self._nudge()
+
+    def _nudge(self) -> None:
+        worker = self._worker
+        if worker is not None:
+            worker.wake()
 
     # ------------------------------------------------------------- recording
 
@@ -749,7 +760,7 @@ class Recorder:
                 self._drain()
                 return self._n_handled >= target
             self._flush_wanted = True
-            self._wake.set()
+            self._nudge()
             with self._handled:
                 return self._handled.wait_for(lambda: self._n_handled >= target, timeout)
         except Exception as exc:  # never raise into the caller
@@ -771,7 +782,9 @@ class Recorder:
                 self._state = _CLOSED
                 self._write = self._put_locked
             self._stop = True
-            self._wake.set()
+            worker = self._worker
+            if worker is not None:
+                worker.signal(final=False)  # close() itself does the last drain
             thread = self._thread
             if thread is not None and thread is not threading.current_thread():
                 thread.join(timeout)
@@ -869,13 +882,20 @@ class Recorder:
             self._n_queued += 1
 
     def _start_thread(self) -> None:
-        thread = threading.Thread(target=self._run, name="badput-writer", daemon=True)
+        # Ticks often enough for the mapped file's upkeep, the heartbeats and the buffer.
+        interval = min(self._flush_interval, MAINTAIN_INTERVAL)
+        if self._heartbeat > 0:
+            interval = min(interval, self._heartbeat)
+            self._next_beat = _time() + self._heartbeat
+        self._next_drain = time.monotonic() + self._flush_interval
+        worker = PeriodicWorker("badput-writer", interval, self._tick, tick_at_start=False)
         try:
-            thread.start()
+            worker.start()
         except RuntimeError as exc:  # e.g. at interpreter shutdown
             self._warn_once("thread", "badput: cannot start the writer thread: %s", exc)
         else:
-            self._thread = thread
+            self._worker = worker
+            self._thread = worker.thread
 
     def _open_mapped_locked(self) -> bool:
         """Open this process's mapped file (state -> _MAPPED); False if the store has
@@ -948,27 +968,16 @@ class Recorder:
 
     # ---------------------------------------------------- background thread
 
-    def _run(self) -> None:
-        next_beat = _time() + self._heartbeat if self._heartbeat > 0 else None
-        while not self._stop:
-            timeout = self._flush_interval
-            if self._state == _MAPPED:  # keep populated pages ahead of a fast writer
-                timeout = min(timeout, MAINTAIN_INTERVAL)
-            if next_beat is not None:
-                timeout = min(timeout, max(next_beat - _time(), 0.0))
-            self._wake.wait(timeout)
-            self._wake.clear()
-            if self._stop:
-                break  # close() does the last drain
-            if next_beat is not None:
-                now = _time()
-                if now >= next_beat:
-                    self.record_heartbeat(ts=now)
-                    next_beat = now + self._heartbeat
-            try:
-                self._maintain()
-            except Exception as exc:  # pragma: no cover - defensive
-                self._warn_once("bug", "badput: unexpected error in the writer: %r", exc)
+    def _tick(self) -> None:
+        """One tick of the background thread (badput's periodic worker)."""
+        if self._stop:
+            return  # close() does the last drain
+        if self._next_beat is not None:
+            now = _time()
+            if now >= self._next_beat:
+                self.record_heartbeat(ts=now)
+                self._next_beat = now + self._heartbeat
+        self._maintain()
 
     def _maintain(self) -> None:
         state = self._state
@@ -997,6 +1006,9 @@ class Recorder:
                     return
         elif state == _BUFFERED:
             flush_wanted, self._flush_wanted = self._flush_wanted, False
+            prompt, self._prompt_wanted = self._prompt_wanted, False
+            now = time.monotonic()
+            due = prompt or flush_wanted or now >= self._next_drain
             mappable = getattr(self._store, "open_mapped_writer", None) is not None
             if mappable and (flush_wanted or time.monotonic() >= self._next_reopen):
                 with self._lock:
@@ -1006,9 +1018,10 @@ class Recorder:
                             self._n_mapped += self._seg.lines
                             self._seg = None
                         self._open_mapped_locked()
-            if not mappable or (flush_wanted and self._state == _BUFFERED):
+            if (not mappable and due) or (flush_wanted and self._state == _BUFFERED):
                 # A directory store's lines wait for a new file, unless a flush asks
                 # for them to be handled now: then written (appended) or dropped.
+                self._next_drain = now + self._flush_interval
                 self._drain()
 
     def _grow_ahead(self, seg: MappedWriter) -> None:

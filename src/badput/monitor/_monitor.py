@@ -47,6 +47,7 @@ from pathlib import Path
 from typing import Final
 
 from badput import _lifecycle
+from badput._worker import PeriodicWorker
 from badput.analysis import LiveJob
 from badput.engine._steptime import DEFAULT_SLOWDOWN_FACTOR
 from badput.monitor._base import Exporter, Snapshot
@@ -299,8 +300,10 @@ class Monitor:
         """Thread state (also reset in a forked child)."""
         self._cycle_lock = threading.Lock()  # one cycle at a time
         self._state_lock = threading.Lock()
-        self._wake = threading.Event()
-        self._thread: threading.Thread | None = None
+        self._worker = PeriodicWorker(
+            "badput-monitor", self.interval, self._cycle, finish=lambda final: self._shutdown()
+        )
+        self._thread: threading.Thread | None = None  # the thread that does the shutdown
         self._stopping = False  # stop() was called: no restart
         self._final_flush = True
         self._closed = False  # exporters closed
@@ -321,8 +324,7 @@ class Monitor:
     @property
     def running(self) -> bool:
         """``True`` while the monitor's thread runs cycles (``False`` once stopping)."""
-        thread = self._thread
-        return thread is not None and thread.is_alive() and not self._stopping
+        return self._worker.running and not self._stopping
 
     @property
     def latest(self) -> Snapshot | None:
@@ -365,10 +367,7 @@ class Monitor:
         with self._state_lock:
             if self._stopping:
                 raise RuntimeError("this Monitor is stopped (or was inherited by fork)")
-            if self._thread is None:
-                thread = threading.Thread(target=self._run, name="badput-monitor", daemon=True)
-                thread.start()
-                self._thread = thread
+            self._worker.start()  # False when already running: idempotent
         return self
 
     def stop(self, final_flush: bool = True, timeout: float | None = 10.0) -> bool:
@@ -391,15 +390,14 @@ class Monitor:
             if timeout is not None:
                 # Exports and closes of the shutdown give up in time for this call.
                 self._stop_deadline = time.monotonic() + 0.9 * timeout
-            thread = self._thread
-            if thread is None:
+            thread = self._worker.signal(final=final_flush)
+            if thread is None:  # never started: the shutdown runs on a helper thread
                 thread = threading.Thread(
                     target=self._shutdown, name="badput-monitor-stop", daemon=True
                 )
                 thread.start()
-                self._thread = thread
+            self._thread = thread
         _lifecycle.untrack(LIVE_GROUP, self)
-        self._wake.set()
         if thread is threading.current_thread():  # stop() called by an exporter
             return False
         thread.join(timeout)
@@ -429,18 +427,6 @@ class Monitor:
         return f"<Monitor job={self.job!r} interval={self.interval}s {state}>"
 
     # ----------------------------------------------------------------- thread
-
-    def _run(self) -> None:
-        interval = self.interval
-        next_at = time.monotonic()
-        while not self._stopping:
-            self._cycle()
-            next_at += interval
-            now = time.monotonic()
-            if next_at < now:  # a cycle overran: skip the missed slots
-                next_at = now + interval - (now - next_at) % interval
-            self._wake.wait(next_at - now)
-        self._shutdown()
 
     def _shutdown(self) -> None:
         try:

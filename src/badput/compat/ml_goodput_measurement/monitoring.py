@@ -76,6 +76,7 @@ from typing import Any, Final, Protocol
 
 from badput import _lifecycle
 from badput._optional import import_optional
+from badput._worker import PeriodicWorker
 from badput.compat.ml_goodput_measurement import goodput, goodput_utils
 from badput.compat.ml_goodput_measurement.gcp_metrics import GCPMetrics, ValueType
 from badput.monitor import gcm
@@ -524,20 +525,10 @@ class _WindowSession:
         pass
 
 
-class _Run:
-    """One started thread of an uploader."""
-
-    __slots__ = ("final_flush", "stop", "thread")
-
-    def __init__(self) -> None:
-        self.stop = threading.Event()
-        self.final_flush = False
-        self.thread: threading.Thread | None = None
-
-
 class _Uploader:
-    """One of the monitor's uploaders: a daemon thread running a session's cycles every
-    ``interval`` seconds (the first one ``interval`` after the start, as in the library)."""
+    """One of the monitor's uploaders: badput's periodic worker running a session's cycles
+    every ``interval`` seconds (the first one ``interval`` after the start, as in the
+    library), then a final cycle when stopped with a final flush."""
 
     def __init__(
         self, name: str, job: str, interval: float, new_session: Callable[[], _Session]
@@ -548,50 +539,53 @@ class _Uploader:
         self.new_session = new_session
         self.cycles = 0  # cycles run (final flushes included)
         self._lock = threading.Lock()
-        self._run: _Run | None = None
+        self._worker: PeriodicWorker | None = None
 
     @property
     def running(self) -> bool:
-        run = self._run
-        return run is not None and run.thread is not None and run.thread.is_alive()
+        worker = self._worker
+        return worker is not None and worker.running
 
     def start(self) -> bool:
         """Start the thread; ``False`` when it is already running."""
         with self._lock:
             if self.running:
                 return False
-            run = _Run()
-            run.thread = threading.Thread(
-                target=self._loop, args=(run,), name=f"badput-goodput-{self.name}", daemon=True
+            sessions: list[_Session] = []  # opened on the worker's thread
+
+            def tick() -> None:
+                if sessions:
+                    self._cycle(sessions[0], final=False)
+
+            def finish(final: bool) -> None:
+                try:
+                    if final and sessions:
+                        self._cycle(sessions[0], final=True)
+                finally:
+                    for session in sessions:
+                        with suppress(Exception):
+                            session.close()
+
+            worker = PeriodicWorker(
+                f"badput-goodput-{self.name}",
+                self.interval,
+                tick,
+                finish=finish,
+                tick_at_start=False,
+                setup=lambda: sessions.append(self.new_session()),
             )
-            run.thread.start()
-            self._run = run
+            worker.start()
+            self._worker = worker
         return True
 
-    def signal(self, final_flush: bool) -> _Run | None:
-        """Ask the thread to stop (after a final cycle if ``final_flush``); its run, or
+    def signal(self, final_flush: bool) -> PeriodicWorker | None:
+        """Ask the thread to stop (after a final cycle if ``final_flush``); its worker, or
         ``None`` when it was not started."""
         with self._lock:
-            run, self._run = self._run, None
-        if run is not None:
-            run.final_flush = final_flush
-            run.stop.set()
-        return run
-
-    def _loop(self, run: _Run) -> None:
-        session: _Session | None = None
-        try:
-            session = self.new_session()
-            while not run.stop.wait(self.interval):
-                self._cycle(session, final=False)
-            if run.final_flush:
-                self._cycle(session, final=True)
-        except Exception as exc:  # a bug here: never into the job
-            logger.warning("badput: %s uploader of job %r stopped: %r", self.name, self.job, exc)
-        finally:
-            if session is not None:
-                with suppress(Exception):
-                    session.close()
+            worker, self._worker = self._worker, None
+        if worker is not None:
+            worker.signal(final_flush)
+        return worker
 
     def _cycle(self, session: _Session, *, final: bool) -> None:
         session.cycle(final)
