@@ -844,3 +844,44 @@ def test_periodic_worker_ticks_on_schedule_survives_errors_and_stops_bounded() -
     assert ticks[0] - t0 >= 0.045  # not at start
     assert 6 <= len(ticks) <= 12  # kept ticking after the error
     assert not worker.running
+
+
+def test_a_hanging_pushgateway_never_leaves_the_scrape_endpoint_stale() -> None:
+    """As `badput monitor --prometheus ... --pushgateway ...` builds them: two exporters."""
+    import re
+    import socket
+    import urllib.request
+
+    from badput.cli import _build_exporters
+    from badput.monitor import Monitor
+
+    silent = socket.socket()  # accepts connections, never answers: a hung Pushgateway
+    silent.bind(("127.0.0.1", 0))
+    silent.listen(16)
+    gateway = f"http://127.0.0.1:{silent.getsockname()[1]}"
+    exporters = _build_exporters(
+        prometheus="127.0.0.1:0", pushgateway=gateway, tensorboard=None, otlp=None, gcp_project=None
+    )
+    assert len(exporters) == 2
+    scrape_url = exporters[0].url
+    mon = Monitor(JOB, _job_store(), exporters, interval=0.1, exporter_timeout=0.3)
+
+    def elapsed() -> float:
+        with urllib.request.urlopen(scrape_url, timeout=5) as resp:
+            text = resp.read().decode()
+        match = re.search(r"^badput_elapsed_seconds\{[^}]*\} (\S+)$", text, re.M)
+        assert match is not None, text
+        return float(match.group(1))
+
+    try:
+        mon.start()
+        time.sleep(0.6)
+        values = []
+        for _ in range(5):
+            values.append(elapsed())
+            time.sleep(0.3)
+        assert len(set(values)) == 5  # every read sees a newer snapshot
+        assert mon.failures["prometheus"] == 0 and mon.failures["prometheus#2"] >= 1
+    finally:
+        mon.stop(timeout=2.0)
+        silent.close()

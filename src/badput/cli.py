@@ -530,10 +530,12 @@ def _build_exporters(
     if prometheus is not None or pushgateway is not None:
         from badput.monitor.prometheus import PrometheusExporter  # noqa: PLC0415
 
+        # The scrape endpoint and the Pushgateway are two exporters, so that each has its
+        # own thread and deadline: a hanging Pushgateway never leaves the scrape stale.
         if prometheus is not None:
             host, port = _parse_hostport(prometheus)
-            exporters.append(PrometheusExporter(host=host, port=port, pushgateway=pushgateway))
-        else:
+            exporters.append(PrometheusExporter(host=host, port=port))
+        if pushgateway is not None:
             exporters.append(PrometheusExporter(port=None, pushgateway=pushgateway))
     if tensorboard is not None:
         from badput.monitor.tensorboard import TensorBoardExporter  # noqa: PLC0415
