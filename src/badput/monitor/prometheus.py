@@ -47,7 +47,6 @@ jobs pushing under the same ``push_job`` replace each other's group.
 
 from __future__ import annotations
 
-import math
 import threading
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
@@ -56,19 +55,13 @@ from typing import TYPE_CHECKING, Any
 from badput._optional import import_optional
 from badput.monitor._base import Snapshot
 from badput.monitor._rankmetrics import stall_state
+from badput.monitor._vocab import window_label
 
 if TYPE_CHECKING:
     from prometheus_client.metrics_core import Metric
     from prometheus_client.registry import CollectorRegistry
 
 __all__ = ["PrometheusExporter"]
-
-
-def window_name(seconds: float) -> str:
-    """``3600.0`` → ``"3600s"``, ``0.5`` → ``"0.5s"`` (the ``window`` label value)."""
-    if math.isfinite(seconds) and float(seconds).is_integer():
-        return f"{int(seconds)}s"
-    return f"{seconds!r}s"
 
 
 @dataclass
@@ -174,7 +167,7 @@ def _families(core: Any, states: list[_JobState]) -> list[Metric]:
             last_event.add_metric([job], snap.last_event_time)
         for w in sorted(snap.windows):
             wr = snap.windows[w]
-            label = window_name(w)
+            label = window_label(w)
             w_goodput.add_metric([job, label], wr.goodput)
             w_observed.add_metric([job, label], wr.observed_goodput)
             w_elapsed.add_metric([job, label], wr.total_seconds)
