@@ -26,6 +26,7 @@ from types import FrameType
 from typing import TYPE_CHECKING, Any
 
 from badput import _env
+from badput._hangwatch import HangWatch
 from badput.recorder import Recorder
 from badput.store import open_store
 
@@ -41,6 +42,8 @@ SIGNAL_STATUS: dict[int, str] = {
 }
 
 _POLL_SECONDS = 0.05
+#: After a hang is detected: seconds between SIGTERM and SIGKILL (at most ``kill_timeout``).
+HANG_KILL_GRACE = 5.0
 
 
 def default_job_name(command: Sequence[str]) -> str:
@@ -78,7 +81,10 @@ class Launcher:
     and the next start (accounted as ``recovery``). ``kill_timeout``: after a
     forwarded signal, seconds to wait before the process group gets SIGKILL.
     ``on_event`` (optional) is called with a one-line message at each lifecycle
-    change (for progress output).
+    change (for progress output). ``hang_timeout`` (seconds, or ``"auto"``): an
+    attempt with no progress for that long is killed (its process group) and
+    restarted like a failure, its ``attempt_end`` status ``"hung"``
+    (:mod:`badput._hangwatch`, docs/ranks.md).
     """
 
     def __init__(
@@ -94,6 +100,7 @@ class Launcher:
         kill_timeout: float = 30.0,
         first_attempt: int | None = None,
         on_event: Callable[[str], None] | None = None,
+        hang_timeout: float | str | None = None,
     ) -> None:
         if not command:
             raise ValueError("no command to run")
@@ -126,8 +133,11 @@ class Launcher:
             next_attempt(self.store, self.job) if first_attempt is None else first_attempt
         )
         self.on_event = on_event
+        self.hang_timeout = hang_timeout
         self._proc: subprocess.Popen[bytes] | None = None
         self._signal: int | None = None
+        self._hang: HangWatch | None = None
+        self._hung: str | None = None  # why the running attempt was killed as hung
 
     # -- signals ---------------------------------------------------------------
 
@@ -186,6 +196,24 @@ class Launcher:
                     deadline = time.monotonic() + self.kill_timeout
                 elif time.monotonic() > deadline:
                     self._forward(signal.SIGKILL)
+            elif self._hang is not None:
+                deadline = self._check_hang(deadline)
+
+    def _check_hang(self, deadline: float | None) -> float | None:
+        """Kill the attempt's process group once its progress stops (TERM, then KILL)."""
+        if self._hung is None:
+            assert self._hang is not None
+            why = self._hang.check()
+            if why is None:
+                return None
+            self._hung = why
+            self._say(f"attempt {self._hang.attempt}: {why}; killing its process group")
+            self._forward(signal.SIGTERM)
+            return time.monotonic() + min(self.kill_timeout, HANG_KILL_GRACE)
+        if deadline is not None and time.monotonic() > deadline:
+            self._forward(signal.SIGKILL)
+            return None
+        return deadline
 
     def _sleep(self, seconds: float) -> None:
         end = time.monotonic() + seconds
@@ -230,28 +258,36 @@ class Launcher:
                     self._say(f"attempt {attempt}: cannot start {self.command[0]!r}: {exc}")
                     return LaunchResult(status, "failed", codes)
                 self._proc = proc
+                self._hung = None
+                if self.hang_timeout is not None:
+                    self._hang = HangWatch(self.store, self.job, attempt, self.hang_timeout)
                 rc = self._wait(proc)
                 self._proc = None
+                self._hang = None
                 codes.append(rc)
                 if self._signal is not None:
                     return self._cancelled(rec, codes, rc)
-                if rc == 0:
+                if self._hung is not None:
+                    rc = rc or 1  # killed for a hang: a failure, whatever it exited with
+                elif rc == 0:
                     rec.record_job_end(status="completed")
                     self._say(f"attempt {attempt}: completed")
                     return LaunchResult(0, "completed", codes)
                 status = _exit_status(rc)
-                rec.record_attempt_end(status="failed", exit_code=status)
+                why = "hung" if self._hung is not None else "failed"
+                rec.record_attempt_end(status=why, exit_code=status)
+                what = (
+                    f"failed with exit code {status}"
+                    if why == "failed"
+                    else f"hung: killed (exit code {status})"
+                )
                 if i == last:
                     rec.record_job_end(status="failed")
                     self._say(
-                        f"attempt {attempt}: failed with exit code {status}; "
-                        f"no restarts left ({self.max_restarts} allowed)"
+                        f"attempt {attempt}: {what}; no restarts left ({self.max_restarts} allowed)"
                     )
                     return LaunchResult(status, "failed", codes)
-                self._say(
-                    f"attempt {attempt}: failed with exit code {status}; "
-                    f"restarting in {self.restart_delay:g}s"
-                )
+                self._say(f"attempt {attempt}: {what}; restarting in {self.restart_delay:g}s")
             finally:
                 # Flushed and closed before the next start: this attempt's end is on
                 # disk, and no heartbeat of it lands inside the recovery time.
@@ -305,6 +341,7 @@ def run_job(
     kill_timeout: float = 30.0,
     first_attempt: int | None = None,
     on_event: Callable[[str], None] | None = None,
+    hang_timeout: float | str | None = None,
 ) -> int:
     """Run ``command`` as a recorded job; return its final exit status.
 
@@ -323,6 +360,7 @@ def run_job(
             kill_timeout=kill_timeout,
             first_attempt=first_attempt,
             on_event=on_event,
+            hang_timeout=hang_timeout,
         )
         .run()
         .exit_code

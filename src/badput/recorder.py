@@ -60,6 +60,7 @@ from badput._env import (
     SLURM_RESTART_COUNT,
     TORCHELASTIC_RESTART_COUNT,
 )
+from badput._sections import DEFAULT_SECTION_INTERVAL, SectionTimers
 from badput.events import KINDS, LIFECYCLE_KINDS, STEP_KINDS, Event, Kind, attempt_id, validate
 from badput.store import EventStore, EventWriter, WriterKey, open_store
 
@@ -86,7 +87,8 @@ _PROMPT_KINDS: Final[frozenset[str]] = LIFECYCLE_KINDS | frozenset(
 )
 # Fields the recorder owns (identity); ``record(kind, **fields)`` cannot set them.
 _IDENTITY_FIELDS: Final = frozenset({"ts", "kind", "job", "attempt", "host", "rank", "pid", "v"})
-_INT_FIELDS: Final = frozenset({"step", "exit_code", "active", "total", "available"})
+_INT_FIELDS: Final = frozenset({"step", "exit_code", "active", "total", "available", "count"})
+_FLOAT_FIELDS: Final = frozenset({"seconds", "last", "open_since"})
 _STR_FIELDS: Final = frozenset({"name", "status"})
 _BOOL_FIELDS: Final = frozenset({"blocking"})
 # Kinds whose event is valid with no field beyond identity; with the schema's
@@ -233,6 +235,8 @@ class Recorder:
         heartbeat_interval: seconds between heartbeats; default
             ``$BADPUT_HEARTBEAT_INTERVAL`` or 10; ``0`` turns them off.
         flush_interval: seconds between background writes (at least 5 ms).
+        section_interval: seconds between the ``section_summary`` events of
+            :meth:`section` timers (default 5).
 
     Construction validates arguments and may raise; nothing after it does.
     """
@@ -249,6 +253,7 @@ class Recorder:
         leader_only: bool = False,
         heartbeat_interval: float | None = None,
         flush_interval: float = 0.5,
+        section_interval: float = DEFAULT_SECTION_INTERVAL,
     ) -> Recorder:
         if cls is Recorder and _is_disabled(enabled, leader_only, rank):
             return object.__new__(NullRecorder)
@@ -266,6 +271,7 @@ class Recorder:
         leader_only: bool = False,
         heartbeat_interval: float | None = None,
         flush_interval: float = 0.5,
+        section_interval: float = DEFAULT_SECTION_INTERVAL,
     ) -> None:
         job = job if job is not None else os.environ.get(BADPUT_JOB)
         if not job:
@@ -281,6 +287,7 @@ class Recorder:
         self._host = host if host is not None else socket.gethostname()
         self._heartbeat = _resolve_heartbeat(heartbeat_interval)
         self._flush_interval = max(float(flush_interval), MIN_FLUSH_INTERVAL)
+        self._section_interval = max(float(section_interval), MIN_FLUSH_INTERVAL)
         self._dropped = 0
         self._recorded = 0
         self._warned: set[str] = set()
@@ -310,6 +317,7 @@ class Recorder:
         self._stop = False
         self._thread: threading.Thread | None = None
         self._writer: EventWriter | None = None
+        self._sections = SectionTimers(self._section_interval)
         self._append: Callable[[_Item], None] = (
             self._drop_closed if self._closed else self._first_append
         )
@@ -325,16 +333,20 @@ class Recorder:
             if self._closed:
                 self._dropped += 1
                 return
-            if self._thread is None:
-                thread = threading.Thread(target=self._run, name="badput-writer", daemon=True)
-                try:
-                    thread.start()
-                except RuntimeError as exc:  # e.g. at interpreter shutdown
-                    self._warn_once("thread", "badput: cannot start the writer thread: %s", exc)
-                else:
-                    self._thread = thread
+            self._start_writer_locked()
             self._append = self._buf.append
         self._buf.append(item)
+
+    def _start_writer_locked(self) -> None:
+        """Start the writer thread if it is not running (caller holds ``_state_lock``)."""
+        if self._thread is None:
+            thread = threading.Thread(target=self._run, name="badput-writer", daemon=True)
+            try:
+                thread.start()
+            except RuntimeError as exc:  # e.g. at interpreter shutdown
+                self._warn_once("thread", "badput: cannot start the writer thread: %s", exc)
+            else:
+                self._thread = thread
 
     def _drop_closed(self, item: _Item) -> None:
         self._dropped += 1
@@ -553,6 +565,32 @@ class Recorder:
     def elastic_reinit(self) -> AbstractContextManager[None]:
         return _Span(self, "elastic_reinit_start", "elastic_reinit_end", None)
 
+    def section(self, name: str) -> AbstractContextManager[None]:
+        """``with rec.section("forward"):`` times a compute section of this rank.
+
+        Not two events per run: the durations are aggregated in the process and
+        the writer thread writes one ``section_summary`` per section every
+        ``section_interval`` seconds (count, total, quantiles), from which the
+        report scores stragglers (docs/ranks.md). Costs well under a microsecond.
+        """
+        timer = self._sections.timers.get(name)
+        return timer if timer is not None else self._new_section(name)
+
+    def _new_section(self, name: str) -> AbstractContextManager[None]:
+        if not isinstance(name, str) or not name:
+            self._warn_once("section", "badput: section names must be non-empty strings")
+            return _NULL_SPAN
+        with self._state_lock:
+            if self._closed:
+                return _NULL_SPAN
+            self._start_writer_locked()
+            return self._sections.timer(name)
+
+    def _queue_section_summaries(self) -> None:
+        """Buffer one ``section_summary`` per section that ran (writer thread, close, flush)."""
+        for ts, fields in self._sections.summaries():
+            self._buf.append((ts, "section_summary", fields))
+
     # ------------------------------------------------------------- lifecycle
 
     def flush(self, timeout: float | None = None) -> bool:
@@ -562,6 +600,8 @@ class Recorder:
             if not self._io_lock.acquire(timeout=-1 if timeout is None else max(timeout, 0.0)):
                 return False
             try:
+                if not self._closed:
+                    self._queue_section_summaries()
                 self._drain_locked()
             finally:
                 self._io_lock.release()
@@ -588,6 +628,8 @@ class Recorder:
             if not self._io_lock.acquire(timeout=-1 if timeout is None else timeout):
                 return
             try:
+                self._queue_section_summaries()
+                self._sections.timers.clear()  # later section() calls time nothing
                 self._drain_locked()
                 writer, self._writer = self._writer, None
                 if writer is not None:
@@ -609,6 +651,7 @@ class Recorder:
 
     def _run(self) -> None:
         next_beat = _time() + self._heartbeat if self._heartbeat > 0 else None
+        next_summary = _time() + self._section_interval
         while not self._stop:
             timeout = self._flush_interval
             if next_beat is not None:
@@ -622,6 +665,12 @@ class Recorder:
                 if now >= next_beat:
                     self._buf.append((now, "heartbeat", None))
                     next_beat = now + self._heartbeat
+            if self._sections.timers and _time() >= next_summary:
+                next_summary = _time() + self._section_interval
+                try:
+                    self._queue_section_summaries()
+                except Exception as exc:  # pragma: no cover - defensive
+                    self._warn_once("bug", "badput: unexpected error in sections: %r", exc)
             try:
                 with self._io_lock:
                     self._drain_locked()
@@ -717,6 +766,10 @@ class Recorder:
                 out[key] = value if type(value) is str else str(value)
             elif key in _BOOL_FIELDS:
                 out[key] = bool(value)
+            elif key in _FLOAT_FIELDS:
+                out[key] = float(value)
+            elif key == "quantiles":
+                out[key] = {str(k): float(v) for k, v in dict(value).items()}
             else:
                 what = "identity" if key in _IDENTITY_FIELDS else "unknown"
                 self._warn_once(
@@ -762,6 +815,7 @@ class NullRecorder(Recorder):
         leader_only: bool = False,
         heartbeat_interval: float | None = None,
         flush_interval: float = 0.5,
+        section_interval: float = DEFAULT_SECTION_INTERVAL,
     ) -> None:
         self._job = job if job is not None else os.environ.get(BADPUT_JOB, "")
         self._store = None  # type: ignore[assignment]
@@ -804,6 +858,7 @@ _SPAN_METHODS: Final = (
     "compile",
     "elastic_wait",
     "elastic_reinit",
+    "section",
 )
 for _name in list(vars(Recorder)):
     if _name == "record" or _name.startswith("record_"):

@@ -47,6 +47,7 @@ from badput._optional import import_optional
 from badput.engine import Report
 from badput.engine._model import PRODUCTIVE
 from badput.monitor._base import Snapshot
+from badput.monitor._rankmetrics import rank_scalars
 
 __all__ = ["TensorBoardExporter"]
 
@@ -140,6 +141,7 @@ class TensorBoardExporter:
                 }
             )
         out.update({k: v for k, v in stats.items() if v is not None})
+        out.update(rank_scalars(snapshot))
         for w in sorted(snapshot.windows):
             wr = snapshot.windows[w]
             prefix = f"goodput_window/{window_name(w)}/"
