@@ -172,6 +172,7 @@ def _lane_spans(
             "b": [int(b) for b in step_b[steps.bucket[sel]]],
             "s": [int(s) for s in steps.step[sel]],
             "d": [_r(float(x)) for x in steps.own[sel]],
+            "open": [int(i) for i in np.flatnonzero(~steps.closed[sel])],
         }
         top = {
             "x0": [_r(iv.start - t0) for iv in ivs],
