@@ -56,8 +56,9 @@ class Lane:
 class StepSpans:
     """Every step span, as columns (a million steps cost a few tens of MB, not objects).
 
-    Sorted by lane, then start. ``end`` of a step never ended (crash) is the start of
-    the next event of its lane, or the end of its attempt; ``closed`` says which.
+    Sorted by lane, then start. A step never ended (a crash, a hang: ``closed`` false)
+    lasts until the next event of its lane, at most a typical step time of its stream
+    (the median of its ended steps, else the ideal), and never past its attempt's end.
     """
 
     lane: I64
@@ -201,17 +202,17 @@ def build_timeline(ing: Ingestor, report: Report) -> Timeline:
         if start.shape[0]:
             # What happens after an attempt's end is not accounted (the report says so in
             # a diagnostic): spans are cut at it, and one that starts after it is left out.
-            # A crash leaves the last step open: it too ends with its attempt.
             att_end = ends_of[ai]
             keep = start <= att_end
-            start, end, step, closed, ai = (
-                start[keep],
-                end[keep],
-                step[keep],
-                closed[keep],
-                ai[keep],
-            )
-            end = np.minimum(end, att_end[keep])
+            start, end, step, closed = start[keep], end[keep], step[keep], closed[keep]
+            end, ai = np.minimum(end, att_end[keep]), ai[keep]
+            # A step never ended (a crash, a hang) lasts a typical step, as the partition
+            # counts it (ACCOUNTING.md §4); the rest of its time is not step time.
+            if not closed.all():
+                done = (end - start)[closed]
+                typical = float(np.median(done)) if done.shape[0] else report.ideal_step_time
+                if typical is not None:
+                    end = np.where(closed, end, np.minimum(end, start + typical))
         if start.shape[0]:
             seen = np.unique(ai)
             lane_ids = np.array([lane_of(int(a), stream.rank) for a in seen], np.int64)

@@ -172,6 +172,7 @@ def _lane_spans(
             "b": [int(b) for b in step_b[steps.bucket[sel]]],
             "s": [int(s) for s in steps.step[sel]],
             "d": [_r(float(x)) for x in steps.own[sel]],
+            "open": [int(i) for i in np.flatnonzero(~steps.closed[sel])],
         }
         top = {
             "x0": [_r(iv.start - t0) for iv in ivs],
@@ -389,17 +390,12 @@ def render_html(report: Report, timeline: Timeline, goodput: GoodputSeries) -> s
     """The page, from what the engine computed (pure: no I/O but reading the assets)."""
     t0 = report.start
     names = [name for name, _ in ordered_buckets(report.buckets)]
-    extra = sorted(
-        (
-            {STEP_BUCKETS[i] for i in range(len(STEP_BUCKETS))}
-            | {iv.bucket for iv in timeline.intervals}
-        )
-        - set(names)
-    )
+    # buckets drawn but empty in the report (a step colour, an interval outside a window)
+    extra = sorted((set(STEP_BUCKETS) | {iv.bucket for iv in timeline.intervals}) - set(names))
     names += [*extra, "attempt"]
     index = {n: i for i, n in enumerate(names)}
     lanes: list[dict[str, Any]] = [{"label": "job", "kind": "job"}]
-    job_lane = {"x0": [], "x1": [], "b": [], "a": []}  # type: dict[str, list[Any]]
+    job_lane: dict[str, list[Any]] = {"x0": [], "x1": [], "b": [], "a": []}
     scheduled = report.buckets.get("queued", 0.0)
     if report.attempts:
         if scheduled > 0:

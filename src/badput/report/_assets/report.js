@@ -198,7 +198,9 @@
           });
           return out;
         }
-        return label + "step " + base.s[j] + " · " + names[base.b[j]] + "\nstep time " + fmtDur(base.d[j]) +
+        var open = base.open && base.open.indexOf(j) >= 0
+          ? "\nno step_end (crash or hang): drawn as long as a typical step" : "";
+        return label + "step " + base.s[j] + " · " + names[base.b[j]] + open + "\nstep time " + fmtDur(base.d[j]) +
           (data.ideal ? " (ideal " + fmtDur(data.ideal) + ")" : "") + "\nspan " + fmtDur(base.x1[j] - base.x0[j]) +
           " from " + fmtTs(t0 + base.x0[j]);
       }
