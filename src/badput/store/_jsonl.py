@@ -33,6 +33,7 @@ __all__ = ["JsonlStore", "JsonlWriter", "SingleFileStore", "first_job_below", "s
 
 #: Bytes read from a file at a time (large blocks: decoding, not I/O, dominates).
 READ_BLOCK: Final = 8 * 1024 * 1024
+_FIRST_BLOCK: Final = 64 * 1024
 
 
 def safe_job_dir(job: str) -> str:
@@ -125,8 +126,11 @@ def _read_file(f: BinaryIO, offset: int, limit: int | None) -> Iterator[bytes]:
         f.seek(offset)
         read = 0
         finishing = False
+        # A later read of a file starts small: in a pre-extended file it often finds only NULs.
+        size = _FIRST_BLOCK if offset else READ_BLOCK
         while True:
-            block = f.read(READ_BLOCK)
+            block = f.read(size)
+            size = READ_BLOCK
             if not block:
                 return
             if block[-1] == 0 and written_length(block) == 0:
