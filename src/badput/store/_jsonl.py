@@ -180,7 +180,10 @@ def _read_path(  # noqa: PLR0917 (one call site per store kind)
         return 0
     try:
         f = open_regular(path)
-    except OSError:
+    except FileNotFoundError:  # removed since it was listed
+        return 0
+    except OSError as exc:  # permission denied, I/O error...: say so, never skip silently
+        unread.append(Unread("unreadable", source, detail=exc.strerror or str(exc)))
         return 0
     if f is None:  # replaced between the stat and the open
         unread.append(Unread("not_a_file", source, detail="something else"))
