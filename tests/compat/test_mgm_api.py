@@ -4,8 +4,12 @@ OrbaxCheckpointLogger), exclusion windows, GCPMetrics and GoodputCache."""
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
+import io
 import itertools
+import re
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -322,3 +326,16 @@ def test_goodput_cache_keeps_the_first_start_and_the_last_end() -> None:
     assert cache.get_step_entries() == [{"step_start_time": 6.0, "step_count": 1}]
     cache.clear_cache()
     assert cache.is_cache_empty() and cache.get_job_start_time() is None
+
+
+def test_the_checkpoint_and_exclusion_example_prints_its_documented_output() -> None:
+    """docs/compat.md, "Checkpoints, exclusions and the other public API"."""
+    text = (Path(__file__).parents[2] / "docs" / "compat.md").read_text()
+    section = text[text.index("### Checkpoints, exclusions and the other public API") :]
+    code = re.search(r"```python\n(.*?)```", section, flags=re.S)
+    output = re.search(r"Output:\n\n```\n(.*?)```", section, flags=re.S)
+    assert code is not None and output is not None
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        exec(compile(code.group(1), "docs/compat.md", "exec"), {"__name__": "docs_compat_ckpt"})
+    assert out.getvalue().strip() == output.group(1).strip()

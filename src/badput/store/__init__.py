@@ -17,7 +17,13 @@ from urllib.parse import unquote, urlsplit
 
 from badput._env import BADPUT_STORE, DEFAULT_STORE
 from badput.store._base import Chunk, Cursor, EventStore, EventWriter, ReadResult, WriterKey
-from badput.store._jsonl import JsonlStore, SingleFileStore, first_job_below, safe_job_dir
+from badput.store._jsonl import (
+    JsonlStore,
+    MappedWriter,
+    SingleFileStore,
+    first_job_below,
+    safe_job_dir,
+)
 from badput.store._memory import MemoryStore, memory_store
 
 __all__ = [
@@ -26,6 +32,7 @@ __all__ = [
     "EventStore",
     "EventWriter",
     "JsonlStore",
+    "MappedWriter",
     "MemoryStore",
     "ReadResult",
     "SingleFileStore",

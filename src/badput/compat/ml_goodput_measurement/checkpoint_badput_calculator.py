@@ -27,7 +27,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import statistics
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any, Final
 
 from badput.compat.ml_goodput_measurement import _payload as pl
@@ -228,14 +228,12 @@ class CheckpointBadputCalculator:
     ) -> SaveCheckpointManagerVerticalStepStats:
         """Statistics of the saves of ``operation_type`` across steps."""
         self.entries = self.read_entries()
-        steps = _group(
-            (e for e in self.entries if self.is_valid_save_stats(e, operation_type)),
-            lambda e: {phase: float(e[key]) for phase, key in _SAVE_PHASES.items()},
-        )
+        valid = [e for e in self.entries if self.is_valid_save_stats(e, operation_type)]
         stats = SaveCheckpointManagerVerticalStepStats()
-        if steps:
-            for phase in _SAVE_PHASES:
-                _fill(stats, phase, _column([s[phase] for s in steps]))
+        for phase, key in _SAVE_PHASES.items():
+            per_step = _step_means(valid, key)
+            if per_step:
+                _fill(stats, phase, _column(list(per_step.values())))
         return stats
 
     def calculate_restore_operation_checkpoint_manager_blocking_time(
@@ -244,23 +242,29 @@ class CheckpointBadputCalculator:
         """Statistics of the restores of ``operation_type`` across steps."""
         self.entries = self.read_entries()
         valid = [e for e in self.entries if self.is_valid_restore_stats(e, operation_type)]
-        steps = _group(
-            valid, lambda e: {phase: float(e[key]) for phase, key in _RESTORE_PHASES.items()}
-        )
-        broadcasts = _group(
-            (e for e in valid if e.get(_BROADCAST)),
-            lambda e: {"broadcast": float(e[_BROADCAST])},
-            keep_empty_groups_of=valid,
-        )
         stats = RestoreCheckpointManagerVerticalStepStats()
-        if steps:
-            for phase in _RESTORE_PHASES:
-                _fill(stats, phase, _column([s[phase] for s in steps]))
-            with_broadcast = sum(1 for b in broadcasts if b["n"] > 0)
-            if with_broadcast:
-                values = [b["broadcast"] for b in broadcasts]
-                _fill(stats, "broadcast", _column(values, with_broadcast))
+        for phase, key in _RESTORE_PHASES.items():
+            per_step = _step_means(valid, key)
+            if per_step:
+                _fill(stats, phase, _column(list(per_step.values())))
+        # Broadcasts: steps without one count as 0 in the total, minimum, maximum and
+        # deviation, but the average divides by the steps that broadcast (the library's).
+        broadcasts = _step_means([e for e in valid if e.get(_BROADCAST)], _BROADCAST)
+        if broadcasts:
+            every_step = {key: broadcasts.get(key, 0.0) for key in _step_means(valid, None)}
+            _fill(stats, "broadcast", _column(list(every_step.values()), len(broadcasts)))
         return stats
+
+
+def _step_means(entries: Iterable[Mapping[str, Any]], key: str | None) -> dict[str, float]:
+    """{step and kind: mean of ``key`` over the group's entries} in first-seen order
+    (several hosts log one operation); ``key=None`` gives 0 per group."""
+    sums: dict[str, list[float]] = {}
+    for e in entries:
+        group = sums.setdefault(_group_key(e), [0.0, 0.0])
+        group[0] += float(e[key]) if key is not None else 0.0
+        group[1] += 1
+    return {k: total / n for k, (total, n) in sums.items()}
 
 
 def _is_local(entry: Mapping[str, Any]) -> bool:
@@ -273,32 +277,6 @@ def _kind_matches(local: bool, operation_type: str | None) -> bool:
     if operation_type == OPERATION_TYPE_PERSISTENT:
         return not local
     return True
-
-
-def _group(
-    entries: Iterable[Mapping[str, Any]],
-    phases: Callable[[Mapping[str, Any]], dict[str, float]],
-    keep_empty_groups_of: Iterable[Mapping[str, Any]] = (),
-) -> list[dict[str, float]]:
-    """Mean phases per (step, local/persistent) group, in first-seen order; ``n`` is the
-    number of entries averaged. Groups of ``keep_empty_groups_of`` with no entry here
-    are kept as zeros (``n`` 0)."""
-    sums: dict[str, dict[str, float]] = {}
-    for e in keep_empty_groups_of:
-        sums.setdefault(_group_key(e), {"n": 0.0})
-    for e in entries:
-        group = sums.setdefault(_group_key(e), {"n": 0.0})
-        for phase, value in phases(e).items():
-            group[phase] = group.get(phase, 0.0) + value
-        group["n"] += 1
-    out = []
-    for group in sums.values():
-        n = group["n"]
-        out.append({k: (v / n if n and k != "n" else v) for k, v in group.items()})
-    for group in out:
-        for phase in ("broadcast",):
-            group.setdefault(phase, 0.0)
-    return out
 
 
 def _group_key(entry: Mapping[str, Any]) -> str:

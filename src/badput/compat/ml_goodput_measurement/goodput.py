@@ -836,7 +836,7 @@ class GoodputCalculator:
                 moved += self._move(
                     piece,
                     seconds,
-                    (*_PRODUCTIVE, "wasted", "untracked"),
+                    (*_PRODUCTIVE, "startup", "wasted", "untracked"),
                     BadputType.INFRASTRUCTURE_RECOVERY_FROM_DISRUPTION,
                 )
         productive -= moved
