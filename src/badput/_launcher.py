@@ -458,9 +458,8 @@ class Launcher:
             )
             if i == last:
                 journal.record(i, "record_job_end", status="failed")
-                self._say(
-                    f"attempt {attempt}: {what}; no restarts left ({self.max_restarts} allowed)"
-                )
+                allowed = f"({self.max_restarts} allowed)"
+                self._say(f"attempt {attempt}: {what}; no restarts left {allowed}")
                 return LaunchResult(status, "failed", codes)
             # This attempt's end is recorded: no heartbeat of it lands in the recovery time.
             journal.close(i)
