@@ -34,6 +34,19 @@ def per_call_ns(rec: badput.Recorder, calls: int, batches: int, pause: float = 0
     return statistics.median(samples)
 
 
+def section_ns(rec: badput.Recorder, calls: int, batches: int) -> float:
+    """One ``with rec.section("forward"): pass``: the timer's enter and exit."""
+    section = rec.section
+    samples = []
+    for _ in range(batches):
+        t0 = time.perf_counter_ns()
+        for _ in range(calls):
+            with section("forward"):
+                pass
+        samples.append((time.perf_counter_ns() - t0) / calls)
+    return statistics.median(samples)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--calls", type=int, default=10_000, help="calls per timed batch")
@@ -43,6 +56,8 @@ def main() -> None:
         rec = badput.Recorder("bench", store=root, attempt="0", heartbeat_interval=0)
         per_call_ns(rec, 1_000, 2)  # warm up: writer thread started, file open
         enabled = per_call_ns(rec, args.calls, args.batches)
+        section_ns(rec, 1_000, 2)
+        sections = section_ns(rec, args.calls, args.batches)
         paced = per_call_ns(rec, 1_000, args.batches, pause=0.01)
         rec.close()
         off = badput.Recorder("bench", store=root, enabled=False)
@@ -51,6 +66,10 @@ def main() -> None:
         print(f"  the same, 1,000 calls every 10 ms:       {paced / 1000:.2f} µs median per call")
         print(
             f"record_step_start, disabled recorder:      {disabled / 1000:.3f} µs median per call"
+        )
+        print(
+            f"with rec.section('forward'): pass, enabled: {sections / 1000:.2f} µs median "
+            "(the with statement included)"
         )
         print(f"events written: {rec.recorded_events:,}, dropped: {rec.dropped_events}")
 

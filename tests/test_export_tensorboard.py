@@ -89,6 +89,10 @@ def test_tags(written: tuple[Path, object]) -> None:
         "step_time/deviation_p50",
         "step_time/deviation_p90",
         "step_time/recent_median",
+        "ranks/stalled",
+        "ranks/stall_seconds",
+        "ranks/stalls",
+        "ranks/stragglers",
         *(
             f"badput/{b}"
             for b in (

@@ -194,3 +194,36 @@ def test_cli_writes_the_page(tmp_path: Path) -> None:
     bad = CliRunner().invoke(main, ["report", str(job_dir), "--html", str(tmp_path / "no" / "x")])
     assert bad.exit_code != 0
     assert "cannot write" in bad.output
+
+
+def test_stragglers_and_stalls_section_is_escaped_and_formatted() -> None:
+    """Reports of multi-rank jobs carry stragglers and stalls: the page lists them."""
+    from dataclasses import dataclass
+    from types import SimpleNamespace
+
+    from badput.report._html import _ranks_section
+
+    @dataclass
+    class Straggler:
+        rank: int
+        host: str
+        section: str
+        relative_score: float
+        recent_seconds: float
+
+    @dataclass
+    class Stall:
+        start: float
+        seconds: float
+        first_stopped: list[int]
+
+    report = SimpleNamespace(
+        stragglers=[Straggler(3, "<b onclick=x>h</b>", "step", 0.61234, 2.5)],
+        stalls=[Stall(1_732_000_000.0, 125.0, [3, 5])],
+    )
+    html_text = _ranks_section(report)  # type: ignore[arg-type]
+    assert "<b onclick" not in html_text and "&lt;b onclick=x&gt;h&lt;/b&gt;" in html_text
+    assert "<td>0.612</td>" in html_text and "<td>2.5s</td>" in html_text
+    assert "<td>2024-11-19T07:06:40Z</td>" in html_text and "<td>2m 05s</td>" in html_text
+    assert "<td>3, 5</td>" in html_text
+    assert _ranks_section(SimpleNamespace(stragglers=[], stalls=[])) == ""  # type: ignore[arg-type]

@@ -46,6 +46,7 @@ from typing import TYPE_CHECKING, Any
 
 from badput import _env, _keeper
 from badput._codec import decode_lines
+from badput._hangwatch import HangWatch
 from badput.recorder import Recorder
 from badput.store import JsonlStore, open_store
 
@@ -68,6 +69,8 @@ SIGNAL_STATUS: dict[int, str] = {
 }
 
 _POLL_SECONDS = 0.05
+#: After a hang is detected: seconds between SIGTERM and SIGKILL (at most ``kill_timeout``).
+HANG_KILL_GRACE = 5.0
 #: Most seconds the launcher waits for its own events to be stored (at exit).
 JOURNAL_TIMEOUT = 5.0
 #: Most seconds spent listing the store for the next attempt number at start.
@@ -206,7 +209,10 @@ class Launcher:
     and the next start (accounted as ``recovery``). ``kill_timeout``: after a
     forwarded signal, seconds to wait before the process group gets SIGKILL.
     ``on_event`` (optional) is called with a one-line message at each lifecycle
-    change (for progress output).
+    change (for progress output). ``hang_timeout`` (seconds, or ``"auto"``): an
+    attempt with no progress for that long is killed (its process group) and
+    restarted like a failure, its ``attempt_end`` status ``"hung"``
+    (:mod:`badput._hangwatch`, docs/ranks.md).
     """
 
     def __init__(
@@ -222,6 +228,7 @@ class Launcher:
         kill_timeout: float = 30.0,
         first_attempt: int | None = None,
         on_event: Callable[[str], None] | None = None,
+        hang_timeout: float | str | None = None,
         backoff: float = DEFAULT_BACKOFF,
         backoff_max: float = DEFAULT_BACKOFF_MAX,
     ) -> None:
@@ -266,10 +273,13 @@ class Launcher:
                 self._listed = False
         self.first_attempt: int = first_attempt
         self.on_event = on_event
+        self.hang_timeout = hang_timeout
         self.backoff = backoff
         self.backoff_max = backoff_max
         self._proc: subprocess.Popen[bytes] | None = None
         self._signal: int | None = None
+        self._hang: HangWatch | None = None
+        self._hung: str | None = None  # why the running attempt was killed as hung
 
     # -- signals ---------------------------------------------------------------
 
@@ -331,6 +341,24 @@ class Launcher:
                     if time.monotonic() > deadline + 5:  # the keeper did not do it
                         with contextlib.suppress(ProcessLookupError):
                             os.killpg(proc.pid, signal.SIGKILL)
+            elif self._hang is not None:
+                deadline = self._check_hang(deadline)
+
+    def _check_hang(self, deadline: float | None) -> float | None:
+        """Kill the attempt's process group once its progress stops (TERM, then KILL)."""
+        if self._hung is None:
+            assert self._hang is not None
+            why = self._hang.check()
+            if why is None:
+                return None
+            self._hung = why
+            self._say(f"attempt {self._hang.attempt}: {why}; killing its process group")
+            self._forward(signal.SIGTERM)
+            return time.monotonic() + min(self.kill_timeout, HANG_KILL_GRACE)
+        if deadline is not None and time.monotonic() > deadline:
+            self._forward(signal.SIGKILL)
+            return None
+        return deadline
 
     def _sleep(self, seconds: float) -> None:
         end = time.monotonic() + seconds
@@ -405,32 +433,39 @@ class Launcher:
                 return LaunchResult(status, "failed", codes)
             started = time.monotonic()
             self._proc = proc
+            self._hung = None
+            if self.hang_timeout is not None:
+                self._hang = HangWatch(self.store, self.job, attempt, self.hang_timeout)
             rc = self._wait(proc)
             self._proc = None
+            self._hang = None
             codes.append(rc)
             if self._signal is not None:
                 return self._cancelled(i, codes, rc)
-            if rc == 0:
+            if self._hung is not None:
+                rc = rc or 1  # killed for a hang: a failure, whatever it exited with
+            elif rc == 0:
                 journal.record(i, "record_job_end", status="completed")
                 self._say(f"attempt {attempt}: completed")
                 return LaunchResult(0, "completed", codes)
             status = _exit_status(rc)
-            journal.record(i, "record_attempt_end", status="failed", exit_code=status)
+            why = "hung" if self._hung is not None else "failed"
+            journal.record(i, "record_attempt_end", status=why, exit_code=status)
+            what = (
+                f"failed with exit code {status}"
+                if why == "failed"
+                else f"hung: killed (exit code {status})"
+            )
             if i == last:
                 journal.record(i, "record_job_end", status="failed")
-                self._say(
-                    f"attempt {attempt}: failed with exit code {status}; "
-                    f"no restarts left ({self.max_restarts} allowed)"
-                )
+                self._say(f"attempt {attempt}: {what}; no restarts left ({self.max_restarts} allowed)")
                 return LaunchResult(status, "failed", codes)
             # This attempt's end is recorded: no heartbeat of it lands in the recovery time.
             journal.close(i)
             ran = time.monotonic() - started
             failures = 1 if ran > self.backoff_max else failures + 1
             delay = self._backoff_delay(failures)
-            self._say(
-                f"attempt {attempt}: failed with exit code {status}; restarting in {delay:g}s"
-            )
+            self._say(f"attempt {attempt}: {what}; restarting in {delay:g}s")
             self._sleep(delay)
             if self._signal is not None:  # stopped while waiting to restart
                 return self._cancelled(i, codes, None)
@@ -505,6 +540,7 @@ def run_job(
     kill_timeout: float = 30.0,
     first_attempt: int | None = None,
     on_event: Callable[[str], None] | None = None,
+    hang_timeout: float | str | None = None,
     backoff: float = DEFAULT_BACKOFF,
     backoff_max: float = DEFAULT_BACKOFF_MAX,
 ) -> int:
@@ -525,6 +561,7 @@ def run_job(
             kill_timeout=kill_timeout,
             first_attempt=first_attempt,
             on_event=on_event,
+            hang_timeout=hang_timeout,
             backoff=backoff,
             backoff_max=backoff_max,
         )

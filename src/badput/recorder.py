@@ -68,6 +68,7 @@ from badput._env import (
     SLURM_RESTART_COUNT,
     TORCHELASTIC_RESTART_COUNT,
 )
+from badput._sections import DEFAULT_SECTION_INTERVAL, SectionTimers
 from badput._worker import PeriodicWorker
 from badput.events import (
     LIFECYCLE_KINDS,
@@ -134,7 +135,8 @@ _PROMPT_KINDS: Final[frozenset[str]] = LIFECYCLE_KINDS | frozenset(
 )
 # Fields the recorder owns (identity); ``record(kind, **fields)`` cannot set them.
 _IDENTITY_FIELDS: Final = frozenset({"ts", "kind", "job", "attempt", "host", "rank", "pid", "v"})
-_INT_FIELDS: Final = frozenset({"step", "exit_code", "active", "total", "available"})
+_INT_FIELDS: Final = frozenset({"step", "exit_code", "active", "total", "available", "count"})
+_FLOAT_FIELDS: Final = frozenset({"seconds", "last", "open_since"})
 _STR_FIELDS: Final = frozenset({"name", "status"})
 _BOOL_FIELDS: Final = frozenset({"blocking"})
 
@@ -286,6 +288,8 @@ class Recorder:
             ``$BADPUT_HEARTBEAT_INTERVAL`` or 10; ``0`` turns them off.
         flush_interval: seconds between background writes of a buffered store
             and checks of a directory store's file (at least 5 ms).
+        section_interval: seconds between the ``section_summary`` events of
+            :meth:`section` timers (default 5).
 
     Construction validates arguments and may raise; nothing after it does.
     """
@@ -302,6 +306,7 @@ class Recorder:
         leader_only: bool = False,
         heartbeat_interval: float | None = None,
         flush_interval: float = 0.5,
+        section_interval: float = DEFAULT_SECTION_INTERVAL,
     ) -> Recorder:
         if cls is Recorder and _is_disabled(enabled, leader_only, rank):
             return object.__new__(NullRecorder)
@@ -319,6 +324,7 @@ class Recorder:
         leader_only: bool = False,
         heartbeat_interval: float | None = None,
         flush_interval: float = 0.5,
+        section_interval: float = DEFAULT_SECTION_INTERVAL,
     ) -> None:
         job = job if job is not None else os.environ.get(BADPUT_JOB)
         if not job:
@@ -339,6 +345,7 @@ class Recorder:
         self._host = host if host is not None else socket.gethostname()
         self._heartbeat = _resolve_heartbeat(heartbeat_interval)
         self._flush_interval = max(float(flush_interval), MIN_FLUSH_INTERVAL)
+        self._section_interval = max(float(section_interval), MIN_FLUSH_INTERVAL)
         self._warned: set[str] = set()
         self._closed = False
         self._setup_process()
@@ -394,6 +401,8 @@ class Recorder:
         self._thread: threading.Thread | None = None
         self._next_beat: float | None = None
         self._next_drain = 0.0
+        self._sections = SectionTimers(self._section_interval)
+        self._next_summary = _time() + self._section_interval
 
     def _after_fork_child(self) -> None:
         # The parent's mapping is shared with the parent: never write to it, only let go.
@@ -562,6 +571,10 @@ class Recorder:
                 out[key] = value if type(value) is str else str(value)
             elif key in _BOOL_FIELDS:
                 out[key] = bool(value)
+            elif key in _FLOAT_FIELDS:
+                out[key] = float(value)
+            elif key == "quantiles":
+                out[key] = {str(k): float(v) for k, v in dict(value).items()}
             else:
                 what = "identity" if key in _IDENTITY_FIELDS else "unknown"
                 self._warn_once(
@@ -743,6 +756,35 @@ class Recorder:
     def elastic_reinit(self) -> AbstractContextManager[None]:
         return self._span("elastic_reinit")
 
+    def section(self, name: str) -> AbstractContextManager[None]:
+        """``with rec.section("forward"):`` times a compute section of this rank.
+
+        Not two events per run: the durations are aggregated in the process and
+        the background thread writes one ``section_summary`` per section every
+        ``section_interval`` seconds (count, total, quantiles), from which the
+        report scores stragglers (docs/ranks.md). Costs well under a microsecond.
+        """
+        timer = self._sections.timers.get(name)
+        return timer if timer is not None else self._new_section(name)
+
+    def _new_section(self, name: str) -> AbstractContextManager[None]:
+        if not isinstance(name, str) or not name:
+            self._warn_once("section", "badput: section names must be non-empty strings")
+            return _NULL_SPAN
+        with self._lock:
+            if self._closed:
+                return _NULL_SPAN
+            self._start_thread()  # the thread writes the summaries
+            return self._sections.timer(name)
+
+    def _record_section_summaries(self) -> None:
+        """Record one ``section_summary`` per section that ran (thread, flush, close)."""
+        try:
+            for ts, fields in self._sections.summaries():
+                self._fields("section_summary", fields, ts)
+        except Exception as exc:  # pragma: no cover - defensive
+            self._warn_once("bug", "badput: unexpected error in sections: %r", exc)
+
     # ------------------------------------------------------------- lifecycle
 
     def flush(self, timeout: float | None = None) -> bool:
@@ -751,6 +793,8 @@ class Recorder:
 
         Lines in a mapped file are handled as soon as they are recorded."""
         try:
+            if not self._closed and self._sections.timers:
+                self._record_section_summaries()
             with self._lock:
                 target = self._n_queued
             if self._n_handled >= target:
@@ -774,6 +818,9 @@ class Recorder:
         Events recorded after ``close()`` are dropped (and counted).
         """
         try:
+            if not self._closed and self._sections.timers:
+                self._record_section_summaries()
+                self._sections.timers.clear()  # later section() calls time nothing
             with self._lock:
                 if self._closed:
                     return
@@ -882,6 +929,8 @@ class Recorder:
             self._n_queued += 1
 
     def _start_thread(self) -> None:
+        if self._worker is not None:  # already running (e.g. started by section())
+            return
         # Ticks often enough for the mapped file's upkeep, the heartbeats and the buffer.
         interval = min(self._flush_interval, MAINTAIN_INTERVAL)
         if self._heartbeat > 0:
@@ -984,6 +1033,9 @@ class Recorder:
             if now >= self._next_beat:
                 self.record_heartbeat(ts=now)
                 self._next_beat = now + self._heartbeat
+        if self._sections.timers and _time() >= self._next_summary:
+            self._next_summary = _time() + self._section_interval
+            self._record_section_summaries()
         self._maintain()
 
     def _maintain(self) -> None:
@@ -1168,6 +1220,7 @@ class NullRecorder(Recorder):
         leader_only: bool = False,
         heartbeat_interval: float | None = None,
         flush_interval: float = 0.5,
+        section_interval: float = DEFAULT_SECTION_INTERVAL,
     ) -> None:
         self._job = job if job is not None else os.environ.get(BADPUT_JOB, "")
         self._store = None  # type: ignore[assignment]
@@ -1232,6 +1285,9 @@ class NullRecorder(Recorder):
         self._closed = True
 
     def _span(self, name: str, *args: Any) -> AbstractContextManager[None]:
+        return _NULL_SPAN
+
+    def section(self, name: str) -> AbstractContextManager[None]:
         return _NULL_SPAN
 
     def step(self, step: int) -> AbstractContextManager[None]:

@@ -49,6 +49,7 @@ from typing import Final
 from badput import _lifecycle
 from badput._worker import PeriodicWorker
 from badput.analysis import LiveJob
+from badput.engine import RankOptions
 from badput.engine._steptime import DEFAULT_SLOWDOWN_FACTOR
 from badput.monitor._base import Exporter, Snapshot
 from badput.store import EventStore, open_store
@@ -170,20 +171,25 @@ def _has_job_events(path: Path, job: str) -> bool:
         return False
 
 
-def _open_live(job: str | None, store: StoreLike | None, ideal: float | None) -> LiveJob:
+def _open_live(
+    job: str | None,
+    store: StoreLike | None,
+    ideal: float | None,
+    rank_options: RankOptions | None = None,
+) -> LiveJob:
     """A LiveJob on ``store``; a path whose job has not written yet is taken as a store root."""
     if store is None:
         store = open_store()
     if isinstance(store, (str, os.PathLike)) and "://" not in os.fspath(store):
         try:
-            return LiveJob(store, job, ideal_step_time=ideal)
+            return LiveJob(store, job, ideal_step_time=ideal, rank_options=rank_options)
         except ValueError:
             path = Path(store)
             if job is None or path.is_file() or _has_job_events(path, job):
                 raise
             # The job has not written its first event yet: follow <path>/<job>/...
             store = open_store(path)
-    return LiveJob(store, job, ideal_step_time=ideal)
+    return LiveJob(store, job, ideal_step_time=ideal, rank_options=rank_options)
 
 
 def _exporter_name(exporter: Exporter, taken: set[str]) -> str:
@@ -222,6 +228,8 @@ class Monitor:
         on_snapshot: called with every snapshot, before the exporters and even
             before the job's first event (``badput monitor`` prints its status
             line with it); an error in it is logged once.
+        rank_options: thresholds of the stragglers and stalls in each snapshot's
+            report (:class:`~badput.engine.RankOptions`, docs/ranks.md).
 
     Snapshots are handed to exporters only once the job has at least one event
     (before that, :attr:`latest` still holds the empty snapshot).
@@ -249,6 +257,7 @@ class Monitor:
         slowdown_factor: float = DEFAULT_SLOWDOWN_FACTOR,
         clock: Callable[[], float] = time.time,
         on_snapshot: Callable[[Snapshot], None] | None = None,
+        rank_options: RankOptions | None = None,
         exporter_timeout: float | None = None,
     ) -> None:
         interval = float(interval)
@@ -267,7 +276,7 @@ class Monitor:
             math.isfinite(ideal_step_time) and ideal_step_time > 0
         ):
             raise ValueError(f"ideal_step_time must be positive, got {ideal_step_time}")
-        self._live = _open_live(job, store, ideal_step_time)
+        self._live = _open_live(job, store, ideal_step_time, rank_options)
         self.job: str = self._live.job
         self.interval = interval
         self.rolling_windows: tuple[float, ...] = tuple(windows)

@@ -23,6 +23,10 @@ name                               unit  value (extra attributes)
 ``badput.window.observed_goodput`` 1     observed goodput of a window (``window``)
 ``badput.window.seconds``          s     seconds per bucket in a window (``window``, ``bucket``)
 ``badput.window.elapsed``          s     the window's length, clipped to the job
+``badput.stalled``                 1     1 while no rank makes progress (docs/ranks.md)
+``badput.stall_seconds``           s     how long (0 when not stalled)
+``badput.stragglers``              1     ranks below the straggler score threshold
+``badput.straggler.score``         1     each straggler's lower score (``rank``, ``section``)
 =================================  ====  ============================================
 
 ``window`` is the window length as ``"<seconds>s"`` (``"60s"``, ``"3600s"``). A
@@ -42,6 +46,7 @@ from badput import __version__
 from badput._optional import import_optional
 from badput.engine import Report
 from badput.monitor._base import Snapshot
+from badput.monitor._rankmetrics import stall_state
 from badput.monitor._vocab import METRICS, window_label
 
 if TYPE_CHECKING:
@@ -131,6 +136,12 @@ class OpenTelemetryExporter:
         gauges = [
             (METRICS[key].otel, METRICS[key].unit, METRICS[key].description, callback)
             for key, callback in callbacks.items()
+        ]
+        gauges += [  # the per-rank metrics (not shared with the other exporters)
+            ("badput.stalled", "1", "1 while no rank makes progress", self._stalled),
+            ("badput.stall_seconds", "s", "Seconds without progress", self._stall_seconds),
+            ("badput.stragglers", "1", "Ranks below the straggler threshold", self._stragglers),
+            ("badput.straggler.score", "1", "A straggler's lower score", self._straggler_score),
         ]
         self._observation: Any = metrics.Observation  # the class, bound once
         for gname, unit, description, callback in gauges:
@@ -234,6 +245,24 @@ class OpenTelemetryExporter:
         for st in self._states():
             for w, rep in sorted(st.snapshot.windows.items()):
                 out.append(self._obs(get(rep), st.snapshot.job, window=window_label(w)))
+        return out
+
+    def _stalled(self, _: CallbackOptions) -> Iterable[Observation]:
+        return self._per_job(lambda s: 1.0 if stall_state(s)[0] else 0.0)
+
+    def _stall_seconds(self, _: CallbackOptions) -> Iterable[Observation]:
+        return self._per_job(lambda s: stall_state(s)[1])
+
+    def _stragglers(self, _: CallbackOptions) -> Iterable[Observation]:
+        return self._per_job(lambda s: float(len(s.report.stragglers)))
+
+    def _straggler_score(self, _: CallbackOptions) -> Iterable[Observation]:
+        out = []
+        for st in self._states():
+            snap = st.snapshot
+            for s in snap.report.stragglers:
+                score = min(s.relative_score or 1.0, s.individual_score or 1.0)
+                out.append(self._obs(score, snap.job, rank=str(s.rank), section=s.section))
         return out
 
     def _w_goodput(self, _: CallbackOptions) -> Iterable[Observation]:

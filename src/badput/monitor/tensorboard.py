@@ -46,6 +46,7 @@ from badput._optional import import_optional
 from badput.engine import Report
 from badput.engine._model import PRODUCTIVE
 from badput.monitor._base import Snapshot
+from badput.monitor._rankmetrics import rank_scalars
 from badput.monitor._vocab import METRICS, window_label
 
 __all__ = ["TensorBoardExporter"]
@@ -136,6 +137,7 @@ class TensorBoardExporter:
                 }
             )
         out.update({k: v for k, v in stats.items() if v is not None})
+        out.update(rank_scalars(snapshot))
         for w in sorted(snapshot.windows):
             wr = snapshot.windows[w]
             prefix = f"goodput_window/{window_label(w)}/"

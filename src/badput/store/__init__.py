@@ -157,6 +157,8 @@ def open_source(
         single = SingleFileStore(p, job)
         return single, single.job
     if not p.is_dir():
+        if p.exists():  # a FIFO, socket or device: never opened (it could block forever)
+            raise ValueError(f"{text}: not a regular file or a directory")
         raise ValueError(f"{text}: no such file or directory")
     p = p.absolute()
     if (

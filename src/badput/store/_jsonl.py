@@ -299,19 +299,28 @@ def _read_file(f: BinaryIO, offset: int, limit: int | None) -> Iterator[bytes]:
     with f:
         f.seek(offset)
         read = 0
+        finishing = False
         while True:
             block = f.read(READ_BLOCK)
             if not block:
                 return
-            read += len(block)
             if block[-1] == 0 and written_length(block) == 0:
                 yield block
                 return
+            if finishing:  # past the budget: only up to the end of the line in progress
+                nl = block.find(b"\n")
+                if nl >= 0:
+                    yield block[: nl + 1]
+                    return
+                yield block  # a long line: parse_stream holds at most MAX_LINE_BYTES of it
+                continue
+            yield block
+            read += len(block)
             if limit is not None and read >= limit:
                 # Finish the line in progress so the budget never splits a read into nothing.
-                yield block + f.readline()
-                return
-            yield block
+                if block.endswith(b"\n"):
+                    return
+                finishing = True
 
 
 def _read_path(  # noqa: PLR0917 (one call site per store kind)
@@ -351,7 +360,7 @@ def _read_path(  # noqa: PLR0917 (one call site per store kind)
     chunks.extend(parsed.chunks)
     if parsed.n_bytes:
         out.offsets[stream] = (offset + parsed.n_bytes, lines + parsed.n_lines)
-    torn = torn_tail(parsed.tail, source, lines + parsed.n_lines + 1)
+    torn = torn_tail(parsed, source, lines + parsed.n_lines + 1)
     if torn is not None:
         unread.append(torn)
     return parsed.n_bytes

@@ -257,9 +257,9 @@
       width: width(), height: 260, tzDate: utc,
       series: [
         {},
-        { label: "goodput (cumulative)", stroke: "#2e9e44", width: 2, value: function (u, v) { return v === null ? "-" : v.toFixed(1) + "%"; } },
+        { label: "goodput (cumulative)", stroke: "#2e9e44", width: 2, spanGaps: true, value: function (u, v) { return v === null ? "-" : v.toFixed(1) + "%"; } },
         { label: g.rollingLabel, stroke: "#3b6fd8", width: 1.5, value: function (u, v) { return v === null ? "-" : v.toFixed(1) + "%"; } },
-        { label: "observed goodput (cumulative)", stroke: "#a6c83a", width: 1, dash: [5, 4], value: function (u, v) { return v === null ? "-" : v.toFixed(1) + "%"; } }
+        { label: "observed goodput (cumulative)", stroke: "#a6c83a", width: 1, dash: [5, 4], spanGaps: true, value: function (u, v) { return v === null ? "-" : v.toFixed(1) + "%"; } }
       ],
       scales: { x: { time: true }, y: { range: [0, 100] } },
       axes: [{}, { values: function (u, v) { return v.map(function (x) { return x + "%"; }); } }],
