@@ -952,25 +952,32 @@ class Recorder:
         opener = getattr(self._store, "open_mapped_writer", None)
         if opener is None:
             return False
+        seg: MappedWriter | None = None
         try:
-            seg: MappedWriter = opener(self._job, self._key, INITIAL_CAPACITY)
+            seg = opener(self._job, self._key, INITIAL_CAPACITY)
+            self._attach_locked(seg)
         except Exception as exc:
+            if seg is not None:
+                with suppress(Exception):
+                    seg.close()
             self._next_reopen = time.monotonic() + REOPEN_INTERVAL
             self._warn_write(exc)
             return False
-        self._attach_locked(seg)
         return True
 
     def _attach_locked(self, seg: MappedWriter) -> None:
+        """Write into ``seg`` from now on; the lines waiting in memory go first (they were
+        recorded first). May raise (the file cannot grow): then nothing changed."""
+        waiting = self._buf
+        data = b"".join(waiting)
+        need = seg.mm.tell() + len(data)
+        if need > seg.capacity:
+            seg.reserve(need + seg.capacity)
+            seg.remap(need + seg.capacity)
+        seg.mm.write(data)
+        self._buf, self._buf_bytes = [], 0
         self._seg = seg
         self._state = _MAPPED
-        # Lines that waited in memory go first (they were recorded first).
-        waiting, self._buf, self._buf_bytes = self._buf, [], 0
-        data = b"".join(waiting)
-        if len(data) > seg.capacity - seg.mm.tell():
-            seg.reserve(seg.mm.tell() + len(data) + seg.capacity)
-            seg.remap(seg.mm.tell() + len(data) + seg.capacity)
-        seg.mm.write(data)
         self._mark_handled(len(waiting))
         self._write = seg.mm.write
 
@@ -1111,9 +1118,15 @@ class Recorder:
             self._write = self._put_locked
             data = old.take()  # unmapped first: a racing write lands before, or retries here
             if new is not None:
-                new.mm.write(data)  # fits: the new file is as large as the old one
-                self._attach_locked(new)
-            else:  # keep the events in memory until the store can be written again
+                try:
+                    new.mm.write(data)  # fits: the new file is as large as the old one
+                    self._attach_locked(new)
+                except Exception as exc:
+                    with suppress(Exception):
+                        new.close()
+                        os.unlink(new.path)  # its lines are buffered instead: no duplicates
+                    new, error = None, exc
+            if new is None:  # keep the events in memory until the store can be written again
                 self._seg = None
                 self._leave_mapped_locked()
                 self._buffer_locked([line + b"\n" for line in data.split(b"\n")[:-1]])
