@@ -360,6 +360,8 @@ class RankTracker:
                 pt_app, pc_app = s.pair_ts.append, s.pair_code.append
             kind = ev.kind
             if kind == step_start:
+                if not -(2**63) <= (ev.step or 0) < 2**63:
+                    continue  # the accounting ingest reports it (step_out_of_range)
                 st_app(ev.ts)
                 sn_app(ev.step)
             elif kind == step_end:
