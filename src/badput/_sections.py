@@ -52,11 +52,16 @@ class SectionTimer:
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
-        starts = self._starts
-        if starts:
-            end = _perf()
-            self.samples.append(end - starts.pop())
-            self.last_end = end
+        # Pop first, then read the clock: another thread of the same name may push a
+        # start between the two, and a clock read before the pop could then be older
+        # than the start it is paired with (a negative duration).
+        try:
+            start = self._starts.pop()
+        except IndexError:  # a stray exit (nothing open)
+            return
+        end = _perf()
+        self.samples.append(end - start)
+        self.last_end = end
 
     def open_since(self) -> float | None:
         """``perf_counter`` time at which the oldest open run began (``None``: none open)."""

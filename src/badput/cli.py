@@ -419,6 +419,22 @@ class _ReadProgress:
     help="Kill and restart an attempt with no progress (steps, recorded intervals, "
     "sections) for this long; 'auto': max(10 x typical step time, 60 s).",
 )
+@click.option(
+    "--backoff",
+    type=click.FloatRange(min=0.0),
+    default=0.25,
+    show_default=True,
+    metavar="SECONDS",
+    help="First back-off of a crash loop; doubles with each failure in a row (0: off).",
+)
+@click.option(
+    "--backoff-max",
+    type=click.FloatRange(min=0.0),
+    default=60.0,
+    show_default=True,
+    metavar="SECONDS",
+    help="Cap of the back-off; an attempt that ran longer resets it.",
+)
 @click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
 def run(
     *,
@@ -428,6 +444,8 @@ def run(
     restart_delay: float,
     kill_timeout: float,
     hang_timeout: str | None,
+    backoff: float,
+    backoff_max: float,
     command: tuple[str, ...],
 ) -> None:
     """Run COMMAND as a recorded job, restarting it when it fails.
@@ -436,6 +454,8 @@ def run(
     fails, job_end when the job is over; the command sees BADPUT_JOB,
     BADPUT_STORE and BADPUT_ATTEMPT. SIGINT/SIGTERM are forwarded to it and end
     the job (cancelled / preempted). Exits with the command's exit status.
+    The command dies with the launcher (even a SIGKILLed one), what it leaves
+    running is killed when it exits, and a crash loop backs off exponentially.
 
         badput run --job llama --max-restarts 3 -- python train.py --lr 3e-4
     """
@@ -458,6 +478,8 @@ def run(
             kill_timeout=kill_timeout,
             on_event=lambda msg: click.echo(f"badput run: {msg}", err=True),
             hang_timeout=timeout,
+            backoff=backoff,
+            backoff_max=backoff_max,
         )
     except (ValueError, TypeError) as exc:
         _fail("run", str(exc))
@@ -552,18 +574,21 @@ def _build_exporters(
     if prometheus is not None or pushgateway is not None:
         from badput.monitor.prometheus import PrometheusExporter  # noqa: PLC0415
 
+        # The scrape endpoint and the Pushgateway are two exporters, so that each has its
+        # own thread and deadline: a hanging Pushgateway never leaves the scrape stale.
         if prometheus is not None:
             host, port = _parse_hostport(prometheus)
-            exporters.append(PrometheusExporter(host=host, port=port, pushgateway=pushgateway))
-        else:
+            exporters.append(PrometheusExporter(host=host, port=port))
+        if pushgateway is not None:
             exporters.append(PrometheusExporter(port=None, pushgateway=pushgateway))
     if tensorboard is not None:
         from badput.monitor.tensorboard import TensorBoardExporter  # noqa: PLC0415
 
         exporters.append(TensorBoardExporter(tensorboard))
     if otlp is not None:
-        from badput.monitor.otel import OpenTelemetryExporter  # noqa: PLC0415
+        from badput.monitor.otel import OpenTelemetryExporter, probe_collector  # noqa: PLC0415
 
+        probe_collector(otlp)  # a collector that is not there: one line, not silence
         exporters.append(OpenTelemetryExporter(endpoint=otlp))
     if gcp_project is not None:
         from badput.monitor.gcm import CloudMonitoringExporter  # noqa: PLC0415
