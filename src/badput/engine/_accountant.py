@@ -151,8 +151,8 @@ class Accountant:
         )
 
     def progress(self, attempt: str | int) -> tuple[float | None, float | None, float | None]:
-        """``(last progress time, last event time, typical step time)`` of one attempt,
-        over every rank.
+        """``(last progress time, last event time of a process that made progress, typical
+        step time)`` of one attempt, over every rank.
 
         Progress is a step, a recorded interval or a completed section, not a
         heartbeat (docs/ranks.md); ``None`` when the attempt has none yet.
