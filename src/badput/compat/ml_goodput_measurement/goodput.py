@@ -38,6 +38,8 @@ from badput.compat.ml_goodput_measurement import exclusion_utils, goodput_utils
 from badput.compat.ml_goodput_measurement.checkpoint_badput_calculator import (
     CheckpointBadputCalculator,
     CheckpointLoggerOptions,
+    add_logged_entries,
+    entries_from_events,
 )
 from badput.compat.ml_goodput_measurement.goodput_cache import GoodputCache
 from badput.engine import Accountant, Report
@@ -118,6 +120,14 @@ _BUCKETS: Final[dict[str, goodput_utils.BadputType]] = {
     "recovery": BadputType.INFRASTRUCTURE_RECOVERY_FROM_DISRUPTION,
 }
 _PRODUCTIVE: Final = ("productive", "slowdown")  # observed goodput
+_CHECKPOINT_KINDS: Final = frozenset(
+    {
+        Kind.CHECKPOINT_SAVE_START,
+        Kind.CHECKPOINT_SAVE_END,
+        Kind.CHECKPOINT_RESTORE_START,
+        Kind.CHECKPOINT_RESTORE_END,
+    }
+)
 
 # The library's breakdown order (its _get_job_badput_breakdown).
 _BREAKDOWN_ORDER: Final = (
@@ -445,6 +455,7 @@ class _JobView:
         self.step_starts: list[tuple[float, int]] = []  # (ts, step), sorted
         self.intervals: dict[str, list[tuple[float, float]]] = {}  # base -> paired spans
         self.slices: list[tuple[float, int, int, int]] = []  # (ts, active, available, total)
+        self.checkpoints: list[Event] = []  # checkpoint start/end events (Orbax's entries)
         self.job_start: float | None = None
         self.job_end: float | None = None  # the last job end
         self._open: dict[str, float] = {}
@@ -487,6 +498,8 @@ class _JobView:
                 self.job_start = e.ts if self.job_start is None else min(self.job_start, e.ts)
             elif kind == Kind.JOB_END:
                 self.job_end = e.ts if self.job_end is None else max(self.job_end, e.ts)
+            elif kind in _CHECKPOINT_KINDS:
+                self.checkpoints.append(e)
             elif kind == Kind.ELASTIC_SLICES:
                 total = max(e.total or 1, 1)
                 self.slices.append((e.ts, e.active or 0, e.available or 0, total))
@@ -564,6 +577,14 @@ class GoodputCalculator:
         self.logger_name = logger_name
         self.using_pathways = using_pathways
         self._clock = clock
+        # The library's calculator reads the log it is given, where Orbax writes its
+        # checkpoint entries straight: those entries count here too (the job's own events
+        # come from the store).
+        self._cloud_logger = (
+            cloud_logger
+            if callable(getattr(cloud_logger, "read_cloud_logging_entries", None))
+            else None
+        )
         self._view = _JobView(open_store(store), job_name)
         self._lock = threading.Lock()
         self._goodput_info: goodput_utils.GoodputInfo | None = None
@@ -641,7 +662,50 @@ class GoodputCalculator:
         report, productive, seconds = self._partition(view.accountant, view.step_starts, now, None)
         if report.total_seconds <= 0.0:
             raise ValueError(_ZERO_TIME)
+        productive = self._checkpoint_time_from_entries(productive, seconds)
         return report, productive, seconds
+
+    def _checkpoint_time_from_entries(
+        self, productive: float, seconds: dict[goodput_utils.BadputType, Any]
+    ) -> float:
+        """Checkpoint save and restore time as the library's calculator counts them: the
+        CheckpointBadputCalculator's totals over the job's Orbax entries (per step and
+        kind, the mean of its entries), wherever the entries fall. The partition placed
+        the operations on the job's timeline; an entry outside it (stamped before the job,
+        or an operation that several hosts logged) changes the total by ``delta``, which
+        the library takes from productive time for saves and from OTHER (its remainder)
+        for restores. Returns the productive seconds (lock held)."""
+        entries = entries_from_events(self._view.checkpoints)
+        if self._cloud_logger is not None:
+            entries = add_logged_entries(entries, self._logged_entries())
+        if not entries:
+            return productive
+        calc = CheckpointBadputCalculator(CheckpointLoggerOptions(use_goodput_logger=True))
+        calc.entries = entries
+        save = calc.calculate_save_operation_checkpoint_manager_blocking_time()
+        restore = calc.calculate_restore_operation_checkpoint_manager_blocking_time()
+        save_type = BadputType.UNPRODUCTIVE_CHECKPOINT_SAVE_TIME
+        restore_type = BadputType.UNPRODUCTIVE_CHECKPOINT_RESTORE_TIME
+        delta = save.total_checkpoint_manager_blocking_time - seconds.get(save_type, 0.0)
+        seconds[save_type] = save.total_checkpoint_manager_blocking_time
+        productive = max(0.0, productive - delta)
+        delta = restore.total_checkpoint_manager_time - seconds.get(restore_type, 0.0)
+        seconds[restore_type] = restore.total_checkpoint_manager_time
+        seconds[BadputType.OTHER] = max(0.0, seconds.get(BadputType.OTHER, 0.0) - delta)
+        return productive
+
+    def _logged_entries(self) -> list[Mapping[str, Any]]:
+        """The payloads of the ``cloud_logger`` given (read whole: it is a test double or
+        a mirror of the job's log); none if reading fails (logged)."""
+        assert self._cloud_logger is not None
+        try:
+            result = self._cloud_logger.read_cloud_logging_entries()
+        except Exception as exc:  # the store still answers
+            logger.warning("badput: could not read the cloud_logger given: %r", exc)
+            return []
+        if isinstance(result, tuple):  # (payloads, last entry info), as the library's
+            result = result[0] if result else []
+        return [p for p in result if isinstance(p, Mapping)] if isinstance(result, list) else []
 
     def _remember(
         self,
