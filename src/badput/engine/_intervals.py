@@ -19,6 +19,7 @@ __all__ = [
     "Piece",
     "RecordedInterval",
     "flatten_innermost",
+    "innermost_order",
     "pair_marks",
 ]
 
@@ -108,12 +109,24 @@ def pair_marks(
     return intervals, unpaired_starts, unpaired_ends
 
 
+def innermost_order(iv: RecordedInterval) -> tuple[float, float, int]:
+    """Sort key: a later key is more inner. The later start is inner; of two starting at
+    the same time, the one ending first (ACCOUNTING.md §9.7); of two with equal start and
+    end, the later line (§9.10)."""
+    return (iv.start, -iv.end, iv.order)
+
+
 def flatten_innermost(intervals: Sequence[RecordedInterval]) -> list[Piece]:
-    """Disjoint pieces where each instant belongs to the latest-started covering interval.
+    """Disjoint pieces where each instant belongs to the innermost covering interval
+    (:func:`innermost_order`).
 
     Zero-length intervals vanish. The common case (no overlaps) costs one sort.
     """
-    ivs = sorted((iv for iv in intervals if iv.end > iv.start), key=lambda i: (i.start, i.order))
+    ivs = sorted((iv for iv in intervals if iv.end > iv.start), key=innermost_order)
+    ivs = [
+        RecordedInterval(iv.start, iv.end, iv.bucket, iv.blocking, rank)
+        for rank, iv in enumerate(ivs)
+    ]
     if not ivs:
         return []
     if all(ivs[i].end <= ivs[i + 1].start for i in range(len(ivs) - 1)):

@@ -5,9 +5,13 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
+from badput.engine._ranks import RankView, Stall, Straggler
+
 __all__ = [
+    "BUCKETS",
     "PRODUCTIVE",
     "AttemptSummary",
+    "Buckets",
     "Diagnostic",
     "Report",
     "StepCounts",
@@ -16,6 +20,37 @@ __all__ = [
 PRODUCTIVE = "productive"
 
 EndReason = Literal["job_end", "last_event", "now"]
+
+#: Every bucket of the partition with a fixed name (ACCOUNTING.md §2, §8); recorded
+#: intervals add ``custom:<name>`` and ``elastic_wait:<kind>`` buckets.
+BUCKETS: tuple[str, ...] = (
+    PRODUCTIVE,
+    "slowdown",
+    "startup",
+    "wasted",
+    "recovery",
+    "queued",
+    "untracked",
+    "accelerator_init",
+    "training_prep",
+    "checkpoint_save",
+    "checkpoint_restore",
+    "data_loading",
+    "compile",
+    "elastic_reinit",
+)
+_NAMED_PREFIXES = ("custom:", "elastic_wait:")
+
+
+class Buckets(dict[str, float]):
+    """Seconds per bucket. Holds only the non-zero buckets (as the JSON does), but reading
+    any bucket the report knows gives 0.0 when it is empty: ``buckets["wasted"]`` on a job
+    that never crashed is 0.0, not a KeyError. A name that is no bucket still raises."""
+
+    def __missing__(self, key: str) -> float:
+        if key in BUCKETS or (isinstance(key, str) and key.startswith(_NAMED_PREFIXES)):
+            return 0.0
+        raise KeyError(key)
 
 
 @dataclass(frozen=True)
@@ -57,7 +92,8 @@ class Report:
     """The partition of a job's time into goodput and badput buckets.
 
     ``buckets`` holds seconds and sums to ``total_seconds`` (to float rounding);
-    zero buckets are left out. ``goodput`` and ``observed_goodput`` are fractions.
+    zero buckets are left out, but ``buckets[name]`` of a known bucket gives 0.0
+    (:class:`Buckets`). ``goodput`` and ``observed_goodput`` are fractions.
     """
 
     job: str
@@ -67,7 +103,7 @@ class Report:
     total_seconds: float
     goodput: float
     observed_goodput: float
-    buckets: dict[str, float]
+    buckets: Buckets
     overlapped: dict[str, float]
     at_risk_seconds: float
     ideal_step_time: float | None
@@ -76,6 +112,14 @@ class Report:
     steps: StepCounts
     diagnostics: list[Diagnostic] = field(default_factory=list)
     window: tuple[float, float] | None = None
+    # Every rank (engine/_ranks.py, docs/ranks.md); empty for windowed reports.
+    ranks: list[RankView] = field(default_factory=list)
+    stragglers: list[Straggler] = field(default_factory=list)
+    stalls: list[Stall] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.buckets, Buckets):  # built by hand (tests, other tools)
+            object.__setattr__(self, "buckets", Buckets(self.buckets))
 
     def bucket(self, name: str) -> float:
         """Seconds in ``name`` (0.0 when the bucket is empty)."""
@@ -84,6 +128,7 @@ class Report:
     def to_dict(self) -> dict[str, Any]:
         """The JSON object of ``badput report --json``."""
         out = asdict(self)
+        out["buckets"] = dict(self.buckets)  # zero buckets left out (documented)
         out["window"] = list(self.window) if self.window is not None else None
         return out
 

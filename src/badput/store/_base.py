@@ -107,9 +107,10 @@ class Unread:
       ``complete`` tells whether those bytes already decode as one valid event.
     - ``not_a_file``: the ``*.jsonl`` entry is a FIFO, socket, device or
       directory (``detail`` says which); it is never opened.
+    - ``unreadable``: opening the file failed (``detail``: why, e.g. permission denied).
     """
 
-    code: Literal["torn_line", "not_a_file"]
+    code: Literal["torn_line", "not_a_file", "unreadable"]
     source: str
     line: int | None = None
     size: int = 0
