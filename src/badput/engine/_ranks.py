@@ -33,7 +33,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from badput.events import Event, Kind, bucket_of, interval_base
+from badput.events import MAX_INT, Event, Kind, bucket_of, interval_base
 
 __all__ = [
     "RankAnalysis",
@@ -360,8 +360,12 @@ class RankTracker:
                 pt_app, pc_app = s.pair_ts.append, s.pair_code.append
             kind = ev.kind
             if kind == step_start:
+                step = ev.step
+                # out of range: the accounting reports it (a diagnostic); not a step here
+                if step is None or not -MAX_INT <= step <= MAX_INT:
+                    continue
                 st_app(ev.ts)
-                sn_app(ev.step)
+                sn_app(step)
             elif kind == step_end:
                 en_app(ev.ts)
             elif kind == load_start and ev.blocking is None:
