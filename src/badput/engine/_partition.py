@@ -35,7 +35,7 @@ from badput.engine._model import (
 from badput.engine._steps import (
     CLEAN_EXEMPT,
     AttemptSteps,
-    IdealCache,
+    QueryCache,
     Rows,
     TailIntervals,
     clipped_sums,
@@ -296,7 +296,7 @@ class _StreamView:
     step: I64
     is_end: npt.NDArray[np.int8]
     marks: list[IntervalMark]
-    mark_ts: list[float]
+    mark_ts: F64
     restores: list[RestoreMark]
     restore_ts: list[float]
     checkpoints: list[tuple[float, int, bool]]
@@ -328,10 +328,15 @@ class _Builder:
         window: tuple[float, float] | None,
         ideal_step_time: float | None,
         typical: Typical = "median",
+        *,
+        cache: QueryCache | None = None,
     ) -> None:
+        cache = cache if cache is not None else QueryCache()
         if now is not None and now < ing.last_ts:
             ing = ing.as_of(now)  # events stamped after `now` do not exist for it (§9.10)
+            cache = QueryCache()  # another state: the accountant's cache is not for it
         self.ing = ing
+        self.cache = cache
         self.typical = typical
         self.now = now
         self.window = window
@@ -524,7 +529,10 @@ class _Builder:
         found = self._views.get(id(s))
         if found is None:
             ts, step, is_end = _sorted_step_arrays(s)
-            marks = sorted(s.marks, key=lambda m: (m.ts, m.seq)) if s.marks_unsorted else s.marks
+            marks, mark_ts = s.marks, np.frombuffer(s.mark_ts, dtype=np.float64)
+            if s.marks_unsorted:
+                marks = sorted(marks, key=lambda m: (m.ts, m.seq))
+                mark_ts = np.fromiter((m.ts for m in marks), np.float64, count=len(marks))
             restores = sorted(s.restores, key=lambda r: (r.ts, r.seq))
             checkpoints = sorted(s.checkpoints, key=lambda c: c[0])
             found = self._views[id(s)] = _StreamView(
@@ -532,7 +540,7 @@ class _Builder:
                 step,
                 is_end,
                 marks,
-                [m.ts for m in marks],
+                mark_ts,
                 restores,
                 [r.ts for r in restores],
                 checkpoints,
@@ -542,17 +550,15 @@ class _Builder:
 
     def _attempt_rows(self, att: Attempt, s: Stream, closed: bool) -> AttemptRows:
         """Rows of the attempt: reuse what is sealed, compute the tail, seal what is settled."""
-        ing = self.ing
-        key = ("steps", att.key, att.range_lo)
+        key = (att.key, att.range_lo)
         sig = (s.attempt, s.rank, att.eff_start, att.range_lo, att.range_hi)
         lo, hi = att.eff_start, att.eff_end
-        cached = ing.cache.get(key)
-        steps = cached if isinstance(cached, AttemptSteps) else None
+        steps = self.cache.attempts.get(key)
         if steps is not None and self._stale(steps, sig, s, att, hi):
             steps = None
         if steps is None:
             steps = AttemptSteps(sig)
-            ing.cache[key] = steps
+            self.cache.attempts[key] = steps
         elif (
             steps.whole
             and closed
@@ -570,7 +576,8 @@ class _Builder:
         range_lo, top = _bounds(att)
         if att.key is None or att.ended:
             ts, step, is_end = _slice_range(ts, step, is_end, range_lo, top)
-            marks = marks[_between(view.mark_ts, range_lo, top)]
+            a, b = np.searchsorted(view.mark_ts, (range_lo, top), side="left").tolist()
+            marks = marks[a:b]
         ts, step, is_end = ts[steps.raw_done :], step[steps.raw_done :], is_end[steps.raw_done :]
         tail_marks = marks[steps.marks_done :]
 
@@ -733,10 +740,7 @@ class _Builder:
             seq = [v for pair in zip([v for _, v in sealed], tails, strict=False) for v in pair]
             est = best_sustained_step_time(np.concatenate(seq) if seq else np.zeros(0))
         else:
-            cache = self.ing.cache.get("ideal")
-            if not isinstance(cache, IdealCache):
-                cache = self.ing.cache["ideal"] = IdealCache()
-            est = cache.estimate(sealed, tails[-1] if tails else np.zeros(0))
+            est = self.cache.ideal.estimate(sealed, tails[-1] if tails else np.zeros(0))
         return (est, "estimated") if est is not None else (None, None)
 
     def _resolve(self, ar: AttemptRows, ideal: float | None) -> None:
@@ -976,6 +980,7 @@ def compute_report(
     window: tuple[float, float] | None = None,
     ideal_step_time: float | None = None,
     typical: Typical = "median",
+    cache: QueryCache | None = None,
 ) -> Report:
     """The partition of the ingested job as of ``now`` (or its last event), optionally windowed.
 
@@ -987,7 +992,7 @@ def compute_report(
         raise ValueError(f"window end {window[1]} is before its start {window[0]}")
     if ideal_step_time is not None and not (ideal_step_time > 0 and math.isfinite(ideal_step_time)):
         raise ValueError(f"ideal step time must be a positive number, got {ideal_step_time}")
-    return _Builder(ing, now, window, ideal_step_time, typical).build()
+    return _Builder(ing, now, window, ideal_step_time, typical, cache=cache).build()
 
 
 def recent_step_times(
@@ -996,6 +1001,7 @@ def recent_step_times(
     *,
     now: float | None = None,
     ideal_step_time: float | None = None,
+    cache: QueryCache | None = None,
 ) -> tuple[F64, float | None]:
     """Time per step of the ``last`` most recent steps (oldest first), and the ideal step time.
 
@@ -1003,7 +1009,7 @@ def recent_step_times(
     of a segment (startup) and a step still open are left out. Costs one report (cheap
     with sealed rows) plus O(``last``).
     """
-    builder = _Builder(ing, now, None, ideal_step_time)
+    builder = _Builder(ing, now, None, ideal_step_time, cache=cache)
     builder.build()
     parts: list[F64] = []
     need = last

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Protocol, runtime_checkable
 
-from badput.events import Event, EventError
+from badput.events import Chunk
 
 __all__ = ["Chunk", "Cursor", "EventStore", "EventWriter", "ReadResult", "WriterKey"]
 
@@ -30,19 +30,6 @@ class WriterKey:
         safe_host = self.host.replace("/", "_") or "host"
         safe_attempt = self.attempt.replace("/", "_") or "0"
         return f"{safe_attempt}/{safe_host}-{rank}-{self.pid}.jsonl"
-
-
-@dataclass(frozen=True)
-class Chunk:
-    """Consecutive complete lines of one stream, decoded.
-
-    ``items[i]`` is line ``first_line + i`` of ``source`` (1-based): an event, or
-    the :class:`EventError` that names why that line was skipped.
-    """
-
-    source: str
-    first_line: int
-    items: list[Event | EventError]
 
 
 @dataclass
