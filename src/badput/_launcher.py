@@ -10,11 +10,19 @@ so a :class:`~badput.recorder.Recorder` inside it writes into the same attempt.
 SIGINT and SIGTERM sent to the launcher are forwarded to the command's process
 group; the job then ends (``cancelled`` for SIGINT, ``preempted`` for SIGTERM)
 without a restart.
+
+Restarts inside the command are attempts too: when torchrun restarts its worker
+group, the workers' recorders write attempt ``"<k>.<n>"`` (``badput._env``), and
+the launcher records the end of attempt ``k`` on the newest of them (the one that
+was running when the command exited). A job whose last run *completed* is not
+continued: ``badput run`` of it again records a new job ``<job>.2`` (``.3``, ...),
+so the time between the two runs is not counted as recovery.
 """
 
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import signal
 import subprocess
@@ -32,7 +40,15 @@ from badput.store import open_store
 if TYPE_CHECKING:
     from badput.store import EventStore
 
-__all__ = ["LaunchResult", "Launcher", "default_job_name", "next_attempt", "run_job"]
+__all__ = [
+    "LaunchResult",
+    "Launcher",
+    "default_job_name",
+    "job_completed",
+    "latest_inner_restart",
+    "next_attempt",
+    "run_job",
+]
 
 #: Status recorded when the launcher receives each forwarded signal.
 SIGNAL_STATUS: dict[int, str] = {
@@ -122,10 +138,14 @@ class Launcher:
         self.kill_timeout = kill_timeout
         # Continue after the attempts already in the store: a second `badput run` of the same
         # job must not write into attempt "0" again (two runs' events would merge).
+        self.on_event = on_event
+        if first_attempt is None and job_completed(self.store, self.job):
+            ended = self.job
+            self.job = _next_free_job(self.store, self.job)
+            self._say(f"job {ended!r} already completed; this run is recorded as job {self.job!r}")
         self.first_attempt = (
             next_attempt(self.store, self.job) if first_attempt is None else first_attempt
         )
-        self.on_event = on_event
         self._proc: subprocess.Popen[bytes] | None = None
         self._signal: int | None = None
 
@@ -161,15 +181,24 @@ class Launcher:
         if self.on_event is not None:
             self.on_event(message)
 
-    def _recorder(self, attempt: int) -> Recorder:
+    def _recorder(self, attempt: int | str) -> Recorder:
         # An integer id, as the command's own recorder writes it (from BADPUT_ATTEMPT).
-        return Recorder(self.job, self.store, attempt=attempt)
+        rec = Recorder(self.job, self.store, attempt=attempt)
+        rec._defer_job_end = False  # the launcher owns the job's end, even when launched itself
+        return rec
+
+    def _end_recorder(self, rec: Recorder, attempt: int) -> Recorder:
+        """The recorder for the end of attempt ``attempt``: on its newest restart inside
+        the command (torchrun's ``"<attempt>.<n>"``), which is what ended."""
+        inner = latest_inner_restart(self.store, self.job, attempt)
+        return rec if inner == 0 else self._recorder(f"{attempt}.{inner}")
 
     def _child_env(self, attempt: str) -> dict[str, str]:
         env = dict(self.base_env)
         env[_env.BADPUT_JOB] = self.job
         env[_env.BADPUT_STORE] = self.store_uri
         env[_env.BADPUT_ATTEMPT] = attempt
+        env[_env.BADPUT_LAUNCHER] = "1"
         return env
 
     def _wait(self, proc: subprocess.Popen[bytes]) -> int:
@@ -208,7 +237,7 @@ class Launcher:
         last = self.first_attempt + self.max_restarts
         for i in range(self.first_attempt, last + 1):
             attempt = str(i)
-            rec = self._recorder(i)
+            rec = first = self._recorder(i)
             try:
                 rec.record_job_start()
                 rec.flush()
@@ -233,6 +262,8 @@ class Launcher:
                 rc = self._wait(proc)
                 self._proc = None
                 codes.append(rc)
+                rec.flush()
+                rec = self._end_recorder(first, i)
                 if self._signal is not None:
                     return self._cancelled(rec, codes, rc)
                 if rc == 0:
@@ -256,6 +287,7 @@ class Launcher:
                 # Flushed and closed before the next start: this attempt's end is on
                 # disk, and no heartbeat of it lands inside the recovery time.
                 rec.close()
+                first.close()
             self._sleep(self.restart_delay)
             if self._signal is not None:  # stopped while waiting to restart
                 rec = self._recorder(i)
@@ -276,20 +308,97 @@ class Launcher:
         return LaunchResult(exit_code, status, codes, signum)
 
 
-def next_attempt(store: str | EventStore, job: str) -> int:
-    """One more than the highest numeric attempt id ``job`` already has in ``store`` (else 0).
-
-    Attempt ids are the first part of stream names (``<attempt>/<host>-<rank>-<pid>.jsonl``).
-    A store that cannot be listed counts as empty: the job's own recorder will still write.
-    """
+def _stream_names(store: str | EventStore, job: str) -> list[str]:
+    """The job's stream names; a store that cannot be listed counts as empty."""
     try:
         opened = open_store(store)
         streams = getattr(opened, "streams", None)
-        names: list[str] = streams(job) if callable(streams) else []
+        return list(streams(job)) if callable(streams) else []
     except (OSError, ValueError):
-        return 0
-    ids = [int(head) for head in (n.split("/", 1)[0] for n in names) if head.isdigit()]
+        return []
+
+
+def _attempt_parts(name: str) -> tuple[int, int] | None:
+    """``(outer, inner)`` of a stream's numeric attempt id ``"7"`` or ``"7.2"``."""
+    outer, _, inner = name.split("/", 1)[0].partition(".")
+    if outer.isdigit() and (not inner or inner.isdigit()):
+        return int(outer), int(inner or 0)
+    return None
+
+
+def next_attempt(store: str | EventStore, job: str) -> int:
+    """One more than the highest numeric attempt id ``job`` already has in ``store`` (else 0).
+
+    Attempt ids are the first part of stream names (``<attempt>/<host>-<rank>-<pid>.jsonl``);
+    a restart inside an attempt (``"7.2"``) counts as its attempt (7).
+    A store that cannot be listed counts as empty: the job's own recorder will still write.
+    """
+    ids = [p[0] for p in map(_attempt_parts, _stream_names(store, job)) if p is not None]
     return max(ids) + 1 if ids else 0
+
+
+def latest_inner_restart(store: str | EventStore, job: str, attempt: int) -> int:
+    """The highest restart ``n`` inside ``attempt`` (streams ``"<attempt>.<n>/..."``), else 0."""
+    inner = [
+        p[1]
+        for p in map(_attempt_parts, _stream_names(store, job))
+        if p is not None and p[0] == attempt
+    ]
+    return max(inner, default=0)
+
+
+_TAIL_BYTES = 64 * 1024
+
+
+def job_completed(store: str | EventStore, job: str) -> bool:
+    """Whether ``job``'s newest attempt ended with ``job_end`` status ``completed``.
+
+    Reads only the tails of that attempt's streams of a directory store (the
+    launcher writes the end last); other stores count as not completed.
+    """
+    names = _stream_names(store, job)
+    parts = [(p, n) for n in names if (p := _attempt_parts(n)) is not None]
+    if not parts:
+        return False
+    newest = max(p[0] for p, _ in parts)
+    try:
+        opened = open_store(store)
+        job_dir = getattr(opened, "job_dir", None)
+        if not callable(job_dir):
+            return False
+        base = job_dir(job)
+        for (outer, _inner), name in parts:
+            if outer == newest and _tail_has_completed_end(os.path.join(base, name)):
+                return True
+    except (OSError, ValueError):
+        return False
+    return False
+
+
+def _tail_has_completed_end(path: str | os.PathLike[str]) -> bool:
+    with open(path, "rb") as f:
+        f.seek(0, os.SEEK_END)
+        size = f.tell()
+        f.seek(max(0, size - _TAIL_BYTES))
+        tail = f.read()
+    for line in reversed(tail.splitlines()):  # the last end is the job's
+        if b'"job_end"' not in line:
+            continue
+        try:
+            event = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(event, dict) and event.get("kind") == "job_end":
+            return event.get("status") == "completed"
+    return False
+
+
+def _next_free_job(store: str | EventStore, job: str) -> str:
+    """``<job>.2``, ``<job>.3``, ...: the first name with no completed run in ``store``."""
+    n = 2
+    while job_completed(store, f"{job}.{n}"):
+        n += 1
+    return f"{job}.{n}"
 
 
 def run_job(

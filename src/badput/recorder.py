@@ -20,11 +20,22 @@ Recording is nearly free and never hurts training:
   and stream: the child (a new pid) records to its own stream, with a writer
   thread started on its first record.
 
-Attempt identity (the ``attempt`` of every event): the ``attempt`` argument, else
-``TORCHELASTIC_RESTART_COUNT``, else ``SLURM_RESTART_COUNT``, else
-``BADPUT_ATTEMPT``, else a fresh id per process start,
+Identity of every event, detected without configuration (``badput._env``):
+rank from ``RANK`` (torchrun), ``OMPI_COMM_WORLD_RANK``, ``PMI_RANK``,
+``SLURM_PROCID`` or an initialised ``torch.distributed``; attempt from the
+``attempt`` argument, else the launchers' restart counters composed
+(``BADPUT_ATTEMPT`` or ``SLURM_RESTART_COUNT`` outside, torchrun's
+``TORCHELASTIC_RESTART_COUNT`` inside: worker-group restart 2 of launcher attempt 1
+is attempt ``"1.2"``), else a fresh id per process start,
 ``<UTC start time YYYYmmddTHHMMSS>-<pid>`` (sorts by start time). Numeric ids
 are written as JSON integers.
+
+Process start: in a process started by a launcher (``badput run``, torchrun,
+Slurm, MPI), the first record also records ``process_init`` from the OS's start
+time of the process to the recorder's construction (interpreter start, imports),
+and the process's first ``record_job_start()`` is dated at the process start.
+Under ``badput run`` the launcher owns the job's end: ``record_job_end()`` only
+flushes (the launcher records ``job_end`` with the exit status).
 
 Disabled recording: ``enabled=False``, ``BADPUT_DISABLE=1`` (wins over
 everything), or ``leader_only=True`` on a rank other than 0 make
@@ -39,7 +50,6 @@ import logging
 import math
 import operator
 import os
-import socket
 import threading
 import time
 import weakref
@@ -52,13 +62,18 @@ import msgspec
 
 from badput._codec import encode_line, encode_lines
 from badput._env import (
-    BADPUT_ATTEMPT,
     BADPUT_DISABLE,
     BADPUT_HEARTBEAT_INTERVAL,
     BADPUT_JOB,
-    RANK,
-    SLURM_RESTART_COUNT,
+    BADPUT_PROCESS_INIT,
+    OMPI_COMM_WORLD_RANK,
+    SLURM_JOB_ID,
     TORCHELASTIC_RESTART_COUNT,
+    detect_attempt,
+    detect_host,
+    detect_rank,
+    process_start_time,
+    under_launcher,
 )
 from badput.events import KINDS, LIFECYCLE_KINDS, STEP_KINDS, Event, Kind, validate
 from badput.store import EventStore, EventWriter, WriterKey, open_store
@@ -73,6 +88,11 @@ DEFAULT_HEARTBEAT_INTERVAL: Final = 10.0
 MIN_FLUSH_INTERVAL: Final = 0.005
 #: How long ``close()`` waits for the writer thread (at exit: never hang the job).
 CLOSE_TIMEOUT: Final = 5.0
+#: A process older than this when its recorder is built did other things first (a
+#: notebook, a server): its age is not recorded as ``process_init``.
+MAX_PROCESS_INIT: Final = 600.0
+# Variables whose presence says a launcher started this process for a job.
+_LAUNCHER_VARIABLES: Final = (TORCHELASTIC_RESTART_COUNT, SLURM_JOB_ID, OMPI_COMM_WORLD_RANK)
 
 # Kinds written promptly (the writer thread is woken at once).
 _PROMPT_KINDS: Final[frozenset[str]] = LIFECYCLE_KINDS | frozenset(
@@ -131,24 +151,27 @@ def _env_flag(name: str) -> bool:
 
 
 def _env_rank() -> int | None:
-    raw = os.environ.get(RANK)
-    if raw is None or not raw.strip():
-        return None
-    try:
-        return int(raw)
-    except ValueError:
-        logger.warning("badput: ignoring %s=%r (not an integer)", RANK, raw)
-        return None
+    return detect_rank()
 
 
 def _resolve_attempt(attempt: str | int | None) -> str | int:
     if attempt is not None:
         return attempt
-    for var in (TORCHELASTIC_RESTART_COUNT, SLURM_RESTART_COUNT, BADPUT_ATTEMPT):
-        raw = os.environ.get(var, "").strip()
-        if raw:
-            return int(raw) if raw.isdigit() else raw
-    return fresh_attempt_id()
+    detected = detect_attempt()
+    return fresh_attempt_id() if detected is None else detected
+
+
+def _launched() -> bool:
+    """True when a launcher started this process for a job (its start is the job's),
+    or ``BADPUT_PROCESS_INIT`` says to treat it so (``1``) or not (``0``)."""
+    forced = os.environ.get(BADPUT_PROCESS_INIT, "").strip().lower()
+    if forced:
+        return forced in _TRUE
+    return under_launcher() or any(os.environ.get(v) for v in _LAUNCHER_VARIABLES)
+
+
+# Jobs whose process_init this process has recorded (once per process and job).
+_process_init_jobs: set[str] = set()
 
 
 def fresh_attempt_id() -> str:
@@ -278,15 +301,32 @@ class Recorder:
         if self._rank is not None:
             self._rank = int(self._rank)
         self._attempt = _resolve_attempt(attempt)
-        self._host = host if host is not None else socket.gethostname()
+        self._host = host if host is not None else detect_host()
         self._heartbeat = _resolve_heartbeat(heartbeat_interval)
         self._flush_interval = max(float(flush_interval), MIN_FLUSH_INTERVAL)
         self._dropped = 0
         self._recorded = 0
         self._warned: set[str] = set()
         self._closed = False
+        # The launcher owns the job's end in the command it runs (its own recorder unsets this).
+        self._defer_job_end = under_launcher()
         self._setup_process()
+        self._process_init = self._process_init_span()
+        # The process start dates this process's first job_start (then cleared).
+        init = self._process_init
+        self._process_start: float | None = None if init is None else init[0]
         _live.add(self)
+
+    def _process_init_span(self) -> tuple[float, float] | None:
+        """(OS start of this process, now) when that span is this job's to record."""
+        if self._job in _process_init_jobs or not _launched():
+            return None
+        now = _time()
+        start = process_start_time()
+        if start is None or not 0.0 <= now - start <= MAX_PROCESS_INIT:
+            return None
+        _process_init_jobs.add(self._job)
+        return start, now
 
     # ------------------------------------------------------------------ state
 
@@ -317,6 +357,7 @@ class Recorder:
     def _after_fork_child(self) -> None:
         self._dropped = 0
         self._recorded = 0
+        self._process_init = self._process_start = None  # the parent's start, not the child's
         self._setup_process()
 
     def _first_append(self, item: _Item) -> None:
@@ -334,6 +375,10 @@ class Recorder:
                 else:
                     self._thread = thread
             self._append = self._buf.append
+        init, self._process_init = self._process_init, None
+        if init is not None:
+            self._buf.append((init[0], "process_init_start", None))
+            self._buf.append((init[1], "process_init_end", None))
         self._buf.append(item)
 
     def _drop_closed(self, item: _Item) -> None:
@@ -421,10 +466,18 @@ class Recorder:
         self._wake.set()
 
     def record_job_start(self, *, ts: float | None = None) -> None:
-        self._append((_time() if ts is None else ts, "job_start", None))
+        if ts is None:
+            # The attempt began when the process did (its process_init is inside it).
+            ts, self._process_start = self._process_start or _time(), None
+        self._append((ts, "job_start", None))
         self._wake.set()
 
     def record_job_end(self, status: str | None = None, *, ts: float | None = None) -> None:
+        """Record the job's end; under ``badput run`` only flush (the launcher records it,
+        with the status of the command's exit, once every process has ended)."""
+        if self._defer_job_end:
+            self._wake.set()
+            return
         fields = None if status is None else {"status": status}
         self._append((_time() if ts is None else ts, "job_end", fields))
         self._wake.set()
