@@ -19,6 +19,7 @@ from typing import Final
 
 __all__ = [
     "BADPUT_ATTEMPT",
+    "BADPUT_ATTEMPT_START",
     "BADPUT_DISABLE",
     "BADPUT_HEARTBEAT_INTERVAL",
     "BADPUT_JOB",
@@ -38,6 +39,7 @@ __all__ = [
     "detect_attempt",
     "detect_host",
     "detect_rank",
+    "launcher_attempt_start",
     "process_start_time",
     "under_launcher",
 ]
@@ -54,6 +56,9 @@ BADPUT_ATTEMPT: Final = "BADPUT_ATTEMPT"
 #: lifecycle (``job_start``, ``attempt_end``, ``job_end``), so the recorders inside
 #: leave ``job_end`` to it.
 BADPUT_LAUNCHER: Final = "BADPUT_LAUNCHER"
+#: Set by ``badput run`` in the command's environment: the Unix time of the attempt's
+#: ``job_start`` (a process of the attempt cannot have started before it).
+BADPUT_ATTEMPT_START: Final = "BADPUT_ATTEMPT_START"
 #: ``0``: never record ``process_init``; ``1``: record it even without a launcher;
 #: unset: record it in processes a launcher started (``badput run``, torchrun, Slurm, MPI).
 BADPUT_PROCESS_INIT: Final = "BADPUT_PROCESS_INIT"
@@ -161,6 +166,15 @@ def under_launcher(env: Mapping[str, str] | None = None) -> bool:
     """True in a command started by ``badput run`` (it records the job's lifecycle)."""
     env = os.environ if env is None else env
     return bool(env.get(BADPUT_LAUNCHER, "").strip())
+
+
+def launcher_attempt_start(env: Mapping[str, str] | None = None) -> float | None:
+    """When ``badput run`` started this attempt (``BADPUT_ATTEMPT_START``), if it did."""
+    env = os.environ if env is None else env
+    try:
+        return float(env.get(BADPUT_ATTEMPT_START, ""))
+    except ValueError:
+        return None
 
 
 def _uptime(proc: str) -> float:

@@ -193,8 +193,9 @@ class Launcher:
         inner = latest_inner_restart(self.store, self.job, attempt)
         return rec if inner == 0 else self._recorder(f"{attempt}.{inner}")
 
-    def _child_env(self, attempt: str) -> dict[str, str]:
+    def _child_env(self, attempt: str, started: float) -> dict[str, str]:
         env = dict(self.base_env)
+        env[_env.BADPUT_ATTEMPT_START] = repr(started)
         env[_env.BADPUT_JOB] = self.job
         env[_env.BADPUT_STORE] = self.store_uri
         env[_env.BADPUT_ATTEMPT] = attempt
@@ -239,7 +240,8 @@ class Launcher:
             attempt = str(i)
             rec = first = self._recorder(i)
             try:
-                rec.record_job_start()
+                started = time.time()
+                rec.record_job_start(ts=started)
                 rec.flush()
                 if self._signal is not None:
                     return self._cancelled(rec, codes, None)
@@ -247,7 +249,7 @@ class Launcher:
                 try:
                     proc = subprocess.Popen(
                         self.command,
-                        env=self._child_env(attempt),
+                        env=self._child_env(attempt, started),
                         cwd=self.cwd,
                         start_new_session=True,  # own process group: signals reach all of it
                     )

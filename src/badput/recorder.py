@@ -72,6 +72,7 @@ from badput._env import (
     detect_attempt,
     detect_host,
     detect_rank,
+    launcher_attempt_start,
     process_start_time,
     under_launcher,
 )
@@ -325,6 +326,8 @@ class Recorder:
         start = process_start_time()
         if start is None or not 0.0 <= now - start <= MAX_PROCESS_INIT:
             return None
+        # The OS's start is known to a clock tick; never before the launcher's attempt began.
+        start = max(start, launcher_attempt_start() or start)
         _process_init_jobs.add(self._job)
         return start, now
 
@@ -377,8 +380,12 @@ class Recorder:
             self._append = self._buf.append
         init, self._process_init = self._process_init, None
         if init is not None:
+            if item[1] == "job_start":  # dated at the process start: it comes first
+                self._buf.append(item)
             self._buf.append((init[0], "process_init_start", None))
             self._buf.append((init[1], "process_init_end", None))
+            if item[1] == "job_start":
+                return
         self._buf.append(item)
 
     def _drop_closed(self, item: _Item) -> None:
