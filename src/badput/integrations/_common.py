@@ -58,6 +58,9 @@ class RecorderSession:
             if rank is not None:
                 kwargs.setdefault("rank", rank)
             self._rec = Recorder(self._job, self._store, **kwargs)
+            # At once: the job_start (dated at the process start when launched) and the
+            # process_init come before any span the integration records after the fact.
+            self.job_start()
         return self._rec
 
     @property
