@@ -7,7 +7,6 @@ from pathlib import Path
 import pytest
 from _harness import assert_agrees, assert_clean, badput_run, report, script, truth_sum
 
-
 pytestmark = pytest.mark.slow
 
 
