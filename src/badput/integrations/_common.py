@@ -12,13 +12,16 @@ from __future__ import annotations
 import logging
 import os
 import time
-from typing import Any
+from collections.abc import Iterable, Iterator
+from typing import Any, TypeVar
 
 from badput._env import under_launcher
 from badput.recorder import Recorder
 from badput.store import EventStore
 
-__all__ = ["RecorderSession"]
+__all__ = ["RecorderSession", "timed_batches"]
+
+T = TypeVar("T")
 
 logger = logging.getLogger("badput")
 
@@ -104,3 +107,26 @@ class RecorderSession:
             self.rec.record(start, ts=mark, **f)
             self.rec.record(end, ts=now, **f)
         return self.touch(now)
+
+
+def timed_batches(batches: Iterable[T], rec: Recorder, *, blocking: bool = True) -> Iterator[T]:
+    """Yield from ``batches``, recording each fetch (``next``) as ``data_loading``.
+
+    ``blocking=False`` for a loader whose fetches overlap the step (a background
+    prefetcher): they are then reported as overlapped time, outside the partition.
+    """
+    it = iter(batches)
+    start = rec.record_data_loading_start
+    end = rec.record_data_loading_end
+    while True:
+        start(blocking)
+        try:
+            batch = next(it)
+        except StopIteration:
+            end(blocking)
+            return
+        except BaseException:
+            end(blocking)
+            raise
+        end(blocking)
+        yield batch

@@ -22,6 +22,7 @@ from concurrent.futures import Future
 from typing import Any, Generic, TypeVar
 
 from badput._optional import import_optional
+from badput.integrations._common import timed_batches
 from badput.recorder import Recorder
 
 torch = import_optional("torch", "torch")
@@ -29,29 +30,6 @@ torch = import_optional("torch", "torch")
 __all__ = ["TimedDataLoader", "dcp_async_save", "dcp_load", "dcp_save", "timed_batches"]
 
 T = TypeVar("T")
-
-
-def timed_batches(batches: Iterable[T], rec: Recorder, *, blocking: bool = True) -> Iterator[T]:
-    """Yield from ``batches``, recording each fetch (``next``) as ``data_loading``.
-
-    ``blocking=False`` for a loader whose fetches overlap the step (a background
-    prefetcher): they are then reported as overlapped time, outside the partition.
-    """
-    it = iter(batches)
-    start = rec.record_data_loading_start
-    end = rec.record_data_loading_end
-    while True:
-        start(blocking)
-        try:
-            batch = next(it)
-        except StopIteration:
-            end(blocking)
-            return
-        except BaseException:
-            end(blocking)
-            raise
-        end(blocking)
-        yield batch
 
 
 class TimedDataLoader(Generic[T]):
