@@ -183,7 +183,9 @@ class Launcher:
 
     def _recorder(self, attempt: int | str) -> Recorder:
         # An integer id, as the command's own recorder writes it (from BADPUT_ATTEMPT).
-        rec = Recorder(self.job, self.store, attempt=attempt)
+        # No heartbeats: once the command restarts inside (torchrun), attempt `attempt` is
+        # over while the launcher still waits; the command's own recorders beat for it.
+        rec = Recorder(self.job, self.store, attempt=attempt, heartbeat_interval=0)
         rec._defer_job_end = False  # the launcher owns the job's end, even when launched itself
         return rec
 
