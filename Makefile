@@ -4,7 +4,7 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test lint typecheck bench clean
+.PHONY: demo test lint typecheck bench clean browser screenshots
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -24,6 +24,16 @@ lint: $(STAMP)
 
 typecheck: $(STAMP)
 	$(BIN)/mypy
+
+# Debian's headless Chromium and its driver for the HTML view tests (they install it
+# themselves when missing; this target does it ahead of time).
+browser:
+	test -x /usr/bin/chromium -a -x /usr/bin/chromedriver || \
+	  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver)
+
+# The screenshots of docs/views.md and the README, made by the browser tests.
+screenshots: $(STAMP) browser
+	BADPUT_SCREENSHOTS=docs/images $(BIN)/python -m pytest -q tests/test_views_browser.py
 
 bench: $(STAMP)
 	$(BIN)/python bench/bench_record.py

@@ -17,6 +17,8 @@ import time
 from collections.abc import Mapping
 from typing import Final
 
+from badput.events import attempt_id
+
 __all__ = [
     "BADPUT_ATTEMPT",
     "BADPUT_ATTEMPT_START",
@@ -126,7 +128,7 @@ def detect_host() -> str:
     return socket.gethostname()
 
 
-def compose_attempt(outer: str | int | None, inner: int | None) -> str | int | None:
+def compose_attempt(outer: str | int | None, inner: str | int | None) -> str | int | None:
     """One attempt id from an outer restart counter and torchrun's inner one.
 
     The first worker group of an outer attempt *is* that attempt (``inner`` 0 keeps
@@ -138,10 +140,6 @@ def compose_attempt(outer: str | int | None, inner: int | None) -> str | int | N
     if not inner:
         return outer
     return f"{outer}.{inner}"
-
-
-def _id(raw: str) -> str | int:
-    return int(raw) if raw.isdigit() else raw
 
 
 def detect_attempt(env: Mapping[str, str] | None = None) -> str | int | None:
@@ -156,10 +154,10 @@ def detect_attempt(env: Mapping[str, str] | None = None) -> str | int | None:
     for name in (BADPUT_ATTEMPT, SLURM_RESTART_COUNT):
         raw = env.get(name, "").strip()
         if raw:
-            outer = _id(raw)
+            outer = attempt_id(raw)
             break
-    inner = _int_var(env, TORCHELASTIC_RESTART_COUNT)
-    return compose_attempt(outer, inner)
+    raw_inner = env.get(TORCHELASTIC_RESTART_COUNT, "").strip()
+    return compose_attempt(outer, attempt_id(raw_inner) if raw_inner else None)
 
 
 def under_launcher(env: Mapping[str, str] | None = None) -> bool:

@@ -325,7 +325,7 @@ def _stream_names(store: str | EventStore, job: str) -> list[str]:
 def _attempt_parts(name: str) -> tuple[int, int] | None:
     """``(outer, inner)`` of a stream's numeric attempt id ``"7"`` or ``"7.2"``."""
     outer, _, inner = name.split("/", 1)[0].partition(".")
-    if outer.isdigit() and (not inner or inner.isdigit()):
+    if outer.isascii() and outer.isdigit() and (not inner or (inner.isascii() and inner.isdigit())):
         return int(outer), int(inner or 0)
     return None
 

@@ -16,12 +16,16 @@ __all__ = [
     "INTERVAL_KINDS",
     "KINDS",
     "LIFECYCLE_KINDS",
+    "MAX_INT",
+    "MAX_TS",
+    "MIN_TS",
     "NAMED_KINDS",
     "SCHEMA_VERSION",
     "STEP_KINDS",
     "Event",
     "EventError",
     "Kind",
+    "attempt_id",
     "bucket_of",
     "interval_base",
     "validate",
@@ -108,9 +112,19 @@ NAMED_KINDS: Final = frozenset(
 )
 
 
+#: Integers of an event lie within +-MAX_INT: the range every JSON reader holds exactly
+#: (I-JSON, RFC 7493); a larger step or rank is a corrupt line, not a number to carry.
+MAX_INT: Final = 2**53 - 1
+#: Timestamps lie in the years 1 to 9999 UTC (what a calendar date can name); any
+#: other ``ts`` (``1e300``, ``-1e300``) is a corrupt line.
+MIN_TS: Final = -62_135_596_800.0  # 0001-01-01T00:00:00Z
+MAX_TS: Final = 253_402_300_799.0  # 9999-12-31T23:59:59Z
+
 # Checked by msgspec while decoding (in C), and again by validate() for built events.
 NonEmptyStr = Annotated[str, msgspec.Meta(min_length=1)]
-SchemaVersion = Annotated[int, msgspec.Meta(ge=1)]
+SchemaVersion = Annotated[int, msgspec.Meta(ge=1, le=MAX_INT)]
+Timestamp = Annotated[float, msgspec.Meta(ge=MIN_TS, le=MAX_TS)]
+Int = Annotated[int, msgspec.Meta(ge=-MAX_INT, le=MAX_INT)]
 
 
 class Event(msgspec.Struct, kw_only=True, omit_defaults=True, gc=False):
@@ -120,21 +134,21 @@ class Event(msgspec.Struct, kw_only=True, omit_defaults=True, gc=False):
     are ``None`` (and are left out when encoded).
     """
 
-    ts: float
+    ts: Timestamp
     kind: NonEmptyStr
     job: NonEmptyStr
-    attempt: str | int | None = None
+    attempt: str | Int | None = None
     host: str | None = None
-    rank: int | None = None
-    pid: int | None = None
-    step: int | None = None
+    rank: Int | None = None
+    pid: Int | None = None
+    step: Int | None = None
     name: str | None = None
     blocking: bool | None = None
     status: str | None = None
-    exit_code: int | None = None
-    active: int | None = None
-    total: int | None = None
-    available: int | None = None
+    exit_code: Int | None = None
+    active: Int | None = None
+    total: Int | None = None
+    available: Int | None = None
     v: SchemaVersion = SCHEMA_VERSION
 
 
@@ -157,6 +171,8 @@ def validate(event: Event) -> str | None:
     """
     if not math.isfinite(event.ts):
         return f"ts must be a finite number, got {event.ts!r}"
+    if not MIN_TS <= event.ts <= MAX_TS:
+        return f"ts {event.ts!r} is outside the years 1 to 9999"
     if not event.job:
         return "job must be a non-empty string"
     if not event.kind:
@@ -170,9 +186,35 @@ def validate(event: Event) -> str | None:
         event.active is None or event.total is None or event.available is None
     ):
         return "elastic_slices requires 'active', 'total' and 'available'"
-    if event.v < 1:
+    if not 1 <= event.v <= MAX_INT:
         return f"schema version v must be >= 1, got {event.v}"
+    for field in _INT_FIELDS:
+        value = getattr(event, field)
+        if type(value) is int and not -MAX_INT <= value <= MAX_INT:
+            return f"{field} {_short_int(value)} is outside +-(2**53 - 1)"
     return None
+
+
+_INT_FIELDS: Final = ("attempt", "rank", "pid", "step", "exit_code", "active", "total", "available")
+
+
+def _short_int(value: int) -> str:
+    """An integer for a message: digits up to 30, else its sign and magnitude."""
+    if -(10**30) < value < 10**30:
+        return str(value)
+    return f"{'-' if value < 0 else ''}~2**{abs(value).bit_length() - 1}"
+
+
+def attempt_id(raw: str) -> str | int:
+    """The attempt id an environment variable spells: an integer for plain digits.
+
+    Only ASCII digits within :data:`MAX_INT` become an ``int``; anything else
+    (``"01x"``, ``"²"``, a 5,000-digit number) stays the string it is, so that an
+    odd value never stops a recorder. Paths made from it are sanitised by the store.
+    """
+    if raw.isascii() and raw.isdigit() and len(raw) <= 15:
+        return int(raw)
+    return raw
 
 
 def interval_base(kind: str) -> tuple[str, bool] | None:

@@ -3,6 +3,7 @@ with the real ml-goodput-measurement 0.2.3) through badput's compatibility layer
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import inspect
 import json
@@ -11,6 +12,10 @@ from pathlib import Path
 from typing import Any
 
 from badput.compat.ml_goodput_measurement import goodput, goodput_elastic
+from badput.compat.ml_goodput_measurement.checkpoint_badput_calculator import (
+    CheckpointBadputCalculator,
+    CheckpointLoggerOptions,
+)
 from badput.store import MemoryStore
 
 GOLDEN_DIR = Path(__file__).parent / "golden"
@@ -136,6 +141,31 @@ class Replay:
                     _when(g.epoch, query["start"]), _when(g.epoch, query["end"])
                 )
             )
+        if method == "get_job_goodput_with_exclusions":
+            gp, breakdown, last, excluded = calc.get_job_goodput_with_exclusions(
+                [(_when(g.epoch, a), _when(g.epoch, b)) for a, b in query["exclusions"]],
+                include_badput_breakdown=query.get("include_badput_breakdown", False),
+            )
+            return {
+                "goodput": gp,
+                "badput": names(breakdown),
+                "last_step": last,
+                "excluded": excluded,
+            }
+        if method == "checkpoint_statistics":
+            # From badput's store, where the Orbax entries went as checkpoint events.
+            stats = CheckpointBadputCalculator(
+                CheckpointLoggerOptions(job_name=g.data["job_name"]), store=self.store
+            )
+            if query["operation"] == "save":
+                result = stats.calculate_save_operation_checkpoint_manager_blocking_time(
+                    query["operation_type"]
+                )
+            else:
+                result = stats.calculate_restore_operation_checkpoint_manager_blocking_time(
+                    query["operation_type"]
+                )
+            return dataclasses.asdict(result)
         raise AssertionError(f"unknown golden query {method}")
 
 

@@ -5,13 +5,25 @@ from __future__ import annotations
 from badput.engine._accountant import Accountant
 from badput.engine._model import AttemptSummary, Diagnostic, Report, StepCounts
 from badput.engine._steptime import StepTimeStats, step_time_stats
+from badput.engine._timeline import (
+    STEP_BUCKETS,
+    IntervalSpan,
+    Lane,
+    StepSpans,
+    Timeline,
+)
 
 __all__ = [
+    "STEP_BUCKETS",
     "Accountant",
     "AttemptSummary",
     "Diagnostic",
+    "IntervalSpan",
+    "Lane",
     "Report",
     "StepCounts",
+    "StepSpans",
     "StepTimeStats",
+    "Timeline",
     "step_time_stats",
 ]

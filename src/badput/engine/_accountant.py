@@ -8,6 +8,7 @@ from badput.engine._ingest import Ingestor
 from badput.engine._model import Report
 from badput.engine._partition import Typical, compute_report, recent_step_times
 from badput.engine._steptime import DEFAULT_SLOWDOWN_FACTOR, StepTimeStats, step_time_stats
+from badput.engine._timeline import Timeline, build_timeline
 from badput.events import Event, EventError
 from badput.store._base import Chunk
 
@@ -115,3 +116,11 @@ class Accountant:
         ideal = ideal_step_time if ideal_step_time is not None else self.ideal_step_time
         times, ideal_used = recent_step_times(self._ing, last, now=now, ideal_step_time=ideal)
         return step_time_stats(times, ideal_used, slowdown_factor=slowdown_factor)
+
+    def timeline(self, report: Report | None = None) -> Timeline:
+        """Every step span and recorded interval, per attempt and rank, for drawing.
+
+        ``report`` (default: :meth:`report` of the whole job) gives the attempts and the
+        ideal step time the spans are coloured with; see :mod:`badput.engine._timeline`.
+        """
+        return build_timeline(self._ing, report if report is not None else self.report())

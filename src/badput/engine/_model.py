@@ -86,3 +86,37 @@ class Report:
         out = asdict(self)
         out["window"] = list(self.window) if self.window is not None else None
         return out
+
+    def to_pandas(self) -> dict[str, Any]:
+        """``{"buckets": DataFrame, "attempts": DataFrame}`` (needs ``badput[pandas]``).
+
+        ``buckets``: bucket, seconds, fraction (largest first); ``attempts``: the
+        fields of :class:`AttemptSummary`, one row per attempt. Step rows are in
+        :meth:`Timeline.to_pandas`.
+        """
+        from badput._optional import import_optional  # noqa: PLC0415
+
+        pd = import_optional("pandas", "pandas")
+        total = self.total_seconds
+        buckets = pd.DataFrame(
+            [
+                (name, seconds, seconds / total if total > 0 else 0.0)
+                for name, seconds in sorted(self.buckets.items(), key=lambda kv: -kv[1])
+            ],
+            columns=["bucket", "seconds", "fraction"],
+        )
+        attempts = pd.DataFrame(
+            [asdict(a) for a in self.attempts],
+            columns=[
+                "id",
+                "start",
+                "end",
+                "end_reason",
+                "restore_step",
+                "first_step",
+                "last_step",
+                "status",
+                "exit_code",
+            ],
+        )
+        return {"buckets": buckets, "attempts": attempts}

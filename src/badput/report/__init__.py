@@ -13,9 +13,16 @@ from badput.report._format import format_duration, format_percent, format_ts
 from badput.report._json import to_json
 
 if TYPE_CHECKING:
-    from badput.engine import Report
+    from badput.engine import Accountant, Report
 
-__all__ = ["format_duration", "format_percent", "format_ts", "render_table", "to_json"]
+__all__ = [
+    "format_duration",
+    "format_percent",
+    "format_ts",
+    "html_report",
+    "render_table",
+    "to_json",
+]
 
 
 def render_table(report: Report, console: Any = None) -> None:
@@ -27,3 +34,11 @@ def render_table(report: Report, console: Any = None) -> None:
     from badput.report._table import render_table as _render  # noqa: PLC0415 (rich is lazy)
 
     _render(report, console)
+
+
+def html_report(accountant: Accountant, report: Report | None = None) -> str:
+    """The self-contained HTML page of the job ``accountant`` ingested (``badput report
+    --html``); ``report`` defaults to the whole job. See :mod:`badput.report._html`."""
+    from badput.report._html import html_report as _html  # noqa: PLC0415 (numpy is lazy)
+
+    return _html(accountant, report)

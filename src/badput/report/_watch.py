@@ -12,12 +12,23 @@ import time
 from typing import TYPE_CHECKING, Any, Final
 
 from rich import box
-from rich.console import Console, Group, RenderableType
+from rich.console import Console, ConsoleOptions, Group, RenderableType, RenderResult
+from rich.segment import Segment
 from rich.table import Table
 from rich.text import Text
 
-from badput.report._format import format_duration, format_percent, format_ts
-from badput.report._table import PRODUCTIVE, _bar, bucket_description, ordered_buckets
+from badput.report._format import format_duration, format_percent, format_ts, inert
+from badput.report._table import (
+    BAR_WIDTH,
+    MAX_BUCKET_ROWS,
+    PRODUCTIVE,
+    WIDE,
+    _bar,
+    bucket_description,
+    fold_buckets,
+    log_text,
+    ordered_buckets,
+)
 
 if TYPE_CHECKING:
     from badput.monitor import Snapshot
@@ -104,7 +115,7 @@ def status_line(
     """One line: time, goodput, observed, windows, last step (and rate), last event age."""
     now = snapshot.time if now is None else now
     rep = snapshot.report
-    head = f"{format_ts(snapshot.time, millis=False)} {snapshot.job}"
+    head = f"{format_ts(snapshot.time, millis=False)} {inert(snapshot.job)}"
     age = _age(snapshot, now)
     if age is None:
         return f"{head}: no events yet"
@@ -140,7 +151,7 @@ def _state(snapshot: Snapshot, now: float) -> Text:
         return Text("waiting for the first event", style="yellow")
     if _finished(snapshot):
         status = rep.attempts[-1].status if rep.attempts else None
-        return Text(f"finished ({status})" if status else "finished", style="green")
+        return log_text(f"finished ({status})" if status else "finished", "green")
     if is_stalled(snapshot, now):
         limit = format_duration(stall_threshold(snapshot))
         return Text(f"STALLED? no event for {format_duration(age)} (> {limit})", style="bold red")
@@ -150,7 +161,7 @@ def _state(snapshot: Snapshot, now: float) -> Text:
 def _summary(snapshot: Snapshot, previous: Snapshot | None, now: float) -> Table:
     rep = snapshot.report
     grid = _grid()
-    grid.add_row("job", Text(snapshot.job, style="bold cyan"))
+    grid.add_row("job", log_text(snapshot.job, "bold cyan"))
     grid.add_row("state", _state(snapshot, now))
     age = _age(snapshot, now)
     if age is not None:
@@ -218,27 +229,84 @@ def _steps(snapshot: Snapshot, previous: Snapshot | None) -> Table:
     return grid
 
 
-def _buckets(snapshot: Snapshot) -> Table | Text:
+#: Screens with fewer rows than this get the compact layout (no blank lines, fewer buckets).
+TALL = 36
+
+
+class _WatchView:
+    """The watch view laid out for the screen it is drawn on: the bucket table only from
+    WIDE columns on has descriptions, and on a short screen (an 80x24 terminal) the
+    buckets that do not fit are folded into one row rather than cut off by the screen."""
+
+    def __init__(self, top: list[RenderableType], snapshot: Snapshot, footer: Text) -> None:
+        self.top = top
+        self.snapshot = snapshot
+        self.footer = footer
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        height = options.height or options.size.height
+        compact = height < TALL
+        top = [p for p in self.top if not (compact and isinstance(p, Text) and not p.plain)]
+        lines = console.render_lines(Group(*top), options.update(height=None), pad=False)
+        for line in lines:
+            yield from line
+            yield Segment.line()
+        # the table's title, header and rule, and the footer line
+        room = height - len(lines) - 4 - (0 if compact else 2)
+        yield _buckets(
+            self.snapshot,
+            wide=options.max_width >= WIDE,
+            max_rows=max(2, min(MAX_BUCKET_ROWS, room)),
+            edges=not compact,
+        )
+        yield self.footer
+
+
+def _buckets(
+    snapshot: Snapshot, wide: bool = True, max_rows: int = MAX_BUCKET_ROWS, edges: bool = True
+) -> Table | Text:
     rep = snapshot.report
     total = rep.total_seconds
     if total <= 0 or not rep.buckets:
         return Text("no time to account for yet", style="yellow")
-    table = Table(box=box.SIMPLE_HEAD, title="Where the time went", title_justify="left")
-    table.add_column("bucket", no_wrap=True)
-    table.add_column("time", justify="right", no_wrap=True)
-    table.add_column("%", justify="right", no_wrap=True)
-    table.add_column("", no_wrap=True)
-    table.add_column("what it is", style="dim", no_wrap=True, overflow="ellipsis")
-    for name, seconds in ordered_buckets(rep.buckets):
+    rows: list[tuple[str, str, str, float]] = []
+    shown, n_folded, folded = fold_buckets(ordered_buckets(rep.buckets), max_rows)
+    for name, seconds in shown:
         fraction = seconds / total
+        rows.append((inert(name), format_duration(seconds), format_percent(fraction), fraction))
+    table = Table(
+        box=box.SIMPLE_HEAD, title="Where the time went", title_justify="left", show_edge=edges
+    )
+    widest = max(len("bucket"), *(len(r[0]) for r in rows))
+    # a long custom bucket name folds onto more lines; figures never do
+    table.add_column("bucket", overflow="fold", min_width=min(widest, 24))
+    for i, col in ((1, "time"), (2, "%")):
+        widest = max(len(col), *(len(str(r[i])) for r in rows))
+        table.add_column(col, justify="right", no_wrap=True, min_width=widest)
+    table.add_column("", no_wrap=True, min_width=BAR_WIDTH)
+    if wide:
+        table.add_column("what it is", style="dim", no_wrap=True, overflow="ellipsis")
+    for name, duration, percent, fraction in rows:
         productive = name == PRODUCTIVE
-        table.add_row(
-            Text(name, style="bold green" if productive else ""),
-            format_duration(seconds),
-            format_percent(fraction),
+        cells: list[str | Text] = [
+            Text(name, style="bold green" if productive else ""),  # inert above
+            duration,
+            percent,
             Text(_bar(fraction), style="green" if productive else "red"),
-            bucket_description(name),
-        )
+        ]
+        if wide:
+            cells.append(log_text(bucket_description(name)))
+        table.add_row(*cells)
+    if n_folded:
+        cells = [
+            Text(f"({n_folded:,} more)", style="italic"),
+            format_duration(folded),
+            format_percent(folded / total),
+            Text(_bar(folded / total), style="red"),
+        ]
+        if wide:
+            cells.append(f"the {n_folded:,} smallest buckets, folded")
+        table.add_row(*cells)
     return table
 
 
@@ -253,8 +321,10 @@ def _attempts(snapshot: Snapshot) -> Table:
     restarts = f"{snapshot.disruptions} restart" + ("" if snapshot.disruptions == 1 else "s")
     grid.add_row(
         "attempts",
-        f"{n} ({restarts})   current: {cur.id}, up {format_duration(cur.end - cur.start)}"
-        + (f", restored step {cur.restore_step}" if cur.restore_step is not None else ""),
+        log_text(
+            f"{n} ({restarts})   current: {cur.id}, up {format_duration(cur.end - cur.start)}"
+            + (f", restored step {cur.restore_step}" if cur.restore_step is not None else "")
+        ),
     )
     if rep.diagnostics:
         grid.add_row(
@@ -273,16 +343,16 @@ def render_watch(
     ``now`` (default: the snapshot's time) gives the age of the last event.
     """
     now = snapshot.time if now is None else now
-    return Group(
+    top: list[RenderableType] = [
         _summary(snapshot, previous, now),
         Text(""),
         _steps(snapshot, previous),
         _attempts(snapshot),
-        _buckets(snapshot),
-        Text(
-            f"refreshed {format_ts(snapshot.time, millis=False)} · Ctrl-C to quit",
-            style="dim",
-        ),
+    ]
+    return _WatchView(
+        top,
+        snapshot,
+        Text(f"refreshed {format_ts(snapshot.time, millis=False)} · Ctrl-C to quit", style="dim"),
     )
 
 
@@ -325,9 +395,9 @@ def run_watch(
                 try:
                     snap = monitor.run_once()
                 except Exception as exc:
-                    con.print(f"badput watch: reading the job failed: {exc!r}")
+                    con.print(log_text(f"badput watch: reading the job failed: {exc!r}"))
                 else:
-                    con.print(status_line(snap, previous, now=time.time()), soft_wrap=True)
+                    con.print(Text(status_line(snap, previous, now=time.time())), soft_wrap=True)
                     con.file.flush()
                     previous = snap
                 cycles += 1
@@ -344,7 +414,7 @@ def _frame(monitor: Any, previous: Snapshot | None) -> tuple[RenderableType, Sna
     try:
         snap = monitor.run_once()
     except Exception as exc:
-        error = Text(f"reading the job failed: {exc!r} (retrying)", style="bold red")
+        error = log_text(f"reading the job failed: {exc!r} (retrying)", "bold red")
         if previous is None:
             return error, None
         return Group(render_watch(previous, None, now=time.time()), error), previous

@@ -12,13 +12,22 @@ of their path relative to the job directory (the stream name).
 from __future__ import annotations
 
 import os
+import stat
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Final
+from typing import BinaryIO, Final
 
 from badput._codec import decode_lines
-from badput.store._base import Chunk, Cursor, EventWriter, ReadResult, WriterKey
-from badput.store._lines import parse_stream
+from badput.store._base import (
+    Chunk,
+    Cursor,
+    EventWriter,
+    ReadResult,
+    Unread,
+    WriterKey,
+    safe_name,
+)
+from badput.store._lines import BOM, parse_stream, torn_tail, written_length
 
 __all__ = ["JsonlStore", "JsonlWriter", "SingleFileStore", "first_job_below", "safe_job_dir"]
 
@@ -27,13 +36,43 @@ READ_BLOCK: Final = 8 * 1024 * 1024
 
 
 def safe_job_dir(job: str) -> str:
-    """The directory name of ``job``: path separators and ``.``/``..`` made harmless."""
-    name = job.replace("/", "_").replace("\\", "_")
-    if os.altsep:
-        name = name.replace(os.altsep, "_")
-    if name in ("", ".", ".."):
-        name = name.replace(".", "_") or "_"
-    return name
+    """The directory name of ``job``: separators, ``.``/``..``, controls, length made harmless."""
+    return safe_name(job)
+
+
+_KINDS_OF_FILE: Final = (
+    (stat.S_ISFIFO, "a FIFO"),
+    (stat.S_ISSOCK, "a socket"),
+    (stat.S_ISCHR, "a character device"),
+    (stat.S_ISBLK, "a block device"),
+    (stat.S_ISDIR, "a directory"),
+)
+
+
+def _what_is(mode: int) -> str:
+    for test, name in _KINDS_OF_FILE:
+        if test(mode):
+            return name
+    return "something else"
+
+
+def open_regular(path: Path) -> BinaryIO | None:
+    """Open ``path`` for reading if it is a regular file (following symlinks), else ``None``.
+
+    A FIFO, socket or device named ``*.jsonl`` would block the reader or never
+    end: it is opened non-blocking, checked, and closed again. Raises
+    ``OSError`` when it cannot be opened (``FileNotFoundError`` when it is gone).
+    """
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            os.close(fd)
+            return None
+        os.set_blocking(fd, True)
+        return os.fdopen(fd, "rb")
+    except BaseException:
+        os.close(fd)
+        raise
 
 
 class JsonlWriter:
@@ -76,12 +115,12 @@ class JsonlWriter:
         self._file.close()
 
 
-def _read_file(path: Path, offset: int, limit: int | None) -> Iterator[bytes]:
-    """Blocks from ``offset``; past ``limit`` bytes, only up to the end of the current line."""
-    try:
-        f = open(path, "rb")  # noqa: SIM115 (closed below; generator)
-    except FileNotFoundError:
-        return
+def _read_file(f: BinaryIO, offset: int, limit: int | None) -> Iterator[bytes]:
+    """Blocks from ``offset``; past ``limit`` bytes, only up to the end of the current line.
+
+    Stops after a block that is all NUL bytes: the rest of a pre-extended file is
+    not written yet (:func:`~badput.store._lines.written_length`).
+    """
     with f:
         f.seek(offset)
         read = 0
@@ -90,6 +129,9 @@ def _read_file(path: Path, offset: int, limit: int | None) -> Iterator[bytes]:
             if not block:
                 return
             read += len(block)
+            if block[-1] == 0 and written_length(block) == 0:
+                yield block
+                return
             if limit is not None and read >= limit:
                 # Finish the line in progress so the budget never splits a read into nothing.
                 yield block + f.readline()
@@ -97,26 +139,47 @@ def _read_file(path: Path, offset: int, limit: int | None) -> Iterator[bytes]:
             yield block
 
 
-def _read_path(
-    path: Path, stream: str, cursor: Cursor, out: Cursor, chunks: list[Chunk], *, limit: int | None
+def _read_path(  # noqa: PLR0917 (one call site per store kind)
+    path: Path,
+    stream: str,
+    cursor: Cursor,
+    out: Cursor,
+    chunks: list[Chunk],
+    unread: list[Unread],
+    *,
+    limit: int | None,
 ) -> int:
     """Append the new chunks of the file ``path`` (stream ``stream``); advance ``out``.
 
-    Returns the bytes consumed.
+    Returns the bytes consumed. A file that is not a regular file, and an
+    unterminated last line, are added to ``unread``.
     """
     source = str(path)
     offset, lines = cursor.offsets.get(stream, (0, 0))
     try:
-        size = path.stat().st_size
+        st = path.stat()
     except OSError:
         return 0
-    if size <= offset:
+    if not stat.S_ISREG(st.st_mode):
+        unread.append(Unread("not_a_file", source, detail=_what_is(st.st_mode)))
         return 0
-    new_chunks, n_bytes, n_lines = parse_stream(_read_file(path, offset, limit), source, lines)
-    chunks.extend(new_chunks)
-    if n_bytes:
-        out.offsets[stream] = (offset + n_bytes, lines + n_lines)
-    return n_bytes
+    if st.st_size <= offset:
+        return 0
+    try:
+        f = open_regular(path)
+    except OSError:
+        return 0
+    if f is None:  # replaced between the stat and the open
+        unread.append(Unread("not_a_file", source, detail="something else"))
+        return 0
+    parsed = parse_stream(_read_file(f, offset, limit), source, lines, at_start=offset == 0)
+    chunks.extend(parsed.chunks)
+    if parsed.n_bytes:
+        out.offsets[stream] = (offset + parsed.n_bytes, lines + parsed.n_lines)
+    torn = torn_tail(parsed.tail, source, lines + parsed.n_lines + 1)
+    if torn is not None:
+        unread.append(torn)
+    return parsed.n_bytes
 
 
 def _has_jsonl(directory: Path) -> bool:
@@ -135,11 +198,17 @@ class JsonlStore:
     Error items name the file by its full path.
     """
 
-    def __init__(self, root: str | os.PathLike[str]) -> None:
+    def __init__(
+        self, root: str | os.PathLike[str], job_dirs: dict[str, str] | None = None
+    ) -> None:
         self.root = Path(root)
+        # Jobs kept in a directory not named after them (a renamed or copied job
+        # directory): job -> directory name below root.
+        self.job_dirs = dict(job_dirs or {})
 
     def __repr__(self) -> str:
-        return f"JsonlStore({str(self.root)!r})"
+        extra = f", job_dirs={self.job_dirs!r}" if self.job_dirs else ""
+        return f"JsonlStore({str(self.root)!r}{extra})"
 
     @property
     def uri(self) -> str:
@@ -147,7 +216,7 @@ class JsonlStore:
 
     def job_dir(self, job: str) -> Path:
         """The directory holding ``job``'s streams."""
-        return self.root / safe_job_dir(job)
+        return self.root / self.job_dirs.get(job, safe_job_dir(job))
 
     def open_writer(self, job: str, key: WriterKey) -> EventWriter:
         return JsonlWriter(self.job_dir(job) / key.stream_name())
@@ -179,16 +248,17 @@ class JsonlStore:
         cursor = cursor or Cursor()
         out = Cursor(dict(cursor.offsets))
         chunks: list[Chunk] = []
+        unread: list[Unread] = []
         base = self.job_dir(job)
         budget = max_bytes
         for stream in self.streams(job):
             if budget is not None and budget <= 0:
                 break
             path = base / stream
-            used = _read_path(path, stream, cursor, out, chunks, limit=budget)
+            used = _read_path(path, stream, cursor, out, chunks, unread, limit=budget)
             if budget is not None:
                 budget -= used
-        return ReadResult(chunks, out)
+        return ReadResult(chunks, out, unread)
 
 
 class SingleFileStore:
@@ -223,19 +293,29 @@ class SingleFileStore:
         cursor = cursor or Cursor()
         out = Cursor(dict(cursor.offsets))
         chunks: list[Chunk] = []
+        unread: list[Unread] = []
         if job == self.job:
-            _read_path(self.path, self.path.name, cursor, out, chunks, limit=max_bytes)
-        return ReadResult(chunks, out)
+            _read_path(self.path, self.path.name, cursor, out, chunks, unread, limit=max_bytes)
+        return ReadResult(chunks, out, unread)
+
+
+_FIRST_LINE_MAX: Final = 1 << 20
 
 
 def _first_job(path: Path, max_lines: int = 1000) -> str | None:
     """The ``job`` of the first valid event among the first lines of ``path``."""
     try:
-        with open(path, "rb") as f:
-            for i, raw in enumerate(f):
-                if i >= max_lines or not raw.endswith(b"\n"):
+        f = open_regular(path)
+        if f is None:
+            return None
+        with f:
+            for i in range(max_lines):
+                raw = f.readline(_FIRST_LINE_MAX)
+                if not raw.endswith(b"\n"):  # end of file, a torn line, or too long to look at
                     return None
                 line = raw.rstrip(b"\r\n")
+                if i == 0 and line.startswith(BOM):
+                    line = line[len(BOM) :]
                 if not line:
                     continue
                 item = decode_lines([line])[0]

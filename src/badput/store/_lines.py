@@ -2,22 +2,64 @@
 
 Shared by every store that keeps JSON lines (files, memory). The rules are those
 of ``EVENTS.md``: only ``\\n``-terminated lines are consumed (a torn last line is
-left for a later read), empty lines are skipped but counted, line numbers are
-1-based and continue across incremental reads.
+left for a later read, and handed back so that readers can report it), empty
+lines are skipped but counted, line numbers are 1-based and continue across
+incremental reads, and a UTF-8 byte order mark at the start of a stream is skipped.
+
+A stream may be a file that its writer extended before writing (a memory-mapped
+segment): its unwritten tail reads as NUL bytes. :func:`written_length` is the one
+rule for where the written part ends: at the first NUL of a trailing NUL run.
+Those bytes are "not yet written", neither a line nor a torn line.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Final
+from typing import Final, NamedTuple
 
-from badput._codec import decode_block, decode_lines
-from badput.store._base import Chunk
+from badput._codec import decode_block, decode_line, decode_lines
+from badput.events import EventError
+from badput.store._base import Chunk, Unread
 
-__all__ = ["CHUNK_LINES", "parse_stream"]
+__all__ = [
+    "BOM",
+    "CHUNK_LINES",
+    "Parsed",
+    "parse_stream",
+    "torn_tail",
+    "written_length",
+]
 
 #: Most lines decoded into one :class:`Chunk` (bounds the size of one decode batch).
 CHUNK_LINES: Final = 65_536
+#: The UTF-8 byte order mark some editors write at the start of a file.
+BOM: Final = b"\xef\xbb\xbf"
+#: Longest unterminated tail decoded to tell a complete event from a torn one.
+_DECODE_TAIL_MAX: Final = 1 << 20
+
+
+def written_length(data: bytes) -> int:
+    """How many bytes of ``data`` were written: all but its trailing run of NUL bytes.
+
+    A pre-extended (memory-mapped) stream file reads as NUL past its last write;
+    a reader stops at the first NUL of that run and reads on from there later.
+    A NUL followed by other bytes is data (and makes its line malformed).
+    """
+    if not data or data[-1] != 0:
+        return len(data)
+    return len(data.rstrip(b"\x00"))
+
+
+class Parsed(NamedTuple):
+    """What :func:`parse_stream` decoded and where it stopped."""
+
+    chunks: list[Chunk]
+    #: Bytes consumed: up to and including the last ``\n`` (and a leading BOM).
+    n_bytes: int
+    #: Lines consumed.
+    n_lines: int
+    #: The written bytes after the last ``\n`` (a line in progress, or torn), NULs excluded.
+    tail: bytes
 
 
 def parse_stream(
@@ -25,13 +67,16 @@ def parse_stream(
     source: str,
     lines_done: int,
     chunk_lines: int = CHUNK_LINES,
-) -> tuple[list[Chunk], int, int]:
+    *,
+    at_start: bool | None = None,
+) -> Parsed:
     """Decode the complete lines of ``blocks`` (consecutive bytes of one stream).
 
     ``lines_done`` is the number of lines already consumed before the first byte of
-    ``blocks``. Returns ``(chunks, bytes_consumed, lines_consumed)``: the bytes and
-    lines consumed here, up to and including the last ``\\n`` seen; whatever follows
-    it (a write in progress) is not consumed.
+    ``blocks``; ``at_start`` says whether ``blocks`` begins at byte 0 of the stream
+    (default: when ``lines_done`` is 0), where a UTF-8 BOM is skipped. Returns the
+    chunks, the bytes and lines consumed (up to and including the last ``\\n`` seen)
+    and the unterminated written tail, which is not consumed.
 
     The complete lines of each block are decoded in one call when they are all
     plain one-object lines (the common case); otherwise line by line, so that a
@@ -41,10 +86,19 @@ def parse_stream(
     consumed = 0
     lineno = lines_done  # number of the last complete line seen so far
     carry = b""
+    first = lines_done == 0 if at_start is None else at_start
     for block in blocks:
         if not block:
             continue
         data = carry + block if carry else block
+        if first:
+            if len(data) < len(BOM) and BOM.startswith(data):
+                carry = data
+                continue
+            first = False
+            if data.startswith(BOM):
+                data = data[len(BOM) :]
+                consumed += len(BOM)
         cut = data.rfind(b"\n") + 1
         if cut == 0:
             carry = data
@@ -58,7 +112,23 @@ def parse_stream(
             lineno += len(fast)
             continue
         lineno = _parse_lines(region.split(b"\n")[:-1], source, lineno, chunk_lines, chunks)
-    return chunks, consumed, lineno - lines_done
+    tail = carry[: written_length(carry)]
+    return Parsed(chunks, consumed, lineno - lines_done, tail)
+
+
+def torn_tail(tail: bytes, source: str, line: int) -> Unread | None:
+    """The :class:`Unread` record of an unterminated tail (``None`` when there is none)."""
+    if not tail:
+        return None
+    complete = False
+    if len(tail) <= _DECODE_TAIL_MAX:
+        try:
+            decode_line(tail.rstrip(b"\r"))
+        except EventError:
+            pass
+        else:
+            complete = True
+    return Unread("torn_line", source, line, len(tail), complete)
 
 
 def _parse_lines(

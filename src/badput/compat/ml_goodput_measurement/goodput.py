@@ -29,11 +29,17 @@ import operator
 import os
 import threading
 import time
+import weakref
 from collections.abc import Callable, Mapping
 from typing import Any, Final, TypeVar, cast
 
 from badput.compat.ml_goodput_measurement import _payload as pl
-from badput.compat.ml_goodput_measurement import goodput_utils
+from badput.compat.ml_goodput_measurement import exclusion_utils, goodput_utils
+from badput.compat.ml_goodput_measurement.checkpoint_badput_calculator import (
+    CheckpointBadputCalculator,
+    CheckpointLoggerOptions,
+)
+from badput.compat.ml_goodput_measurement.goodput_cache import GoodputCache
 from badput.engine import Accountant, Report
 from badput.events import Event, Kind
 from badput.recorder import Recorder, _resolve_attempt
@@ -41,6 +47,9 @@ from badput.store import Cursor, EventStore, open_store
 
 __all__ = [
     "BadputType",
+    "CheckpointBadputCalculator",
+    "CheckpointLoggerOptions",
+    "GoodputCache",
     "GoodputCalculator",
     "GoodputRecorder",
     "GoodputType",
@@ -70,6 +79,27 @@ UnproductiveTimeDict = dict[goodput_utils.BadputType, float | dict[str, float]]
 compute_ideal_step_time = goodput_utils.compute_ideal_step_time
 get_extra_time_from_anomalous_steps = goodput_utils.get_extra_time_from_anomalous_steps
 get_timestamp_from_log_entry = goodput_utils.get_timestamp_from_log_entry
+
+# The library's payload keys under its own (module-private) names: code written against
+# the library reads log entries with them (``goodput._JOB_NAME``).
+_JOB_NAME: Final = pl.JOB_NAME
+_STEP_COUNT: Final = pl.STEP_COUNT
+_STEP_START_TIME: Final = pl.STEP_START_TIME
+_JOB_START_TIME: Final = pl.JOB_START_TIME
+_JOB_END_TIME: Final = pl.JOB_END_TIME
+_TPU_INIT_START_TIME: Final = pl.TPU_INIT_START_TIME
+_TPU_INIT_END_TIME: Final = pl.TPU_INIT_END_TIME
+_TRAINING_PREPARATION_START_TIME: Final = pl.TRAINING_PREP_START_TIME
+_TRAINING_PREPARATION_END_TIME: Final = pl.TRAINING_PREP_END_TIME
+_DATA_LOADING_START_TIME: Final = pl.DATA_LOADING_START_TIME
+_DATA_LOADING_END_TIME: Final = pl.DATA_LOADING_END_TIME
+_CUSTOM_BADPUT_EVENT_TYPE: Final = pl.CUSTOM_BADPUT_EVENT_TYPE
+_CUSTOM_BADPUT_EVENT_START_TIME: Final = pl.CUSTOM_BADPUT_EVENT_START_TIME
+_CUSTOM_BADPUT_EVENT_END_TIME: Final = pl.CUSTOM_BADPUT_EVENT_END_TIME
+
+_ZERO_TIME: Final = (
+    "Total job time is zero, Goodput cannot be calculated. Please fix the logging entries."
+)
 
 #: Bytes per store read: bounds the memory of catching up with a large log.
 _READ_SLICE_BYTES: Final = 32 * 1024 * 1024
@@ -181,12 +211,20 @@ class GoodputRecorder:
         self._enabled = bool(logging_enabled)
         self._lock = threading.Lock()
         self._recorders: dict[str | int | None, Recorder] = {}
+        # The library writes each payload to cloud_logger.write_cloud_logging_entry; a
+        # caller that passes its own logger (a test double, a mirror) still gets them.
+        self._cloud_logger = (
+            cloud_logger
+            if callable(getattr(cloud_logger, "write_cloud_logging_entry", None))
+            else None
+        )
         if not self._enabled:
             logger.info("Logging is disabled for this process.")
             self._store: EventStore | None = None
             return
         self._store = open_store(store)
         self._decoder = pl.PayloadDecoder(job_name, attempt=_resolve_attempt(None))
+        _live_recorders.add(self)
 
     @property
     def store(self) -> EventStore | None:
@@ -204,6 +242,12 @@ class GoodputRecorder:
                     self._recorder(event.attempt).record(event.kind, ts=event.ts, **_fields(event))
         except Exception as exc:  # a bad timestamp from the caller, say
             logger.warning("badput: goodput event %r not recorded: %s", payload, exc)
+            return
+        if self._cloud_logger is not None:
+            try:
+                self._cloud_logger.write_cloud_logging_entry(payload)
+            except Exception as exc:  # the caller's logger must not break the loop either
+                logger.warning("badput: cloud_logger failed on %r: %s", payload, exc)
 
     def _recorder(self, attempt: str | int | None) -> Recorder:
         rec = self._recorders.get(attempt)
@@ -353,6 +397,26 @@ class GoodputRecorder:
             rec.close()
 
 
+# This process's enabled recorders: a calculator of the same job flushes them before it
+# reads, so that a query in the training process sees what was recorded (not only what
+# the writer threads have committed so far).
+_live_recorders: weakref.WeakSet[GoodputRecorder] = weakref.WeakSet()
+
+
+def live_recorder(job_name: str) -> GoodputRecorder | None:
+    """An enabled recorder of ``job_name`` in this process, if any (the newest)."""
+    found = [r for r in list(_live_recorders) if r.job_name == job_name]
+    return found[-1] if found else None
+
+
+def _flush_live_recorders(job_name: str) -> None:
+    for rec in [r for r in list(_live_recorders) if r.job_name == job_name]:
+        try:
+            rec.flush()
+        except Exception as exc:  # a query must still answer from what is stored
+            logger.warning("badput: could not flush the recorder of %s: %s", job_name, exc)
+
+
 def _fields(event: Event) -> dict[str, Any]:
     """The schema fields of a decoded event, for :meth:`Recorder.record`."""
     out: dict[str, Any] = {}
@@ -361,6 +425,10 @@ def _fields(event: Event) -> dict[str, Any]:
         if value is not None:
             out[name] = value
     return out
+
+
+def _event_time(event: Event) -> float:
+    return event.ts
 
 
 class _JobView:
@@ -373,6 +441,7 @@ class _JobView:
         self.accountant = Accountant(job)
         self.cursor: Cursor | None = None
         self.times: list[float] = []  # every event's time, sorted
+        self.events: list[Event] = []  # every event, sorted by time (interval queries)
         self.step_starts: list[tuple[float, int]] = []  # (ts, step), sorted
         self.intervals: dict[str, list[tuple[float, float]]] = {}  # base -> paired spans
         self.slices: list[tuple[float, int, int, int]] = []  # (ts, active, available, total)
@@ -383,6 +452,7 @@ class _JobView:
 
     def update(self) -> int:
         """Ingest what was appended since the last call; return how many events."""
+        _flush_live_recorders(self.job)
         n = 0
         while True:
             result = self.store.read(self.job, self.cursor, max_bytes=_READ_SLICE_BYTES)
@@ -406,8 +476,10 @@ class _JobView:
         for e in events:
             if late:
                 bisect.insort(self.times, e.ts)
+                bisect.insort(self.events, e, key=_event_time)
             else:
                 self.times.append(e.ts)
+                self.events.append(e)
             kind = e.kind
             if kind == Kind.STEP_START and e.step is not None:
                 bisect.insort(self.step_starts, (e.ts, e.step))
@@ -441,6 +513,12 @@ class _JobView:
         if ended and job_end is not None and start < job_end <= end:
             return last
         return max(last - 1, 0)
+
+    def events_in(self, start: float, end: float) -> list[Event]:
+        """The events in ``(start, end]``, the library's interval entries."""
+        i = bisect.bisect_right(self.times, start)
+        j = bisect.bisect_right(self.times, end)
+        return self.events[i:j]
 
     def clip(self, start: float, end: float) -> tuple[float, float] | None:
         """The library's interval: from the first event after ``start`` to the last event
@@ -505,44 +583,91 @@ class GoodputCalculator:
         the library does.
         """
         with self._lock:
-            now = self._clock()
-            view = self._view
-            view.update()
-            if view.job_start is None:
-                raise ValueError(
-                    "Total job time is zero, Goodput cannot be calculated. Please fix the"
-                    " logging entries."
-                )
-            report = view.accountant.report(now=now, typical="mean")
-            productive, seconds = self._seconds(report)
+            report, productive, seconds = self._job_partition()
             total = report.total_seconds
-            if total <= 0.0:
-                raise ValueError(
-                    "Total job time is zero, Goodput cannot be calculated. Please fix the"
-                    " logging entries."
-                )
-            running = self._step_in_progress(report, productive, now)
-            if running > 0.0:
-                productive -= running
-                other = seconds[BadputType.OTHER]
-                seconds[BadputType.OTHER] = (other if isinstance(other, float) else 0.0) + running
-            self._number_of_interruptions = max(0, len(report.attempts) - 1)
-            last_step = _last_productive_step(report)
-            self._goodput_info = goodput_utils.GoodputInfo(
-                total_productive_time=productive,
-                total_elapsed_time=total,
-                total_unproductive_time=seconds,
-                max_productive_step=last_step,
-                last_recorded_step=report.steps.last or 0,
-                last_updated_timestamp=_now_datetime(),
-                number_of_disruptions=self._number_of_interruptions,
-            )
-            try:
-                self._step_info = self._step_deviation(configured_ideal_step_time)
-            except ValueError as exc:
-                logger.info("Failed to compute step information: %s", exc)
+            self._remember(report, productive, seconds, total, 0.0, configured_ideal_step_time)
             breakdown = self._percentages(seconds, total) if include_badput_breakdown else {}
-            return productive / total * 100.0, breakdown, last_step
+            return productive / total * 100.0, breakdown, _last_productive_step(report)
+
+    def get_job_goodput_with_exclusions(
+        self,
+        exclusion_intervals: list[tuple[datetime.datetime, datetime.datetime]],
+        include_badput_breakdown: bool = False,
+        configured_ideal_step_time: float | None = None,
+    ) -> tuple[float, UnproductiveTimeDict, int, float]:
+        """(goodput %, breakdown % or ``{}``, last productive step, excluded seconds) of
+        the job with ``exclusion_intervals`` (UTC ``(start, end)`` pairs) left out.
+
+        The library's exclusion rule: excluded time is the part of the intervals that the
+        log accounts for (steps, recorded intervals, recovery); untracked time inside
+        them (the library's OTHER) is not excluded and stays in OTHER. Each bucket loses
+        its share of the excluded time, and percentages are of the job's time less the
+        excluded time. Intervals not in UTC, or empty, are ignored (logged).
+        """
+        windows = exclusion_utils.normalize_intervals(exclusion_intervals)
+        with self._lock:
+            report, productive, seconds = self._job_partition()
+            excluded = 0.0
+            for lo, hi in windows:
+                a, b = max(lo, report.start), min(hi, report.end)
+                if a >= b:
+                    continue
+                _, w_productive, w_seconds = self._partition(
+                    self._view.accountant, self._view.step_starts, report.end, (a, b)
+                )
+                untracked = w_seconds.get(BadputType.OTHER, 0.0)
+                excluded += (b - a) - (untracked if isinstance(untracked, float) else 0.0)
+                productive -= w_productive
+                _subtract(seconds, w_seconds, keep=(BadputType.OTHER,))
+            total = max(0.0, report.total_seconds - excluded)
+            last_step = _last_productive_step(report)
+            if total <= 0.0:
+                return 0.0, {}, last_step, excluded
+            self._remember(report, productive, seconds, total, excluded, configured_ideal_step_time)
+            breakdown = self._percentages(seconds, total) if include_badput_breakdown else {}
+            return productive / total * 100.0, breakdown, last_step, excluded
+
+    def _job_partition(self) -> tuple[Report, float, dict[goodput_utils.BadputType, Any]]:
+        """The whole job's partition with the library's definitions (lock held)."""
+        now = self._clock()
+        view = self._view
+        view.update()
+        if view.job_start is None:
+            raise ValueError(_ZERO_TIME)
+        if view.job_end is not None:
+            # A job that has ended runs from its start to its end whatever the query
+            # clock says (hosts with skewed clocks, back-filled timestamps).
+            now = max(now, view.times[-1])
+        report, productive, seconds = self._partition(view.accountant, view.step_starts, now, None)
+        if report.total_seconds <= 0.0:
+            raise ValueError(_ZERO_TIME)
+        return report, productive, seconds
+
+    def _remember(
+        self,
+        report: Report,
+        productive: float,
+        seconds: dict[goodput_utils.BadputType, Any],
+        total: float,
+        excluded: float,
+        configured_ideal_step_time: float | None,
+    ) -> None:
+        """Keep the last result for get_job_goodput_details (lock held)."""
+        self._number_of_interruptions = max(0, len(report.attempts) - 1)
+        self._goodput_info = goodput_utils.GoodputInfo(
+            total_productive_time=productive,
+            total_elapsed_time=total,
+            total_unproductive_time=seconds,
+            max_productive_step=_last_productive_step(report),
+            last_recorded_step=report.steps.last or 0,
+            last_updated_timestamp=_now_datetime(),
+            number_of_disruptions=self._number_of_interruptions,
+            total_excluded_time=excluded,
+        )
+        try:
+            self._step_info = self._step_deviation(configured_ideal_step_time)
+        except ValueError as exc:
+            logger.info("Failed to compute step information: %s", exc)
 
     def get_job_goodput_interval(
         self, interval_start: datetime.datetime, interval_end: datetime.datetime
@@ -568,8 +693,13 @@ class GoodputCalculator:
                 raise ValueError(
                     "Start time is on or after end time, cannot compute total job time."
                 )
-            report = view.accountant.report(now=self._clock(), window=(a, b), typical="mean")
-            productive, seconds = self._seconds(report)
+            # The library computes a window from the window's own log entries: steps a
+            # later restart redid are not wasted in it. So does this view.
+            own = Accountant(view.job)
+            own.ingest_events(view.events_in(lo, hi))
+            steps = [(ts, step) for ts, step in view.step_starts if lo < ts <= hi]
+            # The window is its own entries: it ends at its last one, whatever the clock.
+            report, productive, seconds = self._partition(own, steps, b, (a, b))
             total = b - a
             disruptions = sum(1 for att in report.attempts[1:] if a <= att.start <= b)
             return (
@@ -614,7 +744,7 @@ class GoodputCalculator:
             "disruption_count": info.number_of_disruptions,
             "step_time_deviation": step.step_deviations if step else {},
             "ideal_step_time": step.ideal_step_time if step and step.ideal_step_time else 0.0,
-            "total_excluded_time": 0.0,
+            "total_excluded_time": info.total_excluded_time,
         }
 
     def get_interval_metric_details(
@@ -663,25 +793,87 @@ class GoodputCalculator:
             result[t] = custom if t == BadputType.CUSTOM_BADPUT_EVENTS else out.get(t, 0.0)
         return productive, result
 
-    def _step_in_progress(self, report: Report, productive: float, now: float) -> float:
-        """Productive seconds of the step still running at ``now`` in a live job.
+    def _partition(
+        self,
+        accountant: Accountant,
+        step_starts: list[tuple[float, int]],
+        now: float,
+        window: tuple[float, float] | None,
+    ) -> tuple[Report, float, dict[goodput_utils.BadputType, Any]]:
+        """The engine's partition with the library's definitions where they differ
+        (ACCOUNTING.md §6): the report, productive seconds and the library's buckets.
 
-        The library counts a step once the next one starts (or the job ends): until then
-        the running step's time is OTHER, and its max productive step is the one before.
-        badput's engine counts the running step's time as it goes; this view follows the
-        library. The running step's share is the productive time after its start: the
-        cumulative figure less the same partition up to that start.
+        - The last step before a recorded ``job_end`` lasts until it: the engine counts
+          one typical step and the rest as untracked; here that rest is productive
+          (recorded intervals inside it stay taken out).
+        - A crashed attempt's last step, up to the next ``job_start``, is recovery
+          (the engine counts one typical step of it as wasted progress).
+        - A running job's step in progress is OTHER until it completes (the library
+          counts a step when the next one starts).
         """
-        if report.end_reason == "job_end" or not self._view.step_starts:
-            return 0.0
-        last_start = self._view.step_starts[-1][0]
-        if not report.start < last_start < now:
-            return 0.0
-        head = self._view.accountant.report(
-            now=now, window=(report.start, last_start), typical="mean"
-        )
-        before = sum(head.bucket(name) for name in _PRODUCTIVE)
-        return max(0.0, productive - before)
+        report = accountant.report(now=now, window=window, typical="mean")
+        productive, seconds = self._seconds(report)
+        lo, hi = window if window is not None else (report.start, report.end)
+        attempts = report.attempts
+
+        def last_start(a: float, b: float) -> float | None:
+            i = bisect.bisect_right(step_starts, (b, math.inf))
+            if i and step_starts[i - 1][0] >= a:
+                return step_starts[i - 1][0]
+            return None
+
+        def part(a: float, b: float) -> Report | None:
+            a, b = max(a, lo), min(b, hi)
+            return accountant.report(now=now, window=(a, b), typical="mean") if a < b else None
+
+        moved = 0.0
+        for i, att in enumerate(attempts[:-1]):
+            if att.end_reason == "job_end":
+                continue
+            t = last_start(att.start, att.end)
+            piece = part(t, attempts[i + 1].start) if t is not None else None
+            if piece is not None:
+                moved += self._move(
+                    piece,
+                    seconds,
+                    (*_PRODUCTIVE, "startup", "wasted", "untracked"),
+                    BadputType.INFRASTRUCTURE_RECOVERY_FROM_DISRUPTION,
+                )
+        productive -= moved
+        if attempts:
+            last = attempts[-1]
+            t = last_start(last.start, last.end)
+            piece = part(t, last.end) if t is not None else None
+            if piece is not None and last.end_reason == "job_end":
+                productive += self._move(piece, seconds, ("untracked",), None)
+            elif piece is not None and report.end_reason != "job_end" and t is not None and t < now:
+                productive -= self._move(piece, seconds, _PRODUCTIVE, BadputType.OTHER)
+        return report, productive, seconds
+
+    def _move(
+        self,
+        piece: Report,
+        seconds: dict[goodput_utils.BadputType, Any],
+        names: tuple[str, ...],
+        target: goodput_utils.BadputType | None,
+    ) -> float:
+        """Move ``piece``'s seconds in the badput buckets ``names`` to ``target`` (None:
+        productive); return the seconds moved. Productive buckets are taken from
+        productive time by the caller (the return value)."""
+        total = 0.0
+        for name in names:
+            value = piece.bucket(name)
+            if value <= 0.0:
+                continue
+            total += value
+            if name not in _PRODUCTIVE:
+                source = self._bucket_type(name)
+                seconds[source] = max(0.0, seconds.get(source, 0.0) - value)
+            if target is not None:
+                seconds[target] = seconds.get(target, 0.0) + value
+        if target is None:
+            return total
+        return sum(piece.bucket(n) for n in names if n in _PRODUCTIVE)
 
     def _bucket_type(self, name: str) -> goodput_utils.BadputType:
         """The library's type for a badput bucket; elastic ones are OTHER here (the base
@@ -725,6 +917,23 @@ class GoodputCalculator:
             ideal_step_time=ideal,
             step_deviations={step: abs(t - ideal) for step, t in times.items()},
         )
+
+
+def _subtract(
+    seconds: dict[goodput_utils.BadputType, Any],
+    part: Mapping[goodput_utils.BadputType, Any],
+    keep: tuple[goodput_utils.BadputType, ...] = (),
+) -> None:
+    """``seconds`` less ``part``, type by type (custom events name by name)."""
+    for key, value in part.items():
+        if key in keep:
+            continue
+        current = seconds.get(key)
+        if isinstance(value, dict) and isinstance(current, dict):
+            for name, sub in value.items():
+                current[name] = max(0.0, current.get(name, 0.0) - sub)
+        elif isinstance(value, float) and isinstance(current, float):
+            seconds[key] = max(0.0, current - value)
 
 
 def _last_productive_step(report: Report) -> int:

@@ -78,6 +78,7 @@ from typing import Any, Final, Protocol
 
 from badput._optional import import_optional
 from badput.compat.ml_goodput_measurement import goodput, goodput_utils
+from badput.compat.ml_goodput_measurement.gcp_metrics import GCPMetrics, ValueType
 from badput.monitor import gcm
 from badput.monitor._monitor import (
     MAX_BACKOFF_CYCLES,
@@ -89,6 +90,7 @@ from badput.store import EventStore
 __all__ = [
     "ACTIVITY_EXCLUSION_LIST",
     "BadputType",
+    "GCPMetrics",
     "GCPOptions",
     "GoodputCalculator",
     "GoodputMonitor",
@@ -97,6 +99,7 @@ __all__ = [
     "MetricType",
     "MonitoringWindowType",
     "UnproductiveTimeDict",
+    "ValueType",
     "WorkloadMetricDetails",
 ]
 
