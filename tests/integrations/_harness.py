@@ -127,10 +127,12 @@ def crash_step() -> int | None:
 
 def assert_agrees(name: str, reported: float, measured: float, n: int) -> None:
     """The report's ``reported`` seconds for ``name`` agree with the run's own ``measured``
-    seconds over ``n`` timed operations: within 3 ms of framework bookkeeping per
-    operation plus 5 % (the hooks sit just outside the call the script timed)."""
+    seconds over ``n`` timed operations: within 8 ms of framework bookkeeping per
+    operation plus 5 %. The hooks sit just outside the call the script timed, and on a
+    loaded 2-core machine the framework's loop between them took up to 4 ms per step.
+    (Counting a 20 ms step as data loading, or missing a fetch, still fails.)"""
     assert measured > 0, f"the run measured no {name}"
-    tolerance = 0.003 * n + 0.05 * measured
+    tolerance = 0.008 * n + 0.05 * measured
     assert abs(reported - measured) <= tolerance, (
         f"{name}: report {reported:.4f}s, run's own timing {measured:.4f}s "
         f"(tolerance {tolerance:.4f}s)"
