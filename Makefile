@@ -15,7 +15,7 @@ $(STAMP): pyproject.toml
 demo: $(STAMP)
 	$(BIN)/badput demo
 
-test: $(STAMP) lint typecheck
+test: $(STAMP) browser lint typecheck
 	$(BIN)/python -m pytest -q
 
 # The same without the tests marked slow (the real-framework runs of tests/integrations/).
@@ -29,11 +29,13 @@ lint: $(STAMP)
 typecheck: $(STAMP)
 	$(BIN)/mypy
 
-# Debian's headless Chromium and its driver for the HTML view tests (they install it
-# themselves when missing; this target does it ahead of time).
+# Debian's headless Chromium and its driver for the HTML view tests, and tmux for the
+# 80x24 terminal test (the tests install them too when missing, or skip saying why).
 browser:
-	test -x /usr/bin/chromium -a -x /usr/bin/chromedriver || \
-	  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver)
+	@test -x /usr/bin/chromium -a -x /usr/bin/chromedriver -a -x /usr/bin/tmux || \
+	  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive \
+	    apt-get install -y -qq chromium chromium-driver tmux) || \
+	  echo "warning: could not install chromium/tmux: the browser and tmux tests will skip"
 
 # The screenshots of docs/views.md and the README, made by the browser tests.
 screenshots: $(STAMP) browser

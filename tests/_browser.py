@@ -34,28 +34,31 @@ FLAGS = (
 )
 
 
-def ensure_chromium() -> str | None:
-    """Install chromium and its driver when missing; the reason they are not there, or None."""
-    if os.path.exists(CHROMIUM) and os.path.exists(CHROMEDRIVER):
+def ensure_debian(packages: list[str], paths: list[str]) -> str | None:
+    """Install Debian ``packages`` unless every file of ``paths`` exists; the reason they
+    could not be had, or None."""
+    if all(os.path.exists(p) for p in paths):
         return None
     apt = shutil.which("apt-get")
     if apt is None:
-        return "no chromium and no apt-get to install it (Debian's chromium, chromium-driver)"
+        return f"missing {', '.join(paths)} and no apt-get to install {' '.join(packages)}"
     if hasattr(os, "geteuid") and os.geteuid() != 0:
-        return "chromium is not installed and installing it needs root (apt-get)"
+        return f"{' '.join(packages)} not installed and installing needs root (apt-get)"
     env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
-    for cmd in (
-        [apt, "update", "-qq"],
-        [apt, "install", "-y", "-qq", "chromium", "chromium-driver"],
-    ):
+    for cmd in ([apt, "update", "-qq"], [apt, "install", "-y", "-qq", *packages]):
         done = subprocess.run(
             cmd, check=False, env=env, capture_output=True, text=True, timeout=900
         )
         if done.returncode != 0:
-            return f"apt-get could not install chromium: {done.stderr.strip()[-300:]}"
-    if not (os.path.exists(CHROMIUM) and os.path.exists(CHROMEDRIVER)):
-        return "apt-get ran but chromium or chromedriver is still missing"
+            return f"apt-get could not install {' '.join(packages)}: {done.stderr.strip()[-300:]}"
+    if not all(os.path.exists(p) for p in paths):
+        return f"apt-get ran but {', '.join(p for p in paths if not os.path.exists(p))} is missing"
     return None
+
+
+def ensure_chromium() -> str | None:
+    """Install chromium and its driver when missing; the reason they are not there, or None."""
+    return ensure_debian(["chromium", "chromium-driver"], [CHROMIUM, CHROMEDRIVER])
 
 
 @contextmanager

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import io
 import json
 import math
 from collections import defaultdict
@@ -113,6 +114,22 @@ def test_trace_follows_the_format_and_holds_every_span(tmp_path: Path) -> None:
     assert processes == ["job two-ranks", "host node-a"]
     saves = [e for e in slices if e["name"] == "checkpoint_save"]
     assert len(saves) == 2 and all(e["dur"] == pytest.approx(2e6) for e in saves)
+
+
+def test_trace_file_holds_the_events_of_trace_events(tmp_path: Path) -> None:
+    """write_trace encodes steps column-wise: the same events as trace_events()."""
+    from badput.report._trace import trace_events, write_trace
+
+    lj = LiveJob(write_two_rank_job(tmp_path / "store"))
+    lj.update()
+    report = lj.report()
+    timeline = lj.accountant.timeline(report)
+    out = io.StringIO()
+    n = write_trace(report, timeline, out)
+    written = json.loads(out.getvalue())["traceEvents"]
+    events = list(trace_events(report, timeline))
+    assert n == len(written) == len(events)
+    assert written == events
 
 
 def test_trace_puts_overlapping_nonblocking_intervals_on_their_own_threads(

@@ -13,6 +13,7 @@ import pytest
 
 from badput.monitor.prometheus import PrometheusExporter
 from test_export_prometheus import WINDOW, parse, snapshot_at
+from test_rank_exports import snapshot as ranks_snapshot
 
 DASHBOARD = Path(__file__).resolve().parent.parent / "docs" / "grafana-badput.json"
 METRIC = re.compile(r"\bbadput_[a-z_]+\b")
@@ -33,12 +34,16 @@ def test_dashboard_queries_use_only_emitted_metrics_and_labels() -> None:
     dashboard = json.loads(DASHBOARD.read_text(encoding="utf-8"))
     exprs = queries(dashboard)
     used = {m for e in exprs for m in METRIC.findall(e)}
-    assert len(used) >= 12  # goodput, buckets, windows, at risk, step time, stalls...
+    assert len(used) >= 19  # goodput, buckets, windows, at risk, step time, stalls, stragglers
     exporter = PrometheusExporter(port=0)  # 127.0.0.1, a free port
     try:
         snap = snapshot_at(180)
         assert snap.step_time is not None and snap.step_time.gcm_deviation is not None
         exporter.export(snap)
+        # a multi-rank job with a stall and a straggler: the per-rank series exist
+        ranks = ranks_snapshot()
+        assert ranks.report.stalls and ranks.report.stragglers
+        exporter.export(ranks)
         assert exporter.url is not None and exporter.url.startswith("http://127.0.0.1:")
         with urllib.request.urlopen(exporter.url, timeout=5) as resp:
             _types, samples = parse(resp.read().decode())
@@ -71,6 +76,8 @@ def test_dashboard_is_well_formed() -> None:
     variables = {v["name"] for v in dashboard["templating"]["list"]}
     assert variables == {"datasource", "job", "window"}
     for p in dashboard["panels"]:
+        if p["type"] == "row":
+            continue
         assert p["datasource"] == {"type": "prometheus", "uid": "${datasource}"}
         assert {"x", "y", "w", "h"} <= set(p["gridPos"]) and p["gridPos"]["x"] + p["gridPos"][
             "w"
@@ -84,6 +91,9 @@ def test_dashboard_is_well_formed() -> None:
             assert set(re.findall(r"\$([a-z_]+)", t["expr"])) <= variables, t["expr"]
 
 
-@pytest.mark.parametrize("needle", ["badput_window_goodput_ratio", "badput_at_risk_seconds"])
+@pytest.mark.parametrize(
+    "needle",
+    ["badput_window_goodput_ratio", "badput_at_risk_seconds", "badput_stalled", "badput_straggler"],
+)
 def test_dashboard_covers_the_issue_panels(needle: str) -> None:
     assert needle in DASHBOARD.read_text(encoding="utf-8")

@@ -194,3 +194,65 @@ def test_cli_writes_the_page(tmp_path: Path) -> None:
     bad = CliRunner().invoke(main, ["report", str(job_dir), "--html", str(tmp_path / "no" / "x")])
     assert bad.exit_code != 0
     assert "cannot write" in bad.output
+
+
+def test_stragglers_and_stalls_section_is_escaped_and_formatted() -> None:
+    """Reports of multi-rank jobs carry stragglers and stalls: the page lists them."""
+    from dataclasses import dataclass
+    from types import SimpleNamespace
+
+    from badput.report._html import _ranks_section
+
+    @dataclass
+    class Straggler:
+        rank: int
+        host: str
+        section: str
+        relative_score: float
+        recent_seconds: float
+
+    @dataclass
+    class Stall:
+        start: float
+        seconds: float
+        first_stopped: list[int]
+
+    report = SimpleNamespace(
+        stragglers=[Straggler(3, "<b onclick=x>h</b>", "step", 0.61234, 2.5)],
+        stalls=[Stall(1_732_000_000.0, 125.0, [3, 5])],
+    )
+    html_text = _ranks_section(report)  # type: ignore[arg-type]
+    assert "<b onclick" not in html_text and "&lt;b onclick=x&gt;h&lt;/b&gt;" in html_text
+    assert "<td>0.612</td>" in html_text and "<td>2.5s</td>" in html_text
+    assert "<td>2024-11-19T07:06:40Z</td>" in html_text and "<td>2m 05s</td>" in html_text
+    assert "<td>3, 5</td>" in html_text
+    assert _ranks_section(SimpleNamespace(stragglers=[], stalls=[])) == ""  # type: ignore[arg-type]
+
+
+def test_a_hung_multi_rank_job_shows_rank_lanes_stragglers_and_the_stall() -> None:
+    from badput.engine import Accountant
+    from test_rank_exports import NOW
+    from test_rank_exports import snapshot as ranks_snapshot
+    from test_ranks import hung_job
+
+    snap = ranks_snapshot()
+    acc = Accountant("j")
+    for i, events in enumerate(hung_job(stall=90.0)[:-1]):  # still hung: no attempt_end
+        acc.ingest_events(events, source=f"r{i}")
+    report = acc.report(now=NOW)
+    assert len(report.stalls) == len(snap.report.stalls) == 1
+    page = html_report(acc, report)
+    data = page_data(page)
+    ranks = sorted({lane["label"] for lane in data["lanes"][1:]})
+    assert len(ranks) == len({r.rank for r in report.ranks}) >= 3  # a lane per rank
+    assert all(" rank " in label for label in ranks)
+    assert "<h3>Stalls (1)</h3>" in page
+    stall_row = page.split('id="stalls"')[1].split("</table>")[0]
+    assert "<td>2</td>" in stall_row  # rank 2 stopped first
+    # the hung last steps (no step_end) are drawn a typical step long, as the report counts
+    # them; the 90 s after them are untracked, not one long slow step
+    steps = acc.timeline(report).steps
+    hung = ~steps.closed
+    assert hung.sum() == len(ranks)
+    assert (steps.end - steps.start)[hung] == pytest.approx(1.0)
+    assert all(STEP_BUCKETS[b] == "productive" for b in steps.bucket[hung])

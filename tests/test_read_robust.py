@@ -15,13 +15,17 @@ import time
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from badput import Recorder
 from badput._codec import decode_block, decode_line, decode_lines
 from badput.analysis import TORN_AFTER_SECONDS, LiveJob, analyze
 from badput.engine import Report
 from badput.events import MAX_INT, MAX_TS, Event, EventError, attempt_id, validate
-from badput.store import JsonlStore, MemoryStore, WriterKey
+from badput.report._format import format_duration, format_percent, format_ts
+from badput.report._watch import window_label
+from badput.store import JsonlStore, MemoryStore, WriterKey, _lines
 from badput.store._base import MAX_NAME_BYTES, safe_name
 from badput.store._lines import parse_stream, written_length
 
@@ -222,6 +226,30 @@ def test_a_100_mb_line_without_newline_is_a_torn_line(tmp_path: Path) -> None:
     assert codes(report)["torn_line"] == [(str(path), N_CLEAN + 1)]
 
 
+@pytest.mark.parametrize("block", [7, 100, 1 << 20])
+def test_a_line_over_the_limit_is_skipped_without_being_held(
+    monkeypatch: pytest.MonkeyPatch, block: int
+) -> None:
+    monkeypatch.setattr(_lines, "MAX_LINE_BYTES", 1000)
+    long = b'{"ts":1,"kind":"x","job":"good","name":"' + b"a" * 5000 + b'"}\n'
+    data = CLEAN[:200] + CLEAN[200:].split(b"\n", 1)[0] + b"\n"
+    n = data.count(b"\n")
+    data += long + CLEAN
+    parsed = parse_stream([data[i : i + block] for i in range(0, len(data), block)], "f", 0)
+    items = [(c.first_line + i, it) for c in parsed.chunks for i, it in enumerate(c.items)]
+    errors = [(ln, it) for ln, it in items if isinstance(it, EventError)]
+    assert [ln for ln, _ in errors] == [n + 1]
+    assert "line of 5,042 bytes" in errors[0][1].message  # without its newline
+    assert [ln for ln, it in items if isinstance(it, Event)] == [
+        *range(1, n + 1),
+        *range(n + 2, n + 2 + N_CLEAN),
+    ]
+    assert parsed.n_bytes == len(data) and parsed.tail_size == 0
+    # Unterminated: a torn tail of known size, not held.
+    torn = parse_stream([CLEAN, long[:3000], long[3000:4000]], "f", 0)
+    assert (torn.n_lines, torn.tail, torn.tail_size) == (N_CLEAN, b"", 4000)
+
+
 def test_nul_filled_tail_is_not_yet_written() -> None:
     assert written_length(b"abc\n\x00\x00\x00") == 4
     assert written_length(b"\x00\x00") == 0
@@ -340,3 +368,28 @@ def test_hostile_attempt_argument_and_writer_key(tmp_path: Path) -> None:
     name = WriterKey("..", "/", None, 1).stream_name()
     assert name.split("/")[0] == "__" and len(name.split("/")) == 2
     assert JsonlStore(tmp_path).jobs() == ["j"]
+
+
+# ------------------------------------------------------------- total formatters
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.floats(allow_nan=True, allow_infinity=True), st.booleans())
+def test_every_formatter_takes_any_float(value: float, millis: bool) -> None:
+    for text in (
+        format_ts(value, millis=millis),
+        format_duration(value),
+        format_percent(value),
+        window_label(value),
+    ):
+        assert isinstance(text, str) and text
+        assert len(text) < 40  # a table cell, not 300 digits
+
+
+def test_formatters_on_absurd_values() -> None:
+    assert format_ts(1e300) == "1e+300"
+    assert format_ts(-1e300) == "-1e+300"
+    assert format_ts(MAX_TS, millis=False) == "9999-12-31T23:59:59Z"
+    assert format_ts(-62_135_596_800.0) == "0001-01-01T00:00:00.000Z"
+    assert format_duration(1e300) == "1.157e+295d"
+    assert format_duration(-1e300) == "-1.157e+295d"

@@ -217,7 +217,7 @@ def test_parse_stream_across_blocks() -> None:
     data = encode_lines([ev(i) for i in range(50)]) + b"\n" + encode_line(ev(50)) + b'{"ts":'
     for size in (1, 7, 64, 1000, len(data)):
         blocks = [data[i : i + size] for i in range(0, len(data), size)]
-        chunks, n_bytes, n_lines, tail = parse_stream(blocks, "src", 10, chunk_lines=16)
+        chunks, n_bytes, n_lines, tail, _ = parse_stream(blocks, "src", 10, chunk_lines=16)
         got = [(c.first_line + i, it) for c in chunks for i, it in enumerate(c.items)]
         assert [ln for ln, _ in got] == [*range(11, 61), 62]
         assert all(isinstance(it, Event) for _, it in got)

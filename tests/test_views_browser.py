@@ -25,7 +25,8 @@ from _views_jobs import (
 from badput.analysis import LiveJob
 from badput.report import html_report
 
-pytestmark = pytest.mark.slow
+# slow; and the first test may install chromium with apt-get (minutes on a fresh machine)
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(1200)]
 
 
 def write_page(source: Path, out: Path, job: str | None = None) -> tuple[Path, Any]:
@@ -178,3 +179,33 @@ def test_demo_job_page(tmp_path: Path) -> None:
         # slivers on a one-second axis, so no pixel count here)
         assert view["spans"] >= report.steps.kept + report.steps.wasted
         screenshot(driver, tmp_path, "views-demo")
+
+
+def test_pages_of_a_job_without_steps_and_of_an_empty_log(tmp_path: Path) -> None:
+    from badput.testing import Timeline, events_to_jsonl
+
+    tl = Timeline("no-steps", start=1_732_000_000.0)
+    tl.emit("job_start")
+    tl.span("accelerator_init", 5.0)
+    tl.span("checkpoint_restore", 3.0, step=10)
+    tl.emit("attempt_end", dt=2.0, status="crashed", exit_code=1)
+    events_to_jsonl(tmp_path / "no-steps" / "0" / "h-0-1.jsonl", tl.events)
+    no_steps, report = write_page(tmp_path / "no-steps", tmp_path / "no-steps.html")
+    assert report.steps.kept == 0
+    empty_file = tmp_path / "empty.jsonl"
+    empty_file.write_text("not json\n")
+    empty, empty_report = write_page(empty_file, tmp_path / "empty.html")
+    assert empty_report.attempts == []
+    with browser() as driver:
+        view = open_page(driver, no_steps)
+        assert console_errors(driver) == []
+        assert view["lanes"] == 2
+        assert (
+            driver.execute_script("return document.getElementById('steptime-chart').textContent")
+            == "No step times recorded."
+        )
+        view = open_page(driver, empty)
+        assert console_errors(driver) == []
+        assert view["lanes"] == 1 and view["bucketBars"] == 0
+        text = driver.execute_script("return document.getElementById('diagnostics').textContent")
+        assert "empty_log" in text or "malformed" in text

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import io
 import os
-import shutil
 import subprocess
 import sys
 import time
@@ -13,6 +12,7 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
+from _browser import ensure_debian
 from badput.engine import AttemptSummary
 from badput.report import render_table
 from badput.report._watch import render_watch
@@ -130,14 +130,10 @@ def test_watch_fits_an_80x24_screen_folding_what_does_not_fit(customs: int) -> N
 
 def test_badput_watch_in_an_80x24_tmux(tmp_path: Path) -> None:
     """As a person runs it: `badput watch` in a real 80x24 terminal (tmux)."""
-    tmux = shutil.which("tmux")
-    if tmux is None:
-        done = subprocess.run(
-            ["apt-get", "install", "-y", "-qq", "tmux"], check=False, capture_output=True
-        )
-        tmux = shutil.which("tmux")
-        if tmux is None:
-            pytest.skip(f"no tmux and apt-get could not install it: {done.stderr[-200:]!r}")
+    reason = ensure_debian(["tmux"], ["/usr/bin/tmux"])
+    if reason is not None:
+        pytest.skip(reason)
+    tmux = "/usr/bin/tmux"
     tl = job(slow_steps=3, restart=True, finished=True)
     path = events_to_jsonl(tmp_path / JOB / "0" / "h-0-1.jsonl", tl.events)
     badput = Path(sys.executable).with_name("badput")

@@ -15,7 +15,7 @@ import time
 from collections.abc import Callable
 from typing import Final
 
-from badput.engine import Accountant, Diagnostic, Report
+from badput.engine import Accountant, Diagnostic, RankOptions, Report
 from badput.store import EventStore, JsonlStore, open_source
 from badput.store._base import Cursor, Unread
 
@@ -136,9 +136,12 @@ class LiveJob:
         ideal_step_time: float | None = None,
         on_progress: Callable[[int], None] | None = None,
         parallel: bool | None = None,
+        rank_options: RankOptions | None = None,
     ) -> None:
         self.store, self.job = _resolve(source, job)
         self.accountant = Accountant(self.job, ideal_step_time=ideal_step_time)
+        self.rank_options = rank_options or RankOptions()
+        self.accountant.rank_options = self.rank_options
         self._cursor: Cursor | None = None
         self._on_progress = on_progress
         self._parallel = parallel
@@ -216,6 +219,7 @@ class LiveJob:
         with multiprocessing.get_context("fork").Pool(len(tasks)) as pool:
             results = pool.starmap(_read_streams, tasks)
         merged = Accountant(self.job, ideal_step_time=self.accountant.ideal_step_time)
+        merged.rank_options = self.rank_options
         offsets: dict[str, tuple[int, int]] = {}
         n = 0
         for accountant, their_offsets, count in results:  # in file order
@@ -263,15 +267,22 @@ def analyze(
     ideal_step_time: float | None = None,
     on_progress: Callable[[int], None] | None = None,
     parallel: bool | None = None,
+    rank_options: RankOptions | None = None,
 ) -> Report:
     """Read a whole log and return its :class:`Report`.
 
     ``source`` is a store root (``job`` needed when it holds several jobs), a
     job directory, a single ``.jsonl`` file, or an :class:`EventStore`.
-    ``parallel``: see :meth:`LiveJob.update`.
+    ``parallel``: see :meth:`LiveJob.update`. ``rank_options``: thresholds of the
+    per-rank view, stragglers and stalls (docs/ranks.md).
     """
     live = LiveJob(
-        source, job, ideal_step_time=ideal_step_time, on_progress=on_progress, parallel=parallel
+        source,
+        job,
+        ideal_step_time=ideal_step_time,
+        on_progress=on_progress,
+        parallel=parallel,
+        rank_options=rank_options,
     )
     live.update()
     return live.report(now=now, window=window, final=True)

@@ -121,6 +121,28 @@ def main() -> None:
     help="Restrict the partition to the interval [A, B].",
 )
 @click.option(
+    "--ranks",
+    "show_ranks",
+    is_flag=True,
+    help="Add the per-rank table (outliers first; many ranks are summarised).",
+)
+@click.option(
+    "--straggler-threshold",
+    type=click.FloatRange(min=0.0, max=1.0),
+    default=0.75,
+    show_default=True,
+    metavar="SCORE",
+    help="A rank whose relative or individual section score is below this is a straggler.",
+)
+@click.option(
+    "--stall-after",
+    type=click.FloatRange(min=0.0),
+    default=60.0,
+    show_default=True,
+    metavar="SECONDS",
+    help="No progress for longer than max(10 x typical step time, SECONDS) is a stall.",
+)
+@click.option(
     "--html",
     "html_file",
     type=click.Path(dir_okay=False, writable=True),
@@ -146,6 +168,9 @@ def report(
     now: float | None,
     ideal_step_time: float | None,
     window: tuple[float, float] | None,
+    show_ranks: bool,
+    straggler_threshold: float,
+    stall_after: float,
     resiliency: bool,
     reference_step_time: float | None,
     html_file: str | None = None,
@@ -181,12 +206,16 @@ def report(
         _fail("report", f"expected one PATH, got {len(paths)} (several files: --resiliency)")
     path = paths[0]
     from badput.analysis import LiveJob  # noqa: PLC0415 (the engine pulls numpy)
+    from badput.engine import RankOptions  # noqa: PLC0415
 
+    options = RankOptions(straggler_threshold=straggler_threshold, stall_floor=stall_after)
     if window is not None and not window[0] < window[1]:
         _fail("report", f"--window: the start must be before the end, got {window[0]} {window[1]}")
     progress = _ReadProgress(enabled=sys.stderr.isatty())
     try:
-        live = LiveJob(path, job, ideal_step_time=ideal_step_time, on_progress=progress)
+        live = LiveJob(
+            path, job, ideal_step_time=ideal_step_time, on_progress=progress, rank_options=options
+        )
         live.update()
         result = live.report(now=now, window=window)
     except (ValueError, OSError) as exc:
@@ -211,7 +240,7 @@ def report(
 
             click.echo(f"badput report: warning: {no_time_reason(result)}", err=True)
     else:
-        render_table(result)
+        render_table(result, ranks=show_ranks)
 
 
 def _report_resiliency(
@@ -384,6 +413,28 @@ class _ReadProgress:
     metavar="SECONDS",
     help="After forwarding SIGINT/SIGTERM, wait this long before SIGKILL.",
 )
+@click.option(
+    "--hang-timeout",
+    metavar="SECONDS|auto",
+    help="Kill and restart an attempt with no progress (steps, recorded intervals, "
+    "sections) for this long; 'auto': max(10 x typical step time, 60 s).",
+)
+@click.option(
+    "--backoff",
+    type=click.FloatRange(min=0.0),
+    default=0.25,
+    show_default=True,
+    metavar="SECONDS",
+    help="First back-off of a crash loop; doubles with each failure in a row (0: off).",
+)
+@click.option(
+    "--backoff-max",
+    type=click.FloatRange(min=0.0),
+    default=60.0,
+    show_default=True,
+    metavar="SECONDS",
+    help="Cap of the back-off; an attempt that ran longer resets it.",
+)
 @click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
 def run(
     *,
@@ -392,6 +443,9 @@ def run(
     max_restarts: int,
     restart_delay: float,
     kill_timeout: float,
+    hang_timeout: str | None,
+    backoff: float,
+    backoff_max: float,
     command: tuple[str, ...],
 ) -> None:
     """Run COMMAND as a recorded job, restarting it when it fails.
@@ -400,11 +454,20 @@ def run(
     fails, job_end when the job is over; the command sees BADPUT_JOB,
     BADPUT_STORE and BADPUT_ATTEMPT. SIGINT/SIGTERM are forwarded to it and end
     the job (cancelled / preempted). Exits with the command's exit status.
+    The command dies with the launcher (even a SIGKILLed one), what it leaves
+    running is killed when it exits, and a crash loop backs off exponentially.
 
         badput run --job llama --max-restarts 3 -- python train.py --lr 3e-4
     """
+    from badput._hangwatch import parse_hang_timeout  # noqa: PLC0415
     from badput._launcher import run_job  # noqa: PLC0415
 
+    timeout: float | str | None = None
+    if hang_timeout is not None:
+        try:
+            timeout = parse_hang_timeout(hang_timeout)
+        except ValueError as exc:
+            _fail("run", f"--hang-timeout: {exc}")
     try:
         rc = run_job(
             list(command),
@@ -414,6 +477,9 @@ def run(
             restart_delay,
             kill_timeout=kill_timeout,
             on_event=lambda msg: click.echo(f"badput run: {msg}", err=True),
+            hang_timeout=timeout,
+            backoff=backoff,
+            backoff_max=backoff_max,
         )
     except (ValueError, TypeError) as exc:
         _fail("run", str(exc))
@@ -508,18 +574,21 @@ def _build_exporters(
     if prometheus is not None or pushgateway is not None:
         from badput.monitor.prometheus import PrometheusExporter  # noqa: PLC0415
 
+        # The scrape endpoint and the Pushgateway are two exporters, so that each has its
+        # own thread and deadline: a hanging Pushgateway never leaves the scrape stale.
         if prometheus is not None:
             host, port = _parse_hostport(prometheus)
-            exporters.append(PrometheusExporter(host=host, port=port, pushgateway=pushgateway))
-        else:
+            exporters.append(PrometheusExporter(host=host, port=port))
+        if pushgateway is not None:
             exporters.append(PrometheusExporter(port=None, pushgateway=pushgateway))
     if tensorboard is not None:
         from badput.monitor.tensorboard import TensorBoardExporter  # noqa: PLC0415
 
         exporters.append(TensorBoardExporter(tensorboard))
     if otlp is not None:
-        from badput.monitor.otel import OpenTelemetryExporter  # noqa: PLC0415
+        from badput.monitor.otel import OpenTelemetryExporter, probe_collector  # noqa: PLC0415
 
+        probe_collector(otlp)  # a collector that is not there: one line, not silence
         exporters.append(OpenTelemetryExporter(endpoint=otlp))
     if gcp_project is not None:
         from badput.monitor.gcm import CloudMonitoringExporter  # noqa: PLC0415
@@ -580,6 +649,22 @@ def _log_to_stderr(command: str) -> None:
     metavar="SECONDS",
     help="Configured ideal step time (default: estimated from the best sustained steps).",
 )
+@click.option(
+    "--stall-after",
+    type=click.FloatRange(min=0.0),
+    default=60.0,
+    show_default=True,
+    metavar="SECONDS",
+    help="No progress for longer than max(10 x typical step time, SECONDS) is a stall.",
+)
+@click.option(
+    "--straggler-threshold",
+    type=click.FloatRange(min=0.0, max=1.0),
+    default=0.75,
+    show_default=True,
+    metavar="SCORE",
+    help="A rank whose relative or individual section score is below this is a straggler.",
+)
 @click.option("--once", is_flag=True, help="Run one cycle, print its status line and exit.")
 def monitor(
     *,
@@ -594,6 +679,8 @@ def monitor(
     gcp_project: str | None,
     gcp_location: str | None,
     ideal_step_time: float | None,
+    stall_after: float,
+    straggler_threshold: float,
     once: bool,
 ) -> None:
     """Export the goodput of the job at PATH every --interval seconds, beside the job.
@@ -608,6 +695,7 @@ def monitor(
     import threading  # noqa: PLC0415
 
     from badput._optional import MissingExtraError  # noqa: PLC0415
+    from badput.engine import RankOptions  # noqa: PLC0415
     from badput.monitor import Monitor  # noqa: PLC0415 (the engine pulls numpy)
     from badput.report._watch import status_line  # noqa: PLC0415
 
@@ -640,6 +728,9 @@ def monitor(
             rolling_windows=windows,
             ideal_step_time=ideal_step_time,
             on_snapshot=show,
+            rank_options=RankOptions(
+                straggler_threshold=straggler_threshold, stall_floor=stall_after
+            ),
         )
     except (ValueError, OSError) as exc:
         for exporter in exporters:
@@ -685,7 +776,15 @@ def monitor(
     metavar="SECONDS",
     help="Seconds between refreshes.",
 )
-def watch(*, path: str, job: str | None, interval: float) -> None:
+@click.option(
+    "--stall-after",
+    type=click.FloatRange(min=0.0),
+    default=60.0,
+    show_default=True,
+    metavar="SECONDS",
+    help="No progress for longer than max(10 x typical step time, SECONDS) shows STALLED.",
+)
+def watch(*, path: str, job: str | None, interval: float, stall_after: float) -> None:
     """Live view of the job at PATH: goodput, buckets, steps, stalls. Ctrl-C quits.
 
     Works on a job that is still being written. On a terminal the view redraws in
@@ -706,7 +805,7 @@ def watch(*, path: str, job: str | None, interval: float) -> None:
 
     old = signal.signal(signal.SIGTERM, interrupt)
     try:
-        run_watch(path, job, interval=interval)
+        run_watch(path, job, interval=interval, stall_after=stall_after)
     except ValueError as exc:
         _fail("watch", str(exc))
     except KeyboardInterrupt:

@@ -21,6 +21,7 @@ __all__ = [
     "MIN_TS",
     "NAMED_KINDS",
     "SCHEMA_VERSION",
+    "SECTION_QUANTILES",
     "STEP_KINDS",
     "Event",
     "EventError",
@@ -66,6 +67,7 @@ class Kind:
     ELASTIC_SLICES: Final = "elastic_slices"
     PROCESS_INIT_START: Final = "process_init_start"
     PROCESS_INIT_END: Final = "process_init_end"
+    SECTION_SUMMARY: Final = "section_summary"
 
 
 # Interval kinds: the base name of a ``<base>_start`` / ``<base>_end`` pair.
@@ -108,8 +110,16 @@ STEP_KINDS: Final = frozenset(
 )
 #: Kinds that must carry a non-empty ``name``.
 NAMED_KINDS: Final = frozenset(
-    {Kind.CUSTOM_START, Kind.CUSTOM_END, Kind.ELASTIC_WAIT_START, Kind.ELASTIC_WAIT_END}
+    {
+        Kind.CUSTOM_START,
+        Kind.CUSTOM_END,
+        Kind.ELASTIC_WAIT_START,
+        Kind.ELASTIC_WAIT_END,
+        Kind.SECTION_SUMMARY,
+    }
 )
+#: The quantiles a ``section_summary`` may carry, by key (seconds).
+SECTION_QUANTILES: Final = ("min", "p50", "p90", "max")
 
 
 #: Integers of an event lie within +-MAX_INT: the range every JSON reader holds exactly
@@ -149,6 +159,12 @@ class Event(msgspec.Struct, kw_only=True, omit_defaults=True, gc=False):
     active: Int | None = None
     total: Int | None = None
     available: Int | None = None
+    # section_summary (one timed section of one process, over one period; docs/events.md)
+    count: Int | None = None
+    seconds: float | None = None
+    quantiles: dict[str, float] | None = None
+    last: Timestamp | None = None
+    open_since: Timestamp | None = None
     v: SchemaVersion = SCHEMA_VERSION
 
 
@@ -186,6 +202,10 @@ def validate(event: Event) -> str | None:
         event.active is None or event.total is None or event.available is None
     ):
         return "elastic_slices requires 'active', 'total' and 'available'"
+    if kind == Kind.SECTION_SUMMARY:
+        problem = _section_summary_problem(event)
+        if problem is not None:
+            return problem
     if not 1 <= event.v <= MAX_INT:
         return f"schema version v must be >= 1, got {event.v}"
     for field in _INT_FIELDS:
@@ -195,7 +215,32 @@ def validate(event: Event) -> str | None:
     return None
 
 
-_INT_FIELDS: Final = ("attempt", "rank", "pid", "step", "exit_code", "active", "total", "available")
+def _section_summary_problem(event: Event) -> str | None:
+    if event.count is None or event.count < 0:
+        return "section_summary requires a 'count' >= 0"
+    if event.seconds is None or not (math.isfinite(event.seconds) and event.seconds >= 0):
+        return "section_summary requires finite 'seconds' >= 0"
+    for key, value in (event.quantiles or {}).items():
+        if key not in SECTION_QUANTILES or not (math.isfinite(value) and value >= 0):
+            return f"section_summary quantile {key!r} must be one of {SECTION_QUANTILES}, >= 0"
+    for name in ("last", "open_since"):
+        value = getattr(event, name)
+        if value is not None and not (math.isfinite(value) and MIN_TS <= value <= MAX_TS):
+            return f"section_summary {name!r} must be a time in years 1 to 9999"
+    return None
+
+
+_INT_FIELDS: Final = (
+    "attempt",
+    "rank",
+    "pid",
+    "step",
+    "exit_code",
+    "active",
+    "total",
+    "available",
+    "count",
+)
 
 
 def _short_int(value: int) -> str:

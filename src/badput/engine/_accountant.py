@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterable
 
 from badput.engine._ingest import Ingestor
 from badput.engine._model import Report
 from badput.engine._partition import Typical, compute_report, recent_step_times
+from badput.engine._ranks import RankOptions, RankTracker
 from badput.engine._steptime import DEFAULT_SLOWDOWN_FACTOR, StepTimeStats, step_time_stats
 from badput.engine._timeline import Timeline, build_timeline
 from badput.events import Event, EventError
@@ -41,6 +43,9 @@ class Accountant:
     ) -> None:
         self._ing = Ingestor(job, first_seq=first_seq)
         self.ideal_step_time = ideal_step_time
+        self._ranks = RankTracker()
+        #: Thresholds of the per-rank view, stragglers and stalls (docs/ranks.md).
+        self.rank_options = RankOptions()
 
     @property
     def job(self) -> str | None:
@@ -64,6 +69,7 @@ class Accountant:
         same as one Accountant reading them all, ``self``'s files first.
         """
         self._ing.absorb(other._ing)
+        self._ranks.absorb(other._ranks)
 
     def ingest(self, chunks: Iterable[Chunk]) -> None:
         """Ingest the chunks of a store read (events and malformed-line errors)."""
@@ -73,16 +79,20 @@ class Accountant:
             for i, item in enumerate(chunk.items):
                 if isinstance(item, EventError):
                     self._ing.ingest(run, chunk.source, run_first)
+                    self._ranks.ingest(run, self._ing.job)
                     run = []
                     run_first = chunk.first_line + i + 1
                     self._ing.malformed(item.message, item.file or chunk.source, item.line)
                 else:
                     run.append(item)
             self._ing.ingest(run, chunk.source, run_first)
+            self._ranks.ingest(run, self._ing.job)
 
     def ingest_events(self, events: Iterable[Event], source: str | None = None) -> None:
         """Ingest events that did not come from a store (tests, other tools)."""
-        self._ing.ingest(list(events), source, 1 if source else None)
+        run = list(events)
+        self._ing.ingest(run, source, 1 if source else None)
+        self._ranks.ingest(run, self._ing.job)
 
     def report(
         self,
@@ -91,6 +101,7 @@ class Accountant:
         window: tuple[float, float] | None = None,
         ideal_step_time: float | None = None,
         typical: Typical = "median",
+        ranks: bool = True,
     ) -> Report:
         """The partition as of ``now`` (live) or of the last event (offline).
 
@@ -98,11 +109,55 @@ class Accountant:
         the one given at construction (else the best sustained estimate is used);
         ``typical="mean"`` takes each segment's typical step time as the mean of its
         steps instead of the median (ml-goodput-measurement's startup rule).
+        ``ranks``: add the per-rank view, stragglers and stalls (cumulative reports
+        only; :attr:`rank_options` holds their thresholds).
         """
         ideal = ideal_step_time if ideal_step_time is not None else self.ideal_step_time
-        return compute_report(
+        report = compute_report(
             self._ing, now=now, window=window, ideal_step_time=ideal, typical=typical
         )
+        if window is not None or not ranks:
+            return report
+        return self._with_ranks(report, now, ideal, typical)
+
+    def _with_ranks(
+        self, report: Report, now: float | None, ideal: float | None, typical: Typical
+    ) -> Report:
+        """``report`` with the per-rank view, stragglers and stalls (docs/ranks.md).
+
+        Each stall carries the partition of its own time (a windowed report), so a
+        hang is never shown as ordinary slowdown without saying so.
+        """
+        attempts = []
+        for i, a in enumerate(report.attempts):
+            ended = i < len(report.attempts) - 1 or report.end_reason == "job_end"
+            completed = a.end_reason == "job_end"  # what follows its last progress is shutdown
+            attempts.append((str(a.id), a.start, a.end, ended, completed))
+        live_now = now if report.end_reason == "now" else None
+        found = self._ranks.analyze(attempts, live_now, self.rank_options)
+        stalls = []
+        for stall in found.stalls:
+            inner = compute_report(
+                self._ing,
+                now=now,
+                window=(stall.start, stall.end),
+                ideal_step_time=ideal,
+                typical=typical,
+            )
+            buckets = {k: v for k, v in inner.buckets.items() if v > 0}
+            stalls.append(dataclasses.replace(stall, buckets=buckets))
+        return dataclasses.replace(
+            report, ranks=found.ranks, stragglers=found.stragglers, stalls=stalls
+        )
+
+    def progress(self, attempt: str | int) -> tuple[float | None, float | None, float | None]:
+        """``(last progress time, last event time, typical step time)`` of one attempt,
+        over every rank.
+
+        Progress is a step, a recorded interval or a completed section, not a
+        heartbeat (docs/ranks.md); ``None`` when the attempt has none yet.
+        """
+        return self._ranks.progress(str(attempt))
 
     def step_time_stats(
         self,

@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
+from badput.engine._ranks import RankView, Stall, Straggler
+
 __all__ = [
     "PRODUCTIVE",
     "AttemptSummary",
@@ -76,6 +78,10 @@ class Report:
     steps: StepCounts
     diagnostics: list[Diagnostic] = field(default_factory=list)
     window: tuple[float, float] | None = None
+    # Every rank (engine/_ranks.py, docs/ranks.md); empty for windowed reports.
+    ranks: list[RankView] = field(default_factory=list)
+    stragglers: list[Straggler] = field(default_factory=list)
+    stalls: list[Stall] = field(default_factory=list)
 
     def bucket(self, name: str) -> float:
         """Seconds in ``name`` (0.0 when the bucket is empty)."""

@@ -56,8 +56,9 @@ class Lane:
 class StepSpans:
     """Every step span, as columns (a million steps cost a few tens of MB, not objects).
 
-    Sorted by lane, then start. ``end`` of a step never ended (crash) is the start of
-    the next event of its lane, or the end of its attempt; ``closed`` says which.
+    Sorted by lane, then start. A step never ended (a crash, a hang: ``closed`` false)
+    lasts until the next event of its lane, at most a typical step time of its stream
+    (the median of its ended steps, else the ideal), and never past its attempt's end.
     """
 
     lane: I64
@@ -180,6 +181,7 @@ def build_timeline(ing: Ingestor, report: Report) -> Timeline:
             return np.zeros(ts.shape[0], np.int64)
         return np.maximum(np.searchsorted(att_starts, ts, side="right") - 1, 0).astype(np.int64)
 
+    ends_of = np.array([a.end for a in attempts], dtype=np.float64)
     lane_index: dict[tuple[int, int], int] = {}
     parts: list[tuple[I64, F64, F64, I64, npt.NDArray[np.bool_]]] = []
     intervals: list[IntervalSpan] = []
@@ -198,25 +200,34 @@ def build_timeline(ing: Ingestor, report: Report) -> Timeline:
         start, end, step, closed = _pair_steps(stream, report.end)
         ai = attempt_of(start)
         if start.shape[0]:
-            # A crash leaves the last step open: it ends with its attempt.
-            att_end = np.array([a.end for a in attempts])[ai]
-            end = np.where(closed, end, np.minimum(np.maximum(end, start), att_end))
+            # What happens after an attempt's end is not accounted (the report says so in
+            # a diagnostic): spans are cut at it, and one that starts after it is left out.
+            att_end = ends_of[ai]
+            keep = start <= att_end
+            start, end, step, closed = start[keep], end[keep], step[keep], closed[keep]
+            end, ai = np.minimum(end, att_end[keep]), ai[keep]
+            # A step never ended (a crash, a hang) lasts a typical step, as the partition
+            # counts it (ACCOUNTING.md §4); the rest of its time is not step time.
+            if not closed.all():
+                done = (end - start)[closed]
+                typical = float(np.median(done)) if done.shape[0] else report.ideal_step_time
+                if typical is not None:
+                    end = np.where(closed, end, np.minimum(end, start + typical))
+        if start.shape[0]:
             seen = np.unique(ai)
             lane_ids = np.array([lane_of(int(a), stream.rank) for a in seen], np.int64)
             parts.append((lane_ids[np.searchsorted(seen, ai)], start, end, step, closed))
         marks = sorted(stream.marks, key=lambda m: (m.ts, m.seq))
         recorded, _starts, _ends = pair_marks(marks, close_at=report.end)
         blocking = [iv for iv in recorded if iv.blocking]
-        for piece in flatten_innermost(blocking):
-            a = int(attempt_of(np.array([piece.start]))[0])
-            intervals.append(
-                IntervalSpan(lane_of(a, stream.rank), piece.start, piece.end, piece.bucket, True)
-            )
-        for iv in recorded:
-            if not iv.blocking and iv.end > iv.start:
-                a = int(attempt_of(np.array([iv.start]))[0])
+        pieces = [(p.start, p.end, p.bucket, True) for p in flatten_innermost(blocking)]
+        pieces += [(i.start, i.end, i.bucket, False) for i in recorded if not i.blocking]
+        for lo, hi, bucket, is_blocking in pieces:
+            a = int(attempt_of(np.array([lo]))[0])
+            cut = min(hi, float(ends_of[a]))
+            if cut > lo:
                 intervals.append(
-                    IntervalSpan(lane_of(a, stream.rank), iv.start, iv.end, iv.bucket, False)
+                    IntervalSpan(lane_of(a, stream.rank), lo, cut, bucket, is_blocking)
                 )
 
     # Lanes in attempt order, then rank; renumber what was built in stream order.

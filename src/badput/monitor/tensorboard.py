@@ -39,7 +39,6 @@ history already written is never rewritten.
 
 from __future__ import annotations
 
-import math
 import os
 from typing import Any
 
@@ -47,15 +46,10 @@ from badput._optional import import_optional
 from badput.engine import Report
 from badput.engine._model import PRODUCTIVE
 from badput.monitor._base import Snapshot
+from badput.monitor._rankmetrics import rank_scalars
+from badput.monitor._vocab import window_label
 
 __all__ = ["TensorBoardExporter"]
-
-
-def window_name(seconds: float) -> str:
-    """``3600.0`` → ``"3600s"``, ``0.5`` → ``"0.5s"`` (the label of a rolling window)."""
-    if math.isfinite(seconds) and float(seconds).is_integer():
-        return f"{int(seconds)}s"
-    return f"{seconds!r}s"
 
 
 def _fraction(seconds: float, total: float) -> float:
@@ -140,9 +134,10 @@ class TensorBoardExporter:
                 }
             )
         out.update({k: v for k, v in stats.items() if v is not None})
+        out.update(rank_scalars(snapshot))
         for w in sorted(snapshot.windows):
             wr = snapshot.windows[w]
-            prefix = f"goodput_window/{window_name(w)}/"
+            prefix = f"goodput_window/{window_label(w)}/"
             out[prefix + "goodput"] = wr.goodput
             out[prefix + "observed"] = wr.observed_goodput
             seen = self._window_buckets.setdefault(w, set())

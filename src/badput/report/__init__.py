@@ -25,15 +25,16 @@ __all__ = [
 ]
 
 
-def render_table(report: Report, console: Any = None) -> None:
+def render_table(report: Report, console: Any = None, *, ranks: bool = False) -> None:
     """Print ``report`` as a rich table to ``console`` (default: a new stdout console).
 
     ``console`` is a ``rich.console.Console``; pass one created with
-    ``record=True`` to capture the text.
+    ``record=True`` to capture the text. ``ranks``: add the per-rank table
+    (stalls and stragglers are shown whenever there are any).
     """
     from badput.report._table import render_table as _render  # noqa: PLC0415 (rich is lazy)
 
-    _render(report, console)
+    _render(report, console, ranks=ranks)
 
 
 def html_report(accountant: Accountant, report: Report | None = None) -> str:

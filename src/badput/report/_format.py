@@ -60,6 +60,8 @@ def format_percent(fraction: float, digits: int = 1) -> str:
     """``0.8123`` → ``81.2%``; NaN → ``n/a``."""
     if math.isnan(fraction):
         return "n/a"
+    if abs(fraction) >= 1e4:  # never a share of a total: a corrupt figure, kept short
+        return f"{fraction * 100.0:.3g}%"
     return f"{fraction * 100.0:.{digits}f}%"
 
 

@@ -18,6 +18,7 @@ maximum per bin). A million-step job gives a file of a few hundred KB.
 from __future__ import annotations
 
 import base64
+import dataclasses
 import hashlib
 import html
 import json
@@ -30,7 +31,7 @@ import numpy as np
 import numpy.typing as npt
 
 from badput import __version__
-from badput.engine import STEP_BUCKETS, Accountant, Report, Timeline
+from badput.engine import STEP_BUCKETS, Accountant, IntervalSpan, Report, Timeline
 from badput.report._csv import wasted_steps
 from badput.report._format import format_duration, format_percent, format_ts
 from badput.report._table import bucket_description, ordered_buckets
@@ -101,39 +102,49 @@ class GoodputSeries:
 def goodput_series(
     accountant: Accountant, report: Report, bins: int = GOODPUT_BINS
 ) -> GoodputSeries:
-    """Cumulative and rolling goodput at the ends of ``bins`` equal windows of the job.
+    """Cumulative and rolling goodput at the ends of ``bins`` equal steps of the job.
 
-    Each window is one windowed report of the engine (adjacent windows add up to the
-    whole); the cumulative value at ``t`` is the productive time of the windows up to
-    ``t`` over the time since the start, the rolling one the same over the last
-    :data:`ROLLING_BINS` windows.
+    Both are the engine's windowed reports: the cumulative value at ``t`` is the report
+    of ``[start, t]`` (the goodput the job had at ``t``; it ends at the report's), taken
+    at every other point (the chart joins them); the rolling one is the report of the
+    last :data:`ROLLING_BINS` steps before ``t``. (Windows are not summed: productive
+    time is capped at kept steps x the ideal step time over the whole window, so the
+    sum of small windows can fall short of a large one.)
     """
     total = report.end - report.start
     if total <= 0 or not report.attempts:
         return GoodputSeries([], [], [], [], 0.0)
-    edges = np.linspace(report.start, report.end, bins + 1)
-    prod = np.zeros(bins)
-    obs = np.zeros(bins)
-    span = np.zeros(bins)
+    edges = np.linspace(report.start, report.end, bins + 1)[1:]
     ideal = report.ideal_step_time
-    for i in range(bins):
-        w = accountant.report(window=(float(edges[i]), float(edges[i + 1])), ideal_step_time=ideal)
-        prod[i] = w.bucket("productive")
-        obs[i] = prod[i] + w.bucket("slowdown")
-        span[i] = w.total_seconds
-    cum_span = np.cumsum(span)
-    roll_prod = np.convolve(prod, np.ones(ROLLING_BINS))[:bins]
-    roll_span = np.convolve(span, np.ones(ROLLING_BINS))[:bins]
+    width = total / bins * ROLLING_BINS
 
-    def frac(a: F64, b: F64) -> list[float | None]:
-        return [round(float(x / y), 5) if y > 0 else None for x, y in zip(a, b, strict=True)]
+    def fractions(a: float, b: float) -> tuple[float | None, float | None]:
+        w = accountant.report(window=(a, b), ideal_step_time=ideal)
+        if w.total_seconds <= 0:
+            return None, None
+        good = w.bucket("productive")
+        return round(good / w.total_seconds, 5), round(
+            (good + w.bucket("slowdown")) / w.total_seconds, 5
+        )
 
+    cumulative: list[float | None] = []
+    observed: list[float | None] = []
+    rolling: list[float | None] = []
+    for i, edge in enumerate(edges):
+        t = float(edge)
+        if i % 2 == 1 or i == bins - 1:  # every other point, and the end
+            c, o = fractions(report.start, t)
+        else:
+            c = o = None
+        cumulative.append(c)
+        observed.append(o)
+        rolling.append(fractions(max(report.start, t - width), t)[0])
     return GoodputSeries(
-        t=[round(float(t), 3) for t in edges[1:]],
-        cumulative=frac(np.cumsum(prod), cum_span),
-        observed=frac(np.cumsum(obs), cum_span),
-        rolling=frac(roll_prod, roll_span),
-        rolling_seconds=float(total / bins * ROLLING_BINS),
+        t=[round(float(t), 3) for t in edges],
+        cumulative=cumulative,
+        observed=observed,
+        rolling=rolling,
+        rolling_seconds=float(width),
     )
 
 
@@ -142,12 +153,17 @@ def _r(x: float) -> float:
 
 
 def _lane_spans(
-    timeline: Timeline, lane: int, names: list[str], index: dict[str, int], t0: float
+    timeline: Timeline,
+    sel: npt.NDArray[np.int64],
+    ivs: list[IntervalSpan],
+    *,
+    names: list[str],
+    index: dict[str, int],
+    t0: float,
 ) -> dict[str, Any]:
-    """One lane's rectangles: every step and blocking interval, or time bins of them."""
+    """One lane's rectangles (its steps ``sel``, its blocking intervals ``ivs``): every
+    step and interval, or time bins of them."""
     steps = timeline.steps
-    sel = np.flatnonzero(steps.lane == lane)
-    ivs = [iv for iv in timeline.intervals if iv.lane == lane and iv.blocking]
     step_b = np.array([index[STEP_BUCKETS[b]] for b in range(len(STEP_BUCKETS))], np.int64)
     if sel.shape[0] + len(ivs) <= MAX_SPANS_PER_LANE:
         base = {
@@ -156,6 +172,7 @@ def _lane_spans(
             "b": [int(b) for b in step_b[steps.bucket[sel]]],
             "s": [int(s) for s in steps.step[sel]],
             "d": [_r(float(x)) for x in steps.own[sel]],
+            "open": [int(i) for i in np.flatnonzero(~steps.closed[sel])],
         }
         top = {
             "x0": [_r(iv.start - t0) for iv in ivs],
@@ -283,6 +300,56 @@ def _e(text: object) -> str:
     return html.escape(str(text), quote=True)
 
 
+def _cell(key: str, value: object) -> str:
+    """A record's field as text: times as UTC, seconds as durations, scores as 3 digits."""
+    if isinstance(value, float):
+        if value > 1e8:  # a Unix time
+            return format_ts(value, millis=False)
+        if key.endswith("seconds") or key == "threshold":
+            return format_duration(value)
+        return f"{value:.3g}"
+    if isinstance(value, (list, tuple)):
+        return ", ".join(str(v) for v in value)
+    if isinstance(value, dict):
+        return ", ".join(f"{k} {_cell(str(k), v)}" for k, v in value.items())
+    return "-" if value is None else str(value)
+
+
+def _records_table(table_id: str, records: list[Any]) -> str:
+    """Dataclass records (the report's stragglers, stalls) as an escaped HTML table."""
+    rows = [
+        dataclasses.asdict(r)
+        for r in records
+        if dataclasses.is_dataclass(r) and not isinstance(r, type)
+    ]
+    if not rows:
+        return ""
+    keys = list(rows[0])
+    head = "".join(f"<th>{_e(k)}</th>" for k in keys)
+    body = "\n".join(
+        "<tr>" + "".join(f"<td>{_e(_cell(k, r.get(k)))}</td>" for k in keys) + "</tr>" for r in rows
+    )
+    return f'<table id="{table_id}"><thead><tr>{head}</tr></thead><tbody>\n{body}\n</tbody></table>'
+
+
+def _ranks_section(report: Report) -> str:
+    """Stragglers and stalls, when the report has them (multi-rank jobs)."""
+    stragglers = list(getattr(report, "stragglers", []) or [])
+    stalls = list(getattr(report, "stalls", []) or [])
+    if not stragglers and not stalls:
+        return ""
+    parts = ["<section>", "<h2>Ranks: stragglers and stalls</h2>"]
+    if stragglers:
+        parts += [
+            f"<h3>Stragglers ({len(stragglers)})</h3>",
+            _records_table("stragglers", stragglers),
+        ]
+    if stalls:
+        parts += [f"<h3>Stalls ({len(stalls)})</h3>", _records_table("stalls", stalls)]
+    parts.append("</section>")
+    return "\n".join(parts)
+
+
 def _card(key: str, value: str, note: str, cls: str = "") -> str:
     slug = key.replace(" ", "-")
     return (
@@ -323,17 +390,12 @@ def render_html(report: Report, timeline: Timeline, goodput: GoodputSeries) -> s
     """The page, from what the engine computed (pure: no I/O but reading the assets)."""
     t0 = report.start
     names = [name for name, _ in ordered_buckets(report.buckets)]
-    extra = sorted(
-        (
-            {STEP_BUCKETS[i] for i in range(len(STEP_BUCKETS))}
-            | {iv.bucket for iv in timeline.intervals}
-        )
-        - set(names)
-    )
+    # buckets drawn but empty in the report (a step colour, an interval outside a window)
+    extra = sorted((set(STEP_BUCKETS) | {iv.bucket for iv in timeline.intervals}) - set(names))
     names += [*extra, "attempt"]
     index = {n: i for i, n in enumerate(names)}
     lanes: list[dict[str, Any]] = [{"label": "job", "kind": "job"}]
-    job_lane = {"x0": [], "x1": [], "b": [], "a": []}  # type: dict[str, list[Any]]
+    job_lane: dict[str, list[Any]] = {"x0": [], "x1": [], "b": [], "a": []}
     scheduled = report.buckets.get("queued", 0.0)
     if report.attempts:
         if scheduled > 0:
@@ -356,6 +418,12 @@ def render_html(report: Report, timeline: Timeline, goodput: GoodputSeries) -> s
         names = sorted(index, key=index.__getitem__)
     multi_rank = any(ln.rank is not None for ln in timeline.lanes)
     spans = []
+    # steps are sorted by lane: each lane's are one slice
+    bounds = np.searchsorted(timeline.steps.lane, np.arange(len(timeline.lanes) + 1))
+    blocking: dict[int, list[IntervalSpan]] = {}
+    for iv in timeline.intervals:
+        if iv.blocking:
+            blocking.setdefault(iv.lane, []).append(iv)
     for li, ln in enumerate(timeline.lanes):
         label = f"attempt {ln.attempt}"
         if multi_rank:
@@ -372,7 +440,10 @@ def render_html(report: Report, timeline: Timeline, goodput: GoodputSeries) -> s
                 "a1": _r(att.end - t0),
             }
         )
-        spans.append(_lane_spans(timeline, li, names, index, t0))
+        sel = np.arange(int(bounds[li]), int(bounds[li + 1]), dtype=np.int64)
+        spans.append(
+            _lane_spans(timeline, sel, blocking.get(li, []), names=names, index=index, t0=t0)
+        )
     attempts_json: list[dict[str, Any]] = [
         {
             "id": str(a.id),
@@ -488,6 +559,7 @@ Time inside an attempt that no span covers is untracked.</p>
 {_attempt_rows(report, wasted)}
 </tbody></table>
 </section>
+{_ranks_section(report)}
 <section>
 <h2>Diagnostics ({len(report.diagnostics)})</h2>
 <ul id="diagnostics">

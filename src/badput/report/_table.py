@@ -10,6 +10,7 @@ from rich.table import Table
 from rich.text import Text
 
 from badput.report._format import format_duration, format_percent, format_ts, inert
+from badput.report._ranks import render_ranks
 
 if TYPE_CHECKING:
     from badput.engine import AttemptSummary, Diagnostic, Report
@@ -284,8 +285,12 @@ def no_time_reason(report: Report) -> str:
     return "no time to account for (the log holds no span)"
 
 
-def render_table(report: Report, console: Any = None) -> None:
-    """Print ``report`` to ``console`` (a ``rich.console.Console``; default: stdout)."""
+def render_table(report: Report, console: Any = None, *, ranks: bool = False) -> None:
+    """Print ``report`` to ``console`` (a ``rich.console.Console``; default: stdout).
+
+    Stalls and stragglers are always shown when there are any; ``ranks`` adds
+    the per-rank table (outliers first).
+    """
     con: Console = console if console is not None else Console()
     con.print(_header(report))
     con.print()
@@ -296,6 +301,7 @@ def render_table(report: Report, console: Any = None) -> None:
     if report.attempts:
         con.print(_attempts_table(report, narrow=con.width < WIDE))
     con.print(_details(report))
+    render_ranks(report, con, full=ranks)
     if report.diagnostics:
         con.print()
         con.print(Text(f"Diagnostics ({len(report.diagnostics)})", style="bold yellow"))

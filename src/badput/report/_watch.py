@@ -18,6 +18,7 @@ from rich.table import Table
 from rich.text import Text
 
 from badput.report._format import format_duration, format_percent, format_ts, inert
+from badput.report._ranks import ongoing_stall, stall_headline, straggler_summary
 from badput.report._table import (
     BAR_WIDTH,
     MAX_BUCKET_ROWS,
@@ -134,7 +135,43 @@ def status_line(
         parts.append(f"last event {format_duration(age)} ago{stalled}")
     if snapshot.step_time is not None and snapshot.step_time.slowdown_alarm:
         parts.append("SLOWDOWN")
+    parts.extend(_rank_parts(snapshot, now))
     return f"{head}: " + ", ".join(parts)
+
+
+def _rank_parts(snapshot: Snapshot, now: float) -> list[str]:
+    """The status line's per-rank parts: an ongoing stall (by progress) and stragglers."""
+    parts = []
+    stall = None if _finished(snapshot) else ongoing_stall(snapshot.report)
+    if stall is not None:
+        parts.append(stall_headline(stall, now))
+    if snapshot.report.stragglers:
+        parts.append(f"stragglers: {straggler_summary(snapshot.report.stragglers)}")
+    return parts
+
+
+def _ranks_rows(snapshot: Snapshot, now: float) -> list[Table]:
+    """The per-rank grid when it has something to say (an empty grid still takes a line)."""
+    grid = _ranks_grid(snapshot, now)
+    return [grid] if grid.row_count else []
+
+
+def _ranks_grid(snapshot: Snapshot, now: float) -> Table:
+    """Rows of the watch view for the per-rank analysis (stall by progress, stragglers)."""
+    grid = _grid()
+    rep = snapshot.report
+    stall = None if _finished(snapshot) else ongoing_stall(rep)
+    if stall is not None:
+        grid.add_row("progress", Text(stall_headline(stall, now), style="bold red"))
+    if rep.stragglers:
+        grid.add_row(
+            "stragglers",
+            Text(straggler_summary(rep.stragglers), style="bold yellow"),
+        )
+    if len(rep.ranks) > 1:
+        hosts = {v.host for v in rep.ranks if v.host}
+        grid.add_row("ranks", f"{len(rep.ranks)} on {len(hosts)} hosts (badput report --ranks)")
+    return grid
 
 
 def _grid() -> Table:
@@ -152,6 +189,9 @@ def _state(snapshot: Snapshot, now: float) -> Text:
     if _finished(snapshot):
         status = rep.attempts[-1].status if rep.attempts else None
         return log_text(f"finished ({status})" if status else "finished", "green")
+    stall = ongoing_stall(rep)
+    if stall is not None:
+        return Text(stall_headline(stall, now), style="bold red")
     if is_stalled(snapshot, now):
         limit = format_duration(stall_threshold(snapshot))
         return Text(f"STALLED? no event for {format_duration(age)} (> {limit})", style="bold red")
@@ -347,6 +387,7 @@ def render_watch(
         _summary(snapshot, previous, now),
         Text(""),
         _steps(snapshot, previous),
+        *_ranks_rows(snapshot, now),
         _attempts(snapshot),
     ]
     return _WatchView(
@@ -364,8 +405,11 @@ def run_watch(
     console: Console | None = None,
     max_cycles: int | None = None,
     window: float = WATCH_WINDOW,
+    stall_after: float | None = None,
 ) -> None:
     """Follow the job at ``source`` and redraw :func:`render_watch` every ``interval`` s.
+
+    ``stall_after``: the floor of the stall threshold, seconds (docs/ranks.md).
 
     Returns on Ctrl-C (``KeyboardInterrupt`` is swallowed) or after ``max_cycles``.
     ``source``/``job``: as for :class:`~badput.monitor.Monitor` (raises
@@ -373,10 +417,14 @@ def run_watch(
     """
     from rich.live import Live  # noqa: PLC0415
 
+    from badput.engine import RankOptions  # noqa: PLC0415
     from badput.monitor import Monitor  # noqa: PLC0415 (the engine pulls numpy)
 
     con = console if console is not None else Console()
-    monitor = Monitor(job, source, interval=interval, rolling_windows=(window,))
+    options = RankOptions() if stall_after is None else RankOptions(stall_floor=stall_after)
+    monitor = Monitor(
+        job, source, interval=interval, rolling_windows=(window,), rank_options=options
+    )
     previous: Snapshot | None = None
     cycles = 0
     try:

@@ -17,7 +17,13 @@ from urllib.parse import unquote, urlsplit
 
 from badput._env import BADPUT_STORE, DEFAULT_STORE
 from badput.store._base import Chunk, Cursor, EventStore, EventWriter, ReadResult, WriterKey
-from badput.store._jsonl import JsonlStore, SingleFileStore, first_job_below, safe_job_dir
+from badput.store._jsonl import (
+    JsonlStore,
+    MappedWriter,
+    SingleFileStore,
+    first_job_below,
+    safe_job_dir,
+)
 from badput.store._memory import MemoryStore, memory_store
 
 __all__ = [
@@ -26,6 +32,7 @@ __all__ = [
     "EventStore",
     "EventWriter",
     "JsonlStore",
+    "MappedWriter",
     "MemoryStore",
     "ReadResult",
     "SingleFileStore",
@@ -150,6 +157,8 @@ def open_source(
         single = SingleFileStore(p, job)
         return single, single.job
     if not p.is_dir():
+        if p.exists():  # a FIFO, socket or device: never opened (it could block forever)
+            raise ValueError(f"{text}: not a regular file or a directory")
         raise ValueError(f"{text}: no such file or directory")
     p = p.absolute()
     if (

@@ -4,16 +4,22 @@ Layout (``EVENTS.md``)::
 
     <root>/<job>/<attempt>/<host>-<rank>-<pid>.jsonl
 
-One file per writer process, opened in append mode and never rewritten. Readers
-take every ``*.jsonl`` file below ``<root>/<job>/`` (any depth), in sorted order
-of their path relative to the job directory (the stream name).
+One file per writer process, never rewritten. The recorder writes it through a
+:class:`MappedWriter` (a pre-allocated, memory-mapped file: an event is in the
+page cache, so it survives the death of the process, as soon as it is copied in);
+other writers append with :class:`JsonlWriter`. Readers take every ``*.jsonl``
+file below ``<root>/<job>/`` (any depth), in sorted order of their path relative
+to the job directory (the stream name), and stop at a file's trailing run of NUL
+bytes (the unwritten tail of a mapped file).
 """
 
 from __future__ import annotations
 
+import mmap
 import os
 import stat
 from collections.abc import Iterator
+from contextlib import suppress
 from pathlib import Path
 from typing import BinaryIO, Final
 
@@ -29,10 +35,48 @@ from badput.store._base import (
 )
 from badput.store._lines import BOM, parse_stream, torn_tail, written_length
 
-__all__ = ["JsonlStore", "JsonlWriter", "SingleFileStore", "first_job_below", "safe_job_dir"]
+__all__ = [
+    "JsonlStore",
+    "JsonlWriter",
+    "MappedWriter",
+    "SingleFileStore",
+    "first_job_below",
+    "safe_job_dir",
+]
 
 #: Bytes read from a file at a time (large blocks: decoding, not I/O, dominates).
 READ_BLOCK: Final = 8 * 1024 * 1024
+
+
+# madvise(MADV_POPULATE_WRITE) (Linux 5.14+; not named by Python 3.11's mmap module).
+_MADV_POPULATE_WRITE: Final = getattr(mmap, "MADV_POPULATE_WRITE", 23)
+
+
+def _madvise_unlocked(mm: mmap.mmap, start: int, length: int) -> bool:
+    """``MADV_POPULATE_WRITE`` through libc, which releases the GIL while the kernel
+    faults the pages in (``mmap.madvise`` holds it, stalling every other thread).
+    False when libc cannot be called. The caller keeps the mapping from being
+    resized or closed meanwhile."""
+    import ctypes  # noqa: PLC0415 (only a writer needs it; keeps `import badput` light)
+
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        view = ctypes.c_char.from_buffer(mm)
+    except (OSError, TypeError, ValueError, AttributeError):
+        return False
+    address = ctypes.addressof(view)
+    del view  # no buffer export left: the mapping may be resized later
+    page = mmap.PAGESIZE
+    aligned = start - start % page
+    rc = libc.madvise(
+        ctypes.c_void_p(address + aligned),
+        ctypes.c_size_t(length + start - aligned),
+        ctypes.c_int(_MADV_POPULATE_WRITE),
+    )
+    if rc != 0:
+        errno = ctypes.get_errno()
+        raise OSError(errno, os.strerror(errno))
+    return True
 
 
 def safe_job_dir(job: str) -> str:
@@ -75,6 +119,129 @@ def open_regular(path: Path) -> BinaryIO | None:
         raise
 
 
+class MappedWriter:
+    """One writer stream as a pre-allocated, memory-mapped file (the recorder's).
+
+    The file is created new (``O_EXCL``: a file left by an earlier process of the
+    same pid is never appended to; ``<name>.1.jsonl`` etc. is used instead) and
+    allocated to ``capacity`` bytes with ``posix_fallocate``, so that a full disk
+    fails here, at creation or growth, and never as a ``SIGBUS`` while writing.
+    The caller copies complete lines into :attr:`mm`; bytes copied are in the
+    page cache, so they outlive the process. :meth:`close` truncates the file to
+    the bytes written; a killed writer leaves a NUL tail that readers skip.
+    """
+
+    def __init__(self, directory: Path, name: str, capacity: int) -> None:
+        directory.mkdir(parents=True, exist_ok=True)
+        stem = name.removesuffix(".jsonl")
+        for n in range(1000):
+            path = directory / (name if n == 0 else f"{stem}.{n}.jsonl")
+            try:
+                fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o644)
+            except FileExistsError:
+                continue
+            break
+        else:
+            raise FileExistsError(f"no free event file name like {directory / name}")
+        try:
+            os.posix_fallocate(fd, 0, capacity)
+            self.mm = mmap.mmap(fd, capacity)
+            st = os.fstat(fd)
+        except BaseException:
+            os.close(fd)
+            with suppress(OSError):
+                os.unlink(path)
+            raise
+        self.path = path
+        self.fd = fd
+        self.capacity = capacity
+        self.lines = 0
+        self._counted = 0
+        self.populated = 0
+        self.can_populate = True
+        self.populate(min(capacity, 256 * 1024))
+        self._identity = (st.st_dev, st.st_ino)
+
+    def populate(self, upto: int) -> None:
+        """Map the pages up to ``upto`` writable now (``MADV_POPULATE_WRITE``), so that the
+        writer's copies take no page fault. Changes no byte; a no-op where unsupported."""
+        upto = min(upto, self.capacity)
+        start = self.populated
+        if upto <= start or not self.can_populate:
+            return
+        try:
+            if not _madvise_unlocked(self.mm, start, upto - start):
+                self.mm.madvise(_MADV_POPULATE_WRITE, start, upto - start)
+        except (OSError, ValueError):
+            self.can_populate = False  # kernel older than 5.14: pages fault on first write
+        else:
+            self.populated = upto
+
+    def reserve(self, capacity: int) -> None:
+        """Allocate the file up to ``capacity`` bytes (may block or fail: not under a lock)."""
+        os.posix_fallocate(self.fd, 0, capacity)
+
+    def remap(self, capacity: int) -> None:
+        """Grow the mapping to ``capacity`` (after :meth:`reserve`); fast."""
+        self.mm.resize(capacity)
+        self.capacity = capacity
+
+    def detached(self) -> bool:
+        """True when the file is no longer at its path (deleted, or replaced by another)."""
+        try:
+            st = os.stat(self.path)
+        except OSError:
+            return True
+        return (st.st_dev, st.st_ino) != self._identity
+
+    def count_lines(self) -> int:
+        """Complete lines written so far (counted incrementally)."""
+        upto = self.mm.tell()
+        if upto > self._counted:
+            self.lines += self.mm[self._counted : upto].count(b"\n")
+            self._counted = upto
+        return self.lines
+
+    def _unmap(self) -> bytes:
+        """Unmap (a write racing this one either lands before or raises) and return the
+        bytes written past the last known position: read back up to the first NUL."""
+        self.count_lines()
+        self.mm.close()
+        tail = b""
+        while True:
+            block = os.pread(self.fd, 65536, self._counted + len(tail))
+            cut = block.find(b"\0")  # the first byte never written
+            tail += block if cut < 0 else block[:cut]
+            if cut >= 0 or len(block) < 65536:
+                break
+        self.lines += tail.count(b"\n")
+        return tail
+
+    def close(self, truncate: bool = True) -> None:
+        """Unmap and close; truncate the file to the bytes written (a clean close)."""
+        try:
+            tail = self._unmap()
+            if truncate:
+                os.ftruncate(self.fd, self._counted + len(tail))
+        finally:
+            os.close(self.fd)
+
+    def take(self) -> bytes:
+        """Unmap and close without truncating; return everything written (for a copy)."""
+        try:
+            tail = self._unmap()
+            written = self._counted
+            head = b""
+            while len(head) < written:
+                block = os.pread(self.fd, written - len(head), len(head))
+                if not block:
+                    break
+                head += block
+            return head + tail
+        finally:
+            os.close(self.fd)
+
+
 class JsonlWriter:
     """Appends complete lines to one file (unbuffered: each write is one syscall)."""
 
@@ -96,12 +263,20 @@ class JsonlWriter:
             raise
 
     def _write_all(self, data: bytes) -> None:
+        """Write all of ``data``; an ``OSError`` raised part-way carries the bytes that
+        were written as ``badput_written`` (complete lines among them are on disk)."""
         view = memoryview(data)
-        while view:
-            n = self._file.write(view)
-            if n is None or n <= 0:  # pragma: no cover - non-blocking files only
-                raise OSError(f"could not write to {self.path}")
-            view = view[n:]
+        written = 0
+        try:
+            while view:
+                n = self._file.write(view)
+                if n is None or n <= 0:  # pragma: no cover - non-blocking files only
+                    raise OSError(f"could not write to {self.path}")
+                view = view[n:]
+                written += n
+        except OSError as exc:
+            exc.badput_written = written  # type: ignore[attr-defined]
+            raise
 
     def write(self, data: bytes) -> None:
         self._write_all(data)
@@ -124,19 +299,28 @@ def _read_file(f: BinaryIO, offset: int, limit: int | None) -> Iterator[bytes]:
     with f:
         f.seek(offset)
         read = 0
+        finishing = False
         while True:
             block = f.read(READ_BLOCK)
             if not block:
                 return
-            read += len(block)
             if block[-1] == 0 and written_length(block) == 0:
                 yield block
                 return
+            if finishing:  # past the budget: only up to the end of the line in progress
+                nl = block.find(b"\n")
+                if nl >= 0:
+                    yield block[: nl + 1]
+                    return
+                yield block  # a long line: parse_stream holds at most MAX_LINE_BYTES of it
+                continue
+            yield block
+            read += len(block)
             if limit is not None and read >= limit:
                 # Finish the line in progress so the budget never splits a read into nothing.
-                yield block + f.readline()
-                return
-            yield block
+                if block.endswith(b"\n"):
+                    return
+                finishing = True
 
 
 def _read_path(  # noqa: PLR0917 (one call site per store kind)
@@ -176,7 +360,7 @@ def _read_path(  # noqa: PLR0917 (one call site per store kind)
     chunks.extend(parsed.chunks)
     if parsed.n_bytes:
         out.offsets[stream] = (offset + parsed.n_bytes, lines + parsed.n_lines)
-    torn = torn_tail(parsed.tail, source, lines + parsed.n_lines + 1)
+    torn = torn_tail(parsed, source, lines + parsed.n_lines + 1)
     if torn is not None:
         unread.append(torn)
     return parsed.n_bytes
@@ -220,6 +404,11 @@ class JsonlStore:
 
     def open_writer(self, job: str, key: WriterKey) -> EventWriter:
         return JsonlWriter(self.job_dir(job) / key.stream_name())
+
+    def open_mapped_writer(self, job: str, key: WriterKey, capacity: int) -> MappedWriter:
+        """A new :class:`MappedWriter` for ``key``'s stream of ``job`` (may raise ``OSError``)."""
+        *dirs, name = key.stream_name().split("/")
+        return MappedWriter(self.job_dir(job).joinpath(*dirs), name, capacity)
 
     def jobs(self) -> list[str]:
         try:

@@ -24,6 +24,7 @@ from badput.store._base import Chunk, Unread
 __all__ = [
     "BOM",
     "CHUNK_LINES",
+    "MAX_LINE_BYTES",
     "Parsed",
     "parse_stream",
     "torn_tail",
@@ -36,6 +37,9 @@ CHUNK_LINES: Final = 65_536
 BOM: Final = b"\xef\xbb\xbf"
 #: Longest unterminated tail decoded to tell a complete event from a torn one.
 _DECODE_TAIL_MAX: Final = 1 << 20
+#: Longest line kept in memory. A longer one (no event is: they are well under 1 KB) is
+#: skipped without being held, and reported with its length.
+MAX_LINE_BYTES: Final = 64 << 20
 
 
 def written_length(data: bytes) -> int:
@@ -58,8 +62,11 @@ class Parsed(NamedTuple):
     n_bytes: int
     #: Lines consumed.
     n_lines: int
-    #: The written bytes after the last ``\n`` (a line in progress, or torn), NULs excluded.
+    #: The written bytes after the last ``\n`` (a line in progress, or torn), NULs excluded;
+    #: empty when that line is over :data:`MAX_LINE_BYTES` (only its size is known).
     tail: bytes
+    #: How many bytes that unterminated line has.
+    tail_size: int
 
 
 def parse_stream(
@@ -81,13 +88,29 @@ def parse_stream(
     The complete lines of each block are decoded in one call when they are all
     plain one-object lines (the common case); otherwise line by line, so that a
     blank line is skipped but counted and a bad line is reported with its number.
+    A line longer than :data:`MAX_LINE_BYTES` is never held whole: it becomes an
+    error item naming its length (or, unterminated, a tail of known size).
     """
     chunks: list[Chunk] = []
     consumed = 0
     lineno = lines_done  # number of the last complete line seen so far
     carry = b""
+    skipping = 0  # > 0: inside an overlong line, of which this many bytes were seen
     first = lines_done == 0 if at_start is None else at_start
-    for block in blocks:
+    for raw in blocks:
+        block = raw
+        if skipping:
+            nl = block.find(b"\n")
+            if nl < 0:
+                skipping += len(block)
+                continue
+            lineno += 1
+            size = skipping + nl
+            message = f"line of {size:,} bytes, longer than {MAX_LINE_BYTES:,}: not read"
+            chunks.append(Chunk(source, lineno, [EventError(message, source, lineno)]))
+            consumed += size + 1
+            skipping = 0
+            block = block[nl + 1 :]
         if not block:
             continue
         data = carry + block if carry else block
@@ -102,33 +125,41 @@ def parse_stream(
         cut = data.rfind(b"\n") + 1
         if cut == 0:
             carry = data
+            if written_length(carry) > MAX_LINE_BYTES:
+                skipping, carry = len(carry), b""
             continue
         region, carry = data[:cut], data[cut:]
         consumed += cut
-        fast = decode_block(region, source, lineno + 1) if len(region) < (1 << 28) else None
+        if written_length(carry) > MAX_LINE_BYTES:
+            skipping, carry = len(carry), b""
+        # A region longer than a line may be holds a line that is too long: line by line.
+        fast = decode_block(region, source, lineno + 1) if len(region) <= MAX_LINE_BYTES else None
         if fast is not None:
             for k in range(0, len(fast), chunk_lines):
                 chunks.append(Chunk(source, lineno + 1 + k, fast[k : k + chunk_lines]))
             lineno += len(fast)
             continue
         lineno = _parse_lines(region.split(b"\n")[:-1], source, lineno, chunk_lines, chunks)
+    if skipping:
+        return Parsed(chunks, consumed, lineno - lines_done, b"", skipping)
     tail = carry[: written_length(carry)]
-    return Parsed(chunks, consumed, lineno - lines_done, tail)
+    return Parsed(chunks, consumed, lineno - lines_done, tail, len(tail))
 
 
-def torn_tail(tail: bytes, source: str, line: int) -> Unread | None:
+def torn_tail(parsed: Parsed, source: str, line: int) -> Unread | None:
     """The :class:`Unread` record of an unterminated tail (``None`` when there is none)."""
-    if not tail:
+    tail = parsed.tail
+    if not parsed.tail_size:
         return None
     complete = False
-    if len(tail) <= _DECODE_TAIL_MAX:
+    if tail and len(tail) <= _DECODE_TAIL_MAX:
         try:
             decode_line(tail.rstrip(b"\r"))
         except EventError:
             pass
         else:
             complete = True
-    return Unread("torn_line", source, line, len(tail), complete)
+    return Unread("torn_line", source, line, parsed.tail_size, complete)
 
 
 def _parse_lines(
@@ -143,6 +174,13 @@ def _parse_lines(
 
     for line in parts:
         lineno += 1
+        if len(line) > MAX_LINE_BYTES:  # what a reader that never holds it would say
+            if run:
+                emit()
+                run = []
+            message = f"line of {len(line):,} bytes, longer than {MAX_LINE_BYTES:,}: not read"
+            chunks.append(Chunk(source, lineno, [EventError(message, source, lineno)]))
+            continue
         if not line.strip():
             if run:
                 emit()

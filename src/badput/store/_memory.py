@@ -128,7 +128,7 @@ class MemoryStore:
             chunks.extend(parsed.chunks)
             if parsed.n_bytes:
                 out.offsets[name] = (offset + parsed.n_bytes, lines + parsed.n_lines)
-            torn = torn_tail(parsed.tail, source, lines + parsed.n_lines + 1)
+            torn = torn_tail(parsed, source, lines + parsed.n_lines + 1)
             if torn is not None:
                 unread.append(torn)
             if budget is not None:

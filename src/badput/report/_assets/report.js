@@ -198,7 +198,9 @@
           });
           return out;
         }
-        return label + "step " + base.s[j] + " · " + names[base.b[j]] + "\nstep time " + fmtDur(base.d[j]) +
+        var open = base.open && base.open.indexOf(j) >= 0
+          ? "\nno step_end (crash or hang): drawn as long as a typical step" : "";
+        return label + "step " + base.s[j] + " · " + names[base.b[j]] + open + "\nstep time " + fmtDur(base.d[j]) +
           (data.ideal ? " (ideal " + fmtDur(data.ideal) + ")" : "") + "\nspan " + fmtDur(base.x1[j] - base.x0[j]) +
           " from " + fmtTs(t0 + base.x0[j]);
       }
@@ -257,9 +259,9 @@
       width: width(), height: 260, tzDate: utc,
       series: [
         {},
-        { label: "goodput (cumulative)", stroke: "#2e9e44", width: 2, value: function (u, v) { return v === null ? "-" : v.toFixed(1) + "%"; } },
+        { label: "goodput (cumulative)", stroke: "#2e9e44", width: 2, spanGaps: true, value: function (u, v) { return v === null ? "-" : v.toFixed(1) + "%"; } },
         { label: g.rollingLabel, stroke: "#3b6fd8", width: 1.5, value: function (u, v) { return v === null ? "-" : v.toFixed(1) + "%"; } },
-        { label: "observed goodput (cumulative)", stroke: "#a6c83a", width: 1, dash: [5, 4], value: function (u, v) { return v === null ? "-" : v.toFixed(1) + "%"; } }
+        { label: "observed goodput (cumulative)", stroke: "#a6c83a", width: 1, dash: [5, 4], spanGaps: true, value: function (u, v) { return v === null ? "-" : v.toFixed(1) + "%"; } }
       ],
       scales: { x: { time: true }, y: { range: [0, 100] } },
       axes: [{}, { values: function (u, v) { return v.map(function (x) { return x + "%"; }); } }],
