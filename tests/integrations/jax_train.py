@@ -55,6 +55,9 @@ def main() -> None:
     for step, x in enumerate(timed_batches(batches(done), rec), start=done + 1):
         with rec.step(step):
             if step == crash_at:
+                # The async write of checkpoint 5 has to have landed for the resume to use it
+                # (on a loaded machine it may still be in flight 3 steps later).
+                mngr.wait_until_finished()
                 raise RuntimeError("injected crash")
             state = {"w": update(state["w"], x).block_until_ready()}
         if step % EVERY == 0:

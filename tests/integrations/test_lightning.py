@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -54,3 +55,11 @@ def test_ddp_two_processes_write_per_rank_files_and_waste_nothing(tmp_path: Path
     assert (rep.steps.kept, rep.steps.wasted, rep.steps.last) == (8, 0, 8)
     assert rep.ideal_step_time is not None
     assert rep.bucket("wasted") == 0.0
+    # each rank timed the forward of each of its 8 batches (the compute section of docs/ranks.md)
+    forwards: dict[int, int] = {}
+    for f in (tmp_path / "runs" / "lit-ddp").rglob("*.jsonl"):
+        for line in f.read_text().splitlines():
+            e = json.loads(line)
+            if e["kind"] == "section_summary" and e["name"] == "forward":
+                forwards[e["rank"]] = forwards.get(e["rank"], 0) + e["count"]
+    assert forwards == {0: 8, 1: 8}

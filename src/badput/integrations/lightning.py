@@ -16,6 +16,9 @@ What each bucket comes from (Lightning's public hooks only):
   a checkpoint written) to the next batch's start: Lightning fetches the next batch
   there and no hook surrounds the fetch itself.
 - ``custom:eval``: ``on_validation_start`` / ``on_validation_end`` (the sanity check too).
+- the compute section ``forward`` (``rec.section``, docs/ranks.md): from each batch's
+  start to ``on_before_backward`` (``training_step``: forward and loss). Backward is
+  not timed: under DDP it waits in the gradient all-reduce for the slowest rank.
 """
 
 from __future__ import annotations
@@ -117,6 +120,7 @@ class BadputCallback(_Callback):  # type: ignore[misc]
         self.time_checkpoints = time_checkpoints
         self._step: int | None = None  # the step in progress
         self._prep = False
+        self._forward: Any = None  # the open "forward" section timer
 
     @property
     def recorder(self) -> Recorder:
@@ -148,16 +152,27 @@ class BadputCallback(_Callback):  # type: ignore[misc]
     ) -> None:
         self._end_prep()
         step = int(trainer.global_step) + 1
-        if step == self._step:
-            return  # another micro-batch of the step in progress
-        s = self.session
-        s.span_since_mark("data_loading_start", "data_loading_end")
-        self._step = step
-        s.rec.record_step_start(step)
+        if step != self._step:  # else another micro-batch of the step in progress
+            s = self.session
+            s.span_since_mark("data_loading_start", "data_loading_end")
+            self._step = step
+            s.rec.record_step_start(step)
+        self._end_forward()
+        self._forward = self.session.rec.section("forward")
+        self._forward.__enter__()
+
+    def _end_forward(self) -> None:
+        forward, self._forward = self._forward, None
+        if forward is not None:
+            forward.__exit__(None, None, None)
+
+    def on_before_backward(self, trainer: Any, pl_module: Any, loss: Any) -> None:
+        self._end_forward()
 
     def on_train_batch_end(
         self, trainer: Any, pl_module: Any, outputs: Any, batch: Any, batch_idx: int
     ) -> None:
+        self._end_forward()  # a training_step that returned no loss has no backward
         step = self._step
         if step is not None and int(trainer.global_step) >= step:  # the optimizer stepped
             self.session.rec.record_step_end(step)
