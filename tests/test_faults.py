@@ -536,8 +536,10 @@ def test_crash_loop_backs_off_exponentially_up_to_the_cap(tmp_path: Path) -> Non
     from badput._launcher import run_job
 
     messages: list[str] = []
+    # A command that fails at once even on a loaded machine: an attempt that ran longer
+    # than backoff_max would (rightly) reset the back-off and change the delays.
     rc = run_job(
-        [sys.executable, "-c", "import sys; sys.exit(2)"],
+        ["sh", "-c", "exit 2"],
         JOB,
         tmp_path / "runs",
         max_restarts=4,
@@ -794,6 +796,10 @@ def test_one_window_vocabulary_for_every_exporter() -> None:
     assert window_label(0.5) == "0.5s"
     for module in (otel, prometheus, tensorboard):
         assert module.window_label is _vocab.window_label
+        assert module.METRICS is _vocab.METRICS  # and one table of metric names
+    names = [(m.prometheus, m.otel) for m in _vocab.METRICS.values()]
+    assert len({p for p, _ in names}) == len({o for _, o in names}) == len(names) == 13
+    assert all(p.startswith("badput_") and o.startswith("badput.") for p, o in names)
 
 
 def test_one_periodic_worker_and_one_lifecycle_registry_for_all_three() -> None:

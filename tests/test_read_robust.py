@@ -25,7 +25,7 @@ from badput.engine import Report
 from badput.events import MAX_INT, MAX_TS, Event, EventError, attempt_id, validate
 from badput.report._format import format_duration, format_percent, format_ts
 from badput.report._watch import window_label
-from badput.store import JsonlStore, MemoryStore, WriterKey, _lines
+from badput.store import JsonlStore, MemoryStore, WriterKey, _jsonl, _lines
 from badput.store._base import MAX_NAME_BYTES, safe_name
 from badput.store._lines import parse_stream, written_length
 
@@ -317,6 +317,26 @@ def test_a_jsonl_that_is_not_a_regular_file_is_never_opened(
     assert out.returncode == 0, out.stderr
     if kind != "directory":  # a directory named *.jsonl is walked into, not read
         assert codes(report)["not_a_file"] == [(str(odd), None)]
+    same_numbers(report, clean_report)
+
+
+def test_an_unreadable_file_is_named(
+    tmp_path: Path, clean_report: Report, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    write_job(tmp_path, CLEAN)
+    locked = write_job(tmp_path, CLEAN.replace(b'"job_end"', b'"heartbeat"'), "locked.jsonl")
+    real_open = _jsonl.open_regular
+
+    def refuse(path: Path) -> object:
+        if path == locked:  # as chmod 000 does to anyone but root
+            raise PermissionError(13, "Permission denied", str(path))
+        return real_open(path)
+
+    monkeypatch.setattr(_jsonl, "open_regular", refuse)
+    report = analyze(tmp_path, JOB)
+    (d,) = [d for d in report.diagnostics if d.code == "unreadable_file"]
+    assert (d.file, d.line) == (str(locked), None)
+    assert "Permission denied" in d.message
     same_numbers(report, clean_report)
 
 

@@ -98,14 +98,23 @@ class Scenario:
         )
 
     def orbax_save(
-        self, t_end: float, step: int, seconds: float, directory: str = "gs://replay/ckpt"
+        self,
+        t_end: float,
+        step: int,
+        seconds: float,
+        directory: str = "gs://replay/ckpt",
+        *,
+        posix_start: float | None = None,
     ) -> Scenario:
         """Orbax's CheckpointManager logs a save's statistics when its blocking part ends;
-        times in the payload are relative to EPOCH here (the replay makes them absolute)."""
-        start = t_end - seconds
+        times in the payload are relative to EPOCH here (the replay makes them absolute),
+        unless ``posix_start`` gives the payload's start as POSIX seconds as it stands
+        (``"absolute": true`` in the call)."""
+        start = t_end - seconds if posix_start is None else posix_start
         self.calls.append(
             {
                 "t": round(t_end, 6),
+                **({"absolute": True} if posix_start is not None else {}),
                 "orbax": {
                     "step": step,
                     "event_type": "save",
@@ -130,11 +139,14 @@ class Scenario:
         seconds: float,
         event_type: str = "restore",
         directory: str = "gs://replay/ckpt",
+        *,
+        posix_start: float | None = None,
     ) -> Scenario:
-        start = t_end - seconds
+        start = t_end - seconds if posix_start is None else posix_start
         self.calls.append(
             {
                 "t": round(t_end, 6),
+                **({"absolute": True} if posix_start is not None else {}),
                 "orbax": {
                     "step": step,
                     "event_type": event_type,
@@ -528,6 +540,43 @@ def scenarios() -> Iterator[Scenario]:
             s.query("checkpoint_statistics", t, operation=operation, operation_type=kind)
     yield s
 
+    s = Scenario(
+        "orbax_entries_outside_job",
+        "as the library's own test of checkpoint badput: init 1 s, prep 2 s, 2 s untracked, "
+        "steps 0..4 of 3 s (step 0 +5 s); Orbax entries stamped 10 s after the Unix epoch "
+        "(1970), a 6 s save and a 2 s restore; a crash, a restart 5 s later repeating steps "
+        "2..4: the entries' durations count wherever they fall (the test's 2 s load is left "
+        "out: the library counts it twice when the restart logs no load of its own)",
+    )
+    _job(s).interval(0, 1, "tpu_init").interval(1, 3, "training_preparation")
+    t = s.steps(5, 0, 4, 3.0, first_seconds=8.0)
+    s.orbax_save(t, 1, 6.0, posix_start=10.0)
+    t_restart = t + 5.0
+    _job(s, t_restart)
+    t = s.steps(t_restart + 5.0, 2, 4, 3.0, first_seconds=8.0)
+    s.orbax_restore(t, 1, 2.0, posix_start=10.0)
+    s.call(t, "record_job_end_time")
+    s.standard_queries(t)
+    for operation in ("save", "restore"):
+        s.query("checkpoint_statistics", t, operation=operation, operation_type="persistent")
+    yield s
+
+    s = Scenario(
+        "orbax_save_logged_by_two_hosts",
+        "steps 0..19 of 2 s; two hosts log the save of step 10, a 4 s and a 6 s blocking "
+        "part from 20 s (the second host waits 2 s longer): the library counts the mean, "
+        "5 s, and takes it from productive time",
+    )
+    _job(s)
+    t = s.steps(0, 0, 9)
+    s.orbax_save(t + 4.0, 10, 4.0)
+    s.orbax_save(t + 6.0, 10, 6.0)
+    t = s.steps(t + 6.0, 10, 19)
+    s.call(t, "record_job_end_time")
+    s.standard_queries(t)
+    s.query("checkpoint_statistics", t, operation="save", operation_type="persistent_and_local")
+    yield s
+
     # ---------------------------------------------------------- the library's bugs
     s = Scenario(
         "restart_resumes_next_step",
@@ -795,8 +844,9 @@ def _inner(chosen: list[Scenario], out: Path) -> int:
         for call in s.calls:
             with freeze_time(at(call["t"] - s.clock_skew)):
                 if "orbax" in call:
+                    shift = 0.0 if call.get("absolute") else EPOCH
                     payload = {
-                        k: (v + EPOCH if "time" in k and isinstance(v, (int, float)) else v)
+                        k: (v + shift if "time" in k and isinstance(v, (int, float)) else v)
                         for k, v in call["orbax"].items()
                     }
                     log.append({"job_name": s.job_name, **payload})

@@ -40,7 +40,11 @@ def _prctl(option: int, value: int) -> None:
 def descendants(root: int) -> list[int]:
     """Pids of every live descendant of ``root`` (from /proc; racy by nature)."""
     children: dict[int, list[int]] = {}
-    for entry in os.listdir("/proc"):
+    try:
+        entries = os.listdir("/proc")
+    except OSError:  # no /proc (not Linux): leftovers cannot be found
+        return []
+    for entry in entries:
         if not entry.isdigit():
             continue
         try:

@@ -177,6 +177,9 @@ class LiveJob:
         now = time.monotonic()
         out: list[Diagnostic] = []
         for u in self._unread:
+            if u.code == "unreadable":
+                out.append(Diagnostic("unreadable_file", f"cannot be read: {u.detail}", u.source))
+                continue
             if u.code == "not_a_file":
                 why = f"is {u.detail}, not a regular file: not read"
                 out.append(Diagnostic("not_a_file", why, u.source))

@@ -8,6 +8,7 @@ standard library and msgspec (the fast codec), so ``import badput`` stays light.
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from typing import Annotated, Final
 
 import msgspec
@@ -23,6 +24,7 @@ __all__ = [
     "SCHEMA_VERSION",
     "SECTION_QUANTILES",
     "STEP_KINDS",
+    "Chunk",
     "Event",
     "EventError",
     "Kind",
@@ -177,6 +179,20 @@ class EventError(ValueError):
         self.line = line
         where = f"{file}:{line}: " if file is not None and line is not None else ""
         super().__init__(f"{where}{message}")
+
+
+@dataclass(frozen=True)
+class Chunk:
+    """Consecutive complete lines of one stream, decoded.
+
+    ``items[i]`` is line ``first_line + i`` of ``source`` (1-based): an event, or
+    the :class:`EventError` that names why that line was skipped. Stores produce
+    chunks and the engine consumes them, so the type lives here, below both.
+    """
+
+    source: str
+    first_line: int
+    items: list[Event | EventError]
 
 
 def validate(event: Event) -> str | None:

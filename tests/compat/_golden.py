@@ -62,7 +62,8 @@ def _when(epoch: float, t: float) -> dt.datetime:
 
 
 def _absolute(payload: dict[str, Any], epoch: float) -> dict[str, Any]:
-    """Orbax payloads hold times relative to the epoch in every key containing 'time'."""
+    """Orbax payloads hold times relative to the epoch in every key containing 'time'
+    (``epoch`` 0: as they stand, for a call marked ``absolute``)."""
     return {
         k: (v + epoch if "time" in k and isinstance(v, (int, float)) else v)
         for k, v in payload.items()
@@ -84,7 +85,8 @@ class Replay:
         for call in g.data["calls"]:
             t = float(call["t"])
             if "orbax" in call:
-                rec.record_payload(_absolute(call["orbax"], g.epoch), timestamp=g.epoch + t)
+                shift = 0.0 if call.get("absolute") else g.epoch
+                rec.record_payload(_absolute(call["orbax"], shift), timestamp=g.epoch + t)
                 continue
             method = getattr(rec, call["method"])
             kwargs = {k: v for k, v in call.items() if k not in ("t", "method")}

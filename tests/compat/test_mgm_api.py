@@ -205,6 +205,101 @@ def test_orbax_entries_reach_badputs_store_in_the_jobs_attempt() -> None:
     rec.close()
 
 
+class LogDouble(ListLogger):
+    """A caller's log the calculator reads too, as the library's test double does."""
+
+    def read_cloud_logging_entries(self) -> tuple[list[dict[str, Any]], None]:
+        return list(self.entries), None
+
+
+def test_orbax_entries_in_the_callers_log_count_wherever_they_fall() -> None:
+    """The library's checkpoint badput is the CheckpointBadputCalculator's totals over the
+    entries of the log it reads, whatever their times: Orbax entries written straight into
+    the caller's log, stamped 10 s after the Unix epoch (a 6 s save, a 2 s restore), count
+    in a job of 2026. A save forwarded through the recorder (1 s, inside step 9) reaches
+    both the store and that log, and counts once."""
+    log, store = LogDouble(), MemoryStore()
+    rec = goodput.GoodputRecorder("ckpt-log", "log", True, log, store=store)
+    rec.record_job_start_time(at(0))
+    for step in range(10):
+        rec.record_step_start_time(step, at(2 * step))
+    forwarded = save(9, "gs://b/ckpt", 1.0)
+    forwarded["checkpoint_manager_blocking_start_time"] = at(18.5).timestamp()
+    rec.record_payload(forwarded)
+    log.write_cloud_logging_entry(
+        {"job_name": "ckpt-log", **save(1, "gs://b/p", 6.0)}
+        | {"checkpoint_manager_blocking_start_time": 10.0}
+    )
+    log.write_cloud_logging_entry(
+        {"job_name": "ckpt-log", **restore(1, "restore", 2.0)}
+        | {"checkpoint_manager_start_time": 10.0}
+    )
+    log.write_cloud_logging_entry({"job_name": "ckpt-log", "event_type": "save", "step": 2})
+    rec.record_job_end_time(at(20))
+    calc = goodput.GoodputCalculator("ckpt-log", "log", log, store=store)
+    gp, breakdown, last_step = calc.get_job_goodput(include_badput_breakdown=True)
+    # 20 s of steps; saves 1 s (on the timeline) + 6 s (before the job), taken from
+    # productive time: 13 s; the 2 s restore has no OTHER to come from (the library's
+    # remainder, floored at 0).
+    assert gp == pytest.approx(65.0)
+    assert breakdown[BadputType.UNPRODUCTIVE_CHECKPOINT_SAVE_TIME] == pytest.approx(35.0)
+    assert breakdown[BadputType.UNPRODUCTIVE_CHECKPOINT_RESTORE_TIME] == pytest.approx(10.0)
+    assert breakdown[BadputType.OTHER] == 0.0
+    assert last_step == 9
+    details = calc.get_job_goodput_details()
+    assert details["goodput_time"][goodput_utils.GoodputType.TOTAL] == pytest.approx(13.0)
+    # Without the caller's log, only the forwarded save is known.
+    alone = goodput.GoodputCalculator("ckpt-log", "log", store=store)
+    gp, breakdown, _ = alone.get_job_goodput(include_badput_breakdown=True)
+    assert gp == pytest.approx(95.0)
+    assert breakdown[BadputType.UNPRODUCTIVE_CHECKPOINT_SAVE_TIME] == pytest.approx(5.0)
+    assert breakdown[BadputType.UNPRODUCTIVE_CHECKPOINT_RESTORE_TIME] == 0.0
+    rec.close()
+
+
+def test_a_logged_entry_matches_one_stored_entry_at_most() -> None:
+    """Two hosts log the same 4 s save of step 10; the store holds one of them (forwarded
+    by a recorder): the other still counts, the mean stays 4 s. An entry without its
+    durations is left out (the library would raise KeyError on it)."""
+    stored = [
+        dict(save(10, "gs://b/ckpt", 4.0, ckptr=4.0), checkpoint_manager_blocking_start_time=50.0)
+    ]
+    logged = [
+        dict(stored[0]),
+        dict(stored[0]),
+        {"event_type": "save", "step": 11, "checkpoint_manager_blocking_duration_secs": 2.0},
+        {"job_name": "j", "step_count": 3, "step_start_time": 1.0},  # not Orbax's
+    ]
+    merged = cbc.add_logged_entries(stored, logged)
+    assert len(merged) == 2
+    stats = given_entries(merged).calculate_save_operation_checkpoint_manager_blocking_time()
+    assert stats.total_checkpoint_manager_blocking_time == pytest.approx(4.0)
+    moved = dict(stored[0], checkpoint_manager_blocking_start_time=51.0)  # another save
+    assert len(cbc.add_logged_entries(stored, [moved])) == 2
+
+
+def test_checkpoint_events_pair_per_writer() -> None:
+    """Hosts a and b save step 10 at once (a: 10..14 s, b: 10.5..16.5 s): each start pairs
+    with its own host's end, 4 s and 6 s, so the step's mean is 5 s."""
+    from badput.events import Event, Kind
+
+    def ev(ts: float, kind: str, host: str) -> Event:
+        return Event(ts=ts, kind=kind, job="j", attempt="0", host=host, step=10)
+
+    entries = cbc.entries_from_events(
+        [
+            ev(10.0, Kind.CHECKPOINT_SAVE_START, "a"),
+            ev(10.5, Kind.CHECKPOINT_SAVE_START, "b"),
+            ev(14.0, Kind.CHECKPOINT_SAVE_END, "a"),
+            ev(16.5, Kind.CHECKPOINT_SAVE_END, "b"),
+        ]
+    )
+    durations = [e["checkpoint_manager_blocking_duration_secs"] for e in entries]
+    assert durations == [4.0, 6.0]
+    stats = given_entries(entries).calculate_save_operation_checkpoint_manager_blocking_time()
+    assert stats.total_checkpoint_manager_blocking_time == pytest.approx(5.0)
+
+
 intervals = st.lists(
     st.tuples(st.integers(-50, 150), st.integers(1, 60)).map(
         lambda p: (T0 + dt.timedelta(seconds=p[0]), T0 + dt.timedelta(seconds=p[0] + p[1]))

@@ -8,6 +8,7 @@ start merged. Pure: reads the Ingestor's state, reports problems through ``diag`
 
 from __future__ import annotations
 
+import bisect
 import math
 from collections import defaultdict
 from collections.abc import Callable, Sequence
@@ -54,10 +55,11 @@ def reconstruct_attempts(ing: Ingestor, diag: DiagnosticSink) -> list[Attempt]:
         if e.attempt is not None:
             by_key[e.attempt].append(e)
     attempts: list[Attempt] = []
+    spans = ing.attempt_spans()
     for key in explicit:
         evs = by_key.get(key, [])
         starts = [e.ts for e in evs if e.kind == Kind.JOB_START]
-        first_ts, last_ts = ing.attempt_span(key)
+        first_ts, last_ts = spans[key]
         start = min(starts) if starts else first_ts
         attempts.append(_finish_attempt(key, attempt_id(key), start, evs, last_ts, diag=diag))
     attempts.sort(key=lambda a: (a.start, str(a.id)))
@@ -71,9 +73,10 @@ def reconstruct_attempts(ing: Ingestor, diag: DiagnosticSink) -> list[Attempt]:
             *ing.first_idless,
         )
     # Id-less end events (a launcher that writes no id) end the attempt running at their time.
+    starts_sorted = [a.start for a in attempts]
     for e in life:
         if e.attempt is None and e.kind in (Kind.JOB_END, Kind.ATTEMPT_END):
-            target = _attempt_at(attempts, e.ts)
+            target = _attempt_at(attempts, starts_sorted, e.ts)
             if target is not None and not target.ended:
                 _apply_end(target, e)
     return attempts
@@ -126,9 +129,25 @@ def _apply_end(att: Attempt, e: LifecycleEvent) -> None:
 def _derive_attempts(
     ing: Ingestor, life: list[LifecycleEvent], diag: DiagnosticSink
 ) -> list[Attempt]:
-    """No attempt ids: each job_start opens an attempt, multi-host duplicates merged."""
+    """No attempt ids: each job_start opens an attempt, multi-host duplicates merged.
+
+    Treated as the same log with ids would be (ACCOUNTING.md §9.6): a ``job_end`` after an
+    ``attempt_end`` (a launcher with no restarts left) ends the job; events before the first
+    ``job_start`` that include an end event form the first attempt, ended there.
+    """
+    idless = np.sort(
+        np.concatenate(
+            [np.frombuffer(ing.idless_ts, dtype=np.float64)]
+            + [
+                np.frombuffer(s.steps.ts, dtype=np.float64)
+                for s in ing.streams.values()
+                if s.attempt is None and len(s.steps)
+            ]
+        )
+    )
     attempts: list[Attempt] = []
     seen: set[tuple[str | None, int | None]] = set()
+    opened_by_end = False  # the first attempt was formed by an end before any job_start
     for e in life:
         if e.kind == Kind.JOB_START:
             who = (e.host, e.rank)
@@ -141,25 +160,17 @@ def _derive_attempts(
             seen.add(who)
         elif e.kind in (Kind.JOB_END, Kind.ATTEMPT_END):
             if not attempts:
-                diag(
-                    "events_out_of_order",
-                    f"{e.kind} at {e.ts:.3f} before any job_start; ignored",
-                    e.source,
-                    e.line,
+                first = float(idless[0]) if idless.shape[0] else e.ts
+                attempts.append(
+                    Attempt(None, 0, min(first, e.ts), e.ts, "last_event", False, False)
                 )
-                continue
-            if not attempts[-1].ended:
-                _apply_end(attempts[-1], e)
-    idless = np.sort(
-        np.concatenate(
-            [np.frombuffer(ing.idless_ts, dtype=np.float64)]
-            + [
-                np.frombuffer(s.steps.ts, dtype=np.float64)
-                for s in ing.streams.values()
-                if s.attempt is None and len(s.steps)
-            ]
-        )
-    )
+                opened_by_end = True
+            _apply_end(attempts[-1], e)
+    if opened_by_end and len(attempts) > 1 and attempts[0].ended_by_job_end:
+        # A job_end before the first job_start ends that first attempt like an attempt_end
+        # (§9.10): the job went on.
+        attempts[0].ended_by_job_end = False
+        attempts[0].end_reason = "attempt_end"
     if not attempts:
         if not len(idless):
             return []
@@ -183,9 +194,8 @@ def _derive_attempts(
     return attempts
 
 
-def _attempt_at(attempts: list[Attempt], ts: float) -> Attempt | None:
-    found = None
-    for a in attempts:
-        if a.start <= ts:
-            found = a
-    return found if found is not None else (attempts[0] if attempts else None)
+def _attempt_at(attempts: list[Attempt], starts: list[float], ts: float) -> Attempt | None:
+    """The last attempt started at or before ``ts`` (the first one for earlier times)."""
+    if not attempts:
+        return None
+    return attempts[max(0, bisect.bisect_right(starts, ts) - 1)]

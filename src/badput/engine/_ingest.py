@@ -15,7 +15,7 @@ import numpy as np
 from badput.engine._intervals import IntervalMark
 from badput.events import KINDS, LIFECYCLE_KINDS, Event, Kind, bucket_of, interval_base
 
-__all__ = ["DiagnosticLog", "LifecycleEvent", "StepLog", "Stream"]
+__all__ = ["DiagnosticLog", "LifecycleEvent", "RestoreMark", "StepLog", "Stream"]
 
 # A file whose clock steps back by more than this between consecutive lines is reported.
 CLOCK_BACKWARDS_TOLERANCE = 1e-3
@@ -74,14 +74,60 @@ class Stream:
     rank: int = 0
     steps: StepLog = field(default_factory=StepLog)
     marks: list[IntervalMark] = field(default_factory=list)
+    mark_ts: array[float] = field(default_factory=lambda: array("d"))  # marks[i].ts, as a column
     marks_unsorted: bool = False
     restores: list[RestoreMark] = field(default_factory=list)
+    # (ts, step, committed) of checkpoint_save_end and checkpoint_committed events
+    checkpoints: list[tuple[float, int, bool]] = field(default_factory=list)
+    # times of every non-step event (lifecycle, heartbeats...), so a view "as of t" is exact
+    other_ts: array[float] = field(default_factory=lambda: array("d"))
     first_ts: float = math.inf
     last_ts: float = -math.inf
 
     @property
     def has_work(self) -> bool:
         return bool(len(self.steps) or self.marks)
+
+    def has_work_in(self, lo: float, hi: float, until: float) -> bool:
+        """Whether a step or interval event falls in ``[lo, hi)`` and at or before ``until``."""
+        top = min(hi, math.nextafter(until, math.inf))
+        if top <= lo:
+            return False
+        if len(self.steps):
+            ts = np.frombuffer(self.steps.ts, dtype=np.float64)
+            if self.steps.unsorted:
+                if bool(((ts >= lo) & (ts < top)).any()):
+                    return True
+            elif np.searchsorted(ts, lo, "left") < np.searchsorted(ts, top, "left"):
+                return True
+        if not self.marks:
+            return False
+        mark_ts = np.frombuffer(self.mark_ts, dtype=np.float64)
+        if self.marks_unsorted:
+            return bool(((mark_ts >= lo) & (mark_ts < top)).any())
+        return bool(np.searchsorted(mark_ts, lo, "left") < np.searchsorted(mark_ts, top, "left"))
+
+    def as_of(self, t: float) -> Stream:
+        """This stream with every event stamped after ``t`` left out."""
+        out = Stream(attempt=self.attempt, rank=self.rank)
+        ts = np.frombuffer(self.steps.ts, dtype=np.float64)
+        keep = ts <= t
+        out.steps.ts = array("d", ts[keep].tobytes())
+        out.steps.step = array("q", np.frombuffer(self.steps.step, dtype=np.int64)[keep].tobytes())
+        out.steps.is_end = array(
+            "b", np.frombuffer(self.steps.is_end, dtype=np.int8)[keep].tobytes()
+        )
+        out.marks = [m for m in self.marks if m.ts <= t]
+        out.mark_ts = array("d", (m.ts for m in out.marks))
+        out.marks_unsorted = self.marks_unsorted
+        out.restores = [r for r in self.restores if r.ts <= t]
+        out.checkpoints = [c for c in self.checkpoints if c[0] <= t]
+        other = np.frombuffer(self.other_ts, dtype=np.float64)
+        out.other_ts = array("d", other[other <= t].tobytes())
+        both = np.concatenate((ts[keep], other[other <= t]))
+        if both.shape[0]:
+            out.first_ts, out.last_ts = float(both.min()), float(both.max())
+        return out
 
 
 @dataclass(frozen=True, slots=True)
@@ -112,6 +158,10 @@ class DiagnosticLog:
             self.entries.setdefault(code, []).append((message, source, line))
 
 
+def _fits(step: int) -> bool:
+    return -(2**63) <= step < 2**63
+
+
 class Ingestor:
     """Turns events into :class:`Stream` state; the Accountant owns one."""
 
@@ -126,9 +176,6 @@ class Ingestor:
         self.n_events = 0
         self.diagnostics = DiagnosticLog()
         self.unknown_kinds: dict[str, int] = {}
-        # Query-side caches (sealed step rows per attempt, ideal-time blocks), owned by the
-        # engine's partition code; they only ever hold values derivable from the state above.
-        self.cache: dict[object, object] = {}
         self._seq = first_seq
         self._source_last_ts: dict[str, float] = {}
         self._by_raw: dict[tuple[object, int | None], Stream] = {}
@@ -143,7 +190,6 @@ class Ingestor:
         if other.job is not None and self.job is not None and other.job != self.job:
             raise ValueError(f"cannot merge job {other.job!r} into job {self.job!r}")
         self.job = self.job or other.job
-        self.cache.clear()
         for key, theirs in other.streams.items():
             mine = self.streams.get(key)
             if mine is None:
@@ -156,8 +202,11 @@ class Ingestor:
             if theirs.marks and mine.marks and theirs.marks[0].ts < mine.marks[-1].ts:
                 mine.marks_unsorted = True
             mine.marks.extend(theirs.marks)
+            mine.mark_ts.extend(theirs.mark_ts)
             mine.marks_unsorted |= theirs.marks_unsorted
             mine.restores.extend(theirs.restores)
+            mine.checkpoints.extend(theirs.checkpoints)
+            mine.other_ts.extend(theirs.other_ts)
             mine.first_ts = min(mine.first_ts, theirs.first_ts)
             mine.last_ts = max(mine.last_ts, theirs.last_ts)
         self._by_raw = {
@@ -206,7 +255,8 @@ class Ingestor:
         prev_ts = self._source_last_ts.get(source or "", -math.inf)
         seq = self._seq
         by_raw = self._by_raw
-        step_start, step_end = Kind.STEP_START, Kind.STEP_END
+        step_end = Kind.STEP_END
+        step_kinds = (Kind.STEP_START, step_end)
         foreign = 0
         # Consecutive events of one file almost always share (attempt, rank): keep that
         # stream's column appends bound locally, and note where its new step rows begin
@@ -259,14 +309,14 @@ class Ingestor:
             kind = ev.kind
             # Step events are the bulk of a log: keep their path short.
             # (the appends are bound above, with s; step kinds always carry a step)
-            if kind == step_start:
+            if kind in step_kinds:
+                try:
+                    step_append(ev.step)  # type: ignore[misc, arg-type]
+                except (OverflowError, TypeError):
+                    self._bad_step(ev, source, first_line, offset)
+                    continue
                 ts_append(ts)  # type: ignore[misc]
-                step_append(ev.step)  # type: ignore[misc, arg-type]
-                end_append(0)  # type: ignore[misc]
-            elif kind == step_end:
-                ts_append(ts)  # type: ignore[misc]
-                step_append(ev.step)  # type: ignore[misc, arg-type]
-                end_append(1)  # type: ignore[misc]
+                end_append(kind == step_end)  # type: ignore[misc]
             else:
                 seq += 1  # arrival order of non-step events (steps keep theirs by position)
                 self._route(ev, s, seq, source, None if first_line is None else first_line + offset)
@@ -283,25 +333,72 @@ class Ingestor:
         self._seq = seq
         self._source_last_ts[source or ""] = prev_ts
 
+    def _bad_step(self, ev: Event, source: str | None, first_line: int | None, offset: int) -> None:
+        self.n_events -= 1  # counted with the batch; this one is not accounted
+        self.diagnostics.add(
+            "step_out_of_range",
+            f"{ev.kind} with step {ev.step!r} outside the 64-bit range; skipped",
+            source,
+            None if first_line is None else first_line + offset,
+        )
+
     @property
     def last_ts(self) -> float:
         return max((s.last_ts for s in self.streams.values()), default=-math.inf)
 
-    def attempt_span(self, attempt: str | None) -> tuple[float, float]:
-        """First and last event time of every stream of ``attempt``."""
-        first, last = math.inf, -math.inf
+    def attempt_spans(self) -> dict[str | None, tuple[float, float]]:
+        """First and last event time of every attempt key (all its streams), in one pass."""
+        spans: dict[str | None, tuple[float, float]] = {}
         for s in self.streams.values():
-            if s.attempt == attempt:
-                first, last = min(first, s.first_ts), max(last, s.last_ts)
-        return first, last
+            first, last = spans.get(s.attempt, (math.inf, -math.inf))
+            spans[s.attempt] = (min(first, s.first_ts), max(last, s.last_ts))
+        return spans
+
+    def as_of(self, t: float) -> Ingestor:
+        """A copy of the state with every event stamped after ``t`` left out (ACCOUNTING.md
+        §9.10: for a report ``--now t`` later events do not exist). O(state)."""
+        out = Ingestor(self.job)
+        for key, stream in self.streams.items():
+            kept = stream.as_of(t)
+            if kept.first_ts <= t:  # a stream all of whose events came later does not exist
+                out.streams[key] = kept
+        out.lifecycle = [e for e in self.lifecycle if e.ts <= t]
+        out.checkpoints_saved = array("q")
+        out.checkpoints_committed = array("q")
+        for s in out.streams.values():
+            for _ts, step, committed in s.checkpoints:
+                (out.checkpoints_committed if committed else out.checkpoints_saved).append(step)
+        idless = np.frombuffer(self.idless_ts, dtype=np.float64)
+        out.idless_ts = array("d", idless[idless <= t].tobytes())
+        out.first_idless = self.first_idless
+        out.n_events = self.n_events
+        out.diagnostics = self.diagnostics
+        out.unknown_kinds = self.unknown_kinds
+        return out
 
     def attempt_keys(self) -> list[str]:
         return sorted({s.attempt for s in self.streams.values() if s.attempt is not None})
+
+    def _checkpoint(
+        self, s: Stream, ev: Event, committed: bool, source: str | None, line: int | None
+    ) -> None:
+        step = ev.step or 0
+        if not _fits(step):
+            self.diagnostics.add(
+                "step_out_of_range",
+                f"{ev.kind} with step {step!r} outside the 64-bit range; ignored",
+                source,
+                line,
+            )
+            return
+        (self.checkpoints_committed if committed else self.checkpoints_saved).append(step)
+        s.checkpoints.append((ev.ts, step, committed))
 
     def _route(self, ev: Event, s: Stream, seq: int, source: str | None, line: int | None) -> None:
         kind = ev.kind
         if s.attempt is None:
             self.idless_ts.append(ev.ts)
+        s.other_ts.append(ev.ts)
         if kind in LIFECYCLE_KINDS:
             self.lifecycle.append(
                 LifecycleEvent(
@@ -321,7 +418,7 @@ class Ingestor:
         if kind in (Kind.HEARTBEAT, Kind.ELASTIC_SLICES):
             return
         if kind == Kind.CHECKPOINT_COMMITTED:
-            self.checkpoints_committed.append(ev.step or 0)
+            self._checkpoint(s, ev, True, source, line)
             return
         split = interval_base(kind)
         if split is None:
@@ -338,9 +435,17 @@ class Ingestor:
             return
         base, is_start = split
         if base == "checkpoint_save" and not is_start:
-            self.checkpoints_saved.append(ev.step or 0)
+            self._checkpoint(s, ev, False, source, line)
         if base == "checkpoint_restore":
-            s.restores.append(RestoreMark(ev.ts, seq, ev.step or 0, not is_start))
+            if _fits(ev.step or 0):
+                s.restores.append(RestoreMark(ev.ts, seq, ev.step or 0, not is_start))
+            else:
+                self.diagnostics.add(
+                    "step_out_of_range",
+                    f"{kind} with step {ev.step!r} outside the 64-bit range; its step is ignored",
+                    source,
+                    line,
+                )
         blocking = True
         if base == "data_loading" and ev.blocking is False:
             blocking = False
@@ -348,3 +453,4 @@ class Ingestor:
         if s.marks and ev.ts < s.marks[-1].ts:
             s.marks_unsorted = True
         s.marks.append(mark)
+        s.mark_ts.append(ev.ts)

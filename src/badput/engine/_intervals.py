@@ -19,6 +19,7 @@ __all__ = [
     "Piece",
     "RecordedInterval",
     "flatten_innermost",
+    "innermost_order",
     "pair_marks",
 ]
 
@@ -108,8 +109,17 @@ def pair_marks(
     return intervals, unpaired_starts, unpaired_ends
 
 
+def innermost_order(iv: RecordedInterval) -> tuple[float, float, int]:
+    """Sort key: a later key is more inner. The later start is inner; of two starting at
+    the same time, the one ending first (ACCOUNTING.md §9.7); of two with equal start and
+    end, the later line (§9.10)."""
+    return (iv.start, -iv.end, iv.order)
+
+
 def flatten_innermost(intervals: Sequence[RecordedInterval]) -> list[Piece]:
-    """Disjoint pieces where each instant belongs to the latest-started covering interval.
+    """Disjoint pieces where each instant belongs to the covering interval that started
+    last, ``order`` breaking ties (give it as the rank of :func:`innermost_order` on the
+    recorded, unclipped intervals: clipping to an attempt can make starts equal).
 
     Zero-length intervals vanish. The common case (no overlaps) costs one sort.
     """

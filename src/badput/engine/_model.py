@@ -8,8 +8,10 @@ from typing import Any, Literal
 from badput.engine._ranks import RankView, Stall, Straggler
 
 __all__ = [
+    "BUCKETS",
     "PRODUCTIVE",
     "AttemptSummary",
+    "Buckets",
     "Diagnostic",
     "Report",
     "StepCounts",
@@ -18,6 +20,38 @@ __all__ = [
 PRODUCTIVE = "productive"
 
 EndReason = Literal["job_end", "last_event", "now"]
+
+#: Every bucket of the partition with a fixed name (ACCOUNTING.md §2, §8); recorded
+#: intervals add ``custom:<name>`` and ``elastic_wait:<kind>`` buckets.
+BUCKETS: tuple[str, ...] = (
+    PRODUCTIVE,
+    "slowdown",
+    "startup",
+    "wasted",
+    "recovery",
+    "queued",
+    "untracked",
+    "accelerator_init",
+    "training_prep",
+    "checkpoint_save",
+    "checkpoint_restore",
+    "data_loading",
+    "compile",
+    "elastic_reinit",
+    "process_init",  # the recorder's interval from the OS's process start (docs/integrations.md)
+)
+_NAMED_PREFIXES = ("custom:", "elastic_wait:")
+
+
+class Buckets(dict[str, float]):
+    """Seconds per bucket. Holds only the non-zero buckets (as the JSON does), but reading
+    any bucket the report knows gives 0.0 when it is empty: ``buckets["wasted"]`` on a job
+    that never crashed is 0.0, not a KeyError. A name that is no bucket still raises."""
+
+    def __missing__(self, key: str) -> float:
+        if key in BUCKETS or (isinstance(key, str) and key.startswith(_NAMED_PREFIXES)):
+            return 0.0
+        raise KeyError(key)
 
 
 @dataclass(frozen=True)
@@ -59,7 +93,8 @@ class Report:
     """The partition of a job's time into goodput and badput buckets.
 
     ``buckets`` holds seconds and sums to ``total_seconds`` (to float rounding);
-    zero buckets are left out. ``goodput`` and ``observed_goodput`` are fractions.
+    zero buckets are left out, but ``buckets[name]`` of a known bucket gives 0.0
+    (:class:`Buckets`). ``goodput`` and ``observed_goodput`` are fractions.
     """
 
     job: str
@@ -69,7 +104,7 @@ class Report:
     total_seconds: float
     goodput: float
     observed_goodput: float
-    buckets: dict[str, float]
+    buckets: Buckets
     overlapped: dict[str, float]
     at_risk_seconds: float
     ideal_step_time: float | None
@@ -83,6 +118,10 @@ class Report:
     stragglers: list[Straggler] = field(default_factory=list)
     stalls: list[Stall] = field(default_factory=list)
 
+    def __post_init__(self) -> None:
+        if not isinstance(self.buckets, Buckets):  # built by hand (tests, other tools)
+            object.__setattr__(self, "buckets", Buckets(self.buckets))
+
     def bucket(self, name: str) -> float:
         """Seconds in ``name`` (0.0 when the bucket is empty)."""
         return self.buckets.get(name, 0.0)
@@ -90,6 +129,7 @@ class Report:
     def to_dict(self) -> dict[str, Any]:
         """The JSON object of ``badput report --json``."""
         out = asdict(self)
+        out["buckets"] = dict(self.buckets)  # zero buckets left out (documented)
         out["window"] = list(self.window) if self.window is not None else None
         return out
 

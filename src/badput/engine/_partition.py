@@ -11,7 +11,6 @@ import itertools
 import math
 from collections import defaultdict
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Any, Literal
 
 import numpy as np
@@ -20,20 +19,33 @@ import numpy.typing as npt
 from badput.engine import _steps
 from badput.engine._attempts import Attempt, reconstruct_attempts
 from badput.engine._ideal import MIN_CLEAN_STEPS, best_sustained_step_time
-from badput.engine._ingest import MAX_DIAGNOSTICS_PER_CODE, Ingestor, Stream
+from badput.engine._ingest import MAX_DIAGNOSTICS_PER_CODE, Ingestor, RestoreMark, Stream
 from badput.engine._intervals import Coverage, IntervalMark
 from badput.engine._model import (
     PRODUCTIVE,
     AttemptSummary,
+    Buckets,
     Diagnostic,
     EndReason,
     Report,
     StepCounts,
 )
+from badput.engine._rows import (
+    NO_INTERVALS,
+    NO_ROWS,
+    AttemptRows,
+    Segment,
+    StreamView,
+    Sums,
+    attempt_bounds,
+    between,
+    slice_range,
+    sorted_step_arrays,
+)
 from badput.engine._steps import (
     CLEAN_EXEMPT,
     AttemptSteps,
-    IdealCache,
+    QueryCache,
     Rows,
     TailIntervals,
     clipped_sums,
@@ -54,180 +66,6 @@ _EPS = 1e-6
 _EMPTY: F64 = np.zeros(0)
 
 
-@dataclass
-class _Segment:
-    attempt: int
-    sid: int  # segment number within its attempt
-    lo: int  # row range within the attempt (sealed rows first, then the tail)
-    hi: int
-    first_ts: float
-    first_step: int
-    last_step: int
-    restore_point: int
-    restored: bool
-    m: float | None = None
-    startup: float = 0.0
-
-
-def _frac(keep_upto: float, step: float, count: float) -> float:
-    """Share of a row's work that is kept when later segments restored from ``keep_upto``."""
-    if math.isinf(keep_upto):
-        return 1.0
-    return min(1.0, max(0.0, (keep_upto - step + 1.0) / count))
-
-
-class AttemptRows:
-    """One attempt's rows for this query: the sealed ones (cached) then the tail."""
-
-    def __init__(
-        self, steps: AttemptSteps, tail: Rows, tail_ivs: TailIntervals, unmatched: int
-    ) -> None:
-        self.steps = steps
-        self.sealed = steps.rows()
-        self.n_sealed = steps.n
-        self.tail = tail
-        self.tail_ivs = tail_ivs
-        self.tail_cov = Coverage(tail_ivs.pieces)
-        self.unmatched = unmatched
-        self.n = self.n_sealed + tail.n
-        self.tail_cum_d = np.concatenate(([0.0], np.cumsum(np.nan_to_num(tail.d))))
-        self.tail_cum_k = np.concatenate(([0.0], np.cumsum(tail.count)))
-        self.open: dict[int, tuple[float, float, float]] = {}  # row -> (end, d, count)
-        self.segments: list[_Segment] = []
-
-    def at(self, name: str, i: int) -> float:
-        if i < self.n_sealed:
-            return float(getattr(self.sealed, name)[i])
-        return float(getattr(self.tail, name)[i - self.n_sealed])
-
-    def covered(self, a: float, b: float) -> float:
-        if b <= a:
-            return 0.0
-        x, y = np.array([a]), np.array([b])
-        return float(self.steps.coverage().between(x, y)[0] + self.tail_cov.between(x, y)[0])
-
-    def open_rows(self) -> list[int]:
-        tail_open = np.flatnonzero(np.isnan(self.tail.d)) + self.n_sealed
-        return self.steps.open_rows + [int(i) for i in tail_open]
-
-    def count(self, i: int) -> float:
-        return self.open[i][2] if i in self.open else self.at("count", i)
-
-    def d(self, i: int) -> float:
-        return self.open[i][1] if i in self.open else self.at("d", i)
-
-    def _parts(self, lo: int, hi: int) -> list[tuple[I64, F64, F64, F64, F64, int, int]]:
-        """The sealed and tail slices of rows [lo, hi), in their own coordinates."""
-        s = self.n_sealed
-        out = []
-        if lo < s:
-            sealed = self.sealed
-            out.append(
-                (
-                    sealed.step,
-                    self.steps.cum_d.a,
-                    self.steps.cum_k.a,
-                    sealed.d,
-                    sealed.count,
-                    lo,
-                    min(hi, s),
-                )
-            )
-        if hi > s:
-            t = self.tail
-            out.append(
-                (t.step, self.tail_cum_d, self.tail_cum_k, t.d, t.count, max(lo, s) - s, hi - s)
-            )
-        return out
-
-    def kept(self, seg: _Segment, keep_upto: float) -> tuple[float, float]:
-        """(work seconds, steps) of the segment's rows kept under ``keep_upto``."""
-        work = steps = 0.0
-        for step, cum_d, cum_k, d, count, lo, hi in self._parts(seg.lo, seg.hi):
-            if lo >= hi:
-                continue
-            if math.isinf(keep_upto):
-                j = hi - lo
-            else:
-                j = int(np.searchsorted(step[lo:hi], keep_upto, side="right"))
-            if j == 0:
-                continue
-            last = lo + j - 1  # rows before it are wholly kept; it may be partly kept
-            work += float(cum_d[last] - cum_d[lo])
-            steps += float(cum_k[last] - cum_k[lo])
-            f = _frac(keep_upto, float(step[last]), float(count[last]))
-            work += f * (0.0 if math.isnan(d[last]) else float(d[last]))
-            steps += f * float(count[last])
-        # Open rows were summed as 0 s and their recorded count; use their resolved values.
-        for i, (_end, d_res, k_res) in self.open.items():
-            if seg.lo <= i < seg.hi:
-                step_i = self.at("step", i)
-                k_orig = self.at("count", i)
-                work += _frac(keep_upto, step_i, k_res) * d_res
-                steps += (
-                    _frac(keep_upto, step_i, k_res) * k_res
-                    - _frac(keep_upto, step_i, k_orig) * k_orig
-                )
-        if seg.startup:
-            work -= _frac(keep_upto, seg.first_step, self.count(seg.lo)) * seg.startup
-        return work, steps
-
-    def total_d(self) -> float:
-        """Step time of every row (startup included)."""
-        total = float(self.steps.cum_d.a[-1] + self.tail_cum_d[-1])
-        return total + sum(d for _e, d, _k in self.open.values())
-
-    def rows_overlapping(self, lo: float, hi: float) -> tuple[int, int]:
-        """Rows [i0, i1) that can overlap ``[lo, hi]`` (rows are disjoint, in time order)."""
-        sealed_start, tail_start = self.sealed.start, self.tail.start
-        upto_lo = int(np.searchsorted(sealed_start, lo, "right")) + int(
-            np.searchsorted(tail_start, lo, "right")
-        )
-        before_hi = int(np.searchsorted(sealed_start, hi, "left")) + int(
-            np.searchsorted(tail_start, hi, "left")
-        )
-        return max(0, upto_lo - 1), before_hi
-
-    def window_arrays(self, i0: int, i1: int) -> dict[str, Any]:
-        """Rows [i0, i1) as arrays (for windowed queries), open rows resolved."""
-        s = self.n_sealed
-        cat: dict[str, Any] = {}
-        for name in ("start", "end", "d", "count", "step"):
-            sealed = getattr(self.sealed, name)[i0 : min(i1, s)]
-            tail = getattr(self.tail, name)[max(i0, s) - s : max(i1, s) - s]
-            cat[name] = np.concatenate((sealed, tail))
-        for i, (end, d_res, k_res) in self.open.items():
-            if i0 <= i < i1:
-                cat["end"][i - i0], cat["d"][i - i0], cat["count"][i - i0] = end, d_res, k_res
-        startup = np.zeros(i1 - i0)
-        for seg in self.segments:
-            if i0 <= seg.lo < i1:
-                startup[seg.lo - i0] = seg.startup
-        cat["startup"] = startup
-        return cat
-
-
-def _sorted_step_arrays(stream: Stream) -> tuple[F64, I64, npt.NDArray[np.int8]]:
-    log = stream.steps
-    if not len(log):
-        return np.zeros(0), np.zeros(0, np.int64), np.zeros(0, np.int8)
-    ts = np.frombuffer(log.ts, dtype=np.float64)
-    step = np.frombuffer(log.step, dtype=np.int64)
-    is_end = np.frombuffer(log.is_end, dtype=np.int8)
-    if log.unsorted:
-        order = np.argsort(ts, kind="stable")  # arrival order breaks ties
-        ts, step, is_end = ts[order], step[order], is_end[order]
-    return ts, step, is_end
-
-
-def _slice_range(
-    ts: F64, step: I64, is_end: npt.NDArray[np.int8], lo: float, hi: float
-) -> tuple[F64, I64, npt.NDArray[np.int8]]:
-    a = int(np.searchsorted(ts, lo, side="left"))
-    b = int(np.searchsorted(ts, hi, side="left"))
-    return ts[a:b], step[a:b], is_end[a:b]
-
-
 class _Builder:
     def __init__(
         self,
@@ -236,8 +74,15 @@ class _Builder:
         window: tuple[float, float] | None,
         ideal_step_time: float | None,
         typical: Typical = "median",
+        *,
+        cache: QueryCache | None = None,
     ) -> None:
+        cache = cache if cache is not None else QueryCache()
+        if now is not None and now < ing.last_ts:
+            ing = ing.as_of(now)  # events stamped after `now` do not exist for it (§9.10)
+            cache = QueryCache()  # another state: the accountant's cache is not for it
         self.ing = ing
+        self.cache = cache
         self.typical = typical
         self.now = now
         self.window = window
@@ -248,6 +93,10 @@ class _Builder:
         self._diag_counts: dict[str, int] = {}
         self.buckets: dict[str, float] = defaultdict(float)
         self.overlapped: dict[str, float] = defaultdict(float)
+        self._by_attempt: dict[str | None, list[tuple[int, Stream]]] | None = None
+        self._leaders: dict[int, Stream | None] = {}
+        self._checkpoint_cache: tuple[list[int], list[int], list[RestoreMark]] | None = None
+        self._views: dict[int, StreamView] = {}
 
     # ------------------------------------------------------------------ helpers
 
@@ -321,6 +170,7 @@ class _Builder:
             lo, hi = max(lo, self.window[0]), min(hi, self.window[1])
             hi = max(hi, lo)
         self.clip_bounds = (lo, hi)
+        self.span = (t_start, t_end)
         total = hi - lo
 
         # queued and recovery
@@ -332,7 +182,7 @@ class _Builder:
 
         # per attempt: recorded intervals and the leader's step rows
         rows: list[AttemptRows | None] = []
-        segments: list[_Segment] = []
+        segments: list[Segment] = []
         attempt_rest: list[float] = []
         for i, att in enumerate(attempts):
             span = self.clip(att.eff_start, att.eff_end)
@@ -355,7 +205,7 @@ class _Builder:
             if attempt_rows is not None:
                 self._resolve(attempt_rows, ideal)
         kept_time, kept_n, at_risk, counts, step_time = self._split_kept(
-            rows, segments, final_job_end=final.ended_by_job_end
+            rows, segments, attempts, final_job_end=final.ended_by_job_end
         )
         for i, st in enumerate(step_time):
             attempt_rest[i] -= st
@@ -370,7 +220,7 @@ class _Builder:
                 )
             self.buckets["untracked"] += max(rest, 0.0)
         if not segments:
-            counts = self._checkpoint_progress(ideal, counts)
+            counts = self._checkpoint_progress(ideal, counts, attempts)
 
         # Ingest-time diagnostics, and what the log lacks.
         self._collect_ingest_diagnostics()
@@ -394,6 +244,9 @@ class _Builder:
                     "is the job name reused for a new run?",
                 )
 
+        by_attempt: dict[int, list[Segment]] = defaultdict(list)
+        for seg in segments:
+            by_attempt[seg.attempt].append(seg)
         buckets = {k: v for k, v in self.buckets.items() if v > 0.0}
         productive_s = buckets.get(PRODUCTIVE, 0.0)
         slowdown_s = buckets.get("slowdown", 0.0)
@@ -405,12 +258,12 @@ class _Builder:
             total_seconds=total,
             goodput=productive_s / total if total > 0 else 0.0,
             observed_goodput=(productive_s + slowdown_s) / total if total > 0 else 0.0,
-            buckets=dict(sorted(buckets.items(), key=lambda kv: -kv[1])),
+            buckets=Buckets(sorted(buckets.items(), key=lambda kv: -kv[1])),
             overlapped={k: v for k, v in self.overlapped.items() if v > 0.0},
             at_risk_seconds=at_risk,
             ideal_step_time=ideal,
             ideal_step_time_source=ideal_source,
-            attempts=[self._summary(a, segments, i) for i, a in enumerate(attempts)],
+            attempts=[self._summary(a, by_attempt.get(i, [])) for i, a in enumerate(attempts)],
             steps=counts,
             diagnostics=self._finish_diagnostics(),
             window=self.window,
@@ -418,29 +271,59 @@ class _Builder:
 
     # ------------------------------------------------------------- step rows
 
+    def _view(self, s: Stream) -> StreamView:
+        found = self._views.get(id(s))
+        if found is None:
+            ts, step, is_end = sorted_step_arrays(s)
+            marks, mark_ts = s.marks, np.frombuffer(s.mark_ts, dtype=np.float64)
+            if s.marks_unsorted:
+                marks = sorted(marks, key=lambda m: (m.ts, m.seq))
+                mark_ts = np.fromiter((m.ts for m in marks), np.float64, count=len(marks))
+            restores = sorted(s.restores, key=lambda r: (r.ts, r.seq))
+            checkpoints = sorted(s.checkpoints, key=lambda c: c[0])
+            found = self._views[id(s)] = StreamView(
+                ts,
+                step,
+                is_end,
+                marks,
+                mark_ts,
+                restores,
+                [r.ts for r in restores],
+                checkpoints,
+                [c[0] for c in checkpoints],
+            )
+        return found
+
     def _attempt_rows(self, att: Attempt, s: Stream, closed: bool) -> AttemptRows:
         """Rows of the attempt: reuse what is sealed, compute the tail, seal what is settled."""
-        ing = self.ing
-        key = ("steps", att.key, att.range_lo)
+        key = (att.key, att.range_lo)
         sig = (s.attempt, s.rank, att.eff_start, att.range_lo, att.range_hi)
         lo, hi = att.eff_start, att.eff_end
-        cached = ing.cache.get(key)
-        steps = cached if isinstance(cached, AttemptSteps) else None
+        steps = self.cache.attempts.get(key)
         if steps is not None and self._stale(steps, sig, s, att, hi):
             steps = None
         if steps is None:
             steps = AttemptSteps(sig)
-            ing.cache[key] = steps
+            self.cache.attempts[key] = steps
+        elif (
+            steps.whole
+            and closed
+            and steps.raw_seen == len(s.steps)
+            and steps.marks_seen == len(s.marks)
+        ):
+            return AttemptRows(steps, NO_ROWS, NO_INTERVALS, 0)  # nothing new: all sealed
         steps.raw_seen = len(s.steps)
         steps.marks_seen = len(s.marks)
 
-        ts, step, is_end = _sorted_step_arrays(s)
-        marks: Sequence[IntervalMark] = s.marks
-        if s.marks_unsorted:
-            marks = sorted(marks, key=lambda m: (m.ts, m.seq))
-        if att.key is None:
-            ts, step, is_end = _slice_range(ts, step, is_end, att.range_lo, att.range_hi)
-            marks = [m for m in marks if att.range_lo <= m.ts < att.range_hi]
+        view = self._view(s)
+        ts, step, is_end = view.ts, view.step, view.is_end
+        marks: Sequence[IntervalMark] = view.marks
+        # Events after the attempt's end are ignored in every respect (§9.5).
+        range_lo, top = attempt_bounds(att)
+        if att.key is None or att.ended:
+            ts, step, is_end = slice_range(ts, step, is_end, range_lo, top)
+            a, b = np.searchsorted(view.mark_ts, (range_lo, top), side="left").tolist()
+            marks = marks[a:b]
         ts, step, is_end = ts[steps.raw_done :], step[steps.raw_done :], is_end[steps.raw_done :]
         tail_marks = marks[steps.marks_done :]
 
@@ -567,9 +450,8 @@ class _Builder:
         """Segments of the attempt, with their restore points (§1)."""
         firsts = list(ar.steps.seg_first)
         firsts += (np.flatnonzero(ar.tail.first) + ar.n_sealed).tolist()
-        restores = sorted(s.restores, key=lambda r: (r.ts, r.seq))
-        if att.key is None:
-            restores = [r for r in restores if att.range_lo <= r.ts < att.range_hi]
+        view = self._view(s)
+        restores = view.restores[between(view.restore_ts, *attempt_bounds(att))]
         bounds = [*firsts, ar.n]
         for j in range(len(firsts)):
             lo, hi = bounds[j], bounds[j + 1]
@@ -580,7 +462,7 @@ class _Builder:
             chosen = (ends or in_gap)[-1] if in_gap else None
             first_step = int(ar.at("step", lo))
             ar.segments.append(
-                _Segment(
+                Segment(
                     attempt=ai,
                     sid=j,
                     lo=lo,
@@ -604,10 +486,7 @@ class _Builder:
             seq = [v for pair in zip([v for _, v in sealed], tails, strict=False) for v in pair]
             est = best_sustained_step_time(np.concatenate(seq) if seq else np.zeros(0))
         else:
-            cache = self.ing.cache.get("ideal")
-            if not isinstance(cache, IdealCache):
-                cache = self.ing.cache["ideal"] = IdealCache()
-            est = cache.estimate(sealed, tails[-1] if tails else np.zeros(0))
+            est = self.cache.ideal.estimate(sealed, tails[-1] if tails else np.zeros(0))
         return (est, "estimated") if est is not None else (None, None)
 
     def _resolve(self, ar: AttemptRows, ideal: float | None) -> None:
@@ -642,96 +521,78 @@ class _Builder:
     def _split_kept(
         self,
         rows: list[AttemptRows | None],
-        segments: list[_Segment],
+        segments: list[Segment],
+        attempts: list[Attempt],
         *,
         final_job_end: bool,
     ) -> tuple[float, float, float, StepCounts, list[float]]:
-        """Kept vs wasted (§3). Returns kept time, kept steps, at-risk, counts, step time
-        per attempt (inside the window)."""
+        """Kept vs wasted (§3). Returns kept time, kept steps (n for n·I), at-risk, counts,
+        step time per attempt (inside the window)."""
         # keep_upto[j] = min restore point of every later segment: steps above it were redone.
         keep_upto = [math.inf] * len(segments)
         running = math.inf
         for j in range(len(segments) - 1, -1, -1):
             keep_upto[j] = running
             running = min(running, segments[j].restore_point)
-        ing = self.ing
-        committed = np.frombuffer(ing.checkpoints_committed, dtype=np.int64)
-        saved = np.frombuffer(ing.checkpoints_saved, dtype=np.int64)
-        durable = committed if committed.shape[0] else saved
-        safe = float(durable.max()) if durable.shape[0] else -math.inf
-        restored = [s.restore_point for s in segments if s.restored]
-        if restored:
-            safe = max(safe, float(max(restored)))
-
-        kept_time = kept_n = at_risk = wasted = startup = 0.0
-        kept_count = wasted_count = 0.0
+        safe = math.inf if final_job_end else self._safe_step(attempts)
+        lo, hi = self.clip_bounds
+        sums = Sums()
+        step_time = [0.0] * len(rows)
+        bounds: dict[int, tuple[int, int, float, float]] = {}
         for j, seg in enumerate(segments):
             ar = rows[seg.attempt]
             assert ar is not None
-            kw, kk = ar.kept(seg, keep_upto[j])
-            tw, tk = ar.kept(seg, math.inf)
-            kept_count += kk
-            wasted_count += tk - kk
-            if self.window is None:
-                kept_time += kw
-                kept_n += kk
-                wasted += tw - kw
-                startup += seg.startup
-                if not final_job_end and keep_upto[j] > safe:
-                    at_risk += kw - ar.kept(seg, min(keep_upto[j], safe))[0]
-        step_time = [0.0] * len(rows)
-        if self.window is None:
-            for i, ar in enumerate(rows):
-                if ar is not None:
-                    step_time[i] = ar.total_d()
-        else:
-            lo, hi = self.clip_bounds
-            seg_index = {id(seg): j for j, seg in enumerate(segments)}
-            for i, ar in enumerate(rows):
-                if ar is None:
-                    continue
-                i0, i1 = ar.rows_overlapping(lo, hi)
-                if i1 <= i0:
-                    continue
-                cat = ar.window_arrays(i0, i1)
-                a = np.clip(cat["start"], lo, hi)
-                e = np.clip(cat["end"], lo, hi)
-                covered = ar.steps.coverage().between_sorted(a, e) + ar.tail_cov.between_sorted(
-                    a, e
-                )
-                inside = np.maximum(e - a - covered, 0.0)
-                with np.errstate(divide="ignore", invalid="ignore"):
-                    w = np.clip(np.where(cat["d"] > 0, inside / cat["d"], 0.0), 0.0, 1.0)
-                step_time[i] = float(np.sum(cat["d"] * w))
-                for seg in ar.segments:
-                    if seg.hi <= i0 or seg.lo >= i1:
-                        continue
-                    sl = slice(max(seg.lo, i0) - i0, min(seg.hi, i1) - i0)
-                    k_up = keep_upto[seg_index[id(seg)]]
-                    if math.isinf(k_up):
-                        frac = np.ones(sl.stop - sl.start)
-                    else:
-                        frac = np.clip((k_up - cat["step"][sl] + 1) / cat["count"][sl], 0.0, 1.0)
-                    work = cat["d"][sl] - cat["startup"][sl]
-                    ww = w[sl]
-                    kept_time += float(np.sum(frac * work * ww))
-                    kept_n += float(np.sum(frac * cat["count"][sl] * ww))
-                    wasted += float(np.sum((1 - frac) * work * ww))
-                    startup += float(np.sum(cat["startup"][sl] * ww))
-                    if not final_job_end:
-                        risky = cat["step"][sl] > safe
-                        at_risk += float(np.sum((frac * work * ww)[risky]))
-        self.buckets["wasted"] += max(wasted, 0.0)
-        self.buckets["startup"] += startup
+            window = bounds.get(seg.attempt)
+            if window is None:
+                window = bounds[seg.attempt] = (*ar.rows_overlapping(lo, hi), lo, hi)
+            step_time[seg.attempt] += ar.add_segment(seg, keep_upto[j], safe, window, sums)
+        self.buckets["wasted"] += max(sums.wasted, 0.0)
+        self.buckets["startup"] += sums.startup
         last_step: int | None = None
         for ar in reversed(rows):
             if ar is not None and ar.n:
                 last_step = int(ar.at("step", ar.n - 1) + ar.count(ar.n - 1) - 1)
                 break
-        counts = StepCounts(round(kept_count), round(wasted_count), last_step)
-        return kept_time, kept_n, max(at_risk, 0.0), counts, step_time
+        counts = StepCounts(round(sums.kept_count), round(sums.wasted_count), last_step)
+        return sums.kept, sums.kept_n, max(sums.at_risk, 0.0), counts, step_time
 
-    def _checkpoint_progress(self, ideal: float | None, counts: StepCounts) -> StepCounts:
+    def _safe_step(self, attempts: list[Attempt]) -> float:
+        """The newest step a crash now would not lose (§3, §9.1, §9.2, §9.10): the newest
+        durable checkpoint (committed ones when the log has commits, else saved ones) or
+        completed restore, among the events each attempt accounts for; -inf when none."""
+        committed, saved, restores = self._checkpoints(attempts)
+        durable = committed or saved
+        restored = [r.step for r in restores if r.is_end]
+        return float(max(durable + restored, default=-math.inf))
+
+    def _checkpoints(
+        self, attempts: list[Attempt]
+    ) -> tuple[list[int], list[int], list[RestoreMark]]:
+        """Steps of the checkpoints committed and saved, and the restores (of the accounting
+        rank), of the events the attempts account for (none after an attempt's end)."""
+        if self._checkpoint_cache is not None:
+            return self._checkpoint_cache
+        committed: list[int] = []
+        saved: list[int] = []
+        restores: list[RestoreMark] = []
+        for att in attempts:
+            bounds = attempt_bounds(att)
+            for _rank, s in self._streams_of(att):
+                if not s.checkpoints:
+                    continue
+                view = self._view(s)
+                for _ts, step, is_commit in view.checkpoints[between(view.checkpoint_ts, *bounds)]:
+                    (committed if is_commit else saved).append(step)
+            leader = self._leader_stream(att)
+            if leader is not None:
+                view = self._view(leader)
+                restores.extend(view.restores[between(view.restore_ts, *bounds)])
+        self._checkpoint_cache = (committed, saved, restores)
+        return self._checkpoint_cache
+
+    def _checkpoint_progress(
+        self, ideal: float | None, counts: StepCounts, attempts: list[Attempt]
+    ) -> StepCounts:
         """A log with no steps at all (e.g. the resiliency library's): goodput from net
         saved progress x the ideal step time, carved out of the untracked time (§7).
 
@@ -739,11 +600,11 @@ class _Builder:
         nothing was restored). Slowdown, startup and wasted steps cannot be told apart
         from the rest of the untracked time; the report says so.
         """
-        ing = self.ing
-        saved = [*ing.checkpoints_committed, *ing.checkpoints_saved]
+        committed, saved_only, restores = self._checkpoints(attempts)
+        saved = committed + saved_only
         if not saved:
             return counts
-        restored = [r.step for st in ing.streams.values() for r in st.restores]
+        restored = [r.step for r in restores]
         progress = max(0, max(saved) - (min(restored) if restored else 0))
         if ideal is None:
             self.diag(
@@ -752,7 +613,7 @@ class _Builder:
                 "ideal step time (--ideal-step-time) they cannot be turned into goodput",
             )
             return counts
-        if self.window is not None:
+        if self.clip_bounds != self.span:
             self.diag(
                 "checkpoint_progress",
                 "no steps recorded: goodput from checkpoint progress is not apportioned to "
@@ -782,7 +643,7 @@ class _Builder:
             total_seconds=0.0,
             goodput=0.0,
             observed_goodput=0.0,
-            buckets={},
+            buckets=Buckets(),
             overlapped={},
             at_risk_seconds=0.0,
             ideal_step_time=self.ideal_cfg,
@@ -793,8 +654,7 @@ class _Builder:
             window=self.window,
         )
 
-    def _summary(self, att: Attempt, segments: list[_Segment], i: int) -> AttemptSummary:
-        segs = [s for s in segments if s.attempt == i]
+    def _summary(self, att: Attempt, segs: list[Segment]) -> AttemptSummary:
         if segs:
             restore_step = segs[0].restore_point if segs[0].restored else None
         else:  # no steps (e.g. a resiliency log): the attempt's own restore, if it made one
@@ -816,23 +676,38 @@ class _Builder:
         stream = self._leader_stream(att)
         if stream is None:
             return None
+        view = self._view(stream)
         marks = sorted(
-            (r for r in stream.restores if att.range_lo <= r.ts < att.range_hi),
+            view.restores[between(view.restore_ts, *attempt_bounds(att))],
             key=lambda r: (r.is_end, r.ts, r.seq),
         )
         return marks[-1].step if marks else None
 
+    def _streams_of(self, att: Attempt) -> list[tuple[int, Stream]]:
+        """The streams holding ``att``'s events, lowest rank first (indexed once per query)."""
+        if self._by_attempt is None:
+            index: dict[str | None, list[tuple[int, Stream]]] = defaultdict(list)
+            for (akey, rank), st in self.ing.streams.items():
+                index[akey].append((rank, st))
+            for streams in index.values():
+                streams.sort(key=lambda rs: rs[0])
+            self._by_attempt = index
+        return self._by_attempt.get(att.key, [])
+
     def _leader_stream(self, att: Attempt) -> Stream | None:
-        """The lowest rank with work in this attempt (events without rank count as 0)."""
-        best: tuple[int, Stream] | None = None
-        for (akey, rank), s in self.ing.streams.items():
-            if akey != att.key or not s.has_work:
-                continue
-            if att.key is None and not _stream_touches(s, att):
-                continue
-            if best is None or rank < best[0]:
-                best = (rank, s)
-        return best[1] if best else None
+        """The lowest rank with step or interval events in this attempt (events without
+        rank count as 0), chosen per attempt with or without attempt ids (§9.6)."""
+        key = id(att)
+        if key in self._leaders:
+            return self._leaders[key]
+        until = att.end if att.ended else math.inf
+        found = None
+        for _rank, s in self._streams_of(att):
+            if s.has_work and s.has_work_in(att.range_lo, att.range_hi, until):
+                found = s
+                break
+        self._leaders[key] = found
+        return found
 
     def _collect_ingest_diagnostics(self) -> None:
         log = self.ing.diagnostics
@@ -844,10 +719,6 @@ class _Builder:
                 self._diag_counts[code] = self._diag_counts.get(code, 0) + extra
 
 
-def _stream_touches(s: Stream, att: Attempt) -> bool:
-    return s.last_ts >= att.range_lo and s.first_ts < att.range_hi
-
-
 def compute_report(
     ing: Ingestor,
     *,
@@ -855,6 +726,7 @@ def compute_report(
     window: tuple[float, float] | None = None,
     ideal_step_time: float | None = None,
     typical: Typical = "median",
+    cache: QueryCache | None = None,
 ) -> Report:
     """The partition of the ingested job as of ``now`` (or its last event), optionally windowed.
 
@@ -866,7 +738,7 @@ def compute_report(
         raise ValueError(f"window end {window[1]} is before its start {window[0]}")
     if ideal_step_time is not None and not (ideal_step_time > 0 and math.isfinite(ideal_step_time)):
         raise ValueError(f"ideal step time must be a positive number, got {ideal_step_time}")
-    return _Builder(ing, now, window, ideal_step_time, typical).build()
+    return _Builder(ing, now, window, ideal_step_time, typical, cache=cache).build()
 
 
 def recent_step_times(
@@ -875,6 +747,7 @@ def recent_step_times(
     *,
     now: float | None = None,
     ideal_step_time: float | None = None,
+    cache: QueryCache | None = None,
 ) -> tuple[F64, float | None]:
     """Time per step of the ``last`` most recent steps (oldest first), and the ideal step time.
 
@@ -882,7 +755,7 @@ def recent_step_times(
     of a segment (startup) and a step still open are left out. Costs one report (cheap
     with sealed rows) plus O(``last``).
     """
-    builder = _Builder(ing, now, None, ideal_step_time)
+    builder = _Builder(ing, now, None, ideal_step_time, cache=cache)
     builder.build()
     parts: list[F64] = []
     need = last

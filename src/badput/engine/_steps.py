@@ -7,7 +7,7 @@ interval is open) never change again, so they are **sealed**: kept in growable
 columns with prefix sums. A query recomputes only the rows after the cut (the
 tail), so its cost is O(new rows) + O(segments), whatever the job's history.
 
-Everything here is pure computation on arrays; the Ingestor owns the caches.
+Everything here is pure computation on arrays; the Accountant owns the :class:`QueryCache`.
 """
 
 from __future__ import annotations
@@ -33,6 +33,7 @@ from badput.engine._intervals import (
     Piece,
     RecordedInterval,
     flatten_innermost,
+    innermost_order,
     pair_marks,
 )
 
@@ -41,6 +42,7 @@ __all__ = [
     "SEAL_MIN_TAIL",
     "AttemptSteps",
     "IdealCache",
+    "QueryCache",
     "Rows",
     "TailIntervals",
     "clipped_sums",
@@ -68,10 +70,15 @@ class _Col:
     __slots__ = ("buf", "n")
 
     def __init__(self, dtype: Any) -> None:
-        self.buf: npt.NDArray[Any] = np.empty(256, dtype=dtype)
+        self.buf: npt.NDArray[Any] = np.empty(0, dtype=dtype)
         self.n = 0
 
     def extend(self, values: npt.NDArray[Any]) -> None:
+        if self.n == 0 and values.dtype == self.buf.dtype:
+            # First values: adopt the array (a closed attempt is sealed once, in one piece).
+            # Nothing writes into it: the next extend grows into a new buffer first.
+            self.buf, self.n = values, values.shape[0]
+            return
         need = self.n + values.shape[0]
         if need > self.buf.shape[0]:
             grown = np.empty(max(need, 2 * self.buf.shape[0]), dtype=self.buf.dtype)
@@ -227,11 +234,12 @@ def tail_intervals(marks: Sequence[IntervalMark], lo: float, hi: float) -> TailI
     blocking: list[RecordedInterval] = []
     nonblocking: list[RecordedInterval] = []
     clipped: list[RecordedInterval] = []
-    for iv in intervals:
+    # Which one is inner is decided on the recorded ends, before clipping to the attempt.
+    for rank, iv in enumerate(sorted(intervals, key=innermost_order)):
         a, b = max(iv.start, lo), min(iv.end, hi)
         if b < a:
             continue
-        c = RecordedInterval(a, b, iv.bucket, iv.blocking, iv.order)
+        c = RecordedInterval(a, b, iv.bucket, iv.blocking, rank)
         clipped.append(c)
         (blocking if iv.blocking else nonblocking).append(c)
     return TailIntervals(
@@ -284,6 +292,7 @@ class AttemptSteps:
     cols: dict[str, _Col] = field(default_factory=dict)
     cum_d: _Col = field(default_factory=lambda: _Col(np.float64))  # cum_d[i] = Σ d[:i]
     cum_k: _Col = field(default_factory=lambda: _Col(np.float64))
+    cum_kpos: _Col = field(default_factory=lambda: _Col(np.float64))  # Σ count where d > 0
     clean_vals: _Col = field(default_factory=lambda: _Col(np.float64))
     open_rows: list[int] = field(default_factory=list)
     seg_first: list[int] = field(default_factory=list)
@@ -313,6 +322,7 @@ class AttemptSteps:
             self.cols[name] = _Col(dtype)
         self.cum_d.extend(np.zeros(1))
         self.cum_k.extend(np.zeros(1))
+        self.cum_kpos.extend(np.zeros(1))
 
     @property
     def n(self) -> int:
@@ -373,6 +383,7 @@ class AttemptSteps:
         d0 = np.where(np.isnan(rows.d), 0.0, rows.d)
         self.cum_d.extend(self.cum_d.a[-1] + np.cumsum(d0))
         self.cum_k.extend(self.cum_k.a[-1] + np.cumsum(rows.count))
+        self.cum_kpos.extend(self.cum_kpos.a[-1] + np.cumsum(np.where(rows.d > 0, rows.count, 0.0)))
         self.clean_vals.extend(rows.d[rows.clean] / rows.count[rows.clean])
         self.open_rows.extend((np.flatnonzero(np.isnan(rows.d)) + base).tolist())
         firsts = (np.flatnonzero(rows.first) + base).tolist()
@@ -507,3 +518,18 @@ class IdealCache:
         parts = [sealed[len(old) - 1][1][old[-1][1] :]]
         parts += [v for _, v in sealed[len(old) :]]
         return np.concatenate(parts)
+
+
+@dataclass
+class QueryCache:
+    """What one query leaves for the next, owned by the :class:`Accountant`: each attempt's
+    sealed rows (keyed by attempt and, without ids, the start of its range) and the block
+    medians of the ideal step time estimate. Only values derivable from the ingested state:
+    dropping it changes no number, only the cost of the next query."""
+
+    attempts: dict[tuple[str | None, float], AttemptSteps] = field(default_factory=dict)
+    ideal: IdealCache = field(default_factory=IdealCache)
+
+    def clear(self) -> None:
+        self.attempts.clear()
+        self.ideal = IdealCache()

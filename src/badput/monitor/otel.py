@@ -47,7 +47,7 @@ from badput._optional import import_optional
 from badput.engine import Report
 from badput.monitor._base import Snapshot
 from badput.monitor._rankmetrics import stall_state
-from badput.monitor._vocab import window_label
+from badput.monitor._vocab import METRICS, window_label
 
 if TYPE_CHECKING:
     from opentelemetry.metrics import CallbackOptions, MeterProvider, Observation
@@ -118,40 +118,26 @@ class OpenTelemetryExporter:
             provider = metrics.get_meter_provider()
         self.meter_provider = provider
         meter = provider.get_meter("badput", __version__)
-        gauges: list[tuple[str, str, str, Callable[[CallbackOptions], Iterable[Observation]]]] = [
-            ("badput.goodput", "1", "Goodput: productive time / total time", self._goodput),
-            (
-                "badput.observed_goodput",
-                "1",
-                "Observed goodput: (productive + slowdown) / total time",
-                self._observed,
-            ),
-            ("badput.seconds", "s", "Seconds of the job's time per bucket", self._seconds),
-            ("badput.elapsed", "s", "The job's total time so far", self._elapsed),
-            ("badput.disruptions", "1", "Restarts so far", self._disruptions),
-            ("badput.last_step", "1", "The last step reached", self._last_step),
-            ("badput.ideal_step_time", "s", "The ideal step time", self._ideal),
-            (
-                "badput.step_time_deviation",
-                "s",
-                "Recent step-time deviation (ml-goodput-measurement's statistic)",
-                self._deviation,
-            ),
-            (
-                "badput.at_risk",
-                "s",
-                "Kept step time since the newest checkpoint (wasted if the job crashed now)",
-                self._at_risk,
-            ),
-            ("badput.window.goodput", "1", "Goodput of a rolling window", self._w_goodput),
-            (
-                "badput.window.observed_goodput",
-                "1",
-                "Observed goodput of a rolling window",
-                self._w_observed,
-            ),
-            ("badput.window.seconds", "s", "Seconds per bucket in a rolling window", self._w_sec),
-            ("badput.window.elapsed", "s", "Length of a rolling window (clipped)", self._w_elapsed),
+        callbacks: dict[str, Callable[[CallbackOptions], Iterable[Observation]]] = {
+            "goodput": self._goodput,
+            "observed_goodput": self._observed,
+            "seconds": self._seconds,
+            "elapsed": self._elapsed,
+            "disruptions": self._disruptions,
+            "last_step": self._last_step,
+            "ideal_step_time": self._ideal,
+            "step_time_deviation": self._deviation,
+            "at_risk": self._at_risk,
+            "window.goodput": self._w_goodput,
+            "window.observed_goodput": self._w_observed,
+            "window.seconds": self._w_sec,
+            "window.elapsed": self._w_elapsed,
+        }
+        gauges = [
+            (METRICS[key].otel, METRICS[key].unit, METRICS[key].description, callback)
+            for key, callback in callbacks.items()
+        ]
+        gauges += [  # the per-rank metrics (not shared with the other exporters)
             ("badput.stalled", "1", "1 while no rank makes progress", self._stalled),
             ("badput.stall_seconds", "s", "Seconds without progress", self._stall_seconds),
             ("badput.stragglers", "1", "Ranks below the straggler threshold", self._stragglers),

@@ -55,7 +55,7 @@ from typing import TYPE_CHECKING, Any
 from badput._optional import import_optional
 from badput.monitor._base import Snapshot
 from badput.monitor._rankmetrics import stall_state
-from badput.monitor._vocab import window_label
+from badput.monitor._vocab import METRICS, window_label
 
 if TYPE_CHECKING:
     from prometheus_client.metrics_core import Metric
@@ -116,29 +116,26 @@ def _families(core: Any, states: list[_JobState]) -> list[Metric]:
     def gauge(name: str, doc: str, *labels: str) -> Any:
         return core.GaugeMetricFamily(name, doc, labels=["job", *labels])
 
-    goodput = gauge("badput_goodput_ratio", "Productive time / total time.")
-    observed = gauge("badput_observed_goodput_ratio", "(Productive + slowdown) / total time.")
-    seconds = gauge("badput_seconds", "Seconds of the job's time in each bucket.", "bucket")
-    elapsed = gauge("badput_elapsed_seconds", "Total time of the job so far.")
-    disruptions = gauge("badput_disruptions_total", "Restarts so far (attempts after the first).")
-    last_step = gauge("badput_last_step", "The last step reached.")
-    ideal = gauge("badput_ideal_step_seconds", "The ideal step time.")
-    deviation = gauge(
-        "badput_step_time_deviation_seconds",
-        "Step-time deviation (the ml-goodput-measurement statistic).",
-    )
+    def shared(key: str, *labels: str) -> Any:  # a metric of the one vocabulary
+        m = METRICS[key]
+        return gauge(m.prometheus, f"{m.description}.", *labels)
+
+    goodput = shared("goodput")
+    observed = shared("observed_goodput")
+    seconds = shared("seconds", "bucket")
+    elapsed = shared("elapsed")
+    disruptions = shared("disruptions")
+    last_step = shared("last_step")
+    ideal = shared("ideal_step_time")
+    deviation = shared("step_time_deviation")
     alarm = gauge("badput_slowdown_alarm", "1 when recent steps are slower than ideal x factor.")
-    at_risk = gauge("badput_at_risk_seconds", "Step time whose progress is not checkpointed yet.")
+    at_risk = shared("at_risk")
     stamp = gauge("badput_snapshot_timestamp_seconds", "Unix time the snapshot describes.")
     last_event = gauge("badput_last_event_timestamp_seconds", "Unix time of the newest event.")
-    w_goodput = gauge("badput_window_goodput_ratio", "Goodput of a rolling window.", "window")
-    w_observed = gauge(
-        "badput_window_observed_goodput_ratio", "Observed goodput of a rolling window.", "window"
-    )
-    w_elapsed = gauge("badput_window_elapsed_seconds", "Length of a rolling window.", "window")
-    w_seconds = gauge(
-        "badput_window_seconds", "Seconds in each bucket of a rolling window.", "window", "bucket"
-    )
+    w_goodput = shared("window.goodput", "window")
+    w_observed = shared("window.observed_goodput", "window")
+    w_elapsed = shared("window.elapsed", "window")
+    w_seconds = shared("window.seconds", "window", "bucket")
     for state in states:
         snap = state.snapshot
         r = snap.report

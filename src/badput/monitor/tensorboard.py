@@ -47,9 +47,12 @@ from badput.engine import Report
 from badput.engine._model import PRODUCTIVE
 from badput.monitor._base import Snapshot
 from badput.monitor._rankmetrics import rank_scalars
-from badput.monitor._vocab import window_label
+from badput.monitor._vocab import METRICS, window_label
 
 __all__ = ["TensorBoardExporter"]
+
+# The tags of the metrics TensorBoard shares with the other exporters.
+_TAG = {key: m.tensorboard for key, m in METRICS.items() if m.tensorboard is not None}
 
 
 def _fraction(seconds: float, total: float) -> float:
@@ -114,9 +117,9 @@ class TensorBoardExporter:
     def _values(self, snapshot: Snapshot) -> dict[str, float]:
         r = snapshot.report
         out: dict[str, float] = {
-            "goodput/goodput": r.goodput,
-            "goodput/observed": r.observed_goodput,
-            "goodput/at_risk": r.at_risk_seconds,
+            _TAG["goodput"]: r.goodput,
+            _TAG["observed_goodput"]: r.observed_goodput,
+            _TAG["at_risk"]: r.at_risk_seconds,
         }
         out.update(self._badput("badput/", r, self._buckets))
         st = snapshot.step_time

@@ -30,6 +30,7 @@ __all__ = [
     "render_ranks",
     "stall_headline",
     "stall_lines",
+    "stall_who",
     "straggler_lines",
     "straggler_summary",
     "summarize_ranks",
@@ -184,25 +185,26 @@ def ongoing_stall(report: Report) -> Stall | None:
     return None
 
 
-def stall_headline(stall: Stall, now: float) -> str:
-    """``STALLED: no progress for 2m 05s (> 1m 00s), last step 41; stopped first: rank 2``."""
+def stall_headline(stall: Stall, now: float, *, who: bool = True) -> str:
+    """``STALLED: no progress for 2m 05s (> 1m 00s), last step 41; stopped first: rank 2
+    (in 'forward')``; ``who=False`` leaves out the ranks (see :func:`stall_who`)."""
     step = "-" if stall.last_step is None else str(stall.last_step)
     text = (
         f"STALLED: no progress for {format_duration(max(0.0, now - stall.start))} "
         f"(> {format_duration(stall.threshold)}), last step {step}"
     )
-    if stall.first_stopped:
-        label = "rank" if len(stall.first_stopped) == 1 else "ranks"
-        text += f"; stopped first: {label} {_ranks_text(stall.first_stopped)}"
-        opened = [
-            f"{inert(stall.open_sections[str(r)])!r}"
-            for r in stall.first_stopped[:1]
-            if str(r) in stall.open_sections
-        ]
-        if opened:
-            text += f" (in {opened[0]})"
-    else:
-        text += f"; {stall.why}"
+    return f"{text}; {stall_who(stall)}" if who else text
+
+
+def stall_who(stall: Stall) -> str:
+    """``stopped first: rank 2 (in 'forward')``, or why no rank is named."""
+    if not stall.first_stopped:
+        return stall.why
+    label = "rank" if len(stall.first_stopped) == 1 else "ranks"
+    text = f"stopped first: {label} {_ranks_text(stall.first_stopped)}"
+    first = str(stall.first_stopped[0])
+    if first in stall.open_sections:
+        text += f" (in {inert(stall.open_sections[first])!r})"
     return text
 
 

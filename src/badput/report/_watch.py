@@ -18,7 +18,7 @@ from rich.table import Table
 from rich.text import Text
 
 from badput.report._format import format_duration, format_percent, format_ts, inert
-from badput.report._ranks import ongoing_stall, stall_headline, straggler_summary
+from badput.report._ranks import ongoing_stall, stall_headline, stall_who, straggler_summary
 from badput.report._table import (
     BAR_WIDTH,
     MAX_BUCKET_ROWS,
@@ -157,12 +157,13 @@ def _ranks_rows(snapshot: Snapshot, now: float) -> list[Table]:
 
 
 def _ranks_grid(snapshot: Snapshot, now: float) -> Table:
-    """Rows of the watch view for the per-rank analysis (stall by progress, stragglers)."""
+    """Rows of the watch view for the per-rank analysis: who stopped first in a stall (the
+    state line says STALLED, :func:`_state`), stragglers, how many ranks."""
     grid = _grid()
     rep = snapshot.report
     stall = None if _finished(snapshot) else ongoing_stall(rep)
-    if stall is not None:
-        grid.add_row("progress", Text(stall_headline(stall, now), style="bold red"))
+    if stall is not None and stall.first_stopped:
+        grid.add_row("stalled", Text(stall_who(stall), style="bold red"))
     if rep.stragglers:
         grid.add_row(
             "stragglers",
@@ -190,8 +191,8 @@ def _state(snapshot: Snapshot, now: float) -> Text:
         status = rep.attempts[-1].status if rep.attempts else None
         return log_text(f"finished ({status})" if status else "finished", "green")
     stall = ongoing_stall(rep)
-    if stall is not None:
-        return Text(stall_headline(stall, now), style="bold red")
+    if stall is not None:  # who stopped first: a row of its own (_ranks_grid)
+        return Text(stall_headline(stall, now, who=False), style="bold red")
     if is_stalled(snapshot, now):
         limit = format_duration(stall_threshold(snapshot))
         return Text(f"STALLED? no event for {format_duration(age)} (> {limit})", style="bold red")

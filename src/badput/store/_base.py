@@ -13,7 +13,7 @@ import unicodedata
 from dataclasses import dataclass, field
 from typing import Final, Literal, Protocol, runtime_checkable
 
-from badput.events import Event, EventError
+from badput.events import Chunk
 
 __all__ = [
     "MAX_NAME_BYTES",
@@ -73,19 +73,6 @@ class WriterKey:
         return f"{safe_name(self.attempt, '0')}/{stem}.jsonl"
 
 
-@dataclass(frozen=True)
-class Chunk:
-    """Consecutive complete lines of one stream, decoded.
-
-    ``items[i]`` is line ``first_line + i`` of ``source`` (1-based): an event, or
-    the :class:`EventError` that names why that line was skipped.
-    """
-
-    source: str
-    first_line: int
-    items: list[Event | EventError]
-
-
 @dataclass
 class Cursor:
     """Where a reader stopped: per stream, the byte offset and lines consumed.
@@ -107,9 +94,10 @@ class Unread:
       ``complete`` tells whether those bytes already decode as one valid event.
     - ``not_a_file``: the ``*.jsonl`` entry is a FIFO, socket, device or
       directory (``detail`` says which); it is never opened.
+    - ``unreadable``: opening the file failed (``detail``: why, e.g. permission denied).
     """
 
-    code: Literal["torn_line", "not_a_file"]
+    code: Literal["torn_line", "not_a_file", "unreadable"]
     source: str
     line: int | None = None
     size: int = 0

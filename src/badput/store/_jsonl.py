@@ -46,6 +46,7 @@ __all__ = [
 
 #: Bytes read from a file at a time (large blocks: decoding, not I/O, dominates).
 READ_BLOCK: Final = 8 * 1024 * 1024
+_FIRST_BLOCK: Final = 64 * 1024
 
 
 # madvise(MADV_POPULATE_WRITE) (Linux 5.14+; not named by Python 3.11's mmap module).
@@ -300,8 +301,11 @@ def _read_file(f: BinaryIO, offset: int, limit: int | None) -> Iterator[bytes]:
         f.seek(offset)
         read = 0
         finishing = False
+        # A later read of a file starts small: in a pre-extended file it often finds only NULs.
+        size = _FIRST_BLOCK if offset else READ_BLOCK
         while True:
-            block = f.read(READ_BLOCK)
+            block = f.read(size)
+            size = READ_BLOCK
             if not block:
                 return
             if block[-1] == 0 and written_length(block) == 0:
@@ -351,7 +355,10 @@ def _read_path(  # noqa: PLR0917 (one call site per store kind)
         return 0
     try:
         f = open_regular(path)
-    except OSError:
+    except FileNotFoundError:  # removed since it was listed
+        return 0
+    except OSError as exc:  # permission denied, I/O error...: say so, never skip silently
+        unread.append(Unread("unreadable", source, detail=exc.strerror or str(exc)))
         return 0
     if f is None:  # replaced between the stat and the open
         unread.append(Unread("not_a_file", source, detail="something else"))

@@ -25,6 +25,8 @@ waiting for the previous save and listing old steps.
 from __future__ import annotations
 
 import dataclasses
+import logging
+import math
 import os
 import statistics
 from collections.abc import Iterable, Mapping
@@ -33,6 +35,8 @@ from typing import Any, Final
 from badput.compat.ml_goodput_measurement import _payload as pl
 from badput.events import Event, Kind
 from badput.store import EventStore, open_store
+
+logger = logging.getLogger(__name__)
 
 __all__ = [
     "OPERATION_TYPE_EMERGENCY_RESTORE",
@@ -47,6 +51,8 @@ __all__ = [
     "RestoreProcessedStep",
     "SaveCheckpointManagerVerticalStepStats",
     "SaveProcessedStep",
+    "add_logged_entries",
+    "entries_from_events",
 ]
 
 OPERATION_TYPE_SAVE: Final = "save"
@@ -200,7 +206,7 @@ class CheckpointBadputCalculator:
             )
             if not progressed:
                 break
-        return list(_entries_from_events(sorted(events, key=lambda e: e.ts)))
+        return entries_from_events(events)
 
     def is_valid_save_stats(
         self,
@@ -284,41 +290,119 @@ def _group_key(entry: Mapping[str, Any]) -> str:
     return f"{entry.get(pl.ORBAX_STEP)}-{kind}"
 
 
-def _entries_from_events(events: Iterable[Event]) -> Iterable[dict[str, Any]]:
-    """Orbax-style entries from checkpoint start/end events: the whole duration is the
-    checkpoint manager's and the checkpointer's. The event's ``name`` keeps Orbax's
-    directory kind when the entry came from Orbax (``local`` or ``emergency_restore``)."""
-    open_: dict[tuple[str, int | None], Event] = {}
-    for e in events:
+def entries_from_events(events: Iterable[Event]) -> list[dict[str, Any]]:
+    """Orbax-style entries, oldest first, from checkpoint start/end events (any others are
+    ignored): the whole duration is the checkpoint manager's and the checkpointer's. A
+    start pairs with an end of the same operation and step from the same writer (attempt,
+    host, rank, process), the earliest open start with the earliest end, so that hosts
+    saving one step at once stay apart, and so do several entries of one step forwarded
+    through one recorder. The event's ``name`` keeps Orbax's directory kind when the entry
+    came from Orbax (``local`` or ``emergency_restore``)."""
+    open_: dict[tuple[Any, ...], list[Event]] = {}
+    out: list[dict[str, Any]] = []
+    for e in sorted(events, key=lambda e: e.ts):
         if e.kind in (Kind.CHECKPOINT_SAVE_START, Kind.CHECKPOINT_RESTORE_START):
-            open_[(e.kind[: -len("_start")], e.step)] = e
+            open_.setdefault((e.kind[: -len("_start")], *_writer(e)), []).append(e)
         elif e.kind in (Kind.CHECKPOINT_SAVE_END, Kind.CHECKPOINT_RESTORE_END):
             base = e.kind[: -len("_end")]
-            start = open_.pop((base, e.step), None)
-            if start is None:
-                continue
-            seconds = max(0.0, e.ts - start.ts)
-            local = (start.name or e.name) in (OPERATION_TYPE_LOCAL, "emergency_restore")
-            directory = "local" if local else f"{_PERSISTENT_PREFIX}badput"
-            if base == "checkpoint_save":
-                yield {
-                    pl.ORBAX_STEP: e.step,
-                    pl.ORBAX_EVENT_TYPE: OPERATION_TYPE_SAVE,
-                    pl.ORBAX_DIRECTORY: directory,
-                    pl.ORBAX_SAVE_START: start.ts,
-                    "checkpoint_manager_blocking_duration_secs": seconds,
-                    "checkpointer_blocking_duration_secs": seconds,
-                    "wait_for_prev_duration_secs": 0.0,
-                    "get_old_steps_duration_secs": 0.0,
-                }
-            else:
-                yield {
-                    pl.ORBAX_STEP: e.step,
-                    pl.ORBAX_EVENT_TYPE: (
-                        OPERATION_TYPE_EMERGENCY_RESTORE if local else OPERATION_TYPE_RESTORE
-                    ),
-                    pl.ORBAX_DIRECTORY: directory,
-                    pl.ORBAX_RESTORE_START: start.ts,
-                    "checkpoint_manager_duration_secs": seconds,
-                    "checkpointer_duration_secs": seconds,
-                }
+            starts = open_.get((base, *_writer(e)))
+            if starts:
+                out.append(_entry(base, starts.pop(0), e))
+    return out
+
+
+def _writer(e: Event) -> tuple[Any, ...]:
+    return (e.attempt, e.host, e.rank, e.pid, e.step)
+
+
+def _entry(base: str, start: Event, end: Event) -> dict[str, Any]:
+    seconds = max(0.0, end.ts - start.ts)
+    local = (start.name or end.name) in (OPERATION_TYPE_LOCAL, OPERATION_TYPE_EMERGENCY_RESTORE)
+    directory = "local" if local else f"{_PERSISTENT_PREFIX}badput"
+    if base == "checkpoint_save":
+        return {
+            pl.ORBAX_STEP: end.step,
+            pl.ORBAX_EVENT_TYPE: OPERATION_TYPE_SAVE,
+            pl.ORBAX_DIRECTORY: directory,
+            pl.ORBAX_SAVE_START: start.ts,
+            pl.ORBAX_SAVE_DURATION: seconds,
+            "checkpointer_blocking_duration_secs": seconds,
+            "wait_for_prev_duration_secs": 0.0,
+            "get_old_steps_duration_secs": 0.0,
+        }
+    return {
+        pl.ORBAX_STEP: end.step,
+        pl.ORBAX_EVENT_TYPE: OPERATION_TYPE_EMERGENCY_RESTORE if local else OPERATION_TYPE_RESTORE,
+        pl.ORBAX_DIRECTORY: directory,
+        pl.ORBAX_RESTORE_START: start.ts,
+        pl.ORBAX_RESTORE_DURATION: seconds,
+        "checkpointer_duration_secs": seconds,
+    }
+
+
+#: Two records of one operation agree on its start and length to this many seconds (a
+#: store keeps float POSIX seconds: about 2.4e-7 s of resolution in this century).
+_SAME_OPERATION_SECONDS: Final = 1e-3
+
+
+def add_logged_entries(
+    stored: list[dict[str, Any]], logged: Iterable[Mapping[str, Any]]
+) -> list[dict[str, Any]]:
+    """``stored`` (rebuilt from a store) plus the Orbax entries of ``logged`` (a log's
+    payloads, in which only entries with an Orbax ``event_type`` count) that are not
+    already among them: an entry forwarded to both the store and the log (the recorder's
+    ``record_payload`` with a ``cloud_logger``) counts once. An entry matches a stored one
+    of the same operation and step whose duration, and start when the entry has one,
+    agree; each stored entry matches at most one."""
+    unmatched = list(stored)
+    out = list(stored)
+    for entry in logged:
+        event_type = entry.get(pl.ORBAX_EVENT_TYPE)
+        if event_type == OPERATION_TYPE_SAVE:
+            start_key, duration_key = pl.ORBAX_SAVE_START, pl.ORBAX_SAVE_DURATION
+            phases = _SAVE_PHASES.values()
+        elif event_type in (OPERATION_TYPE_RESTORE, OPERATION_TYPE_EMERGENCY_RESTORE):
+            start_key, duration_key = pl.ORBAX_RESTORE_START, pl.ORBAX_RESTORE_DURATION
+            phases = _RESTORE_PHASES.values()
+        else:
+            continue
+        if not all(_seconds(entry.get(key)) for key in phases):
+            logger.warning("badput: Orbax entry without its durations left out: %r", entry)
+            continue
+        twin = next(
+            (
+                i
+                for i, s in enumerate(unmatched)
+                if _same_operation(s, entry, start_key, duration_key)
+            ),
+            None,
+        )
+        if twin is None:
+            out.append(dict(entry))
+        else:
+            del unmatched[twin]
+    return out
+
+
+def _seconds(value: Any) -> bool:
+    """A duration the statistics can add up: a finite number of seconds."""
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def _same_operation(
+    stored: Mapping[str, Any], entry: Mapping[str, Any], start_key: str, duration_key: str
+) -> bool:
+    saves = (stored.get(pl.ORBAX_EVENT_TYPE) == OPERATION_TYPE_SAVE) == (
+        entry.get(pl.ORBAX_EVENT_TYPE) == OPERATION_TYPE_SAVE
+    )
+    if not saves or stored.get(pl.ORBAX_STEP) != entry.get(pl.ORBAX_STEP):
+        return False
+    try:
+        if abs(float(stored[duration_key]) - float(entry[duration_key])) > _SAME_OPERATION_SECONDS:
+            return False
+        start = entry.get(start_key)
+        return start is None or abs(float(stored[start_key]) - float(start)) <= (
+            _SAME_OPERATION_SECONDS
+        )
+    except (KeyError, TypeError, ValueError):
+        return False

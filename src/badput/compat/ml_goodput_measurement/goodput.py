@@ -20,11 +20,9 @@ order, defaults), methods and return shapes. What changes underneath:
 
 from __future__ import annotations
 
-import bisect
 import datetime
 import functools
 import logging
-import math
 import operator
 import os
 import threading
@@ -35,9 +33,12 @@ from typing import Any, Final, TypeVar, cast
 
 from badput.compat.ml_goodput_measurement import _payload as pl
 from badput.compat.ml_goodput_measurement import exclusion_utils, goodput_utils
+from badput.compat.ml_goodput_measurement._columns import EventColumns, StepStarts
 from badput.compat.ml_goodput_measurement.checkpoint_badput_calculator import (
     CheckpointBadputCalculator,
     CheckpointLoggerOptions,
+    add_logged_entries,
+    entries_from_events,
 )
 from badput.compat.ml_goodput_measurement.goodput_cache import GoodputCache
 from badput.engine import Accountant, Report
@@ -118,6 +119,14 @@ _BUCKETS: Final[dict[str, goodput_utils.BadputType]] = {
     "recovery": BadputType.INFRASTRUCTURE_RECOVERY_FROM_DISRUPTION,
 }
 _PRODUCTIVE: Final = ("productive", "slowdown")  # observed goodput
+_CHECKPOINT_KINDS: Final = frozenset(
+    {
+        Kind.CHECKPOINT_SAVE_START,
+        Kind.CHECKPOINT_SAVE_END,
+        Kind.CHECKPOINT_RESTORE_START,
+        Kind.CHECKPOINT_RESTORE_END,
+    }
+)
 
 # The library's breakdown order (its _get_job_badput_breakdown).
 _BREAKDOWN_ORDER: Final = (
@@ -427,28 +436,26 @@ def _fields(event: Event) -> dict[str, Any]:
     return out
 
 
-def _event_time(event: Event) -> float:
-    return event.ts
-
-
 class _JobView:
     """What the calculator knows of the job: the engine's accountant plus the few raw
-    series the library's own rules need (step starts, event times, elastic events)."""
+    series the library's own rules need (step starts, every event for interval queries,
+    elastic events). The events are kept in compact columns (:mod:`._columns`): a
+    long-lived calculator holds a whole job's history in 20 bytes an event (16 more per
+    step start)."""
 
     def __init__(self, store: EventStore, job: str) -> None:
         self.store = store
         self.job = job
         self.accountant = Accountant(job)
         self.cursor: Cursor | None = None
-        self.times: list[float] = []  # every event's time, sorted
-        self.events: list[Event] = []  # every event, sorted by time (interval queries)
-        self.step_starts: list[tuple[float, int]] = []  # (ts, step), sorted
+        self.columns = EventColumns(job)  # every event, sorted by time (interval queries)
+        self.step_starts = StepStarts()
         self.intervals: dict[str, list[tuple[float, float]]] = {}  # base -> paired spans
         self.slices: list[tuple[float, int, int, int]] = []  # (ts, active, available, total)
+        self.checkpoints: list[Event] = []  # checkpoint start/end events (Orbax's entries)
         self.job_start: float | None = None
         self.job_end: float | None = None  # the last job end
         self._open: dict[str, float] = {}
-        self._pending: list[Event] = []
 
     def update(self) -> int:
         """Ingest what was appended since the last call; return how many events."""
@@ -459,34 +466,33 @@ class _JobView:
             progressed = result.cursor.offsets != (self.cursor.offsets if self.cursor else {})
             self.cursor = result.cursor
             self.accountant.ingest(result.chunks)
-            for chunk in result.chunks:
-                for item in chunk.items:
-                    if isinstance(item, Event) and item.job == self.job:
-                        self._pending.append(item)
-                        n += 1
+            # Absorbed slice by slice: a catch-up never holds more than one slice's
+            # events as objects (the columns keep them compact).
+            events = [
+                item
+                for chunk in result.chunks
+                for item in chunk.items
+                if isinstance(item, Event) and item.job == self.job
+            ]
+            if events:
+                self._absorb(sorted(events, key=lambda e: e.ts))
+                n += len(events)
             if not progressed:
                 break
-        if self._pending:
-            self._absorb(sorted(self._pending, key=lambda e: e.ts))
-            self._pending = []
         return n
 
     def _absorb(self, events: list[Event]) -> None:
-        late = bool(self.times) and events[0].ts < self.times[-1]
+        self.columns.extend(events)
         for e in events:
-            if late:
-                bisect.insort(self.times, e.ts)
-                bisect.insort(self.events, e, key=_event_time)
-            else:
-                self.times.append(e.ts)
-                self.events.append(e)
             kind = e.kind
             if kind == Kind.STEP_START and e.step is not None:
-                bisect.insort(self.step_starts, (e.ts, e.step))
+                self.step_starts.add(e.ts, e.step)
             elif kind == Kind.JOB_START:
                 self.job_start = e.ts if self.job_start is None else min(self.job_start, e.ts)
             elif kind == Kind.JOB_END:
                 self.job_end = e.ts if self.job_end is None else max(self.job_end, e.ts)
+            elif kind in _CHECKPOINT_KINDS:
+                self.checkpoints.append(e)
             elif kind == Kind.ELASTIC_SLICES:
                 total = max(e.total or 1, 1)
                 self.slices.append((e.ts, e.active or 0, e.available or 0, total))
@@ -504,11 +510,10 @@ class _JobView:
     def last_step_in(self, start: float, end: float, *, ended: bool) -> int:
         """The library's last productive step of a window: the step before the last one
         started in ``(start, end]``, or that one when the job ended within the window."""
-        i = bisect.bisect_right(self.step_starts, (start, math.inf))
-        j = bisect.bisect_right(self.step_starts, (end, math.inf))
+        i, j = self.step_starts.upto(start), self.step_starts.upto(end)
         if j <= i:
             return 0
-        last = self.step_starts[j - 1][1]
+        last = self.step_starts.steps[j - 1]
         job_end = self.job_end
         if ended and job_end is not None and start < job_end <= end:
             return last
@@ -516,18 +521,21 @@ class _JobView:
 
     def events_in(self, start: float, end: float) -> list[Event]:
         """The events in ``(start, end]``, the library's interval entries."""
-        i = bisect.bisect_right(self.times, start)
-        j = bisect.bisect_right(self.times, end)
-        return self.events[i:j]
+        return self.columns.events(self.columns.after(start), self.columns.after(end))
 
     def clip(self, start: float, end: float) -> tuple[float, float] | None:
         """The library's interval: from the first event after ``start`` to the last event
         at or before ``end`` (it only knows the time span its log entries cover)."""
-        i = bisect.bisect_right(self.times, start)
-        j = bisect.bisect_right(self.times, end)
+        times = self.columns.ts
+        i, j = self.columns.after(start), self.columns.after(end)
         if j <= i:
             return None
-        return max(start, self.times[i]), min(end, self.times[j - 1])
+        return max(start, times[i]), min(end, times[j - 1])
+
+    @property
+    def last_time(self) -> float:
+        """The time of the job's last event (there is one: the job has started)."""
+        return float(self.columns.ts[-1])
 
 
 class GoodputCalculator:
@@ -564,6 +572,14 @@ class GoodputCalculator:
         self.logger_name = logger_name
         self.using_pathways = using_pathways
         self._clock = clock
+        # The library's calculator reads the log it is given, where Orbax writes its
+        # checkpoint entries straight: those entries count here too (the job's own events
+        # come from the store).
+        self._cloud_logger = (
+            cloud_logger
+            if callable(getattr(cloud_logger, "read_cloud_logging_entries", None))
+            else None
+        )
         self._view = _JobView(open_store(store), job_name)
         self._lock = threading.Lock()
         self._goodput_info: goodput_utils.GoodputInfo | None = None
@@ -637,11 +653,54 @@ class GoodputCalculator:
         if view.job_end is not None:
             # A job that has ended runs from its start to its end whatever the query
             # clock says (hosts with skewed clocks, back-filled timestamps).
-            now = max(now, view.times[-1])
+            now = max(now, view.last_time)
         report, productive, seconds = self._partition(view.accountant, view.step_starts, now, None)
         if report.total_seconds <= 0.0:
             raise ValueError(_ZERO_TIME)
+        productive = self._checkpoint_time_from_entries(productive, seconds)
         return report, productive, seconds
+
+    def _checkpoint_time_from_entries(
+        self, productive: float, seconds: dict[goodput_utils.BadputType, Any]
+    ) -> float:
+        """Checkpoint save and restore time as the library's calculator counts them: the
+        CheckpointBadputCalculator's totals over the job's Orbax entries (per step and
+        kind, the mean of its entries), wherever the entries fall. The partition placed
+        the operations on the job's timeline; an entry outside it (stamped before the job,
+        or an operation that several hosts logged) changes the total by ``delta``, which
+        the library takes from productive time for saves and from OTHER (its remainder)
+        for restores. Returns the productive seconds (lock held)."""
+        entries = entries_from_events(self._view.checkpoints)
+        if self._cloud_logger is not None:
+            entries = add_logged_entries(entries, self._logged_entries())
+        if not entries:
+            return productive
+        calc = CheckpointBadputCalculator(CheckpointLoggerOptions(use_goodput_logger=True))
+        calc.entries = entries
+        save = calc.calculate_save_operation_checkpoint_manager_blocking_time()
+        restore = calc.calculate_restore_operation_checkpoint_manager_blocking_time()
+        save_type = BadputType.UNPRODUCTIVE_CHECKPOINT_SAVE_TIME
+        restore_type = BadputType.UNPRODUCTIVE_CHECKPOINT_RESTORE_TIME
+        delta = save.total_checkpoint_manager_blocking_time - seconds.get(save_type, 0.0)
+        seconds[save_type] = save.total_checkpoint_manager_blocking_time
+        productive = max(0.0, productive - delta)
+        delta = restore.total_checkpoint_manager_time - seconds.get(restore_type, 0.0)
+        seconds[restore_type] = restore.total_checkpoint_manager_time
+        seconds[BadputType.OTHER] = max(0.0, seconds.get(BadputType.OTHER, 0.0) - delta)
+        return productive
+
+    def _logged_entries(self) -> list[Mapping[str, Any]]:
+        """The payloads of the ``cloud_logger`` given (read whole: it is a test double or
+        a mirror of the job's log); none if reading fails (logged)."""
+        assert self._cloud_logger is not None
+        try:
+            result = self._cloud_logger.read_cloud_logging_entries()
+        except Exception as exc:  # the store still answers
+            logger.warning("badput: could not read the cloud_logger given: %r", exc)
+            return []
+        if isinstance(result, tuple):  # (payloads, last entry info), as the library's
+            result = result[0] if result else []
+        return [p for p in result if isinstance(p, Mapping)] if isinstance(result, list) else []
 
     def _remember(
         self,
@@ -697,7 +756,7 @@ class GoodputCalculator:
             # later restart redid are not wasted in it. So does this view.
             own = Accountant(view.job)
             own.ingest_events(view.events_in(lo, hi))
-            steps = [(ts, step) for ts, step in view.step_starts if lo < ts <= hi]
+            steps = view.step_starts.between(lo, hi)
             # The window is its own entries: it ends at its last one, whatever the clock.
             report, productive, seconds = self._partition(own, steps, b, (a, b))
             total = b - a
@@ -796,7 +855,7 @@ class GoodputCalculator:
     def _partition(
         self,
         accountant: Accountant,
-        step_starts: list[tuple[float, int]],
+        step_starts: StepStarts,
         now: float,
         window: tuple[float, float] | None,
     ) -> tuple[Report, float, dict[goodput_utils.BadputType, Any]]:
@@ -816,12 +875,6 @@ class GoodputCalculator:
         lo, hi = window if window is not None else (report.start, report.end)
         attempts = report.attempts
 
-        def last_start(a: float, b: float) -> float | None:
-            i = bisect.bisect_right(step_starts, (b, math.inf))
-            if i and step_starts[i - 1][0] >= a:
-                return step_starts[i - 1][0]
-            return None
-
         def part(a: float, b: float) -> Report | None:
             a, b = max(a, lo), min(b, hi)
             return accountant.report(now=now, window=(a, b), typical="mean") if a < b else None
@@ -830,7 +883,7 @@ class GoodputCalculator:
         for i, att in enumerate(attempts[:-1]):
             if att.end_reason == "job_end":
                 continue
-            t = last_start(att.start, att.end)
+            t = step_starts.last_start(att.start, att.end)
             piece = part(t, attempts[i + 1].start) if t is not None else None
             if piece is not None:
                 moved += self._move(
@@ -842,7 +895,7 @@ class GoodputCalculator:
         productive -= moved
         if attempts:
             last = attempts[-1]
-            t = last_start(last.start, last.end)
+            t = step_starts.last_start(last.start, last.end)
             piece = part(t, last.end) if t is not None else None
             if piece is not None and last.end_reason == "job_end":
                 productive += self._move(piece, seconds, ("untracked",), None)

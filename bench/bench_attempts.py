@@ -1,0 +1,108 @@
+"""Report time against the number of attempts (issue 9: it grew as attempts squared).
+
+    python bench/bench_attempts.py [--attempts 2500 10000] [--id-less]
+
+Each attempt: job_start, a checkpoint restore, 20 steps (start and end), a checkpoint
+save, then a crash (an ``attempt_end``); the last attempt ends with ``job_end``. One
+file per attempt (``<attempt>/host-0-pid.jsonl``), as the recorder writes them; with
+``--id-less`` one file of events without attempt ids (an imported log). Prints the
+time of ``analyze()`` (read + report) and of a second report on the same state.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from badput._codec import encode_lines
+from badput.analysis import LiveJob
+from badput.events import Event
+
+JOB = "many"
+STEPS_PER_ATTEMPT = 20
+
+
+def write_job(root: Path, attempts: int, *, id_less: bool) -> int:
+    t = 1_732_000_000.0
+    step = 0
+    n = 0
+    single: list[Event] = []
+    for a in range(attempts):
+        evs: list[Event] = []
+        ident: dict[str, object] = {} if id_less else {"attempt": a}
+
+        def emit(
+            kind: str,
+            ts: float,
+            evs: list[Event] = evs,
+            ident: dict[str, object] = ident,
+            **f: object,
+        ) -> None:
+            evs.append(Event(ts=ts, kind=kind, job=JOB, host="h", rank=0, **ident, **f))  # type: ignore[arg-type]
+
+        emit("job_start", t)
+        restore = step - step % 10
+        emit("checkpoint_restore_start", t, step=restore)
+        t += 2.0
+        emit("checkpoint_restore_end", t, step=restore)
+        step = restore
+        for _ in range(STEPS_PER_ATTEMPT):
+            step += 1
+            emit("step_start", t, step=step)
+            t += 1.0
+            emit("step_end", t, step=step)
+            if step % 10 == 0:
+                emit("checkpoint_save_start", t, step=step)
+                t += 0.5
+                emit("checkpoint_save_end", t, step=step)
+        t += 3.0
+        if a == attempts - 1:
+            emit("job_end", t, status="completed")
+        else:
+            emit("attempt_end", t, status="failed", exit_code=1)
+            t += 30.0
+        n += len(evs)
+        if id_less:
+            single.extend(evs)
+        else:
+            path = root / JOB / str(a) / "h-0-1.jsonl"
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_bytes(encode_lines(evs))
+    if id_less:
+        path = root / JOB / "import" / "h-0-1.jsonl"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(encode_lines(single))
+    return n
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--attempts", type=int, nargs="+", default=[2_500, 10_000])
+    parser.add_argument("--id-less", action="store_true")
+    args = parser.parse_args()
+    for attempts in args.attempts:
+        with tempfile.TemporaryDirectory() as tmp:
+            root = Path(tmp)
+            n = write_job(root, attempts, id_less=args.id_less)
+            t0 = time.perf_counter()
+            live = LiveJob(root, JOB, parallel=False)
+            live.update()
+            t1 = time.perf_counter()
+            r = live.report()
+            t2 = time.perf_counter()
+            live.report()
+            t3 = time.perf_counter()
+            assert len(r.attempts) == attempts, len(r.attempts)
+            print(
+                f"{attempts:>7,} attempts ({n:,} events{', id-less' if args.id_less else ''}): "
+                f"read {t1 - t0:.2f} s, report {t2 - t1:.2f} s, again {t3 - t2:.2f} s, "
+                f"goodput {r.goodput:.4f}",
+                flush=True,
+            )
+
+
+if __name__ == "__main__":
+    sys.exit(main())
