@@ -67,6 +67,8 @@ class Kind:
     ELASTIC_REINIT_START: Final = "elastic_reinit_start"
     ELASTIC_REINIT_END: Final = "elastic_reinit_end"
     ELASTIC_SLICES: Final = "elastic_slices"
+    PROCESS_INIT_START: Final = "process_init_start"
+    PROCESS_INIT_END: Final = "process_init_end"
     SECTION_SUMMARY: Final = "section_summary"
 
 
@@ -83,6 +85,7 @@ INTERVAL_KINDS: Final[frozenset[str]] = frozenset(
         "custom",
         "elastic_wait",
         "elastic_reinit",
+        "process_init",
     }
 )
 NAMED_INTERVAL_KINDS: Final[frozenset[str]] = frozenset({"custom", "elastic_wait"})
