@@ -128,6 +128,15 @@ def test_a_bom_on_line_1_is_skipped(tmp_path: Path, clean_report: Report) -> Non
     same_numbers(rep, clean_report)
 
 
+def test_a_file_holding_only_a_bom_is_empty_not_torn(tmp_path: Path) -> None:
+    # Found by the fuzzer: a BOM, then the file cut right after it. No event was lost.
+    write_job(tmp_path, b"\xef\xbb\xbf")
+    report = analyze(tmp_path, JOB)
+    assert "torn_line" not in codes(report)
+    assert "malformed_line" not in codes(report)
+    assert "empty_log" in codes(report)
+
+
 def test_decoders_raise_only_event_error() -> None:
     for bad in HOSTILE.values():
         with pytest.raises(EventError):
