@@ -4,7 +4,7 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test lint typecheck bench clean browser screenshots
+.PHONY: demo test test-fast lint typecheck bench clean browser screenshots
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -17,6 +17,10 @@ demo: $(STAMP)
 
 test: $(STAMP) browser lint typecheck
 	$(BIN)/python -m pytest -q
+
+# The same without the tests marked slow (the real-framework runs of tests/integrations/).
+test-fast: $(STAMP) lint typecheck
+	$(BIN)/python -m pytest -q -m "not slow"
 
 lint: $(STAMP)
 	$(BIN)/ruff check src tests bench tools

@@ -344,8 +344,7 @@ def test_events_without_attempt_in_a_log_with_ids_are_reported() -> None:
 
 
 def test_malformed_lines_are_reported_with_file_and_line() -> None:
-    from badput.events import EventError
-    from badput.store._base import Chunk
+    from badput.events import Chunk, EventError
 
     acc = Accountant("j")
     acc.ingest(

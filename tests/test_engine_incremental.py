@@ -7,7 +7,6 @@ import math
 import pytest
 
 from badput.engine import Accountant, Report
-from badput.engine._steps import AttemptSteps
 from badput.events import Event
 
 JOB = "inc"
@@ -77,7 +76,7 @@ def test_incremental_queries_match_a_cold_report_and_do_seal() -> None:
         cold.ingest_events(events[: i + 997], source="a.jsonl")
         same(live.report(now=now), cold.report(now=now))
     final = live.report()
-    sealed = [v for v in live._ing.cache.values() if isinstance(v, AttemptSteps)]
+    sealed = list(live._cache.attempts.values())
     assert sum(v.n for v in sealed) > 5000  # the rows really were sealed and reused
     # the numbers themselves: 6,000 kept steps, evals and checkpoints in their buckets
     assert final.steps.kept == 6001

@@ -13,9 +13,8 @@ from hypothesis import strategies as st
 from badput._codec import encode_lines
 from badput.analysis import LiveJob, analyze
 from badput.engine import Accountant, Report, _steps
-from badput.events import Event, EventError
+from badput.events import Chunk, Event, EventError
 from badput.store import MemoryStore
-from badput.store._base import Chunk
 
 KINDS_WEIGHTED = [
     "step_start",

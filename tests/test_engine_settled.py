@@ -422,3 +422,21 @@ def test_step_beyond_64_bits_is_a_diagnostic_not_a_crash() -> None:
     assert codes.count("step_out_of_range") == 3
     assert r.buckets == pytest.approx({"productive": 20.0, "untracked": 10.0})
     assert r.steps.kept == 2
+
+
+def test_which_interval_is_inner_is_decided_before_clipping_to_the_attempt() -> None:
+    """Found by the reference test: an interval that began before its attempt's counted
+    start (clipped there) is still the outer one of an interval that began at that start."""
+    log = [
+        E(0, "job_start", attempt=0),
+        *steps(1, [0, 10, 20], attempt=0),
+        E(20, "attempt_end", attempt=0),
+        E(15, "elastic_wait_start", name="sdc", attempt=1),  # before attempt 0 ended
+        E(20, "training_prep_start", attempt=1),
+        E(25, "elastic_wait_end", name="sdc", attempt=1),
+        E(40, "training_prep_end", attempt=1),
+        E(40, "job_end", attempt=1),
+    ]
+    r = both(log)
+    assert r.buckets == pytest.approx({"productive": 20.0, "training_prep": 20.0})
+    assert any(d.code == "attempt_overlap" for d in r.diagnostics)

@@ -15,7 +15,7 @@ from badput._hangwatch import AUTO, HangWatch, parse_hang_timeout
 from badput._launcher import Launcher
 from badput.analysis import analyze
 from badput.engine import RankOptions
-from badput.store import MemoryStore
+from badput.store import MemoryStore, WriterKey
 from badput.testing import Timeline, events_to_store
 
 T0 = 1_700_000_000.0
@@ -81,6 +81,22 @@ def test_silent_processes_get_three_timeouts() -> None:
     assert watch.check(now=last + 91.0) == (
         "no progress for 91.0s (hang timeout 30.0s, and no event either)"
     )
+
+
+def test_a_launchers_heartbeats_do_not_make_a_finished_trainer_alive() -> None:
+    """``badput run``'s own recorder heartbeats into the attempt (no rank: rank 0's stream);
+    only processes that made progress count as alive."""
+    store = MemoryStore()
+    trainer = Timeline("j", start=T0, attempt=0, pid=100)
+    trainer.emit("job_start")
+    trainer.steps(10, 2.0)
+    launcher = Timeline("j", start=T0 + 20.0, attempt=0, rank=None, pid=7)
+    for _ in range(10):
+        launcher.emit("heartbeat", dt=10.0)
+    events_to_store(store, trainer.events)
+    events_to_store(store, launcher.events, key=WriterKey("0", "h", None, 7))
+    watch = HangWatch(store, "j", "0", 30.0, poll_seconds=0)
+    assert watch.check(now=T0 + 20.0 + 31.0) is None  # teardown: silent, not yet judged
 
 
 def test_nothing_is_judged_before_the_first_progress_or_for_another_attempt() -> None:

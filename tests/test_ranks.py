@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from msgspec.structs import replace
 
 from badput.engine import Accountant, RankOptions, Report
 from badput.events import Event
@@ -317,3 +318,10 @@ def test_outliers_need_a_real_excess() -> None:
     slow = [*streams[:3], streams[3][:-1] + tl.events]
     reasons = [[x for x in v.outlier if "loading" in x] for v in report_of(slow).ranks]
     assert reasons == [[], [], [], ["slow data loading"]]
+
+
+def test_a_log_without_attempt_ids_has_its_stall_found() -> None:
+    streams = hung_job()
+    idless = [[replace(e, attempt=None) for e in events] for events in streams]
+    (stall,) = report_of(idless).stalls
+    assert stall.first_stopped == [2] and stall.seconds == pytest.approx(120.0)

@@ -263,11 +263,17 @@ def test_job_from_env_and_missing_job(monkeypatch: pytest.MonkeyPatch) -> None:
 @pytest.mark.parametrize(
     ("env", "expected"),
     [
+        # torchrun's restart inside the launcher's attempt: a new attempt, never merged
         (
             {"TORCHELASTIC_RESTART_COUNT": "2", "SLURM_RESTART_COUNT": "5", "BADPUT_ATTEMPT": "9"},
-            2,
+            "9.2",
         ),
-        ({"SLURM_RESTART_COUNT": "5", "BADPUT_ATTEMPT": "9"}, 5),
+        ({"TORCHELASTIC_RESTART_COUNT": "2", "SLURM_RESTART_COUNT": "5"}, "5.2"),
+        # the first worker group is the launcher's attempt itself
+        ({"TORCHELASTIC_RESTART_COUNT": "0", "BADPUT_ATTEMPT": "3"}, 3),
+        ({"TORCHELASTIC_RESTART_COUNT": "3"}, 3),
+        ({"SLURM_RESTART_COUNT": "5", "BADPUT_ATTEMPT": "9"}, 9),
+        ({"SLURM_RESTART_COUNT": "5"}, 5),
         ({"BADPUT_ATTEMPT": "9"}, 9),
         ({"BADPUT_ATTEMPT": "retry-b"}, "retry-b"),
         ({"TORCHELASTIC_RESTART_COUNT": "", "BADPUT_ATTEMPT": "4"}, 4),
@@ -281,8 +287,10 @@ def test_attempt_from_env_in_priority_order(
     rec = recorder_for_tests(JOB, attempt=None)  # type: ignore[arg-type]
     assert rec.attempt == expected
     rec.record_job_start()
-    (event,) = written(rec)
-    assert event.attempt == expected
+    # (a launched process also records its process_init: same attempt)
+    events = written(rec)
+    assert [e.kind for e in events][-1] == "job_start"
+    assert {e.attempt for e in events} == {expected}
     assert isinstance(rec.store, MemoryStore)
     assert rec.store.streams(JOB)[0].startswith(f"{expected}/")
     rec.close()

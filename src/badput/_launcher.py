@@ -26,6 +26,13 @@ Faults (``docs/reliability.md``):
 - Attempts that keep failing are restarted after an exponential back-off
   (``backoff`` seconds, doubling, at most ``backoff_max``; reset by an attempt that
   ran longer than ``backoff_max``); ``restart_delay`` is the least wait.
+
+Restarts inside the command are attempts too: when torchrun restarts its worker
+group, the workers' recorders write attempt ``"<k>.<n>"`` (``badput._env``), and
+the launcher records the end of attempt ``k`` on the newest of them (the one that
+was running when the command exited). A job whose last run *completed* is not
+continued: ``badput run`` of it again records a new job ``<job>.2`` (``.3``, ...),
+so the time between the two runs is not counted as recovery.
 """
 
 from __future__ import annotations
@@ -41,6 +48,7 @@ import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from types import FrameType
 from typing import TYPE_CHECKING, Any
 
@@ -58,6 +66,8 @@ __all__ = [
     "Launcher",
     "default_job_name",
     "end_orphaned_attempt",
+    "job_completed",
+    "latest_inner_restart",
     "next_attempt",
     "run_job",
 ]
@@ -95,7 +105,7 @@ class _Journal:
         self.job = job
         self.store = store
         self._ops: queue.SimpleQueue[Callable[[], None] | None] = queue.SimpleQueue()
-        self._recorders: dict[int, Recorder] = {}
+        self._recorders: dict[int | str, Recorder] = {}
         self._thread = threading.Thread(target=self._run, name="badput-launcher", daemon=True)
         self._thread.start()
 
@@ -107,18 +117,24 @@ class _Journal:
             with contextlib.suppress(Exception):  # the recorder never raises; be sure
                 op()
 
-    def _recorder(self, attempt: int) -> Recorder:
+    def _recorder(self, attempt: int | str) -> Recorder:
         rec = self._recorders.get(attempt)
         if rec is None:
             # An integer id, as the command's own recorder writes it (from BADPUT_ATTEMPT).
-            rec = self._recorders[attempt] = Recorder(self.job, self.store, attempt=attempt)
+            # No heartbeats: once the command restarts inside (torchrun), attempt `attempt`
+            # is over while the launcher still waits; the command's recorders beat for it.
+            rec = Recorder(self.job, self.store, attempt=attempt, heartbeat_interval=0)
+            rec._defer_job_end = False  # the launcher owns the job's end, even when launched
+            self._recorders[attempt] = rec
         return rec
 
-    def record(self, attempt: int, method: str, **fields: Any) -> None:
-        ts = time.time()
-        self._ops.put(lambda: getattr(self._recorder(attempt), method)(ts=ts, **fields))
+    def record(
+        self, attempt: int | str, method: str, *, ts: float | None = None, **fields: Any
+    ) -> None:
+        stamp = time.time() if ts is None else ts
+        self._ops.put(lambda: getattr(self._recorder(attempt), method)(ts=stamp, **fields))
 
-    def close(self, attempt: int) -> None:
+    def close(self, attempt: int | str) -> None:
         """Close ``attempt``'s recorder: no heartbeat of it after its end."""
 
         def op() -> None:
@@ -263,8 +279,8 @@ class Launcher:
         # job must not write into attempt "0" again (two runs' events would merge).
         # Listed on a helper thread: a store that hangs must not keep the job from starting.
         self._listed = first_attempt is None
+        store_ref = self.store
         if first_attempt is None:
-            store_ref = self.store
             first_attempt = _call_with_timeout(
                 lambda: next_attempt(store_ref, self.job), LIST_TIMEOUT, None
             )
@@ -273,6 +289,20 @@ class Launcher:
                 self._listed = False
         self.first_attempt: int = first_attempt
         self.on_event = on_event
+        if self._listed and _call_with_timeout(
+            lambda: job_completed(store_ref, self.job), LIST_TIMEOUT, False
+        ):
+            ended = self.job
+            self.job = _call_with_timeout(
+                lambda: _next_free_job(store_ref, ended),
+                LIST_TIMEOUT,
+                f"{ended}.{int(time.time())}",  # unlisted in time: a name no run has
+            )
+            self.first_attempt = _call_with_timeout(
+                lambda: next_attempt(store_ref, self.job), LIST_TIMEOUT, 0
+            )
+            self._say(f"job {ended!r} already completed; this run is recorded as job {self.job!r}")
+        self._attempt_started = time.time()
         self.hang_timeout = hang_timeout
         self.backoff = backoff
         self.backoff_max = backoff_max
@@ -322,7 +352,18 @@ class Launcher:
         env[_env.BADPUT_JOB] = self.job
         env[_env.BADPUT_STORE] = self.store_uri
         env[_env.BADPUT_ATTEMPT] = attempt
+        env[_env.BADPUT_ATTEMPT_START] = repr(self._attempt_started)
+        env[_env.BADPUT_LAUNCHER] = "1"
         return env
+
+    def _end_attempt(self, attempt: int) -> int | str:
+        """The id to end attempt ``attempt`` on: its newest restart inside the command
+        (torchrun's ``"<attempt>.<n>"``), which is what ended."""
+        store, job = self.store, self.job
+        inner = _call_with_timeout(
+            lambda: latest_inner_restart(store, job, attempt), LIST_TIMEOUT, 0
+        )
+        return f"{attempt}.{inner}" if inner else attempt
 
     def _wait(self, proc: subprocess.Popen[bytes]) -> int:
         """Wait for the child; after a forwarded signal, SIGKILL it past ``kill_timeout``."""
@@ -413,7 +454,8 @@ class Launcher:
         failures = 0
         for i in range(self.first_attempt, last + 1):
             attempt = str(i)
-            journal.record(i, "record_job_start")
+            self._attempt_started = time.time()
+            journal.record(i, "record_job_start", ts=self._attempt_started)
             if self._signal is not None:
                 return self._cancelled(i, codes, None)
             self._say(f"attempt {attempt}: starting {' '.join(self.command)}")
@@ -440,39 +482,43 @@ class Launcher:
             self._proc = None
             self._hang = None
             codes.append(rc)
+            end = self._end_attempt(i)
             if self._signal is not None:
-                return self._cancelled(i, codes, rc)
+                return self._cancelled(end, codes, rc)
             if self._hung is not None:
                 rc = rc or 1  # killed for a hang: a failure, whatever it exited with
             elif rc == 0:
-                journal.record(i, "record_job_end", status="completed")
+                journal.record(end, "record_job_end", status="completed")
                 self._say(f"attempt {attempt}: completed")
                 return LaunchResult(0, "completed", codes)
             status = _exit_status(rc)
             why = "hung" if self._hung is not None else "failed"
-            journal.record(i, "record_attempt_end", status=why, exit_code=status)
+            journal.record(end, "record_attempt_end", status=why, exit_code=status)
             what = (
                 f"failed with exit code {status}"
                 if why == "failed"
                 else f"hung: killed (exit code {status})"
             )
             if i == last:
-                journal.record(i, "record_job_end", status="failed")
+                journal.record(end, "record_job_end", status="failed")
                 allowed = f"({self.max_restarts} allowed)"
                 self._say(f"attempt {attempt}: {what}; no restarts left {allowed}")
                 return LaunchResult(status, "failed", codes)
             # This attempt's end is recorded: no heartbeat of it lands in the recovery time.
             journal.close(i)
+            journal.close(end)
             ran = time.monotonic() - started
             failures = 1 if ran > self.backoff_max else failures + 1
             delay = self._backoff_delay(failures)
             self._say(f"attempt {attempt}: {what}; restarting in {delay:g}s")
             self._sleep(delay)
             if self._signal is not None:  # stopped while waiting to restart
-                return self._cancelled(i, codes, None)
+                return self._cancelled(end, codes, None)
         raise AssertionError("unreachable")  # pragma: no cover
 
-    def _cancelled(self, attempt: int, codes: list[int | None], rc: int | None) -> LaunchResult:
+    def _cancelled(
+        self, attempt: int | str, codes: list[int | None], rc: int | None
+    ) -> LaunchResult:
         """End the job after a forwarded signal; ``rc``: the command's code, if it ran."""
         signum = self._signal
         assert signum is not None
@@ -491,7 +537,9 @@ def end_orphaned_attempt(store: str | EventStore, job: str, attempt: int) -> boo
     opened = open_store(store)
     if not isinstance(opened, JsonlStore):
         return False
-    directory = opened.job_dir(job) / str(attempt)
+    inner = latest_inner_restart(opened, job, attempt)
+    ended: int | str = f"{attempt}.{inner}" if inner else attempt  # what was running
+    directory = opened.job_dir(job) / str(ended)
     last_ts: float | None = None
     for path in sorted(directory.glob("*.jsonl")):
         with open(path, "rb") as f:
@@ -507,26 +555,97 @@ def end_orphaned_attempt(store: str | EventStore, job: str, attempt: int) -> boo
             last_ts = item.ts if last_ts is None else max(last_ts, item.ts)
     if last_ts is None:
         return False
-    with Recorder(job, opened, attempt=attempt, heartbeat_interval=0) as rec:
+    with Recorder(job, opened, attempt=ended, heartbeat_interval=0) as rec:
         rec.record_attempt_end(status=ORPHANED, ts=last_ts)
     return True
+
+
+def _stream_names(store: str | EventStore, job: str) -> list[str]:
+    """The job's stream names; a store that cannot be listed counts as empty."""
+    try:
+        opened = open_store(store)
+        streams = getattr(opened, "streams", None)
+        return list(streams(job)) if callable(streams) else []
+    except (OSError, ValueError):
+        return []
+
+
+def _digits(text: str) -> bool:
+    return text.isascii() and text.isdigit()
+
+
+def _attempt_parts(name: str) -> tuple[int, int] | None:
+    """``(outer, inner)`` of a stream's numeric attempt id ``"7"`` or ``"7.2"``."""
+    outer, _, inner = name.split("/", 1)[0].partition(".")
+    if _digits(outer) and (not inner or _digits(inner)):
+        return int(outer), int(inner or 0)
+    return None
 
 
 def next_attempt(store: str | EventStore, job: str) -> int:
     """One more than the highest numeric attempt id ``job`` already has in ``store`` (else 0).
 
-    Attempt ids are the first part of stream names (``<attempt>/<host>-<rank>-<pid>.jsonl``).
+    Attempt ids are the first part of stream names (``<attempt>/<host>-<rank>-<pid>.jsonl``);
+    a restart inside an attempt (``"7.2"``) counts as its attempt (7).
     A store that cannot be listed counts as empty: the job's own recorder will still write.
     """
+    ids = [p[0] for p in map(_attempt_parts, _stream_names(store, job)) if p is not None]
+    return max(ids) + 1 if ids else 0
+
+
+def latest_inner_restart(store: str | EventStore, job: str, attempt: int) -> int:
+    """The highest restart ``n`` inside ``attempt`` (streams ``"<attempt>.<n>/..."``), else 0."""
+    inner = [
+        p[1]
+        for p in map(_attempt_parts, _stream_names(store, job))
+        if p is not None and p[0] == attempt
+    ]
+    return max(inner, default=0)
+
+
+def job_completed(store: str | EventStore, job: str) -> bool:
+    """Whether ``job``'s newest attempt ended with ``job_end`` status ``completed``.
+
+    Reads only the tails of that attempt's streams of a directory store (the
+    launcher writes the end last); other stores count as not completed.
+    """
+    parts = [(p, n) for n in _stream_names(store, job) if (p := _attempt_parts(n)) is not None]
+    if not parts:
+        return False
+    newest = max(p[0] for p, _ in parts)
     try:
         opened = open_store(store)
-        streams = getattr(opened, "streams", None)
-        names: list[str] = streams(job) if callable(streams) else []
+        if not isinstance(opened, JsonlStore):
+            return False
+        base = opened.job_dir(job)
+        for (outer, _inner), name in parts:
+            if outer == newest and _tail_status(base / name) == "completed":
+                return True
     except (OSError, ValueError):
-        return 0
-    heads = (n.split("/", 1)[0] for n in names)
-    ids = [int(head) for head in heads if head.isascii() and head.isdigit()]
-    return max(ids) + 1 if ids else 0
+        return False
+    return False
+
+
+def _tail_status(path: Path) -> str | None:
+    """The status of the last ``job_end`` in the tail of the stream at ``path``."""
+    with open(path, "rb") as f:
+        size = f.seek(0, os.SEEK_END)
+        f.seek(max(size - _TAIL_BYTES, 0))
+        data = f.read().split(b"\0", 1)[0]  # a mapped file's unwritten tail is NULs
+    lines = data.split(b"\n")[1 if size > _TAIL_BYTES else 0 : -1]
+    status: str | None = None
+    for item in decode_lines([line for line in lines if b'"job_end"' in line]):
+        if not isinstance(item, Exception) and item.kind == "job_end":
+            status = item.status
+    return status
+
+
+def _next_free_job(store: str | EventStore, job: str) -> str:
+    """``<job>.2``, ``<job>.3``, ...: the first name with no completed run in ``store``."""
+    n = 2
+    while job_completed(store, f"{job}.{n}"):
+        n += 1
+    return f"{job}.{n}"
 
 
 def run_job(

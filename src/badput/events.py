@@ -8,6 +8,7 @@ standard library and msgspec (the fast codec), so ``import badput`` stays light.
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from typing import Annotated, Final
 
 import msgspec
@@ -23,6 +24,7 @@ __all__ = [
     "SCHEMA_VERSION",
     "SECTION_QUANTILES",
     "STEP_KINDS",
+    "Chunk",
     "Event",
     "EventError",
     "Kind",
@@ -65,6 +67,8 @@ class Kind:
     ELASTIC_REINIT_START: Final = "elastic_reinit_start"
     ELASTIC_REINIT_END: Final = "elastic_reinit_end"
     ELASTIC_SLICES: Final = "elastic_slices"
+    PROCESS_INIT_START: Final = "process_init_start"
+    PROCESS_INIT_END: Final = "process_init_end"
     SECTION_SUMMARY: Final = "section_summary"
 
 
@@ -81,6 +85,7 @@ INTERVAL_KINDS: Final[frozenset[str]] = frozenset(
         "custom",
         "elastic_wait",
         "elastic_reinit",
+        "process_init",
     }
 )
 NAMED_INTERVAL_KINDS: Final[frozenset[str]] = frozenset({"custom", "elastic_wait"})
@@ -174,6 +179,20 @@ class EventError(ValueError):
         self.line = line
         where = f"{file}:{line}: " if file is not None and line is not None else ""
         super().__init__(f"{where}{message}")
+
+
+@dataclass(frozen=True)
+class Chunk:
+    """Consecutive complete lines of one stream, decoded.
+
+    ``items[i]`` is line ``first_line + i`` of ``source`` (1-based): an event, or
+    the :class:`EventError` that names why that line was skipped. Stores produce
+    chunks and the engine consumes them, so the type lives here, below both.
+    """
+
+    source: str
+    first_line: int
+    items: list[Event | EventError]
 
 
 def validate(event: Event) -> str | None:

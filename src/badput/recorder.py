@@ -29,11 +29,22 @@ Recording is nearly free, never hurts training, and loses nothing it acknowledge
   truncates the file to what was written. In a forked child, a recorder forgets
   its parent's file, buffer and thread and records to its own stream.
 
-Attempt identity (the ``attempt`` of every event): the ``attempt`` argument, else
-``TORCHELASTIC_RESTART_COUNT``, else ``SLURM_RESTART_COUNT``, else
-``BADPUT_ATTEMPT``, else a fresh id per process start,
+Identity of every event, detected without configuration (``badput._env``):
+rank from ``RANK`` (torchrun), ``OMPI_COMM_WORLD_RANK``, ``PMI_RANK``,
+``SLURM_PROCID`` or an initialised ``torch.distributed``; attempt from the
+``attempt`` argument, else the launchers' restart counters composed
+(``BADPUT_ATTEMPT`` or ``SLURM_RESTART_COUNT`` outside, torchrun's
+``TORCHELASTIC_RESTART_COUNT`` inside: worker-group restart 2 of launcher attempt 1
+is attempt ``"1.2"``), else a fresh id per process start,
 ``<UTC start time YYYYmmddTHHMMSS>-<pid>`` (sorts by start time). Numeric ids
 are written as JSON integers.
+
+Process start: in a process started by a launcher (``badput run``, torchrun,
+Slurm, MPI), the first record also records ``process_init`` from the OS's start
+time of the process to the recorder's construction (interpreter start, imports),
+and the process's first ``record_job_start()`` is dated at the process start.
+Under ``badput run`` the launcher owns the job's end: ``record_job_end()`` only
+flushes (the launcher records ``job_end`` with the exit status).
 
 Disabled recording: ``enabled=False``, ``BADPUT_DISABLE=1`` (wins over
 everything), or ``leader_only=True`` on a rank other than 0 make
@@ -47,7 +58,6 @@ import logging
 import math
 import operator
 import os
-import socket
 import threading
 import time
 from collections.abc import Callable
@@ -60,13 +70,19 @@ import msgspec
 from badput import _lifecycle
 from badput._codec import encode_line
 from badput._env import (
-    BADPUT_ATTEMPT,
     BADPUT_DISABLE,
     BADPUT_HEARTBEAT_INTERVAL,
     BADPUT_JOB,
-    RANK,
-    SLURM_RESTART_COUNT,
+    BADPUT_PROCESS_INIT,
+    OMPI_COMM_WORLD_RANK,
+    SLURM_JOB_ID,
     TORCHELASTIC_RESTART_COUNT,
+    detect_attempt,
+    detect_host,
+    detect_rank,
+    launcher_attempt_start,
+    process_start_time,
+    under_launcher,
 )
 from badput._sections import DEFAULT_SECTION_INTERVAL, SectionTimers
 from badput._worker import PeriodicWorker
@@ -77,7 +93,6 @@ from badput.events import (
     MIN_TS,
     Event,
     Kind,
-    attempt_id,
     validate,
 )
 from badput.store import EventStore, EventWriter, MappedWriter, WriterKey, open_store
@@ -187,24 +202,32 @@ def _env_flag(name: str) -> bool:
 
 
 def _env_rank() -> int | None:
-    raw = os.environ.get(RANK)
-    if raw is None or not raw.strip():
-        return None
-    try:
-        return int(raw)
-    except ValueError:
-        logger.warning("badput: ignoring %s=%r (not an integer)", RANK, raw)
-        return None
+    return detect_rank()
 
 
 def _resolve_attempt(attempt: str | int | None) -> str | int:
     if attempt is not None:
         return attempt
-    for var in (TORCHELASTIC_RESTART_COUNT, SLURM_RESTART_COUNT, BADPUT_ATTEMPT):
-        raw = os.environ.get(var, "").strip()
-        if raw:
-            return attempt_id(raw)
-    return fresh_attempt_id()
+    detected = detect_attempt()
+    return fresh_attempt_id() if detected is None else detected
+
+
+#: A process older than this when its recorder is built did other things first (a
+#: notebook, a server): its age is not recorded as ``process_init``.
+MAX_PROCESS_INIT: Final = 600.0
+# Variables whose presence says a launcher started this process for a job.
+_LAUNCHER_VARIABLES: Final = (TORCHELASTIC_RESTART_COUNT, SLURM_JOB_ID, OMPI_COMM_WORLD_RANK)
+# Jobs whose process_init this process has recorded (once per process and job).
+_process_init_jobs: set[str] = set()
+
+
+def _launched() -> bool:
+    """True when a launcher started this process for a job (its start is the job's),
+    or ``BADPUT_PROCESS_INIT`` says to treat it so (``1``) or not (``0``)."""
+    forced = os.environ.get(BADPUT_PROCESS_INIT, "").strip().lower()
+    if forced:
+        return forced in _TRUE
+    return under_launcher() or any(os.environ.get(v) for v in _LAUNCHER_VARIABLES)
 
 
 def fresh_attempt_id() -> str:
@@ -342,17 +365,48 @@ class Recorder:
                 self._attempt = operator.index(self._attempt)  # numpy integers
             except TypeError:
                 self._attempt = str(self._attempt)
-        self._host = host if host is not None else socket.gethostname()
+        self._host = host if host is not None else detect_host()
         self._heartbeat = _resolve_heartbeat(heartbeat_interval)
         self._flush_interval = max(float(flush_interval), MIN_FLUSH_INTERVAL)
         self._section_interval = max(float(section_interval), MIN_FLUSH_INTERVAL)
         self._warned: set[str] = set()
         self._closed = False
+        # The launcher owns the job's end in the command it runs (its own recorder unsets this).
+        self._defer_job_end = under_launcher()
+        self._process_init = self._process_init_span()
+        # The process start dates this process's first job_start (then cleared).
+        init = self._process_init
+        self._process_start: float | None = None if init is None else init[0]
         self._setup_process()
         problem = validate(_replace(self._template, ts=_time(), kind="job_start"))
         if problem is not None:  # e.g. a rank out of range: every line would be unreadable
             raise ValueError(f"cannot record with this identity: {problem}")
         _lifecycle.track(LIVE_GROUP, self)
+
+    def _process_init_span(self) -> tuple[float, float] | None:
+        """(OS start of this process, now) when that span is this job's to record."""
+        if self._job in _process_init_jobs or not _launched():
+            return None
+        now = _time()
+        start = process_start_time()
+        if start is None or not 0.0 <= now - start <= MAX_PROCESS_INIT:
+            return None
+        # The OS's start is known to a clock tick; never before the launcher's attempt began.
+        start = max(start, launcher_attempt_start() or start)
+        _process_init_jobs.add(self._job)
+        return start, now
+
+    def _with_process_init(self, line: bytes) -> list[bytes]:
+        """The first line of this process, with the process_init lines (once): a job_start
+        dated at the process start comes first, anything else after them."""
+        init, self._process_init = self._process_init, None
+        if init is None:
+            return [line]
+        pair = [
+            f'{self._pfx}{_ts_text(ts)},"kind":"{kind}"}}\n'.encode()
+            for ts, kind in ((init[0], "process_init_start"), (init[1], "process_init_end"))
+        ]
+        return [line, *pair] if b'"kind":"job_start"' in line else [*pair, line]
 
     # ------------------------------------------------------------------ state
 
@@ -405,6 +459,7 @@ class Recorder:
         self._next_summary = _time() + self._section_interval
 
     def _after_fork_child(self) -> None:
+        self._process_init = self._process_start = None  # the parent's start, not the child's
         # The parent's mapping is shared with the parent: never write to it, only let go.
         seg = self._seg
         if seg is not None:
@@ -608,10 +663,18 @@ class Recorder:
         self._prompt()
 
     def record_job_start(self, *, ts: float | None = None) -> None:
+        if ts is None and self._process_start is not None:
+            # The attempt began when the process did (its process_init is inside it).
+            ts, self._process_start = self._process_start, None
         self._bare(',"kind":"job_start"}\n', ts)
         self._prompt()
 
     def record_job_end(self, status: str | None = None, *, ts: float | None = None) -> None:
+        """Record the job's end; under ``badput run`` only flush (the launcher records it,
+        with the status of the command's exit, once every process has ended)."""
+        if self._defer_job_end:
+            self._prompt()
+            return
         self._fields("job_end", {"status": status}, ts)
 
     def record_attempt_end(
@@ -898,10 +961,14 @@ class Recorder:
         elif state == _NEW:
             self._start_thread()
             self._state = _BUFFERED
+            lines = self._with_process_init(line)
             if self._open_mapped_locked():
                 assert self._seg is not None
-                self._seg.mm.write(line)
+                for one in lines:
+                    self._seg.mm.write(one)
                 return
+            self._buffer_locked(lines)
+            return
         elif state == _CLOSED:
             self._dropped += 1
             self._warn_once(

@@ -9,10 +9,10 @@ from badput.engine._ingest import Ingestor
 from badput.engine._model import Report
 from badput.engine._partition import Typical, compute_report, recent_step_times
 from badput.engine._ranks import RankOptions, RankTracker
+from badput.engine._steps import QueryCache
 from badput.engine._steptime import DEFAULT_SLOWDOWN_FACTOR, StepTimeStats, step_time_stats
 from badput.engine._timeline import Timeline, build_timeline
-from badput.events import Event, EventError
-from badput.store._base import Chunk
+from badput.events import Chunk, Event, EventError
 
 __all__ = ["Accountant"]
 
@@ -42,6 +42,7 @@ class Accountant:
         first_seq: int = 0,
     ) -> None:
         self._ing = Ingestor(job, first_seq=first_seq)
+        self._cache = QueryCache()  # what a query leaves for the next; never changes a number
         self.ideal_step_time = ideal_step_time
         self._ranks = RankTracker()
         #: Thresholds of the per-rank view, stragglers and stalls (docs/ranks.md).
@@ -70,6 +71,7 @@ class Accountant:
         """
         self._ing.absorb(other._ing)
         self._ranks.absorb(other._ranks)
+        self._cache.clear()
 
     def ingest(self, chunks: Iterable[Chunk]) -> None:
         """Ingest the chunks of a store read (events and malformed-line errors)."""
@@ -114,7 +116,12 @@ class Accountant:
         """
         ideal = ideal_step_time if ideal_step_time is not None else self.ideal_step_time
         report = compute_report(
-            self._ing, now=now, window=window, ideal_step_time=ideal, typical=typical
+            self._ing,
+            now=now,
+            window=window,
+            ideal_step_time=ideal,
+            typical=typical,
+            cache=self._cache,
         )
         if window is not None or not ranks:
             return report
@@ -151,8 +158,8 @@ class Accountant:
         )
 
     def progress(self, attempt: str | int) -> tuple[float | None, float | None, float | None]:
-        """``(last progress time, last event time, typical step time)`` of one attempt,
-        over every rank.
+        """``(last progress time, last event time of a process that made progress, typical
+        step time)`` of one attempt, over every rank.
 
         Progress is a step, a recorded interval or a completed section, not a
         heartbeat (docs/ranks.md); ``None`` when the attempt has none yet.
@@ -169,7 +176,9 @@ class Accountant:
     ) -> StepTimeStats:
         """Deviation of the ``last`` most recent step times from the ideal step time."""
         ideal = ideal_step_time if ideal_step_time is not None else self.ideal_step_time
-        times, ideal_used = recent_step_times(self._ing, last, now=now, ideal_step_time=ideal)
+        times, ideal_used = recent_step_times(
+            self._ing, last, now=now, ideal_step_time=ideal, cache=self._cache
+        )
         return step_time_stats(times, ideal_used, slowdown_factor=slowdown_factor)
 
     def timeline(self, report: Report | None = None) -> Timeline:

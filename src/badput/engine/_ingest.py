@@ -6,7 +6,6 @@ in a form that costs a few bytes per step (``array`` columns, not objects).
 
 from __future__ import annotations
 
-import bisect
 import math
 from array import array
 from dataclasses import dataclass, field
@@ -75,6 +74,7 @@ class Stream:
     rank: int = 0
     steps: StepLog = field(default_factory=StepLog)
     marks: list[IntervalMark] = field(default_factory=list)
+    mark_ts: array[float] = field(default_factory=lambda: array("d"))  # marks[i].ts, as a column
     marks_unsorted: bool = False
     restores: list[RestoreMark] = field(default_factory=list)
     # (ts, step, committed) of checkpoint_save_end and checkpoint_committed events
@@ -100,10 +100,12 @@ class Stream:
                     return True
             elif np.searchsorted(ts, lo, "left") < np.searchsorted(ts, top, "left"):
                 return True
+        if not self.marks:
+            return False
+        mark_ts = np.frombuffer(self.mark_ts, dtype=np.float64)
         if self.marks_unsorted:
-            return any(lo <= m.ts < top for m in self.marks)
-        i = bisect.bisect_left(self.marks, lo, key=_mark_ts)
-        return i < len(self.marks) and self.marks[i].ts < top
+            return bool(((mark_ts >= lo) & (mark_ts < top)).any())
+        return bool(np.searchsorted(mark_ts, lo, "left") < np.searchsorted(mark_ts, top, "left"))
 
     def as_of(self, t: float) -> Stream:
         """This stream with every event stamped after ``t`` left out."""
@@ -116,6 +118,7 @@ class Stream:
             "b", np.frombuffer(self.steps.is_end, dtype=np.int8)[keep].tobytes()
         )
         out.marks = [m for m in self.marks if m.ts <= t]
+        out.mark_ts = array("d", (m.ts for m in out.marks))
         out.marks_unsorted = self.marks_unsorted
         out.restores = [r for r in self.restores if r.ts <= t]
         out.checkpoints = [c for c in self.checkpoints if c[0] <= t]
@@ -155,10 +158,6 @@ class DiagnosticLog:
             self.entries.setdefault(code, []).append((message, source, line))
 
 
-def _mark_ts(mark: IntervalMark) -> float:
-    return mark.ts
-
-
 def _fits(step: int) -> bool:
     return -(2**63) <= step < 2**63
 
@@ -177,9 +176,6 @@ class Ingestor:
         self.n_events = 0
         self.diagnostics = DiagnosticLog()
         self.unknown_kinds: dict[str, int] = {}
-        # Query-side caches (sealed step rows per attempt, ideal-time blocks), owned by the
-        # engine's partition code; they only ever hold values derivable from the state above.
-        self.cache: dict[object, object] = {}
         self._seq = first_seq
         self._source_last_ts: dict[str, float] = {}
         self._by_raw: dict[tuple[object, int | None], Stream] = {}
@@ -194,7 +190,6 @@ class Ingestor:
         if other.job is not None and self.job is not None and other.job != self.job:
             raise ValueError(f"cannot merge job {other.job!r} into job {self.job!r}")
         self.job = self.job or other.job
-        self.cache.clear()
         for key, theirs in other.streams.items():
             mine = self.streams.get(key)
             if mine is None:
@@ -207,6 +202,7 @@ class Ingestor:
             if theirs.marks and mine.marks and theirs.marks[0].ts < mine.marks[-1].ts:
                 mine.marks_unsorted = True
             mine.marks.extend(theirs.marks)
+            mine.mark_ts.extend(theirs.mark_ts)
             mine.marks_unsorted |= theirs.marks_unsorted
             mine.restores.extend(theirs.restores)
             mine.checkpoints.extend(theirs.checkpoints)
@@ -457,3 +453,4 @@ class Ingestor:
         if s.marks and ev.ts < s.marks[-1].ts:
             s.marks_unsorted = True
         s.marks.append(mark)
+        s.mark_ts.append(ev.ts)

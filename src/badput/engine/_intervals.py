@@ -117,16 +117,13 @@ def innermost_order(iv: RecordedInterval) -> tuple[float, float, int]:
 
 
 def flatten_innermost(intervals: Sequence[RecordedInterval]) -> list[Piece]:
-    """Disjoint pieces where each instant belongs to the innermost covering interval
-    (:func:`innermost_order`).
+    """Disjoint pieces where each instant belongs to the covering interval that started
+    last, ``order`` breaking ties (give it as the rank of :func:`innermost_order` on the
+    recorded, unclipped intervals: clipping to an attempt can make starts equal).
 
     Zero-length intervals vanish. The common case (no overlaps) costs one sort.
     """
-    ivs = sorted((iv for iv in intervals if iv.end > iv.start), key=innermost_order)
-    ivs = [
-        RecordedInterval(iv.start, iv.end, iv.bucket, iv.blocking, rank)
-        for rank, iv in enumerate(ivs)
-    ]
+    ivs = sorted((iv for iv in intervals if iv.end > iv.start), key=lambda i: (i.start, i.order))
     if not ivs:
         return []
     if all(ivs[i].end <= ivs[i + 1].start for i in range(len(ivs) - 1)):

@@ -38,6 +38,7 @@ BUCKETS: tuple[str, ...] = (
     "data_loading",
     "compile",
     "elastic_reinit",
+    "process_init",  # the recorder's interval from the OS's process start (docs/integrations.md)
 )
 _NAMED_PREFIXES = ("custom:", "elastic_wait:")
 

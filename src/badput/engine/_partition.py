@@ -7,12 +7,10 @@ events arrived in.
 
 from __future__ import annotations
 
-import bisect
 import itertools
 import math
 from collections import defaultdict
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Any, Literal
 
 import numpy as np
@@ -32,10 +30,22 @@ from badput.engine._model import (
     Report,
     StepCounts,
 )
+from badput.engine._rows import (
+    NO_INTERVALS,
+    NO_ROWS,
+    AttemptRows,
+    Segment,
+    StreamView,
+    Sums,
+    attempt_bounds,
+    between,
+    slice_range,
+    sorted_step_arrays,
+)
 from badput.engine._steps import (
     CLEAN_EXEMPT,
     AttemptSteps,
-    IdealCache,
+    QueryCache,
     Rows,
     TailIntervals,
     clipped_sums,
@@ -56,270 +66,6 @@ _EPS = 1e-6
 _EMPTY: F64 = np.zeros(0)
 
 
-@dataclass
-class _Segment:
-    attempt: int
-    sid: int  # segment number within its attempt
-    lo: int  # row range within the attempt (sealed rows first, then the tail)
-    hi: int
-    first_ts: float
-    first_step: int
-    last_step: int
-    restore_point: int
-    restored: bool
-    m: float | None = None
-    startup: float = 0.0
-
-
-def _frac(keep_upto: float, step: float, count: float) -> float:
-    """Share of a row's work at or below step ``keep_upto`` (rows count ``count`` steps)."""
-    if keep_upto == math.inf:
-        return 1.0
-    if keep_upto == -math.inf:
-        return 0.0
-    return min(1.0, max(0.0, (keep_upto - step + 1.0) / count))
-
-
-@dataclass
-class _Sums:
-    """What the rows of one query add up to (seconds, and steps for n·I)."""
-
-    kept: float = 0.0  # kept step time after startup
-    kept_n: float = 0.0  # kept steps with step time > 0, weighted by their share inside
-    wasted: float = 0.0
-    startup: float = 0.0
-    at_risk: float = 0.0
-    kept_count: float = 0.0  # steps.kept (not windowed)
-    wasted_count: float = 0.0
-
-
-class AttemptRows:
-    """One attempt's rows for this query: the sealed ones (cached) then the tail."""
-
-    def __init__(
-        self, steps: AttemptSteps, tail: Rows, tail_ivs: TailIntervals, unmatched: int
-    ) -> None:
-        self.steps = steps
-        self.sealed = steps.rows()
-        self.n_sealed = steps.n
-        self.tail = tail
-        self.tail_ivs = tail_ivs
-        self.unmatched = unmatched
-        self.n = self.n_sealed + tail.n
-        if tail.n == 0 and not tail_ivs.pieces:
-            self.tail_cov = _NO_COVERAGE
-            self._cums = tuple((c.a, _ZERO_CUM) for c in (steps.cum_d, steps.cum_k, steps.cum_kpos))
-        else:
-            self.tail_cov = Coverage(tail_ivs.pieces)
-            d0 = np.nan_to_num(tail.d)
-            kpos = np.where(tail.d > 0, tail.count, 0.0)
-            self._cums = (
-                (steps.cum_d.a, np.concatenate(([0.0], np.cumsum(d0)))),
-                (steps.cum_k.a, np.concatenate(([0.0], np.cumsum(tail.count)))),
-                (steps.cum_kpos.a, np.concatenate(([0.0], np.cumsum(kpos)))),
-            )
-        self.open: dict[int, tuple[float, float, float]] = {}  # row -> (end, d, count)
-        self.segments: list[_Segment] = []
-
-    def at(self, name: str, i: int) -> float:
-        if i < self.n_sealed:
-            return float(getattr(self.sealed, name)[i])
-        return float(getattr(self.tail, name)[i - self.n_sealed])
-
-    def covered(self, a: float, b: float) -> float:
-        if b <= a:
-            return 0.0
-        x, y = np.array([a]), np.array([b])
-        return float(self.steps.coverage().between(x, y)[0] + self.tail_cov.between(x, y)[0])
-
-    def open_rows(self) -> list[int]:
-        tail_open = np.flatnonzero(np.isnan(self.tail.d)) + self.n_sealed
-        return self.steps.open_rows + [int(i) for i in tail_open]
-
-    def count(self, i: int) -> float:
-        return self.open[i][2] if i in self.open else self.at("count", i)
-
-    def d(self, i: int) -> float:
-        return self.open[i][1] if i in self.open else self.at("d", i)
-
-    def end(self, i: int) -> float:
-        return self.open[i][0] if i in self.open else self.at("end", i)
-
-    # Prefix sums over rows, as stored (an open row counts 0 s and its recorded count).
-    D, K, KPOS = 0, 1, 2
-
-    def cum(self, which: int, i: int) -> float:
-        """Σ over rows [0, i) of: step time (D), steps (K), steps of rows with time > 0 (KPOS)."""
-        sealed, tail = self._cums[which]
-        s = self.n_sealed
-        if i <= s:
-            return float(sealed[i])
-        return float(sealed[s] + tail[i - s])
-
-    def stored(self, which: int, i: int) -> float:
-        d = self.at("d", i)
-        if which == self.D:
-            return 0.0 if math.isnan(d) else d
-        k = self.at("count", i)
-        return k if which == self.K or d > 0 else 0.0
-
-    def plain_sum(self, which: int, lo: int, hi: int, specials: Sequence[int]) -> float:
-        """Σ of rows [lo, hi) as stored, leaving out the rows in ``specials``."""
-        if hi <= lo:
-            return 0.0
-        total = self.cum(which, hi) - self.cum(which, lo)
-        for i in specials:
-            if lo <= i < hi:
-                total -= self.stored(which, i)
-        return total
-
-    def rows_upto_step(self, x: float, lo: int, hi: int) -> int:
-        """``lo`` + the number of rows in [lo, hi) (one segment: steps go up) with step <= x."""
-        if x == math.inf:
-            return hi
-        if x == -math.inf or hi <= lo:
-            return lo
-        s = self.n_sealed
-        n = 0
-        if lo < s:
-            n += int(np.searchsorted(self.sealed.step[lo : min(hi, s)], x, side="right"))
-        if hi > s:
-            n += int(np.searchsorted(self.tail.step[max(lo, s) - s : hi - s], x, side="right"))
-        return lo + n
-
-    def rows_overlapping(self, lo: float, hi: float) -> tuple[int, int]:
-        """Rows [i0, i1) that can overlap ``[lo, hi]`` (rows are disjoint, in time order)."""
-        sealed_start, tail_start = self.sealed.start, self.tail.start
-        upto_lo = int(np.searchsorted(sealed_start, lo, "right")) + int(
-            np.searchsorted(tail_start, lo, "right")
-        )
-        before_hi = int(np.searchsorted(sealed_start, hi, "left")) + int(
-            np.searchsorted(tail_start, hi, "left")
-        )
-        return max(0, upto_lo - 1), before_hi
-
-    def add_segment(
-        self,
-        seg: _Segment,
-        keep_upto: float,
-        safe: float,
-        window: tuple[int, int, float, float],
-        sums: _Sums,
-    ) -> float:
-        """Add the segment's kept, wasted, startup and at-risk time inside the window to
-        ``sums``; return its step time inside the window.
-
-        One formula for every query (ACCOUNTING.md §9): each row counts the share of its
-        step time inside the window (1 for rows wholly inside, 0 for rows of no step time),
-        and the share of its steps kept (at or below ``keep_upto``) or at risk (above
-        ``safe``), split by step number. Rows wholly inside, kept or not, come from prefix
-        sums; only a few rows per segment (window edges, the row a threshold cuts, the
-        first row with its startup, an open last row) are looked at one by one, so a query
-        costs O(segments · log rows).
-        """
-        i0, i1, lo_t, hi_t = window
-        first, stop = seg.lo, seg.hi
-        j_keep = self.rows_upto_step(keep_upto, first, stop) - 1
-        risk_from = min(keep_upto, safe)
-        j_safe = self.rows_upto_step(risk_from, first, stop) - 1
-        opened = [i for i in self.open if first <= i < stop]
-        # steps.kept / steps.wasted: the whole segment, whatever the window
-        count_specials = sorted({j_keep, *opened})
-        kept_count = self.plain_sum(self.K, first, j_keep + 1, count_specials)
-        all_count = self.plain_sum(self.K, first, stop, opened)
-        all_count += sum(self.count(i) for i in opened)
-        for i in count_specials:
-            if first <= i < stop:
-                kept_count += _frac(keep_upto, self.at("step", i), self.count(i)) * self.count(i)
-        sums.kept_count += kept_count
-        sums.wasted_count += all_count - kept_count
-
-        a, b = max(first, i0), min(stop, i1)
-        if a >= b:
-            return 0.0
-        specials = sorted({i for i in (a, b - 1, first, j_keep, j_safe, *opened) if a <= i < b})
-        keep_end = min(b, j_keep + 1)
-        sums.kept += self.plain_sum(self.D, a, keep_end, specials)
-        sums.kept_n += self.plain_sum(self.KPOS, a, keep_end, specials)
-        sums.wasted += self.plain_sum(self.D, max(a, j_keep + 1), b, specials)
-        sums.at_risk += self.plain_sum(self.D, max(a, j_safe + 1), keep_end, specials)
-        step_time = self.plain_sum(self.D, a, b, specials)
-        for i in specials:
-            start, end, d, k = self.at("start", i), self.end(i), self.d(i), self.count(i)
-            if math.isnan(d) or d <= 0.0:
-                continue
-            if start >= lo_t and end <= hi_t:
-                w = 1.0
-            else:
-                x, y = min(max(start, lo_t), hi_t), min(max(end, lo_t), hi_t)
-                w = min(1.0, max(0.0, (y - x - self.covered(x, y)) / d))
-            step = self.at("step", i)
-            f_keep = _frac(keep_upto, step, k)
-            f_safe = _frac(risk_from, step, k)
-            startup = seg.startup if i == first else 0.0
-            work = w * (d - startup)
-            sums.kept += f_keep * work
-            sums.kept_n += f_keep * w * k
-            sums.wasted += (1.0 - f_keep) * work
-            sums.at_risk += (f_keep - f_safe) * work
-            sums.startup += w * startup
-            step_time += w * d
-        return step_time
-
-
-def _sorted_step_arrays(stream: Stream) -> tuple[F64, I64, npt.NDArray[np.int8]]:
-    log = stream.steps
-    if not len(log):
-        return np.zeros(0), np.zeros(0, np.int64), np.zeros(0, np.int8)
-    ts = np.frombuffer(log.ts, dtype=np.float64)
-    step = np.frombuffer(log.step, dtype=np.int64)
-    is_end = np.frombuffer(log.is_end, dtype=np.int8)
-    if log.unsorted:
-        order = np.argsort(ts, kind="stable")  # arrival order breaks ties
-        ts, step, is_end = ts[order], step[order], is_end[order]
-    return ts, step, is_end
-
-
-def _slice_range(
-    ts: F64, step: I64, is_end: npt.NDArray[np.int8], lo: float, hi: float
-) -> tuple[F64, I64, npt.NDArray[np.int8]]:
-    a = int(np.searchsorted(ts, lo, side="left"))
-    b = int(np.searchsorted(ts, hi, side="left"))
-    return ts[a:b], step[a:b], is_end[a:b]
-
-
-@dataclass
-class _StreamView:
-    """One stream's events in time order, sorted once per query (attempts slice it)."""
-
-    ts: F64
-    step: I64
-    is_end: npt.NDArray[np.int8]
-    marks: list[IntervalMark]
-    mark_ts: list[float]
-    restores: list[RestoreMark]
-    restore_ts: list[float]
-    checkpoints: list[tuple[float, int, bool]]
-    checkpoint_ts: list[float]
-
-
-def _bounds(att: Attempt) -> tuple[float, float]:
-    """The time range ``[lo, top)`` of the events ``att`` accounts for: its range (attempts
-    without ids) and nothing after its end (§9.5)."""
-    until = math.nextafter(att.end, math.inf) if att.ended else math.inf
-    return att.range_lo, min(att.range_hi, until)
-
-
-def _between(ts: list[float], lo: float, top: float) -> slice:
-    return slice(bisect.bisect_left(ts, lo), bisect.bisect_left(ts, top))
-
-
-_NO_ROWS = Rows.empty()
-_NO_INTERVALS = TailIntervals([], [], [], [], [])
-_NO_COVERAGE = Coverage([])
-_ZERO_CUM = np.zeros(1)
-
-
 class _Builder:
     def __init__(
         self,
@@ -328,10 +74,15 @@ class _Builder:
         window: tuple[float, float] | None,
         ideal_step_time: float | None,
         typical: Typical = "median",
+        *,
+        cache: QueryCache | None = None,
     ) -> None:
+        cache = cache if cache is not None else QueryCache()
         if now is not None and now < ing.last_ts:
             ing = ing.as_of(now)  # events stamped after `now` do not exist for it (§9.10)
+            cache = QueryCache()  # another state: the accountant's cache is not for it
         self.ing = ing
+        self.cache = cache
         self.typical = typical
         self.now = now
         self.window = window
@@ -345,7 +96,7 @@ class _Builder:
         self._by_attempt: dict[str | None, list[tuple[int, Stream]]] | None = None
         self._leaders: dict[int, Stream | None] = {}
         self._checkpoint_cache: tuple[list[int], list[int], list[RestoreMark]] | None = None
-        self._views: dict[int, _StreamView] = {}
+        self._views: dict[int, StreamView] = {}
 
     # ------------------------------------------------------------------ helpers
 
@@ -431,7 +182,7 @@ class _Builder:
 
         # per attempt: recorded intervals and the leader's step rows
         rows: list[AttemptRows | None] = []
-        segments: list[_Segment] = []
+        segments: list[Segment] = []
         attempt_rest: list[float] = []
         for i, att in enumerate(attempts):
             span = self.clip(att.eff_start, att.eff_end)
@@ -493,7 +244,7 @@ class _Builder:
                     "is the job name reused for a new run?",
                 )
 
-        by_attempt: dict[int, list[_Segment]] = defaultdict(list)
+        by_attempt: dict[int, list[Segment]] = defaultdict(list)
         for seg in segments:
             by_attempt[seg.attempt].append(seg)
         buckets = {k: v for k, v in self.buckets.items() if v > 0.0}
@@ -520,19 +271,22 @@ class _Builder:
 
     # ------------------------------------------------------------- step rows
 
-    def _view(self, s: Stream) -> _StreamView:
+    def _view(self, s: Stream) -> StreamView:
         found = self._views.get(id(s))
         if found is None:
-            ts, step, is_end = _sorted_step_arrays(s)
-            marks = sorted(s.marks, key=lambda m: (m.ts, m.seq)) if s.marks_unsorted else s.marks
+            ts, step, is_end = sorted_step_arrays(s)
+            marks, mark_ts = s.marks, np.frombuffer(s.mark_ts, dtype=np.float64)
+            if s.marks_unsorted:
+                marks = sorted(marks, key=lambda m: (m.ts, m.seq))
+                mark_ts = np.fromiter((m.ts for m in marks), np.float64, count=len(marks))
             restores = sorted(s.restores, key=lambda r: (r.ts, r.seq))
             checkpoints = sorted(s.checkpoints, key=lambda c: c[0])
-            found = self._views[id(s)] = _StreamView(
+            found = self._views[id(s)] = StreamView(
                 ts,
                 step,
                 is_end,
                 marks,
-                [m.ts for m in marks],
+                mark_ts,
                 restores,
                 [r.ts for r in restores],
                 checkpoints,
@@ -542,24 +296,22 @@ class _Builder:
 
     def _attempt_rows(self, att: Attempt, s: Stream, closed: bool) -> AttemptRows:
         """Rows of the attempt: reuse what is sealed, compute the tail, seal what is settled."""
-        ing = self.ing
-        key = ("steps", att.key, att.range_lo)
+        key = (att.key, att.range_lo)
         sig = (s.attempt, s.rank, att.eff_start, att.range_lo, att.range_hi)
         lo, hi = att.eff_start, att.eff_end
-        cached = ing.cache.get(key)
-        steps = cached if isinstance(cached, AttemptSteps) else None
+        steps = self.cache.attempts.get(key)
         if steps is not None and self._stale(steps, sig, s, att, hi):
             steps = None
         if steps is None:
             steps = AttemptSteps(sig)
-            ing.cache[key] = steps
+            self.cache.attempts[key] = steps
         elif (
             steps.whole
             and closed
             and steps.raw_seen == len(s.steps)
             and steps.marks_seen == len(s.marks)
         ):
-            return AttemptRows(steps, _NO_ROWS, _NO_INTERVALS, 0)  # nothing new: all sealed
+            return AttemptRows(steps, NO_ROWS, NO_INTERVALS, 0)  # nothing new: all sealed
         steps.raw_seen = len(s.steps)
         steps.marks_seen = len(s.marks)
 
@@ -567,10 +319,11 @@ class _Builder:
         ts, step, is_end = view.ts, view.step, view.is_end
         marks: Sequence[IntervalMark] = view.marks
         # Events after the attempt's end are ignored in every respect (§9.5).
-        range_lo, top = _bounds(att)
+        range_lo, top = attempt_bounds(att)
         if att.key is None or att.ended:
-            ts, step, is_end = _slice_range(ts, step, is_end, range_lo, top)
-            marks = marks[_between(view.mark_ts, range_lo, top)]
+            ts, step, is_end = slice_range(ts, step, is_end, range_lo, top)
+            a, b = np.searchsorted(view.mark_ts, (range_lo, top), side="left").tolist()
+            marks = marks[a:b]
         ts, step, is_end = ts[steps.raw_done :], step[steps.raw_done :], is_end[steps.raw_done :]
         tail_marks = marks[steps.marks_done :]
 
@@ -698,7 +451,7 @@ class _Builder:
         firsts = list(ar.steps.seg_first)
         firsts += (np.flatnonzero(ar.tail.first) + ar.n_sealed).tolist()
         view = self._view(s)
-        restores = view.restores[_between(view.restore_ts, *_bounds(att))]
+        restores = view.restores[between(view.restore_ts, *attempt_bounds(att))]
         bounds = [*firsts, ar.n]
         for j in range(len(firsts)):
             lo, hi = bounds[j], bounds[j + 1]
@@ -709,7 +462,7 @@ class _Builder:
             chosen = (ends or in_gap)[-1] if in_gap else None
             first_step = int(ar.at("step", lo))
             ar.segments.append(
-                _Segment(
+                Segment(
                     attempt=ai,
                     sid=j,
                     lo=lo,
@@ -733,10 +486,7 @@ class _Builder:
             seq = [v for pair in zip([v for _, v in sealed], tails, strict=False) for v in pair]
             est = best_sustained_step_time(np.concatenate(seq) if seq else np.zeros(0))
         else:
-            cache = self.ing.cache.get("ideal")
-            if not isinstance(cache, IdealCache):
-                cache = self.ing.cache["ideal"] = IdealCache()
-            est = cache.estimate(sealed, tails[-1] if tails else np.zeros(0))
+            est = self.cache.ideal.estimate(sealed, tails[-1] if tails else np.zeros(0))
         return (est, "estimated") if est is not None else (None, None)
 
     def _resolve(self, ar: AttemptRows, ideal: float | None) -> None:
@@ -771,7 +521,7 @@ class _Builder:
     def _split_kept(
         self,
         rows: list[AttemptRows | None],
-        segments: list[_Segment],
+        segments: list[Segment],
         attempts: list[Attempt],
         *,
         final_job_end: bool,
@@ -786,7 +536,7 @@ class _Builder:
             running = min(running, segments[j].restore_point)
         safe = math.inf if final_job_end else self._safe_step(attempts)
         lo, hi = self.clip_bounds
-        sums = _Sums()
+        sums = Sums()
         step_time = [0.0] * len(rows)
         bounds: dict[int, tuple[int, int, float, float]] = {}
         for j, seg in enumerate(segments):
@@ -826,17 +576,17 @@ class _Builder:
         saved: list[int] = []
         restores: list[RestoreMark] = []
         for att in attempts:
-            bounds = _bounds(att)
+            bounds = attempt_bounds(att)
             for _rank, s in self._streams_of(att):
                 if not s.checkpoints:
                     continue
                 view = self._view(s)
-                for _ts, step, is_commit in view.checkpoints[_between(view.checkpoint_ts, *bounds)]:
+                for _ts, step, is_commit in view.checkpoints[between(view.checkpoint_ts, *bounds)]:
                     (committed if is_commit else saved).append(step)
             leader = self._leader_stream(att)
             if leader is not None:
                 view = self._view(leader)
-                restores.extend(view.restores[_between(view.restore_ts, *bounds)])
+                restores.extend(view.restores[between(view.restore_ts, *bounds)])
         self._checkpoint_cache = (committed, saved, restores)
         return self._checkpoint_cache
 
@@ -904,7 +654,7 @@ class _Builder:
             window=self.window,
         )
 
-    def _summary(self, att: Attempt, segs: list[_Segment]) -> AttemptSummary:
+    def _summary(self, att: Attempt, segs: list[Segment]) -> AttemptSummary:
         if segs:
             restore_step = segs[0].restore_point if segs[0].restored else None
         else:  # no steps (e.g. a resiliency log): the attempt's own restore, if it made one
@@ -928,7 +678,7 @@ class _Builder:
             return None
         view = self._view(stream)
         marks = sorted(
-            view.restores[_between(view.restore_ts, *_bounds(att))],
+            view.restores[between(view.restore_ts, *attempt_bounds(att))],
             key=lambda r: (r.is_end, r.ts, r.seq),
         )
         return marks[-1].step if marks else None
@@ -976,6 +726,7 @@ def compute_report(
     window: tuple[float, float] | None = None,
     ideal_step_time: float | None = None,
     typical: Typical = "median",
+    cache: QueryCache | None = None,
 ) -> Report:
     """The partition of the ingested job as of ``now`` (or its last event), optionally windowed.
 
@@ -987,7 +738,7 @@ def compute_report(
         raise ValueError(f"window end {window[1]} is before its start {window[0]}")
     if ideal_step_time is not None and not (ideal_step_time > 0 and math.isfinite(ideal_step_time)):
         raise ValueError(f"ideal step time must be a positive number, got {ideal_step_time}")
-    return _Builder(ing, now, window, ideal_step_time, typical).build()
+    return _Builder(ing, now, window, ideal_step_time, typical, cache=cache).build()
 
 
 def recent_step_times(
@@ -996,6 +747,7 @@ def recent_step_times(
     *,
     now: float | None = None,
     ideal_step_time: float | None = None,
+    cache: QueryCache | None = None,
 ) -> tuple[F64, float | None]:
     """Time per step of the ``last`` most recent steps (oldest first), and the ideal step time.
 
@@ -1003,7 +755,7 @@ def recent_step_times(
     of a segment (startup) and a step still open are left out. Costs one report (cheap
     with sealed rows) plus O(``last``).
     """
-    builder = _Builder(ing, now, None, ideal_step_time)
+    builder = _Builder(ing, now, None, ideal_step_time, cache=cache)
     builder.build()
     parts: list[F64] = []
     need = last

@@ -186,11 +186,13 @@ class _RankStream:
         "open",
         "pair_code",
         "pair_ts",
+        "pid_seen",
         "rank",
         "sections",
         "settled",
         "step_no",
         "step_ts",
+        "worker_pids",
     )
 
     def __init__(self, attempt: str | None, rank: int) -> None:
@@ -213,6 +215,10 @@ class _RankStream:
         self.sections: dict[str, _SectionLog] = {}
         self.first_ts = math.inf
         self.last_ts = -math.inf
+        # Liveness: the processes that made progress, and each process's newest other event
+        # (a launcher writing as the same rank, or without one, is not a trainer).
+        self.worker_pids: set[int | None] = set()
+        self.pid_seen: dict[int | None, float] = {}
 
     def code(self, bucket: str) -> int:
         i = self.names.get(bucket)
@@ -220,10 +226,17 @@ class _RankStream:
             i = self.names[bucket] = len(self.names)
         return i
 
-    def see(self, ts: float) -> None:
+    def see(self, ts: float, pid: int | None) -> None:
         """An event other than a step or a blocking load (those count at query time)."""
         self.first_ts = min(self.first_ts, ts)
         self.last_ts = max(self.last_ts, ts)
+        if ts > self.pid_seen.get(pid, -math.inf):
+            self.pid_seen[pid] = ts
+
+    def alive_until(self) -> float | None:
+        """The newest event of a process of this stream that made progress."""
+        seen = [self.pid_seen[p] for p in self.worker_pids if p in self.pid_seen]
+        return max(seen) if seen else None
 
     def span(self) -> tuple[float, float]:
         """First and last event time."""
@@ -330,6 +343,9 @@ class RankTracker:
                 m.see_open(log.open_ts, log.open_since)
             mine.first_ts = min(mine.first_ts, theirs.first_ts)
             mine.last_ts = max(mine.last_ts, theirs.last_ts)
+            mine.worker_pids |= theirs.worker_pids
+            for pid, ts in theirs.pid_seen.items():
+                mine.pid_seen[pid] = max(ts, mine.pid_seen.get(pid, -math.inf))
 
     def ingest(self, events: list[Event], job: str | None) -> None:
         """Route ``events`` (consecutive lines of one source) into the columns.
@@ -339,6 +355,8 @@ class RankTracker:
         """
         cur_a: object = _NOTHING
         cur_r: object = _NOTHING
+        cur_p: object = _NOTHING
+        worker = False  # the current process is known to make progress
         s: _RankStream | None = None
         step_start, step_end, heartbeat = Kind.STEP_START, Kind.STEP_END, Kind.HEARTBEAT
         load_start, load_end = Kind.DATA_LOADING_START, Kind.DATA_LOADING_END
@@ -351,9 +369,10 @@ class RankTracker:
         for ev in events:
             if job is not None and ev.job != job:
                 continue
-            if ev.attempt != cur_a or ev.rank != cur_r or s is None:
-                cur_a, cur_r = ev.attempt, ev.rank
+            if ev.attempt != cur_a or ev.rank != cur_r or ev.pid != cur_p or s is None:
+                cur_a, cur_r, cur_p = ev.attempt, ev.rank, ev.pid
                 s = self._stream(ev.attempt, ev.rank)
+                worker = ev.pid in s.worker_pids
                 if s.host is None:
                     s.host = ev.host
                 st_app, sn_app, en_app = s.step_ts.append, s.step_no.append, s.end_ts.append
@@ -366,6 +385,9 @@ class RankTracker:
                     continue
                 st_app(ev.ts)
                 sn_app(step)
+                if not worker:
+                    s.worker_pids.add(ev.pid)
+                    worker = True
             elif kind == step_end:
                 en_app(ev.ts)
             elif kind == load_start and ev.blocking is None:
@@ -375,9 +397,9 @@ class RankTracker:
                 pt_app(ev.ts)
                 pc_app(0)
             elif kind == heartbeat:
-                s.see(ev.ts)
+                s.see(ev.ts, ev.pid)
             else:
-                s.see(ev.ts)
+                s.see(ev.ts, ev.pid)
                 self._other(s, ev)
 
     @staticmethod
@@ -388,6 +410,8 @@ class RankTracker:
             if log is None:
                 log = s.sections[ev.name or ""] = _SectionLog()
             n = ev.count or 0
+            if n:
+                s.worker_pids.add(ev.pid)
             log.count += n
             log.seconds += ev.seconds or 0.0
             p50 = (ev.quantiles or {}).get("p50")
@@ -412,8 +436,8 @@ class RankTracker:
     # ------------------------------------------------------------------ query
 
     def progress(self, attempt: str) -> tuple[float | None, float | None, float | None]:
-        """``(newest progress, newest event of any kind, typical step time)`` of ``attempt``
-        over every rank (``None`` when unknown)."""
+        """``(newest progress, newest other event of a process that made progress, typical
+        step time)`` of ``attempt`` over every rank (``None`` when unknown)."""
         last: float | None = None
         seen: float | None = None
         times = []
@@ -423,9 +447,9 @@ class RankTracker:
             p = _last_progress(s)
             if p is not None and (last is None or p > last):
                 last = p
-            end = s.span()[1]
-            if math.isfinite(end) and (seen is None or end > seen):
-                seen = end
+            alive = s.alive_until()
+            if alive is not None and (seen is None or alive > seen):
+                seen = alive
             times.append(_step_times(s))
         typical = _median(np.concatenate(times)) if times else None
         return last, seen, typical
@@ -466,9 +490,17 @@ class RankTracker:
         typical = float(np.median(typical_all)) if typical_all else None
         threshold = max(options.stall_factor * typical if typical else 0.0, options.stall_floor)
         stalls: list[Stall] = []
+        # A log without attempt ids (hand-written, imported) of a single attempt: its
+        # streams have no id; with several attempts they cannot be told apart by id.
+        idless = len(attempts) == 1 and not any(
+            s.attempt == attempts[0][0] for s in self.streams.values()
+        )
         for attempt, start, end, ended, completed in attempts:
-            streams = [s for s in self.streams.values() if s.attempt == attempt]
-            streams = [s for s in streams if s.rank in workers]
+            streams = [
+                s
+                for s in self.streams.values()
+                if s.rank in workers and (s.attempt == attempt or (idless and s.attempt is None))
+            ]
             if streams:
                 stalls.extend(
                     _stalls(

@@ -7,7 +7,7 @@ interval is open) never change again, so they are **sealed**: kept in growable
 columns with prefix sums. A query recomputes only the rows after the cut (the
 tail), so its cost is O(new rows) + O(segments), whatever the job's history.
 
-Everything here is pure computation on arrays; the Ingestor owns the caches.
+Everything here is pure computation on arrays; the Accountant owns the :class:`QueryCache`.
 """
 
 from __future__ import annotations
@@ -42,6 +42,7 @@ __all__ = [
     "SEAL_MIN_TAIL",
     "AttemptSteps",
     "IdealCache",
+    "QueryCache",
     "Rows",
     "TailIntervals",
     "clipped_sums",
@@ -517,3 +518,18 @@ class IdealCache:
         parts = [sealed[len(old) - 1][1][old[-1][1] :]]
         parts += [v for _, v in sealed[len(old) :]]
         return np.concatenate(parts)
+
+
+@dataclass
+class QueryCache:
+    """What one query leaves for the next, owned by the :class:`Accountant`: each attempt's
+    sealed rows (keyed by attempt and, without ids, the start of its range) and the block
+    medians of the ideal step time estimate. Only values derivable from the ingested state:
+    dropping it changes no number, only the cost of the next query."""
+
+    attempts: dict[tuple[str | None, float], AttemptSteps] = field(default_factory=dict)
+    ideal: IdealCache = field(default_factory=IdealCache)
+
+    def clear(self) -> None:
+        self.attempts.clear()
+        self.ideal = IdealCache()

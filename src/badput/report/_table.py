@@ -39,6 +39,7 @@ _DESCRIPTIONS = {
     "data_loading": "blocking batch loads",
     "compile": "explicit compilation",
     "elastic_reinit": "re-initialising after an elastic change",
+    "process_init": "process start before the recorder (imports)",
 }
 
 _END_REASONS = {

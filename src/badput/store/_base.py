@@ -13,7 +13,7 @@ import unicodedata
 from dataclasses import dataclass, field
 from typing import Final, Literal, Protocol, runtime_checkable
 
-from badput.events import Event, EventError
+from badput.events import Chunk
 
 __all__ = [
     "MAX_NAME_BYTES",
@@ -71,19 +71,6 @@ class WriterKey:
         rank = "x" if self.rank is None else str(self.rank)
         stem = safe_name(f"{safe_name(self.host, 'host')}-{rank}-{self.pid}")
         return f"{safe_name(self.attempt, '0')}/{stem}.jsonl"
-
-
-@dataclass(frozen=True)
-class Chunk:
-    """Consecutive complete lines of one stream, decoded.
-
-    ``items[i]`` is line ``first_line + i`` of ``source`` (1-based): an event, or
-    the :class:`EventError` that names why that line was skipped.
-    """
-
-    source: str
-    first_line: int
-    items: list[Event | EventError]
 
 
 @dataclass

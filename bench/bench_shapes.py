@@ -1,0 +1,159 @@
+"""Cold report, windowed query and memory on the log shapes users write.
+
+    python bench/bench_shapes.py [--only NAME ...] [--max-steps N]
+
+Shapes (each written to a temporary store, then read by a fresh process):
+
+- ``mix-<N>``: the benchmark mix of ``make_big_job.py`` (step start/end, an eval every 100
+  steps, a checkpoint every 1,000, a heartbeat every 10 s, 3 crashes), N = 1e4, 1e5, 1e6
+  steps; the growth exponent of cold time (log-log slope) is printed after them.
+- ``dataload``: every step ``step_start``, ``data_loading_start``/``_end``, ``step_end``,
+  all four at distinct timestamps (the loop of docs/events.md), 1e5 steps.
+- ``one-file`` / ``file-per-attempt``: the same 1e5-step, 4-attempt log in one file and in
+  one file per attempt.
+- ``8-ranks``: 8 ranks, each its own file, each recording every step, 1e5 steps.
+- ``10k-attempts``: 10,000 attempts of 20 steps (``bench_attempts.py``).
+
+For each: CPU seconds (its own and its read workers') and wall seconds of the cold read and
+report in a fresh process (CPU time is the figure to compare on a shared machine), the peak
+RSS of the largest process, and the median of 20 windowed queries (a rolling hour ending at
+the job's end) on the state it read.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).parent))
+from badput._codec import encode_lines
+from badput.events import Event
+from bench_attempts import write_job as write_attempts
+from make_big_job import write_job as write_mix
+
+CHILD = r"""
+import json, resource, statistics, sys, time
+from badput.analysis import LiveJob
+root, job = sys.argv[1], sys.argv[2]
+c0, w0 = time.process_time(), time.perf_counter()
+live = LiveJob(root, job)
+live.update()
+r = live.report()
+wall = time.perf_counter() - w0
+kids = resource.getrusage(resource.RUSAGE_CHILDREN)  # the workers of a parallel cold read
+cpu = time.process_time() - c0 + kids.ru_utime + kids.ru_stime
+samples = []
+for _ in range(20):
+    t = time.perf_counter()
+    live.report(window=(r.end - 3600.0, r.end))
+    samples.append(time.perf_counter() - t)
+peak_kb = max(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, kids.ru_maxrss)
+print(json.dumps({
+    "cpu": cpu, "wall": wall, "rss_mb": peak_kb / 1024,
+    "window_ms": statistics.median(samples) * 1000, "goodput": r.goodput,
+    "events": live.accountant.n_events,
+}))
+"""
+
+
+def write_steps(
+    root: Path, job: str, steps: int, *, attempts: int = 1, ranks: int = 1, per_attempt: bool
+) -> None:
+    """Steps with a blocking load inside each (distinct timestamps); crashes lose 37 steps."""
+    t = 1_732_000_000.0
+    step = 0
+    crash = [steps * (a + 1) // attempts for a in range(attempts)]
+    files: dict[Path, list[Event]] = {}
+    for a in range(attempts):
+        step = max(0, step - 37)
+        start_t = t
+        for rank in range(ranks):
+            name = f"{a}/h-{rank}-{a}.jsonl" if per_attempt else "all/h-0-0.jsonl"
+            out = files.setdefault(root / job / name, [])
+            tt, s = start_t, step
+
+            def e(
+                kind: str, ts: float, out: list[Event] = out, a: int = a, r: int = rank, **f: object
+            ) -> None:
+                out.append(Event(ts=ts, kind=kind, job=job, attempt=a, rank=r, **f))  # type: ignore[arg-type]
+
+            e("job_start", tt)
+            while s < crash[a]:
+                s += 1
+                e("step_start", tt, step=s)
+                e("data_loading_start", tt + 0.001)
+                e("data_loading_end", tt + 0.021)
+                e("step_end", tt + 0.1, step=s)
+                tt += 0.1 + 0.0001 * rank
+            if a == attempts - 1:
+                e("job_end", tt + 1.0)
+            if rank == ranks - 1:
+                t, step = tt + 30.0, s
+    for path, evs in files.items():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with path.open("ab") as fh:
+            for i in range(0, len(evs), 200_000):
+                fh.write(encode_lines(evs[i : i + 200_000]))
+
+
+def measure(root: Path, job: str) -> dict[str, float]:
+    out = subprocess.run(
+        [sys.executable, "-c", CHILD, str(root), job], capture_output=True, check=True, text=True
+    )
+    return json.loads(out.stdout)  # type: ignore[no-any-return]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--only", nargs="*")
+    parser.add_argument("--max-steps", type=int, default=1_000_000)
+    args = parser.parse_args()
+    shapes: list[tuple[str, object]] = []
+    for n in (10_000, 100_000, 1_000_000):
+        if n <= args.max_steps:
+            shapes.append(
+                (f"mix-{n}", lambda root, n=n: write_mix(root, n, finished=False) and "big")
+            )
+    shapes += [
+        ("dataload", lambda root: write_steps(root, "d", 100_000, per_attempt=True) or "d"),
+        (
+            "one-file",
+            lambda root: write_steps(root, "o", 100_000, attempts=4, per_attempt=False) or "o",
+        ),
+        (
+            "file-per-attempt",
+            lambda root: write_steps(root, "p", 100_000, attempts=4, per_attempt=True) or "p",
+        ),
+        ("8-ranks", lambda root: write_steps(root, "r", 100_000, ranks=8, per_attempt=True) or "r"),
+        ("10k-attempts", lambda root: write_attempts(root, 10_000, id_less=False) and "many"),
+    ]
+    mix: list[tuple[int, float]] = []
+    for name, make in shapes:
+        if args.only and name not in args.only:
+            continue
+        with tempfile.TemporaryDirectory() as tmp:
+            root = Path(tmp)
+            job = make(root)  # type: ignore[operator]
+            m = measure(root, job)
+        print(
+            f"{name:>18}: {m['events']:>10,.0f} events  cpu {m['cpu']:6.2f} s  wall "
+            f"{m['wall']:6.2f} s  peak {m['rss_mb']:6.0f} MB  1 h window {m['window_ms']:6.2f} ms",
+            flush=True,
+        )
+        if name.startswith("mix-"):
+            mix.append((int(name[4:]), m["cpu"]))
+    if len(mix) >= 2:
+        (n0, c0), (n1, c1) = mix[0], mix[-1]
+        print(
+            f"growth exponent of cold CPU time, {n0:,} -> {n1:,} steps: "
+            f"{math.log(c1 / c0) / math.log(n1 / n0):.2f}"
+        )
+
+
+if __name__ == "__main__":
+    sys.exit(main())

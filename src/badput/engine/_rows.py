@@ -1,0 +1,303 @@
+"""One attempt's step rows for one query, and the per-segment sums of the partition.
+
+The rows phase of a report (ACCOUNTING.md §3-§5, §9): each attempt's rows are its sealed
+rows (cached between queries) then a tail; :meth:`AttemptRows.add_segment` adds a
+segment's kept, wasted, startup and at-risk time inside a window from prefix sums plus a
+few edge rows, so one formula serves whole reports and windows. Also the sorted,
+per-query view of a stream that attempts slice. Pure computation; no I/O.
+"""
+
+from __future__ import annotations
+
+import bisect
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+
+from badput.engine._attempts import Attempt
+from badput.engine._ingest import RestoreMark, Stream
+from badput.engine._intervals import Coverage, IntervalMark
+from badput.engine._steps import AttemptSteps, Rows, TailIntervals
+
+__all__ = [
+    "NO_INTERVALS",
+    "NO_ROWS",
+    "AttemptRows",
+    "Segment",
+    "StreamView",
+    "Sums",
+    "attempt_bounds",
+    "between",
+    "slice_range",
+    "sorted_step_arrays",
+]
+
+F64 = npt.NDArray[np.float64]
+I64 = npt.NDArray[np.int64]
+
+
+@dataclass
+class Segment:
+    attempt: int
+    sid: int  # segment number within its attempt
+    lo: int  # row range within the attempt (sealed rows first, then the tail)
+    hi: int
+    first_ts: float
+    first_step: int
+    last_step: int
+    restore_point: int
+    restored: bool
+    m: float | None = None
+    startup: float = 0.0
+
+
+def _frac(keep_upto: float, step: float, count: float) -> float:
+    """Share of a row's work at or below step ``keep_upto`` (rows count ``count`` steps)."""
+    if keep_upto == math.inf:
+        return 1.0
+    if keep_upto == -math.inf:
+        return 0.0
+    return min(1.0, max(0.0, (keep_upto - step + 1.0) / count))
+
+
+@dataclass
+class Sums:
+    """What the rows of one query add up to (seconds, and steps for n·I)."""
+
+    kept: float = 0.0  # kept step time after startup
+    kept_n: float = 0.0  # kept steps with step time > 0, weighted by their share inside
+    wasted: float = 0.0
+    startup: float = 0.0
+    at_risk: float = 0.0
+    kept_count: float = 0.0  # steps.kept (not windowed)
+    wasted_count: float = 0.0
+
+
+class AttemptRows:
+    """One attempt's rows for this query: the sealed ones (cached) then the tail."""
+
+    def __init__(
+        self, steps: AttemptSteps, tail: Rows, tail_ivs: TailIntervals, unmatched: int
+    ) -> None:
+        self.steps = steps
+        self.sealed = steps.rows()
+        self.n_sealed = steps.n
+        self.tail = tail
+        self.tail_ivs = tail_ivs
+        self.unmatched = unmatched
+        self.n = self.n_sealed + tail.n
+        if tail.n == 0 and not tail_ivs.pieces:
+            self.tail_cov = _NO_COVERAGE
+            self._cums = tuple((c.a, _ZERO_CUM) for c in (steps.cum_d, steps.cum_k, steps.cum_kpos))
+        else:
+            self.tail_cov = Coverage(tail_ivs.pieces)
+            d0 = np.nan_to_num(tail.d)
+            kpos = np.where(tail.d > 0, tail.count, 0.0)
+            self._cums = (
+                (steps.cum_d.a, np.concatenate(([0.0], np.cumsum(d0)))),
+                (steps.cum_k.a, np.concatenate(([0.0], np.cumsum(tail.count)))),
+                (steps.cum_kpos.a, np.concatenate(([0.0], np.cumsum(kpos)))),
+            )
+        self.open: dict[int, tuple[float, float, float]] = {}  # row -> (end, d, count)
+        self.segments: list[Segment] = []
+
+    def at(self, name: str, i: int) -> float:
+        if i < self.n_sealed:
+            return float(getattr(self.sealed, name)[i])
+        return float(getattr(self.tail, name)[i - self.n_sealed])
+
+    def covered(self, a: float, b: float) -> float:
+        if b <= a:
+            return 0.0
+        x, y = np.array([a]), np.array([b])
+        return float(self.steps.coverage().between(x, y)[0] + self.tail_cov.between(x, y)[0])
+
+    def open_rows(self) -> list[int]:
+        tail_open = np.flatnonzero(np.isnan(self.tail.d)) + self.n_sealed
+        return self.steps.open_rows + [int(i) for i in tail_open]
+
+    def count(self, i: int) -> float:
+        return self.open[i][2] if i in self.open else self.at("count", i)
+
+    def d(self, i: int) -> float:
+        return self.open[i][1] if i in self.open else self.at("d", i)
+
+    def end(self, i: int) -> float:
+        return self.open[i][0] if i in self.open else self.at("end", i)
+
+    # Prefix sums over rows, as stored (an open row counts 0 s and its recorded count).
+    D, K, KPOS = 0, 1, 2
+
+    def cum(self, which: int, i: int) -> float:
+        """Σ over rows [0, i) of: step time (D), steps (K), steps of rows with time > 0 (KPOS)."""
+        sealed, tail = self._cums[which]
+        s = self.n_sealed
+        if i <= s:
+            return float(sealed[i])
+        return float(sealed[s] + tail[i - s])
+
+    def stored(self, which: int, i: int) -> float:
+        d = self.at("d", i)
+        if which == self.D:
+            return 0.0 if math.isnan(d) else d
+        k = self.at("count", i)
+        return k if which == self.K or d > 0 else 0.0
+
+    def plain_sum(self, which: int, lo: int, hi: int, specials: Sequence[int]) -> float:
+        """Σ of rows [lo, hi) as stored, leaving out the rows in ``specials``."""
+        if hi <= lo:
+            return 0.0
+        total = self.cum(which, hi) - self.cum(which, lo)
+        for i in specials:
+            if lo <= i < hi:
+                total -= self.stored(which, i)
+        return total
+
+    def rows_upto_step(self, x: float, lo: int, hi: int) -> int:
+        """``lo`` + the number of rows in [lo, hi) (one segment: steps go up) with step <= x."""
+        if x == math.inf:
+            return hi
+        if x == -math.inf or hi <= lo:
+            return lo
+        s = self.n_sealed
+        n = 0
+        if lo < s:
+            n += int(np.searchsorted(self.sealed.step[lo : min(hi, s)], x, side="right"))
+        if hi > s:
+            n += int(np.searchsorted(self.tail.step[max(lo, s) - s : hi - s], x, side="right"))
+        return lo + n
+
+    def rows_overlapping(self, lo: float, hi: float) -> tuple[int, int]:
+        """Rows [i0, i1) that can overlap ``[lo, hi]`` (rows are disjoint, in time order)."""
+        sealed_start, tail_start = self.sealed.start, self.tail.start
+        upto_lo = int(np.searchsorted(sealed_start, lo, "right")) + int(
+            np.searchsorted(tail_start, lo, "right")
+        )
+        before_hi = int(np.searchsorted(sealed_start, hi, "left")) + int(
+            np.searchsorted(tail_start, hi, "left")
+        )
+        return max(0, upto_lo - 1), before_hi
+
+    def add_segment(
+        self,
+        seg: Segment,
+        keep_upto: float,
+        safe: float,
+        window: tuple[int, int, float, float],
+        sums: Sums,
+    ) -> float:
+        """Add the segment's kept, wasted, startup and at-risk time inside the window to
+        ``sums``; return its step time inside the window.
+
+        One formula for every query (ACCOUNTING.md §9): each row counts the share of its
+        step time inside the window (1 for rows wholly inside, 0 for rows of no step time),
+        and the share of its steps kept (at or below ``keep_upto``) or at risk (above
+        ``safe``), split by step number. Rows wholly inside, kept or not, come from prefix
+        sums; only a few rows per segment (window edges, the row a threshold cuts, the
+        first row with its startup, an open last row) are looked at one by one, so a query
+        costs O(segments · log rows).
+        """
+        i0, i1, lo_t, hi_t = window
+        first, stop = seg.lo, seg.hi
+        j_keep = self.rows_upto_step(keep_upto, first, stop) - 1
+        risk_from = min(keep_upto, safe)
+        j_safe = self.rows_upto_step(risk_from, first, stop) - 1
+        opened = [i for i in self.open if first <= i < stop]
+        # steps.kept / steps.wasted: the whole segment, whatever the window
+        count_specials = sorted({j_keep, *opened})
+        kept_count = self.plain_sum(self.K, first, j_keep + 1, count_specials)
+        all_count = self.plain_sum(self.K, first, stop, opened)
+        all_count += sum(self.count(i) for i in opened)
+        for i in count_specials:
+            if first <= i < stop:
+                kept_count += _frac(keep_upto, self.at("step", i), self.count(i)) * self.count(i)
+        sums.kept_count += kept_count
+        sums.wasted_count += all_count - kept_count
+
+        a, b = max(first, i0), min(stop, i1)
+        if a >= b:
+            return 0.0
+        specials = sorted({i for i in (a, b - 1, first, j_keep, j_safe, *opened) if a <= i < b})
+        keep_end = min(b, j_keep + 1)
+        sums.kept += self.plain_sum(self.D, a, keep_end, specials)
+        sums.kept_n += self.plain_sum(self.KPOS, a, keep_end, specials)
+        sums.wasted += self.plain_sum(self.D, max(a, j_keep + 1), b, specials)
+        sums.at_risk += self.plain_sum(self.D, max(a, j_safe + 1), keep_end, specials)
+        step_time = self.plain_sum(self.D, a, b, specials)
+        for i in specials:
+            start, end, d, k = self.at("start", i), self.end(i), self.d(i), self.count(i)
+            if math.isnan(d) or d <= 0.0:
+                continue
+            if start >= lo_t and end <= hi_t:
+                w = 1.0
+            else:
+                x, y = min(max(start, lo_t), hi_t), min(max(end, lo_t), hi_t)
+                w = min(1.0, max(0.0, (y - x - self.covered(x, y)) / d))
+            step = self.at("step", i)
+            f_keep = _frac(keep_upto, step, k)
+            f_safe = _frac(risk_from, step, k)
+            startup = seg.startup if i == first else 0.0
+            work = w * (d - startup)
+            sums.kept += f_keep * work
+            sums.kept_n += f_keep * w * k
+            sums.wasted += (1.0 - f_keep) * work
+            sums.at_risk += (f_keep - f_safe) * work
+            sums.startup += w * startup
+            step_time += w * d
+        return step_time
+
+
+def sorted_step_arrays(stream: Stream) -> tuple[F64, I64, npt.NDArray[np.int8]]:
+    log = stream.steps
+    if not len(log):
+        return np.zeros(0), np.zeros(0, np.int64), np.zeros(0, np.int8)
+    ts = np.frombuffer(log.ts, dtype=np.float64)
+    step = np.frombuffer(log.step, dtype=np.int64)
+    is_end = np.frombuffer(log.is_end, dtype=np.int8)
+    if log.unsorted:
+        order = np.argsort(ts, kind="stable")  # arrival order breaks ties
+        ts, step, is_end = ts[order], step[order], is_end[order]
+    return ts, step, is_end
+
+
+def slice_range(
+    ts: F64, step: I64, is_end: npt.NDArray[np.int8], lo: float, hi: float
+) -> tuple[F64, I64, npt.NDArray[np.int8]]:
+    a = int(np.searchsorted(ts, lo, side="left"))
+    b = int(np.searchsorted(ts, hi, side="left"))
+    return ts[a:b], step[a:b], is_end[a:b]
+
+
+@dataclass
+class StreamView:
+    """One stream's events in time order, sorted once per query (attempts slice it)."""
+
+    ts: F64
+    step: I64
+    is_end: npt.NDArray[np.int8]
+    marks: list[IntervalMark]
+    mark_ts: F64
+    restores: list[RestoreMark]
+    restore_ts: list[float]
+    checkpoints: list[tuple[float, int, bool]]
+    checkpoint_ts: list[float]
+
+
+def attempt_bounds(att: Attempt) -> tuple[float, float]:
+    """The time range ``[lo, top)`` of the events ``att`` accounts for: its range (attempts
+    without ids) and nothing after its end (§9.5)."""
+    until = math.nextafter(att.end, math.inf) if att.ended else math.inf
+    return att.range_lo, min(att.range_hi, until)
+
+
+def between(ts: list[float], lo: float, top: float) -> slice:
+    return slice(bisect.bisect_left(ts, lo), bisect.bisect_left(ts, top))
+
+
+NO_ROWS = Rows.empty()
+NO_INTERVALS = TailIntervals([], [], [], [], [])
+_NO_COVERAGE = Coverage([])
+_ZERO_CUM = np.zeros(1)

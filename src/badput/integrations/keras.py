@@ -1,0 +1,165 @@
+"""Keras 3: ``model.fit(..., callbacks=[BadputCallback(), ...])``, one line.
+
+What each bucket comes from (public Keras API only):
+
+- steps: ``on_train_batch_begin`` / ``on_train_batch_end``, numbered globally as
+  ``epoch * steps_per_epoch + batch + 1`` (``epoch`` from ``on_epoch_begin``,
+  ``steps_per_epoch`` from the callback's ``params``), else by the optimizer's
+  ``iterations``. When ``BackupAndRestore`` resumes at the start of an epoch, the
+  replayed steps carry the same numbers as the lost ones, so the lost ones are ``wasted``.
+- ``checkpoint_save`` / ``checkpoint_restore``: the callback wraps its model's public
+  ``save``, ``save_weights`` and ``load_weights`` (in ``set_model``, before any
+  callback's ``on_train_begin``), so what ``ModelCheckpoint`` and ``BackupAndRestore``
+  write and read is timed whoever calls it. A save's step is the step last ended;
+  a restore's is the step the restored optimizer had reached.
+- ``data_loading``: from the last recorded moment to the next batch's start (Keras
+  fetches the batch there; no hook surrounds the fetch).
+- ``custom:eval``: ``on_test_begin`` / ``on_test_end`` (validation inside ``fit``).
+- ``job_start`` at ``on_train_begin``, ``job_end`` at ``on_train_end`` (under
+  ``badput run`` the launcher records the end). Keras has no exception hook: a crash
+  ends the attempt at its last event (the recorder flushes at exit).
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import time
+from collections.abc import Callable
+from typing import Any
+
+from badput._optional import import_optional
+from badput.integrations._common import RecorderSession
+from badput.recorder import Recorder
+from badput.store import EventStore
+
+keras = import_optional("keras", "keras")
+_Callback: Any = keras.callbacks.Callback
+
+__all__ = ["BadputCallback"]
+
+
+class BadputCallback(_Callback):  # type: ignore[misc]
+    """Records a Keras ``fit`` (see the module doc for what comes from where).
+
+    Args:
+        job, store: where to record (default ``$BADPUT_JOB``, ``$BADPUT_STORE``).
+        recorder: record through this recorder instead of building one.
+        lifecycle: record ``job_start``/``job_end`` (default: when building its recorder).
+        time_checkpoints: wrap the model's save/load methods (default on).
+        recorder_kwargs: more ``Recorder`` arguments (rank: detected from the launcher).
+    """
+
+    def __init__(
+        self,
+        job: str | None = None,
+        store: EventStore | str | os.PathLike[str] | None = None,
+        *,
+        recorder: Recorder | None = None,
+        lifecycle: bool | None = None,
+        time_checkpoints: bool = True,
+        **recorder_kwargs: Any,
+    ) -> None:
+        super().__init__()
+        self.session = RecorderSession(job, store, recorder, lifecycle, recorder_kwargs)
+        self.time_checkpoints = time_checkpoints
+        self._epoch = 0
+        self._step: int | None = None
+        self._last_step = 0  # the newest step ended (what a save holds)
+
+    @property
+    def recorder(self) -> Recorder:
+        return self.session.rec
+
+    # -- checkpoints: the model's public save/load methods, wrapped on this model only
+
+    def set_model(self, model: Any) -> None:
+        super().set_model(model)
+        self.session.recorder()  # before any callback's on_train_begin restores a backup
+        if self.time_checkpoints and not getattr(model, "_badput_timed", False):
+            for name in ("save", "save_weights"):
+                setattr(model, name, self._timed_save(getattr(model, name)))
+            model.load_weights = self._timed_load(model.load_weights)
+            model._badput_timed = True
+
+    def _timed_save(self, method: Callable[..., Any]) -> Callable[..., Any]:
+        @functools.wraps(method)
+        def save(*args: Any, **kwargs: Any) -> Any:
+            start = time.time()
+            try:
+                return method(*args, **kwargs)
+            finally:
+                end = time.time()
+                step = self._last_step
+                rec = self.session.rec
+                rec.record_checkpoint_save_start(step, ts=start)
+                rec.record_checkpoint_save_end(step, ts=end)
+                rec.record_checkpoint_committed(step, ts=end)
+                self.session.touch(end)
+
+        return save
+
+    def _timed_load(self, method: Callable[..., Any]) -> Callable[..., Any]:
+        @functools.wraps(method)
+        def load(*args: Any, **kwargs: Any) -> Any:
+            start = time.time()
+            result = method(*args, **kwargs)
+            end = time.time()
+            step = self._optimizer_step()
+            if step is not None:
+                rec = self.session.rec
+                rec.record_checkpoint_restore_start(step, ts=start)
+                rec.record_checkpoint_restore_end(step, ts=end)
+                self.session.touch(end)
+            return result
+
+        return load
+
+    def _optimizer_step(self) -> int | None:
+        optimizer = getattr(self.model, "optimizer", None)
+        iterations = getattr(optimizer, "iterations", None)
+        if iterations is None:
+            return None
+        try:
+            return int(keras.ops.convert_to_numpy(iterations))
+        except Exception:  # an optimizer not built yet
+            return None
+
+    # -- training
+
+    def on_train_begin(self, logs: Any = None) -> None:
+        self.session.job_start()
+
+    def on_epoch_begin(self, epoch: int, logs: Any = None) -> None:
+        self._epoch = int(epoch)
+
+    def _global_step(self, batch: int) -> int:
+        steps = (self.params or {}).get("steps")
+        if isinstance(steps, int) and steps > 0:
+            return self._epoch * steps + int(batch) + 1
+        optimizer_step = self._optimizer_step()
+        return (optimizer_step if optimizer_step is not None else self._last_step) + 1
+
+    def on_train_batch_begin(self, batch: int, logs: Any = None) -> None:
+        s = self.session
+        s.span_since_mark("data_loading_start", "data_loading_end")
+        self._step = self._global_step(batch)
+        s.rec.record_step_start(self._step)
+
+    def on_train_batch_end(self, batch: int, logs: Any = None) -> None:
+        if self._step is not None:
+            self.session.rec.record_step_end(self._step)
+            self._last_step, self._step = self._step, None
+        self.session.touch()
+
+    def on_test_begin(self, logs: Any = None) -> None:
+        if self._step is None:  # validation inside fit, not model.evaluate() alone
+            self.session.rec.record_custom_start("eval")
+
+    def on_test_end(self, logs: Any = None) -> None:
+        if self._step is None:
+            self.session.rec.record_custom_end("eval")
+            self.session.touch()
+
+    def on_train_end(self, logs: Any = None) -> None:
+        self.session.job_end("completed")

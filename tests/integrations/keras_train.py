@@ -1,0 +1,89 @@
+"""A small Keras 3 fit (JAX backend, CPU, model built in code) for the integration tests.
+
+argv: epochs, steps per epoch. ``BackupAndRestore`` backs up at each epoch's end;
+attempt 0 crashes inside step $BADPUT_TEST_CRASH_AT; attempt 1 replays the epoch.
+"""
+
+from __future__ import annotations
+
+import atexit
+import os
+import sys
+import time
+from typing import Any
+
+os.environ.setdefault("KERAS_BACKEND", "jax")
+
+import keras
+import numpy as np
+from _harness import Truth, crash_step
+
+from badput.integrations.keras import BadputCallback
+
+EPOCHS, STEPS = (int(a) for a in sys.argv[1:3])
+truth = Truth()
+atexit.register(truth.write)
+
+
+class Slow(keras.utils.PyDataset):  # type: ignore[misc]
+    def __init__(self) -> None:
+        super().__init__(workers=1, use_multiprocessing=False)
+
+    def __len__(self) -> int:
+        return STEPS
+
+    def __getitem__(self, i: int) -> tuple[np.ndarray, np.ndarray]:
+        with truth.timed("data_loading"):
+            time.sleep(0.02)
+            x = np.full((2, 8), float(i % 7), dtype="float32")
+            return x, np.ones((2, 1), dtype="float32")
+
+
+class Crash(keras.callbacks.Callback):  # type: ignore[misc]
+    def __init__(self) -> None:
+        super().__init__()
+        self.at = crash_step()
+        self.epoch = 0
+
+    def on_epoch_begin(self, epoch: int, logs: Any = None) -> None:
+        self.epoch = epoch
+
+    def on_train_batch_begin(self, batch: int, logs: Any = None) -> None:
+        if self.at is not None and self.epoch * STEPS + batch + 1 == self.at:
+            raise RuntimeError("injected crash")
+
+
+class TimedBackup(keras.callbacks.BackupAndRestore):  # type: ignore[misc]
+    """The run's own timing of the backups (through the model's save/load methods)."""
+
+    def set_model(self, model: Any) -> None:
+        super().set_model(model)
+        save, load = model.save_weights, model.load_weights
+
+        def timed_save(*a: Any, **k: Any) -> Any:
+            with truth.timed("checkpoint_save"):
+                time.sleep(0.05)
+                return save(*a, **k)
+
+        def timed_load(*a: Any, **k: Any) -> Any:
+            with truth.timed("checkpoint_restore"):
+                time.sleep(0.05)
+                return load(*a, **k)
+
+        model.save_weights, model.load_weights = timed_save, timed_load
+
+
+def main() -> None:
+    model = keras.Sequential([keras.Input((8,)), keras.layers.Dense(1)])
+    model.compile(optimizer="sgd", loss="mse")
+    model.fit(
+        Slow(),
+        epochs=EPOCHS,
+        verbose=0,
+        # the run's own timing wraps first, badput's around it
+        callbacks=[TimedBackup("backup"), BadputCallback(), Crash()],
+    )
+
+
+if __name__ == "__main__":
+    main()

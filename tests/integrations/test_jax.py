@@ -1,0 +1,49 @@
+"""JAX + Orbax under ``badput run``: async saves, their commits, a crash and a restore."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from _harness import assert_agrees, assert_clean, badput_run, report, script, truth_sum
+
+pytestmark = pytest.mark.slow
+
+
+def test_crash_and_resume_from_orbax(tmp_path: Path) -> None:
+    # 12 steps, async saves at 5 and 10; attempt 0 crashes inside step 8; attempt 1
+    # restores latest_step() = 5 and runs 6..12.
+    badput_run(
+        tmp_path, "jax", [*script("jax_train.py"), "12", "5"], env={"BADPUT_TEST_CRASH_AT": "8"}
+    )
+    rep = report(tmp_path, "jax")
+    assert_clean(rep)
+    assert (rep.steps.kept, rep.steps.wasted, rep.steps.last) == (12, 3, 12)
+    a0, a1 = rep.attempts
+    assert (a0.first_step, a0.last_step) == (1, 8)
+    assert (a1.restore_step, a1.first_step, a1.last_step) == (5, 6, 12)
+    assert_agrees(
+        "checkpoint_save", rep.bucket("checkpoint_save"), truth_sum(tmp_path, "checkpoint_save"), 2
+    )
+    assert_agrees(
+        "checkpoint_restore",
+        rep.bucket("checkpoint_restore"),
+        truth_sum(tmp_path, "checkpoint_restore"),
+        1,
+    )
+    # 8 + 7 fetches, plus the empty fetch that ends each loop
+    assert_agrees(
+        "data_loading", rep.bucket("data_loading"), truth_sum(tmp_path, "data_loading"), 17
+    )
+    # each async save is committed once its background write is done, after its blocking part
+    events = [
+        json.loads(line)
+        for f in (tmp_path / "runs" / "jax").rglob("*.jsonl")
+        for line in f.read_text().splitlines()
+    ]
+    ends = {e["step"]: e["ts"] for e in events if e["kind"] == "checkpoint_save_end"}
+    commits = {e["step"]: e["ts"] for e in events if e["kind"] == "checkpoint_committed"}
+    assert sorted(ends) == sorted(commits) == [5, 10]
+    assert all(commits[s] >= ends[s] for s in ends)
+    assert all((tmp_path / "ckpt" / str(s)).is_dir() for s in (5, 10))

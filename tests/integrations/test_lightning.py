@@ -1,0 +1,65 @@
+"""PyTorch Lightning under ``badput run``: a real fit on CPU that crashes and resumes."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from _harness import assert_agrees, assert_clean, badput_run, report, script, truth_sum
+
+pytestmark = pytest.mark.slow
+
+
+def test_crash_and_resume_from_the_real_checkpoint(tmp_path: Path) -> None:
+    # 12 steps, a checkpoint every 5; attempt 0 crashes inside step 8, attempt 1
+    # resumes from step=5.ckpt and runs 6..12.
+    badput_run(
+        tmp_path,
+        "lit",
+        [*script("lightning_train.py"), "12", "5", "1"],
+        env={"BADPUT_TEST_CRASH_AT": "8"},
+    )
+    rep = report(tmp_path, "lit")
+    assert_clean(rep)
+    assert (rep.steps.kept, rep.steps.wasted, rep.steps.last) == (12, 3, 12)
+    a0, a1 = rep.attempts
+    assert (a0.first_step, a0.last_step, a0.end_reason) == (1, 8, "attempt_end:failed")
+    assert (a1.restore_step, a1.first_step, a1.last_step) == (5, 6, 12)
+    # 2 saves (5 in attempt 0, 10 in attempt 1), 1 restore, 15 batches fetched
+    assert_agrees(
+        "checkpoint_save", rep.bucket("checkpoint_save"), truth_sum(tmp_path, "checkpoint_save"), 2
+    )
+    assert_agrees(
+        "checkpoint_restore",
+        rep.bucket("checkpoint_restore"),
+        truth_sum(tmp_path, "checkpoint_restore"),
+        1,
+    )
+    assert_agrees(
+        "data_loading", rep.bucket("data_loading"), truth_sum(tmp_path, "data_loading"), 15
+    )
+    # interpreter start and `import lightning` in each attempt: named, not untracked
+    assert rep.bucket("process_init") > 0.5
+    assert rep.bucket("process_init") > rep.bucket("untracked")
+
+
+def test_ddp_two_processes_write_per_rank_files_and_waste_nothing(tmp_path: Path) -> None:
+    badput_run(tmp_path, "lit-ddp", [*script("lightning_train.py"), "8", "4", "2"], max_restarts=0)
+    streams = sorted(
+        p.name.split("-")[-2] for p in (tmp_path / "runs" / "lit-ddp").rglob("*.jsonl")
+    )
+    assert streams == ["0", "1", "x"]  # rank 0, rank 1, the launcher
+    rep = report(tmp_path, "lit-ddp")
+    assert_clean(rep)
+    assert (rep.steps.kept, rep.steps.wasted, rep.steps.last) == (8, 0, 8)
+    assert rep.ideal_step_time is not None
+    assert rep.bucket("wasted") == 0.0
+    # each rank timed the forward of each of its 8 batches (the compute section of docs/ranks.md)
+    forwards: dict[int, int] = {}
+    for f in (tmp_path / "runs" / "lit-ddp").rglob("*.jsonl"):
+        for line in f.read_text().splitlines():
+            e = json.loads(line)
+            if e["kind"] == "section_summary" and e["name"] == "forward":
+                forwards[e["rank"]] = forwards.get(e["rank"], 0) + e["count"]
+    assert forwards == {0: 8, 1: 8}

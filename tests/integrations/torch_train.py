@@ -1,0 +1,112 @@
+"""A small DDP training loop (gloo, CPU) for the integration tests, run by torchrun.
+
+argv: total steps, checkpoint every N steps. Batches through ``TimedDataLoader``,
+checkpoints with ``torch.distributed.checkpoint`` (async save, load). Rank 1 crashes
+inside step $BADPUT_TEST_CRASH_AT of the first worker group of attempt 0; torchrun
+restarts the group, which loads the newest complete checkpoint.
+"""
+
+from __future__ import annotations
+
+import atexit
+import os
+import sys
+import time
+from pathlib import Path
+
+import torch
+import torch.distributed as dist
+from _harness import Truth
+from torch.utils.data import DataLoader, Dataset, DistributedSampler
+
+import badput
+from badput.integrations.torch import TimedDataLoader, dcp_async_save, dcp_load
+
+STEPS, EVERY = (int(a) for a in sys.argv[1:3])
+CKPT = Path("ckpt").absolute()
+
+
+class Slow(Dataset[torch.Tensor]):
+    def __init__(self, truth: Truth) -> None:
+        self.truth = truth
+
+    def __len__(self) -> int:
+        return 4 * STEPS  # 2 ranks x batches of 2
+
+    def __getitem__(self, i: int) -> torch.Tensor:
+        with self.truth.timed("data_loading"):
+            time.sleep(0.01)
+            return torch.full((8,), float(i % 7))
+
+
+def newest_complete() -> int | None:
+    steps = [int(p.name) for p in CKPT.glob("*") if (p / ".metadata").exists()]
+    return max(steps, default=None)
+
+
+def main() -> None:
+    # A rendezvous file per worker group: on a restart, torch 2.13's gloo workers read the
+    # dead group's addresses from torchrun's store now and then (connection refused).
+    group = f"{os.environ.get('BADPUT_ATTEMPT')}.{os.environ['TORCHELASTIC_RESTART_COUNT']}"
+    dist.init_process_group(
+        "gloo",
+        init_method=f"file://{Path('pg-' + group).absolute()}",
+        rank=int(os.environ["RANK"]),
+        world_size=int(os.environ["WORLD_SIZE"]),
+    )
+    rank = dist.get_rank()
+    truth = Truth(rank)
+    atexit.register(truth.write)
+    rec = badput.Recorder()  # job, store, attempt, rank: all from the launchers' environment
+    rec.record_job_start()
+    model = torch.nn.parallel.DistributedDataParallel(torch.nn.Linear(8, 1))
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    done = newest_complete()
+    if done is not None:
+        state = {"model": model.state_dict(), "opt": opt.state_dict()}
+        with truth.timed("checkpoint_restore"):
+            dcp_load(rec, state, done, checkpoint_id=str(CKPT / str(done)))
+        model.load_state_dict(state["model"])
+        opt.load_state_dict(state["opt"])
+    start = done or 0
+    sampler = DistributedSampler(Slow(truth), shuffle=False)
+    loader = TimedDataLoader(DataLoader(sampler.dataset, batch_size=2, sampler=sampler), rec)
+    crash = os.environ.get("BADPUT_TEST_CRASH_AT")
+    first_group = os.environ.get("BADPUT_ATTEMPT") == "0" and os.environ.get(
+        "TORCHELASTIC_RESTART_COUNT"
+    ) in ("0", None)
+    pending = None
+    # async saves talk over their own group: DDP's collectives run beside them
+    save_group = dist.new_group(backend="gloo")
+    batches = iter(loader)
+    for _ in range(start):  # the batches the checkpoint already trained on
+        next(batches)
+    for step in range(start + 1, STEPS + 1):
+        batch = next(batches)
+        with rec.step(step):
+            if crash and first_group and rank == 1 and step == int(crash):
+                raise RuntimeError("injected crash")
+            time.sleep(0.02)
+            opt.zero_grad()
+            model(batch).pow(2).mean().backward()
+            opt.step()
+        if step % EVERY == 0:
+            if pending is not None:
+                pending.result()
+            with truth.timed("checkpoint_save"):
+                pending = dcp_async_save(
+                    rec,
+                    {"model": model.state_dict(), "opt": opt.state_dict()},
+                    step,
+                    checkpoint_id=str(CKPT / str(step)),
+                    process_group=save_group,
+                )
+    if pending is not None:
+        getattr(pending, "upload_completion", pending).result()
+    rec.record_job_end()
+    dist.barrier()
+    dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,87 @@
+"""The engine's columnar path against a slow, simple reference (tests/_reference.py).
+
+Random logs with attempt ids (several attempts and ranks, any kind in any order, ties in
+time): every bucket, the total, at-risk, the ideal step time and the step counts agree,
+for the whole job and for random windows, with the ideal step time configured or estimated.
+"""
+
+from __future__ import annotations
+
+import math
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from _reference import RefReport, reference_report
+from badput.engine import Accountant, Report, _steps
+from badput.events import Event
+from test_engine_properties import KINDS_WEIGHTED
+
+
+@st.composite
+def logs_with_ids(draw: st.DrawFn) -> list[Event]:
+    n = draw(st.integers(min_value=1, max_value=120))
+    gap = st.one_of(st.just(0.0), st.floats(0.001, 30.0), st.just(1.0))
+    gaps = draw(st.lists(gap, min_size=n, max_size=n))
+    ts = 1_700_000_000.0
+    events = []
+    attempt = 0
+    step = 0
+    for i in range(n):
+        ts += gaps[i]
+        kind = draw(st.sampled_from(KINDS_WEIGHTED)) if i else "job_start"
+        fields: dict[str, object] = {}
+        if kind == "job_start" and i and draw(st.booleans()):
+            attempt += 1
+        if kind.startswith(("step", "checkpoint")):
+            step = max(0, step + draw(st.integers(-5, 4)))
+            fields["step"] = step
+        if kind.startswith(("custom", "elastic_wait")):
+            fields["name"] = draw(st.sampled_from(["eval", "sdc"]))
+        if kind.startswith("data_loading"):
+            fields["blocking"] = draw(st.booleans())
+        # now and then an event of an earlier attempt (a slow writer, an event after its end)
+        late = attempt and draw(st.integers(0, 9)) == 0
+        fields["attempt"] = attempt - 1 if late else attempt
+        fields["rank"] = draw(st.sampled_from([0, 0, 0, 1]))
+        events.append(Event(ts=ts, kind=kind, job="r", **fields))  # type: ignore[arg-type]
+    return events
+
+
+def agree(r: Report, ref: RefReport) -> None:
+    assert math.isclose(r.total_seconds, ref.total, abs_tol=1e-6)
+    for name in set(r.buckets) | set(ref.buckets):
+        assert math.isclose(r.bucket(name), ref.buckets.get(name, 0.0), abs_tol=1e-6), (
+            name,
+            dict(r.buckets),
+            ref.buckets,
+        )
+    assert math.isclose(r.at_risk_seconds, ref.at_risk, abs_tol=1e-6), (r.at_risk_seconds, ref)
+    if ref.ideal is None:
+        assert r.ideal_step_time is None
+    else:
+        assert r.ideal_step_time is not None
+        assert math.isclose(r.ideal_step_time, ref.ideal, rel_tol=1e-9)
+    assert (r.steps.kept, r.steps.wasted) == (ref.kept, ref.wasted)
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(logs_with_ids(), st.one_of(st.none(), st.floats(0.5, 20.0)), st.data())
+def test_engine_agrees_with_the_reference(
+    events: list[Event], ideal: float | None, data: st.DataObject
+) -> None:
+    saved = _steps.SEAL_MIN_TAIL
+    _steps.SEAL_MIN_TAIL = data.draw(st.sampled_from([2, 10_000]), label="seal threshold")
+    try:
+        acc = Accountant("r", ideal_step_time=ideal)
+        acc.ingest_events(events)
+        whole = acc.report()
+        agree(whole, reference_report(events, ideal_step_time=ideal))
+        a = data.draw(st.floats(whole.start - 5, whole.end + 5), label="window start")
+        b = data.draw(st.floats(a, whole.end + 5), label="window end")
+        agree(
+            acc.report(window=(a, b)),
+            reference_report(events, ideal_step_time=ideal, window=(a, b)),
+        )
+    finally:
+        _steps.SEAL_MIN_TAIL = saved
