@@ -6,13 +6,23 @@ STAMP  := $(VENV)/.installed
 
 .PHONY: demo test test-fast lint typecheck bench clean browser screenshots
 
-$(STAMP): pyproject.toml
-	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+# The demo needs only the core (numpy, msgspec, click, rich); the tests need every extra,
+# the frameworks included (about 2.2 GB), so the two have their own stamps.
+CORE   := $(VENV)/.core-installed
+
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
+
+$(CORE): pyproject.toml | $(BIN)/python
+	$(BIN)/python -m pip install --quiet -e .
+	touch $(CORE)
+
+$(STAMP): pyproject.toml | $(BIN)/python
 	$(BIN)/python -m pip install --quiet -e '.[dev]'
 	touch $(STAMP)
 
-demo: $(STAMP)
+demo: $(CORE)
 	$(BIN)/badput demo
 
 test: $(STAMP) browser lint typecheck
