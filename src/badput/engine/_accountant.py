@@ -40,6 +40,9 @@ class Accountant:
     ) -> None:
         self._ing = Ingestor(job, first_seq=first_seq)
         self._cache = QueryCache()  # what a query leaves for the next; never changes a number
+        # The state as of an earlier `now` (events stamped after it left out, §9.10) and its
+        # cache, kept while the same `now` is asked again (a monitor cycle asks 3-4 queries).
+        self._as_of: tuple[float, int, Ingestor, QueryCache] | None = None
         self.ideal_step_time = ideal_step_time
 
     @property
@@ -65,6 +68,7 @@ class Accountant:
         """
         self._ing.absorb(other._ing)
         self._cache.clear()
+        self._as_of = None
 
     def ingest(self, chunks: Iterable[Chunk]) -> None:
         """Ingest the chunks of a store read (events and malformed-line errors)."""
@@ -101,14 +105,24 @@ class Accountant:
         steps instead of the median (ml-goodput-measurement's startup rule).
         """
         ideal = ideal_step_time if ideal_step_time is not None else self.ideal_step_time
+        ing, cache = self._state_as_of(now)
         return compute_report(
-            self._ing,
+            ing,
             now=now,
             window=window,
             ideal_step_time=ideal,
             typical=typical,
-            cache=self._cache,
+            cache=cache,
         )
+
+    def _state_as_of(self, now: float | None) -> tuple[Ingestor, QueryCache]:
+        """The state a query at ``now`` sees, and the cache that goes with it."""
+        if now is None or not now < self._ing.last_ts:
+            return self._ing, self._cache
+        kept = self._as_of
+        if kept is None or kept[0] != now or kept[1] != self._ing.n_events:
+            kept = self._as_of = (now, self._ing.n_events, self._ing.as_of(now), QueryCache())
+        return kept[2], kept[3]
 
     def step_time_stats(
         self,
@@ -120,7 +134,8 @@ class Accountant:
     ) -> StepTimeStats:
         """Deviation of the ``last`` most recent step times from the ideal step time."""
         ideal = ideal_step_time if ideal_step_time is not None else self.ideal_step_time
+        ing, cache = self._state_as_of(now)
         times, ideal_used = recent_step_times(
-            self._ing, last, now=now, ideal_step_time=ideal, cache=self._cache
+            ing, last, now=now, ideal_step_time=ideal, cache=cache
         )
         return step_time_stats(times, ideal_used, slowdown_factor=slowdown_factor)
