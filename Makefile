@@ -4,7 +4,7 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test lint typecheck bench clean
+.PHONY: demo test lint typecheck bench clean browser screenshots
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -15,7 +15,7 @@ $(STAMP): pyproject.toml
 demo: $(STAMP)
 	$(BIN)/badput demo
 
-test: $(STAMP) lint typecheck
+test: $(STAMP) browser lint typecheck
 	$(BIN)/python -m pytest -q
 
 lint: $(STAMP)
@@ -24,6 +24,18 @@ lint: $(STAMP)
 
 typecheck: $(STAMP)
 	$(BIN)/mypy
+
+# Debian's headless Chromium and its driver for the HTML view tests, and tmux for the
+# 80x24 terminal test (the tests install them too when missing, or skip saying why).
+browser:
+	@test -x /usr/bin/chromium -a -x /usr/bin/chromedriver -a -x /usr/bin/tmux || \
+	  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive \
+	    apt-get install -y -qq chromium chromium-driver tmux) || \
+	  echo "warning: could not install chromium/tmux: the browser and tmux tests will skip"
+
+# The screenshots of docs/views.md and the README, made by the browser tests.
+screenshots: $(STAMP) browser
+	BADPUT_SCREENSHOTS=docs/images $(BIN)/python -m pytest -q tests/test_views_browser.py
 
 bench: $(STAMP)
 	$(BIN)/python bench/bench_record.py

@@ -3,7 +3,10 @@
     python bench/bench_record.py [--calls N]
 
 Prints the median per-call cost of an enabled recorder writing to a JSONL store
-(the background writer runs as in production) and of a disabled recorder.
+(the background thread runs as in production): in back-to-back batches of
+``--calls`` calls (a burst: the thread that makes the file's next pages writable
+competes with the loop), and in batches of 1,000 calls 10 ms apart (records
+between training steps); and the cost of a disabled recorder.
 """
 
 from __future__ import annotations
@@ -16,7 +19,7 @@ import time
 import badput
 
 
-def per_call_ns(rec: badput.Recorder, calls: int, batches: int) -> float:
+def per_call_ns(rec: badput.Recorder, calls: int, batches: int, pause: float = 0.0) -> float:
     record = rec.record_step_start
     samples = []
     step = 0
@@ -25,6 +28,21 @@ def per_call_ns(rec: badput.Recorder, calls: int, batches: int) -> float:
         for _ in range(calls):
             record(step)
             step += 1
+        samples.append((time.perf_counter_ns() - t0) / calls)
+        if pause:
+            time.sleep(pause)  # a training step between bursts of records
+    return statistics.median(samples)
+
+
+def section_ns(rec: badput.Recorder, calls: int, batches: int) -> float:
+    """One ``with rec.section("forward"): pass``: the timer's enter and exit."""
+    section = rec.section
+    samples = []
+    for _ in range(batches):
+        t0 = time.perf_counter_ns()
+        for _ in range(calls):
+            with section("forward"):
+                pass
         samples.append((time.perf_counter_ns() - t0) / calls)
     return statistics.median(samples)
 
@@ -38,12 +56,20 @@ def main() -> None:
         rec = badput.Recorder("bench", store=root, attempt="0", heartbeat_interval=0)
         per_call_ns(rec, 1_000, 2)  # warm up: writer thread started, file open
         enabled = per_call_ns(rec, args.calls, args.batches)
+        section_ns(rec, 1_000, 2)
+        sections = section_ns(rec, args.calls, args.batches)
+        paced = per_call_ns(rec, 1_000, args.batches, pause=0.01)
         rec.close()
         off = badput.Recorder("bench", store=root, enabled=False)
         disabled = per_call_ns(off, args.calls, args.batches)
         print(f"record_step_start, enabled (JSONL store): {enabled / 1000:.2f} µs median per call")
+        print(f"  the same, 1,000 calls every 10 ms:       {paced / 1000:.2f} µs median per call")
         print(
             f"record_step_start, disabled recorder:      {disabled / 1000:.3f} µs median per call"
+        )
+        print(
+            f"with rec.section('forward'): pass, enabled: {sections / 1000:.2f} µs median "
+            "(the with statement included)"
         )
         print(f"events written: {rec.recorded_events:,}, dropped: {rec.dropped_events}")
 

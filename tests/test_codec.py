@@ -20,7 +20,13 @@ _STEP_KINDS = {
     Kind.CHECKPOINT_SAVE_END,
     Kind.CHECKPOINT_COMMITTED,
 }
-_NAMED_KINDS = {Kind.CUSTOM_START, Kind.CUSTOM_END, Kind.ELASTIC_WAIT_START, Kind.ELASTIC_WAIT_END}
+_NAMED_KINDS = {
+    Kind.CUSTOM_START,
+    Kind.CUSTOM_END,
+    Kind.ELASTIC_WAIT_START,
+    Kind.ELASTIC_WAIT_END,
+    Kind.SECTION_SUMMARY,
+}
 
 
 def full_event(kind: str, i: int = 0) -> Event:
@@ -38,6 +44,14 @@ def full_event(kind: str, i: int = 0) -> Event:
         fields["exit_code"] = 137
     if kind == Kind.ELASTIC_SLICES:
         fields.update(active=3, total=4, available=3)
+    if kind == Kind.SECTION_SUMMARY:
+        fields.update(
+            count=12,
+            seconds=0.375,
+            quantiles={"min": 0.0, "p50": 0.03125, "p90": 0.0625, "max": 0.125},
+            last=1_732_000_000.0,
+            open_since=1_732_000_000.5,
+        )
     return Event(
         ts=1_732_000_000.125 + i,
         kind=kind,
@@ -54,7 +68,7 @@ ALL_KINDS = sorted(KINDS)
 
 
 def test_every_kind_is_covered() -> None:
-    assert len(ALL_KINDS) == 27
+    assert len(ALL_KINDS) == 28
 
 
 @pytest.mark.parametrize("kind", ALL_KINDS)
@@ -228,3 +242,27 @@ def test_batch_cannot_be_fooled_by_lines_that_rejoin() -> None:
 def test_empty_input() -> None:
     assert decode_lines([]) == []
     assert encode_lines([]) == b""
+
+
+@pytest.mark.parametrize(
+    ("fields", "problem"),
+    [
+        ({"seconds": 1.0}, "count"),
+        ({"count": -1, "seconds": 1.0}, "count"),
+        ({"count": 2}, "seconds"),
+        ({"count": 2, "seconds": -0.5}, "seconds"),
+        ({"count": 2, "seconds": 1.0, "quantiles": {"p99": 0.1}}, "quantile"),
+        ({"count": 2, "seconds": 1.0, "quantiles": {"p50": -0.1}}, "quantile"),
+    ],
+)
+def test_section_summary_rules(fields: dict[str, Any], problem: str) -> None:
+    line = json.dumps(
+        {"ts": 1.0, "kind": "section_summary", "job": "j", "name": "forward", **fields}
+    )
+    with pytest.raises(EventError, match=problem):
+        decode_line(line)
+    # A block decode of the same line reports it too (the fast path validates named kinds).
+    good = json.dumps({"ts": 1.0, "kind": "step_start", "job": "j", "step": 1})
+    out = decode_lines([good.encode(), line.encode()], "f.jsonl")
+    assert isinstance(out[0], Event)
+    assert isinstance(out[1], EventError) and out[1].line == 2

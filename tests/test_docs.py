@@ -76,3 +76,20 @@ def test_compat_example_prints_its_documented_output() -> None:
     with contextlib.redirect_stdout(out):
         exec(compile(code, "docs/compat.md", "exec"), {"__name__": "docs_compat"})
     assert out.getvalue().strip() == expected.strip()
+
+
+def test_ranks_worked_example_prints_its_documented_output(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """docs/ranks.md: the straggler and the stall of the worked example."""
+    text = (DOCS / "ranks.md").read_text()
+    section = text[text.index("## Worked example") :]
+    code = next(body for lang, body in blocks(section) if lang == "python")
+    expected = block_after(section, "Output:")
+    monkeypatch.chdir(tmp_path)
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        exec(compile(code, "docs/ranks.md", "exec"), {"__name__": "docs_ranks"})
+    assert out.getvalue().strip() == expected.strip()
+    stall = badput.analyze(tmp_path / "ranks-example", "llama").stalls[0]
+    assert sum(stall.buckets.values()) == pytest.approx(stall.seconds)

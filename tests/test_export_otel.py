@@ -103,7 +103,12 @@ def test_gauges_names_values_and_attributes(
         "badput.window.observed_goodput",
         "badput.window.seconds",
         "badput.window.elapsed",
+        "badput.stalled",
+        "badput.stall_seconds",
+        "badput.stragglers",
     }
+    assert value(got["badput.stalled"], job=JOB) == 0
+    assert value(got["badput.stragglers"], job=JOB) == 0
     rep = snap.report
     assert value(got["badput.goodput"], job=JOB) == pytest.approx(60 / 151)
     assert value(got["badput.observed_goodput"], job=JOB) == pytest.approx(62 / 151)

@@ -11,8 +11,8 @@ import pytest
 from _worked_example import JOB, t, worked_example_events
 from badput._optional import MissingExtraError
 from badput.engine import Accountant
-from badput.monitor import Exporter, Snapshot
-from badput.monitor.tensorboard import TensorBoardExporter, window_name
+from badput.monitor import Exporter, Snapshot, window_label
+from badput.monitor.tensorboard import TensorBoardExporter
 
 WINDOW = 1800.0
 # Minutes of the worked example at which the monitor takes a snapshot: before the first
@@ -78,7 +78,7 @@ def test_is_an_exporter(tmp_path: Path) -> None:
 def test_tags(written: tuple[Path, object]) -> None:
     _, acc = written
     tags = set(acc.Tags()["scalars"])  # type: ignore[attr-defined]
-    w = f"goodput_window/{window_name(WINDOW)}"
+    w = f"goodput_window/{window_label(WINDOW)}"
     assert w == "goodput_window/1800s"
     assert tags == {
         "goodput/goodput",
@@ -89,6 +89,10 @@ def test_tags(written: tuple[Path, object]) -> None:
         "step_time/deviation_p50",
         "step_time/deviation_p90",
         "step_time/recent_median",
+        "ranks/stalled",
+        "ranks/stall_seconds",
+        "ranks/stalls",
+        "ranks/stragglers",
         *(
             f"badput/{b}"
             for b in (

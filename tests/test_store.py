@@ -217,13 +217,14 @@ def test_parse_stream_across_blocks() -> None:
     data = encode_lines([ev(i) for i in range(50)]) + b"\n" + encode_line(ev(50)) + b'{"ts":'
     for size in (1, 7, 64, 1000, len(data)):
         blocks = [data[i : i + size] for i in range(0, len(data), size)]
-        chunks, n_bytes, n_lines = parse_stream(blocks, "src", 10, chunk_lines=16)
+        chunks, n_bytes, n_lines, tail, _ = parse_stream(blocks, "src", 10, chunk_lines=16)
         got = [(c.first_line + i, it) for c in chunks for i, it in enumerate(c.items)]
         assert [ln for ln, _ in got] == [*range(11, 61), 62]
         assert all(isinstance(it, Event) for _, it in got)
         assert [it.step for _, it in got if isinstance(it, Event)] == list(range(51))
         assert n_bytes == len(data) - len(b'{"ts":')
         assert n_lines == 52
+        assert tail == b'{"ts":'
         assert all(len(c.items) <= 16 for c in chunks)
 
 
@@ -427,8 +428,9 @@ def test_open_source_flat_job_directory(tmp_path: Path) -> None:
     _write(jobdir / "a.jsonl", ev(0, job="whatever"))
     _write(jobdir / "b.jsonl", ev(1, job="whatever"))
     store, job = open_source(jobdir)
-    assert job == "mine"
+    assert job == "whatever"  # the job its events name, not the directory's name
     assert [e.step for e in events(store.read(job))] == [0, 1]
+    assert open_source(jobdir, job="mine")[1] == "whatever"
 
 
 def test_open_source_uri_and_store(tmp_path: Path) -> None:

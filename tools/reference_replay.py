@@ -67,6 +67,9 @@ class Scenario:
     description: str
     difference: str | None = None
     elastic: bool = False
+    #: The log's clock runs this many seconds behind the recorded times (skewed hosts,
+    #: back-filled timestamps): each call is written, and each query made, at t - skew.
+    clock_skew: float = 0.0
     calls: list[dict[str, Any]] = field(default_factory=list)
     queries: list[dict[str, Any]] = field(default_factory=list)
 
@@ -94,17 +97,28 @@ class Scenario:
             available_slices=available,
         )
 
-    def orbax_save(self, t_end: float, step: int, seconds: float) -> Scenario:
+    def orbax_save(
+        self,
+        t_end: float,
+        step: int,
+        seconds: float,
+        directory: str = "gs://replay/ckpt",
+        *,
+        posix_start: float | None = None,
+    ) -> Scenario:
         """Orbax's CheckpointManager logs a save's statistics when its blocking part ends;
-        times in the payload are relative to EPOCH here (the replay makes them absolute)."""
-        start = t_end - seconds
+        times in the payload are relative to EPOCH here (the replay makes them absolute),
+        unless ``posix_start`` gives the payload's start as POSIX seconds as it stands
+        (``"absolute": true`` in the call)."""
+        start = t_end - seconds if posix_start is None else posix_start
         self.calls.append(
             {
                 "t": round(t_end, 6),
+                **({"absolute": True} if posix_start is not None else {}),
                 "orbax": {
                     "step": step,
                     "event_type": "save",
-                    "directory": "gs://replay/ckpt",
+                    "directory": directory,
                     "wait_for_prev_start_time": start,
                     "wait_for_prev_duration_secs": 0.0,
                     "checkpointer_blocking_start_time": start,
@@ -118,15 +132,25 @@ class Scenario:
         )
         return self
 
-    def orbax_restore(self, t_end: float, step: int, seconds: float) -> Scenario:
-        start = t_end - seconds
+    def orbax_restore(
+        self,
+        t_end: float,
+        step: int,
+        seconds: float,
+        event_type: str = "restore",
+        directory: str = "gs://replay/ckpt",
+        *,
+        posix_start: float | None = None,
+    ) -> Scenario:
+        start = t_end - seconds if posix_start is None else posix_start
         self.calls.append(
             {
                 "t": round(t_end, 6),
+                **({"absolute": True} if posix_start is not None else {}),
                 "orbax": {
                     "step": step,
-                    "event_type": "restore",
-                    "directory": "gs://replay/ckpt",
+                    "event_type": event_type,
+                    "directory": directory,
                     "checkpointer_start_time": start,
                     "checkpointer_duration_secs": seconds,
                     "checkpoint_manager_start_time": start,
@@ -358,6 +382,199 @@ def scenarios() -> Iterator[Scenario]:
     s.standard_queries(t)
     # A window that opens before the first slice record (see interval_slice_efficiency).
     s.query("get_interval_metric_details", t, start=-10.0, end=t)
+    yield s
+
+    # 17-23. Where the library defines things differently (ACCOUNTING.md §6, issue 14).
+    s = Scenario(
+        "finished_job_after_query_clock",
+        "a finished job whose recorded times run 30 s ahead of the clock of the log and "
+        "of the query (skewed hosts): measured from its start to its job_end",
+        clock_skew=30.0,
+    )
+    _job(s).interval(0, 4, "tpu_init").interval(4, 10, "training_preparation")
+    t = s.steps(10, 0, 19, load=0.5, first_seconds=6.0)
+    s.call(t, "record_job_end_time")
+    yield s.standard_queries(t - 30.0 + 1.0, deviation=False)
+
+    s = Scenario(
+        "last_step_to_job_end",
+        "steps of 2 s with 0.5 s loads; the last step runs 7 s up to job_end "
+        "(the library counts it whole)",
+    )
+    _job(s).interval(0, 5, "training_preparation")
+    t = s.steps(5, 0, 14, load=0.5)
+    s.call(t, "record_step_start_time", step=15)
+    t += 7.0
+    s.call(t, "record_job_end_time")
+    yield s.standard_queries(t)
+
+    s = Scenario(
+        "eval_after_last_step",
+        "an eval of 4 s between the last step's start and job_end: the library counts "
+        "it as productive and as custom badput",
+        difference="eval_after_last_step",
+    )
+    _job(s)
+    t = s.steps(0, 0, 19)
+    s.call(t, "record_step_start_time", step=20)
+    s.interval(t + 2.0, t + 6.0, "custom_badput_event", custom_badput_event_type="eval")
+    s.call(t + 6.0, "record_job_end_time")
+    yield s.standard_queries(t + 6.0, deviation=False)
+
+    s = Scenario(
+        "crash_recovery_after_last_step",
+        "init, prep and a load before steps 0..4 of 3 s (step 0 takes 8 s); the attempt "
+        "dies 5 s after step 4 starts; the restart repeats init, prep and load and resumes "
+        "at step 2",
+    )
+    _job(s).interval(0, 1, "tpu_init").interval(1, 3, "training_preparation")
+    s.interval(3, 5, "data_loading")
+    t = s.steps(5, 0, 4, 3.0, first_seconds=8.0) - 3.0
+    t += 5.0
+    _job(s, t).interval(t, t + 1, "tpu_init").interval(t + 1, t + 3, "training_preparation")
+    s.interval(t + 3, t + 5, "data_loading")
+    t = s.steps(t + 5, 2, 4, 3.0, first_seconds=8.0)
+    s.call(t, "record_job_end_time")
+    s.standard_queries(t)
+    s.query("get_job_goodput_interval", t, start=-0.000001, end=t)
+    s.query("get_job_goodput_interval", t, start=-0.000001, end=25.0)
+    yield s
+
+    s = Scenario(
+        "interval_redone_steps",
+        "steps 0..20 of 2 s, crash, restart 20 s later at step 11: windows over the first "
+        "attempt's steps that the restart redid",
+    )
+    _job(s)
+    t = s.steps(0, 0, 20) - 2.0
+    t_restart = t + 20.0
+    _job(s, t_restart)
+    t = s.steps(t_restart, 11, 30)
+    s.call(t, "record_job_end_time")
+    s.query("get_job_goodput", t, include_badput_breakdown=True)
+    for a, b in ((15.0, 38.0), (0.0, 45.0), (21.0, t), (-1.0, t)):
+        s.query("get_job_goodput_interval", t, start=a, end=b)
+    yield s
+
+    def exclusion_job(s: Scenario) -> tuple[float, float]:
+        """prep 0..10, a gap to 20, steps of 2 s, an eval of 4 s after step 15, a crash
+        after step 20 starts (64 s), a restart at 79 s resuming at step 18."""
+        _job(s).interval(0, 10, "training_preparation")
+        t = s.steps(20, 0, 15)
+        s.interval(t, t + 4, "custom_badput_event", custom_badput_event_type="eval")
+        t = s.steps(t + 4, 16, 20) - 2.0
+        t_restart = t + 15.0
+        _job(s, t_restart)
+        t = s.steps(t_restart, 18, 30)
+        s.call(t, "record_job_end_time")
+        return t_restart, t
+
+    s = Scenario(
+        "exclusion_windows",
+        "goodput with exclusion windows: none, over preparation and the gap after it, "
+        "over the recovery, outside the job",
+    )
+    t_restart, t = exclusion_job(s)
+    for windows in (
+        [],
+        [(5.0, 15.0)],
+        [(t_restart - 15.0, t_restart)],
+        [(-50.0, -10.0), (t + 10.0, t + 20.0)],
+    ):
+        s.query(
+            "get_job_goodput_with_exclusions",
+            t,
+            exclusions=[list(w) for w in windows],
+            include_badput_breakdown=True,
+        )
+    yield s
+
+    s = Scenario(
+        "exclusion_inside_steps",
+        "exclusion windows inside the loop: over steps 2..6 (the library shortens those "
+        "steps, so the first step looks slower: PROGRAM_STARTUP), and over an eval (the "
+        "library keeps the eval's badput and takes it out of productive time again)",
+        difference="exclusion_inside_steps",
+    )
+    t_restart, t = exclusion_job(s)
+    for windows in ([(25.0, 30.0), (28.0, 33.0)], [(52.0, 56.0)]):
+        s.query(
+            "get_job_goodput_with_exclusions",
+            t,
+            exclusions=[list(w) for w in windows],
+            include_badput_breakdown=True,
+        )
+    yield s
+
+    s = Scenario(
+        "checkpoint_statistics",
+        "Orbax saves to GCS and to local storage; a restart restores step 20 from GCS and "
+        "repeats steps 21..29, a second one restores step 30 locally (emergency restore) "
+        "and repeats steps 31..35: the CheckpointBadputCalculator's statistics",
+    )
+    _job(s)
+    t = s.steps(0, 0, 9)
+    t += 3.0
+    s.orbax_save(t, 10, 3.0)
+    t = s.steps(t, 10, 19)
+    t += 1.5
+    s.orbax_save(t, 20, 1.5, directory="/local/ckpt")
+    t = s.steps(t, 20, 29) - 2.0
+    t_restart = t + 10.0
+    _job(s, t_restart)
+    s.orbax_restore(t_restart + 4.0, 20, 4.0)
+    t = s.steps(t_restart + 4.0, 21, 30)
+    t += 5.0
+    s.orbax_save(t, 30, 5.0)
+    t = s.steps(t, 31, 35) - 2.0
+    t_restart = t + 10.0
+    _job(s, t_restart)
+    s.orbax_restore(
+        t_restart + 2.0, 30, 2.0, event_type="emergency_restore", directory="/local/ckpt"
+    )
+    t = s.steps(t_restart + 2.0, 31, 40)
+    s.call(t, "record_job_end_time")
+    s.query("get_job_goodput", t, include_badput_breakdown=True)
+    for operation in ("save", "restore"):
+        for kind in ("persistent", "local", "persistent_and_local"):
+            s.query("checkpoint_statistics", t, operation=operation, operation_type=kind)
+    yield s
+
+    s = Scenario(
+        "orbax_entries_outside_job",
+        "as the library's own test of checkpoint badput: init 1 s, prep 2 s, 2 s untracked, "
+        "steps 0..4 of 3 s (step 0 +5 s); Orbax entries stamped 10 s after the Unix epoch "
+        "(1970), a 6 s save and a 2 s restore; a crash, a restart 5 s later repeating steps "
+        "2..4: the entries' durations count wherever they fall (the test's 2 s load is left "
+        "out: the library counts it twice when the restart logs no load of its own)",
+    )
+    _job(s).interval(0, 1, "tpu_init").interval(1, 3, "training_preparation")
+    t = s.steps(5, 0, 4, 3.0, first_seconds=8.0)
+    s.orbax_save(t, 1, 6.0, posix_start=10.0)
+    t_restart = t + 5.0
+    _job(s, t_restart)
+    t = s.steps(t_restart + 5.0, 2, 4, 3.0, first_seconds=8.0)
+    s.orbax_restore(t, 1, 2.0, posix_start=10.0)
+    s.call(t, "record_job_end_time")
+    s.standard_queries(t)
+    for operation in ("save", "restore"):
+        s.query("checkpoint_statistics", t, operation=operation, operation_type="persistent")
+    yield s
+
+    s = Scenario(
+        "orbax_save_logged_by_two_hosts",
+        "steps 0..19 of 2 s; two hosts log the save of step 10, a 4 s and a 6 s blocking "
+        "part from 20 s (the second host waits 2 s longer): the library counts the mean, "
+        "5 s, and takes it from productive time",
+    )
+    _job(s)
+    t = s.steps(0, 0, 9)
+    s.orbax_save(t + 4.0, 10, 4.0)
+    s.orbax_save(t + 6.0, 10, 6.0)
+    t = s.steps(t + 6.0, 10, 19)
+    s.call(t, "record_job_end_time")
+    s.standard_queries(t)
+    s.query("checkpoint_statistics", t, operation="save", operation_type="persistent_and_local")
     yield s
 
     # ---------------------------------------------------------- the library's bugs
@@ -625,10 +842,11 @@ def _inner(chosen: list[Scenario], out: Path) -> int:
         )
         rec = rec_cls(s.job_name, LOGGER_NAME, True, cloud_logger=_cloud_logger(s.job_name, log))
         for call in s.calls:
-            with freeze_time(at(call["t"])):
+            with freeze_time(at(call["t"] - s.clock_skew)):
                 if "orbax" in call:
+                    shift = 0.0 if call.get("absolute") else EPOCH
                     payload = {
-                        k: (v + EPOCH if "time" in k and isinstance(v, (int, float)) else v)
+                        k: (v + shift if "time" in k and isinstance(v, (int, float)) else v)
                         for k, v in call["orbax"].items()
                     }
                     log.append({"job_name": s.job_name, **payload})
@@ -652,7 +870,10 @@ def _inner(chosen: list[Scenario], out: Path) -> int:
                 )
                 entry = dict(q)
                 try:
-                    entry["result"] = _run_query(calc, q, at)
+                    if q["method"] == "checkpoint_statistics":
+                        entry["result"] = _checkpoint_statistics(s.job_name, log, q)
+                    else:
+                        entry["result"] = _run_query(calc, q, at)
                 except ValueError as exc:
                     entry["error"] = str(exc)
             results.append(entry)
@@ -667,6 +888,8 @@ def _inner(chosen: list[Scenario], out: Path) -> int:
             "calls": s.calls,
             "queries": results,
         }
+        if s.clock_skew:
+            golden["clock_skew"] = s.clock_skew
         path = out / f"{s.name}.json"
         path.write_text(json.dumps(golden, indent=1, sort_keys=False) + "\n")
         print(f"wrote {path.relative_to(ROOT) if path.is_relative_to(ROOT) else path}")
@@ -703,7 +926,41 @@ def _run_query(calc: Any, q: dict[str, Any], at: Any) -> dict[str, Any]:
         return _jsonable(calc.get_job_goodput_details())
     if method == "get_interval_metric_details":
         return _jsonable(calc.get_interval_metric_details(at(q["start"]), at(q["end"])))
+    if method == "get_job_goodput_with_exclusions":
+        gp, breakdown, last, excluded = calc.get_job_goodput_with_exclusions(
+            [(at(a), at(b)) for a, b in q["exclusions"]],
+            include_badput_breakdown=q.get("include_badput_breakdown", False),
+        )
+        return {
+            "goodput": gp,
+            "badput": _jsonable(breakdown),
+            "last_step": int(last),
+            "excluded": excluded,
+        }
     raise ValueError(f"unknown query {method}")
+
+
+def _checkpoint_statistics(job_name: str, log: _InMemoryLog, q: dict[str, Any]) -> Any:
+    """The library's CheckpointBadputCalculator on the scenario's log (its Cloud Logging
+    client stands in: ``logger(name).list_entries`` lists the in-memory log)."""
+    import dataclasses
+
+    from ml_goodput_measurement.src import checkpoint_badput_calculator as cbc
+
+    class _Client:
+        def logger(self, name: str) -> _InMemoryLog:
+            return log
+
+    calc = cbc.CheckpointBadputCalculator(
+        cbc.CheckpointLoggerOptions(job_name=job_name, logger_name=LOGGER_NAME, client=_Client())
+    )
+    if q["operation"] == "save":
+        stats = calc.calculate_save_operation_checkpoint_manager_blocking_time(q["operation_type"])
+    else:
+        stats = calc.calculate_restore_operation_checkpoint_manager_blocking_time(
+            q["operation_type"]
+        )
+    return dataclasses.asdict(stats)
 
 
 if __name__ == "__main__":

@@ -35,14 +35,33 @@ def encode_lines(events: Sequence[Event]) -> bytes:
     return bytes(buf)
 
 
+_BOM = b"\xef\xbb\xbf"
+
+
 def decode_line(line: bytes | str, file: str | None = None, lineno: int | None = None) -> Event:
-    """Decode and validate one line; raise :class:`EventError` naming ``file:lineno``."""
+    """Decode and validate one line; raise :class:`EventError` naming ``file:lineno``.
+
+    Whatever the bytes, the only exception is :class:`EventError`: invalid UTF-8,
+    nesting too deep for the decoder, out-of-range numbers and the like each
+    become the error of this one line. A UTF-8 byte order mark before the object
+    (editors on Windows write one on line 1) is skipped.
+    """
+    if isinstance(line, bytes) and line.startswith(_BOM):
+        line = line[len(_BOM) :]
+    elif isinstance(line, str) and line.startswith("\ufeff"):
+        line = line[1:]
     try:
         event = _decoder.decode(line)
     except msgspec.ValidationError as exc:
         raise EventError(f"invalid event: {exc}", file, lineno) from None
     except msgspec.DecodeError as exc:
         raise EventError(f"not a JSON object: {exc}", file, lineno) from None
+    except UnicodeDecodeError as exc:
+        raise EventError(f"not valid UTF-8: {exc}", file, lineno) from None
+    except RecursionError:
+        raise EventError("JSON nested too deeply to decode", file, lineno) from None
+    except Exception as exc:  # never let one line stop a report (a decoder bug, memory...)
+        raise EventError(f"undecodable line: {type(exc).__name__}: {exc}", file, lineno) from None
     problem = validate(event)
     if problem is not None:
         raise EventError(problem, file, lineno)
@@ -72,7 +91,7 @@ def decode_block(
         return None
     try:
         events = _decoder.decode_lines(block)
-    except (msgspec.DecodeError, msgspec.ValidationError):
+    except Exception:  # any bad line (bad UTF-8, deep nesting...): the per-line path names it
         return None
     if len(events) != n_lines:
         return None

@@ -10,14 +10,33 @@ so a :class:`~badput.recorder.Recorder` inside it writes into the same attempt.
 SIGINT and SIGTERM sent to the launcher are forwarded to the command's process
 group; the job then ends (``cancelled`` for SIGINT, ``preempted`` for SIGTERM)
 without a restart.
+
+Faults (``docs/reliability.md``):
+
+- Each attempt runs under a small keeper process (``badput/_keeper.py``): the
+  command dies with the launcher, even when the launcher is SIGKILLed, and what an
+  attempt leaves running (background and ``setsid`` processes included) is killed
+  when its command exits.
+- An attempt left without an end by a launcher that was killed is ended in the
+  record at the next launch of the job (``attempt_end``, status ``orphaned``, at
+  its last recorded event).
+- The launcher's own recording runs on a helper thread: a store that hangs never
+  delays the command's start or the launcher's exit (bounded by
+  ``JOURNAL_TIMEOUT``).
+- Attempts that keep failing are restarted after an exponential back-off
+  (``backoff`` seconds, doubling, at most ``backoff_max``; reset by an attempt that
+  ran longer than ``backoff_max``); ``restart_delay`` is the least wait.
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
+import queue
+import shutil
 import signal
 import subprocess
+import sys
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -25,14 +44,23 @@ from dataclasses import dataclass, field
 from types import FrameType
 from typing import TYPE_CHECKING, Any
 
-from badput import _env
+from badput import _env, _keeper
+from badput._codec import decode_lines
+from badput._hangwatch import HangWatch
 from badput.recorder import Recorder
-from badput.store import open_store
+from badput.store import JsonlStore, open_store
 
 if TYPE_CHECKING:
     from badput.store import EventStore
 
-__all__ = ["LaunchResult", "Launcher", "default_job_name", "next_attempt", "run_job"]
+__all__ = [
+    "LaunchResult",
+    "Launcher",
+    "default_job_name",
+    "end_orphaned_attempt",
+    "next_attempt",
+    "run_job",
+]
 
 #: Status recorded when the launcher receives each forwarded signal.
 SIGNAL_STATUS: dict[int, str] = {
@@ -41,6 +69,109 @@ SIGNAL_STATUS: dict[int, str] = {
 }
 
 _POLL_SECONDS = 0.05
+#: After a hang is detected: seconds between SIGTERM and SIGKILL (at most ``kill_timeout``).
+HANG_KILL_GRACE = 5.0
+#: Most seconds the launcher waits for its own events to be stored (at exit).
+JOURNAL_TIMEOUT = 5.0
+#: Most seconds spent listing the store for the next attempt number at start.
+LIST_TIMEOUT = 5.0
+#: Default first back-off and its cap (seconds).
+DEFAULT_BACKOFF = 0.25
+DEFAULT_BACKOFF_MAX = 60.0
+#: Status of an attempt ended at the next launch (its launcher was killed).
+ORPHANED = "orphaned"
+#: Bytes read from the end of each stream of the last attempt to see how it ended.
+_TAIL_BYTES = 256 * 1024
+
+
+class _Journal:
+    """The launcher's own recording, on a helper thread, in submission order.
+
+    Every operation is stamped on the caller's thread (``ts``) and run later: a store
+    that is slow or hangs delays the record, never the command.
+    """
+
+    def __init__(self, job: str, store: str | EventStore) -> None:
+        self.job = job
+        self.store = store
+        self._ops: queue.SimpleQueue[Callable[[], None] | None] = queue.SimpleQueue()
+        self._recorders: dict[int, Recorder] = {}
+        self._thread = threading.Thread(target=self._run, name="badput-launcher", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while True:
+            op = self._ops.get()
+            if op is None:
+                return
+            with contextlib.suppress(Exception):  # the recorder never raises; be sure
+                op()
+
+    def _recorder(self, attempt: int) -> Recorder:
+        rec = self._recorders.get(attempt)
+        if rec is None:
+            # An integer id, as the command's own recorder writes it (from BADPUT_ATTEMPT).
+            rec = self._recorders[attempt] = Recorder(self.job, self.store, attempt=attempt)
+        return rec
+
+    def record(self, attempt: int, method: str, **fields: Any) -> None:
+        ts = time.time()
+        self._ops.put(lambda: getattr(self._recorder(attempt), method)(ts=ts, **fields))
+
+    def close(self, attempt: int) -> None:
+        """Close ``attempt``'s recorder: no heartbeat of it after its end."""
+
+        def op() -> None:
+            rec = self._recorders.pop(attempt, None)
+            if rec is not None:
+                rec.close()
+
+        self._ops.put(op)
+
+    def submit(self, op: Callable[[], None]) -> None:
+        self._ops.put(op)
+
+    def finish(self, timeout: float) -> bool:
+        """Close every recorder and stop; False if the store did not take it in time."""
+
+        def close_all() -> None:
+            for rec in list(self._recorders.values()):
+                rec.close()
+            self._recorders.clear()
+
+        self._ops.put(close_all)
+        self._ops.put(None)
+        self._thread.join(timeout)
+        return not self._thread.is_alive()
+
+
+def _call_with_timeout(fn: Callable[[], Any], timeout: float, default: Any) -> Any:
+    """``fn()`` on a helper thread; ``default`` if it raises or takes longer than ``timeout``."""
+    result: list[Any] = []
+
+    def run() -> None:
+        with contextlib.suppress(Exception):
+            result.append(fn())
+
+    thread = threading.Thread(target=run, name="badput-launcher-list", daemon=True)
+    thread.start()
+    thread.join(timeout)
+    return result[0] if result else default
+
+
+def _command_problem(command: Sequence[str], env: Mapping[str, str], cwd: Any) -> OSError | None:
+    """Why ``command`` cannot be started (missing, not executable), else None."""
+    program = command[0]
+    if os.sep in program:
+        path = program if cwd is None else os.path.join(os.fspath(cwd), program)
+        if not os.path.exists(path):
+            return FileNotFoundError(2, "No such file or directory", program)
+        if os.path.isdir(path) or not os.access(path, os.X_OK):
+            return PermissionError(13, "Permission denied", program)
+        return None
+    if shutil.which(program, path=env.get("PATH", os.defpath)) is None:
+        return FileNotFoundError(2, "No such file or directory", program)
+    return None
 
 
 def default_job_name(command: Sequence[str]) -> str:
@@ -78,7 +209,10 @@ class Launcher:
     and the next start (accounted as ``recovery``). ``kill_timeout``: after a
     forwarded signal, seconds to wait before the process group gets SIGKILL.
     ``on_event`` (optional) is called with a one-line message at each lifecycle
-    change (for progress output).
+    change (for progress output). ``hang_timeout`` (seconds, or ``"auto"``): an
+    attempt with no progress for that long is killed (its process group) and
+    restarted like a failure, its ``attempt_end`` status ``"hung"``
+    (:mod:`badput._hangwatch`, docs/ranks.md).
     """
 
     def __init__(
@@ -94,6 +228,9 @@ class Launcher:
         kill_timeout: float = 30.0,
         first_attempt: int | None = None,
         on_event: Callable[[str], None] | None = None,
+        hang_timeout: float | str | None = None,
+        backoff: float = DEFAULT_BACKOFF,
+        backoff_max: float = DEFAULT_BACKOFF_MAX,
     ) -> None:
         if not command:
             raise ValueError("no command to run")
@@ -101,6 +238,8 @@ class Launcher:
             raise ValueError(f"max_restarts must be >= 0, got {max_restarts}")
         if restart_delay < 0:
             raise ValueError(f"restart_delay must be >= 0, got {restart_delay}")
+        if backoff < 0 or backoff_max < 0:
+            raise ValueError(f"backoff and backoff_max must be >= 0, got {backoff}, {backoff_max}")
         self.command = [os.fspath(c) for c in command]
         base_env = dict(os.environ if env is None else env)
         self.job = job or base_env.get(_env.BADPUT_JOB) or default_job_name(self.command)
@@ -122,12 +261,25 @@ class Launcher:
         self.kill_timeout = kill_timeout
         # Continue after the attempts already in the store: a second `badput run` of the same
         # job must not write into attempt "0" again (two runs' events would merge).
-        self.first_attempt = (
-            next_attempt(self.store, self.job) if first_attempt is None else first_attempt
-        )
+        # Listed on a helper thread: a store that hangs must not keep the job from starting.
+        self._listed = first_attempt is None
+        if first_attempt is None:
+            store_ref = self.store
+            first_attempt = _call_with_timeout(
+                lambda: next_attempt(store_ref, self.job), LIST_TIMEOUT, None
+            )
+            if first_attempt is None:  # unlisted in time: an id after any plausible count
+                first_attempt = int(time.time())
+                self._listed = False
+        self.first_attempt: int = first_attempt
         self.on_event = on_event
+        self.hang_timeout = hang_timeout
+        self.backoff = backoff
+        self.backoff_max = backoff_max
         self._proc: subprocess.Popen[bytes] | None = None
         self._signal: int | None = None
+        self._hang: HangWatch | None = None
+        self._hung: str | None = None  # why the running attempt was killed as hung
 
     # -- signals ---------------------------------------------------------------
 
@@ -135,7 +287,11 @@ class Launcher:
         proc = self._proc
         if proc is not None and proc.poll() is None:
             with contextlib.suppress(ProcessLookupError):
-                os.killpg(proc.pid, signum)
+                if signum == signal.SIGKILL:
+                    # The keeper kills every process of the attempt (setsid ones too).
+                    os.kill(proc.pid, _keeper.PARENT_DEATH_SIGNAL)
+                else:
+                    os.killpg(proc.pid, signum)
 
     def _handle(self, signum: int, frame: FrameType | None) -> None:
         if self._signal is None:  # the first signal decides the status
@@ -161,10 +317,6 @@ class Launcher:
         if self.on_event is not None:
             self.on_event(message)
 
-    def _recorder(self, attempt: int) -> Recorder:
-        # An integer id, as the command's own recorder writes it (from BADPUT_ATTEMPT).
-        return Recorder(self.job, self.store, attempt=attempt)
-
     def _child_env(self, attempt: str) -> dict[str, str]:
         env = dict(self.base_env)
         env[_env.BADPUT_JOB] = self.job
@@ -186,6 +338,27 @@ class Launcher:
                     deadline = time.monotonic() + self.kill_timeout
                 elif time.monotonic() > deadline:
                     self._forward(signal.SIGKILL)
+                    if time.monotonic() > deadline + 5:  # the keeper did not do it
+                        with contextlib.suppress(ProcessLookupError):
+                            os.killpg(proc.pid, signal.SIGKILL)
+            elif self._hang is not None:
+                deadline = self._check_hang(deadline)
+
+    def _check_hang(self, deadline: float | None) -> float | None:
+        """Kill the attempt's process group once its progress stops (TERM, then KILL)."""
+        if self._hung is None:
+            assert self._hang is not None
+            why = self._hang.check()
+            if why is None:
+                return None
+            self._hung = why
+            self._say(f"attempt {self._hang.attempt}: {why}; killing its process group")
+            self._forward(signal.SIGTERM)
+            return time.monotonic() + min(self.kill_timeout, HANG_KILL_GRACE)
+        if deadline is not None and time.monotonic() > deadline:
+            self._forward(signal.SIGKILL)
+            return None
+        return deadline
 
     def _sleep(self, seconds: float) -> None:
         end = time.monotonic() + seconds
@@ -198,82 +371,145 @@ class Launcher:
     def run(self) -> LaunchResult:
         """Run the job to its end; return its exit status and per-attempt return codes."""
         previous = self._install()
+        self._journal = _Journal(self.job, self.store)
+        if self._listed and self.first_attempt > 0:
+            last, job = self.first_attempt - 1, self.job
+            store = self.store
+
+            def end_orphan() -> None:
+                end_orphaned_attempt(store, job, last)
+
+            self._journal.submit(end_orphan)
         try:
             return self._run()
         finally:
             self._restore(previous)
+            if not self._journal.finish(JOURNAL_TIMEOUT):
+                self._say(
+                    f"the store {self.store_uri} did not take the launcher's events "
+                    f"within {JOURNAL_TIMEOUT:g}s; some may be missing"
+                )
+
+    def _backoff_delay(self, failures: int) -> float:
+        """Seconds before the restart after ``failures`` consecutive quick failures."""
+        backoff = 0.0
+        if self.backoff > 0 and failures > 0:
+            backoff = min(self.backoff_max, self.backoff * 2.0 ** min(failures - 1, 60))
+        return max(self.restart_delay, backoff)
+
+    def _start(self, attempt: str) -> subprocess.Popen[bytes]:
+        keeper = [sys.executable, "-I", "-S", _keeper.__file__, str(os.getpid())]
+        return subprocess.Popen(
+            [*keeper, *self.command],
+            env=self._child_env(attempt),
+            cwd=self.cwd,
+            start_new_session=True,  # own process group: signals reach all of it
+        )
 
     def _run(self) -> LaunchResult:
         codes: list[int | None] = []
+        journal = self._journal
         last = self.first_attempt + self.max_restarts
+        failures = 0
         for i in range(self.first_attempt, last + 1):
             attempt = str(i)
-            rec = self._recorder(i)
-            try:
-                rec.record_job_start()
-                rec.flush()
-                if self._signal is not None:
-                    return self._cancelled(rec, codes, None)
-                self._say(f"attempt {attempt}: starting {' '.join(self.command)}")
+            journal.record(i, "record_job_start")
+            if self._signal is not None:
+                return self._cancelled(i, codes, None)
+            self._say(f"attempt {attempt}: starting {' '.join(self.command)}")
+            problem = _command_problem(self.command, self._child_env(attempt), self.cwd)
+            proc: subprocess.Popen[bytes] | None = None
+            if problem is None:
                 try:
-                    proc = subprocess.Popen(
-                        self.command,
-                        env=self._child_env(attempt),
-                        cwd=self.cwd,
-                        start_new_session=True,  # own process group: signals reach all of it
-                    )
+                    proc = self._start(attempt)
                 except OSError as exc:
-                    # Not the command failing but the command missing: no restart helps.
-                    status = 126 if isinstance(exc, PermissionError) else 127
-                    rec.record_attempt_end(status="failed", exit_code=status)
-                    rec.record_job_end(status="failed")
-                    self._say(f"attempt {attempt}: cannot start {self.command[0]!r}: {exc}")
-                    return LaunchResult(status, "failed", codes)
-                self._proc = proc
-                rc = self._wait(proc)
-                self._proc = None
-                codes.append(rc)
-                if self._signal is not None:
-                    return self._cancelled(rec, codes, rc)
-                if rc == 0:
-                    rec.record_job_end(status="completed")
-                    self._say(f"attempt {attempt}: completed")
-                    return LaunchResult(0, "completed", codes)
-                status = _exit_status(rc)
-                rec.record_attempt_end(status="failed", exit_code=status)
-                if i == last:
-                    rec.record_job_end(status="failed")
-                    self._say(
-                        f"attempt {attempt}: failed with exit code {status}; "
-                        f"no restarts left ({self.max_restarts} allowed)"
-                    )
-                    return LaunchResult(status, "failed", codes)
-                self._say(
-                    f"attempt {attempt}: failed with exit code {status}; "
-                    f"restarting in {self.restart_delay:g}s"
-                )
-            finally:
-                # Flushed and closed before the next start: this attempt's end is on
-                # disk, and no heartbeat of it lands inside the recovery time.
-                rec.close()
-            self._sleep(self.restart_delay)
+                    problem = exc
+            if proc is None:
+                # Not the command failing but the command missing: no restart helps.
+                status = 126 if isinstance(problem, PermissionError) else 127
+                journal.record(i, "record_attempt_end", status="failed", exit_code=status)
+                journal.record(i, "record_job_end", status="failed")
+                self._say(f"attempt {attempt}: cannot start {self.command[0]!r}: {problem}")
+                return LaunchResult(status, "failed", codes)
+            started = time.monotonic()
+            self._proc = proc
+            self._hung = None
+            if self.hang_timeout is not None:
+                self._hang = HangWatch(self.store, self.job, attempt, self.hang_timeout)
+            rc = self._wait(proc)
+            self._proc = None
+            self._hang = None
+            codes.append(rc)
+            if self._signal is not None:
+                return self._cancelled(i, codes, rc)
+            if self._hung is not None:
+                rc = rc or 1  # killed for a hang: a failure, whatever it exited with
+            elif rc == 0:
+                journal.record(i, "record_job_end", status="completed")
+                self._say(f"attempt {attempt}: completed")
+                return LaunchResult(0, "completed", codes)
+            status = _exit_status(rc)
+            why = "hung" if self._hung is not None else "failed"
+            journal.record(i, "record_attempt_end", status=why, exit_code=status)
+            what = (
+                f"failed with exit code {status}"
+                if why == "failed"
+                else f"hung: killed (exit code {status})"
+            )
+            if i == last:
+                journal.record(i, "record_job_end", status="failed")
+                allowed = f"({self.max_restarts} allowed)"
+                self._say(f"attempt {attempt}: {what}; no restarts left {allowed}")
+                return LaunchResult(status, "failed", codes)
+            # This attempt's end is recorded: no heartbeat of it lands in the recovery time.
+            journal.close(i)
+            ran = time.monotonic() - started
+            failures = 1 if ran > self.backoff_max else failures + 1
+            delay = self._backoff_delay(failures)
+            self._say(f"attempt {attempt}: {what}; restarting in {delay:g}s")
+            self._sleep(delay)
             if self._signal is not None:  # stopped while waiting to restart
-                rec = self._recorder(i)
-                try:
-                    return self._cancelled(rec, codes, None)
-                finally:
-                    rec.close()
+                return self._cancelled(i, codes, None)
         raise AssertionError("unreachable")  # pragma: no cover
 
-    def _cancelled(self, rec: Recorder, codes: list[int | None], rc: int | None) -> LaunchResult:
+    def _cancelled(self, attempt: int, codes: list[int | None], rc: int | None) -> LaunchResult:
         """End the job after a forwarded signal; ``rc``: the command's code, if it ran."""
         signum = self._signal
         assert signum is not None
         status = SIGNAL_STATUS.get(signum, "cancelled")
         exit_code = 128 + signum if rc is None else _exit_status(rc)
-        rec.record_job_end(status=status)
+        self._journal.record(attempt, "record_job_end", status=status)
         self._say(f"job {status} ({signal.Signals(signum).name}); exit code {exit_code}")
         return LaunchResult(exit_code, status, codes, signum)
+
+
+def end_orphaned_attempt(store: str | EventStore, job: str, attempt: int) -> bool:
+    """If ``attempt`` of ``job`` has no end (its launcher was killed), record its
+    ``attempt_end`` (status ``orphaned``) at its last event. True if one was recorded.
+
+    Reads only the tail of that attempt's streams (directory stores only)."""
+    opened = open_store(store)
+    if not isinstance(opened, JsonlStore):
+        return False
+    directory = opened.job_dir(job) / str(attempt)
+    last_ts: float | None = None
+    for path in sorted(directory.glob("*.jsonl")):
+        with open(path, "rb") as f:
+            size = f.seek(0, os.SEEK_END)
+            f.seek(max(size - _TAIL_BYTES, 0))
+            data = f.read().split(b"\0", 1)[0]
+        lines = data.split(b"\n")[1 if size > _TAIL_BYTES else 0 : -1]
+        for item in decode_lines([line for line in lines if line.strip()]):
+            if isinstance(item, Exception):
+                continue
+            if item.kind in ("attempt_end", "job_end"):
+                return False
+            last_ts = item.ts if last_ts is None else max(last_ts, item.ts)
+    if last_ts is None:
+        return False
+    with Recorder(job, opened, attempt=attempt, heartbeat_interval=0) as rec:
+        rec.record_attempt_end(status=ORPHANED, ts=last_ts)
+    return True
 
 
 def next_attempt(store: str | EventStore, job: str) -> int:
@@ -288,7 +524,8 @@ def next_attempt(store: str | EventStore, job: str) -> int:
         names: list[str] = streams(job) if callable(streams) else []
     except (OSError, ValueError):
         return 0
-    ids = [int(head) for head in (n.split("/", 1)[0] for n in names) if head.isdigit()]
+    heads = (n.split("/", 1)[0] for n in names)
+    ids = [int(head) for head in heads if head.isascii() and head.isdigit()]
     return max(ids) + 1 if ids else 0
 
 
@@ -304,6 +541,9 @@ def run_job(
     kill_timeout: float = 30.0,
     first_attempt: int | None = None,
     on_event: Callable[[str], None] | None = None,
+    hang_timeout: float | str | None = None,
+    backoff: float = DEFAULT_BACKOFF,
+    backoff_max: float = DEFAULT_BACKOFF_MAX,
 ) -> int:
     """Run ``command`` as a recorded job; return its final exit status.
 
@@ -322,6 +562,9 @@ def run_job(
             kill_timeout=kill_timeout,
             first_attempt=first_attempt,
             on_event=on_event,
+            hang_timeout=hang_timeout,
+            backoff=backoff,
+            backoff_max=backoff_max,
         )
         .run()
         .exit_code

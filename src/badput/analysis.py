@@ -6,15 +6,18 @@ follows a job that is still being written, reading only what is new each time.
 
 from __future__ import annotations
 
+import dataclasses
 import multiprocessing
 import os
 import sys
 import threading
+import time
 from collections.abc import Callable
+from typing import Final
 
-from badput.engine import Accountant, Report
+from badput.engine import Accountant, Diagnostic, RankOptions, Report
 from badput.store import EventStore, JsonlStore, open_source
-from badput.store._base import Cursor
+from badput.store._base import Cursor, Unread
 
 __all__ = ["LiveJob", "analyze"]
 
@@ -25,16 +28,23 @@ READ_SLICE_BYTES = 32 * 1024 * 1024
 #: A cold read of at least this many bytes, in two files or more, is shared among processes.
 PARALLEL_MIN_BYTES = 64 * 1024 * 1024
 _SEQ_BLOCK = 1 << 40  # arrival numbers of worker k start at k * _SEQ_BLOCK (file order)
+#: A live reader reports an unterminated last line once it has stayed unchanged this long.
+TORN_AFTER_SECONDS: Final = 60.0
 
 
-def _catch_up(
+def _catch_up(  # noqa: PLR0917
     store: EventStore,
     job: str,
     accountant: Accountant,
     cursor: Cursor | None,
     on_progress: Callable[[int], None] | None = None,
+    unread: list[Unread] | None = None,
 ) -> tuple[Cursor | None, int]:
-    """Read and ingest everything new, one bounded slice at a time."""
+    """Read and ingest everything new, one bounded slice at a time.
+
+    ``unread`` receives what the last read (the one that found nothing new) left
+    alone: unterminated last lines, files that are not regular files.
+    """
     n = 0
     while True:
         result = store.read(job, cursor, max_bytes=READ_SLICE_BYTES)
@@ -45,14 +55,15 @@ def _catch_up(
         if result.chunks and on_progress is not None:
             on_progress(n)
         if not progressed:
+            if unread is not None:
+                unread[:] = result.unread
             return cursor, n
 
 
 def _read_streams(
-    root: str, job: str, mine: list[str], skip: dict[str, int], first_seq: int
+    store: JsonlStore, job: str, mine: list[str], skip: dict[str, int], first_seq: int
 ) -> tuple[Accountant, dict[str, tuple[int, int]], int]:
     """Worker: read only the streams ``mine`` of ``job`` (the others start at their end)."""
-    store = JsonlStore(root)
     accountant = Accountant(job, first_seq=first_seq)
     start = Cursor({name: (size, 0) for name, size in skip.items()})
     cursor, n = _catch_up(store, job, accountant, start)
@@ -125,12 +136,19 @@ class LiveJob:
         ideal_step_time: float | None = None,
         on_progress: Callable[[int], None] | None = None,
         parallel: bool | None = None,
+        rank_options: RankOptions | None = None,
     ) -> None:
         self.store, self.job = _resolve(source, job)
         self.accountant = Accountant(self.job, ideal_step_time=ideal_step_time)
+        self.rank_options = rank_options or RankOptions()
+        self.accountant.rank_options = self.rank_options
         self._cursor: Cursor | None = None
         self._on_progress = on_progress
         self._parallel = parallel
+        # What the last update left unread, and since when (monotonic) each torn line
+        # has been the same: {(source, line, size): first seen}.
+        self._unread: list[Unread] = []
+        self._torn_since: dict[tuple[str, int | None, int], float] = {}
 
     def update(self) -> int:
         """Read and ingest what was appended since the last call; return how many lines.
@@ -144,10 +162,44 @@ class LiveJob:
             n = self._cold_parallel()
             if n is not None:
                 return n + self.update()
+        unread: list[Unread] = []
         self._cursor, n = _catch_up(
-            self.store, self.job, self.accountant, self._cursor, self._on_progress
+            self.store, self.job, self.accountant, self._cursor, self._on_progress, unread
         )
+        now = time.monotonic()
+        keys = {(u.source, u.line, u.size): u for u in unread if u.code == "torn_line"}
+        self._torn_since = {k: self._torn_since.get(k, now) for k in keys}
+        self._unread = unread
         return n
+
+    def unread_diagnostics(self, *, final: bool = False) -> list[Diagnostic]:
+        """Diagnostics for what the reads left alone (see :meth:`report`)."""
+        now = time.monotonic()
+        out: list[Diagnostic] = []
+        for u in self._unread:
+            if u.code == "unreadable":
+                out.append(Diagnostic("unreadable_file", f"cannot be read: {u.detail}", u.source))
+                continue
+            if u.code == "not_a_file":
+                why = f"is {u.detail}, not a regular file: not read"
+                out.append(Diagnostic("not_a_file", why, u.source))
+                continue
+            since = self._torn_since.get((u.source, u.line, u.size), now)
+            if not final and now - since < TORN_AFTER_SECONDS:
+                continue  # a write in progress, most likely: read it once its newline comes
+            if u.complete:
+                why = "a complete event, but no newline ends it: not read"
+            else:
+                why = "the writer stopped mid-line (it died, or its disk filled): an event was lost"
+            out.append(
+                Diagnostic(
+                    "torn_line",
+                    f"last line has {u.size:,} bytes and no newline: {why}",
+                    u.source,
+                    u.line,
+                )
+            )
+        return out
 
     def _cold_parallel(self) -> int | None:
         """Read each group of files in its own process and merge; None when not done."""
@@ -155,10 +207,11 @@ class LiveJob:
         found = _parallel_plan(self.store, self.job, workers)
         if found is None or (self._parallel is None and not _parallel_allowed()):
             return None
+        assert isinstance(self.store, JsonlStore)  # the only store _parallel_plan splits
         plan, everything = found
         tasks = [
             (
-                self.store.uri,
+                self.store,
                 self.job,
                 group,
                 {k: v for k, v in everything.items() if k not in group},
@@ -169,6 +222,7 @@ class LiveJob:
         with multiprocessing.get_context("fork").Pool(len(tasks)) as pool:
             results = pool.starmap(_read_streams, tasks)
         merged = Accountant(self.job, ideal_step_time=self.accountant.ideal_step_time)
+        merged.rank_options = self.rank_options
         offsets: dict[str, tuple[int, int]] = {}
         n = 0
         for accountant, their_offsets, count in results:  # in file order
@@ -187,9 +241,24 @@ class LiveJob:
         now: float | None = None,
         window: tuple[float, float] | None = None,
         ideal_step_time: float | None = None,
+        final: bool = False,
     ) -> Report:
-        """The partition of what was read so far (see :meth:`Accountant.report`)."""
-        return self.accountant.report(now=now, window=window, ideal_step_time=ideal_step_time)
+        """The partition of what was read so far (see :meth:`Accountant.report`).
+
+        Its diagnostics include what the reads could not use. An unterminated
+        last line is never read (its event is not counted, live or cold, so
+        every form of the report gives the same numbers); it is reported as
+        ``torn_line`` (file:line) at once when ``final`` (the log is complete:
+        :func:`analyze`, ``badput report``), else only once it has stayed
+        unchanged for :data:`TORN_AFTER_SECONDS` (a live writer completes its
+        line within milliseconds). A ``*.jsonl`` that is a FIFO, socket or
+        device is never opened and is reported as ``not_a_file``.
+        """
+        report = self.accountant.report(now=now, window=window, ideal_step_time=ideal_step_time)
+        extra = self.unread_diagnostics(final=final)
+        if not extra:
+            return report
+        return dataclasses.replace(report, diagnostics=[*report.diagnostics, *extra])
 
 
 def analyze(
@@ -201,15 +270,22 @@ def analyze(
     ideal_step_time: float | None = None,
     on_progress: Callable[[int], None] | None = None,
     parallel: bool | None = None,
+    rank_options: RankOptions | None = None,
 ) -> Report:
     """Read a whole log and return its :class:`Report`.
 
     ``source`` is a store root (``job`` needed when it holds several jobs), a
     job directory, a single ``.jsonl`` file, or an :class:`EventStore`.
-    ``parallel``: see :meth:`LiveJob.update`.
+    ``parallel``: see :meth:`LiveJob.update`. ``rank_options``: thresholds of the
+    per-rank view, stragglers and stalls (docs/ranks.md).
     """
     live = LiveJob(
-        source, job, ideal_step_time=ideal_step_time, on_progress=on_progress, parallel=parallel
+        source,
+        job,
+        ideal_step_time=ideal_step_time,
+        on_progress=on_progress,
+        parallel=parallel,
+        rank_options=rank_options,
     )
     live.update()
-    return live.report(now=now, window=window)
+    return live.report(now=now, window=window, final=True)

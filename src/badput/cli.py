@@ -12,6 +12,10 @@
   (:func:`badput.demo.run_demo`).
 - ``badput monitor PATH``: feed exporters beside a job (:class:`badput.monitor.Monitor`).
 - ``badput watch PATH``: a live terminal view (:func:`badput.report._watch.run_watch`).
+- ``badput export trace PATH FILE``, ``badput export csv PATH DIR``: the job as Chrome
+  Trace Event JSON (:mod:`badput.report._trace`) or CSV files (:mod:`badput.report._csv`).
+- ``badput jobs STORE``, ``badput compare A B``: every job of a store; two jobs side by
+  side (:mod:`badput.report._jobs`).
 """
 
 from __future__ import annotations
@@ -76,8 +80,13 @@ def _to_time(ctx: click.Context, param: click.Parameter, value: Any) -> Any:
 
 
 def _fail(command: str, message: str) -> NoReturn:
-    """One line on stderr, exit status 2: a user mistake, not a traceback."""
-    click.echo(f"badput {command}: error: {message}", err=True)
+    """One line on stderr, exit status 2: a user mistake, not a traceback.
+
+    The message may quote paths and job names read from a store: shown inert.
+    """
+    from badput.report._format import inert  # noqa: PLC0415 (standard library only)
+
+    click.echo(f"badput {command}: error: {inert(message, limit=2000)}", err=True)
     sys.exit(USAGE_ERROR)
 
 
@@ -112,6 +121,35 @@ def main() -> None:
     help="Restrict the partition to the interval [A, B].",
 )
 @click.option(
+    "--ranks",
+    "show_ranks",
+    is_flag=True,
+    help="Add the per-rank table (outliers first; many ranks are summarised).",
+)
+@click.option(
+    "--straggler-threshold",
+    type=click.FloatRange(min=0.0, max=1.0),
+    default=0.75,
+    show_default=True,
+    metavar="SCORE",
+    help="A rank whose relative or individual section score is below this is a straggler.",
+)
+@click.option(
+    "--stall-after",
+    type=click.FloatRange(min=0.0),
+    default=60.0,
+    show_default=True,
+    metavar="SECONDS",
+    help="No progress for longer than max(10 x typical step time, SECONDS) is a stall.",
+)
+@click.option(
+    "--html",
+    "html_file",
+    type=click.Path(dir_okay=False, writable=True),
+    metavar="FILE",
+    help="Also write a self-contained HTML page (timeline, charts, attempts) to FILE.",
+)
+@click.option(
     "--resiliency",
     is_flag=True,
     help="PATH... are resiliency.goodput_measure logs: print that tool's own goodput table.",
@@ -130,8 +168,12 @@ def report(
     now: float | None,
     ideal_step_time: float | None,
     window: tuple[float, float] | None,
+    show_ranks: bool,
+    straggler_threshold: float,
+    stall_after: float,
     resiliency: bool,
     reference_step_time: float | None,
+    html_file: str | None = None,
 ) -> None:
     """Report the goodput and badput of the job logged at PATH.
 
@@ -143,6 +185,8 @@ def report(
     calculator (its table and goodput, the same figures). To see where the rest
     of the time went, import them (badput import resiliency) and report on the store.
     """
+    if resiliency and html_file is not None:
+        _fail("report", "--html does not apply to --resiliency (import the logs, then report)")
     if resiliency:
         _report_resiliency(
             paths,
@@ -161,30 +205,42 @@ def report(
             raise click.UsageError("Missing argument 'PATH'.")
         _fail("report", f"expected one PATH, got {len(paths)} (several files: --resiliency)")
     path = paths[0]
-    from badput.analysis import analyze  # noqa: PLC0415 (the engine pulls numpy)
+    from badput.analysis import LiveJob  # noqa: PLC0415 (the engine pulls numpy)
+    from badput.engine import RankOptions  # noqa: PLC0415
 
+    options = RankOptions(straggler_threshold=straggler_threshold, stall_floor=stall_after)
     if window is not None and not window[0] < window[1]:
         _fail("report", f"--window: the start must be before the end, got {window[0]} {window[1]}")
     progress = _ReadProgress(enabled=sys.stderr.isatty())
     try:
-        result = analyze(
-            path,
-            job,
-            now=now,
-            ideal_step_time=ideal_step_time,
-            window=window,
-            on_progress=progress,
+        live = LiveJob(
+            path, job, ideal_step_time=ideal_step_time, on_progress=progress, rank_options=options
         )
+        live.update()
+        result = live.report(now=now, window=window)
     except (ValueError, OSError) as exc:
         progress.done()
         _fail("report", str(exc))
     progress.done()
+    if html_file is not None:
+        from badput.report import html_report  # noqa: PLC0415
+
+        try:
+            with open(html_file, "w", encoding="utf-8") as out:
+                out.write(html_report(live.accountant, result))
+        except OSError as exc:
+            _fail("report", f"cannot write {html_file}: {exc}")
+        click.echo(f"badput report: wrote {html_file}", err=True)
     from badput.report import render_table, to_json  # noqa: PLC0415 (rich is lazy)
 
     if as_json:
         click.echo(to_json(result))
+        if window is not None and result.total_seconds == 0:
+            from badput.report._table import no_time_reason  # noqa: PLC0415
+
+            click.echo(f"badput report: warning: {no_time_reason(result)}", err=True)
     else:
-        render_table(result)
+        render_table(result, ranks=show_ranks)
 
 
 def _report_resiliency(
@@ -357,6 +413,28 @@ class _ReadProgress:
     metavar="SECONDS",
     help="After forwarding SIGINT/SIGTERM, wait this long before SIGKILL.",
 )
+@click.option(
+    "--hang-timeout",
+    metavar="SECONDS|auto",
+    help="Kill and restart an attempt with no progress (steps, recorded intervals, "
+    "sections) for this long; 'auto': max(10 x typical step time, 60 s).",
+)
+@click.option(
+    "--backoff",
+    type=click.FloatRange(min=0.0),
+    default=0.25,
+    show_default=True,
+    metavar="SECONDS",
+    help="First back-off of a crash loop; doubles with each failure in a row (0: off).",
+)
+@click.option(
+    "--backoff-max",
+    type=click.FloatRange(min=0.0),
+    default=60.0,
+    show_default=True,
+    metavar="SECONDS",
+    help="Cap of the back-off; an attempt that ran longer resets it.",
+)
 @click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
 def run(
     *,
@@ -365,6 +443,9 @@ def run(
     max_restarts: int,
     restart_delay: float,
     kill_timeout: float,
+    hang_timeout: str | None,
+    backoff: float,
+    backoff_max: float,
     command: tuple[str, ...],
 ) -> None:
     """Run COMMAND as a recorded job, restarting it when it fails.
@@ -373,11 +454,20 @@ def run(
     fails, job_end when the job is over; the command sees BADPUT_JOB,
     BADPUT_STORE and BADPUT_ATTEMPT. SIGINT/SIGTERM are forwarded to it and end
     the job (cancelled / preempted). Exits with the command's exit status.
+    The command dies with the launcher (even a SIGKILLed one), what it leaves
+    running is killed when it exits, and a crash loop backs off exponentially.
 
         badput run --job llama --max-restarts 3 -- python train.py --lr 3e-4
     """
+    from badput._hangwatch import parse_hang_timeout  # noqa: PLC0415
     from badput._launcher import run_job  # noqa: PLC0415
 
+    timeout: float | str | None = None
+    if hang_timeout is not None:
+        try:
+            timeout = parse_hang_timeout(hang_timeout)
+        except ValueError as exc:
+            _fail("run", f"--hang-timeout: {exc}")
     try:
         rc = run_job(
             list(command),
@@ -387,6 +477,9 @@ def run(
             restart_delay,
             kill_timeout=kill_timeout,
             on_event=lambda msg: click.echo(f"badput run: {msg}", err=True),
+            hang_timeout=timeout,
+            backoff=backoff,
+            backoff_max=backoff_max,
         )
     except (ValueError, TypeError) as exc:
         _fail("run", str(exc))
@@ -481,18 +574,21 @@ def _build_exporters(
     if prometheus is not None or pushgateway is not None:
         from badput.monitor.prometheus import PrometheusExporter  # noqa: PLC0415
 
+        # The scrape endpoint and the Pushgateway are two exporters, so that each has its
+        # own thread and deadline: a hanging Pushgateway never leaves the scrape stale.
         if prometheus is not None:
             host, port = _parse_hostport(prometheus)
-            exporters.append(PrometheusExporter(host=host, port=port, pushgateway=pushgateway))
-        else:
+            exporters.append(PrometheusExporter(host=host, port=port))
+        if pushgateway is not None:
             exporters.append(PrometheusExporter(port=None, pushgateway=pushgateway))
     if tensorboard is not None:
         from badput.monitor.tensorboard import TensorBoardExporter  # noqa: PLC0415
 
         exporters.append(TensorBoardExporter(tensorboard))
     if otlp is not None:
-        from badput.monitor.otel import OpenTelemetryExporter  # noqa: PLC0415
+        from badput.monitor.otel import OpenTelemetryExporter, probe_collector  # noqa: PLC0415
 
+        probe_collector(otlp)  # a collector that is not there: one line, not silence
         exporters.append(OpenTelemetryExporter(endpoint=otlp))
     if gcp_project is not None:
         from badput.monitor.gcm import CloudMonitoringExporter  # noqa: PLC0415
@@ -553,6 +649,22 @@ def _log_to_stderr(command: str) -> None:
     metavar="SECONDS",
     help="Configured ideal step time (default: estimated from the best sustained steps).",
 )
+@click.option(
+    "--stall-after",
+    type=click.FloatRange(min=0.0),
+    default=60.0,
+    show_default=True,
+    metavar="SECONDS",
+    help="No progress for longer than max(10 x typical step time, SECONDS) is a stall.",
+)
+@click.option(
+    "--straggler-threshold",
+    type=click.FloatRange(min=0.0, max=1.0),
+    default=0.75,
+    show_default=True,
+    metavar="SCORE",
+    help="A rank whose relative or individual section score is below this is a straggler.",
+)
 @click.option("--once", is_flag=True, help="Run one cycle, print its status line and exit.")
 def monitor(
     *,
@@ -567,6 +679,8 @@ def monitor(
     gcp_project: str | None,
     gcp_location: str | None,
     ideal_step_time: float | None,
+    stall_after: float,
+    straggler_threshold: float,
     once: bool,
 ) -> None:
     """Export the goodput of the job at PATH every --interval seconds, beside the job.
@@ -581,6 +695,7 @@ def monitor(
     import threading  # noqa: PLC0415
 
     from badput._optional import MissingExtraError  # noqa: PLC0415
+    from badput.engine import RankOptions  # noqa: PLC0415
     from badput.monitor import Monitor  # noqa: PLC0415 (the engine pulls numpy)
     from badput.report._watch import status_line  # noqa: PLC0415
 
@@ -613,6 +728,9 @@ def monitor(
             rolling_windows=windows,
             ideal_step_time=ideal_step_time,
             on_snapshot=show,
+            rank_options=RankOptions(
+                straggler_threshold=straggler_threshold, stall_floor=stall_after
+            ),
         )
     except (ValueError, OSError) as exc:
         for exporter in exporters:
@@ -658,28 +776,186 @@ def monitor(
     metavar="SECONDS",
     help="Seconds between refreshes.",
 )
-def watch(*, path: str, job: str | None, interval: float) -> None:
+@click.option(
+    "--stall-after",
+    type=click.FloatRange(min=0.0),
+    default=60.0,
+    show_default=True,
+    metavar="SECONDS",
+    help="No progress for longer than max(10 x typical step time, SECONDS) shows STALLED.",
+)
+def watch(*, path: str, job: str | None, interval: float, stall_after: float) -> None:
     """Live view of the job at PATH: goodput, buckets, steps, stalls. Ctrl-C quits.
 
     Works on a job that is still being written. On a terminal the view redraws in
     place; when the output is not a terminal, one status line is printed per refresh.
     """
+    import os  # noqa: PLC0415
     import signal  # noqa: PLC0415
 
     from badput.report._watch import run_watch  # noqa: PLC0415
+
+    if "://" not in path and not os.path.exists(path):
+        # A job that has not started yet is waited for inside an existing store;
+        # a path that does not exist at all is a typo, not a job to wait for.
+        _fail("watch", f"{path}: no such file or directory")
 
     def interrupt(*_: object) -> None:
         raise KeyboardInterrupt
 
     old = signal.signal(signal.SIGTERM, interrupt)
     try:
-        run_watch(path, job, interval=interval)
+        run_watch(path, job, interval=interval, stall_after=stall_after)
     except ValueError as exc:
         _fail("watch", str(exc))
     except KeyboardInterrupt:
         pass
     finally:
         signal.signal(signal.SIGTERM, old)
+
+
+def _read_job(command: str, path: str, job: str | None) -> Any:
+    """A LiveJob that has read the whole log at ``path`` (exits with a usage error if bad)."""
+    from badput.analysis import LiveJob  # noqa: PLC0415 (the engine pulls numpy)
+
+    try:
+        live = LiveJob(path, job)
+        live.update()
+    except (ValueError, OSError) as exc:
+        _fail(command, str(exc))
+    return live
+
+
+@main.group()
+def export() -> None:
+    """Write a job in other formats: a Perfetto trace, CSV files."""
+
+
+@export.command(name="trace")
+@click.argument("path")
+@click.argument("file", type=click.Path(dir_okay=False))
+@click.option("--job", help="Job to export (needed when PATH is a store with several jobs).")
+def export_trace(*, path: str, file: str, job: str | None) -> None:
+    """Write the job at PATH to FILE as Chrome Trace Event JSON (Perfetto, chrome://tracing).
+
+    Attempts, recorded intervals and steps become slices; hosts become processes and
+    ranks their threads. Open FILE at ui.perfetto.dev (it stays on your machine).
+    """
+    from badput.report._trace import write_trace  # noqa: PLC0415
+
+    live = _read_job("export trace", path, job)
+    report = live.report()
+    try:
+        with open(file, "w", encoding="utf-8") as out:
+            n = write_trace(report, live.accountant.timeline(report), out)
+    except OSError as exc:
+        _fail("export trace", f"cannot write {file}: {exc}")
+    click.echo(f"badput export trace: wrote {n} events to {file}", err=True)
+
+
+@export.command(name="csv")
+@click.argument("path")
+@click.argument("directory", metavar="DIR", type=click.Path(file_okay=False))
+@click.option("--job", help="Job to export (needed when PATH is a store with several jobs).")
+def export_csv(*, path: str, directory: str, job: str | None) -> None:
+    """Write the job at PATH as CSV files into DIR: buckets, attempts, steps per attempt."""
+    from badput.report._csv import write_csv  # noqa: PLC0415
+
+    live = _read_job("export csv", path, job)
+    report = live.report()
+    try:
+        files = write_csv(report, live.accountant.timeline(report), directory)
+    except OSError as exc:
+        _fail("export csv", f"cannot write into {directory}: {exc}")
+    for f in files:
+        click.echo(str(f))
+
+
+@main.command()
+@click.argument("store", required=False, default=None)
+@click.option(
+    "--sort",
+    "sort_key",
+    type=click.Choice(
+        ["job", "status", "start", "span", "goodput", "observed", "attempts", "last-event"]
+    ),
+    default="start",
+    show_default=True,
+    help="Column to sort by.",
+)
+@click.option("--reverse", is_flag=True, help="Sort in descending order.")
+@click.option("--json", "as_json", is_flag=True, help="Print a JSON list instead of a table.")
+def jobs(*, store: str | None, sort_key: str, reverse: bool, as_json: bool) -> None:
+    """List every job of STORE (default: $BADPUT_STORE or ./badput-runs).
+
+    Per job: status (the status of its job_end; running: an event in the last 10
+    minutes; stopped: no job_end and silent since), span, goodput, observed goodput,
+    attempts and the time of its last event.
+    """
+    from badput.analysis import LiveJob  # noqa: PLC0415
+    from badput.report._jobs import JobRow, job_row, render_jobs, sort_rows  # noqa: PLC0415
+    from badput.store import JsonlStore, open_store  # noqa: PLC0415
+
+    root = store or DEFAULT_STORE
+    try:
+        opened = open_store(root)
+        names = opened.jobs()
+    except (ValueError, OSError) as exc:
+        _fail("jobs", str(exc))
+    now = time.time()
+    rows = []
+    for name in names:
+        try:
+            # A directory store names a job's directory after the job, sanitised: read the
+            # directory, whose events say the job's real name.
+            live = (
+                LiveJob(opened.job_dir(name))
+                if isinstance(opened, JsonlStore)
+                else LiveJob(opened, name)
+            )
+            live.update()
+            report = live.report()
+            shown = report.job or name
+            rows.append(job_row(shown, report, live.accountant.last_event_ts, now))
+        except (ValueError, OSError) as exc:
+            rows.append(JobRow(name, "error", None, 0.0, 0.0, 0.0, 0, None, str(exc)))
+    rows = sort_rows(rows, sort_key, reverse)
+    if as_json:
+        click.echo(json.dumps([r.to_dict() for r in rows], indent=2))
+        return
+    from rich.console import Console  # noqa: PLC0415
+
+    if not rows:
+        click.echo(f"no jobs in {root}")
+        return
+    render_jobs(rows, Console())
+
+
+@main.command()
+@click.argument("job_a", metavar="JOB_A")
+@click.argument("job_b", metavar="JOB_B")
+@click.option(
+    "--store",
+    help="JOB_A and JOB_B are job names in this store (else each is a job path: a job "
+    "directory, a .jsonl file, or a store holding one job).",
+)
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
+def compare(*, job_a: str, job_b: str, store: str | None, as_json: bool) -> None:
+    """Two jobs side by side: goodput, totals and every bucket, with B minus A."""
+    from badput.report._jobs import compare_dict, render_compare  # noqa: PLC0415
+
+    if store is not None:
+        a = _read_job("compare", store, job_a).report()
+        b = _read_job("compare", store, job_b).report()
+    else:
+        a = _read_job("compare", job_a, None).report()
+        b = _read_job("compare", job_b, None).report()
+    if as_json:
+        click.echo(json.dumps(compare_dict(a, b), indent=2))
+        return
+    from rich.console import Console  # noqa: PLC0415
+
+    render_compare(a, b, Console())
 
 
 if __name__ == "__main__":  # pragma: no cover

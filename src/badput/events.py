@@ -17,13 +17,18 @@ __all__ = [
     "INTERVAL_KINDS",
     "KINDS",
     "LIFECYCLE_KINDS",
+    "MAX_INT",
+    "MAX_TS",
+    "MIN_TS",
     "NAMED_KINDS",
     "SCHEMA_VERSION",
+    "SECTION_QUANTILES",
     "STEP_KINDS",
     "Chunk",
     "Event",
     "EventError",
     "Kind",
+    "attempt_id",
     "bucket_of",
     "interval_base",
     "validate",
@@ -62,6 +67,7 @@ class Kind:
     ELASTIC_REINIT_START: Final = "elastic_reinit_start"
     ELASTIC_REINIT_END: Final = "elastic_reinit_end"
     ELASTIC_SLICES: Final = "elastic_slices"
+    SECTION_SUMMARY: Final = "section_summary"
 
 
 # Interval kinds: the base name of a ``<base>_start`` / ``<base>_end`` pair.
@@ -103,13 +109,31 @@ STEP_KINDS: Final = frozenset(
 )
 #: Kinds that must carry a non-empty ``name``.
 NAMED_KINDS: Final = frozenset(
-    {Kind.CUSTOM_START, Kind.CUSTOM_END, Kind.ELASTIC_WAIT_START, Kind.ELASTIC_WAIT_END}
+    {
+        Kind.CUSTOM_START,
+        Kind.CUSTOM_END,
+        Kind.ELASTIC_WAIT_START,
+        Kind.ELASTIC_WAIT_END,
+        Kind.SECTION_SUMMARY,
+    }
 )
+#: The quantiles a ``section_summary`` may carry, by key (seconds).
+SECTION_QUANTILES: Final = ("min", "p50", "p90", "max")
 
+
+#: Integers of an event lie within +-MAX_INT: the range every JSON reader holds exactly
+#: (I-JSON, RFC 7493); a larger step or rank is a corrupt line, not a number to carry.
+MAX_INT: Final = 2**53 - 1
+#: Timestamps lie in the years 1 to 9999 UTC (what a calendar date can name); any
+#: other ``ts`` (``1e300``, ``-1e300``) is a corrupt line.
+MIN_TS: Final = -62_135_596_800.0  # 0001-01-01T00:00:00Z
+MAX_TS: Final = 253_402_300_799.0  # 9999-12-31T23:59:59Z
 
 # Checked by msgspec while decoding (in C), and again by validate() for built events.
 NonEmptyStr = Annotated[str, msgspec.Meta(min_length=1)]
-SchemaVersion = Annotated[int, msgspec.Meta(ge=1)]
+SchemaVersion = Annotated[int, msgspec.Meta(ge=1, le=MAX_INT)]
+Timestamp = Annotated[float, msgspec.Meta(ge=MIN_TS, le=MAX_TS)]
+Int = Annotated[int, msgspec.Meta(ge=-MAX_INT, le=MAX_INT)]
 
 
 class Event(msgspec.Struct, kw_only=True, omit_defaults=True, gc=False):
@@ -119,21 +143,27 @@ class Event(msgspec.Struct, kw_only=True, omit_defaults=True, gc=False):
     are ``None`` (and are left out when encoded).
     """
 
-    ts: float
+    ts: Timestamp
     kind: NonEmptyStr
     job: NonEmptyStr
-    attempt: str | int | None = None
+    attempt: str | Int | None = None
     host: str | None = None
-    rank: int | None = None
-    pid: int | None = None
-    step: int | None = None
+    rank: Int | None = None
+    pid: Int | None = None
+    step: Int | None = None
     name: str | None = None
     blocking: bool | None = None
     status: str | None = None
-    exit_code: int | None = None
-    active: int | None = None
-    total: int | None = None
-    available: int | None = None
+    exit_code: Int | None = None
+    active: Int | None = None
+    total: Int | None = None
+    available: Int | None = None
+    # section_summary (one timed section of one process, over one period; docs/events.md)
+    count: Int | None = None
+    seconds: float | None = None
+    quantiles: dict[str, float] | None = None
+    last: Timestamp | None = None
+    open_since: Timestamp | None = None
     v: SchemaVersion = SCHEMA_VERSION
 
 
@@ -170,6 +200,8 @@ def validate(event: Event) -> str | None:
     """
     if not math.isfinite(event.ts):
         return f"ts must be a finite number, got {event.ts!r}"
+    if not MIN_TS <= event.ts <= MAX_TS:
+        return f"ts {event.ts!r} is outside the years 1 to 9999"
     if not event.job:
         return "job must be a non-empty string"
     if not event.kind:
@@ -183,9 +215,64 @@ def validate(event: Event) -> str | None:
         event.active is None or event.total is None or event.available is None
     ):
         return "elastic_slices requires 'active', 'total' and 'available'"
-    if event.v < 1:
+    if kind == Kind.SECTION_SUMMARY:
+        problem = _section_summary_problem(event)
+        if problem is not None:
+            return problem
+    if not 1 <= event.v <= MAX_INT:
         return f"schema version v must be >= 1, got {event.v}"
+    for field in _INT_FIELDS:
+        value = getattr(event, field)
+        if type(value) is int and not -MAX_INT <= value <= MAX_INT:
+            return f"{field} {_short_int(value)} is outside +-(2**53 - 1)"
     return None
+
+
+def _section_summary_problem(event: Event) -> str | None:
+    if event.count is None or event.count < 0:
+        return "section_summary requires a 'count' >= 0"
+    if event.seconds is None or not (math.isfinite(event.seconds) and event.seconds >= 0):
+        return "section_summary requires finite 'seconds' >= 0"
+    for key, value in (event.quantiles or {}).items():
+        if key not in SECTION_QUANTILES or not (math.isfinite(value) and value >= 0):
+            return f"section_summary quantile {key!r} must be one of {SECTION_QUANTILES}, >= 0"
+    for name in ("last", "open_since"):
+        value = getattr(event, name)
+        if value is not None and not (math.isfinite(value) and MIN_TS <= value <= MAX_TS):
+            return f"section_summary {name!r} must be a time in years 1 to 9999"
+    return None
+
+
+_INT_FIELDS: Final = (
+    "attempt",
+    "rank",
+    "pid",
+    "step",
+    "exit_code",
+    "active",
+    "total",
+    "available",
+    "count",
+)
+
+
+def _short_int(value: int) -> str:
+    """An integer for a message: digits up to 30, else its sign and magnitude."""
+    if -(10**30) < value < 10**30:
+        return str(value)
+    return f"{'-' if value < 0 else ''}~2**{abs(value).bit_length() - 1}"
+
+
+def attempt_id(raw: str) -> str | int:
+    """The attempt id an environment variable spells: an integer for plain digits.
+
+    Only ASCII digits within :data:`MAX_INT` become an ``int``; anything else
+    (``"01x"``, ``"²"``, a 5,000-digit number) stays the string it is, so that an
+    odd value never stops a recorder. Paths made from it are sanitised by the store.
+    """
+    if raw.isascii() and raw.isdigit() and len(raw) <= 15:
+        return int(raw)
+    return raw
 
 
 def interval_base(kind: str) -> tuple[str, bool] | None:

@@ -3,6 +3,7 @@ with the real ml-goodput-measurement 0.2.3) through badput's compatibility layer
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import inspect
 import json
@@ -11,6 +12,10 @@ from pathlib import Path
 from typing import Any
 
 from badput.compat.ml_goodput_measurement import goodput, goodput_elastic
+from badput.compat.ml_goodput_measurement.checkpoint_badput_calculator import (
+    CheckpointBadputCalculator,
+    CheckpointLoggerOptions,
+)
 from badput.store import MemoryStore
 
 GOLDEN_DIR = Path(__file__).parent / "golden"
@@ -57,7 +62,8 @@ def _when(epoch: float, t: float) -> dt.datetime:
 
 
 def _absolute(payload: dict[str, Any], epoch: float) -> dict[str, Any]:
-    """Orbax payloads hold times relative to the epoch in every key containing 'time'."""
+    """Orbax payloads hold times relative to the epoch in every key containing 'time'
+    (``epoch`` 0: as they stand, for a call marked ``absolute``)."""
     return {
         k: (v + epoch if "time" in k and isinstance(v, (int, float)) else v)
         for k, v in payload.items()
@@ -79,7 +85,8 @@ class Replay:
         for call in g.data["calls"]:
             t = float(call["t"])
             if "orbax" in call:
-                rec.record_payload(_absolute(call["orbax"], g.epoch), timestamp=g.epoch + t)
+                shift = 0.0 if call.get("absolute") else g.epoch
+                rec.record_payload(_absolute(call["orbax"], shift), timestamp=g.epoch + t)
                 continue
             method = getattr(rec, call["method"])
             kwargs = {k: v for k, v in call.items() if k not in ("t", "method")}
@@ -136,6 +143,31 @@ class Replay:
                     _when(g.epoch, query["start"]), _when(g.epoch, query["end"])
                 )
             )
+        if method == "get_job_goodput_with_exclusions":
+            gp, breakdown, last, excluded = calc.get_job_goodput_with_exclusions(
+                [(_when(g.epoch, a), _when(g.epoch, b)) for a, b in query["exclusions"]],
+                include_badput_breakdown=query.get("include_badput_breakdown", False),
+            )
+            return {
+                "goodput": gp,
+                "badput": names(breakdown),
+                "last_step": last,
+                "excluded": excluded,
+            }
+        if method == "checkpoint_statistics":
+            # From badput's store, where the Orbax entries went as checkpoint events.
+            stats = CheckpointBadputCalculator(
+                CheckpointLoggerOptions(job_name=g.data["job_name"]), store=self.store
+            )
+            if query["operation"] == "save":
+                result = stats.calculate_save_operation_checkpoint_manager_blocking_time(
+                    query["operation_type"]
+                )
+            else:
+                result = stats.calculate_restore_operation_checkpoint_manager_blocking_time(
+                    query["operation_type"]
+                )
+            return dataclasses.asdict(result)
         raise AssertionError(f"unknown golden query {method}")
 
 

@@ -22,6 +22,8 @@ DIFFERENCES = {
     "sparse_step_logging",
     "elastic_wait_in_loop",
     "interval_slice_efficiency",
+    "eval_after_last_step",
+    "exclusion_inside_steps",
 }
 
 
@@ -153,3 +155,54 @@ def test_interval_slice_efficiency_keeps_the_count_in_force() -> None:
     assert ours["stepping_slice_efficiency"] == pytest.approx(65 / 70)
     assert ours["available_slice_efficiency"] == pytest.approx(65 / 70)
     assert ours["interval_goodput"] == ref["interval_goodput"]
+
+
+def test_an_eval_after_the_last_step_is_not_productive() -> None:
+    """Steps 0..19 of 2 s, step 20 starts at 40 s, an eval 42..46 s, job end at 46 s. The
+    library takes the last step's start to job_end (6 s) as productive and sees no eval
+    (it counts a custom event only between two step starts): 100 % goodput. The drop-in
+    also runs the last step to job_end (ACCOUNTING.md §6) but still takes recorded
+    intervals out of it: 42 s productive, EVAL 4 s."""
+    _, ref, ours = both("eval_after_last_step")
+    assert ref["goodput"] == pytest.approx(100.0)
+    assert ref["badput"]["CUSTOM_BADPUT_EVENTS"] == {}
+    assert ours["goodput"] == pct(42, 46)
+    assert ours["badput"]["CUSTOM_BADPUT_EVENTS"] == {"EVAL": pct(4, 46)}
+    assert adds_up(ours) == pytest.approx(100.0)
+
+
+def exclusion_query(index: int) -> tuple[dict[str, Any], dict[str, Any]]:
+    g = golden("exclusion_inside_steps")
+    query = g.data["queries"][index]
+    return query["result"], Replay(g).run(query)
+
+
+def test_excluding_time_inside_steps_does_not_make_startup_badput() -> None:
+    """Preparation 0..10 s, untracked 10..20 s, steps of 2 s from 20 s (an eval of 4 s after
+    step 15), a crash at 64 s, restart at 79 s, job end at 105 s: 62 s of steps. Excluding
+    25..33 s (inside steps 2..6, 8 s): the library shortens those steps, so the first step
+    (2 s) looks slower than their mean and 0.47 s becomes PROGRAM_STARTUP. badput: the 8 s
+    are left out and nothing else moves: 54 s productive of 97 s."""
+    ref, ours = exclusion_query(0)
+    assert ref["excluded"] == ours["excluded"] == pytest.approx(8.0)
+    assert ref["badput"]["PROGRAM_STARTUP"] == pytest.approx(0.4851, abs=1e-4)
+    assert ref["goodput"] == pytest.approx(55.1850, abs=1e-4)
+    assert ours["badput"]["PROGRAM_STARTUP"] == 0.0
+    assert ours["goodput"] == pct(54, 97)
+    assert adds_up(ours) == pytest.approx(100.0)
+
+
+def test_an_excluded_eval_is_not_badput() -> None:
+    """The same job, excluding the eval (52..56 s). The library leaves the eval in
+    CUSTOM_BADPUT_EVENTS (4 s), takes it out of the step's productive time a second time
+    (so OTHER shrinks to 8 s) and finds 0.12 s of startup: goodput 59.29 %. badput: the
+    excluded eval is gone from every bucket: 62 s productive of 101 s, OTHER the 10 s gap."""
+    ref, ours = exclusion_query(1)
+    assert ref["excluded"] == ours["excluded"] == pytest.approx(4.0)
+    assert ref["badput"]["CUSTOM_BADPUT_EVENTS"]["EVAL"] == pct(4, 101)
+    assert ref["badput"]["OTHER"] == pct(8, 101)
+    assert ref["goodput"] == pytest.approx(59.2895, abs=1e-4)
+    assert ours["badput"]["CUSTOM_BADPUT_EVENTS"].get("EVAL", 0.0) == 0.0
+    assert ours["badput"]["OTHER"] == pct(10, 101)
+    assert ours["goodput"] == pct(62, 101)
+    assert adds_up(ours) == pytest.approx(100.0)

@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterable
 
 from badput.engine._ingest import Ingestor
 from badput.engine._model import Report
 from badput.engine._partition import Typical, compute_report, recent_step_times
+from badput.engine._ranks import RankOptions, RankTracker
 from badput.engine._steps import QueryCache
 from badput.engine._steptime import DEFAULT_SLOWDOWN_FACTOR, StepTimeStats, step_time_stats
+from badput.engine._timeline import Timeline, build_timeline
 from badput.events import Chunk, Event, EventError
 
 __all__ = ["Accountant"]
@@ -44,6 +47,9 @@ class Accountant:
         # cache, kept while the same `now` is asked again (a monitor cycle asks 3-4 queries).
         self._as_of: tuple[float, int, Ingestor, QueryCache] | None = None
         self.ideal_step_time = ideal_step_time
+        self._ranks = RankTracker()
+        #: Thresholds of the per-rank view, stragglers and stalls (docs/ranks.md).
+        self.rank_options = RankOptions()
 
     @property
     def job(self) -> str | None:
@@ -67,6 +73,7 @@ class Accountant:
         same as one Accountant reading them all, ``self``'s files first.
         """
         self._ing.absorb(other._ing)
+        self._ranks.absorb(other._ranks)
         self._cache.clear()
         self._as_of = None
 
@@ -78,16 +85,20 @@ class Accountant:
             for i, item in enumerate(chunk.items):
                 if isinstance(item, EventError):
                     self._ing.ingest(run, chunk.source, run_first)
+                    self._ranks.ingest(run, self._ing.job)
                     run = []
                     run_first = chunk.first_line + i + 1
                     self._ing.malformed(item.message, item.file or chunk.source, item.line)
                 else:
                     run.append(item)
             self._ing.ingest(run, chunk.source, run_first)
+            self._ranks.ingest(run, self._ing.job)
 
     def ingest_events(self, events: Iterable[Event], source: str | None = None) -> None:
         """Ingest events that did not come from a store (tests, other tools)."""
-        self._ing.ingest(list(events), source, 1 if source else None)
+        run = list(events)
+        self._ing.ingest(run, source, 1 if source else None)
+        self._ranks.ingest(run, self._ing.job)
 
     def report(
         self,
@@ -96,6 +107,7 @@ class Accountant:
         window: tuple[float, float] | None = None,
         ideal_step_time: float | None = None,
         typical: Typical = "median",
+        ranks: bool = True,
     ) -> Report:
         """The partition as of ``now`` (live) or of the last event (offline).
 
@@ -103,10 +115,12 @@ class Accountant:
         the one given at construction (else the best sustained estimate is used);
         ``typical="mean"`` takes each segment's typical step time as the mean of its
         steps instead of the median (ml-goodput-measurement's startup rule).
+        ``ranks``: add the per-rank view, stragglers and stalls (cumulative reports
+        only; :attr:`rank_options` holds their thresholds).
         """
         ideal = ideal_step_time if ideal_step_time is not None else self.ideal_step_time
         ing, cache = self._state_as_of(now)
-        return compute_report(
+        report = compute_report(
             ing,
             now=now,
             window=window,
@@ -114,6 +128,53 @@ class Accountant:
             typical=typical,
             cache=cache,
         )
+        if window is not None or not ranks:
+            return report
+        return self._with_ranks(report, ing, now, ideal, typical)
+
+    def _with_ranks(
+        self,
+        report: Report,
+        ing: Ingestor,
+        now: float | None,
+        ideal: float | None,
+        typical: Typical,
+    ) -> Report:
+        """``report`` with the per-rank view, stragglers and stalls (docs/ranks.md).
+
+        Each stall carries the partition of its own time (a windowed report), so a
+        hang is never shown as ordinary slowdown without saying so.
+        """
+        attempts = []
+        for i, a in enumerate(report.attempts):
+            ended = i < len(report.attempts) - 1 or report.end_reason == "job_end"
+            completed = a.end_reason == "job_end"  # what follows its last progress is shutdown
+            attempts.append((str(a.id), a.start, a.end, ended, completed))
+        live_now = now if report.end_reason == "now" else None
+        found = self._ranks.analyze(attempts, live_now, self.rank_options)
+        stalls = []
+        for stall in found.stalls:
+            inner = compute_report(
+                ing,  # the state as of `now` the report was computed on
+                now=now,
+                window=(stall.start, stall.end),
+                ideal_step_time=ideal,
+                typical=typical,
+            )
+            buckets = {k: v for k, v in inner.buckets.items() if v > 0}
+            stalls.append(dataclasses.replace(stall, buckets=buckets))
+        return dataclasses.replace(
+            report, ranks=found.ranks, stragglers=found.stragglers, stalls=stalls
+        )
+
+    def progress(self, attempt: str | int) -> tuple[float | None, float | None, float | None]:
+        """``(last progress time, last event time of a process that made progress, typical
+        step time)`` of one attempt, over every rank.
+
+        Progress is a step, a recorded interval or a completed section, not a
+        heartbeat (docs/ranks.md); ``None`` when the attempt has none yet.
+        """
+        return self._ranks.progress(str(attempt))
 
     def _state_as_of(self, now: float | None) -> tuple[Ingestor, QueryCache]:
         """The state a query at ``now`` sees, and the cache that goes with it."""
@@ -139,3 +200,11 @@ class Accountant:
             ing, last, now=now, ideal_step_time=ideal, cache=cache
         )
         return step_time_stats(times, ideal_used, slowdown_factor=slowdown_factor)
+
+    def timeline(self, report: Report | None = None) -> Timeline:
+        """Every step span and recorded interval, per attempt and rank, for drawing.
+
+        ``report`` (default: :meth:`report` of the whole job) gives the attempts and the
+        ideal step time the spans are coloured with; see :mod:`badput.engine._timeline`.
+        """
+        return build_timeline(self._ing, report if report is not None else self.report())

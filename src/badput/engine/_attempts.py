@@ -84,7 +84,8 @@ def reconstruct_attempts(ing: Ingestor, diag: DiagnosticSink) -> list[Attempt]:
 
 def attempt_id(key: str) -> str | int:
     """The id as reported: numeric ids as integers ("007" stays a string)."""
-    return int(key) if key.isdigit() and (key == "0" or not key.startswith("0")) else key
+    numeric = key.isascii() and key.isdigit() and len(key) <= 15  # not "²", not 5,000 digits
+    return int(key) if numeric and (key == "0" or not key.startswith("0")) else key
 
 
 def _finish_attempt(

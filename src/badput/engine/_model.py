@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
+from badput.engine._ranks import RankView, Stall, Straggler
+
 __all__ = [
     "BUCKETS",
     "PRODUCTIVE",
@@ -110,6 +112,10 @@ class Report:
     steps: StepCounts
     diagnostics: list[Diagnostic] = field(default_factory=list)
     window: tuple[float, float] | None = None
+    # Every rank (engine/_ranks.py, docs/ranks.md); empty for windowed reports.
+    ranks: list[RankView] = field(default_factory=list)
+    stragglers: list[Straggler] = field(default_factory=list)
+    stalls: list[Stall] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         if not isinstance(self.buckets, Buckets):  # built by hand (tests, other tools)
@@ -125,3 +131,37 @@ class Report:
         out["buckets"] = dict(self.buckets)  # zero buckets left out (documented)
         out["window"] = list(self.window) if self.window is not None else None
         return out
+
+    def to_pandas(self) -> dict[str, Any]:
+        """``{"buckets": DataFrame, "attempts": DataFrame}`` (needs ``badput[pandas]``).
+
+        ``buckets``: bucket, seconds, fraction (largest first); ``attempts``: the
+        fields of :class:`AttemptSummary`, one row per attempt. Step rows are in
+        :meth:`Timeline.to_pandas`.
+        """
+        from badput._optional import import_optional  # noqa: PLC0415
+
+        pd = import_optional("pandas", "pandas")
+        total = self.total_seconds
+        buckets = pd.DataFrame(
+            [
+                (name, seconds, seconds / total if total > 0 else 0.0)
+                for name, seconds in sorted(self.buckets.items(), key=lambda kv: -kv[1])
+            ],
+            columns=["bucket", "seconds", "fraction"],
+        )
+        attempts = pd.DataFrame(
+            [asdict(a) for a in self.attempts],
+            columns=[
+                "id",
+                "start",
+                "end",
+                "end_reason",
+                "restore_step",
+                "first_step",
+                "last_step",
+                "status",
+                "exit_code",
+            ],
+        )
+        return {"buckets": buckets, "attempts": attempts}

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from badput.monitor._base import Exporter, Snapshot
 from badput.monitor._monitor import Monitor
+from badput.monitor._vocab import window_label
 
 if TYPE_CHECKING:
     from badput.monitor.gcm import CloudMonitoringExporter
@@ -30,6 +31,7 @@ __all__ = [
     "PrometheusExporter",
     "Snapshot",
     "TensorBoardExporter",
+    "window_label",
 ]
 
 _LAZY = {

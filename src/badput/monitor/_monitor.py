@@ -36,20 +36,20 @@ the exporters; :attr:`Monitor.cpu_seconds` reports the CPU time cycles took.
 
 from __future__ import annotations
 
-import atexit
 import logging
 import math
 import os
-import sys
 import threading
 import time
-import weakref
 from collections.abc import Callable, Iterable
 from contextlib import suppress
 from pathlib import Path
 from typing import Final
 
+from badput import _lifecycle
+from badput._worker import PeriodicWorker
 from badput.analysis import LiveJob
+from badput.engine import RankOptions
 from badput.engine._steptime import DEFAULT_SLOWDOWN_FACTOR
 from badput.monitor._base import Exporter, Snapshot
 from badput.store import EventStore, open_store
@@ -75,15 +75,90 @@ _RECORDER_FLUSH_TIMEOUT: Final = 1.0
 StoreLike = EventStore | str | os.PathLike[str]
 
 
-class _ExporterState:
-    """One exporter and its failure book-keeping."""
+class _Lane:
+    """One exporter's own daemon thread: an exporter that hangs holds only its lane.
 
-    __slots__ = ("exporter", "failures", "name", "skip", "streak", "warned")
+    One task at a time: :meth:`run` refuses a new task while the last one runs, or
+    (``after_busy``) queues it to run next.
+    """
+
+    __slots__ = ("_done", "_lock", "_name", "_next", "_next_done", "_ready", "_task", "_thread")
+
+    def __init__(self, name: str) -> None:
+        self._name = name
+        self._lock = threading.Lock()
+        self._ready = threading.Event()
+        self._task: Callable[[], None] | None = None
+        self._done = threading.Event()
+        self._done.set()
+        self._next: Callable[[], None] | None = None
+        self._next_done = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    @property
+    def busy(self) -> bool:
+        return not self._done.is_set()
+
+    def run(self, task: Callable[[], None], *, after_busy: bool = False) -> threading.Event | None:
+        """Start ``task`` on the lane; the event is set when it is over. ``None``: busy."""
+        with self._lock:
+            if not self._done.is_set():
+                if not after_busy:
+                    return None
+                self._next, self._next_done = task, threading.Event()
+                return self._next_done
+            done = self._done = threading.Event()
+            self._task = task
+            if self._thread is None or not self._thread.is_alive():
+                self._thread = threading.Thread(
+                    target=self._loop, name=f"badput-export-{self._name}", daemon=True
+                )
+                self._thread.start()
+            self._ready.set()
+        return done
+
+    def _loop(self) -> None:
+        while True:
+            self._ready.wait()
+            self._ready.clear()
+            while True:
+                with self._lock:
+                    task, self._task, done = self._task, None, self._done
+                if task is None:
+                    break
+                try:
+                    task()  # tasks catch and record their own errors
+                finally:
+                    with self._lock:
+                        if self._next is not None:  # queued while busy: it runs next
+                            self._task, self._next = self._next, None
+                            self._done = self._next_done
+                    done.set()
+                if task is _QUIT:
+                    return
+
+
+def _quit() -> None:
+    return None
+
+
+_QUIT: Final = _quit
+
+# How many monitors use each exporter (by id): the last one to stop closes it.
+_exporter_users: dict[int, int] = {}
+_users_lock = threading.Lock()
+
+
+class _ExporterState:
+    """One exporter, its lane and its failure book-keeping."""
+
+    __slots__ = ("exporter", "failures", "lane", "name", "skip", "streak", "warned")
 
     def __init__(self, name: str, exporter: Exporter) -> None:
         self.name = name
         self.exporter = exporter
-        self.failures = 0  # failures so far
+        self.lane = _Lane(name)
+        self.failures = 0  # failures so far (errors and deadlines missed)
         self.streak = 0  # consecutive failures
         self.skip = 0  # cycles still to skip
         self.warned = False
@@ -96,20 +171,25 @@ def _has_job_events(path: Path, job: str) -> bool:
         return False
 
 
-def _open_live(job: str | None, store: StoreLike | None, ideal: float | None) -> LiveJob:
+def _open_live(
+    job: str | None,
+    store: StoreLike | None,
+    ideal: float | None,
+    rank_options: RankOptions | None = None,
+) -> LiveJob:
     """A LiveJob on ``store``; a path whose job has not written yet is taken as a store root."""
     if store is None:
         store = open_store()
     if isinstance(store, (str, os.PathLike)) and "://" not in os.fspath(store):
         try:
-            return LiveJob(store, job, ideal_step_time=ideal)
+            return LiveJob(store, job, ideal_step_time=ideal, rank_options=rank_options)
         except ValueError:
             path = Path(store)
             if job is None or path.is_file() or _has_job_events(path, job):
                 raise
             # The job has not written its first event yet: follow <path>/<job>/...
             store = open_store(path)
-    return LiveJob(store, job, ideal_step_time=ideal)
+    return LiveJob(store, job, ideal_step_time=ideal, rank_options=rank_options)
 
 
 def _exporter_name(exporter: Exporter, taken: set[str]) -> str:
@@ -142,9 +222,14 @@ class Monitor:
         slowdown_factor: the step-time slowdown alarm fires when the recent median
             step time exceeds ideal x this.
         clock: the time source for ``now`` (tests pass a virtual clock).
+        exporter_timeout: each exporter runs on its own thread with this deadline
+            per export (default: the interval, between 1 and 30 seconds); one that
+            misses it counts as a failure and delays no other exporter.
         on_snapshot: called with every snapshot, before the exporters and even
             before the job's first event (``badput monitor`` prints its status
             line with it); an error in it is logged once.
+        rank_options: thresholds of the stragglers and stalls in each snapshot's
+            report (:class:`~badput.engine.RankOptions`, docs/ranks.md).
 
     Snapshots are handed to exporters only once the job has at least one event
     (before that, :attr:`latest` still holds the empty snapshot).
@@ -172,6 +257,8 @@ class Monitor:
         slowdown_factor: float = DEFAULT_SLOWDOWN_FACTOR,
         clock: Callable[[], float] = time.time,
         on_snapshot: Callable[[Snapshot], None] | None = None,
+        rank_options: RankOptions | None = None,
+        exporter_timeout: float | None = None,
     ) -> None:
         interval = float(interval)
         if not (math.isfinite(interval) and interval > 0):
@@ -189,7 +276,7 @@ class Monitor:
             math.isfinite(ideal_step_time) and ideal_step_time > 0
         ):
             raise ValueError(f"ideal_step_time must be positive, got {ideal_step_time}")
-        self._live = _open_live(job, store, ideal_step_time)
+        self._live = _open_live(job, store, ideal_step_time, rank_options)
         self.job: str = self._live.job
         self.interval = interval
         self.rolling_windows: tuple[float, ...] = tuple(windows)
@@ -199,6 +286,15 @@ class Monitor:
         self._on_snapshot = on_snapshot
         taken: set[str] = set()
         self._exporters = [_ExporterState(_exporter_name(e, taken), e) for e in exporters]
+        if exporter_timeout is None:
+            exporter_timeout = max(1.0, min(interval, 30.0))
+        if not (math.isfinite(exporter_timeout) and exporter_timeout > 0):
+            raise ValueError(f"exporter_timeout must be positive, got {exporter_timeout}")
+        self.exporter_timeout = float(exporter_timeout)
+        with _users_lock:
+            for st in self._exporters:
+                key = id(st.exporter)
+                _exporter_users[key] = _exporter_users.get(key, 0) + 1
         self._max_skip = max(1, min(MAX_BACKOFF_CYCLES, int(MAX_BACKOFF_SECONDS // interval)))
         self._sequence = 0
         self._latest: Snapshot | None = None
@@ -207,32 +303,37 @@ class Monitor:
         self._cycles = 0
         self._skipped_cycles = 0
         self._setup_process()
-        _live_monitors.add(self)
+        _lifecycle.track(LIVE_GROUP, self)
 
     def _setup_process(self) -> None:
         """Thread state (also reset in a forked child)."""
         self._cycle_lock = threading.Lock()  # one cycle at a time
         self._state_lock = threading.Lock()
-        self._wake = threading.Event()
-        self._thread: threading.Thread | None = None
+        self._worker = PeriodicWorker(
+            "badput-monitor", self.interval, self._cycle, finish=lambda final: self._shutdown()
+        )
+        self._thread: threading.Thread | None = None  # the thread that does the shutdown
         self._stopping = False  # stop() was called: no restart
         self._final_flush = True
         self._closed = False  # exporters closed
+        self._stop_deadline: float | None = None  # monotonic time stop() stops waiting
+        self._left_behind = False  # the shutdown gave up on a hung exporter
 
     def _after_fork_child(self) -> None:
         """In a forked child: a stopped monitor (no thread; the parent's exporters left alone)."""
         self._setup_process()
         self._stopping = True
         self._closed = True
-        _live_monitors.discard(self)
+        for st in self._exporters:
+            st.lane = _Lane(st.name)  # the parent's lane threads do not exist here
+        _lifecycle.untrack(LIVE_GROUP, self)
 
     # ----------------------------------------------------------------- state
 
     @property
     def running(self) -> bool:
         """``True`` while the monitor's thread runs cycles (``False`` once stopping)."""
-        thread = self._thread
-        return thread is not None and thread.is_alive() and not self._stopping
+        return self._worker.running and not self._stopping
 
     @property
     def latest(self) -> Snapshot | None:
@@ -275,10 +376,7 @@ class Monitor:
         with self._state_lock:
             if self._stopping:
                 raise RuntimeError("this Monitor is stopped (or was inherited by fork)")
-            if self._thread is None:
-                thread = threading.Thread(target=self._run, name="badput-monitor", daemon=True)
-                thread.start()
-                self._thread = thread
+            self._worker.start()  # False when already running: idempotent
         return self
 
     def stop(self, final_flush: bool = True, timeout: float | None = 10.0) -> bool:
@@ -294,23 +392,25 @@ class Monitor:
                 thread = self._thread
                 if thread is not None and thread is not threading.current_thread():
                     thread.join(timeout)
-                    return not thread.is_alive()
-                return self._closed
+                    return not thread.is_alive() and not self._left_behind
+                return self._closed and not self._left_behind
             self._stopping = True
             self._final_flush = final_flush
-            thread = self._thread
-            if thread is None:
+            if timeout is not None:
+                # Exports and closes of the shutdown give up in time for this call.
+                self._stop_deadline = time.monotonic() + 0.9 * timeout
+            thread = self._worker.signal(final=final_flush)
+            if thread is None:  # never started: the shutdown runs on a helper thread
                 thread = threading.Thread(
                     target=self._shutdown, name="badput-monitor-stop", daemon=True
                 )
                 thread.start()
-                self._thread = thread
-        _live_monitors.discard(self)
-        self._wake.set()
+            self._thread = thread
+        _lifecycle.untrack(LIVE_GROUP, self)
         if thread is threading.current_thread():  # stop() called by an exporter
             return False
         thread.join(timeout)
-        return not thread.is_alive()
+        return not thread.is_alive() and not self._left_behind
 
     def run_once(self) -> Snapshot:
         """Run one cycle now, in the calling thread, and return its snapshot.
@@ -337,18 +437,6 @@ class Monitor:
 
     # ----------------------------------------------------------------- thread
 
-    def _run(self) -> None:
-        interval = self.interval
-        next_at = time.monotonic()
-        while not self._stopping:
-            self._cycle()
-            next_at += interval
-            now = time.monotonic()
-            if next_at < now:  # a cycle overran: skip the missed slots
-                next_at = now + interval - (now - next_at) % interval
-            self._wake.wait(next_at - now)
-        self._shutdown()
-
     def _shutdown(self) -> None:
         try:
             if self._final_flush:
@@ -356,16 +444,52 @@ class Monitor:
         finally:
             self._close_exporters()
 
+    def _deadline(self) -> float:
+        """When the exports of this cycle stop being waited for (monotonic)."""
+        deadline = time.monotonic() + self.exporter_timeout
+        stop = self._stop_deadline
+        return deadline if stop is None else min(deadline, stop)
+
     def _close_exporters(self) -> None:
+        """Close each exporter this monitor is the last user of, each on its lane, in
+        parallel, bounded by the exporter deadline (and stop()'s timeout)."""
         with self._state_lock:
             if self._closed:
                 return
             self._closed = True
+        waits: list[tuple[_ExporterState, threading.Event]] = []
         for st in self._exporters:
-            try:
-                st.exporter.close()
-            except Exception as exc:
-                logger.warning("badput: closing exporter %r failed: %r", st.name, exc)
+            with _users_lock:
+                key = id(st.exporter)
+                left = _exporter_users.get(key, 1) - 1
+                if left > 0:
+                    _exporter_users[key] = left
+                else:
+                    _exporter_users.pop(key, None)
+            if left > 0:  # another monitor still exports to it
+                continue
+
+            def close(st: _ExporterState = st) -> None:
+                try:
+                    st.exporter.close()
+                except Exception as exc:
+                    logger.warning("badput: closing exporter %r failed: %r", st.name, exc)
+
+            done = st.lane.run(close, after_busy=True)  # after a hung export returns
+            assert done is not None
+            waits.append((st, done))
+        deadline = self._deadline()
+        for st, done in waits:
+            if not done.wait(max(deadline - time.monotonic(), 0.0)):
+                self._left_behind = True
+                logger.warning(
+                    "badput: exporter %r did not finish within %gs; it is closed in the "
+                    "background when it returns",
+                    st.name,
+                    self.exporter_timeout,
+                )
+            else:
+                st.lane.run(_QUIT)
 
     # ------------------------------------------------------------------ cycle
 
@@ -423,34 +547,36 @@ class Monitor:
                 self._cpu += time.thread_time() - t0
 
     def _export(self, snapshot: Snapshot, *, final: bool) -> None:
+        """Hand ``snapshot`` to every exporter on its own lane, all at once; wait for
+        them until the deadline. A slow exporter delays no other one."""
+        running: list[tuple[_ExporterState, threading.Event, list[BaseException]]] = []
         for st in self._exporters:
             if st.skip > 0 and not final:  # the final cycle tries every exporter
                 st.skip -= 1
                 continue
-            try:
-                st.exporter.export(snapshot)
-            except Exception as exc:
-                st.failures += 1
-                st.streak += 1
-                st.skip = min(2 ** (st.streak - 1), self._max_skip)
-                if not st.warned:
-                    st.warned = True
-                    logger.warning(
-                        "badput: exporter %r failed: %s: %s; backing off (skipping it for "
-                        "1, 2, 4... cycles while it fails; further failures are logged at "
-                        "debug level). The training run is not affected.",
-                        st.name,
-                        type(exc).__name__,
-                        exc,
-                    )
-                else:
-                    logger.debug(
-                        "badput: exporter %r failed again (%d in a row): %r; skipping %d cycles",
-                        st.name,
-                        st.streak,
-                        exc,
-                        st.skip,
-                    )
+            errors: list[BaseException] = []
+
+            def export(st: _ExporterState = st, errors: list[BaseException] = errors) -> None:
+                try:
+                    st.exporter.export(snapshot)
+                except BaseException as exc:
+                    errors.append(exc)
+
+            done = st.lane.run(export)
+            if done is None:  # still in an export that missed its deadline
+                self._left_behind = final
+                logger.debug("badput: exporter %r is still busy; skipped", st.name)
+                continue
+            running.append((st, done, errors))
+        deadline = self._deadline()
+        for st, done, errors in running:
+            if not done.wait(max(deadline - time.monotonic(), 0.0)):
+                self._left_behind = final
+                self._failed(
+                    st, TimeoutError(f"no answer within {self.exporter_timeout:g}s (hung?)")
+                )
+            elif errors:
+                self._failed(st, errors[0])
             else:
                 if st.streak:
                     logger.debug(
@@ -458,6 +584,29 @@ class Monitor:
                     )
                 st.streak = 0
                 st.skip = 0
+
+    def _failed(self, st: _ExporterState, exc: BaseException) -> None:
+        st.failures += 1
+        st.streak += 1
+        st.skip = min(2 ** (st.streak - 1), self._max_skip)
+        if not st.warned:
+            st.warned = True
+            logger.warning(
+                "badput: exporter %r failed: %s: %s; backing off (skipping it for "
+                "1, 2, 4... cycles while it fails; further failures are logged at "
+                "debug level). The training run is not affected.",
+                st.name,
+                type(exc).__name__,
+                exc,
+            )
+        else:
+            logger.debug(
+                "badput: exporter %r failed again (%d in a row): %r; skipping %d cycles",
+                st.name,
+                st.streak,
+                exc,
+                st.skip,
+            )
 
     def _warn_once(self, key: str, msg: str, *args: object) -> None:
         if key in self._warned:
@@ -467,24 +616,20 @@ class Monitor:
         logger.warning(msg, *args)
 
 
-# Live monitors, for the atexit and after-fork hooks.
-_live_monitors: weakref.WeakSet[Monitor] = weakref.WeakSet()
+#: The lifecycle registry group of live monitors.
+LIVE_GROUP: Final = "monitors"
 
 
 def flush_live_recorders(timeout: float = _RECORDER_FLUSH_TIMEOUT) -> None:
-    """At exit, before a monitor's final cycle: flush this process's recorders (if the
-    recorder module was ever imported) so that the final cycle sees the job's last events.
-    Never raises."""
-    recorder = sys.modules.get("badput.recorder")
-    if recorder is None:
-        return
-    for rec in list(getattr(recorder, "_live", ())):
+    """At exit, before a monitor's final cycle: flush this process's recorders so that
+    the final cycle sees the job's last events. Never raises."""
+    for rec in _lifecycle.live("recorders"):
         with suppress(Exception):
             rec.flush(timeout=timeout)
 
 
 def _stop_all() -> None:
-    monitors = list(_live_monitors)
+    monitors = _lifecycle.live(LIVE_GROUP)
     if not monitors:
         return
     flush_live_recorders()
@@ -494,11 +639,10 @@ def _stop_all() -> None:
 
 
 def _after_fork_in_child() -> None:
-    for monitor in list(_live_monitors):
+    for monitor in _lifecycle.live(LIVE_GROUP):
         with suppress(Exception):
             monitor._after_fork_child()
 
 
-atexit.register(_stop_all)
-if hasattr(os, "register_at_fork"):
-    os.register_at_fork(after_in_child=_after_fork_in_child)
+_lifecycle.on_exit(_stop_all, _lifecycle.ORDER_MONITORS)
+_lifecycle.on_fork_child(_after_fork_in_child)

@@ -43,9 +43,10 @@ import logging
 import math
 import os
 import threading
+import urllib.error
 import urllib.request
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Final
 
 from badput._optional import import_optional
 from badput.engine import Report
@@ -60,6 +61,7 @@ __all__ = [
     "CloudMonitoringExporter",
     "badput_sources",
     "create_time_series",
+    "gce_metadata",
     "goodput_seconds",
     "make_series",
 ]
@@ -242,13 +244,25 @@ class CloudMonitoringExporter:
         self.include_intervals = include_intervals
         self.timeout = timeout
         self.min_interval = min_interval
-        self.client: Any = client if client is not None else self._types.MetricServiceClient()
+        self.client: Any = client if client is not None else self._new_client()
         self._lock = threading.Lock()
         self._last_write: float | None = None
         self._pending: Snapshot | None = None
         self._closed = False
 
     # -- the Exporter protocol -------------------------------------------------
+
+    def _new_client(self) -> Any:
+        try:
+            return self._types.MetricServiceClient()
+        except Exception as exc:
+            if "Credentials" not in type(exc).__name__:
+                raise
+            # google.auth's message spans many lines; one is enough to act on.
+            raise OSError(
+                "no Google Cloud credentials found (run `gcloud auth application-default "
+                "login` or set GOOGLE_APPLICATION_CREDENTIALS)"
+            ) from None
 
     def export(self, snapshot: Snapshot) -> None:
         """Write ``snapshot`` (one request per 200 series; raises on failure)."""
@@ -348,17 +362,39 @@ class CloudMonitoringExporter:
         self._last_write = snapshot.time
 
 
+#: HTTP answers of the metadata server worth asking again.
+_RETRYABLE: Final = frozenset({429, 500, 502, 503, 504})
+
+
+def gce_metadata(path: str, *, timeout: float = 2.0, retries: int = 1) -> str | None:
+    """``computeMetadata/v1/<path>`` from the GCE metadata server, or ``None`` (off GCE,
+    or an error). The one metadata client of badput (the compat layer uses it too).
+
+    The server is ``$GCE_METADATA_HOST`` (else ``metadata.google.internal``), asked
+    directly, never through a proxy; a busy answer (429, 5xx) is asked again up to
+    ``retries`` times in all.
+    """
+    host = os.environ.get("GCE_METADATA_HOST", "metadata.google.internal")
+    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+    for _ in range(max(1, retries)):
+        request = urllib.request.Request(
+            f"http://{host}/computeMetadata/v1/{path}", headers={"Metadata-Flavor": "Google"}
+        )
+        try:
+            with opener.open(request, timeout=timeout) as resp:
+                return str(resp.read().decode())
+        except urllib.error.HTTPError as exc:
+            if exc.code not in _RETRYABLE:
+                return None
+        except (OSError, ValueError):
+            return None  # no metadata server: not on GCE
+    return None
+
+
 def _metadata_zone(timeout: float) -> str | None:
     """The VM's zone from the GCE metadata server (``None`` off GCE)."""
-    host = os.environ.get("GCE_METADATA_HOST", "metadata.google.internal")
-    request = urllib.request.Request(
-        f"http://{host}/computeMetadata/v1/instance/zone", headers={"Metadata-Flavor": "Google"}
-    )
-    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))  # never via a proxy
-    try:
-        with opener.open(request, timeout=timeout) as resp:
-            text = resp.read().decode()
-    except (OSError, ValueError):
+    text = gce_metadata("instance/zone", timeout=timeout)
+    if text is None:
         return None
     zone = text.strip().rsplit("/", 1)[-1]  # projects/123/zones/us-central1-a
     return zone or None

@@ -23,6 +23,10 @@ name                               unit  value (extra attributes)
 ``badput.window.observed_goodput`` 1     observed goodput of a window (``window``)
 ``badput.window.seconds``          s     seconds per bucket in a window (``window``, ``bucket``)
 ``badput.window.elapsed``          s     the window's length, clipped to the job
+``badput.stalled``                 1     1 while no rank makes progress (docs/ranks.md)
+``badput.stall_seconds``           s     how long (0 when not stalled)
+``badput.stragglers``              1     ranks below the straggler score threshold
+``badput.straggler.score``         1     each straggler's lower score (``rank``, ``section``)
 =================================  ====  ============================================
 
 ``window`` is the window length as ``"<seconds>s"`` (``"60s"``, ``"3600s"``). A
@@ -32,7 +36,9 @@ vanish from dashboards; the same for a window's buckets.
 
 from __future__ import annotations
 
+import socket
 import threading
+import urllib.parse
 from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -40,18 +46,15 @@ from badput import __version__
 from badput._optional import import_optional
 from badput.engine import Report
 from badput.monitor._base import Snapshot
+from badput.monitor._rankmetrics import stall_state
+from badput.monitor._vocab import METRICS, window_label
 
 if TYPE_CHECKING:
     from opentelemetry.metrics import CallbackOptions, MeterProvider, Observation
 
-__all__ = ["OpenTelemetryExporter", "window_label"]
+__all__ = ["OpenTelemetryExporter", "probe_collector", "window_label"]
 
 _EXTRA = "otel"
-
-
-def window_label(seconds: float) -> str:
-    """The ``window`` attribute of a rolling window: ``60.0`` → ``"60s"``."""
-    return f"{seconds:g}s"
 
 
 class _JobState:
@@ -104,49 +107,41 @@ class OpenTelemetryExporter:
         self._closed = False
         self._timeout = timeout
         self._owned: Any = None  # an SDK MeterProvider we built (untyped: lazily imported)
+        self._pushes: _PushBook | None = None
         if meter_provider is not None:
             provider: MeterProvider = meter_provider
         elif endpoint is not None:
-            self._owned = _otlp_provider(endpoint, export_interval, headers, timeout)
+            self._pushes = _PushBook(endpoint)
+            self._owned = _otlp_provider(endpoint, export_interval, headers, timeout, self._pushes)
             provider = self._owned
         else:
             provider = metrics.get_meter_provider()
         self.meter_provider = provider
         meter = provider.get_meter("badput", __version__)
-        gauges: list[tuple[str, str, str, Callable[[CallbackOptions], Iterable[Observation]]]] = [
-            ("badput.goodput", "1", "Goodput: productive time / total time", self._goodput),
-            (
-                "badput.observed_goodput",
-                "1",
-                "Observed goodput: (productive + slowdown) / total time",
-                self._observed,
-            ),
-            ("badput.seconds", "s", "Seconds of the job's time per bucket", self._seconds),
-            ("badput.elapsed", "s", "The job's total time so far", self._elapsed),
-            ("badput.disruptions", "1", "Restarts so far", self._disruptions),
-            ("badput.last_step", "1", "The last step reached", self._last_step),
-            ("badput.ideal_step_time", "s", "The ideal step time", self._ideal),
-            (
-                "badput.step_time_deviation",
-                "s",
-                "Recent step-time deviation (ml-goodput-measurement's statistic)",
-                self._deviation,
-            ),
-            (
-                "badput.at_risk",
-                "s",
-                "Kept step time since the newest checkpoint (wasted if the job crashed now)",
-                self._at_risk,
-            ),
-            ("badput.window.goodput", "1", "Goodput of a rolling window", self._w_goodput),
-            (
-                "badput.window.observed_goodput",
-                "1",
-                "Observed goodput of a rolling window",
-                self._w_observed,
-            ),
-            ("badput.window.seconds", "s", "Seconds per bucket in a rolling window", self._w_sec),
-            ("badput.window.elapsed", "s", "Length of a rolling window (clipped)", self._w_elapsed),
+        callbacks: dict[str, Callable[[CallbackOptions], Iterable[Observation]]] = {
+            "goodput": self._goodput,
+            "observed_goodput": self._observed,
+            "seconds": self._seconds,
+            "elapsed": self._elapsed,
+            "disruptions": self._disruptions,
+            "last_step": self._last_step,
+            "ideal_step_time": self._ideal,
+            "step_time_deviation": self._deviation,
+            "at_risk": self._at_risk,
+            "window.goodput": self._w_goodput,
+            "window.observed_goodput": self._w_observed,
+            "window.seconds": self._w_sec,
+            "window.elapsed": self._w_elapsed,
+        }
+        gauges = [
+            (METRICS[key].otel, METRICS[key].unit, METRICS[key].description, callback)
+            for key, callback in callbacks.items()
+        ]
+        gauges += [  # the per-rank metrics (not shared with the other exporters)
+            ("badput.stalled", "1", "1 while no rank makes progress", self._stalled),
+            ("badput.stall_seconds", "s", "Seconds without progress", self._stall_seconds),
+            ("badput.stragglers", "1", "Ranks below the straggler threshold", self._stragglers),
+            ("badput.straggler.score", "1", "A straggler's lower score", self._straggler_score),
         ]
         self._observation: Any = metrics.Observation  # the class, bound once
         for gname, unit, description, callback in gauges:
@@ -157,7 +152,17 @@ class OpenTelemetryExporter:
     # -- the Exporter protocol -------------------------------------------------
 
     def export(self, snapshot: Snapshot) -> None:
-        """Keep ``snapshot`` for the next collection (no I/O)."""
+        """Keep ``snapshot`` for the next collection (no I/O).
+
+        With an ``endpoint``, pushes happen on the SDK's thread: a push that failed
+        since the last call is raised here (``OSError``), so that the monitor
+        counts it, backs off and warns once, as for the other exporters.
+        """
+        pushes = self._pushes
+        if pushes is not None:
+            failure = pushes.take_failure()
+            if failure is not None:
+                raise failure
         with self._lock:
             if self._closed:
                 return
@@ -242,6 +247,24 @@ class OpenTelemetryExporter:
                 out.append(self._obs(get(rep), st.snapshot.job, window=window_label(w)))
         return out
 
+    def _stalled(self, _: CallbackOptions) -> Iterable[Observation]:
+        return self._per_job(lambda s: 1.0 if stall_state(s)[0] else 0.0)
+
+    def _stall_seconds(self, _: CallbackOptions) -> Iterable[Observation]:
+        return self._per_job(lambda s: stall_state(s)[1])
+
+    def _stragglers(self, _: CallbackOptions) -> Iterable[Observation]:
+        return self._per_job(lambda s: float(len(s.report.stragglers)))
+
+    def _straggler_score(self, _: CallbackOptions) -> Iterable[Observation]:
+        out = []
+        for st in self._states():
+            snap = st.snapshot
+            for s in snap.report.stragglers:
+                score = min(s.relative_score or 1.0, s.individual_score or 1.0)
+                out.append(self._obs(score, snap.job, rank=str(s.rank), section=s.section))
+        return out
+
     def _w_goodput(self, _: CallbackOptions) -> Iterable[Observation]:
         return self._per_window(lambda r: r.goodput)
 
@@ -263,11 +286,68 @@ class OpenTelemetryExporter:
         return out
 
 
+class _PushBook:
+    """Failures of the SDK's pushes, and their back-off (1, 2, 4... pushes skipped)."""
+
+    def __init__(self, endpoint: str) -> None:
+        self.endpoint = endpoint
+        self._lock = threading.Lock()
+        self.failures = 0  # pushes that failed
+        self.skipped = 0  # pushes not attempted while backing off
+        self._streak = 0
+        self._skip = 0
+        self._pending: OSError | None = None
+
+    def should_skip(self) -> bool:
+        with self._lock:
+            if self._skip > 0:
+                self._skip -= 1
+                self.skipped += 1
+                return True
+            return False
+
+    def failed(self, why: str) -> None:
+        with self._lock:
+            self.failures += 1
+            self._streak += 1
+            self._skip = min(2 ** (self._streak - 1), _MAX_SKIPPED_PUSHES)
+            if self._pending is None:
+                self._pending = OSError(f"OTLP push to {self.endpoint} failed: {why}")
+
+    def succeeded(self) -> None:
+        with self._lock:
+            self._streak = 0
+            self._skip = 0
+
+    def take_failure(self) -> OSError | None:
+        with self._lock:
+            failure, self._pending = self._pending, None
+            return failure
+
+
+#: Most pushes skipped in a row while the collector keeps failing.
+_MAX_SKIPPED_PUSHES = 32
+
+
+def probe_collector(endpoint: str, timeout: float = 3.0) -> None:
+    """Raise ``OSError`` (one line) when nothing accepts connections at ``endpoint``'s
+    host and port (``badput monitor --otlp`` checks this before it starts)."""
+    parts = urllib.parse.urlsplit(endpoint)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise OSError(f"not an OTLP/HTTP URL: {endpoint!r}")
+    port = parts.port or (443 if parts.scheme == "https" else 80)
+    try:
+        socket.create_connection((parts.hostname, port), timeout=timeout).close()
+    except OSError as exc:
+        raise OSError(f"no OTLP collector at {endpoint}: {exc.strerror or exc}") from None
+
+
 def _otlp_provider(
     endpoint: str,
     export_interval: float | None,
     headers: Mapping[str, str] | None,
     timeout: float,
+    pushes: _PushBook,
 ) -> Any:  # an SDK MeterProvider (lazily imported)
     sdk_metrics = import_optional("opentelemetry.sdk.metrics", _EXTRA)
     sdk_export = import_optional("opentelemetry.sdk.metrics.export", _EXTRA)
@@ -275,7 +355,27 @@ def _otlp_provider(
     http_exporter = import_optional(
         "opentelemetry.exporter.otlp.proto.http.metric_exporter", _EXTRA
     )
-    exporter = http_exporter.OTLPMetricExporter(
+
+    base: Any = http_exporter.OTLPMetricExporter
+
+    class CountingExporter(base):  # type: ignore[misc]
+        """Counts failed pushes (the SDK only logs them) and backs off."""
+
+        def export(self, metrics_data: Any, timeout_millis: float = 10_000, **kw: Any) -> Any:
+            if pushes.should_skip():
+                return sdk_export.MetricExportResult.FAILURE
+            try:
+                result = super().export(metrics_data, timeout_millis=timeout_millis, **kw)
+            except Exception as exc:
+                pushes.failed(f"{type(exc).__name__}: {exc}")
+                return sdk_export.MetricExportResult.FAILURE
+            if result == sdk_export.MetricExportResult.SUCCESS:
+                pushes.succeeded()
+            else:
+                pushes.failed("the collector refused or did not answer")
+            return result
+
+    exporter = CountingExporter(
         endpoint=endpoint, headers=dict(headers) if headers else None, timeout=timeout
     )
     reader = sdk_export.PeriodicExportingMetricReader(

@@ -21,6 +21,13 @@ Gauges (all labelled ``job``, the training job's name; seconds unless a ratio)::
     badput_window_observed_goodput_ratio{window}
     badput_window_elapsed_seconds{window}
     badput_window_seconds{window,bucket}
+    badput_stalled                            1 while no rank makes progress (docs/ranks.md)
+    badput_stall_seconds                      how long, 0 when not stalled
+    badput_stalls_total                       stalls found so far
+    badput_stall_first_stopped{rank}          1 for each rank that stopped first
+    badput_stragglers                         ranks below the score threshold
+    badput_straggler{rank,host,section}       1 for each straggler (rank, section)
+    badput_rank_score{rank,section,score}     every rank's relative / individual score
 
 A custom collector renders the latest snapshot of each job at scrape time, so no stale
 label set survives. Bucket series form a stable set: once a bucket has appeared for a
@@ -40,7 +47,6 @@ jobs pushing under the same ``push_job`` replace each other's group.
 
 from __future__ import annotations
 
-import math
 import threading
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
@@ -48,19 +54,14 @@ from typing import TYPE_CHECKING, Any
 
 from badput._optional import import_optional
 from badput.monitor._base import Snapshot
+from badput.monitor._rankmetrics import stall_state
+from badput.monitor._vocab import METRICS, window_label
 
 if TYPE_CHECKING:
     from prometheus_client.metrics_core import Metric
     from prometheus_client.registry import CollectorRegistry
 
 __all__ = ["PrometheusExporter"]
-
-
-def window_name(seconds: float) -> str:
-    """``3600.0`` → ``"3600s"``, ``0.5`` → ``"0.5s"`` (the ``window`` label value)."""
-    if math.isfinite(seconds) and float(seconds).is_integer():
-        return f"{int(seconds)}s"
-    return f"{seconds!r}s"
 
 
 @dataclass
@@ -115,29 +116,26 @@ def _families(core: Any, states: list[_JobState]) -> list[Metric]:
     def gauge(name: str, doc: str, *labels: str) -> Any:
         return core.GaugeMetricFamily(name, doc, labels=["job", *labels])
 
-    goodput = gauge("badput_goodput_ratio", "Productive time / total time.")
-    observed = gauge("badput_observed_goodput_ratio", "(Productive + slowdown) / total time.")
-    seconds = gauge("badput_seconds", "Seconds of the job's time in each bucket.", "bucket")
-    elapsed = gauge("badput_elapsed_seconds", "Total time of the job so far.")
-    disruptions = gauge("badput_disruptions_total", "Restarts so far (attempts after the first).")
-    last_step = gauge("badput_last_step", "The last step reached.")
-    ideal = gauge("badput_ideal_step_seconds", "The ideal step time.")
-    deviation = gauge(
-        "badput_step_time_deviation_seconds",
-        "Step-time deviation (the ml-goodput-measurement statistic).",
-    )
+    def shared(key: str, *labels: str) -> Any:  # a metric of the one vocabulary
+        m = METRICS[key]
+        return gauge(m.prometheus, f"{m.description}.", *labels)
+
+    goodput = shared("goodput")
+    observed = shared("observed_goodput")
+    seconds = shared("seconds", "bucket")
+    elapsed = shared("elapsed")
+    disruptions = shared("disruptions")
+    last_step = shared("last_step")
+    ideal = shared("ideal_step_time")
+    deviation = shared("step_time_deviation")
     alarm = gauge("badput_slowdown_alarm", "1 when recent steps are slower than ideal x factor.")
-    at_risk = gauge("badput_at_risk_seconds", "Step time whose progress is not checkpointed yet.")
+    at_risk = shared("at_risk")
     stamp = gauge("badput_snapshot_timestamp_seconds", "Unix time the snapshot describes.")
     last_event = gauge("badput_last_event_timestamp_seconds", "Unix time of the newest event.")
-    w_goodput = gauge("badput_window_goodput_ratio", "Goodput of a rolling window.", "window")
-    w_observed = gauge(
-        "badput_window_observed_goodput_ratio", "Observed goodput of a rolling window.", "window"
-    )
-    w_elapsed = gauge("badput_window_elapsed_seconds", "Length of a rolling window.", "window")
-    w_seconds = gauge(
-        "badput_window_seconds", "Seconds in each bucket of a rolling window.", "window", "bucket"
-    )
+    w_goodput = shared("window.goodput", "window")
+    w_observed = shared("window.observed_goodput", "window")
+    w_elapsed = shared("window.elapsed", "window")
+    w_seconds = shared("window.seconds", "window", "bucket")
     for state in states:
         snap = state.snapshot
         r = snap.report
@@ -166,7 +164,7 @@ def _families(core: Any, states: list[_JobState]) -> list[Metric]:
             last_event.add_metric([job], snap.last_event_time)
         for w in sorted(snap.windows):
             wr = snap.windows[w]
-            label = window_name(w)
+            label = window_label(w)
             w_goodput.add_metric([job, label], wr.goodput)
             w_observed.add_metric([job, label], wr.observed_goodput)
             w_elapsed.add_metric([job, label], wr.total_seconds)
@@ -190,7 +188,47 @@ def _families(core: Any, states: list[_JobState]) -> list[Metric]:
         w_elapsed,
         w_seconds,
     ]
+    families += _rank_families(core, states)
     return [f for f in families if f.samples]
+
+
+def _rank_families(core: Any, states: list[_JobState]) -> list[Metric]:
+    """Stall and straggler gauges; per rank, since Prometheus copes with that many series."""
+
+    def gauge(name: str, doc: str, *labels: str) -> Any:
+        return core.GaugeMetricFamily(name, doc, labels=["job", *labels])
+
+    stalled = gauge("badput_stalled", "1 while no rank makes progress beyond the threshold.")
+    stall_s = gauge("badput_stall_seconds", "Seconds without progress (0 when not stalled).")
+    stalls = gauge("badput_stalls_total", "Stalls found so far.")
+    first = gauge("badput_stall_first_stopped", "1 for each rank that stopped first.", "rank")
+    count = gauge("badput_stragglers", "Ranks below the straggler score threshold.")
+    flag = gauge("badput_straggler", "1 for each straggler.", "rank", "host", "section")
+    score = gauge(
+        "badput_rank_score", "A rank's section score (1 = reference).", "rank", "section", "score"
+    )
+    for state in states:
+        snap = state.snapshot
+        job = snap.job
+        rep = snap.report
+        is_stalled, seconds, ranks = stall_state(snap)
+        stalled.add_metric([job], 1.0 if is_stalled else 0.0)
+        stall_s.add_metric([job], seconds)
+        stalls.add_metric([job], float(len(rep.stalls)))
+        for r in ranks:
+            first.add_metric([job, str(r)], 1.0)
+        count.add_metric([job], float(len(rep.stragglers)))
+        for s in rep.stragglers:
+            flag.add_metric([job, str(s.rank), s.host or "", s.section], 1.0)
+        for view in rep.ranks:
+            for name, sec in view.sections.items():
+                for kind, value in (
+                    ("relative", sec.relative_score),
+                    ("individual", sec.individual_score),
+                ):
+                    if value is not None:
+                        score.add_metric([job, str(view.rank), name, kind], value)
+    return [stalled, stall_s, stalls, first, count, flag, score]
 
 
 class PrometheusExporter:

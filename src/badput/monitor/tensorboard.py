@@ -39,7 +39,6 @@ history already written is never rewritten.
 
 from __future__ import annotations
 
-import math
 import os
 from typing import Any
 
@@ -47,15 +46,13 @@ from badput._optional import import_optional
 from badput.engine import Report
 from badput.engine._model import PRODUCTIVE
 from badput.monitor._base import Snapshot
+from badput.monitor._rankmetrics import rank_scalars
+from badput.monitor._vocab import METRICS, window_label
 
 __all__ = ["TensorBoardExporter"]
 
-
-def window_name(seconds: float) -> str:
-    """``3600.0`` → ``"3600s"``, ``0.5`` → ``"0.5s"`` (the label of a rolling window)."""
-    if math.isfinite(seconds) and float(seconds).is_integer():
-        return f"{int(seconds)}s"
-    return f"{seconds!r}s"
+# The tags of the metrics TensorBoard shares with the other exporters.
+_TAG = {key: m.tensorboard for key, m in METRICS.items() if m.tensorboard is not None}
 
 
 def _fraction(seconds: float, total: float) -> float:
@@ -120,9 +117,9 @@ class TensorBoardExporter:
     def _values(self, snapshot: Snapshot) -> dict[str, float]:
         r = snapshot.report
         out: dict[str, float] = {
-            "goodput/goodput": r.goodput,
-            "goodput/observed": r.observed_goodput,
-            "goodput/at_risk": r.at_risk_seconds,
+            _TAG["goodput"]: r.goodput,
+            _TAG["observed_goodput"]: r.observed_goodput,
+            _TAG["at_risk"]: r.at_risk_seconds,
         }
         out.update(self._badput("badput/", r, self._buckets))
         st = snapshot.step_time
@@ -140,9 +137,10 @@ class TensorBoardExporter:
                 }
             )
         out.update({k: v for k, v in stats.items() if v is not None})
+        out.update(rank_scalars(snapshot))
         for w in sorted(snapshot.windows):
             wr = snapshot.windows[w]
-            prefix = f"goodput_window/{window_name(w)}/"
+            prefix = f"goodput_window/{window_label(w)}/"
             out[prefix + "goodput"] = wr.goodput
             out[prefix + "observed"] = wr.observed_goodput
             seen = self._window_buckets.setdefault(w, set())

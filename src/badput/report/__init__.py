@@ -13,17 +13,33 @@ from badput.report._format import format_duration, format_percent, format_ts
 from badput.report._json import to_json
 
 if TYPE_CHECKING:
-    from badput.engine import Report
+    from badput.engine import Accountant, Report
 
-__all__ = ["format_duration", "format_percent", "format_ts", "render_table", "to_json"]
+__all__ = [
+    "format_duration",
+    "format_percent",
+    "format_ts",
+    "html_report",
+    "render_table",
+    "to_json",
+]
 
 
-def render_table(report: Report, console: Any = None) -> None:
+def render_table(report: Report, console: Any = None, *, ranks: bool = False) -> None:
     """Print ``report`` as a rich table to ``console`` (default: a new stdout console).
 
     ``console`` is a ``rich.console.Console``; pass one created with
-    ``record=True`` to capture the text.
+    ``record=True`` to capture the text. ``ranks``: add the per-rank table
+    (stalls and stragglers are shown whenever there are any).
     """
     from badput.report._table import render_table as _render  # noqa: PLC0415 (rich is lazy)
 
-    _render(report, console)
+    _render(report, console, ranks=ranks)
+
+
+def html_report(accountant: Accountant, report: Report | None = None) -> str:
+    """The self-contained HTML page of the job ``accountant`` ingested (``badput report
+    --html``); ``report`` defaults to the whole job. See :mod:`badput.report._html`."""
+    from badput.report._html import html_report as _html  # noqa: PLC0415 (numpy is lazy)
+
+    return _html(accountant, report)

@@ -1,15 +1,23 @@
-"""Human formatting of durations, fractions and timestamps (standard library only)."""
+"""Human formatting of durations, fractions, timestamps and log text (standard library only).
+
+Every formatter here takes any float (huge, negative, NaN, infinite) and returns
+text; none raises. :func:`inert` is the one way a string read from a log (job,
+attempt, status, event names, file names, diagnostics) reaches a terminal.
+"""
 
 from __future__ import annotations
 
 import math
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
+from typing import Final
 
-__all__ = ["format_duration", "format_percent", "format_ts"]
+__all__ = ["format_duration", "format_percent", "format_ts", "inert"]
 
 _MINUTE = 60.0
 _HOUR = 3600.0
 _DAY = 86400.0
+_LONG = 1e6 * _DAY  # beyond this (2,700 years: a corrupt clock), days in 4 digits
+_EPOCH: Final = datetime(1970, 1, 1, tzinfo=timezone.utc)
 
 
 def format_duration(seconds: float) -> str:
@@ -41,6 +49,8 @@ def format_duration(seconds: float) -> str:
     if total_m < _DAY / _MINUTE:
         h, m = divmod(total_m, 60)
         return f"{h}h {m:02d}m"
+    if seconds >= _LONG:
+        return f"{seconds / _DAY:.4g}d"
     total_h = round(seconds / _HOUR)
     d, h = divmod(total_h, 24)
     return f"{d}d {h}h"
@@ -50,6 +60,8 @@ def format_percent(fraction: float, digits: int = 1) -> str:
     """``0.8123`` → ``81.2%``; NaN → ``n/a``."""
     if math.isnan(fraction):
         return "n/a"
+    if abs(fraction) >= 1e4:  # never a share of a total: a corrupt figure, kept short
+        return f"{fraction * 100.0:.3g}%"
     return f"{fraction * 100.0:.{digits}f}%"
 
 
@@ -60,7 +72,45 @@ def format_ts(ts: float, *, millis: bool = True) -> str:
     """
     if not math.isfinite(ts):
         return "n/a"
-    dt = datetime.fromtimestamp(ts, tz=timezone.utc)
+    try:
+        dt = _EPOCH + timedelta(seconds=ts)
+    except OverflowError:  # before year 1 or after 9999: no calendar date to show
+        return f"{ts:.6g}"
+    day = f"{dt.year:04d}-{dt.month:02d}-{dt.day:02d}T{dt.hour:02d}:{dt.minute:02d}:{dt.second:02d}"
     if not millis:
-        return dt.strftime("%Y-%m-%dT%H:%M:%SZ")
-    return dt.strftime("%Y-%m-%dT%H:%M:%S.") + f"{dt.microsecond // 1000:03d}Z"
+        return day + "Z"
+    return f"{day}.{dt.microsecond // 1000:03d}Z"
+
+
+def _escape(char: str) -> str:
+    code = ord(char)
+    if code <= 0xFF:
+        return f"\\x{code:02x}"
+    if code <= 0xFFFF:
+        return f"\\u{code:04x}"
+    return f"\\U{code:08x}"
+
+
+#: Longest log string shown whole; longer ones are cut, saying how long they were.
+MAX_SHOWN: Final = 200
+
+
+def inert(value: object, limit: int = MAX_SHOWN) -> str:
+    """``value`` as text that a terminal shows and never obeys.
+
+    Every character that is not printable (ESC, BEL, CR, C1 CSI, line separators,
+    bidirectional overrides, unassigned code points ...) becomes a visible escape
+    (``\\x1b``, ``\\u202e``); a backslash is kept as is. Text longer than
+    ``limit`` characters is cut (``…(5,000 chars)``). Rich markup is the
+    renderer's business: the rich views put this text in ``rich.text.Text``
+    objects, which are never parsed for markup. Plain, short, printable text
+    (the common case) is returned unchanged.
+    """
+    text = value if isinstance(value, str) else str(value)
+    if len(text) > limit:
+        text = f"{text[: max(limit - 20, 1)]}…({len(text):,} chars)"
+    if text.isprintable():  # C speed; also False for tab/newline, which are escaped
+        return text
+    # Not printable: controls (C0, C1, DEL), format characters (bidi overrides),
+    # separators other than the space, surrogates, private-use and unassigned points.
+    return "".join(c if c.isprintable() else _escape(c) for c in text)

@@ -9,16 +9,19 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from badput.report._format import format_duration, format_percent, format_ts
+from badput.report._format import format_duration, format_percent, format_ts, inert
+from badput.report._ranks import render_ranks
 
 if TYPE_CHECKING:
-    from badput.engine import Diagnostic, Report
+    from badput.engine import AttemptSummary, Diagnostic, Report
 
-__all__ = ["bucket_description", "ordered_buckets", "render_table"]
+__all__ = ["bucket_description", "fold_buckets", "log_text", "ordered_buckets", "render_table"]
 
 PRODUCTIVE = "productive"
 BAR_WIDTH = 20
 WIDE = 110  # console columns from which bucket descriptions are shown
+#: Most bucket rows shown; the smallest of the rest are folded into one row.
+MAX_BUCKET_ROWS = 24
 _EIGHTHS = " ▏▎▍▌▋▊▉"
 
 _DESCRIPTIONS = {
@@ -43,6 +46,28 @@ _END_REASONS = {
     "last_event": "last event: the log ended without job_end (crashed or still running)",
     "now": "now: the job is still running (live query)",
 }
+
+
+def log_text(value: object, style: str = "", limit: int | None = None) -> Text:
+    """Text read from a log, for a rich view: control characters escaped, never markup.
+
+    Every string that comes from a log (job, attempt ids, statuses, event names,
+    file names, diagnostics) reaches the table and ``badput watch`` through here.
+    """
+    return Text(inert(value) if limit is None else inert(value, limit), style=style)
+
+
+def fold_buckets(
+    rows: list[tuple[str, float]], limit: int = MAX_BUCKET_ROWS
+) -> tuple[list[tuple[str, float]], int, float]:
+    """At most ``limit`` rows: the first ``limit - 1`` and the count and seconds of the rest.
+
+    Returns ``(shown, n_folded, folded_seconds)``; ``n_folded`` is 0 when all fit.
+    """
+    if len(rows) <= limit:
+        return rows, 0, 0.0
+    shown, rest = rows[: limit - 1], rows[limit - 1 :]
+    return shown, len(rest), sum(v for _, v in rest)
 
 
 def bucket_description(name: str) -> str:
@@ -93,13 +118,13 @@ def _header(report: Report) -> Table:
     grid = Table.grid(padding=(0, 2))
     grid.add_column(style="bold")
     grid.add_column()
-    grid.add_row("job", Text(report.job, style="bold cyan"))
+    grid.add_row("job", log_text(report.job, "bold cyan"))
     span = f"{format_ts(report.start)} → {format_ts(report.end)}"
     grid.add_row("span", f"{span}  ({format_duration(report.end - report.start)})")
     reason = _END_REASONS.get(report.end_reason, report.end_reason)
     if report.end_reason == "job_end" and report.attempts and report.attempts[-1].status:
         reason = f"job_end (status: {report.attempts[-1].status})"
-    grid.add_row("ended by", Text(reason, style="yellow" if report.end_reason != "job_end" else ""))
+    grid.add_row("ended by", log_text(reason, "yellow" if report.end_reason != "job_end" else ""))
     if report.window is not None:
         a, b = report.window
         grid.add_row(
@@ -124,54 +149,96 @@ def _bucket_table(report: Report, wide: bool) -> Table:
     if wide:
         table.add_column("what it is", style="dim")
     total = report.total_seconds
-    for name, seconds in ordered_buckets(report.buckets):
+    rows, n_folded, folded = fold_buckets(ordered_buckets(report.buckets))
+    for name, seconds in rows:
         fraction = seconds / total if total > 0 else 0.0
         style = "green" if name == PRODUCTIVE else "red"
         cells: list[str | Text] = [
-            Text(name, style="bold green" if name == PRODUCTIVE else ""),
+            log_text(name, "bold green" if name == PRODUCTIVE else ""),
             format_duration(seconds),
             format_percent(fraction),
             Text(_bar(fraction), style=style),
         ]
         if wide:
-            cells.append(bucket_description(name))
+            cells.append(log_text(bucket_description(name)))
+        table.add_row(*cells)
+    if n_folded:
+        fraction = folded / total if total > 0 else 0.0
+        cells = [
+            Text(f"({n_folded:,} more)", style="italic"),
+            format_duration(folded),
+            format_percent(fraction),
+            Text(_bar(fraction), style="red"),
+        ]
+        if wide:
+            cells.append(f"the {n_folded:,} smallest buckets, folded (--json lists each)")
         table.add_row(*cells)
     table.add_section()
     table.add_row("total", format_duration(total), format_percent(1.0 if total > 0 else 0.0))
     return table
 
 
-def _attempts_table(report: Report) -> Table:
-    table = Table(title="Attempts", box=box.SIMPLE_HEAD, title_justify="left")
-    for col, justify in (
-        ("id", "left"),
-        ("start (UTC)", "left"),
-        ("duration", "right"),
-        ("ended by", "left"),
-        ("restored", "right"),
-        ("first", "right"),
-        ("last", "right"),
-    ):
-        wraps = col == "ended by"
-        table.add_column(
-            col,
-            justify=justify,  # type: ignore[arg-type]
-            no_wrap=not wraps,
-            overflow="fold" if wraps else "ellipsis",
-        )
-    for a in report.attempts:
-        reason = a.end_reason
-        if a.exit_code is not None:
-            reason = f"{reason} (exit {a.exit_code})"
-        table.add_row(
-            str(a.id),
-            format_ts(a.start, millis=False),
+def _attempt_start(report: Report, ts: float, narrow: bool) -> str:
+    """Full UTC time when wide; narrow: the time of day (the header has the date), or
+    month-day and time when the attempts span several days."""
+    if not narrow:
+        return format_ts(ts, millis=False)
+    full = format_ts(ts, millis=False)  # 2024-11-19T07:06:40Z
+    days = {format_ts(a.start, millis=False)[:10] for a in report.attempts}
+    if len(days) == 1 and full[:10] == format_ts(report.start, millis=False)[:10]:
+        return full[11:19]
+    return f"{full[5:10]} {full[11:19]}"
+
+
+def _ended_by(a: AttemptSummary, narrow: bool) -> str:
+    reason = a.end_reason
+    if narrow and reason.startswith("attempt_end:"):
+        reason = reason[len("attempt_end:") :]  # the status says it: "crashed", "preempted"
+    if a.exit_code is not None:
+        reason = f"{reason} (exit {a.exit_code})"
+    return reason
+
+
+def _attempts_table(report: Report, narrow: bool = False) -> Table:
+    """One row per attempt. Narrow consoles (< WIDE columns) get shorter start times and
+    end reasons; numbers are never cut (their columns are as wide as their widest value)."""
+    rows = [
+        (
+            inert(a.id),  # log text: escaped, and drawn as Text (never markup)
+            _attempt_start(report, a.start, narrow),
             format_duration(a.end - a.start),
-            reason,
+            inert(_ended_by(a, narrow)),
             _step(a.restore_step),
             _step(a.first_step),
             _step(a.last_step),
         )
+        for a in report.attempts
+    ]
+    table = Table(
+        title="Attempts",
+        box=box.SIMPLE_HEAD,
+        title_justify="left",
+        pad_edge=not narrow,
+        padding=(0, 1),
+    )
+    start_title = "start" if narrow else "start (UTC)"
+    duration_title = "ran" if narrow else "duration"
+    headers = ("id", start_title, duration_title, "ended by", "restored", "first", "last")
+    for i, col in enumerate(headers):
+        widest = max([len(col) if col != "ended by" else 8, *(len(r[i]) for r in rows)])
+        if col == "ended by":  # the one column that may wrap, at spaces
+            table.add_column(col, min_width=min(widest, 12 if narrow else 22), overflow="fold")
+        elif col == "id":
+            table.add_column(col, no_wrap=True, overflow="fold", min_width=min(widest, 12))
+        else:
+            table.add_column(
+                col,
+                justify="left" if col == start_title else "right",
+                no_wrap=True,
+                min_width=widest,
+            )
+    for r in rows:
+        table.add_row(*(Text(cell) for cell in r))
     return table
 
 
@@ -182,7 +249,7 @@ def _details(report: Report) -> Table:
     overlapped = {k: v for k, v in report.overlapped.items() if v > 0}
     if overlapped:
         text = ", ".join(f"{k} {format_duration(v)}" for k, v in sorted(overlapped.items()))
-        grid.add_row("overlapped", f"{text}  (non-blocking, outside the partition)")
+        grid.add_row("overlapped", log_text(f"{text}  (non-blocking, outside the partition)"))
     grid.add_row(
         "at risk",
         f"{format_duration(report.at_risk_seconds)}  (steps after the newest checkpoint)",
@@ -200,20 +267,42 @@ def _diagnostic(d: Diagnostic) -> str:
     return f"{where}[{d.code}] {d.message}"
 
 
-def render_table(report: Report, console: Any = None) -> None:
-    """Print ``report`` to ``console`` (a ``rich.console.Console``; default: stdout)."""
+_DIAGNOSTIC_CHARS = 1000
+
+
+def no_time_reason(report: Report) -> str:
+    """Why a report has no time to account for (a window that misses the job, an empty log)."""
+    if report.window is not None:
+        a, b = report.window
+        if report.end > report.start:
+            return (
+                f"no time to account for: the window {format_ts(a)} → {format_ts(b)} and the "
+                f"job's span {format_ts(report.start)} → {format_ts(report.end)} do not meet"
+            )
+        window = f"{format_ts(a)} → {format_ts(b)}"
+        return f"no time to account for: the job has no span to meet the window {window}"
+    return "no time to account for (the log holds no span)"
+
+
+def render_table(report: Report, console: Any = None, *, ranks: bool = False) -> None:
+    """Print ``report`` to ``console`` (a ``rich.console.Console``; default: stdout).
+
+    Stalls and stragglers are always shown when there are any; ``ranks`` adds
+    the per-rank table (outliers first).
+    """
     con: Console = console if console is not None else Console()
     con.print(_header(report))
     con.print()
     if report.total_seconds > 0 and report.buckets:
         con.print(_bucket_table(report, wide=con.width >= WIDE))
     else:
-        con.print("[yellow]no time to account for (the log holds no span)[/yellow]")
+        con.print(Text(no_time_reason(report), style="yellow"))
     if report.attempts:
-        con.print(_attempts_table(report))
+        con.print(_attempts_table(report, narrow=con.width < WIDE))
     con.print(_details(report))
+    render_ranks(report, con, full=ranks)
     if report.diagnostics:
         con.print()
         con.print(Text(f"Diagnostics ({len(report.diagnostics)})", style="bold yellow"))
         for d in report.diagnostics:
-            con.print(Text(f"  {_diagnostic(d)}"), soft_wrap=True)
+            con.print(log_text(f"  {_diagnostic(d)}", limit=_DIAGNOSTIC_CHARS), soft_wrap=True)

@@ -12,12 +12,24 @@ import time
 from typing import TYPE_CHECKING, Any, Final
 
 from rich import box
-from rich.console import Console, Group, RenderableType
+from rich.console import Console, ConsoleOptions, Group, RenderableType, RenderResult
+from rich.segment import Segment
 from rich.table import Table
 from rich.text import Text
 
-from badput.report._format import format_duration, format_percent, format_ts
-from badput.report._table import PRODUCTIVE, _bar, bucket_description, ordered_buckets
+from badput.report._format import format_duration, format_percent, format_ts, inert
+from badput.report._ranks import ongoing_stall, stall_headline, stall_who, straggler_summary
+from badput.report._table import (
+    BAR_WIDTH,
+    MAX_BUCKET_ROWS,
+    PRODUCTIVE,
+    WIDE,
+    _bar,
+    bucket_description,
+    fold_buckets,
+    log_text,
+    ordered_buckets,
+)
 
 if TYPE_CHECKING:
     from badput.monitor import Snapshot
@@ -104,7 +116,7 @@ def status_line(
     """One line: time, goodput, observed, windows, last step (and rate), last event age."""
     now = snapshot.time if now is None else now
     rep = snapshot.report
-    head = f"{format_ts(snapshot.time, millis=False)} {snapshot.job}"
+    head = f"{format_ts(snapshot.time, millis=False)} {inert(snapshot.job)}"
     age = _age(snapshot, now)
     if age is None:
         return f"{head}: no events yet"
@@ -123,7 +135,44 @@ def status_line(
         parts.append(f"last event {format_duration(age)} ago{stalled}")
     if snapshot.step_time is not None and snapshot.step_time.slowdown_alarm:
         parts.append("SLOWDOWN")
+    parts.extend(_rank_parts(snapshot, now))
     return f"{head}: " + ", ".join(parts)
+
+
+def _rank_parts(snapshot: Snapshot, now: float) -> list[str]:
+    """The status line's per-rank parts: an ongoing stall (by progress) and stragglers."""
+    parts = []
+    stall = None if _finished(snapshot) else ongoing_stall(snapshot.report)
+    if stall is not None:
+        parts.append(stall_headline(stall, now))
+    if snapshot.report.stragglers:
+        parts.append(f"stragglers: {straggler_summary(snapshot.report.stragglers)}")
+    return parts
+
+
+def _ranks_rows(snapshot: Snapshot, now: float) -> list[Table]:
+    """The per-rank grid when it has something to say (an empty grid still takes a line)."""
+    grid = _ranks_grid(snapshot, now)
+    return [grid] if grid.row_count else []
+
+
+def _ranks_grid(snapshot: Snapshot, now: float) -> Table:
+    """Rows of the watch view for the per-rank analysis: who stopped first in a stall (the
+    state line says STALLED, :func:`_state`), stragglers, how many ranks."""
+    grid = _grid()
+    rep = snapshot.report
+    stall = None if _finished(snapshot) else ongoing_stall(rep)
+    if stall is not None and stall.first_stopped:
+        grid.add_row("stalled", Text(stall_who(stall), style="bold red"))
+    if rep.stragglers:
+        grid.add_row(
+            "stragglers",
+            Text(straggler_summary(rep.stragglers), style="bold yellow"),
+        )
+    if len(rep.ranks) > 1:
+        hosts = {v.host for v in rep.ranks if v.host}
+        grid.add_row("ranks", f"{len(rep.ranks)} on {len(hosts)} hosts (badput report --ranks)")
+    return grid
 
 
 def _grid() -> Table:
@@ -140,7 +189,10 @@ def _state(snapshot: Snapshot, now: float) -> Text:
         return Text("waiting for the first event", style="yellow")
     if _finished(snapshot):
         status = rep.attempts[-1].status if rep.attempts else None
-        return Text(f"finished ({status})" if status else "finished", style="green")
+        return log_text(f"finished ({status})" if status else "finished", "green")
+    stall = ongoing_stall(rep)
+    if stall is not None:  # who stopped first: a row of its own (_ranks_grid)
+        return Text(stall_headline(stall, now, who=False), style="bold red")
     if is_stalled(snapshot, now):
         limit = format_duration(stall_threshold(snapshot))
         return Text(f"STALLED? no event for {format_duration(age)} (> {limit})", style="bold red")
@@ -150,7 +202,7 @@ def _state(snapshot: Snapshot, now: float) -> Text:
 def _summary(snapshot: Snapshot, previous: Snapshot | None, now: float) -> Table:
     rep = snapshot.report
     grid = _grid()
-    grid.add_row("job", Text(snapshot.job, style="bold cyan"))
+    grid.add_row("job", log_text(snapshot.job, "bold cyan"))
     grid.add_row("state", _state(snapshot, now))
     age = _age(snapshot, now)
     if age is not None:
@@ -218,27 +270,84 @@ def _steps(snapshot: Snapshot, previous: Snapshot | None) -> Table:
     return grid
 
 
-def _buckets(snapshot: Snapshot) -> Table | Text:
+#: Screens with fewer rows than this get the compact layout (no blank lines, fewer buckets).
+TALL = 36
+
+
+class _WatchView:
+    """The watch view laid out for the screen it is drawn on: the bucket table only from
+    WIDE columns on has descriptions, and on a short screen (an 80x24 terminal) the
+    buckets that do not fit are folded into one row rather than cut off by the screen."""
+
+    def __init__(self, top: list[RenderableType], snapshot: Snapshot, footer: Text) -> None:
+        self.top = top
+        self.snapshot = snapshot
+        self.footer = footer
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        height = options.height or options.size.height
+        compact = height < TALL
+        top = [p for p in self.top if not (compact and isinstance(p, Text) and not p.plain)]
+        lines = console.render_lines(Group(*top), options.update(height=None), pad=False)
+        for line in lines:
+            yield from line
+            yield Segment.line()
+        # the table's title, header and rule, and the footer line
+        room = height - len(lines) - 4 - (0 if compact else 2)
+        yield _buckets(
+            self.snapshot,
+            wide=options.max_width >= WIDE,
+            max_rows=max(2, min(MAX_BUCKET_ROWS, room)),
+            edges=not compact,
+        )
+        yield self.footer
+
+
+def _buckets(
+    snapshot: Snapshot, wide: bool = True, max_rows: int = MAX_BUCKET_ROWS, edges: bool = True
+) -> Table | Text:
     rep = snapshot.report
     total = rep.total_seconds
     if total <= 0 or not rep.buckets:
         return Text("no time to account for yet", style="yellow")
-    table = Table(box=box.SIMPLE_HEAD, title="Where the time went", title_justify="left")
-    table.add_column("bucket", no_wrap=True)
-    table.add_column("time", justify="right", no_wrap=True)
-    table.add_column("%", justify="right", no_wrap=True)
-    table.add_column("", no_wrap=True)
-    table.add_column("what it is", style="dim", no_wrap=True, overflow="ellipsis")
-    for name, seconds in ordered_buckets(rep.buckets):
+    rows: list[tuple[str, str, str, float]] = []
+    shown, n_folded, folded = fold_buckets(ordered_buckets(rep.buckets), max_rows)
+    for name, seconds in shown:
         fraction = seconds / total
+        rows.append((inert(name), format_duration(seconds), format_percent(fraction), fraction))
+    table = Table(
+        box=box.SIMPLE_HEAD, title="Where the time went", title_justify="left", show_edge=edges
+    )
+    widest = max(len("bucket"), *(len(r[0]) for r in rows))
+    # a long custom bucket name folds onto more lines; figures never do
+    table.add_column("bucket", overflow="fold", min_width=min(widest, 24))
+    for i, col in ((1, "time"), (2, "%")):
+        widest = max(len(col), *(len(str(r[i])) for r in rows))
+        table.add_column(col, justify="right", no_wrap=True, min_width=widest)
+    table.add_column("", no_wrap=True, min_width=BAR_WIDTH)
+    if wide:
+        table.add_column("what it is", style="dim", no_wrap=True, overflow="ellipsis")
+    for name, duration, percent, fraction in rows:
         productive = name == PRODUCTIVE
-        table.add_row(
-            Text(name, style="bold green" if productive else ""),
-            format_duration(seconds),
-            format_percent(fraction),
+        cells: list[str | Text] = [
+            Text(name, style="bold green" if productive else ""),  # inert above
+            duration,
+            percent,
             Text(_bar(fraction), style="green" if productive else "red"),
-            bucket_description(name),
-        )
+        ]
+        if wide:
+            cells.append(log_text(bucket_description(name)))
+        table.add_row(*cells)
+    if n_folded:
+        cells = [
+            Text(f"({n_folded:,} more)", style="italic"),
+            format_duration(folded),
+            format_percent(folded / total),
+            Text(_bar(folded / total), style="red"),
+        ]
+        if wide:
+            cells.append(f"the {n_folded:,} smallest buckets, folded")
+        table.add_row(*cells)
     return table
 
 
@@ -253,8 +362,10 @@ def _attempts(snapshot: Snapshot) -> Table:
     restarts = f"{snapshot.disruptions} restart" + ("" if snapshot.disruptions == 1 else "s")
     grid.add_row(
         "attempts",
-        f"{n} ({restarts})   current: {cur.id}, up {format_duration(cur.end - cur.start)}"
-        + (f", restored step {cur.restore_step}" if cur.restore_step is not None else ""),
+        log_text(
+            f"{n} ({restarts})   current: {cur.id}, up {format_duration(cur.end - cur.start)}"
+            + (f", restored step {cur.restore_step}" if cur.restore_step is not None else "")
+        ),
     )
     if rep.diagnostics:
         grid.add_row(
@@ -273,16 +384,17 @@ def render_watch(
     ``now`` (default: the snapshot's time) gives the age of the last event.
     """
     now = snapshot.time if now is None else now
-    return Group(
+    top: list[RenderableType] = [
         _summary(snapshot, previous, now),
         Text(""),
         _steps(snapshot, previous),
+        *_ranks_rows(snapshot, now),
         _attempts(snapshot),
-        _buckets(snapshot),
-        Text(
-            f"refreshed {format_ts(snapshot.time, millis=False)} · Ctrl-C to quit",
-            style="dim",
-        ),
+    ]
+    return _WatchView(
+        top,
+        snapshot,
+        Text(f"refreshed {format_ts(snapshot.time, millis=False)} · Ctrl-C to quit", style="dim"),
     )
 
 
@@ -294,8 +406,11 @@ def run_watch(
     console: Console | None = None,
     max_cycles: int | None = None,
     window: float = WATCH_WINDOW,
+    stall_after: float | None = None,
 ) -> None:
     """Follow the job at ``source`` and redraw :func:`render_watch` every ``interval`` s.
+
+    ``stall_after``: the floor of the stall threshold, seconds (docs/ranks.md).
 
     Returns on Ctrl-C (``KeyboardInterrupt`` is swallowed) or after ``max_cycles``.
     ``source``/``job``: as for :class:`~badput.monitor.Monitor` (raises
@@ -303,10 +418,14 @@ def run_watch(
     """
     from rich.live import Live  # noqa: PLC0415
 
+    from badput.engine import RankOptions  # noqa: PLC0415
     from badput.monitor import Monitor  # noqa: PLC0415 (the engine pulls numpy)
 
     con = console if console is not None else Console()
-    monitor = Monitor(job, source, interval=interval, rolling_windows=(window,))
+    options = RankOptions() if stall_after is None else RankOptions(stall_floor=stall_after)
+    monitor = Monitor(
+        job, source, interval=interval, rolling_windows=(window,), rank_options=options
+    )
     previous: Snapshot | None = None
     cycles = 0
     try:
@@ -325,9 +444,9 @@ def run_watch(
                 try:
                     snap = monitor.run_once()
                 except Exception as exc:
-                    con.print(f"badput watch: reading the job failed: {exc!r}")
+                    con.print(log_text(f"badput watch: reading the job failed: {exc!r}"))
                 else:
-                    con.print(status_line(snap, previous, now=time.time()), soft_wrap=True)
+                    con.print(Text(status_line(snap, previous, now=time.time())), soft_wrap=True)
                     con.file.flush()
                     previous = snap
                 cycles += 1
@@ -344,7 +463,7 @@ def _frame(monitor: Any, previous: Snapshot | None) -> tuple[RenderableType, Sna
     try:
         snap = monitor.run_once()
     except Exception as exc:
-        error = Text(f"reading the job failed: {exc!r} (retrying)", style="bold red")
+        error = log_text(f"reading the job failed: {exc!r} (retrying)", "bold red")
         if previous is None:
             return error, None
         return Group(render_watch(previous, None, now=time.time()), error), previous

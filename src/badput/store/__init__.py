@@ -17,7 +17,13 @@ from urllib.parse import unquote, urlsplit
 
 from badput._env import BADPUT_STORE, DEFAULT_STORE
 from badput.store._base import Chunk, Cursor, EventStore, EventWriter, ReadResult, WriterKey
-from badput.store._jsonl import JsonlStore, SingleFileStore, first_job_below, safe_job_dir
+from badput.store._jsonl import (
+    JsonlStore,
+    MappedWriter,
+    SingleFileStore,
+    first_job_below,
+    safe_job_dir,
+)
 from badput.store._memory import MemoryStore, memory_store
 
 __all__ = [
@@ -26,6 +32,7 @@ __all__ = [
     "EventStore",
     "EventWriter",
     "JsonlStore",
+    "MappedWriter",
     "MemoryStore",
     "ReadResult",
     "SingleFileStore",
@@ -114,8 +121,11 @@ def open_source(
        sub-directory named after that event's ``job`` (``<root>/<job>/<stream>.jsonl``).
        ``job`` selects the job; it may be omitted when the root holds exactly one.
     3. **a job directory**: any other directory with ``.jsonl`` files below it (directly,
-       or one level down as ``<job>/<attempt>/<stream>.jsonl``). The job name is the
-       directory's name; a ``job`` argument, if given, must equal it.
+       or one level down as ``<job>/<attempt>/<stream>.jsonl``). The job is the ``job``
+       of its first event (else the directory's name), whatever the directory is
+       called; a ``job`` argument, if given, must name it.
+    3b. **a directory inside a job directory** (an attempt's, ``<root>/<job>/0``): the
+       whole job it belongs to, when a parent directory is named after its events' job.
     4. **a store URI** (``memory://name``, ``file:///dir``, ``gcl://project/log``) or an
        :class:`EventStore`: treated as a store root.
 
@@ -147,11 +157,28 @@ def open_source(
         single = SingleFileStore(p, job)
         return single, single.job
     if not p.is_dir():
+        if p.exists():  # a FIFO, socket or device: never opened (it could block forever)
+            raise ValueError(f"{text}: not a regular file or a directory")
         raise ValueError(f"{text}: no such file or directory")
     p = p.absolute()
-    if _has_jsonl_directly(p):
-        return _job_dir(p, text, job)
+    if (
+        job is not None
+        and p.name != safe_job_dir(job)
+        and _has_jsonl_at_depth(p / safe_job_dir(job), 1)
+    ):
+        root = JsonlStore(p)  # a store root holding --job (whatever else lies in it)
+        return root, _pick_job(root, text, job)
     first = first_job_below(p)
+    if first is not None:
+        name = safe_job_dir(first[1])
+        # Neither the job's directory nor a root holding it: maybe a directory inside it.
+        inside = (
+            None if name in (p.name, first[0].split("/", 1)[0]) else _enclosing_job_dir(p, name)
+        )
+        if inside is not None:
+            return JsonlStore(inside.parent), first[1]
+    if _has_jsonl_directly(p):
+        return _job_dir(p, text, job, first)
     deepest_root = _has_jsonl_at_depth(p, 3)
     if first is None and not deepest_root and not _has_jsonl_at_depth(p, 2):
         raise ValueError(f"{text}: no .jsonl event files found below this directory")
@@ -161,15 +188,29 @@ def open_source(
     if is_root:
         root = JsonlStore(p)
         return root, _pick_job(root, text, job)
-    return _job_dir(p, text, job)
+    return _job_dir(p, text, job, first)
 
 
-def _job_dir(p: Path, text: str, job: str | None) -> tuple[EventStore, str]:
-    if job is not None and safe_job_dir(job) != p.name:
-        raise ValueError(
-            f"{text} is the directory of job {p.name!r}, but job {job!r} was asked for"
-        )
-    return JsonlStore(p.parent), p.name
+def _enclosing_job_dir(p: Path, name: str) -> Path | None:
+    """The directory above ``p`` called ``name`` (a job's directory ``p`` is inside), if any."""
+    for parent in p.parents:
+        if parent.name == name:
+            return parent
+        if parent == parent.parent:
+            break
+    return None
+
+
+def _job_dir(
+    p: Path, text: str, job: str | None, first: tuple[str, str] | None
+) -> tuple[EventStore, str]:
+    real = first[1] if first is not None else p.name
+    if job is not None and job != real and safe_job_dir(job) != p.name:
+        raise ValueError(f"{text} is the directory of job {real!r}, but job {job!r} was asked for")
+    if safe_job_dir(real) == p.name:
+        return JsonlStore(p.parent), real
+    # A job directory under another name (renamed, copied): read it as the job its events name.
+    return JsonlStore(p.parent, job_dirs={real: p.name}), real
 
 
 def _has_jsonl_at_depth(base: Path, depth: int) -> bool:
@@ -185,12 +226,25 @@ def _has_jsonl_at_depth(base: Path, depth: int) -> bool:
 def _pick_job(store: EventStore, text: str, job: str | None) -> str:
     jobs = store.jobs()
     if job is not None:
+        if job in jobs and isinstance(store, JsonlStore):
+            return _real_job_name(store.root / job)  # a directory name: the job it holds
         if job in jobs or safe_job_dir(job) in jobs:
-            return job if job in jobs else safe_job_dir(job)
+            # The events name the job as given; its directory is only its sanitised name.
+            return job
         listing = ", ".join(jobs) if jobs else "none"
         raise ValueError(f"{text}: no job {job!r} in this store (jobs: {listing})")
     if len(jobs) == 1:
+        if isinstance(store, JsonlStore):
+            return _real_job_name(store.root / jobs[0])
         return jobs[0]
     if not jobs:
         raise ValueError(f"{text}: the store holds no jobs")
     raise ValueError(f"{text} holds several jobs; choose one with --job/job=: {', '.join(jobs)}")
+
+
+def _real_job_name(directory: Path) -> str:
+    """The job a store's directory holds: its events' ``job`` if the name is its sanitised form."""
+    first = first_job_below(directory)
+    if first is not None and safe_job_dir(first[1]) == directory.name:
+        return first[1]
+    return directory.name

@@ -7,12 +7,54 @@ union of all streams, incrementally, from a :class:`Cursor`.
 
 from __future__ import annotations
 
+import hashlib
+import os
+import unicodedata
 from dataclasses import dataclass, field
-from typing import Protocol, runtime_checkable
+from typing import Final, Literal, Protocol, runtime_checkable
 
 from badput.events import Chunk
 
-__all__ = ["Chunk", "Cursor", "EventStore", "EventWriter", "ReadResult", "WriterKey"]
+__all__ = [
+    "MAX_NAME_BYTES",
+    "Chunk",
+    "Cursor",
+    "EventStore",
+    "EventWriter",
+    "ReadResult",
+    "Unread",
+    "WriterKey",
+    "safe_name",
+]
+
+#: Longest directory or file name part made from a log value (file systems allow 255 bytes).
+MAX_NAME_BYTES: Final = 160
+
+
+def safe_name(value: str, empty: str = "_") -> str:
+    """``value`` as one harmless path component: never a separator, ``.``, ``..`` or too long.
+
+    Separators (``/``, ``\\``), NUL and other control characters become ``_``;
+    ``.`` and ``..`` become ``_`` and ``__``; an empty value becomes ``empty``.
+    A value longer than :data:`MAX_NAME_BYTES` (UTF-8) is cut and given a hash of
+    the whole, so distinct long values stay distinct. The events keep the real
+    value: this is only where their file lives.
+    """
+    name = value
+    if not name.isprintable() or "/" in name or "\\" in name:
+        name = "".join(
+            "_" if c in "/\\" or unicodedata.category(c) in ("Cc", "Zl", "Zp") else c for c in name
+        )
+    if os.altsep:
+        name = name.replace(os.altsep, "_")
+    if name in ("", ".", ".."):
+        name = name.replace(".", "_") or empty
+    raw = name.encode("utf-8", "surrogatepass")
+    if len(raw) > MAX_NAME_BYTES:
+        digest = hashlib.sha1(value.encode("utf-8", "surrogatepass")).hexdigest()[:12]
+        head = raw[: MAX_NAME_BYTES - 13].decode("utf-8", "ignore")
+        name = f"{head}~{digest}"
+    return name
 
 
 @dataclass(frozen=True)
@@ -27,9 +69,8 @@ class WriterKey:
     def stream_name(self) -> str:
         """``<attempt>/<host>-<rank>-<pid>.jsonl`` (EVENTS.md layout)."""
         rank = "x" if self.rank is None else str(self.rank)
-        safe_host = self.host.replace("/", "_") or "host"
-        safe_attempt = self.attempt.replace("/", "_") or "0"
-        return f"{safe_attempt}/{safe_host}-{rank}-{self.pid}.jsonl"
+        stem = safe_name(f"{safe_name(self.host, 'host')}-{rank}-{self.pid}")
+        return f"{safe_name(self.attempt, '0')}/{stem}.jsonl"
 
 
 @dataclass
@@ -44,9 +85,32 @@ class Cursor:
 
 
 @dataclass(frozen=True)
+class Unread:
+    """Bytes of a stream that a read left alone, and why.
+
+    - ``torn_line``: the stream ends with ``size`` bytes and no ``\\n`` (line
+      ``line``): a write in progress, or the last line of a writer that died.
+      It is not consumed: a later read takes it once its newline is written.
+      ``complete`` tells whether those bytes already decode as one valid event.
+    - ``not_a_file``: the ``*.jsonl`` entry is a FIFO, socket, device or
+      directory (``detail`` says which); it is never opened.
+    - ``unreadable``: opening the file failed (``detail``: why, e.g. permission denied).
+    """
+
+    code: Literal["torn_line", "not_a_file", "unreadable"]
+    source: str
+    line: int | None = None
+    size: int = 0
+    complete: bool = False
+    detail: str = ""
+
+
+@dataclass(frozen=True)
 class ReadResult:
     chunks: list[Chunk]
     cursor: Cursor
+    #: What this read found and did not consume (an unterminated last line, a FIFO...).
+    unread: list[Unread] = field(default_factory=list)
 
     @property
     def n_items(self) -> int:

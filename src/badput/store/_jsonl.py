@@ -4,36 +4,243 @@ Layout (``EVENTS.md``)::
 
     <root>/<job>/<attempt>/<host>-<rank>-<pid>.jsonl
 
-One file per writer process, opened in append mode and never rewritten. Readers
-take every ``*.jsonl`` file below ``<root>/<job>/`` (any depth), in sorted order
-of their path relative to the job directory (the stream name).
+One file per writer process, never rewritten. The recorder writes it through a
+:class:`MappedWriter` (a pre-allocated, memory-mapped file: an event is in the
+page cache, so it survives the death of the process, as soon as it is copied in);
+other writers append with :class:`JsonlWriter`. Readers take every ``*.jsonl``
+file below ``<root>/<job>/`` (any depth), in sorted order of their path relative
+to the job directory (the stream name), and stop at a file's trailing run of NUL
+bytes (the unwritten tail of a mapped file).
 """
 
 from __future__ import annotations
 
+import mmap
 import os
+import stat
 from collections.abc import Iterator
+from contextlib import suppress
 from pathlib import Path
-from typing import Final
+from typing import BinaryIO, Final
 
 from badput._codec import decode_lines
-from badput.store._base import Chunk, Cursor, EventWriter, ReadResult, WriterKey
-from badput.store._lines import parse_stream
+from badput.store._base import (
+    Chunk,
+    Cursor,
+    EventWriter,
+    ReadResult,
+    Unread,
+    WriterKey,
+    safe_name,
+)
+from badput.store._lines import BOM, parse_stream, torn_tail, written_length
 
-__all__ = ["JsonlStore", "JsonlWriter", "SingleFileStore", "first_job_below", "safe_job_dir"]
+__all__ = [
+    "JsonlStore",
+    "JsonlWriter",
+    "MappedWriter",
+    "SingleFileStore",
+    "first_job_below",
+    "safe_job_dir",
+]
 
 #: Bytes read from a file at a time (large blocks: decoding, not I/O, dominates).
 READ_BLOCK: Final = 8 * 1024 * 1024
+_FIRST_BLOCK: Final = 64 * 1024
+
+
+# madvise(MADV_POPULATE_WRITE) (Linux 5.14+; not named by Python 3.11's mmap module).
+_MADV_POPULATE_WRITE: Final = getattr(mmap, "MADV_POPULATE_WRITE", 23)
+
+
+def _madvise_unlocked(mm: mmap.mmap, start: int, length: int) -> bool:
+    """``MADV_POPULATE_WRITE`` through libc, which releases the GIL while the kernel
+    faults the pages in (``mmap.madvise`` holds it, stalling every other thread).
+    False when libc cannot be called. The caller keeps the mapping from being
+    resized or closed meanwhile."""
+    import ctypes  # noqa: PLC0415 (only a writer needs it; keeps `import badput` light)
+
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        view = ctypes.c_char.from_buffer(mm)
+    except (OSError, TypeError, ValueError, AttributeError):
+        return False
+    address = ctypes.addressof(view)
+    del view  # no buffer export left: the mapping may be resized later
+    page = mmap.PAGESIZE
+    aligned = start - start % page
+    rc = libc.madvise(
+        ctypes.c_void_p(address + aligned),
+        ctypes.c_size_t(length + start - aligned),
+        ctypes.c_int(_MADV_POPULATE_WRITE),
+    )
+    if rc != 0:
+        errno = ctypes.get_errno()
+        raise OSError(errno, os.strerror(errno))
+    return True
 
 
 def safe_job_dir(job: str) -> str:
-    """The directory name of ``job``: path separators and ``.``/``..`` made harmless."""
-    name = job.replace("/", "_").replace("\\", "_")
-    if os.altsep:
-        name = name.replace(os.altsep, "_")
-    if name in ("", ".", ".."):
-        name = name.replace(".", "_") or "_"
-    return name
+    """The directory name of ``job``: separators, ``.``/``..``, controls, length made harmless."""
+    return safe_name(job)
+
+
+_KINDS_OF_FILE: Final = (
+    (stat.S_ISFIFO, "a FIFO"),
+    (stat.S_ISSOCK, "a socket"),
+    (stat.S_ISCHR, "a character device"),
+    (stat.S_ISBLK, "a block device"),
+    (stat.S_ISDIR, "a directory"),
+)
+
+
+def _what_is(mode: int) -> str:
+    for test, name in _KINDS_OF_FILE:
+        if test(mode):
+            return name
+    return "something else"
+
+
+def open_regular(path: Path) -> BinaryIO | None:
+    """Open ``path`` for reading if it is a regular file (following symlinks), else ``None``.
+
+    A FIFO, socket or device named ``*.jsonl`` would block the reader or never
+    end: it is opened non-blocking, checked, and closed again. Raises
+    ``OSError`` when it cannot be opened (``FileNotFoundError`` when it is gone).
+    """
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            os.close(fd)
+            return None
+        os.set_blocking(fd, True)
+        return os.fdopen(fd, "rb")
+    except BaseException:
+        os.close(fd)
+        raise
+
+
+class MappedWriter:
+    """One writer stream as a pre-allocated, memory-mapped file (the recorder's).
+
+    The file is created new (``O_EXCL``: a file left by an earlier process of the
+    same pid is never appended to; ``<name>.1.jsonl`` etc. is used instead) and
+    allocated to ``capacity`` bytes with ``posix_fallocate``, so that a full disk
+    fails here, at creation or growth, and never as a ``SIGBUS`` while writing.
+    The caller copies complete lines into :attr:`mm`; bytes copied are in the
+    page cache, so they outlive the process. :meth:`close` truncates the file to
+    the bytes written; a killed writer leaves a NUL tail that readers skip.
+    """
+
+    def __init__(self, directory: Path, name: str, capacity: int) -> None:
+        directory.mkdir(parents=True, exist_ok=True)
+        stem = name.removesuffix(".jsonl")
+        for n in range(1000):
+            path = directory / (name if n == 0 else f"{stem}.{n}.jsonl")
+            try:
+                fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o644)
+            except FileExistsError:
+                continue
+            break
+        else:
+            raise FileExistsError(f"no free event file name like {directory / name}")
+        try:
+            os.posix_fallocate(fd, 0, capacity)
+            self.mm = mmap.mmap(fd, capacity)
+            st = os.fstat(fd)
+        except BaseException:
+            os.close(fd)
+            with suppress(OSError):
+                os.unlink(path)
+            raise
+        self.path = path
+        self.fd = fd
+        self.capacity = capacity
+        self.lines = 0
+        self._counted = 0
+        self.populated = 0
+        self.can_populate = True
+        self.populate(min(capacity, 256 * 1024))
+        self._identity = (st.st_dev, st.st_ino)
+
+    def populate(self, upto: int) -> None:
+        """Map the pages up to ``upto`` writable now (``MADV_POPULATE_WRITE``), so that the
+        writer's copies take no page fault. Changes no byte; a no-op where unsupported."""
+        upto = min(upto, self.capacity)
+        start = self.populated
+        if upto <= start or not self.can_populate:
+            return
+        try:
+            if not _madvise_unlocked(self.mm, start, upto - start):
+                self.mm.madvise(_MADV_POPULATE_WRITE, start, upto - start)
+        except (OSError, ValueError):
+            self.can_populate = False  # kernel older than 5.14: pages fault on first write
+        else:
+            self.populated = upto
+
+    def reserve(self, capacity: int) -> None:
+        """Allocate the file up to ``capacity`` bytes (may block or fail: not under a lock)."""
+        os.posix_fallocate(self.fd, 0, capacity)
+
+    def remap(self, capacity: int) -> None:
+        """Grow the mapping to ``capacity`` (after :meth:`reserve`); fast."""
+        self.mm.resize(capacity)
+        self.capacity = capacity
+
+    def detached(self) -> bool:
+        """True when the file is no longer at its path (deleted, or replaced by another)."""
+        try:
+            st = os.stat(self.path)
+        except OSError:
+            return True
+        return (st.st_dev, st.st_ino) != self._identity
+
+    def count_lines(self) -> int:
+        """Complete lines written so far (counted incrementally)."""
+        upto = self.mm.tell()
+        if upto > self._counted:
+            self.lines += self.mm[self._counted : upto].count(b"\n")
+            self._counted = upto
+        return self.lines
+
+    def _unmap(self) -> bytes:
+        """Unmap (a write racing this one either lands before or raises) and return the
+        bytes written past the last known position: read back up to the first NUL."""
+        self.count_lines()
+        self.mm.close()
+        tail = b""
+        while True:
+            block = os.pread(self.fd, 65536, self._counted + len(tail))
+            cut = block.find(b"\0")  # the first byte never written
+            tail += block if cut < 0 else block[:cut]
+            if cut >= 0 or len(block) < 65536:
+                break
+        self.lines += tail.count(b"\n")
+        return tail
+
+    def close(self, truncate: bool = True) -> None:
+        """Unmap and close; truncate the file to the bytes written (a clean close)."""
+        try:
+            tail = self._unmap()
+            if truncate:
+                os.ftruncate(self.fd, self._counted + len(tail))
+        finally:
+            os.close(self.fd)
+
+    def take(self) -> bytes:
+        """Unmap and close without truncating; return everything written (for a copy)."""
+        try:
+            tail = self._unmap()
+            written = self._counted
+            head = b""
+            while len(head) < written:
+                block = os.pread(self.fd, written - len(head), len(head))
+                if not block:
+                    break
+                head += block
+            return head + tail
+        finally:
+            os.close(self.fd)
 
 
 class JsonlWriter:
@@ -57,12 +264,20 @@ class JsonlWriter:
             raise
 
     def _write_all(self, data: bytes) -> None:
+        """Write all of ``data``; an ``OSError`` raised part-way carries the bytes that
+        were written as ``badput_written`` (complete lines among them are on disk)."""
         view = memoryview(data)
-        while view:
-            n = self._file.write(view)
-            if n is None or n <= 0:  # pragma: no cover - non-blocking files only
-                raise OSError(f"could not write to {self.path}")
-            view = view[n:]
+        written = 0
+        try:
+            while view:
+                n = self._file.write(view)
+                if n is None or n <= 0:  # pragma: no cover - non-blocking files only
+                    raise OSError(f"could not write to {self.path}")
+                view = view[n:]
+                written += n
+        except OSError as exc:
+            exc.badput_written = written  # type: ignore[attr-defined]
+            raise
 
     def write(self, data: bytes) -> None:
         self._write_all(data)
@@ -76,47 +291,86 @@ class JsonlWriter:
         self._file.close()
 
 
-def _read_file(path: Path, offset: int, limit: int | None) -> Iterator[bytes]:
-    """Blocks from ``offset``; past ``limit`` bytes, only up to the end of the current line."""
-    try:
-        f = open(path, "rb")  # noqa: SIM115 (closed below; generator)
-    except FileNotFoundError:
-        return
+def _read_file(f: BinaryIO, offset: int, limit: int | None) -> Iterator[bytes]:
+    """Blocks from ``offset``; past ``limit`` bytes, only up to the end of the current line.
+
+    Stops after a block that is all NUL bytes: the rest of a pre-extended file is
+    not written yet (:func:`~badput.store._lines.written_length`).
+    """
     with f:
         f.seek(offset)
         read = 0
+        finishing = False
+        # A later read of a file starts small: in a pre-extended file it often finds only NULs.
+        size = _FIRST_BLOCK if offset else READ_BLOCK
         while True:
-            block = f.read(READ_BLOCK)
+            block = f.read(size)
+            size = READ_BLOCK
             if not block:
                 return
+            if block[-1] == 0 and written_length(block) == 0:
+                yield block
+                return
+            if finishing:  # past the budget: only up to the end of the line in progress
+                nl = block.find(b"\n")
+                if nl >= 0:
+                    yield block[: nl + 1]
+                    return
+                yield block  # a long line: parse_stream holds at most MAX_LINE_BYTES of it
+                continue
+            yield block
             read += len(block)
             if limit is not None and read >= limit:
                 # Finish the line in progress so the budget never splits a read into nothing.
-                yield block + f.readline()
-                return
-            yield block
+                if block.endswith(b"\n"):
+                    return
+                finishing = True
 
 
-def _read_path(
-    path: Path, stream: str, cursor: Cursor, out: Cursor, chunks: list[Chunk], *, limit: int | None
+def _read_path(  # noqa: PLR0917 (one call site per store kind)
+    path: Path,
+    stream: str,
+    cursor: Cursor,
+    out: Cursor,
+    chunks: list[Chunk],
+    unread: list[Unread],
+    *,
+    limit: int | None,
 ) -> int:
     """Append the new chunks of the file ``path`` (stream ``stream``); advance ``out``.
 
-    Returns the bytes consumed.
+    Returns the bytes consumed. A file that is not a regular file, and an
+    unterminated last line, are added to ``unread``.
     """
     source = str(path)
     offset, lines = cursor.offsets.get(stream, (0, 0))
     try:
-        size = path.stat().st_size
+        st = path.stat()
     except OSError:
         return 0
-    if size <= offset:
+    if not stat.S_ISREG(st.st_mode):
+        unread.append(Unread("not_a_file", source, detail=_what_is(st.st_mode)))
         return 0
-    new_chunks, n_bytes, n_lines = parse_stream(_read_file(path, offset, limit), source, lines)
-    chunks.extend(new_chunks)
-    if n_bytes:
-        out.offsets[stream] = (offset + n_bytes, lines + n_lines)
-    return n_bytes
+    if st.st_size <= offset:
+        return 0
+    try:
+        f = open_regular(path)
+    except FileNotFoundError:  # removed since it was listed
+        return 0
+    except OSError as exc:  # permission denied, I/O error...: say so, never skip silently
+        unread.append(Unread("unreadable", source, detail=exc.strerror or str(exc)))
+        return 0
+    if f is None:  # replaced between the stat and the open
+        unread.append(Unread("not_a_file", source, detail="something else"))
+        return 0
+    parsed = parse_stream(_read_file(f, offset, limit), source, lines, at_start=offset == 0)
+    chunks.extend(parsed.chunks)
+    if parsed.n_bytes:
+        out.offsets[stream] = (offset + parsed.n_bytes, lines + parsed.n_lines)
+    torn = torn_tail(parsed, source, lines + parsed.n_lines + 1)
+    if torn is not None:
+        unread.append(torn)
+    return parsed.n_bytes
 
 
 def _has_jsonl(directory: Path) -> bool:
@@ -135,11 +389,17 @@ class JsonlStore:
     Error items name the file by its full path.
     """
 
-    def __init__(self, root: str | os.PathLike[str]) -> None:
+    def __init__(
+        self, root: str | os.PathLike[str], job_dirs: dict[str, str] | None = None
+    ) -> None:
         self.root = Path(root)
+        # Jobs kept in a directory not named after them (a renamed or copied job
+        # directory): job -> directory name below root.
+        self.job_dirs = dict(job_dirs or {})
 
     def __repr__(self) -> str:
-        return f"JsonlStore({str(self.root)!r})"
+        extra = f", job_dirs={self.job_dirs!r}" if self.job_dirs else ""
+        return f"JsonlStore({str(self.root)!r}{extra})"
 
     @property
     def uri(self) -> str:
@@ -147,10 +407,15 @@ class JsonlStore:
 
     def job_dir(self, job: str) -> Path:
         """The directory holding ``job``'s streams."""
-        return self.root / safe_job_dir(job)
+        return self.root / self.job_dirs.get(job, safe_job_dir(job))
 
     def open_writer(self, job: str, key: WriterKey) -> EventWriter:
         return JsonlWriter(self.job_dir(job) / key.stream_name())
+
+    def open_mapped_writer(self, job: str, key: WriterKey, capacity: int) -> MappedWriter:
+        """A new :class:`MappedWriter` for ``key``'s stream of ``job`` (may raise ``OSError``)."""
+        *dirs, name = key.stream_name().split("/")
+        return MappedWriter(self.job_dir(job).joinpath(*dirs), name, capacity)
 
     def jobs(self) -> list[str]:
         try:
@@ -179,16 +444,17 @@ class JsonlStore:
         cursor = cursor or Cursor()
         out = Cursor(dict(cursor.offsets))
         chunks: list[Chunk] = []
+        unread: list[Unread] = []
         base = self.job_dir(job)
         budget = max_bytes
         for stream in self.streams(job):
             if budget is not None and budget <= 0:
                 break
             path = base / stream
-            used = _read_path(path, stream, cursor, out, chunks, limit=budget)
+            used = _read_path(path, stream, cursor, out, chunks, unread, limit=budget)
             if budget is not None:
                 budget -= used
-        return ReadResult(chunks, out)
+        return ReadResult(chunks, out, unread)
 
 
 class SingleFileStore:
@@ -223,19 +489,29 @@ class SingleFileStore:
         cursor = cursor or Cursor()
         out = Cursor(dict(cursor.offsets))
         chunks: list[Chunk] = []
+        unread: list[Unread] = []
         if job == self.job:
-            _read_path(self.path, self.path.name, cursor, out, chunks, limit=max_bytes)
-        return ReadResult(chunks, out)
+            _read_path(self.path, self.path.name, cursor, out, chunks, unread, limit=max_bytes)
+        return ReadResult(chunks, out, unread)
+
+
+_FIRST_LINE_MAX: Final = 1 << 20
 
 
 def _first_job(path: Path, max_lines: int = 1000) -> str | None:
     """The ``job`` of the first valid event among the first lines of ``path``."""
     try:
-        with open(path, "rb") as f:
-            for i, raw in enumerate(f):
-                if i >= max_lines or not raw.endswith(b"\n"):
+        f = open_regular(path)
+        if f is None:
+            return None
+        with f:
+            for i in range(max_lines):
+                raw = f.readline(_FIRST_LINE_MAX)
+                if not raw.endswith(b"\n"):  # end of file, a torn line, or too long to look at
                     return None
                 line = raw.rstrip(b"\r\n")
+                if i == 0 and line.startswith(BOM):
+                    line = line[len(BOM) :]
                 if not line:
                     continue
                 item = decode_lines([line])[0]

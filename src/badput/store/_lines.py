@@ -2,22 +2,71 @@
 
 Shared by every store that keeps JSON lines (files, memory). The rules are those
 of ``EVENTS.md``: only ``\\n``-terminated lines are consumed (a torn last line is
-left for a later read), empty lines are skipped but counted, line numbers are
-1-based and continue across incremental reads.
+left for a later read, and handed back so that readers can report it), empty
+lines are skipped but counted, line numbers are 1-based and continue across
+incremental reads, and a UTF-8 byte order mark at the start of a stream is skipped.
+
+A stream may be a file that its writer extended before writing (a memory-mapped
+segment): its unwritten tail reads as NUL bytes. :func:`written_length` is the one
+rule for where the written part ends: at the first NUL of a trailing NUL run.
+Those bytes are "not yet written", neither a line nor a torn line.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Final
+from typing import Final, NamedTuple
 
-from badput._codec import decode_block, decode_lines
-from badput.store._base import Chunk
+from badput._codec import decode_block, decode_line, decode_lines
+from badput.events import EventError
+from badput.store._base import Chunk, Unread
 
-__all__ = ["CHUNK_LINES", "parse_stream"]
+__all__ = [
+    "BOM",
+    "CHUNK_LINES",
+    "MAX_LINE_BYTES",
+    "Parsed",
+    "parse_stream",
+    "torn_tail",
+    "written_length",
+]
 
 #: Most lines decoded into one :class:`Chunk` (bounds the size of one decode batch).
 CHUNK_LINES: Final = 65_536
+#: The UTF-8 byte order mark some editors write at the start of a file.
+BOM: Final = b"\xef\xbb\xbf"
+#: Longest unterminated tail decoded to tell a complete event from a torn one.
+_DECODE_TAIL_MAX: Final = 1 << 20
+#: Longest line kept in memory. A longer one (no event is: they are well under 1 KB) is
+#: skipped without being held, and reported with its length.
+MAX_LINE_BYTES: Final = 64 << 20
+
+
+def written_length(data: bytes) -> int:
+    """How many bytes of ``data`` were written: all but its trailing run of NUL bytes.
+
+    A pre-extended (memory-mapped) stream file reads as NUL past its last write;
+    a reader stops at the first NUL of that run and reads on from there later.
+    A NUL followed by other bytes is data (and makes its line malformed).
+    """
+    if not data or data[-1] != 0:
+        return len(data)
+    return len(data.rstrip(b"\x00"))
+
+
+class Parsed(NamedTuple):
+    """What :func:`parse_stream` decoded and where it stopped."""
+
+    chunks: list[Chunk]
+    #: Bytes consumed: up to and including the last ``\n`` (and a leading BOM).
+    n_bytes: int
+    #: Lines consumed.
+    n_lines: int
+    #: The written bytes after the last ``\n`` (a line in progress, or torn), NULs excluded;
+    #: empty when that line is over :data:`MAX_LINE_BYTES` (only its size is known).
+    tail: bytes
+    #: How many bytes that unterminated line has.
+    tail_size: int
 
 
 def parse_stream(
@@ -25,40 +74,92 @@ def parse_stream(
     source: str,
     lines_done: int,
     chunk_lines: int = CHUNK_LINES,
-) -> tuple[list[Chunk], int, int]:
+    *,
+    at_start: bool | None = None,
+) -> Parsed:
     """Decode the complete lines of ``blocks`` (consecutive bytes of one stream).
 
     ``lines_done`` is the number of lines already consumed before the first byte of
-    ``blocks``. Returns ``(chunks, bytes_consumed, lines_consumed)``: the bytes and
-    lines consumed here, up to and including the last ``\\n`` seen; whatever follows
-    it (a write in progress) is not consumed.
+    ``blocks``; ``at_start`` says whether ``blocks`` begins at byte 0 of the stream
+    (default: when ``lines_done`` is 0), where a UTF-8 BOM is skipped. Returns the
+    chunks, the bytes and lines consumed (up to and including the last ``\\n`` seen)
+    and the unterminated written tail, which is not consumed.
 
     The complete lines of each block are decoded in one call when they are all
     plain one-object lines (the common case); otherwise line by line, so that a
     blank line is skipped but counted and a bad line is reported with its number.
+    A line longer than :data:`MAX_LINE_BYTES` is never held whole: it becomes an
+    error item naming its length (or, unterminated, a tail of known size).
     """
     chunks: list[Chunk] = []
     consumed = 0
     lineno = lines_done  # number of the last complete line seen so far
     carry = b""
-    for block in blocks:
+    skipping = 0  # > 0: inside an overlong line, of which this many bytes were seen
+    first = lines_done == 0 if at_start is None else at_start
+    for raw in blocks:
+        block = raw
+        if skipping:
+            nl = block.find(b"\n")
+            if nl < 0:
+                skipping += len(block)
+                continue
+            lineno += 1
+            size = skipping + nl
+            message = f"line of {size:,} bytes, longer than {MAX_LINE_BYTES:,}: not read"
+            chunks.append(Chunk(source, lineno, [EventError(message, source, lineno)]))
+            consumed += size + 1
+            skipping = 0
+            block = block[nl + 1 :]
         if not block:
             continue
         data = carry + block if carry else block
+        if first:
+            if len(data) < len(BOM) and BOM.startswith(data):
+                carry = data
+                continue
+            first = False
+            if data.startswith(BOM):
+                data = data[len(BOM) :]
+                consumed += len(BOM)
         cut = data.rfind(b"\n") + 1
         if cut == 0:
             carry = data
+            if written_length(carry) > MAX_LINE_BYTES:
+                skipping, carry = len(carry), b""
             continue
         region, carry = data[:cut], data[cut:]
         consumed += cut
-        fast = decode_block(region, source, lineno + 1) if len(region) < (1 << 28) else None
+        if written_length(carry) > MAX_LINE_BYTES:
+            skipping, carry = len(carry), b""
+        # A region longer than a line may be holds a line that is too long: line by line.
+        fast = decode_block(region, source, lineno + 1) if len(region) <= MAX_LINE_BYTES else None
         if fast is not None:
             for k in range(0, len(fast), chunk_lines):
                 chunks.append(Chunk(source, lineno + 1 + k, fast[k : k + chunk_lines]))
             lineno += len(fast)
             continue
         lineno = _parse_lines(region.split(b"\n")[:-1], source, lineno, chunk_lines, chunks)
-    return chunks, consumed, lineno - lines_done
+    if skipping:
+        return Parsed(chunks, consumed, lineno - lines_done, b"", skipping)
+    tail = carry[: written_length(carry)]
+    return Parsed(chunks, consumed, lineno - lines_done, tail, len(tail))
+
+
+def torn_tail(parsed: Parsed, source: str, line: int) -> Unread | None:
+    """The :class:`Unread` record of an unterminated tail (``None`` when there is none)."""
+    tail = parsed.tail
+    if not parsed.tail_size:
+        return None
+    complete = False
+    if tail and len(tail) <= _DECODE_TAIL_MAX:
+        try:
+            decode_line(tail.rstrip(b"\r"))
+        except EventError:
+            pass
+        else:
+            complete = True
+    return Unread("torn_line", source, line, parsed.tail_size, complete)
 
 
 def _parse_lines(
@@ -73,6 +174,13 @@ def _parse_lines(
 
     for line in parts:
         lineno += 1
+        if len(line) > MAX_LINE_BYTES:  # what a reader that never holds it would say
+            if run:
+                emit()
+                run = []
+            message = f"line of {len(line):,} bytes, longer than {MAX_LINE_BYTES:,}: not read"
+            chunks.append(Chunk(source, lineno, [EventError(message, source, lineno)]))
+            continue
         if not line.strip():
             if run:
                 emit()

@@ -11,8 +11,8 @@ import threading
 import weakref
 from typing import Final
 
-from badput.store._base import Chunk, Cursor, EventWriter, ReadResult, WriterKey
-from badput.store._lines import parse_stream
+from badput.store._base import Chunk, Cursor, EventWriter, ReadResult, Unread, WriterKey
+from badput.store._lines import parse_stream, torn_tail
 
 __all__ = ["MemoryStore", "memory_store"]
 
@@ -113,6 +113,7 @@ class MemoryStore:
                 for name, buf in self._jobs.get(job, {}).items()
             }
         chunks: list[Chunk] = []
+        unread: list[Unread] = []
         budget = max_bytes
         for name in sorted(snapshot):
             if budget is not None and budget <= 0:
@@ -123,13 +124,16 @@ class MemoryStore:
                 data = data if end < 0 else data[: end + 1]
             offset, lines = cursor.offsets.get(name, (0, 0))
             source = f"{self.uri}/{job}/{name}"
-            new_chunks, n_bytes, n_lines = parse_stream([data], source, lines)
-            chunks.extend(new_chunks)
-            if n_bytes:
-                out.offsets[name] = (offset + n_bytes, lines + n_lines)
+            parsed = parse_stream([data], source, lines, at_start=offset == 0)
+            chunks.extend(parsed.chunks)
+            if parsed.n_bytes:
+                out.offsets[name] = (offset + parsed.n_bytes, lines + parsed.n_lines)
+            torn = torn_tail(parsed, source, lines + parsed.n_lines + 1)
+            if torn is not None:
+                unread.append(torn)
             if budget is not None:
-                budget -= n_bytes
-        return ReadResult(chunks, out)
+                budget -= parsed.n_bytes
+        return ReadResult(chunks, out, unread)
 
 
 def memory_store(name: str) -> MemoryStore:

@@ -21,7 +21,17 @@ from __future__ import annotations
 import importlib
 from types import ModuleType
 
-__all__ = ["goodput", "goodput_elastic", "goodput_utils", "monitoring", "monitoring_elastic"]
+__all__ = [
+    "checkpoint_badput_calculator",
+    "exclusion_utils",
+    "gcp_metrics",
+    "goodput",
+    "goodput_cache",
+    "goodput_elastic",
+    "goodput_utils",
+    "monitoring",
+    "monitoring_elastic",
+]
 
 
 def __getattr__(name: str) -> ModuleType:

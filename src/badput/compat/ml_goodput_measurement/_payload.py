@@ -251,7 +251,13 @@ class PayloadDecoder:
             start = timestamp - duration  # Orbax logs an operation when it is done
         else:
             raise PayloadError(f"Orbax {event_type} entry without {start_key!r} or a timestamp")
-        fields = {"step": step}
+        fields: dict[str, Any] = {"step": step}
+        directory = payload.get(ORBAX_DIRECTORY)
+        if event_type == "emergency_restore" or (
+            isinstance(directory, str) and not directory.startswith("gs://")
+        ):
+            # Orbax's local (non-GCS) operations; the checkpoint calculator tells them apart.
+            fields["name"] = "local"
         return [(start, kinds[0], fields), (start + duration, kinds[1], fields)]
 
     def _new_attempt(self) -> None:

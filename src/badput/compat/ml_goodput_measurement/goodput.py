@@ -20,20 +20,27 @@ order, defaults), methods and return shapes. What changes underneath:
 
 from __future__ import annotations
 
-import bisect
 import datetime
 import functools
 import logging
-import math
 import operator
 import os
 import threading
 import time
+import weakref
 from collections.abc import Callable, Mapping
 from typing import Any, Final, TypeVar, cast
 
 from badput.compat.ml_goodput_measurement import _payload as pl
-from badput.compat.ml_goodput_measurement import goodput_utils
+from badput.compat.ml_goodput_measurement import exclusion_utils, goodput_utils
+from badput.compat.ml_goodput_measurement._columns import EventColumns, StepStarts
+from badput.compat.ml_goodput_measurement.checkpoint_badput_calculator import (
+    CheckpointBadputCalculator,
+    CheckpointLoggerOptions,
+    add_logged_entries,
+    entries_from_events,
+)
+from badput.compat.ml_goodput_measurement.goodput_cache import GoodputCache
 from badput.engine import Accountant, Report
 from badput.events import Event, Kind
 from badput.recorder import Recorder, _resolve_attempt
@@ -41,6 +48,9 @@ from badput.store import Cursor, EventStore, open_store
 
 __all__ = [
     "BadputType",
+    "CheckpointBadputCalculator",
+    "CheckpointLoggerOptions",
+    "GoodputCache",
     "GoodputCalculator",
     "GoodputRecorder",
     "GoodputType",
@@ -71,6 +81,27 @@ compute_ideal_step_time = goodput_utils.compute_ideal_step_time
 get_extra_time_from_anomalous_steps = goodput_utils.get_extra_time_from_anomalous_steps
 get_timestamp_from_log_entry = goodput_utils.get_timestamp_from_log_entry
 
+# The library's payload keys under its own (module-private) names: code written against
+# the library reads log entries with them (``goodput._JOB_NAME``).
+_JOB_NAME: Final = pl.JOB_NAME
+_STEP_COUNT: Final = pl.STEP_COUNT
+_STEP_START_TIME: Final = pl.STEP_START_TIME
+_JOB_START_TIME: Final = pl.JOB_START_TIME
+_JOB_END_TIME: Final = pl.JOB_END_TIME
+_TPU_INIT_START_TIME: Final = pl.TPU_INIT_START_TIME
+_TPU_INIT_END_TIME: Final = pl.TPU_INIT_END_TIME
+_TRAINING_PREPARATION_START_TIME: Final = pl.TRAINING_PREP_START_TIME
+_TRAINING_PREPARATION_END_TIME: Final = pl.TRAINING_PREP_END_TIME
+_DATA_LOADING_START_TIME: Final = pl.DATA_LOADING_START_TIME
+_DATA_LOADING_END_TIME: Final = pl.DATA_LOADING_END_TIME
+_CUSTOM_BADPUT_EVENT_TYPE: Final = pl.CUSTOM_BADPUT_EVENT_TYPE
+_CUSTOM_BADPUT_EVENT_START_TIME: Final = pl.CUSTOM_BADPUT_EVENT_START_TIME
+_CUSTOM_BADPUT_EVENT_END_TIME: Final = pl.CUSTOM_BADPUT_EVENT_END_TIME
+
+_ZERO_TIME: Final = (
+    "Total job time is zero, Goodput cannot be calculated. Please fix the logging entries."
+)
+
 #: Bytes per store read: bounds the memory of catching up with a large log.
 _READ_SLICE_BYTES: Final = 32 * 1024 * 1024
 
@@ -88,6 +119,14 @@ _BUCKETS: Final[dict[str, goodput_utils.BadputType]] = {
     "recovery": BadputType.INFRASTRUCTURE_RECOVERY_FROM_DISRUPTION,
 }
 _PRODUCTIVE: Final = ("productive", "slowdown")  # observed goodput
+_CHECKPOINT_KINDS: Final = frozenset(
+    {
+        Kind.CHECKPOINT_SAVE_START,
+        Kind.CHECKPOINT_SAVE_END,
+        Kind.CHECKPOINT_RESTORE_START,
+        Kind.CHECKPOINT_RESTORE_END,
+    }
+)
 
 # The library's breakdown order (its _get_job_badput_breakdown).
 _BREAKDOWN_ORDER: Final = (
@@ -181,12 +220,20 @@ class GoodputRecorder:
         self._enabled = bool(logging_enabled)
         self._lock = threading.Lock()
         self._recorders: dict[str | int | None, Recorder] = {}
+        # The library writes each payload to cloud_logger.write_cloud_logging_entry; a
+        # caller that passes its own logger (a test double, a mirror) still gets them.
+        self._cloud_logger = (
+            cloud_logger
+            if callable(getattr(cloud_logger, "write_cloud_logging_entry", None))
+            else None
+        )
         if not self._enabled:
             logger.info("Logging is disabled for this process.")
             self._store: EventStore | None = None
             return
         self._store = open_store(store)
         self._decoder = pl.PayloadDecoder(job_name, attempt=_resolve_attempt(None))
+        _live_recorders.add(self)
 
     @property
     def store(self) -> EventStore | None:
@@ -204,6 +251,12 @@ class GoodputRecorder:
                     self._recorder(event.attempt).record(event.kind, ts=event.ts, **_fields(event))
         except Exception as exc:  # a bad timestamp from the caller, say
             logger.warning("badput: goodput event %r not recorded: %s", payload, exc)
+            return
+        if self._cloud_logger is not None:
+            try:
+                self._cloud_logger.write_cloud_logging_entry(payload)
+            except Exception as exc:  # the caller's logger must not break the loop either
+                logger.warning("badput: cloud_logger failed on %r: %s", payload, exc)
 
     def _recorder(self, attempt: str | int | None) -> Recorder:
         rec = self._recorders.get(attempt)
@@ -353,6 +406,26 @@ class GoodputRecorder:
             rec.close()
 
 
+# This process's enabled recorders: a calculator of the same job flushes them before it
+# reads, so that a query in the training process sees what was recorded (not only what
+# the writer threads have committed so far).
+_live_recorders: weakref.WeakSet[GoodputRecorder] = weakref.WeakSet()
+
+
+def live_recorder(job_name: str) -> GoodputRecorder | None:
+    """An enabled recorder of ``job_name`` in this process, if any (the newest)."""
+    found = [r for r in list(_live_recorders) if r.job_name == job_name]
+    return found[-1] if found else None
+
+
+def _flush_live_recorders(job_name: str) -> None:
+    for rec in [r for r in list(_live_recorders) if r.job_name == job_name]:
+        try:
+            rec.flush()
+        except Exception as exc:  # a query must still answer from what is stored
+            logger.warning("badput: could not flush the recorder of %s: %s", job_name, exc)
+
+
 def _fields(event: Event) -> dict[str, Any]:
     """The schema fields of a decoded event, for :meth:`Recorder.record`."""
     out: dict[str, Any] = {}
@@ -365,56 +438,61 @@ def _fields(event: Event) -> dict[str, Any]:
 
 class _JobView:
     """What the calculator knows of the job: the engine's accountant plus the few raw
-    series the library's own rules need (step starts, event times, elastic events)."""
+    series the library's own rules need (step starts, every event for interval queries,
+    elastic events). The events are kept in compact columns (:mod:`._columns`): a
+    long-lived calculator holds a whole job's history in 20 bytes an event (16 more per
+    step start)."""
 
     def __init__(self, store: EventStore, job: str) -> None:
         self.store = store
         self.job = job
         self.accountant = Accountant(job)
         self.cursor: Cursor | None = None
-        self.times: list[float] = []  # every event's time, sorted
-        self.step_starts: list[tuple[float, int]] = []  # (ts, step), sorted
+        self.columns = EventColumns(job)  # every event, sorted by time (interval queries)
+        self.step_starts = StepStarts()
         self.intervals: dict[str, list[tuple[float, float]]] = {}  # base -> paired spans
         self.slices: list[tuple[float, int, int, int]] = []  # (ts, active, available, total)
+        self.checkpoints: list[Event] = []  # checkpoint start/end events (Orbax's entries)
         self.job_start: float | None = None
         self.job_end: float | None = None  # the last job end
         self._open: dict[str, float] = {}
-        self._pending: list[Event] = []
 
     def update(self) -> int:
         """Ingest what was appended since the last call; return how many events."""
+        _flush_live_recorders(self.job)
         n = 0
         while True:
             result = self.store.read(self.job, self.cursor, max_bytes=_READ_SLICE_BYTES)
             progressed = result.cursor.offsets != (self.cursor.offsets if self.cursor else {})
             self.cursor = result.cursor
             self.accountant.ingest(result.chunks)
-            for chunk in result.chunks:
-                for item in chunk.items:
-                    if isinstance(item, Event) and item.job == self.job:
-                        self._pending.append(item)
-                        n += 1
+            # Absorbed slice by slice: a catch-up never holds more than one slice's
+            # events as objects (the columns keep them compact).
+            events = [
+                item
+                for chunk in result.chunks
+                for item in chunk.items
+                if isinstance(item, Event) and item.job == self.job
+            ]
+            if events:
+                self._absorb(sorted(events, key=lambda e: e.ts))
+                n += len(events)
             if not progressed:
                 break
-        if self._pending:
-            self._absorb(sorted(self._pending, key=lambda e: e.ts))
-            self._pending = []
         return n
 
     def _absorb(self, events: list[Event]) -> None:
-        late = bool(self.times) and events[0].ts < self.times[-1]
+        self.columns.extend(events)
         for e in events:
-            if late:
-                bisect.insort(self.times, e.ts)
-            else:
-                self.times.append(e.ts)
             kind = e.kind
             if kind == Kind.STEP_START and e.step is not None:
-                bisect.insort(self.step_starts, (e.ts, e.step))
+                self.step_starts.add(e.ts, e.step)
             elif kind == Kind.JOB_START:
                 self.job_start = e.ts if self.job_start is None else min(self.job_start, e.ts)
             elif kind == Kind.JOB_END:
                 self.job_end = e.ts if self.job_end is None else max(self.job_end, e.ts)
+            elif kind in _CHECKPOINT_KINDS:
+                self.checkpoints.append(e)
             elif kind == Kind.ELASTIC_SLICES:
                 total = max(e.total or 1, 1)
                 self.slices.append((e.ts, e.active or 0, e.available or 0, total))
@@ -432,24 +510,32 @@ class _JobView:
     def last_step_in(self, start: float, end: float, *, ended: bool) -> int:
         """The library's last productive step of a window: the step before the last one
         started in ``(start, end]``, or that one when the job ended within the window."""
-        i = bisect.bisect_right(self.step_starts, (start, math.inf))
-        j = bisect.bisect_right(self.step_starts, (end, math.inf))
+        i, j = self.step_starts.upto(start), self.step_starts.upto(end)
         if j <= i:
             return 0
-        last = self.step_starts[j - 1][1]
+        last = self.step_starts.steps[j - 1]
         job_end = self.job_end
         if ended and job_end is not None and start < job_end <= end:
             return last
         return max(last - 1, 0)
 
+    def events_in(self, start: float, end: float) -> list[Event]:
+        """The events in ``(start, end]``, the library's interval entries."""
+        return self.columns.events(self.columns.after(start), self.columns.after(end))
+
     def clip(self, start: float, end: float) -> tuple[float, float] | None:
         """The library's interval: from the first event after ``start`` to the last event
         at or before ``end`` (it only knows the time span its log entries cover)."""
-        i = bisect.bisect_right(self.times, start)
-        j = bisect.bisect_right(self.times, end)
+        times = self.columns.ts
+        i, j = self.columns.after(start), self.columns.after(end)
         if j <= i:
             return None
-        return max(start, self.times[i]), min(end, self.times[j - 1])
+        return max(start, times[i]), min(end, times[j - 1])
+
+    @property
+    def last_time(self) -> float:
+        """The time of the job's last event (there is one: the job has started)."""
+        return float(self.columns.ts[-1])
 
 
 class GoodputCalculator:
@@ -486,6 +572,14 @@ class GoodputCalculator:
         self.logger_name = logger_name
         self.using_pathways = using_pathways
         self._clock = clock
+        # The library's calculator reads the log it is given, where Orbax writes its
+        # checkpoint entries straight: those entries count here too (the job's own events
+        # come from the store).
+        self._cloud_logger = (
+            cloud_logger
+            if callable(getattr(cloud_logger, "read_cloud_logging_entries", None))
+            else None
+        )
         self._view = _JobView(open_store(store), job_name)
         self._lock = threading.Lock()
         self._goodput_info: goodput_utils.GoodputInfo | None = None
@@ -505,44 +599,134 @@ class GoodputCalculator:
         the library does.
         """
         with self._lock:
-            now = self._clock()
-            view = self._view
-            view.update()
-            if view.job_start is None:
-                raise ValueError(
-                    "Total job time is zero, Goodput cannot be calculated. Please fix the"
-                    " logging entries."
-                )
-            report = view.accountant.report(now=now, typical="mean")
-            productive, seconds = self._seconds(report)
+            report, productive, seconds = self._job_partition()
             total = report.total_seconds
-            if total <= 0.0:
-                raise ValueError(
-                    "Total job time is zero, Goodput cannot be calculated. Please fix the"
-                    " logging entries."
-                )
-            running = self._step_in_progress(report, productive, now)
-            if running > 0.0:
-                productive -= running
-                other = seconds[BadputType.OTHER]
-                seconds[BadputType.OTHER] = (other if isinstance(other, float) else 0.0) + running
-            self._number_of_interruptions = max(0, len(report.attempts) - 1)
-            last_step = _last_productive_step(report)
-            self._goodput_info = goodput_utils.GoodputInfo(
-                total_productive_time=productive,
-                total_elapsed_time=total,
-                total_unproductive_time=seconds,
-                max_productive_step=last_step,
-                last_recorded_step=report.steps.last or 0,
-                last_updated_timestamp=_now_datetime(),
-                number_of_disruptions=self._number_of_interruptions,
-            )
-            try:
-                self._step_info = self._step_deviation(configured_ideal_step_time)
-            except ValueError as exc:
-                logger.info("Failed to compute step information: %s", exc)
+            self._remember(report, productive, seconds, total, 0.0, configured_ideal_step_time)
             breakdown = self._percentages(seconds, total) if include_badput_breakdown else {}
-            return productive / total * 100.0, breakdown, last_step
+            return productive / total * 100.0, breakdown, _last_productive_step(report)
+
+    def get_job_goodput_with_exclusions(
+        self,
+        exclusion_intervals: list[tuple[datetime.datetime, datetime.datetime]],
+        include_badput_breakdown: bool = False,
+        configured_ideal_step_time: float | None = None,
+    ) -> tuple[float, UnproductiveTimeDict, int, float]:
+        """(goodput %, breakdown % or ``{}``, last productive step, excluded seconds) of
+        the job with ``exclusion_intervals`` (UTC ``(start, end)`` pairs) left out.
+
+        The library's exclusion rule: excluded time is the part of the intervals that the
+        log accounts for (steps, recorded intervals, recovery); untracked time inside
+        them (the library's OTHER) is not excluded and stays in OTHER. Each bucket loses
+        its share of the excluded time, and percentages are of the job's time less the
+        excluded time. Intervals not in UTC, or empty, are ignored (logged).
+        """
+        windows = exclusion_utils.normalize_intervals(exclusion_intervals)
+        with self._lock:
+            report, productive, seconds = self._job_partition()
+            excluded = 0.0
+            for lo, hi in windows:
+                a, b = max(lo, report.start), min(hi, report.end)
+                if a >= b:
+                    continue
+                _, w_productive, w_seconds = self._partition(
+                    self._view.accountant, self._view.step_starts, report.end, (a, b)
+                )
+                untracked = w_seconds.get(BadputType.OTHER, 0.0)
+                excluded += (b - a) - (untracked if isinstance(untracked, float) else 0.0)
+                productive -= w_productive
+                _subtract(seconds, w_seconds, keep=(BadputType.OTHER,))
+            total = max(0.0, report.total_seconds - excluded)
+            last_step = _last_productive_step(report)
+            if total <= 0.0:
+                return 0.0, {}, last_step, excluded
+            self._remember(report, productive, seconds, total, excluded, configured_ideal_step_time)
+            breakdown = self._percentages(seconds, total) if include_badput_breakdown else {}
+            return productive / total * 100.0, breakdown, last_step, excluded
+
+    def _job_partition(self) -> tuple[Report, float, dict[goodput_utils.BadputType, Any]]:
+        """The whole job's partition with the library's definitions (lock held)."""
+        now = self._clock()
+        view = self._view
+        view.update()
+        if view.job_start is None:
+            raise ValueError(_ZERO_TIME)
+        if view.job_end is not None:
+            # A job that has ended runs from its start to its end whatever the query
+            # clock says (hosts with skewed clocks, back-filled timestamps).
+            now = max(now, view.last_time)
+        report, productive, seconds = self._partition(view.accountant, view.step_starts, now, None)
+        if report.total_seconds <= 0.0:
+            raise ValueError(_ZERO_TIME)
+        productive = self._checkpoint_time_from_entries(productive, seconds)
+        return report, productive, seconds
+
+    def _checkpoint_time_from_entries(
+        self, productive: float, seconds: dict[goodput_utils.BadputType, Any]
+    ) -> float:
+        """Checkpoint save and restore time as the library's calculator counts them: the
+        CheckpointBadputCalculator's totals over the job's Orbax entries (per step and
+        kind, the mean of its entries), wherever the entries fall. The partition placed
+        the operations on the job's timeline; an entry outside it (stamped before the job,
+        or an operation that several hosts logged) changes the total by ``delta``, which
+        the library takes from productive time for saves and from OTHER (its remainder)
+        for restores. Returns the productive seconds (lock held)."""
+        entries = entries_from_events(self._view.checkpoints)
+        if self._cloud_logger is not None:
+            entries = add_logged_entries(entries, self._logged_entries())
+        if not entries:
+            return productive
+        calc = CheckpointBadputCalculator(CheckpointLoggerOptions(use_goodput_logger=True))
+        calc.entries = entries
+        save = calc.calculate_save_operation_checkpoint_manager_blocking_time()
+        restore = calc.calculate_restore_operation_checkpoint_manager_blocking_time()
+        save_type = BadputType.UNPRODUCTIVE_CHECKPOINT_SAVE_TIME
+        restore_type = BadputType.UNPRODUCTIVE_CHECKPOINT_RESTORE_TIME
+        delta = save.total_checkpoint_manager_blocking_time - seconds.get(save_type, 0.0)
+        seconds[save_type] = save.total_checkpoint_manager_blocking_time
+        productive = max(0.0, productive - delta)
+        delta = restore.total_checkpoint_manager_time - seconds.get(restore_type, 0.0)
+        seconds[restore_type] = restore.total_checkpoint_manager_time
+        seconds[BadputType.OTHER] = max(0.0, seconds.get(BadputType.OTHER, 0.0) - delta)
+        return productive
+
+    def _logged_entries(self) -> list[Mapping[str, Any]]:
+        """The payloads of the ``cloud_logger`` given (read whole: it is a test double or
+        a mirror of the job's log); none if reading fails (logged)."""
+        assert self._cloud_logger is not None
+        try:
+            result = self._cloud_logger.read_cloud_logging_entries()
+        except Exception as exc:  # the store still answers
+            logger.warning("badput: could not read the cloud_logger given: %r", exc)
+            return []
+        if isinstance(result, tuple):  # (payloads, last entry info), as the library's
+            result = result[0] if result else []
+        return [p for p in result if isinstance(p, Mapping)] if isinstance(result, list) else []
+
+    def _remember(
+        self,
+        report: Report,
+        productive: float,
+        seconds: dict[goodput_utils.BadputType, Any],
+        total: float,
+        excluded: float,
+        configured_ideal_step_time: float | None,
+    ) -> None:
+        """Keep the last result for get_job_goodput_details (lock held)."""
+        self._number_of_interruptions = max(0, len(report.attempts) - 1)
+        self._goodput_info = goodput_utils.GoodputInfo(
+            total_productive_time=productive,
+            total_elapsed_time=total,
+            total_unproductive_time=seconds,
+            max_productive_step=_last_productive_step(report),
+            last_recorded_step=report.steps.last or 0,
+            last_updated_timestamp=_now_datetime(),
+            number_of_disruptions=self._number_of_interruptions,
+            total_excluded_time=excluded,
+        )
+        try:
+            self._step_info = self._step_deviation(configured_ideal_step_time)
+        except ValueError as exc:
+            logger.info("Failed to compute step information: %s", exc)
 
     def get_job_goodput_interval(
         self, interval_start: datetime.datetime, interval_end: datetime.datetime
@@ -568,8 +752,13 @@ class GoodputCalculator:
                 raise ValueError(
                     "Start time is on or after end time, cannot compute total job time."
                 )
-            report = view.accountant.report(now=self._clock(), window=(a, b), typical="mean")
-            productive, seconds = self._seconds(report)
+            # The library computes a window from the window's own log entries: steps a
+            # later restart redid are not wasted in it. So does this view.
+            own = Accountant(view.job)
+            own.ingest_events(view.events_in(lo, hi))
+            steps = view.step_starts.between(lo, hi)
+            # The window is its own entries: it ends at its last one, whatever the clock.
+            report, productive, seconds = self._partition(own, steps, b, (a, b))
             total = b - a
             disruptions = sum(1 for att in report.attempts[1:] if a <= att.start <= b)
             return (
@@ -614,7 +803,7 @@ class GoodputCalculator:
             "disruption_count": info.number_of_disruptions,
             "step_time_deviation": step.step_deviations if step else {},
             "ideal_step_time": step.ideal_step_time if step and step.ideal_step_time else 0.0,
-            "total_excluded_time": 0.0,
+            "total_excluded_time": info.total_excluded_time,
         }
 
     def get_interval_metric_details(
@@ -663,25 +852,81 @@ class GoodputCalculator:
             result[t] = custom if t == BadputType.CUSTOM_BADPUT_EVENTS else out.get(t, 0.0)
         return productive, result
 
-    def _step_in_progress(self, report: Report, productive: float, now: float) -> float:
-        """Productive seconds of the step still running at ``now`` in a live job.
+    def _partition(
+        self,
+        accountant: Accountant,
+        step_starts: StepStarts,
+        now: float,
+        window: tuple[float, float] | None,
+    ) -> tuple[Report, float, dict[goodput_utils.BadputType, Any]]:
+        """The engine's partition with the library's definitions where they differ
+        (ACCOUNTING.md §6): the report, productive seconds and the library's buckets.
 
-        The library counts a step once the next one starts (or the job ends): until then
-        the running step's time is OTHER, and its max productive step is the one before.
-        badput's engine counts the running step's time as it goes; this view follows the
-        library. The running step's share is the productive time after its start: the
-        cumulative figure less the same partition up to that start.
+        - The last step before a recorded ``job_end`` lasts until it: the engine counts
+          one typical step and the rest as untracked; here that rest is productive
+          (recorded intervals inside it stay taken out).
+        - A crashed attempt's last step, up to the next ``job_start``, is recovery
+          (the engine counts one typical step of it as wasted progress).
+        - A running job's step in progress is OTHER until it completes (the library
+          counts a step when the next one starts).
         """
-        if report.end_reason == "job_end" or not self._view.step_starts:
-            return 0.0
-        last_start = self._view.step_starts[-1][0]
-        if not report.start < last_start < now:
-            return 0.0
-        head = self._view.accountant.report(
-            now=now, window=(report.start, last_start), typical="mean"
-        )
-        before = sum(head.bucket(name) for name in _PRODUCTIVE)
-        return max(0.0, productive - before)
+        report = accountant.report(now=now, window=window, typical="mean")
+        productive, seconds = self._seconds(report)
+        lo, hi = window if window is not None else (report.start, report.end)
+        attempts = report.attempts
+
+        def part(a: float, b: float) -> Report | None:
+            a, b = max(a, lo), min(b, hi)
+            return accountant.report(now=now, window=(a, b), typical="mean") if a < b else None
+
+        moved = 0.0
+        for i, att in enumerate(attempts[:-1]):
+            if att.end_reason == "job_end":
+                continue
+            t = step_starts.last_start(att.start, att.end)
+            piece = part(t, attempts[i + 1].start) if t is not None else None
+            if piece is not None:
+                moved += self._move(
+                    piece,
+                    seconds,
+                    (*_PRODUCTIVE, "startup", "wasted", "untracked"),
+                    BadputType.INFRASTRUCTURE_RECOVERY_FROM_DISRUPTION,
+                )
+        productive -= moved
+        if attempts:
+            last = attempts[-1]
+            t = step_starts.last_start(last.start, last.end)
+            piece = part(t, last.end) if t is not None else None
+            if piece is not None and last.end_reason == "job_end":
+                productive += self._move(piece, seconds, ("untracked",), None)
+            elif piece is not None and report.end_reason != "job_end" and t is not None and t < now:
+                productive -= self._move(piece, seconds, _PRODUCTIVE, BadputType.OTHER)
+        return report, productive, seconds
+
+    def _move(
+        self,
+        piece: Report,
+        seconds: dict[goodput_utils.BadputType, Any],
+        names: tuple[str, ...],
+        target: goodput_utils.BadputType | None,
+    ) -> float:
+        """Move ``piece``'s seconds in the badput buckets ``names`` to ``target`` (None:
+        productive); return the seconds moved. Productive buckets are taken from
+        productive time by the caller (the return value)."""
+        total = 0.0
+        for name in names:
+            value = piece.bucket(name)
+            if value <= 0.0:
+                continue
+            total += value
+            if name not in _PRODUCTIVE:
+                source = self._bucket_type(name)
+                seconds[source] = max(0.0, seconds.get(source, 0.0) - value)
+            if target is not None:
+                seconds[target] = seconds.get(target, 0.0) + value
+        if target is None:
+            return total
+        return sum(piece.bucket(n) for n in names if n in _PRODUCTIVE)
 
     def _bucket_type(self, name: str) -> goodput_utils.BadputType:
         """The library's type for a badput bucket; elastic ones are OTHER here (the base
@@ -725,6 +970,23 @@ class GoodputCalculator:
             ideal_step_time=ideal,
             step_deviations={step: abs(t - ideal) for step, t in times.items()},
         )
+
+
+def _subtract(
+    seconds: dict[goodput_utils.BadputType, Any],
+    part: Mapping[goodput_utils.BadputType, Any],
+    keep: tuple[goodput_utils.BadputType, ...] = (),
+) -> None:
+    """``seconds`` less ``part``, type by type (custom events name by name)."""
+    for key, value in part.items():
+        if key in keep:
+            continue
+        current = seconds.get(key)
+        if isinstance(value, dict) and isinstance(current, dict):
+            for name, sub in value.items():
+                current[name] = max(0.0, current.get(name, 0.0) - sub)
+        elif isinstance(value, float) and isinstance(current, float):
+            seconds[key] = max(0.0, current - value)
 
 
 def _last_productive_step(report: Report) -> int:

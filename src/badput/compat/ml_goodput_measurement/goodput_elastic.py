@@ -27,6 +27,18 @@ __all__ = ["ElasticGoodputCalculator", "ElasticGoodputRecorder", "GoodputRecorde
 GoodputRecorder = goodput.GoodputRecorder
 BadputType = goodput_utils.BadputType
 
+# The library's payload keys under its own (module-private) names.
+_JOB_NAME: Final = pl.JOB_NAME
+_ACTIVE_SLICES: Final = pl.ACTIVE_SLICES
+_TOTAL_SLICES: Final = pl.TOTAL_SLICES
+_AVAILABLE_SLICES: Final = pl.AVAILABLE_SLICES
+_ELASTIC_SLICE_COUNTS_TIMESTAMP: Final = pl.ELASTIC_SLICE_COUNTS_TIMESTAMP
+_ELASTIC_WAIT_EVENT_TYPE: Final = pl.ELASTIC_WAIT_EVENT_TYPE
+_ELASTIC_WAIT_START_TIME: Final = pl.ELASTIC_WAIT_START_TIME
+_ELASTIC_WAIT_END_TIME: Final = pl.ELASTIC_WAIT_END_TIME
+_ELASTIC_REINIT_START_TIME: Final = pl.ELASTIC_REINIT_START_TIME
+_ELASTIC_REINIT_END_TIME: Final = pl.ELASTIC_REINIT_END_TIME
+
 _ELASTIC_ORDER: Final = (
     *goodput.GoodputCalculator._badput_types,
     BadputType.ELASTIC_SLICE_DOWN,

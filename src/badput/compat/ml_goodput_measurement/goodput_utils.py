@@ -12,12 +12,15 @@ from __future__ import annotations
 import dataclasses
 import datetime
 import enum
+import importlib
 import logging
 import urllib.error
 import urllib.request
 from typing import Any, Final, TypedDict
 
 import numpy as np
+
+from badput._optional import import_optional
 
 __all__ = [
     "ACTIVITY_EXCLUSION_LIST",
@@ -32,6 +35,7 @@ __all__ = [
     "IntervalWorkloadMetricDetails",
     "MetricType",
     "MonitoringWindowType",
+    "Retry",  # noqa: F822 (module __getattr__: urllib3, imported on use)
     "StepInfo",
     "WorkloadMetricDetails",
     "compute_ideal_step_time",
@@ -52,6 +56,7 @@ logger = logging.getLogger(__name__)
 _TIME_ENTRY: Final = "time"
 _METADATA_SERVER_URL: Final = "http://metadata.google.internal/computeMetadata/v1/"
 _METADATA_HEADERS: Final = {"Metadata-Flavor": "Google"}
+_RETRIED_STATUS: Final = (429, 500, 502, 503, 504)
 
 MACHINE_TYPE_TO_ACCELERATOR_TYPE_MAPPING: Final[dict[str, str]] = {
     "tpu7x": "TPU-7x",
@@ -296,20 +301,59 @@ def get_timestamp_from_log_entry(entry: dict[str, Any]) -> datetime.datetime | N
 def get_gcp_metadata(
     category: str, attribute: str, timeout: float = 5, retries: int = 3
 ) -> str | None:
-    """An attribute from the GCP metadata server, or ``None`` (off GCP, or on error)."""
+    """An attribute from the GCP metadata server, or ``None`` (off GCP, or on error).
+
+    As the library: a ``requests`` session retrying 429 and 5xx answers (``Retry``,
+    backoff 0.5 s). Without ``requests`` (it comes with ``badput[gcp]``), the standard
+    library does the same with as many tries.
+    """
     url = f"{_METADATA_SERVER_URL}{category}/{attribute}"
+    try:
+        requests: Any = importlib.import_module("requests")
+    except ImportError:
+        return _metadata_by_urllib(url, category, attribute, timeout, retries)
+    session = requests.Session()
+    retry = _retry_class()(
+        total=retries, backoff_factor=0.5, status_forcelist=list(_RETRIED_STATUS)
+    )
+    session.mount("http://", requests.adapters.HTTPAdapter(max_retries=retry))
+    try:
+        response = session.get(url, headers=_METADATA_HEADERS, timeout=timeout)
+        response.raise_for_status()
+        return str(response.text)
+    except requests.exceptions.RequestException as exc:
+        logger.warning("Failed to retrieve metadata for %s/%s: %s", category, attribute, exc)
+        return None
+    finally:
+        session.close()
+
+
+def _metadata_by_urllib(
+    url: str, category: str, attribute: str, timeout: float, retries: int
+) -> str | None:
     for _ in range(max(1, retries)):
         request = urllib.request.Request(url, headers=_METADATA_HEADERS)
         try:
             with urllib.request.urlopen(request, timeout=timeout) as response:
                 return str(response.read().decode())
         except urllib.error.HTTPError as exc:
-            if exc.code not in (429, 500, 502, 503, 504):
+            if exc.code not in _RETRIED_STATUS:
                 break
         except (OSError, ValueError):
             break  # no metadata server: not on GCP
     logger.warning("Failed to retrieve metadata for %s/%s", category, attribute)
     return None
+
+
+def _retry_class() -> Any:
+    return import_optional("urllib3.util.retry", "gcp").Retry
+
+
+def __getattr__(name: str) -> Any:
+    # ``Retry`` is urllib3's (the library's ``goodput_utils.Retry``), imported on use.
+    if name == "Retry":
+        return _retry_class()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def get_gcp_project_id() -> str | None:

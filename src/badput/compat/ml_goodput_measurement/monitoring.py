@@ -62,7 +62,6 @@ with instead of a default one). Accepted and unused: ``gcs_sync_interval_seconds
 
 from __future__ import annotations
 
-import atexit
 import dataclasses
 import datetime
 import itertools
@@ -71,13 +70,15 @@ import math
 import os
 import threading
 import time
-import weakref
 from collections.abc import Callable, Iterable, Mapping
 from contextlib import suppress
 from typing import Any, Final, Protocol
 
+from badput import _lifecycle
 from badput._optional import import_optional
+from badput._worker import PeriodicWorker
 from badput.compat.ml_goodput_measurement import goodput, goodput_utils
+from badput.compat.ml_goodput_measurement.gcp_metrics import GCPMetrics, ValueType
 from badput.monitor import gcm
 from badput.monitor._monitor import (
     MAX_BACKOFF_CYCLES,
@@ -89,6 +90,7 @@ from badput.store import EventStore
 __all__ = [
     "ACTIVITY_EXCLUSION_LIST",
     "BadputType",
+    "GCPMetrics",
     "GCPOptions",
     "GoodputCalculator",
     "GoodputMonitor",
@@ -97,6 +99,7 @@ __all__ = [
     "MetricType",
     "MonitoringWindowType",
     "UnproductiveTimeDict",
+    "ValueType",
     "WorkloadMetricDetails",
 ]
 
@@ -522,20 +525,10 @@ class _WindowSession:
         pass
 
 
-class _Run:
-    """One started thread of an uploader."""
-
-    __slots__ = ("final_flush", "stop", "thread")
-
-    def __init__(self) -> None:
-        self.stop = threading.Event()
-        self.final_flush = False
-        self.thread: threading.Thread | None = None
-
-
 class _Uploader:
-    """One of the monitor's uploaders: a daemon thread running a session's cycles every
-    ``interval`` seconds (the first one ``interval`` after the start, as in the library)."""
+    """One of the monitor's uploaders: badput's periodic worker running a session's cycles
+    every ``interval`` seconds (the first one ``interval`` after the start, as in the
+    library), then a final cycle when stopped with a final flush."""
 
     def __init__(
         self, name: str, job: str, interval: float, new_session: Callable[[], _Session]
@@ -546,50 +539,53 @@ class _Uploader:
         self.new_session = new_session
         self.cycles = 0  # cycles run (final flushes included)
         self._lock = threading.Lock()
-        self._run: _Run | None = None
+        self._worker: PeriodicWorker | None = None
 
     @property
     def running(self) -> bool:
-        run = self._run
-        return run is not None and run.thread is not None and run.thread.is_alive()
+        worker = self._worker
+        return worker is not None and worker.running
 
     def start(self) -> bool:
         """Start the thread; ``False`` when it is already running."""
         with self._lock:
             if self.running:
                 return False
-            run = _Run()
-            run.thread = threading.Thread(
-                target=self._loop, args=(run,), name=f"badput-goodput-{self.name}", daemon=True
+            sessions: list[_Session] = []  # opened on the worker's thread
+
+            def tick() -> None:
+                if sessions:
+                    self._cycle(sessions[0], final=False)
+
+            def finish(final: bool) -> None:
+                try:
+                    if final and sessions:
+                        self._cycle(sessions[0], final=True)
+                finally:
+                    for session in sessions:
+                        with suppress(Exception):
+                            session.close()
+
+            worker = PeriodicWorker(
+                f"badput-goodput-{self.name}",
+                self.interval,
+                tick,
+                finish=finish,
+                tick_at_start=False,
+                setup=lambda: sessions.append(self.new_session()),
             )
-            run.thread.start()
-            self._run = run
+            worker.start()
+            self._worker = worker
         return True
 
-    def signal(self, final_flush: bool) -> _Run | None:
-        """Ask the thread to stop (after a final cycle if ``final_flush``); its run, or
+    def signal(self, final_flush: bool) -> PeriodicWorker | None:
+        """Ask the thread to stop (after a final cycle if ``final_flush``); its worker, or
         ``None`` when it was not started."""
         with self._lock:
-            run, self._run = self._run, None
-        if run is not None:
-            run.final_flush = final_flush
-            run.stop.set()
-        return run
-
-    def _loop(self, run: _Run) -> None:
-        session: _Session | None = None
-        try:
-            session = self.new_session()
-            while not run.stop.wait(self.interval):
-                self._cycle(session, final=False)
-            if run.final_flush:
-                self._cycle(session, final=True)
-        except Exception as exc:  # a bug here: never into the job
-            logger.warning("badput: %s uploader of job %r stopped: %r", self.name, self.job, exc)
-        finally:
-            if session is not None:
-                with suppress(Exception):
-                    session.close()
+            worker, self._worker = self._worker, None
+        if worker is not None:
+            worker.signal(final_flush)
+        return worker
 
     def _cycle(self, session: _Session, *, final: bool) -> None:
         session.cycle(final)
@@ -741,7 +737,7 @@ class GoodputMonitor:
             ),
         }
         self._initialized = True
-        _live_monitors.add(self)
+        _lifecycle.track(_LIVE_GROUP, self)
 
     def _open_cloud_monitoring(self, client: Any) -> _CloudMonitoring | None:
         """The Cloud Monitoring writer, or ``None`` (with a warning when it was asked for)."""
@@ -902,7 +898,7 @@ class GoodputMonitor:
         """In a forked child: inert (the parent's threads do not exist here; its files and
         final flush are the parent's)."""
         self._forked = True
-        _live_monitors.discard(self)
+        _lifecycle.untrack(_LIVE_GROUP, self)
 
 
 def _windows(sizes: Iterable[float]) -> tuple[float, ...]:
@@ -914,12 +910,14 @@ def _windows(sizes: Iterable[float]) -> tuple[float, ...]:
     return tuple(out)
 
 
-# Live monitors, for the atexit and after-fork hooks.
-_live_monitors: weakref.WeakSet[GoodputMonitor] = weakref.WeakSet()
+# Live monitors, for the exit and after-fork hooks (badput's one lifecycle registry).
+_LIVE_GROUP: Final = "compat-monitors"
 
 
 def _stop_all() -> None:
-    monitors = [m for m in list(_live_monitors) if any(u.running for u in m._uploaders.values())]
+    monitors = [
+        m for m in _lifecycle.live(_LIVE_GROUP) if any(u.running for u in m._uploaders.values())
+    ]
     if not monitors:
         return
     flush_live_recorders()  # let the final flush see the job's last events
@@ -929,11 +927,10 @@ def _stop_all() -> None:
 
 
 def _after_fork_in_child() -> None:
-    for monitor in list(_live_monitors):
+    for monitor in _lifecycle.live(_LIVE_GROUP):
         with suppress(Exception):
             monitor._after_fork_child()
 
 
-atexit.register(_stop_all)
-if hasattr(os, "register_at_fork"):
-    os.register_at_fork(after_in_child=_after_fork_in_child)
+_lifecycle.on_exit(_stop_all, _lifecycle.ORDER_MONITORS)
+_lifecycle.on_fork_child(_after_fork_in_child)

@@ -1,0 +1,876 @@
+"""Every rank counts: the per-rank view, straggler scores and stalls (hangs).
+
+The partition follows one timeline per attempt (ACCOUNTING.md); this module looks
+at all of them. :class:`RankTracker` keeps a few columns per (attempt, rank),
+fed the same events as the partition's ingest, O(1) per event; :meth:`RankTracker.analyze`
+turns them into :class:`RankAnalysis` (pure: same state, same answer).
+
+Straggler scores follow NVIDIA's straggler detection (nvidia-resiliency-ext,
+``straggler/reporting.py``): per section, a score is a *reference* median time
+divided by this rank's median time, so 1.0 is as fast as the reference and 0.5
+twice as slow.
+
+- **relative**: the reference is the smallest of the ranks' recent medians (the
+  best rank of the job now);
+- **individual**: the reference is this rank's own best median so far.
+
+"Recent" is the newest ``section_summary`` period of the rank with at least
+``min_samples`` runs (docs/ranks.md). Blocking data loads count as the section
+``data_loading`` (recent: the median of the last block of loads).
+
+Stalls: progress (steps, recorded intervals, section completions), not heartbeats,
+decides liveness. A stall is a time during which no rank made progress for longer
+than ``max(stall_factor x typical step time, stall_floor)``.
+"""
+
+from __future__ import annotations
+
+import math
+from array import array
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from badput.events import MAX_INT, Event, Kind, bucket_of, interval_base
+
+__all__ = [
+    "RankAnalysis",
+    "RankOptions",
+    "RankTracker",
+    "RankView",
+    "SectionView",
+    "Stall",
+    "Straggler",
+]
+
+F64 = npt.NDArray[np.float64]
+_NOTHING = object()
+#: Blocking data loads per block when scoring the ``data_loading`` section.
+LOAD_BLOCK = 50
+DATA_LOADING = "data_loading"
+
+
+@dataclass(frozen=True)
+class RankOptions:
+    """Thresholds of the per-rank analysis (docs/ranks.md).
+
+    - ``straggler_threshold``: a rank whose relative or individual score of a
+      section is below this is a straggler (NVIDIA's default, 0.75).
+    - ``min_excess``: ... and only when its recent median exceeds the reference by
+      at least this many seconds (so that microsecond sections do not flag noise).
+    - ``min_samples``: runs a summary period needs to give a median.
+    - ``stall_factor``, ``stall_floor``: no progress for longer than
+      ``max(stall_factor x typical step time, stall_floor)`` seconds is a stall.
+    """
+
+    straggler_threshold: float = 0.75
+    min_excess: float = 0.001
+    min_samples: int = 3
+    stall_factor: float = 10.0
+    stall_floor: float = 60.0
+
+
+@dataclass(frozen=True)
+class SectionView:
+    """One timed section of one rank (seconds)."""
+
+    count: int
+    seconds: float
+    recent_p50: float | None
+    best_p50: float | None
+    relative_score: float | None
+    individual_score: float | None
+    open_since: float | None = None
+
+
+@dataclass(frozen=True)
+class RankView:
+    """What one rank did, over every attempt (JSON ``ranks``)."""
+
+    rank: int
+    host: str | None
+    attempts: int
+    steps: int
+    typical_step_time: float | None
+    data_loading_seconds: float
+    buckets: dict[str, float]
+    first_step: int | None
+    last_step: int | None
+    first_event: float
+    last_event: float
+    last_progress: float | None
+    sections: dict[str, SectionView] = field(default_factory=dict)
+    outlier: list[str] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class Straggler:
+    """A rank below the score threshold in one section (JSON ``stragglers``)."""
+
+    rank: int
+    host: str | None
+    section: str
+    relative_score: float | None
+    individual_score: float | None
+    recent_seconds: float
+    reference_seconds: float
+
+
+@dataclass(frozen=True)
+class Stall:
+    """A time when no rank made progress (JSON ``stalls``).
+
+    ``first_stopped``: the ranks that stopped first: those that never reached
+    the step (or the section count) the others reached, else those whose last
+    progress is oldest (``why`` says which). ``buckets``: where the partition put
+    the stall's time (a hang is counted in the buckets ACCOUNTING.md gives it,
+    and this says so).
+    """
+
+    attempt: str | None
+    start: float
+    end: float
+    seconds: float
+    ongoing: bool
+    threshold: float
+    last_step: int | None
+    first_stopped: list[int]
+    why: str
+    open_sections: dict[str, str] = field(default_factory=dict)
+    inside: list[str] = field(default_factory=list)
+    buckets: dict[str, float] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class RankAnalysis:
+    ranks: list[RankView]
+    stragglers: list[Straggler]
+    stalls: list[Stall]
+
+
+class _SectionLog:
+    __slots__ = ("count", "last", "open_since", "open_ts", "opens", "periods", "seconds")
+
+    def __init__(self) -> None:
+        self.count = 0
+        self.seconds = 0.0
+        self.periods: list[tuple[float, int, float]] = []  # (ts, count, p50 or nan)
+        self.opens: list[tuple[float, float]] = []  # (ts, open_since) of summaries of open runs
+        self.last = -math.inf  # wall time of the last completion
+        self.open_since: float | None = None
+        self.open_ts = -math.inf  # ts of the summary that reported open_since
+
+    def see_open(self, ts: float, open_since: float | None) -> None:
+        """The newest summary says whether a run is open (at equal times, an open one wins)."""
+        if ts > self.open_ts or (
+            ts == self.open_ts and (open_since or -math.inf) > (self.open_since or -math.inf)
+        ):
+            self.open_ts, self.open_since = ts, open_since
+
+
+class _RankStream:
+    """What one (attempt, rank) wrote that the per-rank view needs."""
+
+    __slots__ = (
+        "attempt",
+        "buckets",
+        "end_ts",
+        "extra_ts",
+        "first_ts",
+        "host",
+        "last_ts",
+        "loads",
+        "names",
+        "open",
+        "pair_code",
+        "pair_ts",
+        "pid_seen",
+        "rank",
+        "sections",
+        "settled",
+        "step_no",
+        "step_ts",
+        "worker_pids",
+    )
+
+    def __init__(self, attempt: str | None, rank: int) -> None:
+        self.attempt = attempt
+        self.rank = rank
+        self.host: str | None = None
+        self.step_ts = array("d")
+        self.step_no = array("q")
+        self.end_ts = array("d")  # step_end times (progress)
+        self.extra_ts = array("d")  # non-blocking load marks (progress, not paired)
+        # Blocking interval marks, kept raw (a few bytes each) and paired at query time in
+        # time order, whatever order they arrived in (two files of one rank, merges).
+        self.pair_ts = array("d")
+        self.pair_code = array("i")  # 2 x index in ``names`` + is_start
+        self.names: dict[str, int] = {DATA_LOADING: 0}
+        self.settled = -1  # len(pair_ts) when the fields below were computed
+        self.loads = array("d")  # blocking data-load durations
+        self.open: dict[str, list[float]] = {}  # interval starts not ended (yet)
+        self.buckets: dict[str, float] = {}  # seconds inside each kind of interval
+        self.sections: dict[str, _SectionLog] = {}
+        self.first_ts = math.inf
+        self.last_ts = -math.inf
+        # Liveness: the processes that made progress, and each process's newest other event
+        # (a launcher writing as the same rank, or without one, is not a trainer).
+        self.worker_pids: set[int | None] = set()
+        self.pid_seen: dict[int | None, float] = {}
+
+    def code(self, bucket: str) -> int:
+        i = self.names.get(bucket)
+        if i is None:
+            i = self.names[bucket] = len(self.names)
+        return i
+
+    def see(self, ts: float, pid: int | None) -> None:
+        """An event other than a step or a blocking load (those count at query time)."""
+        self.first_ts = min(self.first_ts, ts)
+        self.last_ts = max(self.last_ts, ts)
+        if ts > self.pid_seen.get(pid, -math.inf):
+            self.pid_seen[pid] = ts
+
+    def alive_until(self) -> float | None:
+        """The newest event of a process of this stream that made progress."""
+        seen = [self.pid_seen[p] for p in self.worker_pids if p in self.pid_seen]
+        return max(seen) if seen else None
+
+    def span(self) -> tuple[float, float]:
+        """First and last event time."""
+        first, last = self.first_ts, self.last_ts
+        for col in (self.step_ts, self.end_ts, self.pair_ts, self.extra_ts):
+            if len(col):
+                a = np.frombuffer(col, dtype=np.float64)
+                first, last = min(first, float(a.min())), max(last, float(a.max()))
+        return first, last
+
+    def settle(self) -> None:
+        """Pair the blocking interval marks in time order (once per change): seconds
+        per bucket, data-load durations, starts still open. Unpaired ends are ignored
+        (the partition reports them)."""
+        n = len(self.pair_ts)
+        if n == self.settled:
+            return
+        self.loads, self.open, self.buckets = array("d"), {}, {}
+        ts = np.frombuffer(self.pair_ts, dtype=np.float64)
+        codes = np.frombuffer(self.pair_code, dtype=np.int32)
+        bucket = codes >> 1
+        is_start = (codes & 1).astype(bool)
+        # by bucket, then time; at equal times, starts first
+        order = np.lexsort((~is_start, ts, bucket))
+        ts, bucket, is_start = ts[order], bucket[order], is_start[order]
+        idx = np.arange(len(ts))
+        first = np.concatenate(([True], bucket[1:] != bucket[:-1]))
+        group = np.cumsum(first) - 1
+        parity = (idx - np.flatnonzero(first)[group]) % 2
+        # The common case, vectorised: each bucket's marks go start, end, start, end...
+        irregular = np.unique(group[is_start != (parity == 0)])
+        regular = ~np.isin(group, irregular)
+        ends = np.flatnonzero(regular & (parity == 1))
+        d = np.maximum(ts[ends] - ts[ends - 1], 0.0)
+        sums = np.bincount(bucket[ends], weights=d, minlength=len(self.names))
+        names = {i: name for name, i in self.names.items()}
+        for i in np.flatnonzero(sums > 0):
+            self.buckets[names[int(i)]] = float(sums[i])
+        self.loads = array("d", d[bucket[ends] == 0].tolist())
+        heads = np.flatnonzero(first)
+        last = np.concatenate((heads[1:] - 1, [len(ts) - 1])) if len(ts) else idx
+        for j in last[regular[last] & (parity[last] == 0)]:
+            self.open[names[int(bucket[j])]] = [float(ts[j])]
+        for g in irregular.tolist():  # nested or unpaired marks: a stack
+            members = slice(int(heads[g]), int(last[g]) + 1)
+            name = names[int(bucket[heads[g]])]
+            stack: list[float] = []
+            got: list[float] = []
+            for x, opens in zip(ts[members].tolist(), is_start[members].tolist(), strict=True):
+                if opens:
+                    stack.append(x)
+                elif stack:
+                    got.append(max(0.0, x - stack.pop()))
+            if got:
+                self.buckets[name] = float(sum(got))
+            if stack:
+                self.open[name] = stack
+            if name == DATA_LOADING:
+                self.loads = array("d", got)
+        self.settled = n
+
+
+def _no_append(value: float) -> None:  # before the first event: never called
+    raise AssertionError("no stream")
+
+
+def _median(values: F64) -> float | None:
+    return float(np.median(values)) if len(values) else None
+
+
+class RankTracker:
+    """Per-(attempt, rank) columns, fed every event the Accountant ingests."""
+
+    def __init__(self) -> None:
+        self.streams: dict[tuple[str | None, int], _RankStream] = {}
+
+    def _stream(self, attempt: object, rank: int | None) -> _RankStream:
+        key = (None if attempt is None else str(attempt), rank or 0)
+        s = self.streams.get(key)
+        if s is None:
+            s = self.streams[key] = _RankStream(key[0], key[1])
+        return s
+
+    def absorb(self, other: RankTracker) -> None:
+        """Add what ``other`` read (later files of the same job)."""
+        for key, theirs in other.streams.items():
+            mine = self.streams.get(key)
+            if mine is None:
+                self.streams[key] = theirs
+                continue
+            mine.host = mine.host or theirs.host
+            for name in ("step_ts", "step_no", "end_ts", "extra_ts", "pair_ts"):
+                getattr(mine, name).extend(getattr(theirs, name))
+            names = {i: name for name, i in theirs.names.items()}
+            for code in theirs.pair_code:
+                mine.pair_code.append(2 * mine.code(names[code >> 1]) + (code & 1))
+            for name, log in theirs.sections.items():
+                m = mine.sections.setdefault(name, _SectionLog())
+                m.count += log.count
+                m.seconds += log.seconds
+                m.periods = sorted(m.periods + log.periods)
+                m.opens = sorted(m.opens + log.opens)
+                m.last = max(m.last, log.last)
+                m.see_open(log.open_ts, log.open_since)
+            mine.first_ts = min(mine.first_ts, theirs.first_ts)
+            mine.last_ts = max(mine.last_ts, theirs.last_ts)
+            mine.worker_pids |= theirs.worker_pids
+            for pid, ts in theirs.pid_seen.items():
+                mine.pid_seen[pid] = max(ts, mine.pid_seen.get(pid, -math.inf))
+
+    def ingest(self, events: list[Event], job: str | None) -> None:
+        """Route ``events`` (consecutive lines of one source) into the columns.
+
+        Runs once per event of the log: steps and blocking loads (the bulk) are three
+        appends; everything is paired and summed at query time, vectorised.
+        """
+        cur_a: object = _NOTHING
+        cur_r: object = _NOTHING
+        cur_p: object = _NOTHING
+        worker = False  # the current process is known to make progress
+        s: _RankStream | None = None
+        step_start, step_end, heartbeat = Kind.STEP_START, Kind.STEP_END, Kind.HEARTBEAT
+        load_start, load_end = Kind.DATA_LOADING_START, Kind.DATA_LOADING_END
+        # the appends of the current stream's columns, bound once per stream switch
+        st_app: Any = _no_append
+        sn_app: Any = _no_append
+        en_app: Any = _no_append
+        pt_app: Any = _no_append
+        pc_app: Any = _no_append
+        for ev in events:
+            if job is not None and ev.job != job:
+                continue
+            if ev.attempt != cur_a or ev.rank != cur_r or ev.pid != cur_p or s is None:
+                cur_a, cur_r, cur_p = ev.attempt, ev.rank, ev.pid
+                s = self._stream(ev.attempt, ev.rank)
+                worker = ev.pid in s.worker_pids
+                if s.host is None:
+                    s.host = ev.host
+                st_app, sn_app, en_app = s.step_ts.append, s.step_no.append, s.end_ts.append
+                pt_app, pc_app = s.pair_ts.append, s.pair_code.append
+            kind = ev.kind
+            if kind == step_start:
+                step = ev.step
+                # out of range: the accounting reports it (a diagnostic); not a step here
+                if step is None or not -MAX_INT <= step <= MAX_INT:
+                    continue
+                st_app(ev.ts)
+                sn_app(step)
+                if not worker:
+                    s.worker_pids.add(ev.pid)
+                    worker = True
+            elif kind == step_end:
+                en_app(ev.ts)
+            elif kind == load_start and ev.blocking is None:
+                pt_app(ev.ts)
+                pc_app(1)  # data_loading (index 0), start
+            elif kind == load_end and ev.blocking is None:
+                pt_app(ev.ts)
+                pc_app(0)
+            elif kind == heartbeat:
+                s.see(ev.ts, ev.pid)
+            else:
+                s.see(ev.ts, ev.pid)
+                self._other(s, ev)
+
+    @staticmethod
+    def _other(s: _RankStream, ev: Event) -> None:
+        kind = ev.kind
+        if kind == Kind.SECTION_SUMMARY:
+            log = s.sections.get(ev.name or "")
+            if log is None:
+                log = s.sections[ev.name or ""] = _SectionLog()
+            n = ev.count or 0
+            if n:
+                s.worker_pids.add(ev.pid)
+            log.count += n
+            log.seconds += ev.seconds or 0.0
+            p50 = (ev.quantiles or {}).get("p50")
+            if n:
+                log.periods.append((ev.ts, n, math.nan if p50 is None else p50))
+            if ev.open_since is not None:
+                log.opens.append((ev.ts, ev.open_since))
+            if ev.last is not None:
+                log.last = max(log.last, ev.last)
+            log.see_open(ev.ts, ev.open_since)
+            return
+        split = interval_base(kind)
+        if split is None:
+            return
+        base, is_start = split
+        if base == "data_loading" and ev.blocking is False:
+            s.extra_ts.append(ev.ts)  # overlapped loads: progress, but not a wait
+            return
+        s.pair_ts.append(ev.ts)
+        s.pair_code.append(2 * s.code(bucket_of(base, ev.name)) + is_start)
+
+    # ------------------------------------------------------------------ query
+
+    def progress(self, attempt: str) -> tuple[float | None, float | None, float | None]:
+        """``(newest progress, newest other event of a process that made progress, typical
+        step time)`` of ``attempt`` over every rank (``None`` when unknown)."""
+        last: float | None = None
+        seen: float | None = None
+        times = []
+        for s in self.streams.values():
+            if s.attempt != attempt:
+                continue
+            p = _last_progress(s)
+            if p is not None and (last is None or p > last):
+                last = p
+            alive = s.alive_until()
+            if alive is not None and (seen is None or alive > seen):
+                seen = alive
+            times.append(_step_times(s))
+        typical = _median(np.concatenate(times)) if times else None
+        return last, seen, typical
+
+    def analyze(
+        self,
+        attempts: list[tuple[str, float, float, bool, bool]],
+        now: float | None,
+        options: RankOptions,
+    ) -> RankAnalysis:
+        """The per-rank view, the stragglers and the stalls.
+
+        ``attempts``: (id, start, end, ended, completed) of every attempt, as the
+        partition reconstructed them (``completed``: ended by ``job_end``, so the
+        time after its last progress is shutdown, not a stall); ``now`` (live) marks
+        a stall still going on.
+        """
+        by_rank: dict[int, list[_RankStream]] = {}
+        for s in self.streams.values():
+            s.settle()
+            by_rank.setdefault(s.rank, []).append(s)
+        # Only ranks that did something count as ranks (a launcher writes lifecycle only).
+        workers = {
+            r: ss
+            for r, ss in by_rank.items()
+            if any(len(s.step_ts) or len(s.pair_ts) or len(s.extra_ts) or s.sections for s in ss)
+        }
+        sections = {r: _sections_of(ss, options) for r, ss in workers.items()}
+        _score_relative(sections)
+        stragglers = _stragglers(sections, workers, options)
+        typical_all: list[float] = []
+        views: dict[int, RankView] = {}
+        for r, ss in sorted(workers.items()):
+            view = _rank_view(r, ss, sections[r])
+            views[r] = view
+            if view.typical_step_time is not None:
+                typical_all.append(view.typical_step_time)
+        typical = float(np.median(typical_all)) if typical_all else None
+        threshold = max(options.stall_factor * typical if typical else 0.0, options.stall_floor)
+        stalls: list[Stall] = []
+        # A log without attempt ids (hand-written, imported) of a single attempt: its
+        # streams have no id; with several attempts they cannot be told apart by id.
+        idless = len(attempts) == 1 and not any(
+            s.attempt == attempts[0][0] for s in self.streams.values()
+        )
+        for attempt, start, end, ended, completed in attempts:
+            streams = [
+                s
+                for s in self.streams.values()
+                if s.rank in workers and (s.attempt == attempt or (idless and s.attempt is None))
+            ]
+            if streams:
+                stalls.extend(
+                    _stalls(
+                        attempt,
+                        streams=streams,
+                        start=start,
+                        end=end,
+                        ended=ended,
+                        completed=completed,
+                        now=now,
+                        threshold=threshold,
+                        typical=typical,
+                    )
+                )
+        outliers = _outliers(views, stragglers, stalls, options.min_excess)
+        ranks = [
+            RankView(**{**v.__dict__, "outlier": outliers.get(r, [])}) for r, v in views.items()
+        ]
+        return RankAnalysis(ranks, stragglers, stalls)
+
+
+def _sections_of(streams: list[_RankStream], options: RankOptions) -> dict[str, SectionView]:
+    """Section logs of one rank, merged over its attempts (recent = the newest)."""
+    merged: dict[str, _SectionLog] = {}
+    for s in streams:
+        for name, log in s.sections.items():
+            m = merged.setdefault(name, _SectionLog())
+            m.count += log.count
+            m.seconds += log.seconds
+            m.periods.extend(log.periods)
+            m.see_open(log.open_ts, log.open_since)
+    out: dict[str, SectionView] = {}
+    for name, log in merged.items():
+        good = sorted(
+            p for p in log.periods if p[1] >= options.min_samples and not math.isnan(p[2])
+        )
+        recent = good[-1][2] if good else None
+        best = min(p[2] for p in good) if good else None
+        out[name] = SectionView(
+            log.count,
+            log.seconds,
+            recent,
+            best,
+            None,
+            best / recent if best is not None and recent else None,
+            log.open_since,
+        )
+    loads = np.concatenate([np.frombuffer(s.loads, dtype=np.float64) for s in streams])
+    if len(loads) >= options.min_samples and DATA_LOADING not in out:
+        block = min(LOAD_BLOCK, max(options.min_samples, len(loads) // 4))
+        full = loads[: len(loads) // block * block].reshape(-1, block)
+        medians = np.median(full, axis=1) if len(full) else np.zeros(0)
+        recent_l = float(np.median(loads[-block:]))
+        best_l = float(min(medians.min(), recent_l)) if len(medians) else recent_l
+        out[DATA_LOADING] = SectionView(
+            len(loads),
+            float(loads.sum()),
+            recent_l,
+            best_l,
+            None,
+            best_l / recent_l if recent_l > 0 else None,
+        )
+    return out
+
+
+def _score_relative(sections: dict[int, dict[str, SectionView]]) -> None:
+    """Fill each section's relative score: best recent median over ranks / this rank's."""
+    names = {name for per in sections.values() for name in per}
+    for name in names:
+        recents = [
+            per[name].recent_p50
+            for per in sections.values()
+            if name in per and per[name].recent_p50 is not None
+        ]
+        if len(recents) < 2:
+            continue  # one rank has no one to compare with
+        ref = min(r for r in recents if r is not None)
+        for per in sections.values():
+            view = per.get(name)
+            if view is None or view.recent_p50 is None:
+                continue
+            rel = ref / view.recent_p50 if view.recent_p50 > 0 else 1.0
+            per[name] = SectionView(**{**view.__dict__, "relative_score": rel})
+
+
+def _stragglers(
+    sections: dict[int, dict[str, SectionView]],
+    workers: dict[int, list[_RankStream]],
+    options: RankOptions,
+) -> list[Straggler]:
+    out: list[Straggler] = []
+    refs: dict[str, float] = {}
+    for per in sections.values():
+        for name, v in per.items():
+            if v.recent_p50 is not None and v.relative_score is not None:
+                refs[name] = min(refs.get(name, math.inf), v.recent_p50)
+    for r, per in sections.items():
+        host = next((s.host for s in workers[r] if s.host), None)
+        for name, v in sorted(per.items()):
+            if v.recent_p50 is None:
+                continue
+            limit = options.straggler_threshold
+            low_rel = v.relative_score is not None and v.relative_score < limit
+            low_ind = v.individual_score is not None and v.individual_score < limit
+            if not (low_rel or low_ind):
+                continue
+            ref = refs.get(name, v.best_p50 or v.recent_p50) if low_rel else v.best_p50
+            ref = v.recent_p50 if ref is None else ref
+            if v.recent_p50 - ref < options.min_excess:
+                continue
+            out.append(
+                Straggler(r, host, name, v.relative_score, v.individual_score, v.recent_p50, ref)
+            )
+    out.sort(key=lambda x: (min(x.relative_score or 1.0, x.individual_score or 1.0), x.rank))
+    return out
+
+
+def _step_times(s: _RankStream) -> F64:
+    ts = np.frombuffer(s.step_ts, dtype=np.float64)
+    no = np.frombuffer(s.step_no, dtype=np.int64)
+    if len(ts) < 2:
+        return np.zeros(0)
+    order = np.argsort(ts, kind="stable")
+    ts, no = ts[order], no[order]
+    dn = np.diff(no)
+    ok = dn > 0
+    return np.diff(ts)[ok] / dn[ok]
+
+
+def _rank_view(r: int, streams: list[_RankStream], sections: dict[str, SectionView]) -> RankView:
+    times = np.concatenate([_step_times(s) for s in streams])
+    steps = [np.frombuffer(s.step_no, dtype=np.int64) for s in streams if len(s.step_no)]
+    buckets: dict[str, float] = {}
+    for s in streams:
+        for b, v in s.buckets.items():
+            buckets[b] = buckets.get(b, 0.0) + v
+    progress = [p for p in (_last_progress(s) for s in streams) if p is not None]
+    return RankView(
+        rank=r,
+        host=next((s.host for s in streams if s.host), None),
+        attempts=len({s.attempt for s in streams}),
+        steps=sum(len(s.step_ts) for s in streams),
+        typical_step_time=_median(times),
+        data_loading_seconds=buckets.get(DATA_LOADING, 0.0),
+        buckets=dict(sorted(buckets.items())),
+        first_step=int(min(a.min() for a in steps)) if steps else None,
+        last_step=int(max(a.max() for a in steps)) if steps else None,
+        first_event=min(s.span()[0] for s in streams),
+        last_event=max(s.span()[1] for s in streams),
+        last_progress=max(progress) if progress else None,
+        sections=dict(sorted(sections.items())),
+    )
+
+
+def _progress(s: _RankStream) -> F64:
+    parts = [
+        np.frombuffer(s.step_ts, dtype=np.float64),
+        np.frombuffer(s.end_ts, dtype=np.float64),
+        np.frombuffer(s.pair_ts, dtype=np.float64),
+        np.frombuffer(s.extra_ts, dtype=np.float64),
+        np.array([log.last for log in s.sections.values() if math.isfinite(log.last)]),
+    ]
+    return np.sort(np.concatenate(parts))
+
+
+def _last_progress(s: _RankStream) -> float | None:
+    candidates = [
+        float(a.max())
+        for a in (
+            np.frombuffer(s.step_ts, dtype=np.float64),
+            np.frombuffer(s.end_ts, dtype=np.float64),
+            np.frombuffer(s.pair_ts, dtype=np.float64),
+            np.frombuffer(s.extra_ts, dtype=np.float64),
+        )
+        if len(a)
+    ]
+    candidates += [log.last for log in s.sections.values() if math.isfinite(log.last)]
+    return max(candidates) if candidates else None
+
+
+def _gaps(times: F64, start: float, end: float, threshold: float) -> list[tuple[float, float]]:
+    """Spans of [start, end] longer than ``threshold`` with no progress time inside."""
+    t = times[(times >= start) & (times <= end)]
+    edges = np.concatenate(([start], t, [end]))
+    d = np.diff(edges)
+    idx = np.flatnonzero(d > threshold)
+    return [(float(edges[i]), float(edges[i + 1])) for i in idx]
+
+
+def _intersect(
+    a: list[tuple[float, float]], b: list[tuple[float, float]]
+) -> list[tuple[float, float]]:
+    out = []
+    i = j = 0
+    while i < len(a) and j < len(b):
+        lo, hi = max(a[i][0], b[j][0]), min(a[i][1], b[j][1])
+        if hi > lo:
+            out.append((lo, hi))
+        if a[i][1] < b[j][1]:
+            i += 1
+        else:
+            j += 1
+    return out
+
+
+def _stalls(
+    attempt: str,
+    *,
+    streams: list[_RankStream],
+    start: float,
+    end: float,
+    ended: bool,
+    completed: bool,
+    now: float | None,
+    threshold: float,
+    typical: float | None,
+) -> list[Stall]:
+    progress = {s.rank: _progress(s) for s in streams}
+    firsts = [float(p[0]) for p in progress.values() if len(p)]
+    if not firsts:
+        return []
+    begin = min(firsts)  # before the first progress: start-up, not a stall
+    if completed:
+        end = min(end, max(float(p[-1]) for p in progress.values() if len(p)))
+    # A span is a job stall when it is a gap on every rank: intersect the ranks' gaps.
+    common: list[tuple[float, float]] | None = None
+    for p in progress.values():
+        g = _gaps(p, begin, end, threshold)  # a job stall lies inside a long gap of each rank
+        common = g if common is None else _intersect(common, g)
+        if not common:
+            return []
+    out: list[Stall] = []
+    for lo, hi in common or []:
+        if hi - lo <= threshold:
+            continue
+        ongoing = not ended and now is not None and hi >= end
+        out.append(
+            _describe(
+                attempt,
+                streams=streams,
+                progress=progress,
+                lo=lo,
+                hi=hi,
+                ongoing=ongoing,
+                threshold=threshold,
+                typical=typical,
+            )
+        )
+    return out
+
+
+def _describe(
+    attempt: str,
+    *,
+    streams: list[_RankStream],
+    progress: dict[int, F64],
+    lo: float,
+    hi: float,
+    ongoing: bool,
+    threshold: float,
+    typical: float | None,
+) -> Stall:
+    """Who stopped first, at what step, in which section, inside which interval.
+
+    In order: the ranks that never reached the step the others reached; else that
+    finished fewer runs of a section (as their summaries said by the stall's end);
+    else that reported, during the stall, a section open since before it began
+    (alive, and stuck inside it); else whose last progress is oldest by more than
+    half a typical step. Otherwise all ranks stopped together.
+    """
+    eps = 1e-9
+    steps: dict[int, int] = {}
+    counts: dict[int, dict[str, int]] = {}
+    stuck: dict[int, str] = {}
+    lasts: dict[int, float] = {}
+    for s in streams:
+        ts = np.frombuffer(s.step_ts, dtype=np.float64)
+        no = np.frombuffer(s.step_no, dtype=np.int64)
+        before = ts <= lo + eps
+        steps[s.rank] = int(no[before].max()) if before.any() else -1
+        counts[s.rank] = {
+            name: sum(n for t, n, _ in log.periods if t <= hi) for name, log in s.sections.items()
+        }
+        for name, log in sorted(s.sections.items()):
+            if any(lo < t <= hi and since <= lo + eps for t, since in log.opens):
+                stuck.setdefault(s.rank, name)
+        p = progress[s.rank]
+        lasts[s.rank] = float(p[p <= lo + eps].max()) if (p <= lo + eps).any() else -math.inf
+    ranks = sorted(steps)
+    top_step = max(steps.values())
+    behind = [r for r in ranks if steps[r] < top_step]
+    why = "never reached the step the others reached"
+    if not behind:
+        names = {n for c in counts.values() for n in c}
+        found: set[int] = set()
+        for name in names:
+            top = max(c.get(name, 0) for c in counts.values())
+            found |= {r for r in ranks if counts[r].get(name, 0) < top}
+        behind, why = sorted(found), "did not finish a section the others finished"
+    if not behind or len(behind) == len(ranks):
+        behind, why = sorted(stuck), "stayed inside a timed section during the stall"
+    if not behind or len(behind) == len(ranks):
+        oldest, newest = min(lasts.values()), max(lasts.values())
+        behind, why = [], "all ranks stopped together"
+        if newest - oldest > 0.5 * (typical or 0.0):
+            behind = [r for r in ranks if lasts[r] <= oldest + eps]
+            why = "last progress oldest"
+    inside: set[str] = set()
+    for s in streams:
+        for bucket, starts in s.open.items():
+            if starts and starts[0] <= lo + eps:
+                inside.add(bucket)
+    return Stall(
+        attempt=attempt,
+        start=lo,
+        end=hi,
+        seconds=hi - lo,
+        ongoing=ongoing,
+        threshold=threshold,
+        last_step=None if top_step < 0 else top_step,
+        first_stopped=behind,
+        why=why,
+        open_sections={str(r): n for r, n in sorted(stuck.items())},
+        inside=sorted(inside),
+    )
+
+
+def _robust_high(values: dict[int, float], min_excess: float) -> set[int]:
+    """Ranks whose value is far above the others': above median + 5 MAD, 10 % above the
+    median, and by at least ``min_excess`` (noise on tiny values is not an outlier)."""
+    if len(values) < 3:
+        return set()
+    arr = np.array(list(values.values()))
+    med = float(np.median(arr))
+    mad = float(np.median(np.abs(arr - med)))
+    return {
+        r
+        for r, v in values.items()
+        if v > med + 5 * mad and v > med * 1.1 and v - med >= min_excess
+    }
+
+
+def _outliers(
+    views: dict[int, RankView],
+    stragglers: list[Straggler],
+    stalls: list[Stall],
+    min_excess: float,
+) -> dict[int, list[str]]:
+    out: dict[int, list[str]] = {}
+    for st in stragglers:
+        out.setdefault(st.rank, []).append(f"straggler in {st.section}")
+    for stall in stalls:
+        for r in stall.first_stopped:
+            reason = "stopped first in a stall"
+            if reason not in out.get(r, []):
+                out.setdefault(r, []).append(reason)
+    typical = {r: v.typical_step_time for r, v in views.items() if v.typical_step_time}
+    for r in _robust_high({r: t for r, t in typical.items() if t is not None}, min_excess):
+        out.setdefault(r, []).append("slow steps")
+    # Data loading (a total): an outlier when it costs over 1 % of the rank's step time more
+    # than the others' does.
+    busy = [(v.typical_step_time or 0.0) * v.steps for v in views.values()]
+    floor = 0.01 * float(np.median(busy)) if busy else 0.0
+    loads = {r: v.data_loading_seconds for r, v in views.items()}
+    for r in _robust_high(loads, max(floor, min_excess)):
+        out.setdefault(r, []).append("slow data loading")
+    steps = {r: float(v.last_step) for r, v in views.items() if v.last_step is not None}
+    if steps:
+        top = max(steps.values())
+        for r, s in steps.items():
+            if s < top - 1 and len(steps) > 1:  # one step apart: flushed at different times
+                out.setdefault(r, []).append(f"behind: last step {int(s)} of {int(top)}")
+    return out

@@ -1,0 +1,319 @@
+"""What happened when, for pictures: step spans and recorded intervals per attempt and rank.
+
+The partition (``_partition``) sums time into buckets; views that draw a job also
+need *where* that time is. :func:`build_timeline` reads the ingested state and a
+:class:`Report` of it and returns every step span and recorded interval, each with
+the bucket it is drawn in. It computes no totals: the report's figures stay the
+only accounting.
+
+A step span is coloured by where most of its time went (ACCOUNTING.md §3-§4):
+``wasted`` when a later attempt restored from a checkpoint before it, ``startup``
+for an attempt's first step when it took more than twice the ideal step time,
+``slowdown`` when its own time (blocking intervals inside it left out) is more than
+:data:`SLOW_FACTOR` times the ideal step time, so that most of it was slowdown,
+else ``productive``. Recorded intervals keep their own bucket (innermost wins
+where they nest, as in the partition).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from badput.engine._ingest import Ingestor, Stream
+from badput.engine._intervals import Coverage, Piece, flatten_innermost, pair_marks
+from badput.engine._model import Report
+
+__all__ = ["SLOW_FACTOR", "STEP_BUCKETS", "IntervalSpan", "Lane", "StepSpans", "Timeline"]
+
+F64 = npt.NDArray[np.float64]
+I64 = npt.NDArray[np.int64]
+I8 = npt.NDArray[np.int8]
+
+#: The buckets a step span can be drawn in; ``StepSpans.bucket`` indexes this tuple.
+STEP_BUCKETS: tuple[str, ...] = ("productive", "slowdown", "startup", "wasted")
+#: A kept step whose own time is more than this many ideal step times is drawn as
+#: slowdown (most of its time is then beyond the ideal).
+SLOW_FACTOR = 2.0
+_STARTUP_FACTOR = 2.0
+
+
+@dataclass(frozen=True)
+class Lane:
+    """One row of a picture: an attempt, and a rank of it when the job logs several."""
+
+    attempt_index: int  # index into Report.attempts
+    attempt: str | int  # the attempt's id
+    rank: int | None  # None when the job logs one rank only
+    host: str | None  # the host of the rank's lifecycle events, when they name one
+
+
+@dataclass(frozen=True)
+class StepSpans:
+    """Every step span, as columns (a million steps cost a few tens of MB, not objects).
+
+    Sorted by lane, then start. A step never ended (a crash, a hang: ``closed`` false)
+    lasts until the next event of its lane, at most a typical step time of its stream
+    (the median of its ended steps, else the ideal), and never past its attempt's end.
+    """
+
+    lane: I64
+    start: F64
+    end: F64
+    step: I64
+    bucket: I8  # index into STEP_BUCKETS
+    closed: npt.NDArray[np.bool_]
+    own: F64  # the step's own time: its span less the blocking intervals inside it
+
+    def __len__(self) -> int:
+        return int(self.start.shape[0])
+
+
+@dataclass(frozen=True)
+class IntervalSpan:
+    """A recorded interval (blocking ones flattened innermost-wins, as partitioned)."""
+
+    lane: int
+    start: float
+    end: float
+    bucket: str  # checkpoint_save, data_loading, custom:eval, ...
+    blocking: bool
+
+
+@dataclass(frozen=True)
+class Timeline:
+    """Lanes, step spans and intervals of a job (see :meth:`Accountant.timeline`)."""
+
+    lanes: list[Lane]
+    steps: StepSpans
+    intervals: list[IntervalSpan]
+    ideal_step_time: float | None
+
+    def to_pandas(self) -> dict[str, Any]:
+        """``{"steps": DataFrame, "intervals": DataFrame}`` (needs ``badput[pandas]``).
+
+        One row per step span (attempt index, attempt id, rank, step, start, end,
+        own_seconds, bucket, ended) and per recorded interval.
+        """
+        from badput._optional import import_optional  # noqa: PLC0415
+
+        pd = import_optional("pandas", "pandas")
+        s = self.steps
+        att_index = np.array([ln.attempt_index for ln in self.lanes] or [0], np.int64)
+        att_id = np.array([str(ln.attempt) for ln in self.lanes] or [""], dtype=object)
+        rank = np.array([-1 if ln.rank is None else ln.rank for ln in self.lanes] or [0])
+        steps = pd.DataFrame(
+            {
+                "attempt_index": att_index[s.lane] if len(s) else att_index[:0],
+                "attempt": att_id[s.lane] if len(s) else att_id[:0],
+                "rank": rank[s.lane] if len(s) else rank[:0],
+                "step": s.step,
+                "start": s.start,
+                "end": s.end,
+                "own_seconds": s.own,
+                "bucket": pd.Categorical.from_codes(s.bucket, categories=list(STEP_BUCKETS)),
+                "ended": s.closed,
+            }
+        )
+        intervals = pd.DataFrame(
+            [
+                (
+                    self.lanes[iv.lane].attempt_index,
+                    str(self.lanes[iv.lane].attempt),
+                    -1 if self.lanes[iv.lane].rank is None else self.lanes[iv.lane].rank,
+                    iv.bucket,
+                    iv.start,
+                    iv.end,
+                    iv.blocking,
+                )
+                for iv in self.intervals
+            ],
+            columns=["attempt_index", "attempt", "rank", "bucket", "start", "end", "blocking"],
+        )
+        return {"steps": steps, "intervals": intervals}
+
+
+def _pair_steps(stream: Stream, close_at: float) -> tuple[F64, F64, I64, npt.NDArray[np.bool_]]:
+    """Step spans of one stream: each step_start to the step_end of the same step that
+    follows it; a start followed by anything else is open (ends at the next event)."""
+    log = stream.steps
+    if not len(log):
+        empty = np.zeros(0)
+        return empty, empty, np.zeros(0, np.int64), np.zeros(0, np.bool_)
+    ts = np.frombuffer(log.ts, dtype=np.float64)
+    step = np.frombuffer(log.step, dtype=np.int64)
+    is_end = np.frombuffer(log.is_end, dtype=np.int8).astype(bool)
+    if log.unsorted:
+        order = np.argsort(ts, kind="stable")
+        ts, step, is_end = ts[order], step[order], is_end[order]
+    starts = np.flatnonzero(~is_end)
+    if starts.shape[0] == 0:  # ends only: each step ran from the previous end
+        ends = np.flatnonzero(is_end)
+        if ends.shape[0] < 2:
+            empty = np.zeros(0)
+            return empty, empty, np.zeros(0, np.int64), np.zeros(0, np.bool_)
+        return ts[ends[:-1]], ts[ends[1:]], step[ends[1:]], np.ones(ends.shape[0] - 1, np.bool_)
+    nxt = starts + 1
+    has_next = nxt < ts.shape[0]
+    nxt_c = np.minimum(nxt, ts.shape[0] - 1)
+    closed = has_next & is_end[nxt_c] & (step[nxt_c] == step[starts])
+    end = np.where(has_next, ts[nxt_c], max(close_at, float(ts[-1])))
+    return ts[starts], np.maximum(end, ts[starts]), step[starts], closed
+
+
+def build_timeline(ing: Ingestor, report: Report) -> Timeline:
+    """The spans of the ingested job, coloured with ``report`` (its attempts and ideal)."""
+    attempts = report.attempts
+    att_starts = np.array([a.start for a in attempts], dtype=np.float64)
+    multi_rank = len({s.rank for s in ing.streams.values() if s.has_work}) > 1
+    hosts: dict[tuple[int, int], str] = {}
+    for e in ing.lifecycle:
+        if e.host is not None and attempts:
+            at = max(0, int(np.searchsorted(att_starts, e.ts, side="right")) - 1)
+            hosts.setdefault((at, e.rank or 0), e.host)
+
+    def attempt_of(ts: F64) -> I64:
+        if not attempts:
+            return np.zeros(ts.shape[0], np.int64)
+        return np.maximum(np.searchsorted(att_starts, ts, side="right") - 1, 0).astype(np.int64)
+
+    ends_of = np.array([a.end for a in attempts], dtype=np.float64)
+    lane_index: dict[tuple[int, int], int] = {}
+    parts: list[tuple[I64, F64, F64, I64, npt.NDArray[np.bool_]]] = []
+    intervals: list[IntervalSpan] = []
+    lane_keys: list[tuple[int, int]] = []
+
+    def lane_of(ai: int, rank: int) -> int:
+        key = (ai, rank)
+        if key not in lane_index:
+            lane_index[key] = len(lane_keys)
+            lane_keys.append(key)
+        return lane_index[key]
+
+    for stream in ing.streams.values():
+        if not stream.has_work or not attempts:
+            continue
+        start, end, step, closed = _pair_steps(stream, report.end)
+        ai = attempt_of(start)
+        if start.shape[0]:
+            # What happens after an attempt's end is not accounted (the report says so in
+            # a diagnostic): spans are cut at it, and one that starts after it is left out.
+            att_end = ends_of[ai]
+            keep = start <= att_end
+            start, end, step, closed = start[keep], end[keep], step[keep], closed[keep]
+            end, ai = np.minimum(end, att_end[keep]), ai[keep]
+            # A step never ended (a crash, a hang) lasts a typical step, as the partition
+            # counts it (ACCOUNTING.md §4); the rest of its time is not step time.
+            if not closed.all():
+                done = (end - start)[closed]
+                typical = float(np.median(done)) if done.shape[0] else report.ideal_step_time
+                if typical is not None:
+                    end = np.where(closed, end, np.minimum(end, start + typical))
+        if start.shape[0]:
+            seen = np.unique(ai)
+            lane_ids = np.array([lane_of(int(a), stream.rank) for a in seen], np.int64)
+            parts.append((lane_ids[np.searchsorted(seen, ai)], start, end, step, closed))
+        marks = sorted(stream.marks, key=lambda m: (m.ts, m.seq))
+        recorded, _starts, _ends = pair_marks(marks, close_at=report.end)
+        blocking = [iv for iv in recorded if iv.blocking]
+        pieces = [(p.start, p.end, p.bucket, True) for p in flatten_innermost(blocking)]
+        pieces += [(i.start, i.end, i.bucket, False) for i in recorded if not i.blocking]
+        for lo, hi, bucket, is_blocking in pieces:
+            a = int(attempt_of(np.array([lo]))[0])
+            cut = min(hi, float(ends_of[a]))
+            if cut > lo:
+                intervals.append(
+                    IntervalSpan(lane_of(a, stream.rank), lo, cut, bucket, is_blocking)
+                )
+
+    # Lanes in attempt order, then rank; renumber what was built in stream order.
+    order = sorted(range(len(lane_keys)), key=lambda i: lane_keys[i])
+    renumber = np.empty(len(lane_keys), np.int64)
+    renumber[order] = np.arange(len(order))
+    lanes = [
+        Lane(
+            attempt_index=lane_keys[i][0],
+            attempt=attempts[lane_keys[i][0]].id,
+            rank=lane_keys[i][1] if multi_rank else None,
+            host=hosts.get(lane_keys[i]),
+        )
+        for i in order
+    ]
+    intervals = sorted(
+        (
+            IntervalSpan(int(renumber[iv.lane]), iv.start, iv.end, iv.bucket, iv.blocking)
+            for iv in intervals
+        ),
+        key=lambda iv: (iv.lane, iv.start),
+    )
+    steps = _classify(parts, renumber, lanes, report, intervals)
+    return Timeline(lanes, steps, intervals, report.ideal_step_time)
+
+
+def _classify(
+    parts: list[tuple[I64, F64, F64, I64, npt.NDArray[np.bool_]]],
+    renumber: I64,
+    lanes: list[Lane],
+    report: Report,
+    intervals: list[IntervalSpan],
+) -> StepSpans:
+    if not parts:
+        z = np.zeros(0)
+        return StepSpans(
+            np.zeros(0, np.int64), z, z, np.zeros(0, np.int64), np.zeros(0, np.int8), z > 0, z
+        )
+    lane = renumber[np.concatenate([p[0] for p in parts])]
+    start = np.concatenate([p[1] for p in parts])
+    end = np.concatenate([p[2] for p in parts])
+    step = np.concatenate([p[3] for p in parts])
+    closed = np.concatenate([p[4] for p in parts])
+    order = np.lexsort((start, lane))
+    lane, start, end, step, closed = (
+        lane[order],
+        start[order],
+        end[order],
+        step[order],
+        closed[order],
+    )
+
+    # keep_upto[i]: steps above the lowest restore point of any later attempt were redone.
+    attempts = report.attempts
+    keep_upto = [math.inf] * len(attempts)
+    running = math.inf
+    for i in range(len(attempts) - 1, -1, -1):
+        keep_upto[i] = running
+        a = attempts[i]
+        point = a.restore_step
+        if point is None and a.first_step is not None:
+            point = a.first_step - 1
+        if point is not None:
+            running = min(running, float(point))
+    lane_attempt = np.array([ln.attempt_index for ln in lanes], dtype=np.int64)
+    upto = np.array(keep_upto, dtype=np.float64)[lane_attempt[lane]]
+    # A step's own time excludes the blocking intervals inside it (data loading, saves),
+    # as the ideal step time does.
+    d = end - start
+    bounds = np.searchsorted(lane, np.arange(len(lanes) + 1))
+    by_lane: dict[int, list[Piece]] = {}
+    for iv in intervals:
+        if iv.blocking:
+            by_lane.setdefault(iv.lane, []).append(Piece(iv.start, iv.end, iv.bucket))
+    for li, pieces in by_lane.items():
+        lo, hi = int(bounds[li]), int(bounds[li + 1])
+        if hi > lo:
+            d[lo:hi] -= Coverage(pieces).between(start[lo:hi], end[lo:hi])
+    bucket = np.zeros(start.shape[0], np.int8)
+    ideal = report.ideal_step_time
+    if ideal is not None:
+        bucket[d > SLOW_FACTOR * ideal] = STEP_BUCKETS.index("slowdown")
+        first = np.ones(start.shape[0], bool)
+        first[1:] = lane[1:] != lane[:-1]
+        # the first step of each attempt (on every rank) carries the compile/warm-up
+        first[1:] |= lane_attempt[lane[1:]] != lane_attempt[lane[:-1]]
+        bucket[first & (d > _STARTUP_FACTOR * ideal)] = STEP_BUCKETS.index("startup")
+    bucket[step > upto] = STEP_BUCKETS.index("wasted")
+    return StepSpans(lane, start, end, step, bucket, closed, np.maximum(d, 0.0))

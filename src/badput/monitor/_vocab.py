@@ -1,0 +1,124 @@
+"""The monitor's one vocabulary: what each published metric is called by each exporter,
+its unit and its meaning, and how a rolling window is named, so that one quantity reads
+the same in Prometheus, OpenTelemetry, TensorBoard and Cloud Monitoring.
+
+Cloud Monitoring keeps ml-goodput-measurement's names (``gcm.py``: ``goodput_time``,
+``badput_time`` by ``badput_source``...), which its users' dashboards expect.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Final, NamedTuple
+
+__all__ = ["METRICS", "MetricName", "window_label"]
+
+
+class MetricName(NamedTuple):
+    """One quantity of a snapshot, as each exporter names it."""
+
+    prometheus: str
+    otel: str
+    tensorboard: str | None  # a tag, or None when TensorBoard does not plot it
+    unit: str  # UCUM, as OpenTelemetry wants it: "1" or "s"
+    description: str
+
+
+#: Every metric, by key (the key is the OpenTelemetry name without ``badput.``).
+METRICS: Final[dict[str, MetricName]] = {
+    m.otel.removeprefix("badput."): m
+    for m in (
+        MetricName(
+            "badput_goodput_ratio",
+            "badput.goodput",
+            "goodput/goodput",
+            "1",
+            "Goodput: productive time / total time",
+        ),
+        MetricName(
+            "badput_observed_goodput_ratio",
+            "badput.observed_goodput",
+            "goodput/observed",
+            "1",
+            "Observed goodput: (productive + slowdown) / total time",
+        ),
+        MetricName(
+            "badput_seconds",
+            "badput.seconds",
+            None,
+            "s",
+            "Seconds of the job's time in each bucket",
+        ),
+        MetricName(
+            "badput_elapsed_seconds", "badput.elapsed", None, "s", "Total time of the job so far"
+        ),
+        MetricName(
+            "badput_disruptions_total",
+            "badput.disruptions",
+            None,
+            "1",
+            "Restarts so far (attempts after the first)",
+        ),
+        MetricName("badput_last_step", "badput.last_step", None, "1", "The last step reached"),
+        MetricName(
+            "badput_ideal_step_seconds",
+            "badput.ideal_step_time",
+            None,
+            "s",
+            "The ideal step time",
+        ),
+        MetricName(
+            "badput_step_time_deviation_seconds",
+            "badput.step_time_deviation",
+            None,
+            "s",
+            "Recent step-time deviation (the ml-goodput-measurement statistic)",
+        ),
+        MetricName(
+            "badput_at_risk_seconds",
+            "badput.at_risk",
+            "goodput/at_risk",
+            "s",
+            "Kept step time since the newest checkpoint (wasted if the job crashed now)",
+        ),
+        MetricName(
+            "badput_window_goodput_ratio",
+            "badput.window.goodput",
+            None,
+            "1",
+            "Goodput of a rolling window",
+        ),
+        MetricName(
+            "badput_window_observed_goodput_ratio",
+            "badput.window.observed_goodput",
+            None,
+            "1",
+            "Observed goodput of a rolling window",
+        ),
+        MetricName(
+            "badput_window_seconds",
+            "badput.window.seconds",
+            None,
+            "s",
+            "Seconds in each bucket of a rolling window",
+        ),
+        MetricName(
+            "badput_window_elapsed_seconds",
+            "badput.window.elapsed",
+            None,
+            "s",
+            "Length of a rolling window (clipped to the job)",
+        ),
+    )
+}
+
+
+def window_label(seconds: float) -> str:
+    """The name of a rolling window: ``2592000.0`` → ``"2592000s"``, ``0.5`` → ``"0.5s"``.
+
+    Whole seconds are written as an integer (never ``2.592e+06s``); a fraction keeps
+    Python's shortest exact form.
+    """
+    if math.isfinite(seconds) and float(seconds).is_integer():
+        return f"{int(seconds)}s"
+    return f"{float(seconds)!r}s"

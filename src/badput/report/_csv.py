@@ -1,0 +1,128 @@
+"""``badput export csv``: the report as CSV files for spreadsheets and notebooks.
+
+``buckets.csv`` (bucket, seconds, fraction, description), ``attempts.csv`` (one row
+per attempt, with its restore point and wasted steps) and one ``steps_attempt_<i>.csv``
+per attempt (``i`` its index in the report, never its id: file names carry no log
+text). A text cell from the log that a spreadsheet would take for a formula
+(starting with ``=``, ``+``, ``-``, ``@``, a tab or a carriage return) is written
+with a leading ``'``.
+"""
+
+from __future__ import annotations
+
+import csv
+import os
+from pathlib import Path
+
+import numpy as np
+
+from badput.engine import STEP_BUCKETS, Report, Timeline
+from badput.report._table import bucket_description, ordered_buckets
+
+__all__ = ["write_csv"]
+
+_FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
+
+
+def _text(value: object) -> str:
+    """A log string as an inert spreadsheet cell."""
+    s = "" if value is None else str(value)
+    return "'" + s if s.startswith(_FORMULA_START) else s
+
+
+def _opt(value: int | None) -> str:
+    return "" if value is None else str(value)
+
+
+def wasted_steps(timeline: Timeline, attempts: int) -> list[int]:
+    """Steps drawn as wasted per attempt, counted on its lowest rank."""
+    steps = timeline.steps
+    wasted = steps.bucket == STEP_BUCKETS.index("wasted")
+    out = [0] * attempts
+    seen: set[int] = set()
+    for lane_index, lane in enumerate(timeline.lanes):
+        if lane.attempt_index in seen:
+            continue
+        seen.add(lane.attempt_index)
+        out[lane.attempt_index] = int(np.count_nonzero(wasted & (steps.lane == lane_index)))
+    return out
+
+
+def write_csv(report: Report, timeline: Timeline, directory: str | os.PathLike[str]) -> list[Path]:
+    """Write the CSV files into ``directory`` (created); return their paths."""
+    root = Path(directory)
+    root.mkdir(parents=True, exist_ok=True)
+    written = []
+    total = report.total_seconds
+    path = root / "buckets.csv"
+    with open(path, "w", newline="", encoding="utf-8") as f:
+        w = csv.writer(f)
+        w.writerow(["bucket", "seconds", "fraction", "description"])
+        for name, seconds in ordered_buckets(report.buckets):
+            fraction = seconds / total if total > 0 else 0.0
+            w.writerow([_text(name), repr(seconds), repr(fraction), bucket_description(name)])
+    written.append(path)
+
+    wasted = wasted_steps(timeline, len(report.attempts))
+    path = root / "attempts.csv"
+    with open(path, "w", newline="", encoding="utf-8") as f:
+        w = csv.writer(f)
+        w.writerow(
+            [
+                "index",
+                "id",
+                "start",
+                "end",
+                "seconds",
+                "end_reason",
+                "status",
+                "exit_code",
+                "restore_step",
+                "first_step",
+                "last_step",
+                "wasted_steps",
+            ]
+        )
+        for i, a in enumerate(report.attempts):
+            w.writerow(
+                [
+                    i,
+                    _text(a.id),
+                    repr(a.start),
+                    repr(a.end),
+                    repr(a.end - a.start),
+                    _text(a.end_reason),
+                    _text(a.status),
+                    _opt(a.exit_code),
+                    _opt(a.restore_step),
+                    _opt(a.first_step),
+                    _opt(a.last_step),
+                    wasted[i],
+                ]
+            )
+    written.append(path)
+
+    steps = timeline.steps
+    lane_attempt = np.array([ln.attempt_index for ln in timeline.lanes] or [0], np.int64)
+    lane_rank = np.array([ln.rank if ln.rank is not None else 0 for ln in timeline.lanes] or [0])
+    attempt_of = lane_attempt[steps.lane] if len(steps) else np.zeros(0, np.int64)
+    for i in range(len(report.attempts)):
+        path = root / f"steps_attempt_{i}.csv"
+        sel = np.flatnonzero(attempt_of == i)
+        with open(path, "w", newline="", encoding="utf-8") as f:
+            w = csv.writer(f)
+            w.writerow(["step", "rank", "start", "end", "own_seconds", "bucket", "ended"])
+            for k in sel:
+                w.writerow(
+                    [
+                        int(steps.step[k]),
+                        int(lane_rank[steps.lane[k]]),
+                        repr(float(steps.start[k])),
+                        repr(float(steps.end[k])),
+                        repr(float(steps.own[k])),
+                        STEP_BUCKETS[int(steps.bucket[k])],
+                        int(bool(steps.closed[k])),
+                    ]
+                )
+        written.append(path)
+    return written

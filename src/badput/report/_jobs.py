@@ -1,0 +1,271 @@
+"""``badput jobs`` (every job of a store, one line each) and ``badput compare`` (two side by side).
+
+Pure views of reports the caller computed; text from the log goes through
+:func:`~badput.report._table.log_text` (control characters escaped, never markup).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from rich import box
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+
+from badput.engine import Report
+from badput.report._format import format_duration, format_percent, format_ts, inert
+from badput.report._table import log_text, ordered_buckets
+
+__all__ = [
+    "SORT_KEYS",
+    "JobRow",
+    "compare_dict",
+    "job_row",
+    "render_compare",
+    "render_jobs",
+    "sort_rows",
+]
+
+#: A job without job_end whose newest event is older than this is shown as stopped.
+RUNNING_WITHIN = 600.0
+
+SortKey = Literal["job", "status", "start", "span", "goodput", "observed", "attempts", "last-event"]
+SORT_KEYS: tuple[str, ...] = (
+    "job",
+    "status",
+    "start",
+    "span",
+    "goodput",
+    "observed",
+    "attempts",
+    "last-event",
+)
+
+
+@dataclass(frozen=True)
+class JobRow:
+    """One job of a store, as ``badput jobs`` lists it."""
+
+    job: str
+    status: str
+    start: float | None
+    span_seconds: float
+    goodput: float
+    observed_goodput: float
+    attempts: int
+    last_event: float | None
+    error: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "job": self.job,
+            "status": self.status,
+            "start": self.start,
+            "span_seconds": self.span_seconds,
+            "goodput": self.goodput,
+            "observed_goodput": self.observed_goodput,
+            "attempts": self.attempts,
+            "last_event": self.last_event,
+            "error": self.error,
+        }
+
+
+def job_status(report: Report, last_event: float | None, now: float) -> str:
+    """``completed`` (the status of job_end), ``running`` (an event in the last 10 min),
+    ``stopped`` (no job_end and silent since: crashed or killed), or ``empty``."""
+    if not report.attempts:
+        return "empty"
+    if report.end_reason == "job_end":
+        return report.attempts[-1].status or "finished"
+    if last_event is not None and now - last_event <= RUNNING_WITHIN:
+        return "running"
+    return "stopped"
+
+
+def job_row(name: str, report: Report, last_event: float | None, now: float) -> JobRow:
+    return JobRow(
+        job=name,
+        status=job_status(report, last_event, now),
+        start=report.start if report.attempts else None,
+        span_seconds=report.total_seconds,
+        goodput=report.goodput,
+        observed_goodput=report.observed_goodput,
+        attempts=len(report.attempts),
+        last_event=last_event,
+    )
+
+
+def sort_rows(rows: list[JobRow], key: str, reverse: bool = False) -> list[JobRow]:
+    """Rows sorted by ``key`` (one of :data:`SORT_KEYS`); unknown values last."""
+    if key not in SORT_KEYS:
+        raise ValueError(f"cannot sort by {key!r}; choose one of {', '.join(SORT_KEYS)}")
+
+    def value(r: JobRow) -> tuple[int, Any]:
+        v: Any = {
+            "job": r.job,
+            "status": r.status,
+            "start": r.start,
+            "span": r.span_seconds,
+            "goodput": r.goodput,
+            "observed": r.observed_goodput,
+            "attempts": r.attempts,
+            "last-event": r.last_event,
+        }[key]
+        return (1, 0) if v is None else (0, v)
+
+    known = [r for r in rows if value(r)[0] == 0]
+    unknown = [r for r in rows if value(r)[0] == 1]
+    return sorted(known, key=value, reverse=reverse) + unknown
+
+
+def _ts(ts: float | None, short: bool = False) -> str:
+    if ts is None or not math.isfinite(ts):
+        return "-"
+    full = format_ts(ts, millis=False)  # 2024-11-19T07:06:40Z
+    return f"{full[5:10]} {full[11:19]}" if short else full
+
+
+def render_jobs(rows: list[JobRow], console: Console) -> None:
+    """The job list as a table (narrow consoles drop the start column)."""
+    wide = console.width >= 110
+    table = Table(box=box.SIMPLE_HEAD, pad_edge=False)
+    longest = max([len(inert(r.job)) for r in rows] + [3])
+    table.add_column("job", overflow="fold", min_width=min(longest, 16))
+    table.add_column("status", no_wrap=True)
+    if wide:
+        table.add_column("start (UTC)", no_wrap=True)
+    table.add_column("span", justify="right", no_wrap=True)
+    table.add_column("goodput", justify="right", no_wrap=True)
+    table.add_column("observed", justify="right", no_wrap=True)
+    table.add_column("attempts", justify="right", no_wrap=True)
+    table.add_column("last event (UTC)", no_wrap=True)
+    for r in rows:
+        style = {"running": "green", "stopped": "yellow", "error": "red"}.get(r.status, "")
+        cells: list[str | Text] = [log_text(r.job), log_text(r.status, style)]
+        if wide:
+            cells.append(_ts(r.start))
+        cells += [
+            format_duration(r.span_seconds),
+            format_percent(r.goodput),
+            format_percent(r.observed_goodput),
+            str(r.attempts),
+            _ts(r.last_event, short=not wide),
+        ]
+        table.add_row(*cells)
+    console.print(table)
+    for r in rows:
+        if r.error:
+            console.print(log_text(f"{r.job}: {r.error}", "red"))
+
+
+def _signed(seconds: float) -> str:
+    return format_duration(seconds) if seconds < 0 else "+" + format_duration(seconds)
+
+
+def _pp(a: float, b: float) -> str:
+    return f"{(b - a) * 100:+.1f} pp"
+
+
+def compare_dict(a: Report, b: Report) -> dict[str, Any]:
+    """Both reports' headline figures and buckets, and B minus A."""
+
+    def head(r: Report) -> dict[str, Any]:
+        return {
+            "job": r.job,
+            "total_seconds": r.total_seconds,
+            "goodput": r.goodput,
+            "observed_goodput": r.observed_goodput,
+            "at_risk_seconds": r.at_risk_seconds,
+            "attempts": len(r.attempts),
+            "steps_kept": r.steps.kept,
+            "steps_wasted": r.steps.wasted,
+            "ideal_step_time": r.ideal_step_time,
+        }
+
+    names = sorted(set(a.buckets) | set(b.buckets))
+    buckets = {}
+    for n in names:
+        sa, sb = a.bucket(n), b.bucket(n)
+        fa = sa / a.total_seconds if a.total_seconds > 0 else 0.0
+        fb = sb / b.total_seconds if b.total_seconds > 0 else 0.0
+        buckets[n] = {
+            "a_seconds": sa,
+            "b_seconds": sb,
+            "a_fraction": fa,
+            "b_fraction": fb,
+            "fraction_difference": fb - fa,
+        }
+    return {
+        "a": head(a),
+        "b": head(b),
+        "goodput_difference": b.goodput - a.goodput,
+        "observed_goodput_difference": b.observed_goodput - a.observed_goodput,
+        "buckets": buckets,
+    }
+
+
+def render_compare(a: Report, b: Report, console: Console) -> None:
+    """Two reports side by side: headline, then every bucket as time and share, B - A."""
+    head = Table(box=box.SIMPLE_HEAD, pad_edge=False, title="Compared", title_justify="left")
+    head.add_column("")
+    head.add_column("A", overflow="fold")
+    head.add_column("B", overflow="fold")
+    head.add_column("B - A", justify="right", no_wrap=True)
+    head.add_row("job", log_text(a.job), log_text(b.job), "")
+    head.add_row(
+        "goodput", format_percent(a.goodput), format_percent(b.goodput), _pp(a.goodput, b.goodput)
+    )
+    head.add_row(
+        "observed",
+        format_percent(a.observed_goodput),
+        format_percent(b.observed_goodput),
+        _pp(a.observed_goodput, b.observed_goodput),
+    )
+    head.add_row(
+        "total",
+        format_duration(a.total_seconds),
+        format_duration(b.total_seconds),
+        _signed(b.total_seconds - a.total_seconds),
+    )
+    head.add_row(
+        "at risk",
+        format_duration(a.at_risk_seconds),
+        format_duration(b.at_risk_seconds),
+        _signed(b.at_risk_seconds - a.at_risk_seconds),
+    )
+    head.add_row(
+        "attempts",
+        str(len(a.attempts)),
+        str(len(b.attempts)),
+        f"{len(b.attempts) - len(a.attempts):+d}",
+    )
+    head.add_row(
+        "steps kept",
+        str(a.steps.kept),
+        str(b.steps.kept),
+        f"{b.steps.kept - a.steps.kept:+d}",
+    )
+    console.print(head)
+    order = [n for n, _ in ordered_buckets({**b.buckets, **a.buckets})]
+    table = Table(box=box.SIMPLE_HEAD, pad_edge=False, title="Buckets", title_justify="left")
+    table.add_column("bucket", overflow="fold")
+    for col in ("A time", "A %", "B time", "B %", "B - A"):
+        table.add_column(col, justify="right", no_wrap=True)
+    for n in order:
+        sa, sb = a.bucket(n), b.bucket(n)
+        fa = sa / a.total_seconds if a.total_seconds > 0 else 0.0
+        fb = sb / b.total_seconds if b.total_seconds > 0 else 0.0
+        diff = fb - fa
+        style = "green" if (diff > 0) == (n == "productive") and abs(diff) >= 0.0005 else "red"
+        table.add_row(
+            log_text(n),
+            format_duration(sa),
+            format_percent(fa),
+            format_duration(sb),
+            format_percent(fb),
+            Text(_pp(fa, fb), style=style if abs(diff) >= 0.0005 else "dim"),
+        )
+    console.print(table)

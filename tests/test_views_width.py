@@ -1,0 +1,170 @@
+"""`badput report` and `badput watch` at 80 and 120 columns: narrower, never cut."""
+
+from __future__ import annotations
+
+import io
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from rich.console import Console
+
+from _browser import ensure_debian
+from badput.engine import AttemptSummary
+from badput.report import render_table
+from badput.report._watch import render_watch
+from badput.testing import Timeline, events_to_jsonl
+from test_report_view import T0, worked_example_report
+from test_watch import JOB, job, snapshots
+from test_watch import T0 as WATCH_T0
+
+WIDTHS = (80, 120)
+
+
+def big_steps_report() -> object:
+    return worked_example_report(
+        attempts=[
+            AttemptSummary(
+                id="attempt-0",
+                start=T0,
+                end=T0 + 6000,
+                end_reason="attempt_end:crashed",
+                restore_step=None,
+                first_step=1,
+                last_step=12000,
+                status="crashed",
+                exit_code=137,
+            ),
+            AttemptSummary(
+                id="attempt-1",
+                start=T0 + 6500,
+                end=T0 + 12000,
+                end_reason="job_end",
+                restore_step=11000,
+                first_step=1200,
+                last_step=1_200_000,
+                status="completed",
+            ),
+        ]
+    )
+
+
+def text_at(width: int, draw: object) -> str:
+    """What ``draw`` prints on a ``width``-column screen, tall enough for all of it."""
+    console = Console(record=True, width=width, height=100, file=io.StringIO(), color_system=None)
+    if callable(draw):
+        draw(console)
+    return console.export_text()
+
+
+@pytest.mark.parametrize("width", WIDTHS)
+def test_report_attempts_fit_and_keep_every_number(width: int) -> None:
+    report = big_steps_report()
+    text = text_at(width, lambda con: render_table(report, console=con))  # type: ignore[arg-type]
+    assert "…" not in text
+    assert max(len(line.rstrip()) for line in text.splitlines()) <= width
+    lines = text.splitlines()
+    header = next(line for line in lines if line.lstrip().startswith("id "))
+    assert "ended by" in header
+    row0 = next(line for line in lines if line.lstrip().startswith("attempt-0"))
+    row1 = next(line for line in lines if line.lstrip().startswith("attempt-1"))
+    assert row0.split()[-3:] == ["-", "1", "12000"]
+    assert row1.split()[-3:] == ["11000", "1200", "1200000"]
+    assert "crashed (exit" in text
+    assert "137)" in text
+    if width >= 110:
+        assert "attempt_end:crashed (exit 137)" in row0
+        assert "2024-11-19T07:06:40Z" in row0
+    else:  # the date is in the header's span; the row keeps the time of day
+        assert "07:06:40" in row0
+        assert "2024-11-19T07:06:40Z" not in row0
+
+
+@pytest.mark.parametrize("width", WIDTHS)
+def test_watch_buckets_fit_without_ellipsis(width: int) -> None:
+    tl = job(slow_steps=3, restart=True)
+    first, last = snapshots(tl, [WATCH_T0 + 60, WATCH_T0 + 200])
+    text = text_at(width, lambda con: con.print(render_watch(last, first)))
+    assert "…" not in text
+    assert max(len(line.rstrip()) for line in text.splitlines()) <= width
+    for name in ("productive", "untracked", "recovery", "checkpoint_restore", "accelerator_init"):
+        assert any(line.lstrip().startswith(name + " ") for line in text.splitlines()), name
+    untracked = next(line for line in text.splitlines() if line.lstrip().startswith("untracked"))
+    assert untracked.split()[1:4] == ["1m", "50s", "55.0%"]
+    assert ("down between attempts" in text) == (width >= 110)
+
+
+def watch_screen(tl: Timeline, height: int) -> list[str]:
+    first, last = snapshots(tl, [WATCH_T0 + 60, WATCH_T0 + 200])
+    console = Console(record=True, width=80, height=height, file=io.StringIO(), color_system=None)
+    console.print(render_watch(last, first))
+    return console.export_text().rstrip("\n").splitlines()
+
+
+def bucket_rows(lines: list[str]) -> list[str]:
+    rows = [line.split()[0] for line in lines if line.startswith(" ") and "%   " in line]
+    return [r for r in rows if r != "bucket"]
+
+
+@pytest.mark.parametrize("customs", [0, 6])
+def test_watch_fits_an_80x24_screen_folding_what_does_not_fit(customs: int) -> None:
+    tl = job(slow_steps=3, restart=True)
+    for i in range(customs):  # more buckets than 24 rows can show under the summary
+        tl.span("custom", 1.0 + i, name=f"eval{i}")
+    lines = watch_screen(tl, 24)
+    assert len(lines) <= 24
+    assert lines[-1].startswith("refreshed ")  # the last line is not pushed off the screen
+    assert "…" not in "\n".join(lines)
+    rows = bucket_rows(lines)
+    assert rows[0] == "productive"
+    n_buckets = 7 + customs
+    if rows[-1].startswith("("):  # "(N more)": the smallest buckets folded into one row
+        shown = len(rows) - 1
+        assert rows[-1] == f"({n_buckets - shown}"
+        assert 24 - len(lines) <= 1  # folded only because the screen is full
+    else:
+        assert len(rows) == n_buckets
+    if customs:
+        assert rows[-1].startswith("(")  # 13 buckets never fit under the summary in 24 rows
+    tall = watch_screen(tl, 60)
+    assert len(bucket_rows(tall)) == 7 + customs  # a tall screen shows every bucket
+
+
+def test_badput_watch_in_an_80x24_tmux(tmp_path: Path) -> None:
+    """As a person runs it: `badput watch` in a real 80x24 terminal (tmux)."""
+    reason = ensure_debian(["tmux"], ["/usr/bin/tmux"])
+    if reason is not None:
+        pytest.skip(reason)
+    tmux = "/usr/bin/tmux"
+    tl = job(slow_steps=3, restart=True, finished=True)
+    path = events_to_jsonl(tmp_path / JOB / "0" / "h-0-1.jsonl", tl.events)
+    badput = Path(sys.executable).with_name("badput")
+    session = f"badput-watch-{os.getpid()}"
+    cmd = f"{badput} watch {path.parent.parent} --interval 0.5"
+    subprocess.run(
+        [tmux, "new-session", "-d", "-s", session, "-x", "80", "-y", "24", cmd], check=True
+    )
+    try:
+        screen = ""
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            screen = subprocess.run(
+                [tmux, "capture-pane", "-p", "-t", session],
+                check=False,
+                capture_output=True,
+                text=True,
+            ).stdout
+            if "refreshed" in screen:
+                break
+            time.sleep(0.2)
+    finally:
+        subprocess.run([tmux, "kill-session", "-t", session], check=False, capture_output=True)
+    lines = screen.rstrip("\n").splitlines()
+    assert any(line.startswith("refreshed ") for line in lines), screen
+    assert "…" not in screen and "..." not in screen, screen
+    assert "finished (completed)" in screen
+    assert any(line.split()[:1] == ["productive"] for line in lines), screen
+    assert max(len(line) for line in lines) <= 80
