@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pickle
 import sys
 from pathlib import Path
 
@@ -9,6 +10,8 @@ import pytest
 
 from badput import analysis
 from badput._codec import encode_line
+from badput.engine._ingest import Stream
+from badput.engine._intervals import IntervalMark
 from badput.events import Event
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "bench"))
@@ -81,3 +84,24 @@ def test_plan_balances_files_whose_sizes_are_nearly_equal(
     groups, sizes = plan
     assert groups == [["0/h-0-1.jsonl", "1/h-0-1.jsonl"], ["2/h-0-1.jsonl", "3/h-0-1.jsonl"]]
     assert sizes["3/h-0-1.jsonl"] == 1025
+
+
+def test_stream_marks_cross_a_pickle_as_columns_and_come_back_equal() -> None:
+    """What a parallel read's worker sends: every field of every mark, its type and order."""
+    stream = Stream(attempt="2", rank=3)
+    marks = [
+        IntervalMark(5.0, 1 << 40, "data_loading", True, False, "2/h-3-2.jsonl", 7),
+        IntervalMark(4.5, (1 << 40) + 1, "custom:eval", False, True, None, None),
+        IntervalMark(6.25, (1 << 40) + 2, "checkpoint_save", True, True, "x", 9),
+    ]
+    stream.marks = list(marks)
+    stream.mark_ts.extend(m.ts for m in marks)
+    stream.marks_unsorted = True
+    back = pickle.loads(pickle.dumps(stream))
+    assert back.marks == marks
+    assert all(type(m) is IntervalMark for m in back.marks)
+    assert [m.bucket for m in back.marks] == ["data_loading", "custom:eval", "checkpoint_save"]
+    assert (back.attempt, back.rank, back.marks_unsorted) == ("2", 3, True)
+    assert list(back.mark_ts) == [5.0, 4.5, 6.25]
+    assert pickle.loads(pickle.dumps(Stream())).marks == []
+    assert stream.marks == marks  # pickling leaves the original alone

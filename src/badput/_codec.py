@@ -10,7 +10,7 @@ from collections.abc import Sequence
 
 import msgspec
 
-from badput.events import NAMED_KINDS, Event, EventError, Kind, validate
+from badput.events import NAMED_KINDS, STEP_KINDS, Event, EventError, Kind, validate
 
 __all__ = ["decode_block", "decode_line", "decode_lines", "encode_line", "encode_lines"]
 
@@ -18,7 +18,7 @@ _encoder = msgspec.json.Encoder()
 _decoder = msgspec.json.Decoder(Event)
 
 # Kinds whose rules a present ``step`` does not settle.
-_CHECK_ALWAYS = NAMED_KINDS | {Kind.ELASTIC_SLICES}
+_CHECK_ALWAYS = NAMED_KINDS | {Kind.ELASTIC_SLICES, Kind.SECTION_SUMMARY}
 
 
 def encode_line(event: Event) -> bytes:
@@ -97,9 +97,14 @@ def decode_block(
         return None
     out: list[Event | EventError] = list(events)
     # JSON cannot spell NaN or infinity and msgspec already enforced the non-empty
-    # strings and the version, so only per-kind rules remain. One attribute test
-    # clears a step event; anything else goes through validate().
-    for i in [i for i, e in enumerate(events) if e.step is None or e.kind in _CHECK_ALWAYS]:
+    # strings, the version and the ranges of times and integers, so only the per-kind
+    # rules of validate() remain: a step kind without its step, and the kinds of
+    # _CHECK_ALWAYS. Every other event (an interval mark, a heartbeat) passes as decoded.
+    for i in [
+        i
+        for i, e in enumerate(events)
+        if e.kind in _CHECK_ALWAYS or (e.step is None and e.kind in STEP_KINDS)
+    ]:
         problem = validate(events[i])
         if problem is not None:
             out[i] = EventError(problem, file, first_lineno + i)

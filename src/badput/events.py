@@ -280,15 +280,16 @@ def attempt_id(raw: str) -> str | int:
 
 def interval_base(kind: str) -> tuple[str, bool] | None:
     """Split an interval kind into ``(base, is_start)``; ``None`` for other kinds."""
-    if kind.endswith("_start"):
-        base, is_start = kind[:-6], True
-    elif kind.endswith("_end"):
-        base, is_start = kind[:-4], False
-    else:
-        return None
-    if base not in INTERVAL_KINDS:
-        return None
-    return base, is_start
+    return _INTERVAL_SPLIT.get(kind)
+
+
+# Every interval kind's split, looked up once per interval event (a dict lookup, not
+# two suffix tests and a slice).
+_INTERVAL_SPLIT: Final[dict[str, tuple[str, bool]]] = {
+    f"{base}{suffix}": (base, is_start)
+    for base in INTERVAL_KINDS
+    for suffix, is_start in (("_start", True), ("_end", False))
+}
 
 
 def bucket_of(base: str, name: str | None) -> str:

@@ -43,6 +43,9 @@ class Accountant:
     ) -> None:
         self._ing = Ingestor(job, first_seq=first_seq)
         self._cache = QueryCache()  # what a query leaves for the next; never changes a number
+        # The state as of an earlier `now` (events stamped after it left out, §9.10) and its
+        # cache, kept while the same `now` is asked again (a monitor cycle asks 3-4 queries).
+        self._as_of: tuple[float, int, Ingestor, QueryCache] | None = None
         self.ideal_step_time = ideal_step_time
         self._ranks = RankTracker()
         #: Thresholds of the per-rank view, stragglers and stalls (docs/ranks.md).
@@ -72,6 +75,7 @@ class Accountant:
         self._ing.absorb(other._ing)
         self._ranks.absorb(other._ranks)
         self._cache.clear()
+        self._as_of = None
 
     def ingest(self, chunks: Iterable[Chunk]) -> None:
         """Ingest the chunks of a store read (events and malformed-line errors)."""
@@ -115,20 +119,26 @@ class Accountant:
         only; :attr:`rank_options` holds their thresholds).
         """
         ideal = ideal_step_time if ideal_step_time is not None else self.ideal_step_time
+        ing, cache = self._state_as_of(now)
         report = compute_report(
-            self._ing,
+            ing,
             now=now,
             window=window,
             ideal_step_time=ideal,
             typical=typical,
-            cache=self._cache,
+            cache=cache,
         )
         if window is not None or not ranks:
             return report
-        return self._with_ranks(report, now, ideal, typical)
+        return self._with_ranks(report, ing, now, ideal, typical)
 
     def _with_ranks(
-        self, report: Report, now: float | None, ideal: float | None, typical: Typical
+        self,
+        report: Report,
+        ing: Ingestor,
+        now: float | None,
+        ideal: float | None,
+        typical: Typical,
     ) -> Report:
         """``report`` with the per-rank view, stragglers and stalls (docs/ranks.md).
 
@@ -145,7 +155,7 @@ class Accountant:
         stalls = []
         for stall in found.stalls:
             inner = compute_report(
-                self._ing,
+                ing,  # the state as of `now` the report was computed on
                 now=now,
                 window=(stall.start, stall.end),
                 ideal_step_time=ideal,
@@ -166,6 +176,15 @@ class Accountant:
         """
         return self._ranks.progress(str(attempt))
 
+    def _state_as_of(self, now: float | None) -> tuple[Ingestor, QueryCache]:
+        """The state a query at ``now`` sees, and the cache that goes with it."""
+        if now is None or not now < self._ing.last_ts:
+            return self._ing, self._cache
+        kept = self._as_of
+        if kept is None or kept[0] != now or kept[1] != self._ing.n_events:
+            kept = self._as_of = (now, self._ing.n_events, self._ing.as_of(now), QueryCache())
+        return kept[2], kept[3]
+
     def step_time_stats(
         self,
         *,
@@ -176,8 +195,9 @@ class Accountant:
     ) -> StepTimeStats:
         """Deviation of the ``last`` most recent step times from the ideal step time."""
         ideal = ideal_step_time if ideal_step_time is not None else self.ideal_step_time
+        ing, cache = self._state_as_of(now)
         times, ideal_used = recent_step_times(
-            self._ing, last, now=now, ideal_step_time=ideal, cache=self._cache
+            ing, last, now=now, ideal_step_time=ideal, cache=cache
         )
         return step_time_stats(times, ideal_used, slowdown_factor=slowdown_factor)
 

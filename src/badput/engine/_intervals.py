@@ -9,6 +9,7 @@ import heapq
 import itertools
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
 import numpy.typing as npt
@@ -26,9 +27,12 @@ __all__ = [
 FloatArray = npt.NDArray[np.float64]
 
 
-@dataclass(frozen=True, slots=True)
-class IntervalMark:
-    """One ``*_start`` or ``*_end`` event of an interval kind, in arrival order."""
+class IntervalMark(NamedTuple):
+    """One ``*_start`` or ``*_end`` event of an interval kind, in arrival order.
+
+    A named tuple, not a frozen dataclass: one is built per interval event of a log
+    (millions), and a tuple is built several times faster.
+    """
 
     ts: float
     seq: int  # arrival order: ties in ts keep file/line order
