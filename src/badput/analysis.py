@@ -16,8 +16,7 @@ from collections.abc import Callable
 from typing import Final
 
 from badput.engine import Accountant, Diagnostic, RankOptions, Report
-from badput.store import EventStore, JsonlStore, open_source
-from badput.store._base import Cursor, Unread
+from badput.store import Cursor, EventStore, JsonlStore, Unread, open_source
 
 __all__ = ["LiveJob", "analyze"]
 

@@ -496,8 +496,7 @@ def import_resiliency(
     Returns ``(job, events written)``.
     """
     from badput._codec import encode_lines  # noqa: PLC0415
-    from badput.store import WriterKey, open_store  # noqa: PLC0415
-    from badput.store._jsonl import safe_job_dir  # noqa: PLC0415
+    from badput.store import WriterKey, open_store, safe_job_dir  # noqa: PLC0415
 
     events = read_resiliency_log(paths, problems=problems)
     if not events:

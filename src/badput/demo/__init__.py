@@ -125,7 +125,7 @@ def run_demo(
     :class:`DemoError` when the job does not complete.
     """
     from badput.analysis import analyze  # noqa: PLC0415 (the engine pulls numpy)
-    from badput.store._jsonl import safe_job_dir  # noqa: PLC0415
+    from badput.store import safe_job_dir  # noqa: PLC0415
 
     config = config or DemoConfig()
     root = _directory(store)

@@ -21,8 +21,7 @@ from badput.events import MAX_TS, MIN_TS
 from badput.report._format import format_duration, format_ts, inert
 
 if TYPE_CHECKING:
-    from badput.engine import Report
-    from badput.engine._ranks import RankView, Stall, Straggler
+    from badput.engine import RankView, Report, Stall, Straggler
 
 __all__ = [
     "MAX_RANK_ROWS",

@@ -16,7 +16,15 @@ from pathlib import Path
 from urllib.parse import unquote, urlsplit
 
 from badput._env import BADPUT_STORE, DEFAULT_STORE
-from badput.store._base import Chunk, Cursor, EventStore, EventWriter, ReadResult, WriterKey
+from badput.store._base import (
+    Chunk,
+    Cursor,
+    EventStore,
+    EventWriter,
+    ReadResult,
+    Unread,
+    WriterKey,
+)
 from badput.store._jsonl import (
     JsonlStore,
     MappedWriter,
@@ -36,9 +44,11 @@ __all__ = [
     "MemoryStore",
     "ReadResult",
     "SingleFileStore",
+    "Unread",
     "WriterKey",
     "open_source",
     "open_store",
+    "safe_job_dir",
 ]
 
 _SUPPORTED = (

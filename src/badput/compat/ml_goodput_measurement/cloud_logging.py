@@ -259,8 +259,7 @@ def import_cloud_logging(
     jobs (``ValueError``: importing twice would count every event twice).
     """
     from badput._codec import encode_lines  # noqa: PLC0415
-    from badput.store import WriterKey, open_store  # noqa: PLC0415
-    from badput.store._jsonl import safe_job_dir  # noqa: PLC0415
+    from badput.store import WriterKey, open_store, safe_job_dir  # noqa: PLC0415
 
     summary = ImportSummary()
     entries = read_export(paths, summary)

@@ -1,0 +1,52 @@
+"""The public surface, pinned: a name added to or dropped from a package's ``__all__``
+is a decision that shows up here (and in the changelog), never an accident."""
+
+from __future__ import annotations
+
+import importlib
+
+import pytest
+
+PUBLIC: dict[str, set[str]] = {
+    "badput": {
+        "Accountant", "Event", "EventError", "Kind", "LiveJob", "Recorder", "Report",
+        "analyze", "open_store",
+    },
+    "badput.events": {
+        "Chunk", "Event", "EventError", "INTERVAL_KINDS", "KINDS", "Kind", "LIFECYCLE_KINDS",
+        "MAX_INT", "MAX_TS", "MIN_TS", "NAMED_KINDS", "SCHEMA_VERSION", "SECTION_QUANTILES",
+        "STEP_KINDS", "attempt_id", "bucket_of", "interval_base", "validate",
+    },
+    "badput.store": {
+        "Chunk", "Cursor", "EventStore", "EventWriter", "JsonlStore", "MappedWriter",
+        "MemoryStore", "ReadResult", "SingleFileStore", "Unread", "WriterKey", "open_source",
+        "open_store", "safe_job_dir",
+    },
+    "badput.engine": {
+        "Accountant", "AttemptSummary", "Diagnostic", "IntervalSpan", "Lane", "RankOptions",
+        "RankView", "Report", "STEP_BUCKETS", "SectionView", "Stall", "StepCounts", "StepSpans",
+        "StepTimeStats", "Straggler", "Timeline", "step_time_stats",
+    },
+    "badput.report": {
+        "format_duration", "format_percent", "format_ts", "html_report", "render_table",
+        "to_json",
+    },
+    "badput.monitor": {
+        "CloudMonitoringExporter", "Exporter", "Monitor", "OpenTelemetryExporter",
+        "PrometheusExporter", "Snapshot", "TensorBoardExporter", "window_label",
+    },
+    "badput.analysis": {"LiveJob", "analyze"},
+    "badput.recorder": {"DEFAULT_HEARTBEAT_INTERVAL", "NullRecorder", "Recorder", "SPANS"},
+    "badput.testing": {
+        "MemoryStore", "Timeline", "events_to_jsonl", "events_to_store", "read_all",
+        "recorder_for_tests",
+    },
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("module", sorted(PUBLIC))
+def test_exported_names_are_pinned_and_importable(module: str) -> None:
+    mod = importlib.import_module(module)
+    assert set(mod.__all__) == PUBLIC[module]
+    for name in mod.__all__:
+        assert getattr(mod, name) is not None, f"{module}.{name}"
