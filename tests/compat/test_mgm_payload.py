@@ -8,9 +8,9 @@ import logging
 import numpy as np
 import pytest
 
-from badput.compat.ml_goodput_measurement import _payload as pl
 from badput.compat.ml_goodput_measurement import goodput
 from badput.events import Event, Kind
+from badput.formats import mgm as pl
 from badput.store import MemoryStore
 from badput.testing import read_all
 

@@ -50,6 +50,7 @@ from typing import Any, Final
 
 from badput._optional import import_optional
 from badput.engine import Report
+from badput.formats.mgm import SOURCE_OF_BUCKET
 from badput.monitor._base import Snapshot
 
 __all__ = [
@@ -77,20 +78,6 @@ INT = "int64_value"
 _TOTAL = {"goodput_source": "TOTAL"}  # the library's only GoodputType
 _MAX_SERIES_PER_REQUEST = 200  # Cloud Monitoring's limit per CreateTimeSeries call
 
-_SOURCE_OF_BUCKET = {
-    "accelerator_init": "TPU_INITIALIZATION",
-    "training_prep": "TRAINING_PREP",
-    "startup": "PROGRAM_STARTUP",
-    "compile": "PROGRAM_STARTUP",
-    "data_loading": "DATA_LOADING_SYNC",
-    "checkpoint_save": "UNPRODUCTIVE_CHECKPOINT_SAVE_TIME",
-    "checkpoint_restore": "UNPRODUCTIVE_CHECKPOINT_RESTORE_TIME",
-    "wasted": "WASTED_PROGRESS_FROM_DISRUPTION",
-    "recovery": "INFRASTRUCTURE_RECOVERY_FROM_DISRUPTION",
-    "elastic_reinit": "ELASTIC_REINITIALIZATION",
-    "untracked": "OTHER",
-    "queued": "OTHER",
-}
 _GOODPUT_BUCKETS = ("productive", "slowdown")
 
 #: The badput sources always sent (ml-goodput-measurement's BadputType, minus the
@@ -113,7 +100,7 @@ def _source_of(bucket: str) -> str:
         return f"CUSTOM_BADPUT_EVENTS.{bucket[len('custom:') :].upper()}"
     if bucket.startswith("elastic_wait:"):
         return f"ELASTIC_{bucket[len('elastic_wait:') :].upper()}"
-    return _SOURCE_OF_BUCKET.get(bucket, "OTHER")  # a bucket of a newer engine: OTHER
+    return SOURCE_OF_BUCKET.get(bucket, "OTHER")  # a bucket of a newer engine: OTHER
 
 
 def make_series(

@@ -3,10 +3,10 @@
 Why: jobs instrumented for ml-goodput-measurement already log to Cloud Logging, and that
 library's calculator, its Orbax checkpoint calculator and the dashboards built on them read
 that log. This store writes badput's events into the same log, as that library's payloads
-(:class:`~badput.compat.ml_goodput_measurement._payload.PayloadEncoder`), so those readers
+(:class:`~badput.formats.mgm.PayloadEncoder`), so those readers
 keep working; and it reads the log back, badput's own entries losslessly (each carries the
 whole event) and the library's or Orbax's entries converted
-(:class:`~badput.compat.ml_goodput_measurement._payload.PayloadDecoder`).
+(:class:`~badput.formats.mgm.PayloadDecoder`).
 
 - **Writing.** A writer stream decodes the JSON lines it is given, encodes each event with
   the stream's own encoder (it pairs checkpoint starts with their ends, so it survives a
@@ -45,13 +45,13 @@ import msgspec
 
 from badput._codec import decode_lines
 from badput._optional import MissingExtraError, import_optional
-from badput.compat.ml_goodput_measurement._payload import (
+from badput.events import Event, EventError
+from badput.formats.mgm import (
     JOB_NAME,
     PayloadDecoder,
     PayloadEncoder,
     PayloadError,
 )
-from badput.events import Event, EventError
 from badput.store._base import Chunk, Cursor, EventWriter, ReadResult, WriterKey
 
 __all__ = ["SCHEME", "CloudLoggingCursor", "CloudLoggingStore", "CloudLoggingWriter"]

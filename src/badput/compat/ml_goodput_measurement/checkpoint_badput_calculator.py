@@ -32,8 +32,8 @@ import statistics
 from collections.abc import Iterable, Mapping
 from typing import Any, Final
 
-from badput.compat.ml_goodput_measurement import _payload as pl
 from badput.events import Event, Kind
+from badput.formats import mgm as pl
 from badput.store import EventStore, open_store
 
 logger = logging.getLogger(__name__)

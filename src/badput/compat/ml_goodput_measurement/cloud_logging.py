@@ -34,8 +34,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-from badput.compat.ml_goodput_measurement._payload import JOB_NAME, PayloadDecoder, PayloadError
 from badput.events import Event
+from badput.formats.mgm import JOB_NAME, PayloadDecoder, PayloadError
 
 __all__ = [
     "IMPORT_HOST",

@@ -7,7 +7,7 @@ order, defaults), methods and return shapes. What changes underneath:
   ``$BADPUT_STORE``, else ``./badput-runs``), keyed by ``job_name``; no Cloud Logging, no
   credentials. Each ``record_*`` call builds exactly the payload the library would send
   and converts it with the same decoder that reads the library's own logs
-  (:mod:`._payload`), so a log written here and a log imported from Cloud Logging give
+  (:mod:`badput.formats.mgm`), so a log written here and a log imported from Cloud Logging give
   the same numbers.
 - :class:`GoodputCalculator` reads that store incrementally and asks badput's engine for
   the partition of the job's time (ACCOUNTING.md), then maps it onto the library's
@@ -31,7 +31,6 @@ import weakref
 from collections.abc import Callable, Mapping
 from typing import Any, Final, TypeVar, cast
 
-from badput.compat.ml_goodput_measurement import _payload as pl
 from badput.compat.ml_goodput_measurement import exclusion_utils, goodput_utils
 from badput.compat.ml_goodput_measurement._columns import EventColumns, StepStarts
 from badput.compat.ml_goodput_measurement.checkpoint_badput_calculator import (
@@ -43,6 +42,8 @@ from badput.compat.ml_goodput_measurement.checkpoint_badput_calculator import (
 from badput.compat.ml_goodput_measurement.goodput_cache import GoodputCache
 from badput.engine import Accountant, Report
 from badput.events import Event, Kind
+from badput.formats import mgm as pl
+from badput.formats.mgm import SOURCE_OF_BUCKET
 from badput.recorder import Recorder, _resolve_attempt
 from badput.store import Cursor, EventStore, open_store
 
@@ -108,15 +109,9 @@ _READ_SLICE_BYTES: Final = 32 * 1024 * 1024
 # badput bucket -> the library's BadputType (ACCOUNTING.md §6). Buckets not named here
 # (untracked, queued, unknown) are OTHER; custom:* and elastic_* are handled apart.
 _BUCKETS: Final[dict[str, goodput_utils.BadputType]] = {
-    "accelerator_init": BadputType.TPU_INITIALIZATION,
-    "training_prep": BadputType.TRAINING_PREP,
-    "startup": BadputType.PROGRAM_STARTUP,
-    "compile": BadputType.PROGRAM_STARTUP,
-    "data_loading": BadputType.DATA_LOADING_SYNC,
-    "checkpoint_save": BadputType.UNPRODUCTIVE_CHECKPOINT_SAVE_TIME,
-    "checkpoint_restore": BadputType.UNPRODUCTIVE_CHECKPOINT_RESTORE_TIME,
-    "wasted": BadputType.WASTED_PROGRESS_FROM_DISRUPTION,
-    "recovery": BadputType.INFRASTRUCTURE_RECOVERY_FROM_DISRUPTION,
+    bucket: BadputType.__members__[source]
+    for bucket, source in SOURCE_OF_BUCKET.items()
+    if source != "OTHER" and not bucket.startswith("elastic")  # elastic_*: apart
 }
 _PRODUCTIVE: Final = ("productive", "slowdown")  # observed goodput
 _CHECKPOINT_KINDS: Final = frozenset(

@@ -13,8 +13,8 @@ import datetime
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from badput.compat.ml_goodput_measurement import _payload as pl
 from badput.compat.ml_goodput_measurement.goodput_utils import GoodputInfo, StepInfo
+from badput.formats import mgm as pl
 
 __all__ = ["GoodputCache"]
 

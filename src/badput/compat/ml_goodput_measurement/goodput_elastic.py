@@ -18,9 +18,9 @@ import datetime
 import time
 from typing import Any, Final
 
-from badput.compat.ml_goodput_measurement import _payload as pl
 from badput.compat.ml_goodput_measurement import goodput, goodput_utils
 from badput.engine import Report
+from badput.formats import mgm as pl
 
 __all__ = ["ElasticGoodputCalculator", "ElasticGoodputRecorder", "GoodputRecorder"]
 

@@ -32,10 +32,30 @@ from badput.events import Event, Kind, validate
 __all__ = [
     "BADPUT_KEY",
     "JOB_NAME",
+    "SOURCE_OF_BUCKET",
     "PayloadDecoder",
     "PayloadEncoder",
     "PayloadError",
 ]
+
+#: The library's badput source (its ``BadputType`` name) of each badput bucket
+#: (ACCOUNTING.md §6), shared by the Cloud Monitoring exporter and the compat calculator.
+#: ``custom:*`` (CUSTOM_BADPUT_EVENTS), ``elastic_wait:*`` and the overlapped loads
+#: (DATA_LOADING_ASYNC) are mapped by name where they are used; a bucket not listed is OTHER.
+SOURCE_OF_BUCKET: Final[dict[str, str]] = {
+    "accelerator_init": "TPU_INITIALIZATION",
+    "training_prep": "TRAINING_PREP",
+    "startup": "PROGRAM_STARTUP",
+    "compile": "PROGRAM_STARTUP",
+    "data_loading": "DATA_LOADING_SYNC",
+    "checkpoint_save": "UNPRODUCTIVE_CHECKPOINT_SAVE_TIME",
+    "checkpoint_restore": "UNPRODUCTIVE_CHECKPOINT_RESTORE_TIME",
+    "wasted": "WASTED_PROGRESS_FROM_DISRUPTION",
+    "recovery": "INFRASTRUCTURE_RECOVERY_FROM_DISRUPTION",
+    "elastic_reinit": "ELASTIC_REINITIALIZATION",
+    "untracked": "OTHER",
+    "queued": "OTHER",
+}
 
 # The library's payload keys (ml_goodput_measurement/src/goodput.py, goodput_elastic.py).
 JOB_NAME: Final = "job_name"
