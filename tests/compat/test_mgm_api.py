@@ -434,3 +434,42 @@ def test_the_checkpoint_and_exclusion_example_prints_its_documented_output() -> 
     with contextlib.redirect_stdout(out):
         exec(compile(code.group(1), "docs/compat.md", "exec"), {"__name__": "docs_compat_ckpt"})
     assert out.getvalue().strip() == output.group(1).strip()
+
+
+def test_metadata_without_requests_uses_badputs_one_client(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # The urllib path goes through badput.monitor.gcm.gce_metadata: a busy answer (503) is
+    # asked again, a real one returned; a loopback server stands in for the metadata server.
+    import http.server
+    import threading
+
+    from badput.compat.ml_goodput_measurement import goodput_utils
+
+    answers = [503, 200]
+    paths: list[str] = []
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            paths.append(self.path)
+            code = answers.pop(0)
+            body = b"proj-7" if code == 200 else b"busy"
+            self.send_response(code)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = http.server.HTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        monkeypatch.setenv("GCE_METADATA_HOST", f"127.0.0.1:{server.server_port}")
+        value = goodput_utils._metadata_by_urllib("project", "project-id", 2.0, 3)
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert value == "proj-7"
+    assert paths == ["/computeMetadata/v1/project/project-id"] * 2

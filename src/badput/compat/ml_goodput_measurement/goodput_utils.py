@@ -14,8 +14,6 @@ import datetime
 import enum
 import importlib
 import logging
-import urllib.error
-import urllib.request
 from typing import Any, Final, TypedDict
 
 import numpy as np
@@ -311,7 +309,7 @@ def get_gcp_metadata(
     try:
         requests: Any = importlib.import_module("requests")
     except ImportError:
-        return _metadata_by_urllib(url, category, attribute, timeout, retries)
+        return _metadata_by_urllib(category, attribute, timeout, retries)
     session = requests.Session()
     retry = _retry_class()(
         total=retries, backoff_factor=0.5, status_forcelist=list(_RETRIED_STATUS)
@@ -328,21 +326,14 @@ def get_gcp_metadata(
         session.close()
 
 
-def _metadata_by_urllib(
-    url: str, category: str, attribute: str, timeout: float, retries: int
-) -> str | None:
-    for _ in range(max(1, retries)):
-        request = urllib.request.Request(url, headers=_METADATA_HEADERS)
-        try:
-            with urllib.request.urlopen(request, timeout=timeout) as response:
-                return str(response.read().decode())
-        except urllib.error.HTTPError as exc:
-            if exc.code not in _RETRIED_STATUS:
-                break
-        except (OSError, ValueError):
-            break  # no metadata server: not on GCP
-    logger.warning("Failed to retrieve metadata for %s/%s", category, attribute)
-    return None
+def _metadata_by_urllib(category: str, attribute: str, timeout: float, retries: int) -> str | None:
+    # Without requests: badput's one urllib metadata client (the monitor's).
+    from badput.monitor.gcm import gce_metadata  # noqa: PLC0415 (only off the requests path)
+
+    value = gce_metadata(f"{category}/{attribute}", timeout=timeout, retries=retries)
+    if value is None:
+        logger.warning("Failed to retrieve metadata for %s/%s", category, attribute)
+    return value
 
 
 def _retry_class() -> Any:
