@@ -125,6 +125,11 @@ def crash_step() -> int | None:
     return int(raw) if raw and first else None
 
 
+def assert_bucket_agrees(rep: Report, tmp_path: Path, bucket: str, n: int) -> None:
+    """:func:`assert_agrees` for ``bucket`` of ``rep`` against rank 0's own timing."""
+    assert_agrees(bucket, rep.bucket(bucket), truth_sum(tmp_path, bucket), n)
+
+
 def assert_agrees(name: str, reported: float, measured: float, n: int) -> None:
     """The report's ``reported`` seconds for ``name`` agree with the run's own ``measured``
     seconds over ``n`` timed operations: within 8 ms of framework bookkeeping per

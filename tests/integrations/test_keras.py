@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from _harness import assert_agrees, assert_clean, badput_run, report, script, truth_sum
+from _harness import assert_bucket_agrees, assert_clean, badput_run, report, script, truth_sum
 
 pytestmark = pytest.mark.slow
 
@@ -27,15 +27,8 @@ def test_backup_and_restore_replay_is_wasted(tmp_path: Path) -> None:
     assert (a0.first_step, a0.last_step) == (1, 7)
     assert (a1.restore_step, a1.first_step, a1.last_step) == (4, 5, 12)
     # backups: step 4 (attempt 0), 8 and 12 (attempt 1); one restore
-    assert_agrees(
-        "checkpoint_save", rep.bucket("checkpoint_save"), truth_sum(tmp_path, "checkpoint_save"), 3
-    )
-    assert_agrees(
-        "checkpoint_restore",
-        rep.bucket("checkpoint_restore"),
-        truth_sum(tmp_path, "checkpoint_restore"),
-        1,
-    )
+    assert_bucket_agrees(rep, tmp_path, "checkpoint_save", 3)
+    assert_bucket_agrees(rep, tmp_path, "checkpoint_restore", 1)
     # Keras fetches the next batch in a thread while a step runs: only the wait for it
     # blocks, which is at most the fetch time the dataset measured.
     assert rep.bucket("data_loading") <= truth_sum(tmp_path, "data_loading")

@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 
 import pytest
-from _harness import assert_agrees, assert_clean, badput_run, report, script, truth_sum
+from _harness import assert_bucket_agrees, assert_clean, badput_run, report, script
 
 pytestmark = pytest.mark.slow
 
@@ -27,18 +27,9 @@ def test_crash_and_resume_from_the_real_checkpoint(tmp_path: Path) -> None:
     assert (a0.first_step, a0.last_step, a0.end_reason) == (1, 8, "attempt_end:failed")
     assert (a1.restore_step, a1.first_step, a1.last_step) == (5, 6, 12)
     # 2 saves (5 in attempt 0, 10 in attempt 1), 1 restore, 15 batches fetched
-    assert_agrees(
-        "checkpoint_save", rep.bucket("checkpoint_save"), truth_sum(tmp_path, "checkpoint_save"), 2
-    )
-    assert_agrees(
-        "checkpoint_restore",
-        rep.bucket("checkpoint_restore"),
-        truth_sum(tmp_path, "checkpoint_restore"),
-        1,
-    )
-    assert_agrees(
-        "data_loading", rep.bucket("data_loading"), truth_sum(tmp_path, "data_loading"), 15
-    )
+    assert_bucket_agrees(rep, tmp_path, "checkpoint_save", 2)
+    assert_bucket_agrees(rep, tmp_path, "checkpoint_restore", 1)
+    assert_bucket_agrees(rep, tmp_path, "data_loading", 15)
     # interpreter start and `import lightning` in each attempt: named, not untracked
     assert rep.bucket("process_init") > 0.5
     assert rep.bucket("process_init") > rep.bucket("untracked")

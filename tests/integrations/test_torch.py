@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from _harness import assert_agrees, assert_clean, badput_run, report, script, truth_sum
+from _harness import assert_bucket_agrees, assert_clean, badput_run, report, script
 
 pytestmark = pytest.mark.slow
 
@@ -59,19 +59,10 @@ def test_torchrun_restart_inside_badput_run_is_a_new_attempt(tmp_path: Path) -> 
     assert [a.id for a in rep.attempts] == [0, "0.1"]
     assert (rep.steps.kept, rep.steps.wasted, rep.steps.last) == (12, 3, 12)
     assert (rep.attempts[1].restore_step, rep.attempts[1].first_step) == (5, 6)
-    assert_agrees(
-        "checkpoint_restore",
-        rep.bucket("checkpoint_restore"),
-        truth_sum(tmp_path, "checkpoint_restore"),
-        1,
-    )
+    assert_bucket_agrees(rep, tmp_path, "checkpoint_restore", 1)
     # rank 0 fetched 8 + 7 batches, plus the batches skipped past on resume (5)
-    assert_agrees(
-        "data_loading", rep.bucket("data_loading"), truth_sum(tmp_path, "data_loading"), 20
-    )
-    assert_agrees(
-        "checkpoint_save", rep.bucket("checkpoint_save"), truth_sum(tmp_path, "checkpoint_save"), 2
-    )
+    assert_bucket_agrees(rep, tmp_path, "data_loading", 20)
+    assert_bucket_agrees(rep, tmp_path, "checkpoint_save", 2)
     # each async save is committed by every rank once written; the crash lost none
     commits = sorted(
         (e["rank"], e["step"])

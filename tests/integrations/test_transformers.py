@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from _harness import assert_agrees, assert_clean, badput_run, report, script, truth_sum
+from _harness import assert_bucket_agrees, assert_clean, badput_run, report, script
 
 pytestmark = pytest.mark.slow
 
@@ -25,17 +25,8 @@ def test_crash_and_resume_from_checkpoint_dir(tmp_path: Path) -> None:
     a0, a1 = rep.attempts
     assert (a0.first_step, a0.last_step, a0.end_reason) == (1, 8, "attempt_end:failed")
     assert (a1.restore_step, a1.first_step, a1.last_step) == (5, 6, 12)
-    assert_agrees(
-        "checkpoint_save", rep.bucket("checkpoint_save"), truth_sum(tmp_path, "checkpoint_save"), 2
-    )
-    assert_agrees(
-        "checkpoint_restore",
-        rep.bucket("checkpoint_restore"),
-        truth_sum(tmp_path, "checkpoint_restore"),
-        1,
-    )
+    assert_bucket_agrees(rep, tmp_path, "checkpoint_save", 2)
+    assert_bucket_agrees(rep, tmp_path, "checkpoint_restore", 1)
     # 8 + 7 steps fetched, plus the first fetch of each attempt (iterator start)
-    assert_agrees(
-        "data_loading", rep.bucket("data_loading"), truth_sum(tmp_path, "data_loading"), 17
-    )
+    assert_bucket_agrees(rep, tmp_path, "data_loading", 17)
     assert rep.bucket("process_init") > 0.5
