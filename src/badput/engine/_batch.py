@@ -1,0 +1,143 @@
+"""A run of events as columns: read once per batch, shared by every consumer of it.
+
+The engine sees millions of events; a Python loop over them (even one doing little)
+costs more than decoding them. :class:`Batch` pulls each field the engine needs out
+of a run of events with C-level iteration (``map``/``attrgetter``/``np.fromiter``),
+once, so that the :class:`~badput.engine._ingest.Ingestor` and the
+:class:`~badput.engine._ranks.RankTracker` both work on numpy columns and look at
+single events only for the rare kinds (lifecycle, checkpoints, sections...).
+
+Events are grouped by the writer identity ``(attempt, rank, pid)`` as it appears in
+the events (raw, before any normalisation): :attr:`Batch.group` gives each event's
+index into :attr:`Batch.keys`. A file written by one process has one group.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from operator import attrgetter
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from badput.events import KINDS, Event
+
+__all__ = ["KIND_CODE", "KIND_NAMES", "Batch", "kind_mask"]
+
+F64 = npt.NDArray[np.float64]
+I64 = npt.NDArray[np.int64]
+I32 = npt.NDArray[np.int32]
+I16 = npt.NDArray[np.int16]
+BoolArray = npt.NDArray[np.bool_]
+
+#: Every kind of schema v1, in a fixed order; ``Batch.kind`` indexes it (-1: unknown).
+KIND_NAMES: tuple[str, ...] = tuple(sorted(KINDS))
+
+
+class _Codes(dict[str, int]):
+    """Kind -> code; an unknown kind is -1 (without being added)."""
+
+    def __missing__(self, key: str) -> int:
+        return -1
+
+
+KIND_CODE: dict[str, int] = _Codes({k: i for i, k in enumerate(KIND_NAMES)})
+
+_ts = attrgetter("ts")
+_kind = attrgetter("kind")
+_job = attrgetter("job")
+_attempt = attrgetter("attempt")
+_rank = attrgetter("rank")
+_pid = attrgetter("pid")
+_step = attrgetter("step")
+_name = attrgetter("name")
+_blocking = attrgetter("blocking")
+
+RawKey = tuple[object, object, object]  # (attempt, rank, pid) as written
+
+
+class _KeyIndex(dict[RawKey, int]):
+    def __missing__(self, key: RawKey) -> int:
+        i = self[key] = len(self)
+        return i
+
+
+class Batch:
+    """Columns of consecutive events of one source (see the module docstring).
+
+    ``ts``, ``kind`` and ``group`` are computed at once; the other fields are read
+    on demand for the rows that need them (:meth:`steps`, :meth:`names`,
+    :meth:`blocking`).
+    """
+
+    __slots__ = ("_jobs", "_same_job", "events", "group", "keys", "kind", "n", "ts")
+
+    def __init__(self, events: Sequence[Event]) -> None:
+        n = len(events)
+        self.events = events
+        self.n = n
+        self.ts: F64 = np.fromiter(map(_ts, events), np.float64, n)
+        self.kind: I16 = np.fromiter(map(KIND_CODE.__getitem__, map(_kind, events)), np.int16, n)
+        attempts = list(map(_attempt, events))
+        ranks = list(map(_rank, events))
+        pids = list(map(_pid, events))
+        self._jobs: list[str] | None = None
+        self._same_job: dict[str, BoolArray | None] = {}
+        if (
+            n
+            and attempts.count(attempts[0]) == n
+            and ranks.count(ranks[0]) == n
+            and pids.count(pids[0]) == n
+        ):
+            self.keys: list[RawKey] = [(attempts[0], ranks[0], pids[0])]
+            self.group: I32 = np.zeros(n, np.int32)
+            return
+        index = _KeyIndex()
+        self.group = np.fromiter(
+            map(index.__getitem__, zip(attempts, ranks, pids, strict=True)), np.int32, n
+        )
+        self.keys = list(index)
+
+    def same_job(self, job: str) -> BoolArray | None:
+        """Which events are of ``job``; ``None`` when all of them are (the usual case)."""
+        if job in self._same_job:
+            return self._same_job[job]
+        if self._jobs is None:
+            self._jobs = list(map(_job, self.events))
+        jobs = self._jobs
+        mask: BoolArray | None = None
+        if jobs.count(job) != self.n:
+            mask = np.fromiter(map(job.__eq__, jobs), np.bool_, self.n)
+        self._same_job[job] = mask
+        return mask
+
+    def rows(self, idx: npt.NDArray[np.intp]) -> list[Event]:
+        """The events at positions ``idx``."""
+        get = self.events.__getitem__
+        return list(map(get, idx.tolist()))
+
+    def steps(self, idx: npt.NDArray[np.intp]) -> tuple[I64, BoolArray]:
+        """``step`` of the events at ``idx`` as int64, and which of them are usable (an
+        integer within 64 bits: events not read from a store are not validated)."""
+        values: list[Any] = list(map(_step, self.rows(idx)))
+        try:
+            return np.fromiter(values, np.int64, len(values)), np.ones(len(values), np.bool_)
+        except (OverflowError, TypeError, ValueError):
+            ok = np.fromiter(
+                (type(v) is int and -(2**63) <= v < 2**63 for v in values), np.bool_, len(values)
+            )
+            safe = (v if good else 0 for v, good in zip(values, ok.tolist(), strict=True))
+            return np.fromiter(safe, np.int64, len(values)), ok
+
+    def names(self, idx: npt.NDArray[np.intp]) -> list[str | None]:
+        return list(map(_name, self.rows(idx)))
+
+    def blocking(self, idx: npt.NDArray[np.intp]) -> list[bool | None]:
+        return list(map(_blocking, self.rows(idx)))
+
+
+def kind_mask(kind: I16, *kinds: str) -> BoolArray:
+    """Which rows have one of ``kinds``."""
+    codes = [KIND_CODE[k] for k in kinds]
+    return np.isin(kind, np.array(codes, np.int16))
