@@ -59,6 +59,7 @@ import argparse
 import bisect
 import datetime as dt
 import importlib.metadata
+import itertools
 import json
 import os
 import random
@@ -222,6 +223,28 @@ def _record(rec: Any, log: _SortedLog, steps: int, epoch: float) -> None:
         # step_end: the library has no such call
 
 
+def _check_standin(log: _SortedLog, cloud_logger: Any) -> None:
+    """The bisecting stand-in lists what the replay tool's stand-in lists, for the library's
+    own filters (bounds on entries and between them, with and without an insertId cursor)."""
+    part = log.entries[:3000]
+    reference = replay._InMemoryLog()
+    reference.entries = [replay._Entry(e.payload, e.timestamp, e.insert_id) for e in part]
+    mine = _SortedLog()
+    mine.entries, mine.keys = list(part), log.keys[: len(part)]
+    stamps = [e.timestamp for e in part]
+    some = [stamps[0], stamps[len(part) // 3], stamps[len(part) // 2], stamps[-1]]
+    between = [a + (b - a) / 2 for a, b in itertools.pairwise(some)]
+    cursors = [(e.timestamp, e.insert_id) for e in part[:: len(part) // 5]]
+    filters = [cloud_logger._get_filter_msg(None, end, None) for end in some + between]
+    filters += [cloud_logger._get_filter_msg(a, b, None) for a in some + between for b in some]
+    filters += [cloud_logger._get_filter_msg(None, some[-1], c) for c in cursors]
+    for filter_ in filters:
+        got = [e.insert_id for e in mine.list_entries(filter_)]
+        want = [e.insert_id for e in reference.list_entries(filter_)]
+        if got != want:
+            raise SystemExit(f"the bisecting stand-in disagrees with the replay's on {filter_}")
+
+
 def _export(entry: Any) -> dict[str, Any]:
     """One entry the way ``gcloud logging read --format=json`` prints it."""
     return {
@@ -244,6 +267,7 @@ def _inner(steps: int, epoch: float) -> int:
         JOB, replay.LOGGER_NAME, True, cloud_logger=replay._cloud_logger(JOB, log)
     )
     _record(rec, log, steps, epoch)
+    _check_standin(log, replay._cloud_logger(JOB, log))
     answer: dict[str, Any] = {
         "version": version,
         "entries": len(log.entries),
