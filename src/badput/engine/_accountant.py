@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Iterable
 
+from badput.engine._batch import Batch
 from badput.engine._ingest import Ingestor
 from badput.engine._model import Report
 from badput.engine._partition import Typical, compute_report, recent_step_times
@@ -80,24 +81,31 @@ class Accountant:
     def ingest(self, chunks: Iterable[Chunk]) -> None:
         """Ingest the chunks of a store read (events and malformed-line errors)."""
         for chunk in chunks:
-            run: list[Event] = []
-            run_first = chunk.first_line
-            for i, item in enumerate(chunk.items):
-                if isinstance(item, EventError):
-                    self._ing.ingest(run, chunk.source, run_first)
-                    self._ranks.ingest(run, self._ing.job)
-                    run = []
-                    run_first = chunk.first_line + i + 1
-                    self._ing.malformed(item.message, item.file or chunk.source, item.line)
-                else:
-                    run.append(item)
-            self._ing.ingest(run, chunk.source, run_first)
-            self._ranks.ingest(run, self._ing.job)
+            items = chunk.items
+            if EventError not in set(map(type, items)):  # the usual chunk: one run of events
+                self._ingest_run(items, chunk.source, chunk.first_line)  # type: ignore[arg-type]
+                continue
+            errors = [i for i, item in enumerate(items) if isinstance(item, EventError)]
+            begin = 0
+            for i in [*errors, len(items)]:
+                run: list[Event] = items[begin:i]  # type: ignore[assignment]
+                self._ingest_run(run, chunk.source, chunk.first_line + begin)
+                if i < len(items):
+                    err = items[i]
+                    assert isinstance(err, EventError)
+                    self._ing.malformed(err.message, err.file or chunk.source, err.line)
+                begin = i + 1
 
     def ingest_events(self, events: Iterable[Event], source: str | None = None) -> None:
         """Ingest events that did not come from a store (tests, other tools)."""
-        run = list(events)
-        self._ing.ingest(run, source, 1 if source else None)
+        self._ingest_run(list(events), source, 1 if source else None)
+
+    def _ingest_run(self, run: list[Event], source: str | None, first_line: int | None) -> None:
+        """Consecutive events of one source: their columns are read once, for both trackers."""
+        if not run:
+            return
+        batch = Batch(run)
+        self._ing.ingest_batch(batch, source, first_line)
         self._ranks.ingest(run, self._ing.job)
 
     def report(

@@ -10,7 +10,7 @@ from __future__ import annotations
 import itertools
 import math
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Callable
 from typing import Any, Literal
 
 import numpy as np
@@ -20,7 +20,7 @@ from badput.engine import _steps
 from badput.engine._attempts import Attempt, reconstruct_attempts
 from badput.engine._ideal import MIN_CLEAN_STEPS, best_sustained_step_time
 from badput.engine._ingest import MAX_DIAGNOSTICS_PER_CODE, Ingestor, RestoreMark, Stream
-from badput.engine._intervals import Coverage, IntervalMark
+from badput.engine._intervals import Coverage, IntervalMark, Marks
 from badput.engine._model import (
     PRODUCTIVE,
     AttemptSummary,
@@ -48,6 +48,7 @@ from badput.engine._steps import (
     QueryCache,
     Rows,
     TailIntervals,
+    add_sums,
     clipped_sums,
     compute_rows,
     median_of_sorted,
@@ -275,18 +276,13 @@ class _Builder:
         found = self._views.get(id(s))
         if found is None:
             ts, step, is_end = sorted_step_arrays(s)
-            marks, mark_ts = s.marks, np.frombuffer(s.mark_ts, dtype=np.float64)
-            if s.marks_unsorted:
-                marks = sorted(marks, key=lambda m: (m.ts, m.seq))
-                mark_ts = np.fromiter((m.ts for m in marks), np.float64, count=len(marks))
             restores = sorted(s.restores, key=lambda r: (r.ts, r.seq))
             checkpoints = sorted(s.checkpoints, key=lambda c: c[0])
             found = self._views[id(s)] = StreamView(
                 ts,
                 step,
                 is_end,
-                marks,
-                mark_ts,
+                s.marks.columns(),
                 restores,
                 [r.ts for r in restores],
                 checkpoints,
@@ -317,29 +313,30 @@ class _Builder:
 
         view = self._view(s)
         ts, step, is_end = view.ts, view.step, view.is_end
-        marks: Sequence[IntervalMark] = view.marks
+        marks = view.marks
         # Events after the attempt's end are ignored in every respect (§9.5).
         range_lo, top = attempt_bounds(att)
         if att.key is None or att.ended:
             ts, step, is_end = slice_range(ts, step, is_end, range_lo, top)
-            a, b = np.searchsorted(view.mark_ts, (range_lo, top), side="left").tolist()
-            marks = marks[a:b]
+            a, b = np.searchsorted(marks.ts, (range_lo, top), side="left").tolist()
+            marks = marks.take(slice(a, b))
         ts, step, is_end = ts[steps.raw_done :], step[steps.raw_done :], is_end[steps.raw_done :]
-        tail_marks = marks[steps.marks_done :]
+        tail_marks = marks.take(slice(steps.marks_done, None))
 
         ivs = tail_intervals(tail_marks, lo, hi)
-        unclean = Coverage([p for p in ivs.pieces if p.bucket not in CLEAN_EXEMPT])
+        exempt = [self.ing.bucket_code(b) for b in CLEAN_EXEMPT]
+        unclean = Coverage.of(ivs.pieces.take(~np.isin(ivs.pieces.bucket, exempt)))
         tail, unmatched_ts = compute_rows(
             ts,
             step,
             is_end,
             lo=lo,
             hi=hi,
-            cov=Coverage(ivs.pieces),
+            cov=Coverage.of(ivs.pieces),
             prev_step=steps.last_step(),
             unclean_cov=unclean,
         )
-        mark_ts = np.fromiter((m.ts for m in tail_marks), np.float64, count=len(tail_marks))
+        mark_ts = tail_marks.ts
         if closed:
             steps.seal(
                 tail,
@@ -350,7 +347,7 @@ class _Builder:
                 unmatched_ts=unmatched_ts,
             )
             steps.whole, steps.whole_end = True, hi
-            tail, ivs = Rows.empty(), TailIntervals([], [], [], [], [])
+            tail, ivs = Rows.empty(), TailIntervals.empty()
             unmatched_ts = np.zeros(0)
         elif tail.n >= _steps.SEAL_MIN_TAIL:
             r = _steps.quiet_cut(tail, ivs, mark_ts, min_keep=1)
@@ -390,53 +387,47 @@ class _Builder:
             late = new[(new >= att.range_lo) & (new < att.range_hi)]
             if late.shape[0] and float(late.min()) < cut:
                 return True
-        return any(
-            att.range_lo <= m.ts < min(cut, att.range_hi) for m in s.marks[steps.marks_seen :]
-        )
+        new_marks = np.frombuffer(s.marks.ts, dtype=np.float64)[steps.marks_seen :]
+        return bool(((new_marks >= att.range_lo) & (new_marks < min(cut, att.range_hi))).any())
 
     def _interval_sums(self, att: Attempt, ar: AttemptRows) -> float:
         """Add the attempt's interval buckets and overlapped time; return their total."""
         steps, ivs = ar.steps, ar.tail_ivs
         lo, hi = self.clip_bounds
+        names = self.ing.bucket_names
         total = 0.0
         if att.eff_start >= lo and att.eff_end <= hi:
-            for bucket, v in steps.piece_sums.items():
-                self.buckets[bucket] += v
-                total += v
-            for p in ivs.pieces:
-                self.buckets[p.bucket] += p.end - p.start
-                total += p.end - p.start
-            for bucket, v in steps.nonblocking_sums.items():
-                self.overlapped[bucket] += v
-            for iv in ivs.nonblocking:
-                self.overlapped[iv.bucket] += iv.end - iv.start
+            pieces = dict(steps.piece_sums)
+            add_sums(pieces, ivs.pieces)
+            overlapped = dict(steps.nonblocking_sums)
+            add_sums(overlapped, ivs.nonblocking)
         elif self.clip(att.eff_start, att.eff_end) > 0.0:
-            for bucket, v in clipped_sums(steps.piece_arrays(), lo, hi).items():
-                self.buckets[bucket] += v
-                total += v
-            for p in ivs.pieces:
-                c = self.clip(p.start, p.end)
-                self.buckets[p.bucket] += c
-                total += c
-            for bucket, v in clipped_sums(steps.nonblocking_arrays(), lo, hi).items():
-                self.overlapped[bucket] += v
-            for iv in ivs.nonblocking:
-                self.overlapped[iv.bucket] += self.clip(iv.start, iv.end)
-        for m in [*steps.unpaired_starts, *ivs.unpaired_starts]:
-            self.diag(
-                "unpaired_start",
+            pieces = clipped_sums(steps.pieces, lo, hi)
+            for code, v in clipped_sums(ivs.pieces, lo, hi).items():
+                pieces[code] = pieces.get(code, 0.0) + v
+            overlapped = clipped_sums(steps.nonblocking, lo, hi)
+            for code, v in clipped_sums(ivs.nonblocking, lo, hi).items():
+                overlapped[code] = overlapped.get(code, 0.0) + v
+        else:
+            pieces, overlapped = {}, {}
+        for code, v in pieces.items():
+            self.buckets[names[code]] += v
+            total += v
+        for code, v in overlapped.items():
+            self.overlapped[names[code]] += v
+        self._diag_marks(
+            "unpaired_start",
+            [*steps.unpaired_start_parts, ivs.unpaired_starts],
+            lambda m: (
                 f"{m.bucket} started at {m.ts:.3f} was never ended; closed at the end of "
-                f"attempt {att.id}",
-                m.source,
-                m.line,
-            )
-        for m in [*steps.unpaired_ends, *ivs.unpaired_ends]:
-            self.diag(
-                "unpaired_end",
-                f"{m.bucket} end at {m.ts:.3f} without a start; ignored",
-                m.source,
-                m.line,
-            )
+                f"attempt {att.id}"
+            ),
+        )
+        self._diag_marks(
+            "unpaired_end",
+            [*steps.unpaired_end_parts, ivs.unpaired_ends],
+            lambda m: f"{m.bucket} end at {m.ts:.3f} without a start; ignored",
+        )
         unmatched = steps.unmatched_ends + ar.unmatched
         if unmatched:
             self.diag(
@@ -445,6 +436,21 @@ class _Builder:
                 "before them; ignored",
             )
         return total
+
+    def _diag_marks(
+        self, code: str, parts: list[Marks], message: Callable[[IntervalMark], str]
+    ) -> None:
+        """One diagnostic per mark, up to the cap; the rest only counted (no object made)."""
+        room = max(0, MAX_DIAGNOSTICS_PER_CODE - self._diag_counts.get(code, 0))
+        hidden = 0
+        for part in parts:
+            shown = part.take(slice(0, room))
+            room -= len(shown)
+            hidden += len(part) - len(shown)
+            for m in shown.objects(self.ing.bucket_names, self.ing.source_names):
+                self.diag(code, message(m), m.source, m.line)
+        if hidden:
+            self._diag_counts[code] = self._diag_counts.get(code, 0) + hidden
 
     def _segments(self, ai: int, att: Attempt, s: Stream, ar: AttemptRows) -> None:
         """Segments of the attempt, with their restore points (§1)."""

@@ -19,7 +19,7 @@ import numpy.typing as npt
 
 from badput.engine._attempts import Attempt
 from badput.engine._ingest import RestoreMark, Stream
-from badput.engine._intervals import Coverage, IntervalMark
+from badput.engine._intervals import Coverage, Marks
 from badput.engine._steps import AttemptSteps, Rows, TailIntervals
 
 __all__ = [
@@ -89,11 +89,11 @@ class AttemptRows:
         self.tail_ivs = tail_ivs
         self.unmatched = unmatched
         self.n = self.n_sealed + tail.n
-        if tail.n == 0 and not tail_ivs.pieces:
+        if tail.n == 0 and not len(tail_ivs.pieces):
             self.tail_cov = _NO_COVERAGE
             self._cums = tuple((c.a, _ZERO_CUM) for c in (steps.cum_d, steps.cum_k, steps.cum_kpos))
         else:
-            self.tail_cov = Coverage(tail_ivs.pieces)
+            self.tail_cov = Coverage.of(tail_ivs.pieces)
             d0 = np.nan_to_num(tail.d)
             kpos = np.where(tail.d > 0, tail.count, 0.0)
             self._cums = (
@@ -278,8 +278,7 @@ class StreamView:
     ts: F64
     step: I64
     is_end: npt.NDArray[np.int8]
-    marks: list[IntervalMark]
-    mark_ts: F64
+    marks: Marks  # in (ts, seq) order
     restores: list[RestoreMark]
     restore_ts: list[float]
     checkpoints: list[tuple[float, int, bool]]
@@ -298,6 +297,6 @@ def between(ts: list[float], lo: float, top: float) -> slice:
 
 
 NO_ROWS = Rows.empty()
-NO_INTERVALS = TailIntervals([], [], [], [], [])
-_NO_COVERAGE = Coverage([])
+NO_INTERVALS = TailIntervals.empty()
+_NO_COVERAGE = Coverage(np.zeros(0), np.zeros(0))
 _ZERO_CUM = np.zeros(1)

@@ -13,7 +13,6 @@ Everything here is pure computation on arrays; the Accountant owns the :class:`Q
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -29,12 +28,11 @@ from badput.engine._ideal import (
 )
 from badput.engine._intervals import (
     Coverage,
-    IntervalMark,
-    Piece,
-    RecordedInterval,
-    flatten_innermost,
-    innermost_order,
-    pair_marks,
+    Marks,
+    Spans,
+    flatten_spans,
+    innermost_rank,
+    pair_columns,
 )
 
 __all__ = [
@@ -45,6 +43,7 @@ __all__ = [
     "QueryCache",
     "Rows",
     "TailIntervals",
+    "add_sums",
     "clipped_sums",
     "compute_rows",
     "median_of_sorted",
@@ -211,39 +210,47 @@ def compute_rows(
 
 @dataclass
 class TailIntervals:
-    pieces: list[Piece]
-    nonblocking: list[RecordedInterval]
-    intervals: list[RecordedInterval]
-    unpaired_starts: list[IntervalMark]
-    unpaired_ends: list[IntervalMark]
+    """The recorded intervals of an attempt's tail, clipped to the attempt (columns)."""
+
+    pieces: Spans  # the blocking ones flattened, innermost wins
+    nonblocking: Spans
+    intervals: Spans  # all of them (the order is the innermost rank)
+    unpaired_starts: Marks
+    unpaired_ends: Marks
+
+    @staticmethod
+    def empty() -> TailIntervals:
+        return TailIntervals(
+            Spans.empty(), Spans.empty(), Spans.empty(), Marks.empty(), Marks.empty()
+        )
 
     def after(self, cut: float) -> TailIntervals:
         """What is left once everything before a quiet ``cut`` is sealed."""
         return TailIntervals(
-            [p for p in self.pieces if p.start >= cut],
-            [iv for iv in self.nonblocking if iv.start >= cut],
-            [iv for iv in self.intervals if iv.start >= cut],
+            self.pieces.take(self.pieces.start >= cut),
+            self.nonblocking.take(self.nonblocking.start >= cut),
+            self.intervals.take(self.intervals.start >= cut),
             self.unpaired_starts,
-            [m for m in self.unpaired_ends if m.ts >= cut],
+            self.unpaired_ends.take(self.unpaired_ends.ts >= cut),
         )
 
 
-def tail_intervals(marks: Sequence[IntervalMark], lo: float, hi: float) -> TailIntervals:
-    """Pair marks, clip to ``[lo, hi]``, flatten the blocking ones (innermost wins)."""
-    intervals, unpaired_starts, unpaired_ends = pair_marks(marks, close_at=hi)
-    blocking: list[RecordedInterval] = []
-    nonblocking: list[RecordedInterval] = []
-    clipped: list[RecordedInterval] = []
+def tail_intervals(marks: Marks, lo: float, hi: float) -> TailIntervals:
+    """Pair marks (sorted by ``(ts, seq)``), clip to ``[lo, hi]``, flatten the blocking
+    ones (innermost wins)."""
+    paired = pair_columns(marks, close_at=hi)
+    ivs = paired.intervals
     # Which one is inner is decided on the recorded ends, before clipping to the attempt.
-    for rank, iv in enumerate(sorted(intervals, key=innermost_order)):
-        a, b = max(iv.start, lo), min(iv.end, hi)
-        if b < a:
-            continue
-        c = RecordedInterval(a, b, iv.bucket, iv.blocking, rank)
-        clipped.append(c)
-        (blocking if iv.blocking else nonblocking).append(c)
+    rank = innermost_rank(ivs)
+    a, b = np.maximum(ivs.start, lo), np.minimum(ivs.end, hi)
+    keep = b >= a
+    clipped = Spans(a[keep], b[keep], ivs.bucket[keep], ivs.blocking[keep], rank[keep])
     return TailIntervals(
-        flatten_innermost(blocking), nonblocking, clipped, unpaired_starts, unpaired_ends
+        flatten_spans(clipped.take(clipped.blocking)),
+        clipped.take(~clipped.blocking),
+        clipped,
+        paired.unpaired_starts,
+        paired.unpaired_ends,
     )
 
 
@@ -256,15 +263,15 @@ def quiet_cut(rows: Rows, ivs: TailIntervals, mark_ts: F64, min_keep: int) -> in
     if n - 2 < min_keep:
         return 0
     cand = rows.start[min_keep : n - 1]
-    if ivs.intervals:
-        s = np.sort(np.fromiter((iv.start for iv in ivs.intervals), np.float64))
-        e = np.sort(np.fromiter((iv.end for iv in ivs.intervals), np.float64))
+    if len(ivs.intervals):
+        s = np.sort(ivs.intervals.start)
+        e = np.sort(ivs.intervals.end)
         active = np.searchsorted(s, cand, "left") - np.searchsorted(e, cand, "right")
         quiet = active <= 0
     else:
         quiet = np.ones(cand.shape[0], dtype=np.bool_)
-    if ivs.unpaired_starts:
-        quiet &= cand < min(m.ts for m in ivs.unpaired_starts)
+    if len(ivs.unpaired_starts):
+        quiet &= cand < float(ivs.unpaired_starts.ts.min())
     if mark_ts.shape[0]:
         quiet &= np.searchsorted(mark_ts, cand, "left") == np.searchsorted(mark_ts, cand, "right")
     # a start equal to the previous row's start would split a tie: not a cut
@@ -297,16 +304,15 @@ class AttemptSteps:
     open_rows: list[int] = field(default_factory=list)
     seg_first: list[int] = field(default_factory=list)
     seg_sorted: dict[int, F64] = field(default_factory=dict)  # typical-time values per segment
-    pieces: list[Piece] = field(default_factory=list)
-    piece_sums: dict[str, float] = field(default_factory=dict)
-    nonblocking: list[RecordedInterval] = field(default_factory=list)
-    nonblocking_sums: dict[str, float] = field(default_factory=dict)
+    # Sealed intervals, as parts appended per seal (joined on demand).
+    piece_parts: list[Spans] = field(default_factory=list)
+    piece_sums: dict[int, float] = field(default_factory=dict)  # bucket code -> seconds
+    nonblocking_parts: list[Spans] = field(default_factory=list)
+    nonblocking_sums: dict[int, float] = field(default_factory=dict)
     unmatched_ends: int = 0
-    unpaired_ends: list[IntervalMark] = field(default_factory=list)
-    unpaired_starts: list[IntervalMark] = field(default_factory=list)
+    unpaired_end_parts: list[Marks] = field(default_factory=list)
+    unpaired_start_parts: list[Marks] = field(default_factory=list)
     _coverage: Coverage | None = None
-    _piece_arrays: tuple[F64, F64, npt.NDArray[np.int64], list[str]] | None = None
-    _nonblocking_arrays: tuple[F64, F64, npt.NDArray[np.int64], list[str]] | None = None
 
     def __post_init__(self) -> None:
         for name, dtype in (
@@ -341,21 +347,22 @@ class AttemptSteps:
             c["clean"].a,
         )
 
-    def piece_arrays(self) -> tuple[F64, F64, npt.NDArray[np.int64], list[str]]:
-        """Sealed pieces as (starts, ends, bucket codes, bucket names), for windowed sums."""
-        if self._piece_arrays is None:
-            self._piece_arrays = _interval_arrays(self.pieces)
-        return self._piece_arrays
+    @property
+    def pieces(self) -> Spans:
+        if len(self.piece_parts) > 1:
+            self.piece_parts = [Spans.concat(self.piece_parts)]
+        return self.piece_parts[0] if self.piece_parts else _NO_SPANS
 
-    def nonblocking_arrays(self) -> tuple[F64, F64, npt.NDArray[np.int64], list[str]]:
-        if self._nonblocking_arrays is None:
-            self._nonblocking_arrays = _interval_arrays(self.nonblocking)
-        return self._nonblocking_arrays
+    @property
+    def nonblocking(self) -> Spans:
+        if len(self.nonblocking_parts) > 1:
+            self.nonblocking_parts = [Spans.concat(self.nonblocking_parts)]
+        return self.nonblocking_parts[0] if self.nonblocking_parts else _NO_SPANS
 
     def coverage(self) -> Coverage:
         """Coverage of the sealed pieces (rebuilt only after a seal)."""
         if self._coverage is None:
-            self._coverage = Coverage(self.pieces)
+            self._coverage = Coverage.of(self.pieces)
         return self._coverage
 
     def last_step(self) -> int | None:
@@ -374,10 +381,9 @@ class AttemptSteps:
         """Append ``rows`` (all before ``cut``) and the intervals before ``cut``."""
         base = self.n
         self._coverage = None
-        self._piece_arrays = self._nonblocking_arrays = None
         self.unmatched_ends += int((unmatched_ts < cut).sum())
-        if math.isinf(cut):
-            self.unpaired_starts.extend(ivs.unpaired_starts)
+        if math.isinf(cut) and len(ivs.unpaired_starts):
+            self.unpaired_start_parts.append(ivs.unpaired_starts)
         for name in ("start", "end", "cap", "count", "step", "d", "first", "clean"):
             self.cols[name].extend(getattr(rows, name))
         d0 = np.where(np.isnan(rows.d), 0.0, rows.d)
@@ -400,44 +406,39 @@ class AttemptSteps:
                 vals = np.sort(per[typical & (seg_of == sid)])
                 old = self.seg_sorted.get(sid)
                 self.seg_sorted[sid] = vals if old is None else _merge_sorted(old, vals)
-        for p in ivs.pieces:
-            if p.end <= cut:
-                self.pieces.append(p)
-                self.piece_sums[p.bucket] = self.piece_sums.get(p.bucket, 0.0) + (p.end - p.start)
-        for iv in ivs.nonblocking:
-            if iv.end <= cut:
-                self.nonblocking.append(iv)
-                self.nonblocking_sums[iv.bucket] = (
-                    self.nonblocking_sums.get(iv.bucket, 0.0) + iv.end - iv.start
-                )
-        self.unpaired_ends.extend(m for m in ivs.unpaired_ends if m.ts < cut)
+        for spans, parts, sums in (
+            (ivs.pieces, self.piece_parts, self.piece_sums),
+            (ivs.nonblocking, self.nonblocking_parts, self.nonblocking_sums),
+        ):
+            sealed = spans.take(spans.end <= cut)
+            if len(sealed):
+                parts.append(sealed)
+                add_sums(sums, sealed)
+        ends = ivs.unpaired_ends.take(ivs.unpaired_ends.ts < cut)
+        if len(ends):
+            self.unpaired_end_parts.append(ends)
         self.cut = cut
         self.raw_done += raw_used
         self.marks_done += marks_used
 
 
-def _interval_arrays(
-    items: Sequence[Piece] | Sequence[RecordedInterval],
-) -> tuple[F64, F64, npt.NDArray[np.int64], list[str]]:
-    names: dict[str, int] = {}
-    codes = np.fromiter(
-        (names.setdefault(x.bucket, len(names)) for x in items), np.int64, count=len(items)
-    )
-    starts = np.fromiter((x.start for x in items), np.float64, count=len(items))
-    ends = np.fromiter((x.end for x in items), np.float64, count=len(items))
-    return starts, ends, codes, list(names)
+_NO_SPANS = Spans.empty()
 
 
-def clipped_sums(
-    arrays: tuple[F64, F64, npt.NDArray[np.int64], list[str]], lo: float, hi: float
-) -> dict[str, float]:
-    """Seconds per bucket of the intervals inside ``[lo, hi]`` (O(intervals) in numpy)."""
-    starts, ends, codes, names = arrays
-    if not names:
+def add_sums(sums: dict[int, float], spans: Spans) -> None:
+    """Add each bucket code's seconds in ``spans`` to ``sums``."""
+    totals = np.bincount(spans.bucket, weights=spans.end - spans.start)
+    for code in np.flatnonzero(totals).tolist():
+        sums[code] = sums.get(code, 0.0) + float(totals[code])
+
+
+def clipped_sums(spans: Spans, lo: float, hi: float) -> dict[int, float]:
+    """Seconds per bucket code of ``spans`` inside ``[lo, hi]`` (O(spans) in numpy)."""
+    if not len(spans):
         return {}
-    inside = np.clip(np.minimum(ends, hi) - np.maximum(starts, lo), 0.0, None)
-    sums = np.bincount(codes, weights=inside, minlength=len(names))
-    return {name: float(v) for name, v in zip(names, sums, strict=True) if v > 0.0}
+    inside = np.clip(np.minimum(spans.end, hi) - np.maximum(spans.start, lo), 0.0, None)
+    totals = np.bincount(spans.bucket, weights=inside)
+    return {code: float(totals[code]) for code in np.flatnonzero(totals > 0.0).tolist()}
 
 
 def _merge_sorted(a: F64, b: F64) -> F64:
