@@ -199,7 +199,7 @@ def main() -> None:
         )
         t0, p0, k0 = time.perf_counter(), time.process_time(), children_cpu()
         mon.start()
-        while mon.cycles < 1:
+        while mon.cycles < 1 or mon.cpu_seconds == 0.0:  # a cycle adds its CPU as it ends
             time.sleep(0.01)
         catch_up_cpu = mon.cpu_seconds
         print(
