@@ -6,7 +6,8 @@ import dataclasses
 from collections.abc import Iterable
 
 from badput.engine._batch import Batch
-from badput.engine._ingest import Ingestor
+from badput.engine._gc import gc_paused
+from badput.engine._ingest import Ingestor, Run
 from badput.engine._model import Report
 from badput.engine._partition import Typical, compute_report, recent_step_times
 from badput.engine._ranks import RankOptions, RankTracker
@@ -80,33 +81,43 @@ class Accountant:
 
     def ingest(self, chunks: Iterable[Chunk]) -> None:
         """Ingest the chunks of a store read (events and malformed-line errors)."""
+        with gc_paused():
+            self._ingest_chunks(chunks)
+
+    def _ingest_chunks(self, chunks: Iterable[Chunk]) -> None:
+        """All the chunks of one read as one batch: a read of many small files (a job of
+        thousands of attempts) costs one pass over columns, not one per file. Malformed
+        lines split runs; they are reported in line order with the other diagnostics."""
+        events: list[Event] = []
+        runs: list[Run] = []
         for chunk in chunks:
             items = chunk.items
             if EventError not in set(map(type, items)):  # the usual chunk: one run of events
-                self._ingest_run(items, chunk.source, chunk.first_line)  # type: ignore[arg-type]
+                _add_run(events, runs, chunk, 0, len(items))
                 continue
-            errors = [i for i, item in enumerate(items) if isinstance(item, EventError)]
             begin = 0
-            for i in [*errors, len(items)]:
-                run: list[Event] = items[begin:i]  # type: ignore[assignment]
-                self._ingest_run(run, chunk.source, chunk.first_line + begin)
-                if i < len(items):
-                    err = items[i]
-                    assert isinstance(err, EventError)
-                    self._ing.malformed(err.message, err.file or chunk.source, err.line)
-                begin = i + 1
+            for i, item in enumerate(items):
+                if isinstance(item, EventError):
+                    _add_run(events, runs, chunk, begin, i)
+                    self._ing.malformed(item.message, item.file or chunk.source, item.line)
+                    begin = i + 1
+            _add_run(events, runs, chunk, begin, len(items))
+        self._ingest_batch(events, runs)
 
     def ingest_events(self, events: Iterable[Event], source: str | None = None) -> None:
         """Ingest events that did not come from a store (tests, other tools)."""
-        self._ingest_run(list(events), source, 1 if source else None)
+        with gc_paused():
+            run = list(events)
+            self._ingest_batch(run, [Run(source, 1 if source else None, 0, len(run))])
 
-    def _ingest_run(self, run: list[Event], source: str | None, first_line: int | None) -> None:
-        """Consecutive events of one source: their columns are read once, for both trackers."""
-        if not run:
+    def _ingest_batch(self, events: list[Event], runs: list[Run]) -> None:
+        """Events read together (``runs`` say from where): their columns are read once,
+        for both trackers."""
+        if not events:
             return
-        batch = Batch(run)
-        self._ing.ingest_batch(batch, source, first_line)
-        self._ranks.ingest(run, self._ing.job)
+        batch = Batch(events)
+        self._ing.ingest_batch(batch, runs)
+        self._ranks.ingest(events, self._ing.job)
 
     def report(
         self,
@@ -126,6 +137,17 @@ class Accountant:
         ``ranks``: add the per-rank view, stragglers and stalls (cumulative reports
         only; :attr:`rank_options` holds their thresholds).
         """
+        with gc_paused():
+            return self._report(now, window, ideal_step_time, typical, ranks)
+
+    def _report(
+        self,
+        now: float | None,
+        window: tuple[float, float] | None,
+        ideal_step_time: float | None,
+        typical: Typical,
+        ranks: bool,
+    ) -> Report:
         ideal = ideal_step_time if ideal_step_time is not None else self.ideal_step_time
         ing, cache = self._state_as_of(now)
         report = compute_report(
@@ -216,3 +238,11 @@ class Accountant:
         ideal step time the spans are coloured with; see :mod:`badput.engine._timeline`.
         """
         return build_timeline(self._ing, report if report is not None else self.report())
+
+
+def _add_run(events: list[Event], runs: list[Run], chunk: Chunk, begin: int, end: int) -> None:
+    """Append ``chunk.items[begin:end]`` (events only) to ``events`` as one run."""
+    if end > begin:
+        first = len(events)
+        runs.append(Run(chunk.source, chunk.first_line + begin, first, first + end - begin))
+        events += chunk.items[begin:end]  # type: ignore[arg-type]

@@ -8,10 +8,11 @@ from __future__ import annotations
 
 import math
 from array import array
-from collections.abc import Callable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from itertools import repeat
 from operator import is_not
+from typing import NamedTuple
 
 import numpy as np
 import numpy.typing as npt
@@ -28,7 +29,15 @@ from badput.events import (
     interval_base,
 )
 
-__all__ = ["DiagnosticLog", "LifecycleEvent", "MarkLog", "RestoreMark", "StepLog", "Stream"]
+__all__ = [
+    "DiagnosticLog",
+    "LifecycleEvent",
+    "MarkLog",
+    "RestoreMark",
+    "Run",
+    "StepLog",
+    "Stream",
+]
 
 F64 = npt.NDArray[np.float64]
 I64 = npt.NDArray[np.int64]
@@ -241,6 +250,72 @@ class DiagnosticLog:
             self.entries.setdefault(code, []).append((message, source, line))
 
 
+class Run(NamedTuple):
+    """Events ``begin:end`` of a batch are consecutive lines of ``source``, the first of
+    them line ``first_line`` (``None``: events that did not come from a file)."""
+
+    source: str | None
+    first_line: int | None
+    begin: int
+    end: int
+
+
+class _Origin:
+    """Where each event of a batch comes from: its source and line (from its runs)."""
+
+    def __init__(self, runs: Sequence[Run], ing: Ingestor) -> None:
+        self.runs = runs
+        self.begins = np.array([r.begin for r in runs], np.int64)
+        self._ing = ing
+        self._per_run: tuple[I64, npt.NDArray[np.bool_], npt.NDArray[np.int32]] | None = None
+
+    def run_of(self, i: int) -> Run:
+        return self.runs[int(np.searchsorted(self.begins, i, "right")) - 1]
+
+    def where(self, i: int) -> tuple[str | None, int | None]:
+        """The source and line of the batch's event ``i``."""
+        run = self.run_of(i) if len(self.runs) > 1 else self.runs[0]
+        return run.source, None if run.first_line is None else run.first_line + i - run.begin
+
+    def first_of_each_run(self, positions: npt.NDArray[np.intp]) -> list[int]:
+        """The first of ``positions`` (sorted) in each run that has one."""
+        which = np.searchsorted(self.begins, positions, "right") - 1
+        heads = np.flatnonzero(np.concatenate(([True], which[1:] != which[:-1])))
+        return [int(p) for p in positions[heads].tolist()] if positions.shape[0] else []
+
+    def spans(self, positions: npt.NDArray[np.intp]) -> list[tuple[str | None, int, int]]:
+        """For each run: its source and the slice of ``positions`` (sorted) inside it."""
+        if len(self.runs) == 1:
+            return [(self.runs[0].source, 0, int(positions.shape[0]))]
+        cuts = [*np.searchsorted(positions, self.begins).tolist(), int(positions.shape[0])]
+        return [
+            (run.source, cuts[k], cuts[k + 1])
+            for k, run in enumerate(self.runs)
+            if cuts[k + 1] > cuts[k]
+        ]
+
+    def lines_and_sources(
+        self, positions: npt.NDArray[np.intp]
+    ) -> tuple[I64, npt.NDArray[np.int32]]:
+        """Line (-1: unknown) and source code (-1: none) of the events at ``positions``."""
+        if len(self.runs) == 1:
+            which = np.zeros(positions.shape[0], np.intp)
+        else:
+            which = np.searchsorted(self.begins, positions, "right") - 1
+        if self._per_run is None:  # once per batch: a batch may hold thousands of runs
+            self._per_run = (
+                np.array(
+                    [-1 if r.first_line is None else r.first_line - r.begin for r in self.runs],
+                    np.int64,
+                ),
+                np.array([r.first_line is not None for r in self.runs], np.bool_),
+                np.array([self._ing.source_code(r.source) for r in self.runs], np.int32),
+            )
+        firsts, known, codes = self._per_run
+        line = np.where(known[which], positions + firsts[which], -1)
+        return line.astype(np.int64), codes[which]
+
+
 def _fits(step: int) -> bool:
     return -(2**63) <= step < 2**63
 
@@ -337,6 +412,10 @@ class Ingestor:
             self.bucket_names.append(bucket)
         return code
 
+    def known_codes(self, buckets: Iterable[str]) -> list[int]:
+        """The codes of those of ``buckets`` seen so far (a query adds none)."""
+        return [self._bucket_codes[b] for b in buckets if b in self._bucket_codes]
+
     def source_code(self, source: str | None) -> int:
         """The code of a source in :attr:`source_names` (-1 for none)."""
         if source is None:
@@ -350,10 +429,11 @@ class Ingestor:
     def ingest(self, events: list[Event], source: str | None, first_line: int | None) -> None:
         """Ingest consecutive lines of one source (``first_line`` is the line of ``events[0]``)."""
         if events:
-            self.ingest_batch(Batch(events), source, first_line)
+            self.ingest_batch(Batch(events), [Run(source, first_line, 0, len(events))])
 
-    def ingest_batch(self, batch: Batch, source: str | None, first_line: int | None) -> None:
-        """Ingest a :class:`Batch` of consecutive lines of one source.
+    def ingest_batch(self, batch: Batch, runs: Sequence[Run]) -> None:
+        """Ingest a :class:`Batch`: ``runs`` say which of its events are consecutive lines
+        of which source (in order, covering the batch; a batch may hold many small files).
 
         Runs once per event of a log (millions): everything is done on the batch's
         columns; single events are looked at only for the rare kinds (lifecycle,
@@ -363,25 +443,13 @@ class Ingestor:
         n = batch.n
         if n == 0:
             return
-        diag = self.diagnostics
+        origin = _Origin(runs, self)
         if self.job is None:
             self.job = batch.events[0].job
         job = self.job
-
-        def line_of(i: int) -> int | None:
-            return None if first_line is None else first_line + i
-
         mine = batch.same_job(job)
         if mine is not None:
-            foreign = np.flatnonzero(~mine)
-            f0 = int(foreign[0])
-            diag.add(
-                "foreign_job",
-                f"event of job {batch.events[f0].job!r} in the log of job {job!r}; skipped",
-                source,
-                line_of(f0),
-            )
-            diag.counts["foreign_job"] += int(foreign.shape[0]) - 1
+            self._foreign(batch, np.flatnonzero(~mine), origin, job)
             pos: npt.NDArray[np.intp] = np.flatnonzero(mine)
             if not pos.shape[0]:
                 return
@@ -391,7 +459,7 @@ class Ingestor:
             ts, kind, group = batch.ts, batch.kind, batch.group
         m = int(pos.shape[0])
         self.n_events += m
-        self._check_clock(ts, pos, source, line_of)
+        self._check_clock(ts, pos, origin)
 
         is_step = (kind == _STEP_START) | (kind == _STEP_END)
         other = ~is_step
@@ -400,7 +468,8 @@ class Ingestor:
 
         # Streams: events with the same (attempt, rank) share one, whatever their pid.
         groups = np.unique(group) if len(batch.keys) > 1 else np.zeros(1, np.int32)
-        by_stream: dict[int, tuple[Stream, list[int]]] = {}
+        by_stream: dict[int, tuple[Stream, int]] = {}  # id -> (stream, its index)
+        stream_of_group = np.zeros(len(batch.keys), np.int64)
         for g in groups.tolist():
             attempt, rank, _pid = batch.keys[g]
             raw = (attempt, rank)
@@ -410,44 +479,61 @@ class Ingestor:
                 self._by_raw[raw] = s
                 if attempt is None and self.first_idless is None:
                     at = int(np.flatnonzero(group == g)[0])
-                    self.first_idless = (source, line_of(int(pos[at])))
-            by_stream.setdefault(id(s), (s, []))[1].append(g)
-        src = self.source_code(source)
-        for s, gs in by_stream.values():
+                    self.first_idless = origin.where(int(pos[at]))
+            stream_of_group[g] = by_stream.setdefault(id(s), (s, len(by_stream)))[1]
+        if len(by_stream) > 1:  # each stream's events, in arrival order, by one stable sort
+            of_event = stream_of_group[group]
+            order = np.argsort(of_event, kind="stable")
+            bounds = np.searchsorted(of_event[order], np.arange(len(by_stream) + 1)).tolist()
+        for s, k in by_stream.values():
             if len(by_stream) == 1:
                 sel: npt.NDArray[np.intp] = np.arange(m)
             else:
-                sel = np.flatnonzero(np.isin(group, np.array(gs, np.int32)))
-            self._add_steps(s, sel[is_step[sel]], ts, kind, pos, batch, source, line_of)
+                sel = order[bounds[k] : bounds[k + 1]]
+            self._add_steps(s, sel[is_step[sel]], ts, kind, pos, batch, origin)
             rest = sel[other[sel]]
             if rest.shape[0]:
-                self._add_others(s, rest, ts, kind, seq, pos, batch, src, source, line_of)
+                self._add_others(s, rest, ts, kind, seq, pos, batch, origin)
 
-    def _check_clock(
-        self,
-        ts: F64,
-        pos: npt.NDArray[np.intp],
-        source: str | None,
-        line_of: Callable[[int], int | None],
+    def _foreign(
+        self, batch: Batch, foreign: npt.NDArray[np.intp], origin: _Origin, job: str
     ) -> None:
-        """Report lines whose time steps back (beyond the tolerance) from the newest before."""
-        prev = self._source_last_ts.get(source or "", -math.inf)
-        newest = np.maximum.accumulate(ts)
-        before = np.empty_like(ts)
-        before[0] = prev
-        np.maximum(newest[:-1], prev, out=before[1:])
-        back = np.flatnonzero(ts < before - CLOCK_BACKWARDS_TOLERANCE)
-        for i in back[:MAX_DIAGNOSTICS_PER_CODE].tolist():
+        """Events of another job: one diagnostic for the first of each source run, the
+        rest counted."""
+        shown = 0
+        for run_first in origin.first_of_each_run(foreign):
+            ev = batch.events[run_first]
             self.diagnostics.add(
-                "clock_backwards",
-                f"timestamp {ts[i]:.3f} is {before[i] - ts[i]:.3f}s earlier than the previous line",
-                source,
-                line_of(int(pos[i])),
+                "foreign_job",
+                f"event of job {ev.job!r} in the log of job {job!r}; skipped",
+                *origin.where(run_first),
             )
-        extra = int(back.shape[0]) - MAX_DIAGNOSTICS_PER_CODE
-        if extra > 0:
-            self.diagnostics.counts["clock_backwards"] += extra
-        self._source_last_ts[source or ""] = max(prev, float(newest[-1]))
+            shown += 1
+        self.diagnostics.counts["foreign_job"] += int(foreign.shape[0]) - shown
+
+    def _check_clock(self, ts: F64, pos: npt.NDArray[np.intp], origin: _Origin) -> None:
+        """Report lines whose time steps back (beyond the tolerance) from the newest before
+        in the same source."""
+        for source, a, b in origin.spans(pos):
+            part = ts[a:b]
+            key = source or ""
+            prev = self._source_last_ts.get(key, -math.inf)
+            newest = np.maximum.accumulate(part)
+            before = np.empty_like(part)
+            before[0] = prev
+            np.maximum(newest[:-1], prev, out=before[1:])
+            back = np.flatnonzero(part < before - CLOCK_BACKWARDS_TOLERANCE)
+            for i in back[:MAX_DIAGNOSTICS_PER_CODE].tolist():
+                self.diagnostics.add(
+                    "clock_backwards",
+                    f"timestamp {part[i]:.3f} is {before[i] - part[i]:.3f}s earlier than the "
+                    "previous line",
+                    *origin.where(int(pos[a + i])),
+                )
+            extra = int(back.shape[0]) - MAX_DIAGNOSTICS_PER_CODE
+            if extra > 0:
+                self.diagnostics.counts["clock_backwards"] += extra
+            self._source_last_ts[key] = max(prev, float(newest[-1]))
 
     def _add_steps(  # noqa: PLR0917 (the batch's columns, passed down once)
         self,
@@ -457,8 +543,7 @@ class Ingestor:
         kind: npt.NDArray[np.int16],
         pos: npt.NDArray[np.intp],
         batch: Batch,
-        source: str | None,
-        line_of: Callable[[int], int | None],
+        origin: _Origin,
     ) -> None:
         if not rows.shape[0]:
             return
@@ -470,8 +555,7 @@ class Ingestor:
                 self.diagnostics.add(
                     "step_out_of_range",
                     f"{ev.kind} with step {ev.step!r} outside the 64-bit range; skipped",
-                    source,
-                    line_of(int(pos[i])),
+                    *origin.where(int(pos[i])),
                 )
             rows, steps = rows[ok], steps[ok]
             if not rows.shape[0]:
@@ -493,9 +577,7 @@ class Ingestor:
         seq: I64,
         pos: npt.NDArray[np.intp],
         batch: Batch,
-        src: int,
-        source: str | None,
-        line_of: Callable[[int], int | None],
+        origin: _Origin,
     ) -> None:
         """Every event but steps: times, interval marks (columns), the rare kinds one by one."""
         row_ts = ts[rows]
@@ -506,7 +588,8 @@ class Ingestor:
         s.last_ts = max(s.last_ts, float(row_ts.max()))
         kinds = kind[rows]
         for i in rows[_RARE[kinds]].tolist():
-            self._rare(batch.events[int(pos[i])], s, int(seq[i]), source, line_of(int(pos[i])))
+            p = int(pos[i])
+            self._rare(batch.events[p], s, int(seq[i]), *origin.where(p))
         marks = rows[_MARK_BASE_CODE[kinds] >= 0]
         if not marks.shape[0]:
             return
@@ -524,18 +607,9 @@ class Ingestor:
             if base == "data_loading":
                 flags = batch.blocking(pos[marks[at]])
                 blocking[at] = np.fromiter(map(is_not, flags, repeat(False)), np.bool_, at.shape[0])
-        first_line = line_of(0)
-        line = pos[marks] + first_line if first_line is not None else np.full(marks.shape[0], -1)
+        line, source = origin.lines_and_sources(pos[marks])
         s.marks.append_columns(
-            Marks(
-                ts[marks],
-                seq[marks],
-                bucket,
-                _MARK_IS_START[mk],
-                blocking,
-                line,
-                np.full(marks.shape[0], src, np.int32),
-            )
+            Marks(ts[marks], seq[marks], bucket, _MARK_IS_START[mk], blocking, line, source)
         )
 
     @property

@@ -301,9 +301,10 @@ class Paired:
     unpaired_ends: Marks
 
 
-def pair_columns(marks: Marks, close_at: float) -> Paired:
+def pair_columns(marks: Marks, close_at: float | F64) -> Paired:
     """:func:`pair_marks` on columns: each start pairs with the next end of its bucket,
     nested pairs of one bucket closing innermost first. ``marks`` sorted by ``(ts, seq)``.
+    ``close_at`` may be given per mark (where its start would be closed).
 
     Vectorised bracket matching. Per bucket, walk the marks keeping the depth of open
     starts, never below zero: an end met at depth 0 is unpaired. Give each start the
@@ -349,7 +350,14 @@ def pair_columns(marks: Marks, close_at: float) -> Paired:
     lone_ts = marks.ts[lone]
     intervals = Spans(
         np.concatenate((start_ts, lone_ts)),
-        np.concatenate((np.maximum(marks.ts[ends_pos], start_ts), np.maximum(close_at, lone_ts))),
+        np.concatenate(
+            (
+                np.maximum(marks.ts[ends_pos], start_ts),
+                np.maximum(
+                    close_at[lone] if isinstance(close_at, np.ndarray) else close_at, lone_ts
+                ),
+            )
+        ),
         np.concatenate((marks.bucket[starts_pos], marks.bucket[lone])),
         np.concatenate((marks.blocking[starts_pos], marks.blocking[lone])),
         np.concatenate((marks.seq[starts_pos], marks.seq[lone])),

@@ -20,12 +20,15 @@ import numpy.typing as npt
 from badput.engine._attempts import Attempt
 from badput.engine._ingest import RestoreMark, Stream
 from badput.engine._intervals import Coverage, Marks
+from badput.engine._model import AttemptSummary
 from badput.engine._steps import AttemptSteps, Rows, TailIntervals
 
 __all__ = [
     "NO_INTERVALS",
     "NO_ROWS",
+    "AttemptDiagnostics",
     "AttemptRows",
+    "ClosedMemo",
     "Segment",
     "StreamView",
     "Sums",
@@ -52,6 +55,10 @@ class Segment:
     restored: bool
     m: float | None = None
     startup: float = 0.0
+    # What add_segment gave for a window holding the whole attempt, and for what inputs;
+    # and the step counts, which do not depend on the window (see AttemptRows.add_segment).
+    inside_memo: tuple[tuple[float, ...], Sums, float] | None = None
+    count_memo: tuple[tuple[float, ...], float, float] | None = None
 
 
 def _frac(keep_upto: float, step: float, count: float) -> float:
@@ -74,6 +81,15 @@ class Sums:
     at_risk: float = 0.0
     kept_count: float = 0.0  # steps.kept (not windowed)
     wasted_count: float = 0.0
+
+    def add(self, other: Sums) -> None:
+        self.kept += other.kept
+        self.kept_n += other.kept_n
+        self.wasted += other.wasted
+        self.startup += other.startup
+        self.at_risk += other.at_risk
+        self.kept_count += other.kept_count
+        self.wasted_count += other.wasted_count
 
 
 class AttemptRows:
@@ -170,6 +186,20 @@ class AttemptRows:
             n += int(np.searchsorted(self.tail.step[max(lo, s) - s : hi - s], x, side="right"))
         return lo + n
 
+    def _counts(
+        self, first: int, stop: int, keep_upto: float, opened: list[int]
+    ) -> tuple[float, float]:
+        """Steps of rows [first, stop) at or below ``keep_upto``, and all of them."""
+        j_keep = self.rows_upto_step(keep_upto, first, stop) - 1
+        count_specials = sorted({j_keep, *opened})
+        kept_count = self.plain_sum(self.K, first, j_keep + 1, count_specials)
+        all_count = self.plain_sum(self.K, first, stop, opened)
+        all_count += sum(self.count(i) for i in opened)
+        for i in count_specials:
+            if first <= i < stop:
+                kept_count += _frac(keep_upto, self.at("step", i), self.count(i)) * self.count(i)
+        return kept_count, all_count
+
     def rows_overlapping(self, lo: float, hi: float) -> tuple[int, int]:
         """Rows [i0, i1) that can overlap ``[lo, hi]`` (rows are disjoint, in time order)."""
         sealed_start, tail_start = self.sealed.start, self.tail.start
@@ -181,7 +211,36 @@ class AttemptRows:
         )
         return max(0, upto_lo - 1), before_hi
 
-    def add_segment(
+    def add_segment(  # noqa: PLR0917
+        self,
+        seg: Segment,
+        keep_upto: float,
+        safe: float,
+        window: tuple[int, int, float, float],
+        sums: Sums,
+        inside: bool = False,
+    ) -> float:
+        """:meth:`segment_sums` added to ``sums``; its step time inside the window returned.
+
+        ``inside``: the window holds the whole attempt, so the result depends only on the
+        thresholds and the segment's typical time, and is kept on the segment for the next
+        query with the same ones (a closed attempt's segments live as long as its memo).
+        """
+        if not inside:
+            return self.segment_sums(seg, keep_upto, safe, window, sums)
+        key = (keep_upto, safe, math.nan if seg.m is None else seg.m, seg.startup)
+        memo = seg.inside_memo
+        if memo is None or memo[0] != key:
+            part = Sums()
+            memo = seg.inside_memo = (
+                key,
+                part,
+                self.segment_sums(seg, keep_upto, safe, window, part),
+            )
+        sums.add(memo[1])
+        return memo[2]
+
+    def segment_sums(
         self,
         seg: Segment,
         keep_upto: float,
@@ -202,24 +261,22 @@ class AttemptRows:
         """
         i0, i1, lo_t, hi_t = window
         first, stop = seg.lo, seg.hi
-        j_keep = self.rows_upto_step(keep_upto, first, stop) - 1
-        risk_from = min(keep_upto, safe)
-        j_safe = self.rows_upto_step(risk_from, first, stop) - 1
         opened = [i for i in self.open if first <= i < stop]
         # steps.kept / steps.wasted: the whole segment, whatever the window
-        count_specials = sorted({j_keep, *opened})
-        kept_count = self.plain_sum(self.K, first, j_keep + 1, count_specials)
-        all_count = self.plain_sum(self.K, first, stop, opened)
-        all_count += sum(self.count(i) for i in opened)
-        for i in count_specials:
-            if first <= i < stop:
-                kept_count += _frac(keep_upto, self.at("step", i), self.count(i)) * self.count(i)
+        count_key = (keep_upto, *(self.count(i) for i in opened))
+        counted = seg.count_memo
+        if counted is None or counted[0] != count_key:
+            counted = seg.count_memo = (count_key, *self._counts(first, stop, keep_upto, opened))
+        _key, kept_count, all_count = counted
         sums.kept_count += kept_count
         sums.wasted_count += all_count - kept_count
 
         a, b = max(first, i0), min(stop, i1)
         if a >= b:
             return 0.0
+        j_keep = self.rows_upto_step(keep_upto, first, stop) - 1
+        risk_from = min(keep_upto, safe)
+        j_safe = self.rows_upto_step(risk_from, first, stop) - 1
         specials = sorted({i for i in (a, b - 1, first, j_keep, j_safe, *opened) if a <= i < b})
         keep_end = min(b, j_keep + 1)
         sums.kept += self.plain_sum(self.D, a, keep_end, specials)
@@ -248,6 +305,33 @@ class AttemptRows:
             sums.startup += w * startup
             step_time += w * d
         return step_time
+
+
+#: An attempt's own diagnostics: (code, message, file, line) shown, and counts not shown.
+AttemptDiagnostics = tuple[list[tuple[str, str, str | None, int | None]], dict[str, int]]
+
+
+@dataclass
+class ClosedMemo:
+    """What queries made of a closed attempt, reused while ``key`` (its place among the
+    attempts, its span and end, the sizes of its streams) is unchanged.
+
+    A closed attempt's rows are sealed whole; its segments, their typical step times,
+    its interval totals, checkpoints, diagnostics and summary only change when something
+    about it does, so a query over thousands of attempts pays for them once.
+    """
+
+    key: tuple[object, ...]
+    rows: AttemptRows  # sealed whole, with its segments
+    pieces: dict[str, float]  # seconds per bucket of its blocking intervals
+    overlapped: dict[str, float]  # and of its non-blocking ones
+    in_pieces: float
+    diagnostics: AttemptDiagnostics
+    resolved: bool = False  # segments' typical times, open rows and startup are set
+    ideal: float | None = None  # the ideal step time they were resolved with
+    needs_ideal: bool = False  # a segment took the ideal as its typical time
+    checkpoints: tuple[list[int], list[int], list[RestoreMark]] | None = None
+    summary: AttemptSummary | None = None
 
 
 def sorted_step_arrays(stream: Stream) -> tuple[F64, I64, npt.NDArray[np.int8]]:

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import numpy.typing as npt
@@ -35,6 +35,9 @@ from badput.engine._intervals import (
     pair_columns,
 )
 
+if TYPE_CHECKING:  # _rows builds on this module; the memo's type is only named here
+    from badput.engine._rows import ClosedMemo
+
 __all__ = [
     "CLEAN_EXEMPT",
     "SEAL_MIN_TAIL",
@@ -48,6 +51,7 @@ __all__ = [
     "compute_rows",
     "median_of_sorted",
     "quiet_cut",
+    "seal_whole_many",
     "tail_intervals",
 ]
 
@@ -63,6 +67,9 @@ SEAL_MIN_TAIL = 2048
 CLEAN_EXEMPT = frozenset({"data_loading"})
 
 
+_ZERO: F64 = np.zeros(1)  # Σ over no rows (shared, never written: a column grows into a copy)
+
+
 class _Col:
     """A numpy column that grows by appending (amortised O(1) per element)."""
 
@@ -71,6 +78,13 @@ class _Col:
     def __init__(self, dtype: Any) -> None:
         self.buf: npt.NDArray[Any] = np.empty(0, dtype=dtype)
         self.n = 0
+
+    @staticmethod
+    def of(values: npt.NDArray[Any]) -> _Col:
+        """A column holding ``values`` (adopted, not copied: nothing writes into them)."""
+        col = _Col.__new__(_Col)
+        col.buf, col.n = values, values.shape[0]
+        return col
 
     def extend(self, values: npt.NDArray[Any]) -> None:
         if self.n == 0 and values.dtype == self.buf.dtype:
@@ -128,6 +142,18 @@ class Rows:
             self.clean[r:],
         )
 
+    def part(self, a: int, b: int) -> Rows:
+        return Rows(
+            self.start[a:b],
+            self.end[a:b],
+            self.cap[a:b],
+            self.count[a:b],
+            self.step[a:b],
+            self.d[a:b],
+            self.first[a:b],
+            self.clean[a:b],
+        )
+
     def head(self, r: int) -> Rows:
         return Rows(
             self.start[:r],
@@ -146,49 +172,68 @@ def compute_rows(
     step: I64,
     is_end: npt.NDArray[np.int8],
     *,
-    lo: float,
-    hi: float,
+    lo: float | F64,
+    hi: float | F64,
     cov: Coverage,
     prev_step: int | None,
     unclean_cov: Coverage,
-) -> tuple[Rows, F64]:
+    group: I64 | None = None,
+) -> tuple[Rows, F64, I64]:
     """Rows of sorted raw step events inside one attempt span ``[lo, hi]``.
 
     ``prev_step`` is the step of the row just before (sealed), so the first row
-    here knows whether it opens a segment. Returns the rows and the times of the
-    ``step_end`` events that matched no start.
+    here knows whether it opens a segment. Returns the rows, the times of the
+    ``step_end`` events that matched no start, and those events' groups.
+
+    Several attempts at once: ``group`` gives each raw event's attempt (non-decreasing,
+    attempts in time order, each its events sorted), ``lo``/``hi`` are per raw event
+    (its attempt's span) and ``prev_step`` is None; no row or step end crosses from one
+    group to the next. The rows come out in group order.
     """
     starts = is_end == 0
     st = ts[starts]
     sn = step[starts]
     n = int(st.shape[0])
+    ends_group = group[~starts] if group is not None else np.zeros(0, np.int64)
     if n == 0:
-        return Rows.empty(), ts[~starts]
+        return Rows.empty(), ts[~starts], ends_group
+    lo_s = lo[starts] if isinstance(lo, np.ndarray) else lo
+    hi_s = hi[starts] if isinstance(hi, np.ndarray) else hi
     new_seg = np.empty(n, dtype=np.bool_)
     new_seg[0] = prev_step is None or sn[0] <= prev_step
     new_seg[1:] = sn[1:] <= sn[:-1]
+    last = np.zeros(n, np.bool_)  # the last row of its group
+    last[-1] = True
+    if group is not None:
+        sg = group[starts]
+        last[:-1] = sg[1:] != sg[:-1]
+        new_seg[1:] |= last[:-1]
     same_next = np.append(~new_seg[1:], False)
-    nxt_ts = np.append(st[1:], np.inf)
+    nxt_ts = np.where(last, np.inf, np.append(st[1:], np.inf))
     nxt_n = np.append(sn[1:], 0)
 
     own_end = np.full(n, np.inf)
     unmatched: F64 = np.zeros(0)
+    unmatched_group = np.zeros(0, np.int64)
     if int(starts.shape[0]) > n:
         # Rows are in (ts, arrival) order: an end belongs to the last start before it.
         idx = (np.cumsum(starts) - 1)[~starts]
         en = step[~starts]
         ok = idx >= 0
         ok[ok] = sn[idx[ok]] == en[ok]
+        if group is not None:
+            ok[ok] &= sg[idx[ok]] == ends_group[ok]
         unmatched = ts[~starts][~ok]
+        unmatched_group = ends_group[~ok] if group is not None else unmatched_group
         np.minimum.at(own_end, idx[ok], ts[~starts][ok])
     has_end = np.isfinite(own_end)
     count = np.where(has_end | ~same_next, 1, np.maximum(nxt_n - sn, 1)).astype(np.float64)
     end = np.where(has_end, own_end, np.where(same_next, nxt_ts, np.nan))
     known = ~np.isnan(end)
-    start_c = np.clip(st, lo, hi)
+    start_c = np.clip(st, lo_s, hi_s)
     end_safe = np.where(known, end, start_c)
-    end_c = np.maximum(np.clip(end_safe, lo, hi), start_c)
-    cap = np.maximum(np.minimum(nxt_ts, hi), start_c)
+    end_c = np.maximum(np.clip(end_safe, lo_s, hi_s), start_c)
+    cap = np.maximum(np.minimum(nxt_ts, hi_s), start_c)
     covered = cov.between_sorted(start_c, end_c)
     d = np.where(known, end_c - start_c - covered, np.nan)
     spoiled = unclean_cov.between_sorted(start_c, end_c) > 0.0
@@ -205,6 +250,7 @@ def compute_rows(
             clean,
         ),
         unmatched,
+        unmatched_group,
     )
 
 
@@ -297,9 +343,9 @@ class AttemptSteps:
     whole: bool = False  # sealed to the end (a closed attempt)
     whole_end: float = math.inf
     cols: dict[str, _Col] = field(default_factory=dict)
-    cum_d: _Col = field(default_factory=lambda: _Col(np.float64))  # cum_d[i] = Σ d[:i]
-    cum_k: _Col = field(default_factory=lambda: _Col(np.float64))
-    cum_kpos: _Col = field(default_factory=lambda: _Col(np.float64))  # Σ count where d > 0
+    cum_d: _Col = field(default_factory=lambda: _Col.of(_ZERO))  # cum_d[i] = Σ d[:i]
+    cum_k: _Col = field(default_factory=lambda: _Col.of(_ZERO))
+    cum_kpos: _Col = field(default_factory=lambda: _Col.of(_ZERO))  # Σ count where d > 0
     clean_vals: _Col = field(default_factory=lambda: _Col(np.float64))
     open_rows: list[int] = field(default_factory=list)
     seg_first: list[int] = field(default_factory=list)
@@ -315,20 +361,9 @@ class AttemptSteps:
     _coverage: Coverage | None = None
 
     def __post_init__(self) -> None:
-        for name, dtype in (
-            ("start", np.float64),
-            ("end", np.float64),
-            ("cap", np.float64),
-            ("count", np.float64),
-            ("step", np.int64),
-            ("d", np.float64),
-            ("first", np.bool_),
-            ("clean", np.bool_),
-        ):
-            self.cols[name] = _Col(dtype)
-        self.cum_d.extend(np.zeros(1))
-        self.cum_k.extend(np.zeros(1))
-        self.cum_kpos.extend(np.zeros(1))
+        if not self.cols:
+            for name, dtype in _ROW_COLUMNS:
+                self.cols[name] = _Col(dtype)
 
     @property
     def n(self) -> int:
@@ -423,6 +458,91 @@ class AttemptSteps:
 
 
 _NO_SPANS = Spans.empty()
+_ROW_COLUMNS: tuple[tuple[str, Any], ...] = (
+    ("start", np.float64),
+    ("end", np.float64),
+    ("cap", np.float64),
+    ("count", np.float64),
+    ("step", np.int64),
+    ("d", np.float64),
+    ("first", np.bool_),
+    ("clean", np.bool_),
+)
+
+
+def seal_whole_many(
+    signatures: list[tuple[Any, ...]],
+    rows: Rows,
+    row_bounds: list[int],
+    *,
+    ivs: list[TailIntervals],
+    unmatched: list[int],
+    used: list[tuple[int, int]],
+) -> list[AttemptSteps]:
+    """What :meth:`AttemptSteps.seal` of each attempt's rows, whole (``cut`` = inf), on a
+    fresh :class:`AttemptSteps` gives, for many attempts at once.
+
+    ``rows`` are the attempts' rows one after the other (attempt k's are
+    ``row_bounds[k]:row_bounds[k + 1]``, each beginning a segment); ``ivs``, ``unmatched``
+    (step ends matching no start) and ``used`` (raw step events and marks consumed) are
+    per attempt. The prefix sums, clean values, open rows, segment starts and sorted
+    typical values are computed once over all rows and sliced.
+    """
+    d = rows.d
+    nan = np.isnan(d)
+    d0 = np.where(nan, 0.0, d)
+    cums = [
+        np.concatenate(([0.0], np.cumsum(x)))
+        for x in (d0, rows.count, np.where(d > 0, rows.count, 0.0))
+    ]
+    at = np.asarray(row_bounds)
+    clean_pos = np.flatnonzero(rows.clean)
+    clean_vals = d[clean_pos] / rows.count[clean_pos]
+    clean_at = np.searchsorted(clean_pos, at).tolist()
+    open_pos = np.flatnonzero(nan)
+    open_at = np.searchsorted(open_pos, at).tolist()
+    first_pos = np.flatnonzero(rows.first)
+    first_at = np.searchsorted(first_pos, at).tolist()
+    # typical-time values, sorted within each (global) segment
+    seg_id = np.cumsum(rows.first) - 1
+    typical = np.flatnonzero(~nan & ~rows.first)
+    per = d[typical] / rows.count[typical]
+    order = np.lexsort((per, seg_id[typical]))
+    sorted_vals, sorted_seg = per[order], seg_id[typical][order]
+    seg_at = np.searchsorted(sorted_seg, np.arange(first_pos.shape[0] + 1)).tolist()
+    out: list[AttemptSteps] = []
+    for k, sig in enumerate(signatures):
+        a, b = row_bounds[k], row_bounds[k + 1]
+        steps = AttemptSteps(
+            sig,
+            cols={name: _Col.of(getattr(rows, name)[a:b]) for name, _ in _ROW_COLUMNS},
+        )
+        steps.cum_d, steps.cum_k, steps.cum_kpos = (_Col.of(c[a : b + 1] - c[a]) for c in cums)
+        steps.clean_vals = _Col.of(clean_vals[clean_at[k] : clean_at[k + 1]])
+        if open_at[k + 1] > open_at[k]:
+            steps.open_rows = (open_pos[open_at[k] : open_at[k + 1]] - a).tolist()
+        firsts = first_pos[first_at[k] : first_at[k + 1]]
+        steps.seg_first = (firsts - a).tolist()
+        for sid, g in enumerate(range(first_at[k], first_at[k + 1])):
+            if seg_at[g + 1] > seg_at[g]:
+                steps.seg_sorted[sid] = sorted_vals[seg_at[g] : seg_at[g + 1]]
+        found = ivs[k]
+        for spans, parts, sums in (
+            (found.pieces, steps.piece_parts, steps.piece_sums),
+            (found.nonblocking, steps.nonblocking_parts, steps.nonblocking_sums),
+        ):
+            if len(spans):
+                parts.append(spans)
+                add_sums(sums, spans)
+        if len(found.unpaired_starts):
+            steps.unpaired_start_parts.append(found.unpaired_starts)
+        if len(found.unpaired_ends):
+            steps.unpaired_end_parts.append(found.unpaired_ends)
+        steps.unmatched_ends = unmatched[k]
+        steps.cut = math.inf
+        steps.raw_done, steps.marks_done = used[k]
+        out.append(steps)
+    return out
 
 
 def add_sums(sums: dict[int, float], spans: Spans) -> None:
@@ -530,7 +650,10 @@ class QueryCache:
 
     attempts: dict[tuple[str | None, float], AttemptSteps] = field(default_factory=dict)
     ideal: IdealCache = field(default_factory=IdealCache)
+    #: What queries made of each closed attempt (``_rows.ClosedMemo``), same keys.
+    closed: dict[tuple[str | None, float], ClosedMemo] = field(default_factory=dict)
 
     def clear(self) -> None:
         self.attempts.clear()
+        self.closed.clear()
         self.ideal = IdealCache()
