@@ -10,6 +10,7 @@ from __future__ import annotations
 import itertools
 import math
 from collections import defaultdict
+from collections.abc import Iterable, Sequence
 from typing import Any, Literal
 
 import numpy as np
@@ -45,6 +46,7 @@ from badput.engine._rows import (
     ClosedMemo,
     Segment,
     StreamView,
+    Structure,
     Sums,
     attempt_bounds,
     between,
@@ -109,6 +111,7 @@ class _Builder:
         self._checkpoint_cache: tuple[list[int], list[int], list[RestoreMark]] | None = None
         self._views: dict[int, StreamView] = {}
         self._memos: dict[int, ClosedMemo] = {}  # attempt index -> its memo, this query
+        self._recording: list[tuple[str, str | None, str | None, int | None]] | None = None
 
     # ------------------------------------------------------------------ helpers
 
@@ -116,10 +119,18 @@ class _Builder:
         self, code: str, message: str, file: str | None = None, line: int | None = None
     ) -> None:
         """Keep a diagnostic; past MAX_DIAGNOSTICS_PER_CODE of one code, only count it."""
+        if self._recording is not None:
+            self._recording.append((code, message, file, line))
         n = self._diag_counts.get(code, 0)
         self._diag_counts[code] = n + 1
         if n < MAX_DIAGNOSTICS_PER_CODE:
             self.diags.append(Diagnostic(code, message, file, line))
+
+    def count_more(self, code: str, n: int) -> None:
+        """Count ``n`` more diagnostics of ``code`` that are not shown."""
+        if self._recording is not None:
+            self._recording.append((code, None, None, n))
+        self._diag_counts[code] = self._diag_counts.get(code, 0) + n
 
     def _finish_diagnostics(self) -> list[Diagnostic]:
         out = list(self.diags)
@@ -134,7 +145,23 @@ class _Builder:
 
     # --------------------------------------------------------------- the report
 
+    def state_key(self) -> tuple[object, ...]:
+        """What a report depends on besides its window (the same state, asked the same)."""
+        ing = self.ing
+        return (
+            id(ing),
+            ing.n_events,
+            len(ing.lifecycle),
+            sum(ing.diagnostics.counts.values()),
+            self.now,
+            self.ideal_cfg,
+            self.typical,
+        )
+
     def build(self) -> Report:
+        known = self.cache.structure
+        if known is not None and self.window is not None and known.key == self.state_key():
+            return self._windowed(known)
         ing = self.ing
         job = ing.job or ""
         attempts = reconstruct_attempts(self.ing, self.diag)
@@ -233,22 +260,20 @@ class _Builder:
         kept_time, kept_n, at_risk, counts, step_time = self._split_kept(
             rows, segments, attempts, final_job_end=final.ended_by_job_end
         )
+        whole_counts = counts
         for i, st in enumerate(step_time):
             attempt_rest[i] -= st
+        # What comes before holds for any window; keep it for windowed queries of this state.
+        before = (list(self.diags), dict(self._diag_counts))
         productive = min(kept_time, kept_n * ideal) if ideal is not None else kept_time
         self.buckets[PRODUCTIVE] += max(productive, 0.0)
         self.buckets["slowdown"] += max(0.0, kept_time - productive)
-        for i, rest in enumerate(attempt_rest):
-            if rest < -_EPS:
-                self.diag(
-                    "internal_inconsistency",
-                    f"attempt {attempts[i].id}: {-rest:.6f}s counted twice; please report this log",
-                )
-            self.buckets["untracked"] += max(rest, 0.0)
+        self._untracked(attempts, range(len(attempts)), attempt_rest)
         if not segments:
             counts = self._checkpoint_progress(ideal, counts, attempts)
 
         # Ingest-time diagnostics, and what the log lacks.
+        self._recording = []
         self._collect_ingest_diagnostics()
         if ideal is None:
             self.diag(
@@ -270,32 +295,131 @@ class _Builder:
                     "is the job name reused for a new run?",
                 )
 
+        after, self._recording = self._recording, None
+
         by_attempt: dict[int, list[Segment]] = defaultdict(list)
         for seg in segments:
             by_attempt[seg.attempt].append(seg)
+        summaries = [self._summary_of(i, a, by_attempt.get(i, [])) for i, a in enumerate(attempts)]
+        structure = Structure(
+            key=self.state_key(),
+            job=job,
+            attempts=attempts,
+            scheduled=min(scheduled) if scheduled else None,
+            span=(t_start, t_end),
+            end_reason=end_reason,
+            rows=rows,
+            segments=segments,
+            keep_upto=self._keep_upto(segments),
+            safe=math.inf if final.ended_by_job_end else self._safe_step(attempts),
+            ideal=ideal,
+            ideal_source=ideal_source,
+            counts=whole_counts,
+            summaries=summaries,
+            before=before,
+            after=after,
+        )
+        self.cache.structure = structure
+        return self._finish(structure, total, at_risk, counts)
+
+    def _finish(
+        self, structure: Structure, total: float, at_risk: float, counts: StepCounts
+    ) -> Report:
         buckets = {k: v for k, v in self.buckets.items() if v > 0.0}
         productive_s = buckets.get(PRODUCTIVE, 0.0)
         slowdown_s = buckets.get("slowdown", 0.0)
         return Report(
-            job=job,
-            start=t_start,
-            end=t_end,
-            end_reason=end_reason,
+            job=structure.job,
+            start=structure.span[0],
+            end=structure.span[1],
+            end_reason=structure.end_reason,
             total_seconds=total,
             goodput=productive_s / total if total > 0 else 0.0,
             observed_goodput=(productive_s + slowdown_s) / total if total > 0 else 0.0,
             buckets=Buckets(sorted(buckets.items(), key=lambda kv: -kv[1])),
             overlapped={k: v for k, v in self.overlapped.items() if v > 0.0},
             at_risk_seconds=at_risk,
-            ideal_step_time=ideal,
-            ideal_step_time_source=ideal_source,
-            attempts=[
-                self._summary_of(i, a, by_attempt.get(i, [])) for i, a in enumerate(attempts)
-            ],
+            ideal_step_time=structure.ideal,
+            ideal_step_time_source=structure.ideal_source,
+            attempts=list(structure.summaries),
             steps=counts,
             diagnostics=self._finish_diagnostics(),
             window=self.window,
         )
+
+    def _untracked(
+        self, attempts: list[Attempt], indices: Iterable[int], rest: Sequence[float]
+    ) -> None:
+        """What is left of each attempt's time is untracked (less than nothing is a bug)."""
+        for k, i in enumerate(indices):
+            if rest[k] < -_EPS:
+                self.diag(
+                    "internal_inconsistency",
+                    f"attempt {attempts[i].id}: {-rest[k]:.6f}s counted twice; "
+                    "please report this log",
+                )
+            self.buckets["untracked"] += max(rest[k], 0.0)
+
+    def _windowed(self, known: Structure) -> Report:
+        """A window of a state already reported on: only the attempts the window meets are
+        looked at (everything else is in ``known``), so it costs O(what the window holds).
+
+        Adds the same terms, in the same order, as a full build would: the attempts outside
+        the window add nothing to any bucket there either.
+        """
+        self.diags, self._diag_counts = list(known.before[0]), dict(known.before[1])
+        attempts = known.attempts
+        t_start, t_end = known.span
+        lo, hi = max(t_start, self.window[0]), min(t_end, self.window[1])  # type: ignore[index]
+        hi = max(hi, lo)
+        self.clip_bounds, self.span = (lo, hi), known.span
+        starts = known.eff_starts()
+        ends = known.eff_ends()
+        # attempts whose span can meet [lo, hi] (a few more is harmless: they add zero)
+        first = max(0, int(np.searchsorted(ends, lo, "left")) - 1)
+        stop = min(len(attempts), int(np.searchsorted(starts, hi, "right")) + 1)
+        if known.scheduled is not None:
+            self.buckets["queued"] += self.clip(known.scheduled, attempts[0].eff_start)
+        for i in range(max(first, 1), stop):
+            self.buckets["recovery"] += self.clip(attempts[i - 1].eff_end, attempts[i].eff_start)
+        self.buckets["recovery"] += self.clip(attempts[-1].eff_end, t_end)
+        rest: list[float] = []
+        for i in range(first, stop):
+            att, ar = attempts[i], known.rows[i]
+            span = self.clip(att.eff_start, att.eff_end)
+            if ar is None:
+                rest.append(span)
+                continue
+            memo = self.cache.closed.get((att.key, att.range_lo))
+            if memo is not None and memo.rows is ar:
+                in_pieces = self._memo_sums(att, memo, diagnose=False)
+            else:
+                in_pieces = self._interval_sums(att, ar, diagnose=False)
+            rest.append(span - in_pieces)
+        sums = Sums()
+        seg_lo, seg_hi = known.segments_of(first, stop)
+        step_time = self._segment_sums(
+            known.rows, known.segments, attempts, known.keep_upto, known.safe, seg_lo, seg_hi, sums
+        )
+        for i, st in step_time.items():
+            rest[i - first] -= st
+        self.buckets["wasted"] += max(sums.wasted, 0.0)
+        self.buckets["startup"] += sums.startup
+        ideal = known.ideal
+        kept_time, kept_n = sums.kept, sums.kept_n
+        productive = min(kept_time, kept_n * ideal) if ideal is not None else kept_time
+        self.buckets[PRODUCTIVE] += max(productive, 0.0)
+        self.buckets["slowdown"] += max(0.0, kept_time - productive)
+        self._untracked(attempts, range(first, stop), rest)
+        counts = known.counts
+        if not known.segments:
+            counts = self._checkpoint_progress(ideal, counts, attempts)
+        for code, message, file, line in known.after:
+            if message is None:
+                self.count_more(code, line or 0)
+            else:
+                self.diag(code, message, file, line)
+        return self._finish(known, hi - lo, max(sums.at_risk, 0.0), counts)
 
     # ------------------------------------------------------------- step rows
 
@@ -523,7 +647,7 @@ class _Builder:
         new_marks = np.frombuffer(s.marks.ts, dtype=np.float64)[steps.marks_seen :]
         return bool(((new_marks >= att.range_lo) & (new_marks < min(cut, att.range_hi))).any())
 
-    def _interval_sums(self, att: Attempt, ar: AttemptRows) -> float:
+    def _interval_sums(self, att: Attempt, ar: AttemptRows, *, diagnose: bool = True) -> float:
         """Add the attempt's interval buckets and overlapped time; return their total."""
         steps, ivs = ar.steps, ar.tail_ivs
         lo, hi = self.clip_bounds
@@ -548,7 +672,8 @@ class _Builder:
             total += v
         for code, v in overlapped.items():
             self.overlapped[names[code]] += v
-        self._replay(self._attempt_diagnostics(att, ar))
+        if diagnose:
+            self._replay(self._attempt_diagnostics(att, ar))
         return total
 
     def _attempt_diagnostics(self, att: Attempt, ar: AttemptRows) -> AttemptDiagnostics:
@@ -645,7 +770,7 @@ class _Builder:
         self.cache.closed[(att.key, att.range_lo)] = memo
         self._memos[i] = memo
 
-    def _memo_sums(self, att: Attempt, memo: ClosedMemo) -> float:
+    def _memo_sums(self, att: Attempt, memo: ClosedMemo, *, diagnose: bool = True) -> float:
         """:meth:`_interval_sums` of a remembered attempt (from its totals when the window
         holds it whole)."""
         lo, hi = self.clip_bounds
@@ -654,16 +779,17 @@ class _Builder:
                 self.buckets[bucket] += v
             for bucket, v in memo.overlapped.items():
                 self.overlapped[bucket] += v
-            self._replay(memo.diagnostics)
+            if diagnose:
+                self._replay(memo.diagnostics)
             return memo.in_pieces
-        return self._interval_sums(att, memo.rows)
+        return self._interval_sums(att, memo.rows, diagnose=diagnose)
 
     def _replay(self, found: AttemptDiagnostics) -> None:
         shown, hidden = found
         for code, message, file, line in shown:
             self.diag(code, message, file, line)
         for code, n in hidden.items():
-            self._diag_counts[code] = self._diag_counts.get(code, 0) + n
+            self.count_more(code, n)
 
     def _summary_of(self, i: int, att: Attempt, segs: list[Segment]) -> AttemptSummary:
         memo = self._memos.get(i)
@@ -759,18 +885,53 @@ class _Builder:
     ) -> tuple[float, float, float, StepCounts, list[float]]:
         """Kept vs wasted (§3). Returns kept time, kept steps (n for n·I), at-risk, counts,
         step time per attempt (inside the window)."""
-        # keep_upto[j] = min restore point of every later segment: steps above it were redone.
+        keep_upto = self._keep_upto(segments)
+        safe = math.inf if final_job_end else self._safe_step(attempts)
+        sums = Sums()
+        by_attempt = self._segment_sums(
+            rows, segments, attempts, keep_upto, safe, 0, len(segments), sums
+        )
+        step_time = [0.0] * len(rows)
+        for i, st in by_attempt.items():
+            step_time[i] = st
+        self.buckets["wasted"] += max(sums.wasted, 0.0)
+        self.buckets["startup"] += sums.startup
+        last_step: int | None = None
+        for ar in reversed(rows):
+            if ar is not None and ar.n:
+                last_step = int(ar.at("step", ar.n - 1) + ar.count(ar.n - 1) - 1)
+                break
+        counts = StepCounts(round(sums.kept_count), round(sums.wasted_count), last_step)
+        return sums.kept, sums.kept_n, max(sums.at_risk, 0.0), counts, step_time
+
+    @staticmethod
+    def _keep_upto(segments: list[Segment]) -> list[float]:
+        """Per segment, the lowest restore point of every later segment: its steps above it
+        were redone (§3)."""
         keep_upto = [math.inf] * len(segments)
         running = math.inf
         for j in range(len(segments) - 1, -1, -1):
             keep_upto[j] = running
             running = min(running, segments[j].restore_point)
-        safe = math.inf if final_job_end else self._safe_step(attempts)
+        return keep_upto
+
+    def _segment_sums(  # noqa: PLR0917 (the whole job's segments, and which of them)
+        self,
+        rows: list[AttemptRows | None],
+        segments: list[Segment],
+        attempts: list[Attempt],
+        keep_upto: list[float],
+        safe: float,
+        seg_lo: int,
+        seg_hi: int,
+        sums: Sums,
+    ) -> dict[int, float]:
+        """Add segments ``[seg_lo, seg_hi)``'s sums inside the window; step time per attempt."""
         lo, hi = self.clip_bounds
-        sums = Sums()
-        step_time = [0.0] * len(rows)
+        step_time: dict[int, float] = {}
         bounds: dict[int, tuple[int, int, float, float]] = {}
-        for j, seg in enumerate(segments):
+        for j in range(seg_lo, seg_hi):
+            seg = segments[j]
             ar = rows[seg.attempt]
             assert ar is not None
             att = attempts[seg.attempt]
@@ -786,18 +947,9 @@ class _Builder:
                 else:
                     window = (*ar.rows_overlapping(lo, hi), lo, hi)
                 bounds[seg.attempt] = window
-            step_time[seg.attempt] += ar.add_segment(
-                seg, keep_upto[j], safe, window, sums, inside=inside
-            )
-        self.buckets["wasted"] += max(sums.wasted, 0.0)
-        self.buckets["startup"] += sums.startup
-        last_step: int | None = None
-        for ar in reversed(rows):
-            if ar is not None and ar.n:
-                last_step = int(ar.at("step", ar.n - 1) + ar.count(ar.n - 1) - 1)
-                break
-        counts = StepCounts(round(sums.kept_count), round(sums.wasted_count), last_step)
-        return sums.kept, sums.kept_n, max(sums.at_risk, 0.0), counts, step_time
+            st = ar.add_segment(seg, keep_upto[j], safe, window, sums, inside=inside)
+            step_time[seg.attempt] = step_time.get(seg.attempt, 0.0) + st
+        return step_time
 
     def _safe_step(self, attempts: list[Attempt]) -> float:
         """The newest step a crash now would not lose (§3, §9.1, §9.2, §9.10): the newest
@@ -974,7 +1126,7 @@ class _Builder:
                 self.diag(code, message, source, line)
             extra = log.counts.get(code, 0) - len(entries)
             if extra > 0:  # counted at ingest, not kept: reported as "... and N more"
-                self._diag_counts[code] = self._diag_counts.get(code, 0) + extra
+                self.count_more(code, extra)
 
 
 #: Fewer closed attempts than this to seal are sealed one by one (the same numbers).

@@ -13,6 +13,7 @@ import bisect
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Literal
 
 import numpy as np
 import numpy.typing as npt
@@ -20,7 +21,7 @@ import numpy.typing as npt
 from badput.engine._attempts import Attempt
 from badput.engine._ingest import RestoreMark, Stream
 from badput.engine._intervals import Coverage, Marks
-from badput.engine._model import AttemptSummary
+from badput.engine._model import AttemptSummary, Diagnostic, EndReason, StepCounts
 from badput.engine._steps import AttemptSteps, Rows, TailIntervals
 
 __all__ = [
@@ -31,6 +32,7 @@ __all__ = [
     "ClosedMemo",
     "Segment",
     "StreamView",
+    "Structure",
     "Sums",
     "attempt_bounds",
     "between",
@@ -332,6 +334,52 @@ class ClosedMemo:
     needs_ideal: bool = False  # a segment took the ideal as its typical time
     checkpoints: tuple[list[int], list[int], list[RestoreMark]] | None = None
     summary: AttemptSummary | None = None
+
+
+@dataclass
+class Structure:
+    """What a report of one state holds for any window: the attempts and their spans, rows
+    and segments, the thresholds of kept and at-risk steps, the ideal step time, the step
+    counts, the attempts' summaries and the diagnostics (those a window does not change,
+    as emitted before and after the window's own). A windowed query of the same state
+    reuses it and looks only at the attempts the window meets."""
+
+    key: tuple[object, ...]
+    job: str
+    attempts: list[Attempt]
+    scheduled: float | None  # the first job_scheduled
+    span: tuple[float, float]
+    end_reason: EndReason
+    rows: list[AttemptRows | None]
+    segments: list[Segment]
+    keep_upto: list[float]
+    safe: float
+    ideal: float | None
+    ideal_source: Literal["configured", "estimated"] | None
+    counts: StepCounts
+    summaries: list[AttemptSummary]
+    before: tuple[list[Diagnostic], dict[str, int]]
+    after: list[tuple[str, str | None, str | None, int | None]]  # message None: a count
+    _starts: F64 | None = None
+    _ends: F64 | None = None
+    _seg_attempt: I64 | None = None
+
+    def eff_starts(self) -> F64:
+        if self._starts is None:
+            self._starts = np.array([a.eff_start for a in self.attempts], np.float64)
+        return self._starts
+
+    def eff_ends(self) -> F64:
+        if self._ends is None:
+            self._ends = np.array([a.eff_end for a in self.attempts], np.float64)
+        return self._ends
+
+    def segments_of(self, first: int, stop: int) -> tuple[int, int]:
+        """The segments of attempts ``[first, stop)`` (segments are in attempt order)."""
+        if self._seg_attempt is None:
+            self._seg_attempt = np.array([s.attempt for s in self.segments], np.int64)
+        found = np.searchsorted(self._seg_attempt, (first, stop), "left").tolist()
+        return found[0], found[1]
 
 
 def sorted_step_arrays(stream: Stream) -> tuple[F64, I64, npt.NDArray[np.int8]]:

@@ -36,7 +36,7 @@ from badput.engine._intervals import (
 )
 
 if TYPE_CHECKING:  # _rows builds on this module; the memo's type is only named here
-    from badput.engine._rows import ClosedMemo
+    from badput.engine._rows import ClosedMemo, Structure
 
 __all__ = [
     "CLEAN_EXEMPT",
@@ -652,8 +652,12 @@ class QueryCache:
     ideal: IdealCache = field(default_factory=IdealCache)
     #: What queries made of each closed attempt (``_rows.ClosedMemo``), same keys.
     closed: dict[tuple[str | None, float], ClosedMemo] = field(default_factory=dict)
+    #: The last report's window-independent part (``_rows.Structure``), for windowed
+    #: queries of the same state.
+    structure: Structure | None = None
 
     def clear(self) -> None:
         self.attempts.clear()
         self.closed.clear()
+        self.structure = None
         self.ideal = IdealCache()
