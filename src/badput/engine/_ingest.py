@@ -10,8 +10,6 @@ import math
 from array import array
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from itertools import repeat
-from operator import is_not
 from typing import NamedTuple
 
 import numpy as np
@@ -106,7 +104,7 @@ class MarkLog:
         self.bucket = array("i")
         self.is_start = array("b")
         self.blocking = array("b")
-        self.line = array("q")  # -1: unknown
+        self.line = array("i")  # -1: unknown (or past 2**31 - 1: no log has that many lines)
         self.source = array("i")  # -1: unknown
         self.unsorted = False  # whether a mark came earlier in time than the one before
 
@@ -123,7 +121,7 @@ class MarkLog:
             np.frombuffer(self.bucket, np.int32),
             np.frombuffer(self.is_start, np.bool_),
             np.frombuffer(self.blocking, np.bool_),
-            np.frombuffer(self.line, np.int64),
+            np.frombuffer(self.line, np.int32).astype(np.int64),
             np.frombuffer(self.source, np.int32),
         )
         return marks.sorted() if self.unsorted else marks
@@ -141,7 +139,8 @@ class MarkLog:
         self.bucket.frombytes(marks.bucket.astype(np.int32, copy=False).tobytes())
         self.is_start.frombytes(marks.is_start.astype(np.int8).tobytes())
         self.blocking.frombytes(marks.blocking.astype(np.int8).tobytes())
-        self.line.frombytes(marks.line.astype(np.int64, copy=False).tobytes())
+        line = np.where(marks.line <= _MAX_LINE, marks.line, -1)
+        self.line.frombytes(line.astype(np.int32).tobytes())
         self.source.frombytes(marks.source.astype(np.int32, copy=False).tobytes())
 
     def recode(self, buckets: npt.NDArray[np.int32], sources: npt.NDArray[np.int32]) -> None:
@@ -172,7 +171,8 @@ class Stream:
     restores: list[RestoreMark] = field(default_factory=list)
     # (ts, step, committed) of checkpoint_save_end and checkpoint_committed events
     checkpoints: list[tuple[float, int, bool]] = field(default_factory=list)
-    # times of every non-step event (lifecycle, heartbeats...), so a view "as of t" is exact
+    # times of every other event (lifecycle, heartbeats...; not steps, not interval marks,
+    # which have their own columns), so a view "as of t" is exact
     other_ts: array[float] = field(default_factory=lambda: array("d"))
     first_ts: float = math.inf
     last_ts: float = -math.inf
@@ -211,12 +211,13 @@ class Stream:
             "b", np.frombuffer(self.steps.is_end, dtype=np.int8)[keep].tobytes()
         )
         marks = self.marks.raw()
-        out.marks.append_columns(marks.take(np.flatnonzero(marks.ts <= t)))
+        marks = marks.take(np.flatnonzero(marks.ts <= t))
+        out.marks.append_columns(marks)
         out.restores = [r for r in self.restores if r.ts <= t]
         out.checkpoints = [c for c in self.checkpoints if c[0] <= t]
         other = np.frombuffer(self.other_ts, dtype=np.float64)
         out.other_ts = array("d", other[other <= t].tobytes())
-        both = np.concatenate((ts[keep], other[other <= t]))
+        both = np.concatenate((ts[keep], other[other <= t], marks.ts))
         if both.shape[0]:
             out.first_ts, out.last_ts = float(both.min()), float(both.max())
         return out
@@ -581,16 +582,18 @@ class Ingestor:
     ) -> None:
         """Every event but steps: times, interval marks (columns), the rare kinds one by one."""
         row_ts = ts[rows]
-        s.other_ts.frombytes(row_ts.tobytes())
+        kinds = kind[rows]
+        is_mark = _MARK_BASE_CODE[kinds] >= 0
+        # Marks keep their time in their own column; other_ts holds the rest.
+        s.other_ts.frombytes(row_ts[~is_mark].tobytes())
         if s.attempt is None:
             self.idless_ts.frombytes(row_ts.tobytes())
         s.first_ts = min(s.first_ts, float(row_ts.min()))
         s.last_ts = max(s.last_ts, float(row_ts.max()))
-        kinds = kind[rows]
         for i in rows[_RARE[kinds]].tolist():
             p = int(pos[i])
             self._rare(batch.events[p], s, int(seq[i]), *origin.where(p))
-        marks = rows[_MARK_BASE_CODE[kinds] >= 0]
+        marks = rows[is_mark]
         if not marks.shape[0]:
             return
         mk = kind[marks]
@@ -604,9 +607,8 @@ class Ingestor:
                 bucket[at] = [self.bucket_code(bucket_of(base, name)) for name in names]
             else:
                 bucket[at] = self.bucket_code(base)
-            if base == "data_loading":
-                flags = batch.blocking(pos[marks[at]])
-                blocking[at] = np.fromiter(map(is_not, flags, repeat(False)), np.bool_, at.shape[0])
+            if base == "data_loading":  # the only kind a writer may mark non-blocking
+                blocking[at] = batch.not_false(pos[marks[at]], "blocking")
         line, source = origin.lines_and_sources(pos[marks])
         s.marks.append_columns(
             Marks(ts[marks], seq[marks], bucket, _MARK_IS_START[mk], blocking, line, source)
@@ -712,6 +714,7 @@ class Ingestor:
                 )
 
 
+_MAX_LINE = 2**31 - 1
 _STEP_START = KIND_CODE[Kind.STEP_START]
 _STEP_END = KIND_CODE[Kind.STEP_END]
 # Per kind code (the last entry is for unknown kinds, code -1).

@@ -445,7 +445,7 @@ class AttemptSteps:
             (ivs.pieces, self.piece_parts, self.piece_sums),
             (ivs.nonblocking, self.nonblocking_parts, self.nonblocking_sums),
         ):
-            sealed = spans.take(spans.end <= cut)
+            sealed = _without_order(spans.take(spans.end <= cut))
             if len(sealed):
                 parts.append(sealed)
                 add_sums(sums, sealed)
@@ -532,7 +532,7 @@ def seal_whole_many(
             (found.nonblocking, steps.nonblocking_parts, steps.nonblocking_sums),
         ):
             if len(spans):
-                parts.append(spans)
+                parts.append(_without_order(spans))
                 add_sums(sums, spans)
         if len(found.unpaired_starts):
             steps.unpaired_start_parts.append(found.unpaired_starts)
@@ -543,6 +543,13 @@ def seal_whole_many(
         steps.raw_done, steps.marks_done = used[k]
         out.append(steps)
     return out
+
+
+def _without_order(spans: Spans) -> Spans:
+    """Sealed spans, whose innermost order is no longer needed: a zero-stride column of
+    zeros in its place (no memory: a million sealed data loads keep 8 MB less)."""
+    zeros: I64 = np.broadcast_to(np.zeros(1, np.int64), spans.start.shape)
+    return Spans(spans.start, spans.end, spans.bucket, spans.blocking, zeros)
 
 
 def add_sums(sums: dict[int, float], spans: Spans) -> None:
