@@ -6,6 +6,7 @@ in a form that costs a few bytes per step (``array`` columns, not objects).
 
 from __future__ import annotations
 
+import bisect
 import math
 from array import array
 from collections.abc import Iterable, Sequence
@@ -269,9 +270,12 @@ class _Origin:
         self.begins = np.array([r.begin for r in runs], np.int64)
         self._ing = ing
         self._per_run: tuple[I64, npt.NDArray[np.bool_], npt.NDArray[np.int32]] | None = None
+        self._begins: list[int] | None = None  # for lookups of one event (a list is faster)
 
     def run_of(self, i: int) -> Run:
-        return self.runs[int(np.searchsorted(self.begins, i, "right")) - 1]
+        if self._begins is None:
+            self._begins = [r.begin for r in self.runs]
+        return self.runs[bisect.bisect_right(self._begins, i) - 1]
 
     def where(self, i: int) -> tuple[str | None, int | None]:
         """The source and line of the batch's event ``i``."""
@@ -469,7 +473,8 @@ class Ingestor:
 
         # Streams: events with the same (attempt, rank) share one, whatever their pid.
         groups = np.unique(group) if len(batch.keys) > 1 else np.zeros(1, np.int32)
-        by_stream: dict[int, tuple[Stream, int]] = {}  # id -> (stream, its index)
+        streams: list[Stream] = []
+        index: dict[int, int] = {}  # id(stream) -> its place in `streams`
         stream_of_group = np.zeros(len(batch.keys), np.int64)
         for g in groups.tolist():
             attempt, rank, _pid = batch.keys[g]
@@ -481,20 +486,115 @@ class Ingestor:
                 if attempt is None and self.first_idless is None:
                     at = int(np.flatnonzero(group == g)[0])
                     self.first_idless = origin.where(int(pos[at]))
-            stream_of_group[g] = by_stream.setdefault(id(s), (s, len(by_stream)))[1]
-        if len(by_stream) > 1:  # each stream's events, in arrival order, by one stable sort
-            of_event = stream_of_group[group]
-            order = np.argsort(of_event, kind="stable")
-            bounds = np.searchsorted(of_event[order], np.arange(len(by_stream) + 1)).tolist()
-        for s, k in by_stream.values():
-            if len(by_stream) == 1:
-                sel: npt.NDArray[np.intp] = np.arange(m)
+            k = index.setdefault(id(s), len(streams))
+            if k == len(streams):
+                streams.append(s)
+            stream_of_group[g] = k
+        self._add_columns(streams, stream_of_group[group], ts, kind, seq, pos, batch, origin)
+
+    def _add_columns(  # noqa: PLR0917 (the batch's columns, passed down once)
+        self,
+        streams: list[Stream],
+        stream: I64,
+        ts: F64,
+        kind: npt.NDArray[np.int16],
+        seq: I64,
+        pos: npt.NDArray[np.intp],
+        batch: Batch,
+        origin: _Origin,
+    ) -> None:
+        """Append each stream's steps, marks and other times, as slices of the batch's
+        columns: one stable sort by (stream, category) puts each stream's events of each
+        category together, in arrival order, so a file of thousands of small streams costs
+        a few slices each."""
+        m = int(ts.shape[0])
+        category = _CATEGORY[kind]  # 0 step, 1 interval mark, 2 other
+        steps = np.zeros(m, np.int64)
+        at_steps = np.flatnonzero(category == _STEP)
+        if at_steps.shape[0]:
+            values, ok = batch.steps(pos[at_steps])
+            steps[at_steps] = values
+            if not ok.all():
+                bad = at_steps[~ok]
+                category[bad] = _DROPPED
+                for i in bad.tolist():
+                    ev = batch.events[int(pos[i])]
+                    self.n_events -= 1
+                    self.diagnostics.add(
+                        "step_out_of_range",
+                        f"{ev.kind} with step {ev.step!r} outside the 64-bit range; skipped",
+                        *origin.where(int(pos[i])),
+                    )
+        bucket, blocking, line, source = self._mark_fields(kind, category, pos, batch, origin)
+        key = stream * _CATEGORIES + category
+        order = np.argsort(key, kind="stable")
+        edges = np.searchsorted(key[order], np.arange(len(streams) * _CATEGORIES + 1)).tolist()
+        ts, kind, seq, steps = ts[order], kind[order], seq[order], steps[order]
+        bucket, blocking, line, source = bucket[order], blocking[order], line[order], source[order]
+        rare = np.flatnonzero(_RARE[kind] & (category[order] != _DROPPED))
+        rare_at = np.searchsorted(rare, edges).tolist()
+        for k, s in enumerate(streams):
+            a, b, c, d = edges[k * _CATEGORIES : k * _CATEGORIES + 4]
+            if b > a:
+                log = s.steps
+                log.ts.frombytes(ts[a:b].tobytes())
+                log.step.frombytes(steps[a:b].tobytes())
+                log.is_end.frombytes((kind[a:b] == _STEP_END).astype(np.int8).tobytes())
+            if c > b:
+                s.marks.append_columns(
+                    Marks(
+                        ts[b:c],
+                        seq[b:c],
+                        bucket[b:c],
+                        _MARK_IS_START[kind[b:c]],
+                        blocking[b:c],
+                        line[b:c],
+                        source[b:c],
+                    )
+                )
+            if d > c:
+                s.other_ts.frombytes(ts[c:d].tobytes())
+            if d > a:
+                if s.attempt is None and d > b:
+                    self.idless_ts.frombytes(ts[b:d].tobytes())
+                s.first_ts = min(s.first_ts, float(ts[a:d].min()))
+                s.last_ts = max(s.last_ts, float(ts[a:d].max()))
+            mine = rare[rare_at[k * _CATEGORIES] : rare_at[k * _CATEGORIES + 4]]
+            for i in mine[np.argsort(seq[mine])].tolist():  # in arrival order
+                p = int(pos[order[i]])
+                self._rare(batch.events[p], s, int(seq[i]), *origin.where(p))
+
+    def _mark_fields(
+        self,
+        kind: npt.NDArray[np.int16],
+        category: npt.NDArray[np.int8],
+        pos: npt.NDArray[np.intp],
+        batch: Batch,
+        origin: _Origin,
+    ) -> tuple[npt.NDArray[np.int32], npt.NDArray[np.bool_], I64, npt.NDArray[np.int32]]:
+        """Bucket code, blocking, line and source code of every interval mark of the batch
+        (zeros elsewhere)."""
+        m = int(kind.shape[0])
+        bucket = np.zeros(m, np.int32)
+        blocking = np.ones(m, np.bool_)
+        line = np.zeros(m, np.int64)
+        source = np.zeros(m, np.int32)
+        marks = np.flatnonzero(category == _MARK)
+        if not marks.shape[0]:
+            return bucket, blocking, line, source
+        mk = kind[marks]
+        for code in np.unique(mk).tolist():
+            at = marks[mk == code]
+            base, _ = _SPLIT[code]
+            if base in NAMED_INTERVAL_KINDS:
+                names = batch.names(pos[at])
+                bucket[at] = [self.bucket_code(bucket_of(base, name)) for name in names]
             else:
-                sel = order[bounds[k] : bounds[k + 1]]
-            self._add_steps(s, sel[is_step[sel]], ts, kind, pos, batch, origin)
-            rest = sel[other[sel]]
-            if rest.shape[0]:
-                self._add_others(s, rest, ts, kind, seq, pos, batch, origin)
+                bucket[at] = self.bucket_code(base)
+            if base == "data_loading":  # the only kind a writer may mark non-blocking
+                blocking[at] = batch.not_false(pos[at], "blocking")
+        line[marks], source[marks] = origin.lines_and_sources(pos[marks])
+        return bucket, blocking, line, source
 
     def _foreign(
         self, batch: Batch, foreign: npt.NDArray[np.intp], origin: _Origin, job: str
@@ -535,84 +635,6 @@ class Ingestor:
             if extra > 0:
                 self.diagnostics.counts["clock_backwards"] += extra
             self._source_last_ts[key] = max(prev, float(newest[-1]))
-
-    def _add_steps(  # noqa: PLR0917 (the batch's columns, passed down once)
-        self,
-        s: Stream,
-        rows: npt.NDArray[np.intp],
-        ts: F64,
-        kind: npt.NDArray[np.int16],
-        pos: npt.NDArray[np.intp],
-        batch: Batch,
-        origin: _Origin,
-    ) -> None:
-        if not rows.shape[0]:
-            return
-        steps, ok = batch.steps(pos[rows])
-        if not ok.all():
-            for i in rows[~ok].tolist():
-                ev = batch.events[int(pos[i])]
-                self.n_events -= 1
-                self.diagnostics.add(
-                    "step_out_of_range",
-                    f"{ev.kind} with step {ev.step!r} outside the 64-bit range; skipped",
-                    *origin.where(int(pos[i])),
-                )
-            rows, steps = rows[ok], steps[ok]
-            if not rows.shape[0]:
-                return
-        row_ts = ts[rows]
-        log = s.steps
-        log.ts.frombytes(row_ts.tobytes())
-        log.step.frombytes(steps.tobytes())
-        log.is_end.frombytes((kind[rows] == _STEP_END).astype(np.int8).tobytes())
-        s.first_ts = min(s.first_ts, float(row_ts.min()))
-        s.last_ts = max(s.last_ts, float(row_ts.max()))
-
-    def _add_others(  # noqa: PLR0917 (the batch's columns, passed down once)
-        self,
-        s: Stream,
-        rows: npt.NDArray[np.intp],
-        ts: F64,
-        kind: npt.NDArray[np.int16],
-        seq: I64,
-        pos: npt.NDArray[np.intp],
-        batch: Batch,
-        origin: _Origin,
-    ) -> None:
-        """Every event but steps: times, interval marks (columns), the rare kinds one by one."""
-        row_ts = ts[rows]
-        kinds = kind[rows]
-        is_mark = _MARK_BASE_CODE[kinds] >= 0
-        # Marks keep their time in their own column; other_ts holds the rest.
-        s.other_ts.frombytes(row_ts[~is_mark].tobytes())
-        if s.attempt is None:
-            self.idless_ts.frombytes(row_ts.tobytes())
-        s.first_ts = min(s.first_ts, float(row_ts.min()))
-        s.last_ts = max(s.last_ts, float(row_ts.max()))
-        for i in rows[_RARE[kinds]].tolist():
-            p = int(pos[i])
-            self._rare(batch.events[p], s, int(seq[i]), *origin.where(p))
-        marks = rows[is_mark]
-        if not marks.shape[0]:
-            return
-        mk = kind[marks]
-        bucket = np.empty(marks.shape[0], np.int32)
-        blocking = np.ones(marks.shape[0], np.bool_)
-        for code in np.unique(mk).tolist():
-            at = np.flatnonzero(mk == code)
-            base, _ = _SPLIT[code]
-            if base in NAMED_INTERVAL_KINDS:
-                names = batch.names(pos[marks[at]])
-                bucket[at] = [self.bucket_code(bucket_of(base, name)) for name in names]
-            else:
-                bucket[at] = self.bucket_code(base)
-            if base == "data_loading":  # the only kind a writer may mark non-blocking
-                blocking[at] = batch.not_false(pos[marks[at]], "blocking")
-        line, source = origin.lines_and_sources(pos[marks])
-        s.marks.append_columns(
-            Marks(ts[marks], seq[marks], bucket, _MARK_IS_START[mk], blocking, line, source)
-        )
 
     @property
     def last_ts(self) -> float:
@@ -723,6 +745,16 @@ _SPLIT: list[tuple[str, bool]] = [interval_base(k) or ("", False) for k in KIND_
 ]
 _MARK_BASE_CODE = np.array([0 if base else -1 for base, _ in _SPLIT], np.int8)
 _MARK_IS_START = np.array([start for _, start in _SPLIT], np.bool_)
+# What a batch's event is to its stream; events of one stream are appended by category.
+_STEP, _MARK, _OTHER, _DROPPED = 0, 1, 2, 3
+_CATEGORIES = 4
+_CATEGORY = np.array(
+    [
+        _STEP if k in (Kind.STEP_START, Kind.STEP_END) else _MARK if base else _OTHER
+        for k, (base, _) in zip([*KIND_NAMES, ""], _SPLIT, strict=True)
+    ],
+    np.int8,
+)
 _RARE_KINDS = LIFECYCLE_KINDS | {
     Kind.CHECKPOINT_COMMITTED,
     Kind.CHECKPOINT_SAVE_END,
