@@ -29,8 +29,6 @@ from badput.store import (
     JsonlStore,
     ReadResult,
     SingleFileStore,
-    count_newlines,
-    read_stops,
 )
 from badput.store import _jsonl as jsonl_store
 
@@ -247,7 +245,7 @@ def test_a_worker_whose_slice_no_longer_ends_where_planned_says_so(tmp_path: Pat
     assert good.ok
     assert good.n > 0
     assert s.end is not None
-    assert good.offsets["all/h-0-0.jsonl"] == (s.end, count_newlines(path, s.end))
+    assert good.offsets["all/h-0-0.jsonl"] == (s.end, jsonl_store._count_newlines(path, s.end))
     data = path.read_bytes()  # the file is rewritten with one line longer before the cut
     cut = data.index(b"\n", s.offset) + 1
     path.write_bytes(data[:cut] + b"\n" + data[cut:])
@@ -328,7 +326,8 @@ def test_read_stops_are_where_the_serial_reads_stop(
         mp.setattr(jsonl_store, "READ_BLOCK", block)
         mp.setattr(jsonl_store, "_FIRST_BLOCK", first)
         paths = [p for _, p in store.files("j")]
-        found = read_stops(paths, slice_bytes)
+        found = jsonl_store._stops(paths, slice_bytes)
+        with_lines = store.read_stops("j", slice_bytes)
         cursor: Cursor | None = None
         serial = []
         while True:
@@ -340,9 +339,10 @@ def test_read_stops_are_where_the_serial_reads_stop(
     # each read that used up its budget stops where read_stops says; the others read to
     # the end (the last one that finds something, if it did not use up its budget)
     assert len(found) in {len(serial), len(serial) - 1}
-    for (i, offset), c in zip(found, serial, strict=False):
-        name = store.files("j")[i][0]
-        assert c.offsets[name] == (offset, count_newlines(paths[i], offset))
+    assert len(with_lines) == len(found)
+    for (i, offset), (name, at, lines), c in zip(found, with_lines, serial, strict=False):
+        assert (name, at) == (store.files("j")[i][0], offset)
+        assert c.offsets[name] == (offset, lines)
         assert all(c.offsets.get(n, (0, 0)) == (0, 0) for n, _ in store.files("j")[i + 1 :])
 
 

@@ -28,9 +28,7 @@ from badput.store import (
     JsonlStore,
     SingleFileStore,
     Unread,
-    count_newlines,
     open_source,
-    read_stops,
 )
 
 __all__ = ["LiveJob", "analyze"]
@@ -86,7 +84,7 @@ def _catch_up(  # noqa: PLR0917
 @dataclass(frozen=True)
 class _Slice:
     """One read of the serial sequence (``store.read(..., max_bytes=READ_SLICE_BYTES)``
-    from one stop of :func:`~badput.store.read_stops` to the next): whoever reads it
+    from one stop of :meth:`~badput.store.JsonlStore.read_stops` to the next): whoever reads it
     decodes and ingests exactly the blocks, chunks and line numbers a serial read would."""
 
     index: int
@@ -210,21 +208,19 @@ def _parallel_plan(store: EventStore, job: str) -> list[_Slice] | None:
             return None
     if sum(sizes) < PARALLEL_MIN_BYTES:
         return None
-    paths = [path for _, path in files]
-    stops = read_stops(paths, READ_SLICE_BYTES)
-    if not stops:
-        return None
+    stops = store.read_stops(job, READ_SLICE_BYTES)
     names = tuple(name for name, _ in files)
+    index = {name: k for k, name in enumerate(names)}
+    if not stops or any(name not in index for name, _, _ in stops):  # none, or files came
+        return None
+    sources = [str(path) for _, path in files]
     plan: list[_Slice] = []
     i, offset, lines = 0, 0, 0  # where the next slice starts
     for k, stop in enumerate([*stops, None]):
-        last, end = stop if stop is not None else (len(files) - 1, None)
-        plan.append(_Slice(k, names, i, offset, lines, last, end, str(paths[i]), str(paths[last])))
-        if end is not None:
-            if last != i:
-                offset, lines = 0, 0
-            lines += count_newlines(paths[last], end, start=offset)
-            i, offset = last, end
+        last, end = (index[stop[0]], stop[1]) if stop is not None else (len(names) - 1, None)
+        plan.append(_Slice(k, names, i, offset, lines, last, end, sources[i], sources[last]))
+        if stop is not None:
+            i, offset, lines = last, stop[1], stop[2]
     return plan
 
 

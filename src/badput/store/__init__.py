@@ -29,9 +29,7 @@ from badput.store._jsonl import (
     JsonlStore,
     MappedWriter,
     SingleFileStore,
-    count_newlines,
     first_job_below,
-    read_stops,
     safe_job_dir,
 )
 from badput.store._memory import MemoryStore, memory_store
@@ -48,10 +46,8 @@ __all__ = [
     "SingleFileStore",
     "Unread",
     "WriterKey",
-    "count_newlines",
     "open_source",
     "open_store",
-    "read_stops",
     "safe_job_dir",
 ]
 
