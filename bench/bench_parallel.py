@@ -10,10 +10,12 @@ Shapes (``bench_shapes.write_steps``: every step ``step_start``, ``data_loading_
 - ``file-per-attempt``: one file per attempt (the recorder's layout).
 
 For each shape, a fresh process reads the log cold and reports (``LiveJob.update`` then
-``report``), once with ``parallel=False`` and once with the default (``parallel=None``:
-shared among processes when the log is large enough and the process may fork). Printed:
-wall seconds, CPU seconds (its own and its workers'), peak RSS of the largest process,
-and how many processes read. Runs alternate (serial, parallel, serial...) and the
+``report``), once with ``parallel=False`` and once with ``parallel=True`` (shared among
+``analysis._workers()`` processes whatever the load; the default, ``None``, starts workers
+only on cores idle over the last minute). Printed: wall and CPU seconds (its own and its
+workers') of the read, then of the read and the report, the peak RSS of the largest
+process, how many processes read and in how many slices, and the load average before.
+ Runs alternate (serial, parallel, serial...) and the
 median of ``--repeat`` runs is shown. CPU time is the figure to compare on a shared
 machine; wall time is what parallel reading is for.
 """
@@ -22,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import subprocess
 import sys
@@ -34,7 +37,7 @@ from bench_shapes import write_steps
 CHILD = r"""
 import json, resource, sys, time
 from badput import analysis
-root, job, parallel = sys.argv[1], sys.argv[2], {"0": False, "1": None}[sys.argv[3]]
+root, job, parallel = sys.argv[1], sys.argv[2], {"0": False, "1": True}[sys.argv[3]]
 plans = []
 plan = analysis._parallel_plan
 analysis._parallel_plan = lambda *a: plans.append(p := plan(*a)) or p
@@ -50,7 +53,8 @@ cpu = time.process_time() - c0 + kids.ru_utime + kids.ru_stime
 with open("/proc/self/status") as status:
     peak_kb = next(int(x.split()[1]) for x in status if x.startswith("VmHWM:"))
 print(json.dumps({
-    "cpu": cpu, "wall": wall, "read_cpu": read_cpu, "read_wall": read_wall, "rss_mb": max(peak_kb, kids.ru_maxrss) / 1024,
+    "cpu": cpu, "wall": wall, "read_cpu": read_cpu, "read_wall": read_wall,
+    "rss_mb": max(peak_kb, kids.ru_maxrss) / 1024,
     "events": live.accountant.n_events, "goodput": r.goodput,
     "processes": analysis._workers() if plans and plans[0] else 1,
     "slices": len(plans[0]) if plans and plans[0] else 1,
@@ -59,13 +63,14 @@ print(json.dumps({
 
 
 def measure(root: Path, job: str, parallel: bool) -> dict[str, float]:
+    load = os.getloadavg()[0]
     out = subprocess.run(
         [sys.executable, "-c", CHILD, str(root), job, "1" if parallel else "0"],
         capture_output=True,
         check=True,
         text=True,
     )
-    return json.loads(out.stdout)  # type: ignore[no-any-return]
+    return {**json.loads(out.stdout), "load": load}
 
 
 def main() -> None:
@@ -98,7 +103,7 @@ def main() -> None:
                     f"({med['slices']:.0f} slices): "
                     f"read: wall {med['read_wall']:6.2f} s cpu {med['read_cpu']:6.2f} s; "
                     f"with the report: wall {med['wall']:6.2f} s cpu {med['cpu']:6.2f} s; "
-                    f"peak {med['rss_mb']:5.0f} MB",
+                    f"peak {med['rss_mb']:5.0f} MB; load {med['load']:.1f}",
                     flush=True,
                 )
 

@@ -93,18 +93,17 @@ def shared_read(source: EventStore | Path, job: str | None) -> tuple[analysis.Li
     the workers read and sent back."""
     live = analysis.LiveJob(source, job, parallel=True)
     received: list[int] = []
-    receive = analysis._receive
+    wait = analysis._wait_for
 
-    def counting(out: object, got: dict[int, analysis._SliceRead], *, block: bool) -> int:
-        done = receive(out, got, block=block)
+    def counting(out: object, got: dict[int, analysis._SliceRead], *args: object) -> None:
+        wait(out, got, *args)  # type: ignore[arg-type]
         received[:] = [k for k, r in got.items() if r.ok]
-        return done
 
-    analysis._receive = counting  # type: ignore[assignment]
+    analysis._wait_for = counting  # type: ignore[assignment]
     try:
         n = live._cold_parallel()
     finally:
-        analysis._receive = receive  # type: ignore[assignment]
+        analysis._wait_for = wait  # type: ignore[assignment]
     assert n is not None
     live.update()
     return live, n, len(received)
@@ -250,6 +249,33 @@ def test_a_worker_whose_slice_no_longer_ends_where_planned_says_so(tmp_path: Pat
     cut = data.index(b"\n", s.offset) + 1
     path.write_bytes(data[:cut] + b"\n" + data[cut:])
     assert not analysis._read_slice(store, "o", s).ok
+
+
+def _die(*args: object) -> analysis._SliceRead:
+    os._exit(9)  # a worker killed mid-read (out of memory, say)
+
+
+def _fail(*args: object) -> analysis._SliceRead:
+    raise OSError("disk gone")
+
+
+@linux_only
+@pytest.mark.usefixtures("small_slices")
+@pytest.mark.parametrize("how", [_die, _fail])
+def test_workers_that_die_or_fail_leave_their_slices_to_the_serial_read(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, how: object
+) -> None:
+    one_file_log(tmp_path)
+    workers(monkeypatch, 3)
+    serial = cold(tmp_path, "o", parallel=False)
+    monkeypatch.setattr(analysis, "_read_slice", how)  # in the workers only: the parent reads
+    started = time.monotonic()
+    parallel, n_shared, by_workers = shared_read(SlowFront(tmp_path), "o")
+    assert time.monotonic() - started < 30.0
+    assert by_workers == 0
+    assert n_shared < serial.n_read  # type: ignore[attr-defined]  # the rest: serially
+    assert parallel._cursor == serial._cursor
+    same(serial.report(final=True), parallel.report(final=True))
 
 
 def test_the_slack_never_exceeds_the_engines_tolerance() -> None:

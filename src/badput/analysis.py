@@ -42,7 +42,6 @@ PARALLEL_MIN_BYTES = 64 * 1024 * 1024
 #: Most processes a cold read is shared among (fewer when fewer cores are available).
 MAX_WORKERS = 4
 _SEQ_BLOCK = 1 << 40  # arrival numbers of worker k start at k * _SEQ_BLOCK (file order)
-_WORKER_SILENCE = 600.0  # seconds without a result after which a worker is given up
 _SKIP = 1 << 62  # a cursor offset past the end of any file: a worker does not read that file
 #: Events at the start of a range compared with the time of the file's earlier ranges.
 _HEAD_EVENTS = 1024
@@ -248,19 +247,36 @@ def _claim_all(claims: Any) -> None:
         claims[1] = claims[0]
 
 
-def _receive(out: Any, got: dict[int, _SliceRead], *, block: bool) -> int:
-    """Take the workers' results waiting in ``out``; return how many workers said they were
-    done (-1 when blocking found none for long: a worker was killed)."""
+def _receive(out: Any, got: dict[int, _SliceRead]) -> int:
+    """Take the workers' results waiting in ``out``, without waiting; return how many
+    workers said they were done."""
     done = 0
     while True:
         try:
-            item = out.get(timeout=_WORKER_SILENCE) if block else out.get_nowait()
+            item = out.get_nowait()
         except queue.Empty:
-            return -1 if block else done
+            return done
         if item is None:
-            return done + 1
-        got[item.number] = item
-        block = False
+            done += 1
+        else:
+            got[item.number] = item
+
+
+def _wait_for(out: Any, got: dict[int, _SliceRead], procs: list[Any], running: int) -> None:
+    """Take results until ``running`` more workers say they are done, or every worker has
+    exited (one killed, say: its missing slices are read serially)."""
+    while running > 0:
+        try:
+            item = out.get(timeout=0.1)
+        except queue.Empty:
+            if all(proc.exitcode is not None for proc in procs):
+                _receive(out, got)  # what they sent before they exited
+                return
+            continue
+        if item is None:
+            running -= 1
+        else:
+            got[item.number] = item
 
 
 def _workers() -> int:
@@ -342,8 +358,11 @@ class LiveJob:
 
         Reads in slices of :data:`READ_SLICE_BYTES` so that only one slice of decoded
         events is alive at a time, whatever the size of the log. The first (cold)
-        read of a large multi-file job is shared among processes when ``parallel``
-        allows it (``None``: when it is safe and worth it; see :func:`_parallel_allowed`).
+        read of a large job (:data:`PARALLEL_MIN_BYTES` or more, in one file or several)
+        is shared among processes when ``parallel`` allows it: ``True`` always (by
+        ``fork``), ``None`` when it is safe (:func:`_parallel_allowed`) and a core is idle
+        (:func:`_idle_helpers`). The result is the same as one process's, diagnostics'
+        line numbers and the cursor included (:meth:`_cold_parallel`).
         """
         if self._cursor is None and self._parallel is not False:
             n = self._cold_parallel()
@@ -438,12 +457,8 @@ class LiveJob:
                 if s.end is not None:
                     found = _newest(result.chunks, s.last_source)
                     newest[s.last] = max(newest.get(s.last, -math.inf), found)
-                running -= _receive(out, got, block=False)
-            while running > 0:
-                received = _receive(out, got, block=True)
-                if received < 0:  # a worker died without saying so
-                    break
-                running -= received
+                running -= _receive(out, got)
+            _wait_for(out, got, procs, running)
         finally:
             for proc in procs:
                 proc.join(timeout=5.0)
