@@ -319,7 +319,7 @@ LINE = st.one_of(
 )
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=100, deadline=None)
 @given(
     files=st.lists(
         st.tuples(st.lists(LINE, max_size=40), st.binary(max_size=30), st.integers(0, 2_000)),
