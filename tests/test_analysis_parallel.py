@@ -23,6 +23,7 @@ from badput.engine import _ingest
 from badput.engine._ingest import Stream
 from badput.engine._intervals import IntervalMark
 from badput.events import Event
+from badput.report import to_json
 from badput.store import (
     Cursor,
     EventStore,
@@ -80,6 +81,7 @@ def same(a: analysis.Report, b: analysis.Report) -> None:
     assert [(d.code, d.message, d.file, d.line) for d in a.diagnostics] == [
         (d.code, d.message, d.file, d.line) for d in b.diagnostics
     ]
+    assert to_json(a) == to_json(b)  # everything else: per-rank view, timeline...
 
 
 def cold(source: EventStore | Path, job: str | None, *, parallel: bool) -> analysis.LiveJob:
