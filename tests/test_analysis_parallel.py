@@ -7,6 +7,7 @@ that a log of a few hundred kilobytes has dozens of slices.
 
 from __future__ import annotations
 
+import multiprocessing
 import os
 import pickle
 import sys
@@ -278,6 +279,35 @@ def test_workers_that_die_or_fail_leave_their_slices_to_the_serial_read(
     assert n_shared < serial.n_read  # type: ignore[attr-defined]  # the rest: serially
     assert parallel._cursor == serial._cursor
     same(serial.report(final=True), parallel.report(final=True))
+
+
+class FailingFront(SlowFront):
+    """The parent's third read fails (a disk error, an interrupt)."""
+
+    calls = 0
+
+    def read(
+        self, job: str, cursor: Cursor | None = None, *, max_bytes: int | None = None
+    ) -> ReadResult:
+        if os.getpid() == self.parent:
+            FailingFront.calls += 1
+            if FailingFront.calls == 3:
+                raise OSError("disk gone")
+        return super().read(job, cursor, max_bytes=max_bytes)
+
+
+@linux_only
+@pytest.mark.usefixtures("small_slices")
+def test_a_failing_parent_stops_its_workers_at_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    one_file_log(tmp_path)
+    workers(monkeypatch, 3)
+    started = time.monotonic()
+    with pytest.raises(OSError, match="disk gone"):
+        cold(FailingFront(tmp_path), "o", parallel=True)
+    assert time.monotonic() - started < 4.0  # not the 5 s a join waits before killing
+    assert multiprocessing.active_children() == []
 
 
 def test_the_slack_never_exceeds_the_engines_tolerance() -> None:

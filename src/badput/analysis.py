@@ -459,6 +459,10 @@ class LiveJob:
                     newest[s.last] = max(newest.get(s.last, -math.inf), found)
                 running -= _receive(out, got)
             _wait_for(out, got, procs, running)
+        except BaseException:  # interrupted: nobody will take the workers' results
+            for proc in procs:
+                proc.kill()
+            raise
         finally:
             for proc in procs:
                 proc.join(timeout=5.0)
