@@ -21,7 +21,7 @@ from hypothesis import strategies as st
 from badput import analysis
 from badput._codec import decode_line, encode_line
 from badput.engine import _ingest
-from badput.engine._ingest import Stream
+from badput.engine._ingest import Ingestor
 from badput.engine._intervals import IntervalMark
 from badput.events import Event
 from badput.report import to_json
@@ -456,22 +456,25 @@ def test_any_cut_of_a_random_log_gives_the_serial_report(  # noqa: PLR0917
     same(serial.report(final=True), parallel.report(final=True))
 
 
-def test_stream_marks_cross_a_pickle_as_columns_and_come_back_equal() -> None:
-    """What a parallel read's worker sends: every field of every mark, its type and order."""
-    stream = Stream(attempt="2", rank=3)
-    marks = [
-        IntervalMark(5.0, 1 << 40, "data_loading", True, False, "2/h-3-2.jsonl", 7),
-        IntervalMark(4.5, (1 << 40) + 1, "custom:eval", False, True, None, None),
-        IntervalMark(6.25, (1 << 40) + 2, "checkpoint_save", True, True, "x", 9),
+def test_worker_state_crosses_a_pickle_and_merges_with_its_codes_mapped() -> None:
+    """What a parallel read's worker sends: mark columns (bucket and source as codes into
+    its own tables), which the parent maps into its tables when it merges."""
+    events = [
+        Event(ts=5.0, kind="data_loading_start", job=JOB, attempt=2, rank=3, blocking=False),
+        Event(ts=4.5, kind="custom_end", job=JOB, attempt=2, rank=3, name="eval"),
+        Event(ts=6.25, kind="checkpoint_save_start", job=JOB, attempt=2, rank=3, step=4),
     ]
-    stream.marks = list(marks)
-    stream.mark_ts.extend(m.ts for m in marks)
-    stream.marks_unsorted = True
-    back = pickle.loads(pickle.dumps(stream))
-    assert back.marks == marks
-    assert all(type(m) is IntervalMark for m in back.marks)
-    assert [m.bucket for m in back.marks] == ["data_loading", "custom:eval", "checkpoint_save"]
-    assert (back.attempt, back.rank, back.marks_unsorted) == ("2", 3, True)
-    assert list(back.mark_ts) == [5.0, 4.5, 6.25]
-    assert pickle.loads(pickle.dumps(Stream())).marks == []
-    assert stream.marks == marks  # pickling leaves the original alone
+    worker = Ingestor(JOB, first_seq=1 << 40)
+    worker.ingest(events, "2/h-3-2.jsonl", 7)
+    back = pickle.loads(pickle.dumps(worker))
+    parent = Ingestor(JOB)
+    parent.bucket_code("compile")  # the parent's table already differs from the worker's
+    parent.absorb(back)
+    marks = parent.streams[("2", 3)].marks.columns()
+    got = marks.objects(parent.bucket_names, parent.source_names)
+    assert got == [
+        IntervalMark(4.5, (1 << 40) + 2, "custom:eval", False, True, "2/h-3-2.jsonl", 8),
+        IntervalMark(5.0, (1 << 40) + 1, "data_loading", True, False, "2/h-3-2.jsonl", 7),
+        IntervalMark(6.25, (1 << 40) + 3, "checkpoint_save", True, True, "2/h-3-2.jsonl", 9),
+    ]
+    assert parent.streams[("2", 3)].marks.unsorted

@@ -562,16 +562,31 @@ class JsonlStore:
         return [e.name for e in entries if e.is_dir() and _has_jsonl(Path(e.path))]
 
     def streams(self, job: str) -> list[str]:
-        """Stream names of ``job`` (paths relative to its directory), sorted."""
-        base = self.job_dir(job)
+        """Stream names of ``job`` (paths relative to its directory, ``/``-separated), sorted.
+
+        What ``os.walk`` would list (symbolic links to directories are not followed),
+        built with ``os.scandir`` and string joins: a job of 10,000 attempts has 10,000
+        directories, and this runs on every read.
+        """
         names: list[str] = []
-        for dirpath, dirnames, filenames in os.walk(base):
-            dirnames.sort()
-            rel = os.path.relpath(dirpath, base)
-            for f in filenames:
-                if f.endswith(".jsonl"):
-                    name = f if rel == "." else os.path.join(rel, f)
-                    names.append(name.replace(os.sep, "/"))
+        pending = [(str(self.job_dir(job)), "")]
+        while pending:
+            directory, prefix = pending.pop()
+            try:
+                entries = os.scandir(directory)
+            except OSError:  # gone, not a directory, not readable: nothing to list there
+                continue
+            with entries:
+                for entry in entries:
+                    try:
+                        is_dir = entry.is_dir()
+                    except OSError:
+                        is_dir = False
+                    if is_dir:
+                        if not entry.is_symlink():
+                            pending.append((entry.path, f"{prefix}{entry.name}/"))
+                    elif entry.name.endswith(".jsonl"):
+                        names.append(prefix + entry.name)
         names.sort()
         return names
 
