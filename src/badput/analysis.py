@@ -41,9 +41,9 @@ READ_SLICE_BYTES = 32 * 1024 * 1024
 PARALLEL_MIN_BYTES = 64 * 1024 * 1024
 #: Most processes a cold read is shared among (fewer when fewer cores are available).
 MAX_WORKERS = 4
-_SEQ_BLOCK = 1 << 40  # arrival numbers of worker k start at k * _SEQ_BLOCK (file order)
+_SEQ_BLOCK = 1 << 40  # arrival numbers of slice k start at k * _SEQ_BLOCK (file order)
 _SKIP = 1 << 62  # a cursor offset past the end of any file: a worker does not read that file
-#: Events at the start of a range compared with the time of the file's earlier ranges.
+#: Events at the start of a slice compared with the newest time of its file before it.
 _HEAD_EVENTS = 1024
 #: How far back a clock may step without a diagnostic: at most the engine's tolerance
 #: (``clock_backwards``; a smaller value only makes :func:`_clock_continues` stricter).
