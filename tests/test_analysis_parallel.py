@@ -478,3 +478,21 @@ def test_worker_state_crosses_a_pickle_and_merges_with_its_codes_mapped() -> Non
         IntervalMark(6.25, (1 << 40) + 3, "checkpoint_save", True, True, "2/h-3-2.jsonl", 9),
     ]
     assert parent.streams[("2", 3)].marks.unsorted
+
+
+def test_an_unknown_kind_in_two_parts_of_a_shared_read_is_reported_once() -> None:
+    """A serial read reports an unknown kind where it first appears, once; merging the
+    state of a later part that met it too must not report it again."""
+
+    def part(first_seq: int, first_line: int) -> Ingestor:
+        ing = Ingestor(JOB, first_seq=first_seq)
+        events = [Event(ts=1.0 + first_line, kind="future_kind", job=JOB, attempt=0)] * 2
+        ing.ingest(events, "0/h.jsonl", first_line)
+        return ing
+
+    merged = part(0, 1)
+    merged.absorb(part(1 << 40, 101))
+    shown = merged.diagnostics.entries["unknown_kind"]
+    assert [(source, line) for _message, source, line in shown] == [("0/h.jsonl", 1)]
+    assert merged.diagnostics.counts["unknown_kind"] == 1
+    assert merged.unknown_kinds == {"future_kind": 4}

@@ -321,6 +321,10 @@ class _Origin:
         return line.astype(np.int64), codes[which]
 
 
+def _unknown_kind_message(kind: str) -> str:
+    return f"unknown event kind {kind!r} (kept, ignored by the accounting)"
+
+
 def _fits(step: int) -> bool:
     return -(2**63) <= step < 2**63
 
@@ -388,11 +392,22 @@ class Ingestor:
         self.idless_ts.extend(other.idless_ts)
         self.first_idless = self.first_idless or other.first_idless
         self.n_events += other.n_events
+        # An unknown kind is reported once, where it first appears: not again from `other`.
+        seen = {_unknown_kind_message(kind) for kind in self.unknown_kinds}
         for code, entries in other.diagnostics.entries.items():
             for message, source, line in entries:
+                if code == "unknown_kind" and message in seen:
+                    other.diagnostics.counts[code] -= 1
+                    continue
                 self.diagnostics.add(code, message, source, line)
         for code, count in other.diagnostics.counts.items():
-            kept = len(other.diagnostics.entries.get(code, []))
+            kept = len(
+                [
+                    e
+                    for e in other.diagnostics.entries.get(code, [])
+                    if code != "unknown_kind" or e[0] not in seen
+                ]
+            )
             self.diagnostics.counts[code] = self.diagnostics.counts.get(code, 0) + count - kept
         for kind, count in other.unknown_kinds.items():
             self.unknown_kinds[kind] = self.unknown_kinds.get(kind, 0) + count
@@ -728,12 +743,7 @@ class Ingestor:
             n = self.unknown_kinds.get(kind, 0)
             self.unknown_kinds[kind] = n + 1
             if n == 0:
-                self.diagnostics.add(
-                    "unknown_kind",
-                    f"unknown event kind {kind!r} (kept, ignored by the accounting)",
-                    source,
-                    line,
-                )
+                self.diagnostics.add("unknown_kind", _unknown_kind_message(kind), source, line)
 
 
 _MAX_LINE = 2**31 - 1
