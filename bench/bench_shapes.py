@@ -8,10 +8,12 @@ Shapes (each written to a temporary store, then read by a fresh process):
   steps, a checkpoint every 1,000, a heartbeat every 10 s, 3 crashes), N = 1e4, 1e5, 1e6
   steps; the growth exponent of cold time (log-log slope) is printed after them.
 - ``dataload``: every step ``step_start``, ``data_loading_start``/``_end``, ``step_end``,
-  all four at distinct timestamps (the loop of docs/events.md), 1e5 steps.
-- ``one-file`` / ``file-per-attempt``: the same 1e5-step, 4-attempt log in one file and in
+  all four at distinct timestamps (the loop of docs/events.md), 1e6 steps (``--max-steps``
+  lowers it), 4 M events.
+- ``one-file`` / ``file-per-attempt``: the same 1e6-step, 4-attempt log in one file and in
   one file per attempt.
-- ``8-ranks``: 8 ranks, each its own file, each recording every step, 1e5 steps.
+- ``8-ranks``: 8 ranks, each its own file, each recording every step with its data load,
+  1e5 steps (a tenth of the others: 3.2 M events, as many as the one-rank shapes hold).
 - ``10k-attempts``: 10,000 attempts of 20 steps (``bench_attempts.py``).
 
 For each: CPU seconds (its own and its read workers') and wall seconds of the cold read and
@@ -127,17 +129,21 @@ def main() -> None:
             shapes.append(
                 (f"mix-{n}", lambda root, n=n: write_mix(root, n, finished=False) and "big")
             )
+    big = min(args.max_steps, 1_000_000)  # the issue's size for every shape
     shapes += [
-        ("dataload", lambda root: write_steps(root, "d", 100_000, per_attempt=True) or "d"),
+        ("dataload", lambda root: write_steps(root, "d", big, per_attempt=True) or "d"),
         (
             "one-file",
-            lambda root: write_steps(root, "o", 100_000, attempts=4, per_attempt=False) or "o",
+            lambda root: write_steps(root, "o", big, attempts=4, per_attempt=False) or "o",
         ),
         (
             "file-per-attempt",
-            lambda root: write_steps(root, "p", 100_000, attempts=4, per_attempt=True) or "p",
+            lambda root: write_steps(root, "p", big, attempts=4, per_attempt=True) or "p",
         ),
-        ("8-ranks", lambda root: write_steps(root, "r", 100_000, ranks=8, per_attempt=True) or "r"),
+        (
+            "8-ranks",
+            lambda root: write_steps(root, "r", big // 10, ranks=8, per_attempt=True) or "r",
+        ),
         ("10k-attempts", lambda root: write_attempts(root, 10_000, id_less=False) and "many"),
     ]
     mix: list[tuple[int, float]] = []

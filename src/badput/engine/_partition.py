@@ -22,12 +22,6 @@ from badput.engine._ideal import MIN_CLEAN_STEPS, best_sustained_step_time
 from badput.engine._ingest import MAX_DIAGNOSTICS_PER_CODE, Ingestor, RestoreMark, Stream
 from badput.engine._intervals import (
     Coverage,
-    IntervalMark,
-    Marks,
-    Spans,
-    flatten_spans,
-    innermost_rank,
-    pair_columns,
 )
 from badput.engine._model import (
     PRODUCTIVE,
@@ -49,6 +43,7 @@ from badput.engine._rows import (
     Structure,
     Sums,
     attempt_bounds,
+    attempt_diagnostics,
     between,
     slice_range,
     sorted_step_arrays,
@@ -63,9 +58,9 @@ from badput.engine._steps import (
     clipped_sums,
     compute_rows,
     median_of_sorted,
-    seal_whole_many,
     tail_intervals,
 )
+from badput.engine._together import ClosedAttempt, seal_together
 from badput.events import Kind
 
 __all__ = ["compute_report"]
@@ -520,109 +515,49 @@ class _Builder:
         return AttemptRows(steps, tail, ivs, int(unmatched_ts.shape[0]))
 
     def _seal_closed_together(self, attempts: list[Attempt]) -> None:
-        """Seal every closed attempt that has nothing cached yet, all in one vectorised pass.
-
-        What :meth:`_attempt_rows` does for one attempt (pair its marks, clip and flatten
-        its intervals, make its rows, seal them whole) costs a few hundred numpy calls
-        whatever its size: on a job of 10,000 short attempts, most of a report. Here the
-        attempts' events are concatenated, their bucket codes made distinct per attempt
-        (attempt x buckets + bucket) so that pairing and flattening never cross from one
-        to the next, their rows computed with each attempt's own span, then cut apart and
-        sealed. The per-attempt path then finds them sealed; the numbers are the same.
-        """
-        todo: list[tuple[int, Attempt, Stream]] = []
+        """Seal every closed attempt that has nothing cached yet in one vectorised pass
+        (:mod:`badput.engine._together`); the per-attempt path then finds them sealed."""
+        todo: list[tuple[Attempt, ClosedAttempt]] = []
         for i, att in enumerate(attempts):
             closed = i < len(attempts) - 1 or att.ended
             if not closed or att.key is None or (att.key, att.range_lo) in self.cache.attempts:
                 continue
             if self._memo(i, att) is not None:
                 continue
-            leader = self._leader_stream(att)
-            if leader is not None:
-                todo.append((i, att, leader))
-        n_buckets = max(1, len(self.ing.bucket_names))
-        if len(todo) < _BULK_MIN_ATTEMPTS or len(todo) * n_buckets >= 2**31:
-            return
-        raw: list[tuple[F64, I64, npt.NDArray[np.int8]]] = []
-        mark_parts: list[Marks] = []
-        for _i, att, s in todo:
+            s = self._leader_stream(att)
+            if s is None:
+                continue
             view = self._view(s)
-            ts, step, is_end = view.ts, view.step, view.is_end
-            marks = view.marks
+            ts, step, is_end, marks = view.ts, view.step, view.is_end, view.marks
             if att.ended:  # events after the attempt's end are ignored (§9.5)
                 range_lo, top = attempt_bounds(att)
                 ts, step, is_end = slice_range(ts, step, is_end, range_lo, top)
                 a, b = np.searchsorted(marks.ts, (range_lo, top), side="left").tolist()
                 marks = marks.take(slice(a, b))
-            raw.append((ts, step, is_end))
-            mark_parts.append(marks)
-        g = len(todo)
-        lo = np.array([att.eff_start for _i, att, _s in todo])
-        hi = np.array([att.eff_end for _i, att, _s in todo])
-        n_raw = np.array([r[0].shape[0] for r in raw], np.int64)
-        n_marks = np.array([len(m) for m in mark_parts], np.int64)
-        raw_group = np.repeat(np.arange(g), n_raw)
-        mark_group = np.repeat(np.arange(g), n_marks)
-        marks = Marks(
-            np.concatenate([m.ts for m in mark_parts]),
-            np.concatenate([m.seq for m in mark_parts]),
-            (mark_group * n_buckets + np.concatenate([m.bucket for m in mark_parts])).astype(
-                np.int32
-            ),
-            np.concatenate([m.is_start for m in mark_parts]),
-            np.concatenate([m.blocking for m in mark_parts]),
-            np.concatenate([m.line for m in mark_parts]),
-            np.concatenate([m.source for m in mark_parts]),
-        )
-        # Pair within each attempt (the codes differ), close what is left at its end.
-        paired = pair_columns(marks, close_at=hi[mark_group])
-        ivs = paired.intervals
-        rank = innermost_rank(ivs)
-        ivs_group = ivs.bucket // n_buckets
-        a_t = np.maximum(ivs.start, lo[ivs_group])
-        b_t = np.minimum(ivs.end, hi[ivs_group])
-        keep = b_t >= a_t
-        clipped = Spans(a_t[keep], b_t[keep], ivs.bucket[keep], ivs.blocking[keep], rank[keep])
-        pieces = flatten_spans(clipped.take(clipped.blocking))
-        nonblocking = clipped.take(~clipped.blocking)
-        exempt = self.ing.known_codes(CLEAN_EXEMPT)
-        unclean = pieces.take(~np.isin(pieces.bucket % n_buckets, exempt))
-        is_end_all = np.concatenate([r[2] for r in raw])
-        rows, _unmatched_ts, unmatched_group = compute_rows(
-            np.concatenate([r[0] for r in raw]),
-            np.concatenate([r[1] for r in raw]),
-            is_end_all,
-            lo=lo[raw_group],
-            hi=hi[raw_group],
-            cov=Coverage.of(pieces),
-            prev_step=None,
-            unclean_cov=Coverage.of(unclean),
-            group=raw_group,
-        )
-        # Cut everything apart, per attempt.
-        row_group = raw_group[is_end_all == 0]
-        row_bounds = np.searchsorted(row_group, np.arange(g + 1)).tolist()
-        by_group = [_split_spans(x, n_buckets, g) for x in (pieces, nonblocking)]
-        starts_at = _split_marks(paired.unpaired_starts, n_buckets, g)
-        ends_at = _split_marks(paired.unpaired_ends, n_buckets, g)
-        unmatched_at = np.searchsorted(unmatched_group, np.arange(g + 1)).tolist()
-        sealed = seal_whole_many(
-            [(s.attempt, s.rank, att.eff_start, att.range_lo, att.range_hi) for _i, att, s in todo],
-            rows,
-            row_bounds,
-            ivs=[
-                TailIntervals(
-                    by_group[0][k], by_group[1][k], Spans.empty(), starts_at[k], ends_at[k]
+            signature = (s.attempt, s.rank, att.eff_start, att.range_lo, att.range_hi)
+            todo.append(
+                (
+                    att,
+                    ClosedAttempt(
+                        signature,
+                        att.eff_start,
+                        att.eff_end,
+                        ts,
+                        step,
+                        is_end,
+                        marks,
+                        len(s.steps),
+                        len(s.marks),
+                    ),
                 )
-                for k in range(g)
-            ],
-            unmatched=np.diff(unmatched_at).tolist(),
-            used=list(zip(n_raw.tolist(), n_marks.tolist(), strict=True)),
+            )
+        n_buckets = max(1, len(self.ing.bucket_names))
+        if len(todo) < _BULK_MIN_ATTEMPTS or len(todo) * n_buckets >= 2**31:
+            return
+        sealed = seal_together(
+            [c for _att, c in todo], n_buckets, self.ing.known_codes(CLEAN_EXEMPT)
         )
-        for k, (_i, att, s) in enumerate(todo):
-            steps = sealed[k]
-            steps.raw_seen, steps.marks_seen = len(s.steps), len(s.marks)
-            steps.whole, steps.whole_end = True, float(hi[k])
+        for (att, _c), steps in zip(todo, sealed, strict=True):
             self.cache.attempts[(att.key, att.range_lo)] = steps
 
     def _stale(
@@ -677,49 +612,7 @@ class _Builder:
         return total
 
     def _attempt_diagnostics(self, att: Attempt, ar: AttemptRows) -> AttemptDiagnostics:
-        """The attempt's own diagnostics (unpaired marks, unmatched step ends): each code's
-        first MAX_DIAGNOSTICS_PER_CODE, and how many more."""
-        steps, ivs = ar.steps, ar.tail_ivs
-        shown: list[tuple[str, str, str | None, int | None]] = []
-        hidden: dict[str, int] = {}
-        for m in self._marks_to_show(
-            "unpaired_start", [*steps.unpaired_start_parts, ivs.unpaired_starts], hidden
-        ):
-            message = (
-                f"{m.bucket} started at {m.ts:.3f} was never ended; closed at the end of "
-                f"attempt {att.id}"
-            )
-            shown.append(("unpaired_start", message, m.source, m.line))
-        for m in self._marks_to_show(
-            "unpaired_end", [*steps.unpaired_end_parts, ivs.unpaired_ends], hidden
-        ):
-            message = f"{m.bucket} end at {m.ts:.3f} without a start; ignored"
-            shown.append(("unpaired_end", message, m.source, m.line))
-        unmatched = steps.unmatched_ends + ar.unmatched
-        if unmatched:
-            message = (
-                f"attempt {att.id}: {unmatched} step_end events without a matching step_start "
-                "before them; ignored"
-            )
-            shown.append(("events_out_of_order", message, None, None))
-        return shown, hidden
-
-    def _marks_to_show(
-        self, code: str, parts: list[Marks], hidden: dict[str, int]
-    ) -> list[IntervalMark]:
-        """The first marks of ``parts`` a diagnostic can show (the rest counted in ``hidden``,
-        without making an object of them)."""
-        room = MAX_DIAGNOSTICS_PER_CODE
-        out: list[IntervalMark] = []
-        for part in parts:
-            if not len(part):
-                continue
-            shown = part.take(slice(0, room))
-            room -= len(shown)
-            if len(part) > len(shown):
-                hidden[code] = hidden.get(code, 0) + len(part) - len(shown)
-            out += shown.objects(self.ing.bucket_names, self.ing.source_names)
-        return out
+        return attempt_diagnostics(att.id, ar, self.ing.bucket_names, self.ing.source_names)
 
     # ------------------------------------------------------ closed attempts' memo
 
@@ -1131,35 +1024,6 @@ class _Builder:
 
 #: Fewer closed attempts than this to seal are sealed one by one (the same numbers).
 _BULK_MIN_ATTEMPTS = 8
-
-
-def _split_spans(spans: Spans, n_buckets: int, g: int) -> list[Spans]:
-    """``spans`` (bucket = attempt x n_buckets + bucket) cut into one Spans per attempt,
-    with their own bucket codes, each in its original order."""
-    group = spans.bucket // n_buckets
-    order = np.argsort(group, kind="stable")
-    spans = spans.take(order)
-    plain = Spans(spans.start, spans.end, spans.bucket % n_buckets, spans.blocking, spans.order)
-    bounds = np.searchsorted(group[order], np.arange(g + 1)).tolist()
-    return [plain.take(slice(bounds[k], bounds[k + 1])) for k in range(g)]
-
-
-def _split_marks(marks: Marks, n_buckets: int, g: int) -> list[Marks]:
-    """Unpaired marks cut apart per attempt (in (ts, seq) order within each)."""
-    group = marks.bucket // n_buckets
-    order = np.argsort(group, kind="stable")
-    marks = marks.take(order)
-    plain = Marks(
-        marks.ts,
-        marks.seq,
-        marks.bucket % n_buckets,
-        marks.is_start,
-        marks.blocking,
-        marks.line,
-        marks.source,
-    )
-    bounds = np.searchsorted(group[order], np.arange(g + 1)).tolist()
-    return [plain.take(slice(bounds[k], bounds[k + 1])) for k in range(g)]
 
 
 def compute_report(

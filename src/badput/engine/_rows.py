@@ -19,8 +19,8 @@ import numpy as np
 import numpy.typing as npt
 
 from badput.engine._attempts import Attempt
-from badput.engine._ingest import RestoreMark, Stream
-from badput.engine._intervals import Coverage, Marks
+from badput.engine._ingest import MAX_DIAGNOSTICS_PER_CODE, RestoreMark, Stream
+from badput.engine._intervals import Coverage, IntervalMark, Marks
 from badput.engine._model import AttemptSummary, Diagnostic, EndReason, StepCounts
 from badput.engine._steps import AttemptSteps, Rows, TailIntervals
 
@@ -35,6 +35,7 @@ __all__ = [
     "Structure",
     "Sums",
     "attempt_bounds",
+    "attempt_diagnostics",
     "between",
     "slice_range",
     "sorted_step_arrays",
@@ -380,6 +381,50 @@ class Structure:
             self._seg_attempt = np.array([s.attempt for s in self.segments], np.int64)
         found = np.searchsorted(self._seg_attempt, (first, stop), "left").tolist()
         return found[0], found[1]
+
+
+def attempt_diagnostics(
+    attempt_id: str | int,
+    ar: AttemptRows,
+    buckets: Sequence[str],
+    sources: Sequence[str],
+) -> AttemptDiagnostics:
+    """An attempt's own diagnostics (unpaired marks, unmatched step ends): each code's first
+    MAX_DIAGNOSTICS_PER_CODE, and how many more (no object made for those)."""
+    steps, ivs = ar.steps, ar.tail_ivs
+    shown: list[tuple[str, str, str | None, int | None]] = []
+    hidden: dict[str, int] = {}
+
+    def first(code: str, parts: list[Marks]) -> list[IntervalMark]:
+        room = MAX_DIAGNOSTICS_PER_CODE
+        out: list[IntervalMark] = []
+        for part in parts:
+            if not len(part):
+                continue
+            taken = part.take(slice(0, room))
+            room -= len(taken)
+            if len(part) > len(taken):
+                hidden[code] = hidden.get(code, 0) + len(part) - len(taken)
+            out += taken.objects(buckets, sources)
+        return out
+
+    for m in first("unpaired_start", [*steps.unpaired_start_parts, ivs.unpaired_starts]):
+        message = (
+            f"{m.bucket} started at {m.ts:.3f} was never ended; closed at the end of "
+            f"attempt {attempt_id}"
+        )
+        shown.append(("unpaired_start", message, m.source, m.line))
+    for m in first("unpaired_end", [*steps.unpaired_end_parts, ivs.unpaired_ends]):
+        message = f"{m.bucket} end at {m.ts:.3f} without a start; ignored"
+        shown.append(("unpaired_end", message, m.source, m.line))
+    unmatched = steps.unmatched_ends + ar.unmatched
+    if unmatched:
+        message = (
+            f"attempt {attempt_id}: {unmatched} step_end events without a matching "
+            "step_start before them; ignored"
+        )
+        shown.append(("events_out_of_order", message, None, None))
+    return shown, hidden
 
 
 def sorted_step_arrays(stream: Stream) -> tuple[F64, I64, npt.NDArray[np.int8]]:
