@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Iterable
 
+from badput.engine._batch import Batch
 from badput.engine._ingest import Ingestor
 from badput.engine._model import Report
 from badput.engine._partition import Typical, compute_report, recent_step_times
@@ -84,21 +85,24 @@ class Accountant:
             run_first = chunk.first_line
             for i, item in enumerate(chunk.items):
                 if isinstance(item, EventError):
+                    batch = Batch(run)
                     self._ing.ingest(run, chunk.source, run_first)
-                    self._ranks.ingest(run, self._ing.job)
+                    self._ranks.ingest_batch(batch, self._ing.job)
                     run = []
                     run_first = chunk.first_line + i + 1
                     self._ing.malformed(item.message, item.file or chunk.source, item.line)
                 else:
                     run.append(item)
+            batch = Batch(run)
             self._ing.ingest(run, chunk.source, run_first)
-            self._ranks.ingest(run, self._ing.job)
+            self._ranks.ingest_batch(batch, self._ing.job)
 
     def ingest_events(self, events: Iterable[Event], source: str | None = None) -> None:
         """Ingest events that did not come from a store (tests, other tools)."""
         run = list(events)
+        batch = Batch(run)
         self._ing.ingest(run, source, 1 if source else None)
-        self._ranks.ingest(run, self._ing.job)
+        self._ranks.ingest_batch(batch, self._ing.job)
 
     def report(
         self,

@@ -28,12 +28,20 @@ from __future__ import annotations
 import math
 from array import array
 from dataclasses import dataclass, field
-from typing import Any
+from typing import cast
 
 import numpy as np
 import numpy.typing as npt
 
-from badput.events import MAX_INT, Event, Kind, bucket_of, interval_base
+from badput.engine._batch import KIND_CODE, KIND_NAMES, Batch
+from badput.events import (
+    MAX_INT,
+    NAMED_INTERVAL_KINDS,
+    Event,
+    Kind,
+    bucket_of,
+    interval_base,
+)
 
 __all__ = [
     "RankAnalysis",
@@ -46,7 +54,6 @@ __all__ = [
 ]
 
 F64 = npt.NDArray[np.float64]
-_NOTHING = object()
 #: Blocking data loads per block when scoring the ``data_loading`` section.
 LOAD_BLOCK = 50
 DATA_LOADING = "data_loading"
@@ -176,6 +183,7 @@ class _RankStream:
     __slots__ = (
         "attempt",
         "buckets",
+        "changes",
         "end_ts",
         "extra_ts",
         "first_ts",
@@ -219,19 +227,13 @@ class _RankStream:
         # (a launcher writing as the same rank, or without one, is not a trainer).
         self.worker_pids: set[int | None] = set()
         self.pid_seen: dict[int | None, float] = {}
+        self.changes = 0  # bumped by every change: what was derived from the columns is stale
 
     def code(self, bucket: str) -> int:
         i = self.names.get(bucket)
         if i is None:
             i = self.names[bucket] = len(self.names)
         return i
-
-    def see(self, ts: float, pid: int | None) -> None:
-        """An event other than a step or a blocking load (those count at query time)."""
-        self.first_ts = min(self.first_ts, ts)
-        self.last_ts = max(self.last_ts, ts)
-        if ts > self.pid_seen.get(pid, -math.inf):
-            self.pid_seen[pid] = ts
 
     def alive_until(self) -> float | None:
         """The newest event of a process of this stream that made progress."""
@@ -299,8 +301,45 @@ class _RankStream:
         self.settled = n
 
 
-def _no_append(value: float) -> None:  # before the first event: never called
-    raise AssertionError("no stream")
+def _stream_key(attempt: object, rank: object) -> tuple[str | None, int]:
+    """The stream of a writer: attempt ids as text (0 and "0" are one), rank None is 0."""
+    return (None if attempt is None else str(attempt), cast("int | None", rank) or 0)
+
+
+def _pid(key: tuple[object, object, object]) -> int | None:
+    return cast("int | None", key[2])
+
+
+def _role(kind: str) -> int:
+    if kind == Kind.STEP_START:
+        return _STEP_START
+    if kind == Kind.STEP_END:
+        return _STEP_END
+    if kind in (Kind.DATA_LOADING_START, Kind.DATA_LOADING_END):
+        return _LOAD
+    split = interval_base(kind)
+    if split is not None and split[0] not in NAMED_INTERVAL_KINDS:
+        return _MARK  # its bucket is its kind's
+    if kind == Kind.SECTION_SUMMARY or split is not None:
+        return _ROW  # a named interval (its bucket is in ``name``), a summary
+    return _SEE
+
+
+# What ingest does with each kind (indexed by ``Batch.kind + 1``; an unknown kind is only
+# seen). The last three are "seen" (a heartbeat, a lifecycle event...): they stretch the
+# stream's span and say its process is alive.
+_STEP_START, _STEP_END, _LOAD, _MARK, _SEE, _ROW = range(6)
+_N_ROLES = 6
+_LOAD_START_CODE = KIND_CODE[Kind.DATA_LOADING_START]
+_ROLE = np.array([_SEE] + [_role(k) for k in KIND_NAMES], np.int8)
+#: ``(base, is_start)`` of each interval kind, by kind code.
+_SPLIT: dict[int, tuple[str, bool]] = {
+    i: split for i, k in enumerate(KIND_NAMES) if (split := interval_base(k)) is not None
+}
+
+
+def _is_none(value: object) -> bool:
+    return value is None
 
 
 def _median(values: F64) -> float | None:
@@ -312,9 +351,9 @@ class RankTracker:
 
     def __init__(self) -> None:
         self.streams: dict[tuple[str | None, int], _RankStream] = {}
+        self.version = 0  # bumped by every change (ingest, absorb)
 
-    def _stream(self, attempt: object, rank: int | None) -> _RankStream:
-        key = (None if attempt is None else str(attempt), rank or 0)
+    def _stream(self, key: tuple[str | None, int]) -> _RankStream:
         s = self.streams.get(key)
         if s is None:
             s = self.streams[key] = _RankStream(key[0], key[1])
@@ -346,64 +385,227 @@ class RankTracker:
             mine.worker_pids |= theirs.worker_pids
             for pid, ts in theirs.pid_seen.items():
                 mine.pid_seen[pid] = max(ts, mine.pid_seen.get(pid, -math.inf))
+            mine.changes += 1
+        self.version += 1
 
     def ingest(self, events: list[Event], job: str | None) -> None:
-        """Route ``events`` (consecutive lines of one source) into the columns.
+        """Route ``events`` (consecutive lines of one source) into the columns."""
+        self.ingest_batch(Batch(events), job)
 
-        Runs once per event of the log: steps and blocking loads (the bulk) are three
-        appends; everything is paired and summed at query time, vectorised.
+    def ingest_batch(self, batch: Batch, job: str | None) -> None:
+        """Route a run of events (consecutive lines of one source), as columns, into the
+        streams' columns; ``job``: keep only its events (``None``: all).
+
+        Steps, step ends, blocking loads and heartbeats (the bulk) are sliced out of
+        the batch's columns per stream; only the rare kinds (section summaries, other
+        intervals, overlapped loads) are looked at one event at a time. Everything is
+        paired and summed at query time, vectorised.
         """
-        cur_a: object = _NOTHING
-        cur_r: object = _NOTHING
-        cur_p: object = _NOTHING
-        worker = False  # the current process is known to make progress
-        s: _RankStream | None = None
-        step_start, step_end, heartbeat = Kind.STEP_START, Kind.STEP_END, Kind.HEARTBEAT
-        load_start, load_end = Kind.DATA_LOADING_START, Kind.DATA_LOADING_END
-        # the appends of the current stream's columns, bound once per stream switch
-        st_app: Any = _no_append
-        sn_app: Any = _no_append
-        en_app: Any = _no_append
-        pt_app: Any = _no_append
-        pc_app: Any = _no_append
-        for ev in events:
-            if job is not None and ev.job != job:
-                continue
-            if ev.attempt != cur_a or ev.rank != cur_r or ev.pid != cur_p or s is None:
-                cur_a, cur_r, cur_p = ev.attempt, ev.rank, ev.pid
-                s = self._stream(ev.attempt, ev.rank)
-                worker = ev.pid in s.worker_pids
-                if s.host is None:
-                    s.host = ev.host
-                st_app, sn_app, en_app = s.step_ts.append, s.step_no.append, s.end_ts.append
-                pt_app, pc_app = s.pair_ts.append, s.pair_code.append
-            kind = ev.kind
-            if kind == step_start:
-                step = ev.step
-                # out of range: the accounting reports it (a diagnostic); not a step here
-                if step is None or not -MAX_INT <= step <= MAX_INT:
-                    continue
-                st_app(ev.ts)
-                sn_app(step)
-                if not worker:
-                    s.worker_pids.add(ev.pid)
-                    worker = True
-            elif kind == step_end:
-                en_app(ev.ts)
-            elif kind == load_start and ev.blocking is None:
-                pt_app(ev.ts)
-                pc_app(1)  # data_loading (index 0), start
-            elif kind == load_end and ev.blocking is None:
-                pt_app(ev.ts)
-                pc_app(0)
-            elif kind == heartbeat:
-                s.see(ev.ts, ev.pid)
-            else:
-                s.see(ev.ts, ev.pid)
-                self._other(s, ev)
+        if not batch.n:
+            return
+        keep = None if job is None else batch.same_job(job)
+        keys = batch.keys
+        group = batch.group
+        if keep is None:
+            present = range(len(keys))  # group indices are in order of first appearance
+        else:
+            kept_groups = group[keep]
+            if not len(kept_groups):
+                return
+            uniq, first = np.unique(kept_groups, return_index=True)
+            present = uniq[np.argsort(first)].tolist()
+        # One stream per (attempt, rank), created in order of first appearance; several
+        # raw keys may share one (attempt 0 and "0", rank None and 0, two pids).
+        slot_of: dict[int, int] = {}  # group -> slot
+        slot_by_key: dict[tuple[str | None, int], int] = {}
+        slots: list[_RankStream] = []
+        members: list[list[int]] = []  # slot -> groups
+        for g in present:
+            attempt, rank, _ = keys[g]
+            key = _stream_key(attempt, rank)
+            i = slot_by_key.get(key, -1)
+            if i < 0:
+                i = slot_by_key[key] = len(slots)
+                slots.append(self._stream(key))
+                members.append([])
+            slot_of[g] = i
+            members[i].append(g)
+        self._hosts(batch, keep, slot_of, slots)
+        if len(slots) == 1 and keep is None:
+            self._take(slots[0], batch, None, members[0])
+        else:
+            lookup = np.full(len(keys), len(slots), np.int32)
+            for g, i in slot_of.items():
+                lookup[g] = i
+            slot = lookup[group]
+            if keep is not None:
+                slot[~keep] = len(slots)
+            order = np.argsort(slot, kind="stable")
+            bounds = np.cumsum(np.bincount(slot, minlength=len(slots) + 1)).tolist()
+            for i, s in enumerate(slots):
+                self._take(s, batch, order[(bounds[i - 1] if i else 0) : bounds[i]], members[i])
+        self.version += 1
 
     @staticmethod
-    def _other(s: _RankStream, ev: Event) -> None:
+    def _hosts(
+        batch: Batch,
+        keep: npt.NDArray[np.bool_] | None,
+        slot_of: dict[int, int],
+        slots: list[_RankStream],
+    ) -> None:
+        """A stream's host: that of the first event of the first run of its events (a run:
+        consecutive events of one writer) that names one."""
+        if all(s.host is not None for s in slots):
+            return
+        starts: npt.NDArray[np.intp] | list[int]
+        if len(batch.keys) == 1:
+            starts = np.flatnonzero(keep)[:1] if keep is not None else [0]
+        else:
+            pos = np.flatnonzero(keep) if keep is not None else np.arange(batch.n)
+            g = batch.group[pos]
+            starts = pos[np.flatnonzero(np.concatenate(([True], g[1:] != g[:-1])))]
+        events = batch.events
+        group = batch.group
+        for i in starts if isinstance(starts, list) else starts.tolist():
+            s = slots[slot_of[int(group[i])]]
+            if s.host is None:
+                s.host = events[i].host
+                if all(x.host is not None for x in slots):
+                    return
+
+    def _take(
+        self,
+        s: _RankStream,
+        batch: Batch,
+        pos: npt.NDArray[np.intp] | None,
+        groups: list[int],
+    ) -> None:
+        """Add the events at ``pos`` (all of the batch when ``None``), of writers
+        ``groups``, to stream ``s``."""
+        keys = batch.keys
+        ts = batch.ts
+        kind = batch.kind if pos is None else batch.kind[pos]
+        roles = _ROLE[kind + 1]
+        by_role = np.argsort(roles, kind="stable")  # each role's events, in order
+        if pos is not None:
+            by_role = pos[by_role]
+        ends = [0, *np.cumsum(np.bincount(roles, minlength=_N_ROLES)).tolist()]
+
+        starts = by_role[ends[_STEP_START] : ends[_STEP_START + 1]]
+        if len(starts):
+            no, ok = batch.steps(starts)
+            # out of range: the accounting reports it (a diagnostic); not a step here
+            if not ok.all() or no.min() < -MAX_INT or no.max() > MAX_INT:
+                ok &= (no >= -MAX_INT) & (no <= MAX_INT)
+                starts, no = starts[ok], no[ok]
+            s.step_ts.frombytes(ts[starts].tobytes())
+            s.step_no.frombytes(no.tobytes())
+            if len(starts):
+                s.worker_pids.update(_pid(keys[g]) for g in self._groups_at(batch, starts, groups))
+        if ends[_STEP_END + 1] > ends[_STEP_END]:
+            s.end_ts.frombytes(ts[by_role[ends[_STEP_END] : ends[_STEP_END + 1]]].tobytes())
+        # Marks to pair: blocking loads, other unnamed intervals, and single events below.
+        pair_at: list[npt.NDArray[np.intp]] = []
+        pair_code: list[npt.NDArray[np.int32]] = []
+        loads = by_role[ends[_LOAD] : ends[_LOAD + 1]]
+        rows = by_role[ends[_ROW] : ends[_ROW + 1]]
+        seen = by_role[ends[_MARK] : ends[_ROW + 1]]  # the rest: heartbeats, lifecycle...
+        if len(loads):
+            is_start = batch.kind[loads] == _LOAD_START_CODE
+            blocking = batch.blocking(loads)
+            if blocking.count(None) != len(blocking):  # blocking or overlapped: single events
+                plain = np.fromiter(map(_is_none, blocking), np.bool_, len(blocking))
+                rows = np.sort(np.concatenate((rows, loads[~plain])))
+                seen = np.concatenate((seen, loads[~plain]))
+                loads, is_start = loads[plain], is_start[plain]
+            pair_at.append(loads)
+            pair_code.append(is_start.astype(np.int32))  # data_loading (index 0), start
+        marks = by_role[ends[_MARK] : ends[_MARK + 1]]
+        # Buckets are numbered in the order they first appear (marks and rows alike).
+        firsts: list[tuple[int, int]] = []  # (position, kind) of each kind's first mark
+        if len(marks):
+            kinds = batch.kind[marks]
+            if len(marks) <= 32:  # a dict is cheaper than np.unique on a few
+                seen_kind: dict[int, int] = {}
+                for k, i in zip(kinds.tolist(), marks.tolist(), strict=True):
+                    seen_kind.setdefault(k, i)
+                firsts = [(i, k) for k, i in seen_kind.items()]
+            else:
+                uniq, first = np.unique(kinds, return_index=True)
+                firsts = sorted(zip(marks[first].tolist(), uniq.tolist(), strict=True))
+        codes = np.zeros(len(KIND_NAMES), np.int32)
+        pending = iter(firsts)
+        nxt = next(pending, None)
+        if len(rows):
+            at: list[int] = []
+            found: list[int] = []
+            for i, ev in zip(rows.tolist(), batch.rows(rows), strict=True):
+                while nxt is not None and nxt[0] < i:
+                    codes[nxt[1]] = self._mark_code(s, nxt[1])
+                    nxt = next(pending, None)
+                code = self._other(s, ev)
+                if code is not None:
+                    at.append(i)
+                    found.append(code)
+            if at:
+                pair_at.append(np.array(at, np.intp))
+                pair_code.append(np.array(found, np.int32))
+        while nxt is not None:
+            codes[nxt[1]] = self._mark_code(s, nxt[1])
+            nxt = next(pending, None)
+        if len(marks):
+            pair_at.append(marks)
+            pair_code.append(codes[kinds])
+        if len(seen):
+            self._see(s, batch, seen, groups)
+        if len(pair_at) == 1:
+            s.pair_ts.frombytes(ts[pair_at[0]].tobytes())
+            s.pair_code.frombytes(pair_code[0].tobytes())
+        elif pair_at:  # in the order they were written
+            at_all = np.concatenate(pair_at)
+            order = np.argsort(at_all, kind="stable")
+            s.pair_ts.frombytes(ts[at_all[order]].tobytes())
+            s.pair_code.frombytes(np.concatenate(pair_code)[order].tobytes())
+        s.changes += 1
+
+    @staticmethod
+    def _mark_code(s: _RankStream, kind: int) -> int:
+        base, is_start = _SPLIT[kind]
+        return 2 * s.code(base) + is_start
+
+    @staticmethod
+    def _groups_at(batch: Batch, at: npt.NDArray[np.intp], groups: list[int]) -> list[int]:
+        """The writers (groups) of the events at ``at``, among ``groups``."""
+        if len(groups) == 1:
+            return groups
+        return np.unique(batch.group[at]).tolist()  # type: ignore[no-any-return]
+
+    @staticmethod
+    def _see(s: _RankStream, batch: Batch, at: npt.NDArray[np.intp], groups: list[int]) -> None:
+        """Events other than steps and blocking loads: the stream's span, and the newest
+        event of each process."""
+        ts = batch.ts[at]
+        lo, hi = float(ts.min()), float(ts.max())
+        s.first_ts = min(s.first_ts, lo)
+        s.last_ts = max(s.last_ts, hi)
+        if len(groups) == 1:
+            newest = [(groups[0], hi)]
+        else:
+            g = batch.group[at]
+            order = np.lexsort((ts, g))
+            g, ts = g[order], ts[order]
+            last = np.flatnonzero(np.concatenate((g[1:] != g[:-1], [True])))
+            newest = list(zip(g[last].tolist(), ts[last].tolist(), strict=True))
+        keys = batch.keys
+        for g_i, t in newest:
+            pid = _pid(keys[g_i])
+            if t > s.pid_seen.get(pid, -math.inf):
+                s.pid_seen[pid] = t
+
+    @staticmethod
+    def _other(s: _RankStream, ev: Event) -> int | None:
+        """A section summary, an interval mark other than a blocking data load, or an
+        overlapped load: its pair code when it is to be paired, else ``None``."""
         kind = ev.kind
         if kind == Kind.SECTION_SUMMARY:
             log = s.sections.get(ev.name or "")
@@ -422,16 +624,15 @@ class RankTracker:
             if ev.last is not None:
                 log.last = max(log.last, ev.last)
             log.see_open(ev.ts, ev.open_since)
-            return
+            return None
         split = interval_base(kind)
         if split is None:
-            return
+            return None
         base, is_start = split
         if base == "data_loading" and ev.blocking is False:
             s.extra_ts.append(ev.ts)  # overlapped loads: progress, but not a wait
-            return
-        s.pair_ts.append(ev.ts)
-        s.pair_code.append(2 * s.code(bucket_of(base, ev.name)) + is_start)
+            return None
+        return 2 * s.code(bucket_of(base, ev.name)) + is_start
 
     # ------------------------------------------------------------------ query
 
