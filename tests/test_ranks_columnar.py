@@ -16,7 +16,16 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from badput.engine._batch import Batch
-from badput.engine._ranks import RankOptions, RankTracker, _RankStream, _SectionLog
+from badput.engine._ranks import (
+    RankOptions,
+    RankTracker,
+    _derive,
+    _may_stall,
+    _RankStream,
+    _SectionLog,
+    _settle,
+    _stalls,
+)
 from badput.events import MAX_INT, Event, Kind, bucket_of, interval_base
 
 T0 = 1_700_000_000.0
@@ -258,3 +267,197 @@ def test_many_interval_marks_are_numbered_and_paired_as_written() -> None:
     s.settle()
     assert s.buckets == {"compile": 1.0, "checkpoint_save": 28.0}
     assert s.open == {"custom:eval": [T0 + 2]}
+
+
+# ----------------------------------------------------------------- derived per stream
+
+
+def reference_settle(
+    s: _RankStream,
+) -> tuple[dict[str, float], dict[str, list[float]], list[float]]:
+    """Buckets, open starts and blocking-load durations of one stream, by a stack in time
+    order (at equal times, starts first), bucket by bucket."""
+    names = {i: name for name, i in s.names.items()}
+    marks = sorted(
+        (names[c >> 1], t, not c & 1) for t, c in zip(s.pair_ts, s.pair_code, strict=True)
+    )
+    buckets: dict[str, float] = {}
+    opened: dict[str, list[float]] = {}
+    loads: list[float] = []
+    for name, group in itertools.groupby(marks, key=lambda m: m[0]):
+        stack: list[float] = []
+        got: list[float] = []
+        alternating = True
+        for k, (_, t, is_end) in enumerate(group):
+            alternating = alternating and is_end == (k % 2 == 1)
+            if not is_end:
+                stack.append(t)
+            elif stack:
+                got.append(max(0.0, t - stack.pop()))
+        total = 0.0
+        for x in got:
+            total += x
+        if got and (total > 0 or not alternating):
+            buckets[name] = total
+        if stack:
+            opened[name] = stack
+        if name == "data_loading":
+            loads = got
+    return buckets, opened, loads
+
+
+def reference_derived(s: _RankStream) -> tuple[Any, ...]:
+    cols = [*s.step_ts, *s.end_ts, *s.pair_ts, *s.extra_ts]
+    span = (min([s.first_ts, *cols]), max([s.last_ts, *cols]))
+    progress = sorted(cols + [g.last for g in s.sections.values() if math.isfinite(g.last)])
+    gaps = [b - a for a, b in itertools.pairwise(progress)]
+    steps = sorted(zip(s.step_ts, range(len(s.step_ts)), s.step_no, strict=True))
+    times = [
+        (t1 - t0) / (n1 - n0)
+        for (t0, _, n0), (t1, _, n1) in itertools.pairwise(steps)
+        if n1 - n0 > 0
+    ]
+    return (
+        span,
+        times,
+        min(s.step_no, default=None),
+        max(s.step_no, default=None),
+        len(progress),
+        progress[0] if progress else math.inf,
+        progress[-1] if progress else -math.inf,
+        max(gaps, default=-math.inf),
+    )
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(logs(), st.lists(st.integers(0, 100), max_size=4))
+def test_streams_derived_together_match_each_stream_on_its_own(
+    evs: list[Event], cuts: list[int]
+) -> None:
+    tracker = RankTracker()
+    for run in _runs(evs, cuts):
+        tracker.ingest(run, JOB)
+    streams = list(tracker.streams.values())
+    _derive(streams)
+    _settle(streams)
+    for s in streams:
+        d = s.derived()
+        got = (
+            (d.first_event, d.last_event),
+            d.step_times.tolist(),
+            d.step_lo,
+            d.step_hi,
+            d.n_progress,
+            d.progress_first,
+            d.progress_last,
+            d.gap,
+        )
+        assert got == reference_derived(s)
+        assert (s.buckets, s.open, list(s.loads)) == reference_settle(s)
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    logs(),
+    st.floats(0.0, 500.0),
+    st.floats(0.0, 60.0),
+    st.booleans(),
+    st.sampled_from([None, T0 + 600.0]),
+)
+def test_an_attempt_screened_out_has_no_stall(
+    evs: list[Event], end: float, threshold: float, completed: bool, now: float | None
+) -> None:
+    """``_may_stall`` False (decided without looking at the progress times) means
+    ``_stalls``, looking at them, finds none."""
+    tracker = RankTracker()
+    tracker.ingest(evs, JOB)
+    by_attempt: dict[str | None, list[_RankStream]] = {}
+    for s in tracker.streams.values():
+        by_attempt.setdefault(s.attempt, []).append(s)
+    for attempt, streams in by_attempt.items():
+        found = _stalls(
+            str(attempt),
+            streams=streams,
+            start=T0,
+            end=T0 + end,
+            ended=now is None,
+            completed=completed,
+            now=now,
+            threshold=threshold,
+            typical=1.0,
+        )
+        if not _may_stall(streams, T0 + end, completed, threshold):
+            assert found == []
+
+
+def test_the_screen_lets_a_real_stall_through() -> None:
+    evs = [
+        Event(ts=T0 + t, kind=Kind.STEP_START, job=JOB, step=i) for i, t in enumerate([0, 1, 90])
+    ]
+    tracker = RankTracker()
+    tracker.ingest(evs, JOB)
+    streams = list(tracker.streams.values())
+    assert _may_stall(streams, T0 + 100.0, False, 60.0)
+    (stall,) = _stalls(
+        "0",
+        streams=streams,
+        start=T0,
+        end=T0 + 100.0,
+        ended=True,
+        completed=False,
+        now=None,
+        threshold=60.0,
+        typical=1.0,
+    )
+    assert (stall.start, stall.end) == (T0 + 1, T0 + 90)
+    assert not _may_stall(streams, T0 + 100.0, False, 89.0)
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(logs(), st.lists(st.integers(0, 100), max_size=5))
+def test_analysis_asked_between_pieces_is_the_analysis_asked_at_the_end(
+    evs: list[Event], cuts: list[int]
+) -> None:
+    """What is derived and cached per stream, and the last analysis, never outlive a
+    change: a tracker asked after every piece answers as one asked only at the end."""
+    attempts = [("0", T0, T0 + 450.0, True, False), ("b", T0, T0 + 500.0, False, True)]
+    options = RankOptions(stall_floor=15.0, min_samples=1)
+    asked, fresh = RankTracker(), RankTracker()
+    for run in _runs(evs, cuts):
+        asked.ingest(run, JOB)
+        asked.analyze(attempts, None, options)
+        asked.progress("0")
+        fresh.ingest(run, JOB)
+    for now in (None, T0 + 600.0, None):
+        assert repr(asked.analyze(attempts, now, options)) == repr(
+            fresh.analyze(attempts, now, options)
+        )
+    assert repr(asked.progress("0")) == repr(fresh.progress("0"))
+    assert repr(asked.progress("b")) == repr(fresh.progress("b"))
+
+
+def test_the_screen_counts_the_time_before_a_late_ranks_first_progress() -> None:
+    """Rank 1 starts 45 s after rank 0: the time before its first step is a gap of rank 1
+    (the ranks' common gap is 1..45 s)."""
+    evs = [
+        Event(ts=T0 + t, kind=Kind.STEP_START, job=JOB, attempt=0, rank=rank, step=i)
+        for rank, times in ((0, [0, 1, 90, 99]), (1, [45, 60, 75, 99]))
+        for i, t in enumerate(times)
+    ]
+    tracker = RankTracker()
+    tracker.ingest(evs, JOB)
+    streams = list(tracker.streams.values())
+    assert _may_stall(streams, T0 + 100.0, False, 30.0)
+    (stall,) = _stalls(
+        "0",
+        streams=streams,
+        start=T0,
+        end=T0 + 100.0,
+        ended=True,
+        completed=False,
+        now=None,
+        threshold=30.0,
+        typical=1.0,
+    )
+    assert (stall.start, stall.end) == (T0 + 1, T0 + 45)
+    assert not _may_stall(streams, T0 + 100.0, False, 45.0)
