@@ -15,6 +15,7 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from badput.engine import _ranks
 from badput.engine._batch import Batch
 from badput.engine._ranks import (
     RankOptions,
@@ -330,16 +331,21 @@ def reference_derived(s: _RankStream) -> tuple[Any, ...]:
 
 
 @settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(logs(), st.lists(st.integers(0, 100), max_size=4))
+@given(logs(), st.lists(st.integers(0, 100), max_size=4), st.sampled_from([5, 1 << 16]))
 def test_streams_derived_together_match_each_stream_on_its_own(
-    evs: list[Event], cuts: list[int]
+    evs: list[Event], cuts: list[int], chunk: int
 ) -> None:
+    """Whether in one pass or in chunks of a few streams."""
     tracker = RankTracker()
     for run in _runs(evs, cuts):
         tracker.ingest(run, JOB)
     streams = list(tracker.streams.values())
-    _derive(streams)
-    _settle(streams)
+    saved, _ranks.CHUNK = _ranks.CHUNK, chunk
+    try:
+        _derive(streams)
+        _settle(streams)
+    finally:
+        _ranks.CHUNK = saved
     for s in streams:
         d = s.derived()
         got = (

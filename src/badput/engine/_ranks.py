@@ -295,9 +295,32 @@ def _segments(lengths: list[int]) -> tuple[list[int], npt.NDArray[np.intp]]:
     return nonempty.tolist(), (np.cumsum(lens) - lens)[nonempty]
 
 
+def _in_chunks(streams: list[_RankStream]) -> list[list[_RankStream]]:
+    """``streams`` in runs of about :data:`CHUNK` values (a vectorised pass over a few
+    columns of each keeps its temporary arrays small)."""
+    chunks: list[list[_RankStream]] = []
+    size = CHUNK
+    for s in streams:
+        if size >= CHUNK:
+            chunks.append([])
+            size = 0
+        chunks[-1].append(s)
+        size += len(s.step_ts) + len(s.end_ts) + len(s.pair_ts) + len(s.extra_ts) + 1
+    return chunks
+
+
+#: Values (marks, steps...) per vectorised pass over several streams.
+CHUNK = 1 << 16
+
+
 def _derive(streams: list[_RankStream]) -> None:
-    """Fill each stream's :class:`_Derived`, in one vectorised pass over all of them (a
+    """Fill each stream's :class:`_Derived`, in vectorised passes over many of them (a
     report of 10,000 attempts has 10,000 streams of a few dozen events each)."""
+    for chunk in _in_chunks(streams):
+        _derive_chunk(chunk)
+
+
+def _derive_chunk(streams: list[_RankStream]) -> None:
     cols, step_ts, lasts = array("d"), array("d"), array("d")
     step_no = array("q")
     n_cols: list[int] = []
@@ -376,12 +399,14 @@ def _derive(streams: list[_RankStream]) -> None:
 
 
 def _settle(streams: list[_RankStream]) -> None:
-    """Pair each stream's blocking interval marks in time order (once per change), in one
-    vectorised pass over all of them: seconds per bucket, data-load durations, starts
+    """Pair each stream's blocking interval marks in time order (once per change), in
+    vectorised passes over many of them: seconds per bucket, data-load durations, starts
     still open. Unpaired ends are ignored (the partition reports them)."""
-    todo = [s for s in streams if s.settled != len(s.pair_ts)]
-    if not todo:
-        return
+    for chunk in _in_chunks([s for s in streams if s.settled != len(s.pair_ts)]):
+        _settle_chunk(chunk)
+
+
+def _settle_chunk(todo: list[_RankStream]) -> None:
     marks, codes = array("d"), array("i")
     counts: list[int] = []
     for s in todo:
