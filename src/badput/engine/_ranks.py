@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import math
 from array import array
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import cast
 
@@ -309,6 +310,8 @@ def _in_chunks(streams: list[_RankStream]) -> list[list[_RankStream]]:
     return chunks
 
 
+#: Runs of at most this many events are ingested event by event (cheaper than numpy).
+SMALL_RUN = 64
 #: Values (marks, steps...) per vectorised pass over several streams.
 CHUNK = 1 << 16
 
@@ -590,9 +593,14 @@ class RankTracker:
         Steps, step ends, blocking loads and heartbeats (the bulk) are sliced out of
         the batch's columns per stream; only the rare kinds (section summaries, other
         intervals, overlapped loads) are looked at one event at a time. Everything is
-        paired and summed at query time, vectorised.
+        paired and summed at query time, vectorised. A short run (a file of a few
+        dozen events, one per attempt) is cheaper event by event than through a score
+        of numpy calls on tiny arrays: it takes :meth:`_ingest_few` (same result).
         """
         if not batch.n:
+            return
+        if batch.n <= SMALL_RUN:
+            self._ingest_few(batch.events, job)
             return
         keep = None if job is None else batch.same_job(job)
         keys = batch.keys
@@ -636,6 +644,53 @@ class RankTracker:
             for i, s in enumerate(slots):
                 self._take(s, batch, order[(bounds[i - 1] if i else 0) : bounds[i]], members[i])
         self.version += 1
+
+    def _ingest_few(self, events: Sequence[Event], job: str | None) -> None:
+        """:meth:`ingest_batch` one event at a time (a short run)."""
+        writer: tuple[object, object, object] | None = None
+        s: _RankStream | None = None
+        changed: list[_RankStream] = []
+        step_start, step_end, heartbeat = Kind.STEP_START, Kind.STEP_END, Kind.HEARTBEAT
+        load_start = Kind.DATA_LOADING_START
+        loads = (load_start, Kind.DATA_LOADING_END)
+        for ev in events:
+            if job is not None and ev.job != job:
+                continue
+            if s is None or writer != (ev.attempt, ev.rank, ev.pid):
+                writer = (ev.attempt, ev.rank, ev.pid)
+                s = self._stream(_stream_key(ev.attempt, ev.rank))
+                if s.host is None:
+                    s.host = ev.host
+                changed.append(s)
+            kind = ev.kind
+            if kind == step_start:
+                step = ev.step
+                # out of range: the accounting reports it (a diagnostic); not a step here
+                if step is None or not -MAX_INT <= step <= MAX_INT:
+                    continue
+                s.step_ts.append(ev.ts)
+                s.step_no.append(step)
+                s.worker_pids.add(ev.pid)
+            elif kind == step_end:
+                s.end_ts.append(ev.ts)
+            elif kind in loads and ev.blocking is None:
+                s.pair_ts.append(ev.ts)
+                s.pair_code.append(int(kind == load_start))  # data_loading (index 0), start
+            else:
+                ts = ev.ts
+                s.first_ts = min(s.first_ts, ts)
+                s.last_ts = max(s.last_ts, ts)
+                if ts > s.pid_seen.get(ev.pid, -math.inf):
+                    s.pid_seen[ev.pid] = ts
+                if kind != heartbeat:
+                    code = self._other(s, ev)
+                    if code is not None:
+                        s.pair_ts.append(ts)
+                        s.pair_code.append(code)
+        for s in changed:
+            s.changes += 1
+        if changed:
+            self.version += 1
 
     @staticmethod
     def _hosts(
