@@ -1,21 +1,73 @@
-"""A cold read shared among processes gives the same state as one process reading it all."""
+"""A cold read shared among processes gives the same state as one process reading it all.
+
+The read is cut where the serial reads stop (``read_stops``); this process reads slices
+from the front, workers from the back. The block and slice sizes are lowered here so
+that a log of a few hundred kilobytes has dozens of slices.
+"""
 
 from __future__ import annotations
 
+import multiprocessing
+import os
 import pickle
 import sys
+import time
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from badput import analysis
-from badput._codec import encode_line
-from badput.engine._ingest import Stream
+from badput._codec import decode_line, encode_line
+from badput.engine import _ingest
+from badput.engine._ingest import Ingestor
 from badput.engine._intervals import IntervalMark
 from badput.events import Event
+from badput.report import to_json
+from badput.store import (
+    Cursor,
+    EventStore,
+    JsonlStore,
+    ReadResult,
+    SingleFileStore,
+)
+from badput.store import _jsonl as jsonl_store
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "bench"))
+from bench_shapes import write_steps
 from make_big_job import JOB, write_job
+
+linux_only = pytest.mark.skipif(
+    not sys.platform.startswith("linux"), reason="fork-based workers: Linux only"
+)
+
+SLICE = 20_000  # bytes a read takes (READ_SLICE_BYTES, lowered)
+
+
+@pytest.fixture
+def small_slices(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(jsonl_store, "READ_BLOCK", 4096)
+    monkeypatch.setattr(jsonl_store, "_FIRST_BLOCK", 1024)
+    monkeypatch.setattr(analysis, "READ_SLICE_BYTES", SLICE)
+    monkeypatch.setattr(analysis, "PARALLEL_MIN_BYTES", 0)
+
+
+def workers(monkeypatch: pytest.MonkeyPatch, n: int) -> None:
+    monkeypatch.setattr(analysis, "_workers", lambda: n)
+
+
+class SlowFront(JsonlStore):
+    """Each read of the parent process waits a little, so the workers take slices too."""
+
+    parent = os.getpid()
+
+    def read(
+        self, job: str, cursor: Cursor | None = None, *, max_bytes: int | None = None
+    ) -> ReadResult:
+        if os.getpid() == self.parent:
+            time.sleep(0.01)
+        return super().read(job, cursor, max_bytes=max_bytes)
 
 
 def same(a: analysis.Report, b: analysis.Report) -> None:
@@ -27,35 +79,120 @@ def same(a: analysis.Report, b: analysis.Report) -> None:
         b.at_risk_seconds,
     )
     assert a.attempts == b.attempts
-    assert [(d.code, d.file, d.line) for d in a.diagnostics] == [
-        (d.code, d.file, d.line) for d in b.diagnostics
+    assert [(d.code, d.message, d.file, d.line) for d in a.diagnostics] == [
+        (d.code, d.message, d.file, d.line) for d in b.diagnostics
     ]
+    assert to_json(a) == to_json(b)  # everything else: per-rank view, timeline...
 
 
-@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="fork-based workers: Linux only")
-def test_parallel_cold_read_equals_sequential_and_live_updates_continue(
+def cold(source: EventStore | Path, job: str | None, *, parallel: bool) -> analysis.LiveJob:
+    live = analysis.LiveJob(source, job, parallel=parallel)
+    live.n_read = live.update()  # type: ignore[attr-defined]
+    return live
+
+
+def shared_read(source: EventStore | Path, job: str | None) -> tuple[analysis.LiveJob, int, int]:
+    """A parallel cold read: the job, the lines the shared part read, and how many slices
+    the workers read and sent back."""
+    live = analysis.LiveJob(source, job, parallel=True)
+    received: list[int] = []
+    wait = analysis._wait_for
+
+    def counting(out: object, got: dict[int, analysis._SliceRead], *args: object) -> None:
+        wait(out, got, *args)  # type: ignore[arg-type]
+        received[:] = [k for k, r in got.items() if r.ok]
+
+    analysis._wait_for = counting  # type: ignore[assignment]
+    try:
+        n = live._cold_parallel()
+    finally:
+        analysis._wait_for = wait  # type: ignore[assignment]
+    assert n is not None
+    live.update()
+    return live, n, len(received)
+
+
+def one_file_log(root: Path) -> tuple[Path, list[bytes]]:
+    """3 attempts of 1,500 steps in one file (about 500 KB, 24 slices): a malformed line
+    and a clock step back in its second half, and a torn last line."""
+    write_steps(root, "o", 1_500, attempts=3, per_attempt=False)
+    path = next(root.rglob("*.jsonl"))
+    lines = path.read_bytes().split(b"\n")[:-1]
+    k = len(lines) * 2 // 3
+    lines.insert(k, b'{"ts": "not a number"}')
+    back = lines[k + 7]
+    assert b'"ts":1732' in back
+    lines[k + 7] = back.replace(b'"ts":1732', b'"ts":1731', 1)  # 31.7 years back
+    torn = lines.pop()
+    path.write_bytes(b"\n".join(lines) + b"\n" + torn[:20])
+    return path, [torn[20:] + b"\n"]
+
+
+@linux_only
+@pytest.mark.usefixtures("small_slices")
+@pytest.mark.parametrize("n_workers", [2, 3, 4])
+def test_one_file_is_split_and_gives_the_serial_report_diagnostics_and_cursor(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, n_workers: int
+) -> None:
+    path, rest_of_torn_line = one_file_log(tmp_path)
+    workers(monkeypatch, n_workers)
+    serial = cold(tmp_path, "o", parallel=False)
+    parallel, n_shared, by_workers = shared_read(SlowFront(tmp_path), "o")
+    assert by_workers >= 2  # the file was read by several processes
+    assert n_shared == serial.n_read  # type: ignore[attr-defined]  # all of it, merged
+    assert parallel._cursor == serial._cursor
+    final = serial.report(final=True)
+    same(final, parallel.report(final=True))
+    where = {d.code: (d.file, d.line) for d in final.diagnostics}
+    n_lines = path.read_bytes().count(b"\n")
+    assert where["malformed_line"] == (str(path), n_lines * 2 // 3 + 1)
+    assert where["clock_backwards"] == (str(path), n_lines * 2 // 3 + 8)
+    assert where["torn_line"] == (str(path), n_lines + 1)
+
+    # The torn line is completed and the job goes on: both continue from the same place.
+    ts = (serial.accountant.last_event_ts or 0.0) + 1.0
+    more = [encode_line(Event(ts=ts + i, kind="heartbeat", job="o", attempt=2)) for i in range(3)]
+    with path.open("ab") as fh:
+        fh.write(b"".join(rest_of_torn_line + more))
+    assert serial.update() == parallel.update() == 4
+    assert parallel._cursor == serial._cursor
+    same(serial.report(final=True), parallel.report(final=True))
+
+
+@linux_only
+@pytest.mark.usefixtures("small_slices")
+def test_a_single_jsonl_source_is_split_too(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    write_job(tmp_path, 20_000, restarts=3, finished=False)
-    # a malformed line in the second file: its diagnostic must keep its file and line
+    path, _ = one_file_log(tmp_path)
+    workers(monkeypatch, 2)
+    plan = analysis._parallel_plan(SingleFileStore(path, "o"), "o")
+    assert plan is not None
+    assert len(plan) > 10
+    serial = cold(path, None, parallel=False)
+    parallel = cold(path, None, parallel=True)
+    assert parallel._cursor == serial._cursor
+    same(serial.report(final=True), parallel.report(final=True))
+
+
+@linux_only
+@pytest.mark.usefixtures("small_slices")
+def test_several_files_split_across_and_within_files_and_live_updates_continue(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    write_job(tmp_path, 2_000, restarts=3, finished=False)
     second = sorted((tmp_path / JOB).rglob("*.jsonl"))[1]
     with second.open("ab") as fh:
         fh.write(b'{"ts": "not a number"}\n')
-    monkeypatch.setattr(analysis, "PARALLEL_MIN_BYTES", 0)
-    plan = analysis._parallel_plan(analysis.JsonlStore(tmp_path), JOB, 2)
-    assert plan is not None
-    # four files of about the same size: two per worker, in file order
-    assert [len(group) for group in plan[0]] == [2, 2]
-
-    sequential = analysis.LiveJob(tmp_path, JOB, parallel=False)
-    parallel = analysis.LiveJob(tmp_path, JOB, parallel=True)
-    n_seq, n_par = sequential.update(), parallel.update()
-    assert n_seq == n_par > 40_000
+    workers(monkeypatch, 3)
+    sequential = cold(tmp_path, JOB, parallel=False)
+    parallel, _, by_workers = shared_read(SlowFront(tmp_path), JOB)
+    assert by_workers >= 1
+    assert sequential.accountant.n_events == parallel.accountant.n_events > 4_000
     same(sequential.report(), parallel.report())
     assert any(
         d.code == "malformed_line" and d.file == str(second) for d in parallel.report().diagnostics
     )
-
     # Both keep following the job: new steps in the running attempt's file.
     last = sorted((tmp_path / JOB / "3").glob("*.jsonl"))[0]
     ts = (parallel.accountant.last_event_ts or 0.0) + 0.1
@@ -70,38 +207,292 @@ def test_parallel_cold_read_equals_sequential_and_live_updates_continue(
     same(sequential.report(), parallel.report())
 
 
-def test_plan_balances_files_whose_sizes_are_nearly_equal(
+@linux_only
+@pytest.mark.usefixtures("small_slices")
+def test_a_clock_step_back_right_at_a_cut_is_read_serially_from_there(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Three files just under a quarter of the bytes and a last one just over: 2 + 2, not 3 + 1."""
-    monkeypatch.setattr(analysis, "PARALLEL_MIN_BYTES", 0)
-    for attempt, size in enumerate((996, 998, 998, 1025)):
-        path = tmp_path / JOB / str(attempt) / "h-0-1.jsonl"
-        path.parent.mkdir(parents=True)
-        path.write_bytes(b"x" * (size - 1) + b"\n")
-    plan = analysis._parallel_plan(analysis.JsonlStore(tmp_path), JOB, 2)
+    """The worker that starts there cannot know the file's newest time before it: its
+    slice and the ones after it are left to the serial read, which flags the line."""
+    write_steps(tmp_path, "o", 1_500, attempts=1, per_attempt=False)
+    path = next(tmp_path.rglob("*.jsonl"))
+    store = JsonlStore(tmp_path)
+    plan = analysis._parallel_plan(store, "o")
     assert plan is not None
-    groups, sizes = plan
-    assert groups == [["0/h-0-1.jsonl", "1/h-0-1.jsonl"], ["2/h-0-1.jsonl", "3/h-0-1.jsonl"]]
-    assert sizes["3/h-0-1.jsonl"] == 1025
+    cut = plan[len(plan) - 3]  # a slice the workers take (they start from the back)
+    data = bytearray(path.read_bytes())
+    at = data.index(b'"ts":1732', cut.offset)
+    assert at < cut.offset + 10
+    data[at + 8] = ord("1")  # same length: the slices stay where they were
+    path.write_bytes(bytes(data))
+    workers(monkeypatch, 2)
+    serial = cold(tmp_path, "o", parallel=False)
+    parallel, n_shared, by_workers = shared_read(SlowFront(tmp_path), "o")
+    assert by_workers >= 3
+    assert n_shared < serial.n_read  # type: ignore[attr-defined]  # the rest: serially
+    assert parallel._cursor == serial._cursor
+    same(serial.report(final=True), parallel.report(final=True))
+    flagged = [d for d in serial.report().diagnostics if d.code == "clock_backwards"]
+    assert [(d.file, d.line) for d in flagged] == [(str(path), cut.lines + 1)]
 
 
-def test_stream_marks_cross_a_pickle_as_columns_and_come_back_equal() -> None:
-    """What a parallel read's worker sends: every field of every mark, its type and order."""
-    stream = Stream(attempt="2", rank=3)
-    marks = [
-        IntervalMark(5.0, 1 << 40, "data_loading", True, False, "2/h-3-2.jsonl", 7),
-        IntervalMark(4.5, (1 << 40) + 1, "custom:eval", False, True, None, None),
-        IntervalMark(6.25, (1 << 40) + 2, "checkpoint_save", True, True, "x", 9),
+@pytest.mark.usefixtures("small_slices")
+def test_a_worker_whose_slice_no_longer_ends_where_planned_says_so(tmp_path: Path) -> None:
+    path, _ = one_file_log(tmp_path)
+    store = JsonlStore(tmp_path)
+    plan = analysis._parallel_plan(store, "o")
+    assert plan is not None
+    s = plan[3]
+    good = analysis._read_slice(store, "o", s)
+    assert good.ok
+    assert good.n > 0
+    assert s.end is not None
+    assert good.offsets["all/h-0-0.jsonl"] == (s.end, jsonl_store._count_newlines(path, s.end))
+    data = path.read_bytes()  # the file is rewritten with one line longer before the cut
+    cut = data.index(b"\n", s.offset) + 1
+    path.write_bytes(data[:cut] + b"\n" + data[cut:])
+    assert not analysis._read_slice(store, "o", s).ok
+
+
+def _die(*args: object) -> analysis._SliceRead:
+    os._exit(9)  # a worker killed mid-read (out of memory, say)
+
+
+def _fail(*args: object) -> analysis._SliceRead:
+    raise OSError("disk gone")
+
+
+@linux_only
+@pytest.mark.usefixtures("small_slices")
+@pytest.mark.parametrize("how", [_die, _fail])
+def test_workers_that_die_or_fail_leave_their_slices_to_the_serial_read(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, how: object
+) -> None:
+    one_file_log(tmp_path)
+    workers(monkeypatch, 3)
+    serial = cold(tmp_path, "o", parallel=False)
+    monkeypatch.setattr(analysis, "_read_slice", how)  # in the workers only: the parent reads
+    started = time.monotonic()
+    parallel, n_shared, by_workers = shared_read(SlowFront(tmp_path), "o")
+    assert time.monotonic() - started < 30.0
+    assert by_workers == 0
+    assert n_shared < serial.n_read  # type: ignore[attr-defined]  # the rest: serially
+    assert parallel._cursor == serial._cursor
+    same(serial.report(final=True), parallel.report(final=True))
+
+
+class FailingFront(SlowFront):
+    """The parent's third read fails (a disk error, an interrupt)."""
+
+    calls = 0
+
+    def read(
+        self, job: str, cursor: Cursor | None = None, *, max_bytes: int | None = None
+    ) -> ReadResult:
+        if os.getpid() == self.parent:
+            FailingFront.calls += 1
+            if FailingFront.calls == 3:
+                raise OSError("disk gone")
+        return super().read(job, cursor, max_bytes=max_bytes)
+
+
+@linux_only
+@pytest.mark.usefixtures("small_slices")
+def test_a_failing_parent_stops_its_workers_at_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    one_file_log(tmp_path)
+    workers(monkeypatch, 3)
+    started = time.monotonic()
+    with pytest.raises(OSError, match="disk gone"):
+        cold(FailingFront(tmp_path), "o", parallel=True)
+    assert time.monotonic() - started < 4.0  # not the 5 s a join waits before killing
+    assert multiprocessing.active_children() == []
+
+
+def test_the_slack_never_exceeds_the_engines_tolerance() -> None:
+    assert 0 <= analysis._CLOCK_SLACK <= _ingest.CLOCK_BACKWARDS_TOLERANCE
+
+
+@pytest.mark.parametrize(
+    ("head", "newest_before", "continues"),
+    [
+        ([10.0, 11.0], 10.0, True),  # reaches the newest time at once
+        ([9.9995, 10.5], 10.0, True),  # within the tolerance, then past it
+        ([9.0, 10.5], 10.0, False),  # a step back of 1 s at the cut
+        ([9.9995, 9.9996], 10.0, False),  # never reaches it: undecided
+        ([], 10.0, False),
+        ([1.0], -float("inf"), True),
+    ],
+)
+def test_clock_continues(head: list[float], newest_before: float, continues: bool) -> None:
+    assert analysis._clock_continues(head, newest_before) is continues
+
+
+@pytest.mark.parametrize(("load", "helpers"), [(0.0, 1), (0.4, 1), (0.6, 0), (1.9, 0)])
+def test_workers_start_only_on_idle_cores(
+    monkeypatch: pytest.MonkeyPatch, load: float, helpers: int
+) -> None:
+    workers(monkeypatch, 2)
+    monkeypatch.setattr(analysis.os, "getloadavg", lambda: (load, load, load))
+    assert analysis._idle_helpers() == helpers
+
+
+def test_a_small_log_is_never_shared(tmp_path: Path) -> None:
+    """Below PARALLEL_MIN_BYTES (64 MB) forking costs more than it saves."""
+    write_steps(tmp_path, "o", 100, per_attempt=False)
+    assert analysis._parallel_plan(JsonlStore(tmp_path), "o") is None
+
+
+LINE = st.one_of(
+    st.binary(min_size=1, max_size=60).map(lambda b: b.replace(b"\n", b"x")),
+    st.just(b""),  # a blank line
+    st.just(b"y" * 5_000),  # longer than a block
+)
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    files=st.lists(
+        st.tuples(st.lists(LINE, max_size=40), st.binary(max_size=30), st.integers(0, 2_000)),
+        min_size=1,
+        max_size=3,
+    ),
+    block=st.integers(16, 300),
+    first=st.integers(4, 64),
+    slice_bytes=st.integers(1, 3_000),
+)
+def test_read_stops_are_where_the_serial_reads_stop(
+    tmp_path_factory: pytest.TempPathFactory,
+    files: list[tuple[list[bytes], bytes, int]],
+    block: int,
+    first: int,
+    slice_bytes: int,
+) -> None:
+    """Whatever the lines, blank or longer than a block, a torn last line or a run of NULs
+    at the end: the stops found from newlines alone are the cursors of the serial reads,
+    and the lines counted up to each are the cursor's."""
+    root = tmp_path_factory.mktemp("stops")
+    for k, (lines, tail, nuls) in enumerate(files):
+        path = root / "j" / f"{k}.jsonl"
+        path.parent.mkdir(exist_ok=True)
+        path.write_bytes(
+            b"".join(line + b"\n" for line in lines) + tail.replace(b"\n", b"") + b"\0" * nuls
+        )
+    store = JsonlStore(root)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(jsonl_store, "READ_BLOCK", block)
+        mp.setattr(jsonl_store, "_FIRST_BLOCK", first)
+        paths = [p for _, p in store.files("j")]
+        found = jsonl_store._stops(paths, slice_bytes)
+        with_lines = store.read_stops("j", slice_bytes)
+        cursor: Cursor | None = None
+        serial = []
+        while True:
+            result = store.read("j", cursor, max_bytes=slice_bytes)
+            if cursor is not None and result.cursor.offsets == cursor.offsets:
+                break
+            cursor = result.cursor
+            serial.append(cursor)
+    # each read that used up its budget stops where read_stops says; the others read to
+    # the end (the last one that finds something, if it did not use up its budget)
+    assert len(found) in {len(serial), len(serial) - 1}
+    assert len(with_lines) == len(found)
+    for (i, offset), (name, at, lines), c in zip(found, with_lines, serial, strict=False):
+        assert (name, at) == (store.files("j")[i][0], offset)
+        assert c.offsets[name] == (offset, lines)
+        assert all(c.offsets.get(n, (0, 0)) == (0, 0) for n, _ in store.files("j")[i + 1 :])
+
+
+EVENT_KINDS = ["step_start", "step_end", "data_loading_start", "data_loading_end", "heartbeat"]
+
+
+@linux_only
+@settings(
+    max_examples=12,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
+)
+@given(
+    steps=st.integers(50, 400),
+    jumps=st.lists(st.tuples(st.floats(0, 1), st.floats(-50.0, 50.0)), max_size=4),
+    bad=st.lists(st.floats(0, 1), max_size=3),
+    slice_bytes=st.integers(2_000, 20_000),
+    n_workers=st.integers(2, 3),
+)
+def test_any_cut_of_a_random_log_gives_the_serial_report(  # noqa: PLR0917
+    tmp_path_factory: pytest.TempPathFactory,
+    steps: int,
+    jumps: list[tuple[float, float]],
+    bad: list[float],
+    slice_bytes: int,
+    n_workers: int,
+) -> None:
+    """A one-file log with clock jumps (forward or back, anywhere: at a cut or not),
+    malformed lines and another job's events: the shared read equals the serial one."""
+    root = tmp_path_factory.mktemp("random")
+    write_steps(root, "r", steps, attempts=2, per_attempt=False)
+    path = next(root.rglob("*.jsonl"))
+    lines = path.read_bytes().split(b"\n")[:-1]
+    for where, by in jumps:
+        k = int(where * (len(lines) - 1))
+        ev = decode_line(lines[k])
+        lines[k] = encode_line(
+            Event(ts=ev.ts + by, kind=ev.kind, job=ev.job, attempt=ev.attempt, step=ev.step)
+        )[:-1]
+    for where in bad:
+        lines.insert(int(where * len(lines)), b'{"ts": 1, "kind": 7}')
+    lines.insert(len(lines) // 2, encode_line(Event(ts=1.0, kind="heartbeat", job="other"))[:-1])
+    path.write_bytes(b"\n".join(lines) + b"\n")
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(jsonl_store, "READ_BLOCK", 1024)
+        mp.setattr(jsonl_store, "_FIRST_BLOCK", 256)
+        mp.setattr(analysis, "READ_SLICE_BYTES", slice_bytes)
+        mp.setattr(analysis, "PARALLEL_MIN_BYTES", 0)
+        mp.setattr(analysis, "_workers", lambda: n_workers)
+        serial = cold(root, "r", parallel=False)
+        parallel = cold(SlowFront(root), "r", parallel=True)
+    assert parallel._cursor == serial._cursor
+    same(serial.report(final=True), parallel.report(final=True))
+
+
+def test_worker_state_crosses_a_pickle_and_merges_with_its_codes_mapped() -> None:
+    """What a parallel read's worker sends: mark columns (bucket and source as codes into
+    its own tables), which the parent maps into its tables when it merges."""
+    events = [
+        Event(ts=5.0, kind="data_loading_start", job=JOB, attempt=2, rank=3, blocking=False),
+        Event(ts=4.5, kind="custom_end", job=JOB, attempt=2, rank=3, name="eval"),
+        Event(ts=6.25, kind="checkpoint_save_start", job=JOB, attempt=2, rank=3, step=4),
     ]
-    stream.marks = list(marks)
-    stream.mark_ts.extend(m.ts for m in marks)
-    stream.marks_unsorted = True
-    back = pickle.loads(pickle.dumps(stream))
-    assert back.marks == marks
-    assert all(type(m) is IntervalMark for m in back.marks)
-    assert [m.bucket for m in back.marks] == ["data_loading", "custom:eval", "checkpoint_save"]
-    assert (back.attempt, back.rank, back.marks_unsorted) == ("2", 3, True)
-    assert list(back.mark_ts) == [5.0, 4.5, 6.25]
-    assert pickle.loads(pickle.dumps(Stream())).marks == []
-    assert stream.marks == marks  # pickling leaves the original alone
+    worker = Ingestor(JOB, first_seq=1 << 40)
+    worker.ingest(events, "2/h-3-2.jsonl", 7)
+    back = pickle.loads(pickle.dumps(worker))
+    parent = Ingestor(JOB)
+    parent.bucket_code("compile")  # the parent's table already differs from the worker's
+    parent.absorb(back)
+    marks = parent.streams[("2", 3)].marks.columns()
+    got = marks.objects(parent.bucket_names, parent.source_names)
+    assert got == [
+        IntervalMark(4.5, (1 << 40) + 2, "custom:eval", False, True, "2/h-3-2.jsonl", 8),
+        IntervalMark(5.0, (1 << 40) + 1, "data_loading", True, False, "2/h-3-2.jsonl", 7),
+        IntervalMark(6.25, (1 << 40) + 3, "checkpoint_save", True, True, "2/h-3-2.jsonl", 9),
+    ]
+    assert parent.streams[("2", 3)].marks.unsorted
+
+
+def test_an_unknown_kind_in_two_parts_of_a_shared_read_is_reported_once() -> None:
+    """A serial read reports an unknown kind where it first appears, once; merging the
+    state of a later part that met it too must not report it again."""
+
+    def part(first_seq: int, first_line: int) -> Ingestor:
+        ing = Ingestor(JOB, first_seq=first_seq)
+        events = [Event(ts=1.0 + first_line, kind="future_kind", job=JOB, attempt=0)] * 2
+        ing.ingest(events, "0/h.jsonl", first_line)
+        return ing
+
+    merged = part(0, 1)
+    merged.absorb(part(1 << 40, 101))
+    shown = merged.diagnostics.entries["unknown_kind"]
+    assert [(source, line) for _message, source, line in shown] == [("0/h.jsonl", 1)]
+    assert merged.diagnostics.counts["unknown_kind"] == 1
+    assert merged.unknown_kinds == {"future_kind": 4}

@@ -9,9 +9,15 @@ from hypothesis import strategies as st
 from badput.engine._intervals import (
     Coverage,
     IntervalMark,
+    Marks,
     Piece,
     RecordedInterval,
+    Spans,
     flatten_innermost,
+    flatten_spans,
+    innermost_order,
+    innermost_rank,
+    pair_columns,
     pair_marks,
 )
 
@@ -64,10 +70,96 @@ def test_coverage_between_sorted_equals_between(
     a, b = pts[0::2].copy(), pts[1::2].copy()
     if zero_length:
         b[:] = a
-    cov = Coverage(pieces)
+    cov = Coverage.of_pieces(pieces)
     assert np.allclose(cov.between(a, b), cov.between_sorted(a, b))
     expected = [
         sum(max(0.0, min(y, p.end) - max(x, p.start)) for p in pieces)
         for x, y in zip(a, b, strict=False)
     ]
     assert np.allclose(cov.between_sorted(a, b), expected)
+
+
+BUCKETS = ["a", "b", "c"]
+
+
+def _columns(marks: list[IntervalMark]) -> Marks:
+    n = len(marks)
+    return Marks(
+        np.array([m.ts for m in marks], np.float64),
+        np.array([m.seq for m in marks], np.int64),
+        np.array([BUCKETS.index(m.bucket) for m in marks], np.int32),
+        np.array([m.is_start for m in marks], np.bool_),
+        np.array([m.blocking for m in marks], np.bool_),
+        np.full(n, -1, np.int64),
+        np.full(n, -1, np.int32),
+    )
+
+
+def _merged(pieces: list[tuple[float, float, str]]) -> list[tuple[float, float, str]]:
+    """Adjacent pieces of one bucket joined (the sweep joins them, the fast path need not)."""
+    out: list[tuple[float, float, str]] = []
+    for a, b, bucket in pieces:
+        if out and out[-1][2] == bucket and out[-1][1] == a:
+            out[-1] = (out[-1][0], b, bucket)
+        else:
+            out.append((a, b, bucket))
+    return out
+
+
+@settings(max_examples=400, deadline=None)
+@given(
+    st.lists(
+        st.tuples(st.integers(0, 20), st.integers(0, 2), st.booleans(), st.booleans()),
+        max_size=40,
+    ),
+    st.integers(0, 30),
+)
+def test_columnar_pairing_and_flattening_agree_with_the_plain_rules(
+    rows: list[tuple[int, int, bool, bool]], close_at: int
+) -> None:
+    """The engine's vectorised pairing (bracket depths) and flattening (clusters) give what
+    the per-object functions give, on any marks: nesting, ties, unpaired starts and ends."""
+    marks = sorted(
+        (
+            IntervalMark(float(t), i, BUCKETS[b], start, blocking, None, None)
+            for i, (t, b, start, blocking) in enumerate(rows)
+        ),
+        key=lambda m: (m.ts, m.seq),
+    )
+    intervals, unpaired_starts, unpaired_ends = pair_marks(marks, float(close_at))
+    paired = pair_columns(_columns(marks), float(close_at))
+    got = paired.intervals
+    assert sorted((i.start, i.end, i.bucket, i.blocking, i.order) for i in intervals) == sorted(
+        zip(
+            got.start.tolist(),
+            got.end.tolist(),
+            [BUCKETS[c] for c in got.bucket.tolist()],
+            got.blocking.tolist(),
+            got.order.tolist(),
+            strict=True,
+        )
+    )
+    assert [(m.ts, m.seq) for m in unpaired_starts] == list(
+        zip(paired.unpaired_starts.ts.tolist(), paired.unpaired_starts.seq.tolist(), strict=True)
+    )
+    assert [(m.ts, m.seq) for m in unpaired_ends] == list(
+        zip(paired.unpaired_ends.ts.tolist(), paired.unpaired_ends.seq.tolist(), strict=True)
+    )
+    # innermost wins, ranked as the engine ranks them
+    by_rank = sorted(intervals, key=innermost_order)
+    expected = flatten_innermost(
+        [RecordedInterval(i.start, i.end, i.bucket, True, k) for k, i in enumerate(by_rank)]
+    )
+    spans = Spans(got.start, got.end, got.bucket, np.ones(len(got), np.bool_), got.order)
+    spans = Spans(spans.start, spans.end, spans.bucket, spans.blocking, innermost_rank(spans))
+    flat = flatten_spans(spans)
+    assert _merged([(p.start, p.end, p.bucket) for p in expected]) == _merged(
+        list(
+            zip(
+                flat.start.tolist(),
+                flat.end.tolist(),
+                [BUCKETS[c] for c in flat.bucket.tolist()],
+                strict=True,
+            )
+        )
+    )

@@ -13,9 +13,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from _reference import RefReport, reference_report
-from badput.engine import Accountant, Report, _steps
+from badput.engine import Accountant, Report, _partition, _steps
 from badput.events import Event
-from test_engine_properties import KINDS_WEIGHTED
+from test_engine_properties import KINDS_WEIGHTED, same
 
 
 @st.composite
@@ -85,3 +85,40 @@ def test_engine_agrees_with_the_reference(
         )
     finally:
         _steps.SEAL_MIN_TAIL = saved
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(logs_with_ids(), st.data())
+def test_closed_attempts_sealed_together_and_remembered_report_the_same(
+    events: list[Event], data: st.DataObject
+) -> None:
+    """The fast paths for many attempts change no number: closed attempts sealed in one
+    vectorised pass (always, here) against one by one (never), a second query served from
+    what the first remembered, and a window of a state already reported on (which looks
+    only at the attempts it meets) against the same window asked first."""
+    saved = _partition._BULK_MIN_ATTEMPTS
+    try:
+        _partition._BULK_MIN_ATTEMPTS = 1
+        together = Accountant("r")
+        together.ingest_events(events)
+        first = together.report()
+        _partition._BULK_MIN_ATTEMPTS = 10**9
+        alone = Accountant("r")
+        alone.ingest_events(events)
+        expected = alone.report()
+    finally:
+        _partition._BULK_MIN_ATTEMPTS = saved
+    again = together.report()
+    for r in (first, again):
+        same(r, expected)
+        assert r.attempts == expected.attempts
+        assert r.diagnostics == expected.diagnostics
+    a = data.draw(st.floats(expected.start - 5, expected.end + 5), label="window start")
+    b = data.draw(st.floats(a, expected.end + 5), label="window end")
+    cold = Accountant("r")  # a window asked first: built in full, not from a whole report
+    cold.ingest_events(events)
+    windowed = cold.report(window=(a, b))
+    for r in (together.report(window=(a, b)), alone.report(window=(a, b))):
+        same(r, windowed)
+        assert r.attempts == windowed.attempts
+        assert r.diagnostics == windowed.diagnostics

@@ -229,8 +229,8 @@ def _runs(evs: list[Event], cuts: list[int]) -> list[list[Event]]:
 def test_columnar_ingest_leaves_the_state_the_per_event_loop_left(
     evs: list[Event], cuts: list[int], job: str | None, small_run: int
 ) -> None:
-    """Every run through the columns (``SMALL_RUN`` 0), none (1000), or the short ones
-    event by event (20)."""
+    """Every run through the columns (``SMALL_RUN`` 0), none (1000), or those of fewer
+    than 20 events per writer event by event (20)."""
     columnar, reference = RankTracker(), RankTracker()
     saved, _ranks.SMALL_RUN = _ranks.SMALL_RUN, small_run
     try:

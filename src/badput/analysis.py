@@ -7,26 +7,49 @@ follows a job that is still being written, reading only what is new each time.
 from __future__ import annotations
 
 import dataclasses
+import math
 import multiprocessing
 import os
+import queue
 import sys
 import threading
 import time
-from collections.abc import Callable
-from typing import Final
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from itertools import islice
+from operator import attrgetter
+from typing import Any, Final, NamedTuple
 
 from badput.engine import Accountant, Diagnostic, RankOptions, Report
-from badput.store import Cursor, EventStore, JsonlStore, Unread, open_source
+from badput.events import Chunk, Event, EventError
+from badput.store import (
+    Cursor,
+    EventStore,
+    JsonlStore,
+    SingleFileStore,
+    Unread,
+    open_source,
+)
 
 __all__ = ["LiveJob", "analyze"]
 
 Source = str | os.PathLike[str] | EventStore
 
-#: Bytes read (and decoded) per store read while catching up on a log.
-READ_SLICE_BYTES = 32 * 1024 * 1024
-#: A cold read of at least this many bytes, in two files or more, is shared among processes.
+#: Bytes read (and decoded) per store read while catching up on a log. The decoded events of
+#: one slice are alive at a time (about 4x its bytes): 8 MiB keeps that near 40 MB; larger
+#: slices buy no speed (per-read costs are small against decoding).
+READ_SLICE_BYTES = 8 * 1024 * 1024
+#: A cold read of at least this many bytes (one file or several) is shared among processes.
 PARALLEL_MIN_BYTES = 64 * 1024 * 1024
-_SEQ_BLOCK = 1 << 40  # arrival numbers of worker k start at k * _SEQ_BLOCK (file order)
+#: Most processes a cold read is shared among (fewer when fewer cores are available).
+MAX_WORKERS = 4
+_SEQ_BLOCK = 1 << 40  # arrival numbers of slice k start at k * _SEQ_BLOCK (file order)
+_SKIP = 1 << 62  # a cursor offset past the end of any file: a worker does not read that file
+#: Events at the start of a slice compared with the newest time of its file before it.
+_HEAD_EVENTS = 1024
+#: How far back a clock may step without a diagnostic: at most the engine's tolerance
+#: (``clock_backwards``; a smaller value only makes :func:`_clock_continues` stricter).
+_CLOCK_SLACK = 1e-3
 #: A live reader reports an unterminated last line once it has stayed unchanged this long.
 TORN_AFTER_SECONDS: Final = 60.0
 
@@ -59,42 +82,225 @@ def _catch_up(  # noqa: PLR0917
             return cursor, n
 
 
-def _read_streams(
-    store: JsonlStore, job: str, mine: list[str], skip: dict[str, int], first_seq: int
-) -> tuple[Accountant, dict[str, tuple[int, int]], int]:
-    """Worker: read only the streams ``mine`` of ``job`` (the others start at their end)."""
-    accountant = Accountant(job, first_seq=first_seq)
-    start = Cursor({name: (size, 0) for name, size in skip.items()})
-    cursor, n = _catch_up(store, job, accountant, start)
-    offsets = cursor.offsets if cursor is not None else {}
-    return accountant, {k: v for k, v in offsets.items() if k in mine}, n
+@dataclass(frozen=True)
+class _Slice:
+    """One read of the serial sequence (``store.read(..., max_bytes=READ_SLICE_BYTES)``
+    from one stop of :meth:`~badput.store.JsonlStore.read_stops` to the next): whoever reads it
+    decodes and ingests exactly the blocks, chunks and line numbers a serial read would."""
+
+    index: int
+    names: tuple[str, ...]  # every file's stream name, in read order
+    first: int  # index of the file it starts in
+    offset: int  # where it starts in that file
+    lines: int  # lines before ``offset`` in that file
+    last: int  # index of the file it stops in
+    end: int | None  # where it stops in that file (None: the last read, to the end)
+    first_source: str  # the first and last files as chunks name them
+    last_source: str
 
 
-def _parallel_plan(
-    store: EventStore, job: str, workers: int
-) -> tuple[list[list[str]], dict[str, int]] | None:
-    """Contiguous groups of streams (sorted names) of similar size, and each stream's size
-    now; None when not worth it."""
-    if not isinstance(store, JsonlStore) or workers < 2:
-        return None
-    base = store.job_dir(job)
-    sizes = []
-    for name in store.streams(job):
+class _SliceRead(NamedTuple):
+    """A worker's result; ``ok`` False when the read did not stop where planned (a file
+    changed meanwhile) or failed: that slice and the ones after it are read again serially."""
+
+    number: int  # the slice's index
+    ok: bool
+    accountant: Accountant | None
+    offsets: dict[str, tuple[int, int]]
+    n: int
+    head_ts: list[float] | None  # times of its first events in its first file (None: no line)
+    last_max: float  # newest time among its lines of its last file (upper bound)
+
+
+_TS: Final = attrgetter("ts")
+
+
+def _times(items: list[Event | EventError], job: str) -> Iterator[float]:
+    """Times of the events of ``job`` among ``items``, in order (what the engine sees)."""
+    return (e.ts for e in items if isinstance(e, Event) and e.job == job)
+
+
+def _newest(chunks: list[Chunk], source: str) -> float:
+    """The newest time among the events of ``chunks`` read from ``source``; events of
+    other jobs included (an upper bound is all :func:`_clock_continues` needs)."""
+    best = -math.inf
+    for chunk in chunks:
+        if chunk.source != source or not chunk.items:
+            continue
         try:
-            sizes.append((name, (base / name).stat().st_size))
+            newest = max(map(_TS, chunk.items))
+        except AttributeError:  # a malformed line among them
+            newest = max((e.ts for e in chunk.items if isinstance(e, Event)), default=best)
+        best = max(best, newest)
+    return best
+
+
+def _read_slice(store: EventStore, job: str, s: _Slice) -> _SliceRead:
+    """Worker: read the slice ``s`` of ``job``'s files into an Accountant of its own."""
+    mine = s.names[s.first : len(s.names) if s.end is None else s.last + 1]
+    start = {name: (_SKIP, 0) for name in s.names if name not in mine}
+    start[s.names[s.first]] = (s.offset, s.lines)
+    result = store.read(job, Cursor(dict(start)), max_bytes=READ_SLICE_BYTES)
+    cursor = result.cursor
+    strayed = any(  # read a file outside the slice: one added (or grown) meanwhile
+        cursor.offsets.get(name, (0, 0)) != start.get(name, (0, 0))
+        for name in cursor.offsets
+        if name not in mine and (s.end is not None or name in s.names)
+    )
+    reached = cursor.offsets.get(s.names[s.last], (0, 0))[0]
+    if strayed or (s.end is not None and reached != s.end):
+        return _SliceRead(s.index, False, None, {}, 0, None, -math.inf)
+    accountant = Accountant(job, first_seq=s.index * _SEQ_BLOCK)
+    head: list[float] | None = None
+    if s.offset:
+        for chunk in result.chunks:
+            if chunk.source == s.first_source and (head is None or len(head) < _HEAD_EVENTS):
+                more = islice(_times(chunk.items, job), _HEAD_EVENTS - len(head or []))
+                head = (head or []) + list(more)
+    accountant.ingest(result.chunks)
+    last_max = -math.inf
+    if s.end is not None:
+        if s.first == s.last and accountant.last_event_ts is not None:
+            last_max = accountant.last_event_ts  # every event it read is of that file
+        elif s.first != s.last:
+            last_max = _newest(result.chunks, s.last_source)
+    offsets = {k: v for k, v in cursor.offsets.items() if k in mine or k not in s.names}
+    return _SliceRead(s.index, True, accountant, offsets, result.n_items, head, last_max)
+
+
+def _claim(claims: Any, *, front: bool) -> int | None:
+    """The next slice nobody has taken: from the front (the parent) or the back (workers)."""
+    with claims.get_lock():
+        lo, hi = claims[0], claims[1]
+        if lo >= hi:
+            return None
+        if front:
+            claims[0] = lo + 1
+            return int(lo)
+        claims[1] = hi - 1
+        return int(hi - 1)
+
+
+def _slice_worker(store: EventStore, job: str, plan: list[_Slice], claims: Any, out: Any) -> None:
+    """A worker process: read slices from the back until they meet the parent's; send each
+    result as soon as it is read (a queue pickles it while the next one is read)."""
+    try:
+        while (i := _claim(claims, front=False)) is not None:
+            try:
+                out.put(_read_slice(store, job, plan[i]))
+            except Exception:  # the parent reads this slice and the rest serially
+                out.put(_SliceRead(i, False, None, {}, 0, None, -math.inf))
+                return
+    finally:
+        out.put(None)  # this worker is done
+
+
+def _parallel_plan(store: EventStore, job: str) -> list[_Slice] | None:
+    """The slices of a serial cold read of ``job``; None when not worth sharing (fewer
+    than :data:`PARALLEL_MIN_BYTES`, a store other than files, or a single read)."""
+    if not isinstance(store, (JsonlStore, SingleFileStore)):
+        return None
+    files = store.files(job)
+    sizes: list[int] = []
+    for _name, path in files:
+        try:
+            sizes.append(path.stat().st_size)
         except OSError:
             return None
-    total = sum(size for _, size in sizes)
-    if len(sizes) < 2 or total < PARALLEL_MIN_BYTES:
+    if sum(sizes) < PARALLEL_MIN_BYTES:
         return None
-    # Each stream goes to the worker whose share of the bytes holds its midpoint: groups
-    # stay contiguous (file order) and balanced, whatever the exact sizes.
-    groups: list[list[str]] = [[] for _ in range(workers)]
-    acc = 0
-    for name, size in sizes:
-        groups[min(workers - 1, int((acc + size / 2) * workers / total))].append(name)
-        acc += size
-    return [g for g in groups if g], dict(sizes)
+    stops = store.read_stops(job, READ_SLICE_BYTES)
+    names = tuple(name for name, _ in files)
+    index = {name: k for k, name in enumerate(names)}
+    if not stops or any(name not in index for name, _, _ in stops):  # none, or files came
+        return None
+    sources = [str(path) for _, path in files]
+    plan: list[_Slice] = []
+    i, offset, lines = 0, 0, 0  # where the next slice starts
+    for k, stop in enumerate([*stops, None]):
+        last, end = (index[stop[0]], stop[1]) if stop is not None else (len(names) - 1, None)
+        plan.append(_Slice(k, names, i, offset, lines, last, end, sources[i], sources[last]))
+        if stop is not None:
+            i, offset, lines = last, stop[1], stop[2]
+    return plan
+
+
+def _clock_continues(head: list[float], newest_before: float) -> bool:
+    """Whether a range read on its own flags the same clock steps back as a serial read.
+
+    A serial read compares each line's time with the newest time of its file so far
+    (engine: ``clock_backwards``); a worker that starts mid-file knows only its own
+    lines. They agree once one of its events reaches ``newest_before`` (the newest time
+    of the file's earlier ranges), provided none before it is more than the tolerance
+    below it; otherwise (a clock step back at the cut, or not decided within its first
+    :data:`_HEAD_EVENTS` events) the range is read again serially.
+    """
+    for ts in head:
+        if ts >= newest_before:
+            return True
+        if ts < newest_before - _CLOCK_SLACK:
+            return False
+    return False
+
+
+def _claim_all(claims: Any) -> None:
+    """Leave nothing for the workers to take."""
+    with claims.get_lock():
+        claims[1] = claims[0]
+
+
+def _receive(out: Any, got: dict[int, _SliceRead]) -> int:
+    """Take the workers' results waiting in ``out``, without waiting; return how many
+    workers said they were done."""
+    done = 0
+    while True:
+        try:
+            item = out.get_nowait()
+        except queue.Empty:
+            return done
+        if item is None:
+            done += 1
+        else:
+            got[item.number] = item
+
+
+def _wait_for(out: Any, got: dict[int, _SliceRead], procs: list[Any], running: int) -> None:
+    """Take results until ``running`` more workers say they are done, or every worker has
+    exited (one killed, say: its missing slices are read serially)."""
+    while running > 0:
+        try:
+            item = out.get(timeout=0.1)
+        except queue.Empty:
+            if all(proc.exitcode is not None for proc in procs):
+                _receive(out, got)  # what they sent before they exited
+                return
+            continue
+        if item is None:
+            running -= 1
+        else:
+            got[item.number] = item
+
+
+def _workers() -> int:
+    """Processes for a parallel read: the cores this process may run on, at most
+    :data:`MAX_WORKERS`."""
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        cores = os.cpu_count() or 1
+    return min(cores, MAX_WORKERS)
+
+
+def _idle_helpers() -> int:
+    """Worker processes worth starting now: one per core idle over the last minute (load
+    average) beyond this process's own and half a core, at most :func:`_workers` minus
+    this process. A worker on a busy core only adds the cost of sending its state back."""
+    try:
+        load = os.getloadavg()[0]
+    except OSError:  # no load average: assume the cores are free
+        load = 0.0
+    cores = _workers()
+    return max(0, min(cores - 1, int(cores - load - 0.5)))
 
 
 def _parallel_allowed() -> bool:
@@ -154,8 +360,11 @@ class LiveJob:
 
         Reads in slices of :data:`READ_SLICE_BYTES` so that only one slice of decoded
         events is alive at a time, whatever the size of the log. The first (cold)
-        read of a large multi-file job is shared among processes when ``parallel``
-        allows it (``None``: when it is safe and worth it; see :func:`_parallel_allowed`).
+        read of a large job (:data:`PARALLEL_MIN_BYTES` or more, in one file or several)
+        is shared among processes when ``parallel`` allows it: ``True`` always (by
+        ``fork``), ``None`` when it is safe (:func:`_parallel_allowed`) and a core is idle
+        (:func:`_idle_helpers`). The result is the same as one process's, diagnostics'
+        line numbers and the cursor included (:meth:`_cold_parallel`).
         """
         if self._cursor is None and self._parallel is not False:
             n = self._cold_parallel()
@@ -201,34 +410,84 @@ class LiveJob:
         return out
 
     def _cold_parallel(self) -> int | None:
-        """Read each group of files in its own process and merge; None when not done."""
-        workers = min(os.cpu_count() or 1, 4)
-        found = _parallel_plan(self.store, self.job, workers)
-        if found is None or (self._parallel is None and not _parallel_allowed()):
+        """Share the cold read among processes; None when not done (see :meth:`update`).
+
+        The read is cut into its serial slices. This process reads them from the front,
+        into :attr:`accountant`, exactly as a serial read; worker processes take them from
+        the back, each into an Accountant of its own, and send it back at once; they meet
+        wherever the work balances (the parent also spends time receiving). The workers'
+        slices are merged in file order. A slice whose result could differ from a serial
+        read's (a file changed meanwhile, a clock step back at its start, a worker that
+        failed) is left, with every slice after it, to the serial :meth:`update` that
+        follows.
+        """
+        if self._parallel is None and not _parallel_allowed():
             return None
-        assert isinstance(self.store, JsonlStore)  # the only store _parallel_plan splits
-        plan, everything = found
-        tasks = [
-            (
-                self.store,
-                self.job,
-                group,
-                {k: v for k, v in everything.items() if k not in group},
-                k * _SEQ_BLOCK,
+        helpers = _workers() - 1 if self._parallel else _idle_helpers()
+        plan = _parallel_plan(self.store, self.job) if helpers >= 1 else None
+        if plan is None:
+            return None
+        ctx = multiprocessing.get_context("fork")
+        claims = ctx.Array("q", [0, len(plan)])  # [next from the front, end of the unclaimed]
+        out = ctx.Queue()
+        procs = [
+            ctx.Process(
+                target=_slice_worker, args=(self.store, self.job, plan, claims, out), daemon=True
             )
-            for k, group in enumerate(plan)
+            for _ in range(min(helpers, len(plan) - 1))
         ]
-        with multiprocessing.get_context("fork").Pool(len(tasks)) as pool:
-            results = pool.starmap(_read_streams, tasks)
-        merged = Accountant(self.job, ideal_step_time=self.accountant.ideal_step_time)
-        merged.rank_options = self.rank_options
-        offsets: dict[str, tuple[int, int]] = {}
+        for proc in procs:
+            proc.start()
+        got: dict[int, _SliceRead] = {}
+        running = len(procs)
+        cursor: Cursor | None = None
+        newest: dict[int, float] = {}  # file index -> newest time in the slices merged so far
         n = 0
-        for accountant, their_offsets, count in results:  # in file order
-            merged.merge(accountant)
-            offsets.update(their_offsets)
-            n += count
-        self.accountant = merged
+        front = 0
+        try:
+            while (i := _claim(claims, front=True)) is not None:
+                s = plan[i]
+                result = self.store.read(self.job, cursor, max_bytes=READ_SLICE_BYTES)
+                cursor = result.cursor
+                self.accountant.ingest(result.chunks)
+                n += result.n_items
+                front = i + 1
+                if s.end is not None and cursor.offsets.get(s.names[s.last], (0, 0))[0] != s.end:
+                    front = len(plan)  # a file changed: the workers' slices may not fit
+                    _claim_all(claims)
+                    break
+                if s.end is not None:
+                    found = _newest(result.chunks, s.last_source)
+                    newest[s.last] = max(newest.get(s.last, -math.inf), found)
+                running -= _receive(out, got)
+            _wait_for(out, got, procs, running)
+        except BaseException:  # interrupted: nobody will take the workers' results
+            for proc in procs:
+                proc.kill()
+            raise
+        finally:
+            for proc in procs:
+                proc.join(timeout=5.0)
+                if proc.is_alive():
+                    proc.kill()
+                    proc.join()
+            out.close()
+        offsets = dict(cursor.offsets) if cursor is not None else {}
+        for s in plan[front:]:  # in file order
+            r = got.get(s.index)
+            if r is None or not r.ok or r.accountant is None:
+                break
+            if (
+                s.offset
+                and r.head_ts is not None
+                and not _clock_continues(r.head_ts, newest.get(s.first, math.inf))
+            ):
+                break
+            self.accountant.merge(r.accountant)
+            offsets.update(r.offsets)
+            n += r.n
+            if s.end is not None:
+                newest[s.last] = max(newest.get(s.last, -math.inf), r.last_max)
         self._cursor = Cursor(offsets)
         if self._on_progress is not None:
             self._on_progress(n)

@@ -6,7 +6,8 @@ import dataclasses
 from collections.abc import Iterable
 
 from badput.engine._batch import Batch
-from badput.engine._ingest import Ingestor
+from badput.engine._gc import gc_paused
+from badput.engine._ingest import Ingestor, Run
 from badput.engine._model import Report
 from badput.engine._partition import Typical, compute_report, recent_step_times
 from badput.engine._ranks import RankOptions, RankTracker, Stall
@@ -83,28 +84,42 @@ class Accountant:
 
     def ingest(self, chunks: Iterable[Chunk]) -> None:
         """Ingest the chunks of a store read (events and malformed-line errors)."""
+        with gc_paused():
+            self._ingest_chunks(chunks)
+
+    def _ingest_chunks(self, chunks: Iterable[Chunk]) -> None:
+        """All the chunks of one read as one batch: a read of many small files (a job of
+        thousands of attempts) costs one pass over columns, not one per file. Malformed
+        lines split runs; they are reported in line order with the other diagnostics."""
+        events: list[Event] = []
+        runs: list[Run] = []
         for chunk in chunks:
-            run: list[Event] = []
-            run_first = chunk.first_line
-            for i, item in enumerate(chunk.items):
+            items = chunk.items
+            if EventError not in set(map(type, items)):  # the usual chunk: one run of events
+                _add_run(events, runs, chunk, 0, len(items))
+                continue
+            begin = 0
+            for i, item in enumerate(items):
                 if isinstance(item, EventError):
-                    batch = Batch(run)
-                    self._ing.ingest(run, chunk.source, run_first)
-                    self._ranks.ingest_batch(batch, self._ing.job)
-                    run = []
-                    run_first = chunk.first_line + i + 1
+                    _add_run(events, runs, chunk, begin, i)
                     self._ing.malformed(item.message, item.file or chunk.source, item.line)
-                else:
-                    run.append(item)
-            batch = Batch(run)
-            self._ing.ingest(run, chunk.source, run_first)
-            self._ranks.ingest_batch(batch, self._ing.job)
+                    begin = i + 1
+            _add_run(events, runs, chunk, begin, len(items))
+        self._ingest_batch(events, runs)
 
     def ingest_events(self, events: Iterable[Event], source: str | None = None) -> None:
         """Ingest events that did not come from a store (tests, other tools)."""
-        run = list(events)
-        batch = Batch(run)
-        self._ing.ingest(run, source, 1 if source else None)
+        with gc_paused():
+            run = list(events)
+            self._ingest_batch(run, [Run(source, 1 if source else None, 0, len(run))])
+
+    def _ingest_batch(self, events: list[Event], runs: list[Run]) -> None:
+        """Events read together (``runs`` say from where): their columns are read once,
+        for both trackers."""
+        if not events:
+            return
+        batch = Batch(events)
+        self._ing.ingest_batch(batch, runs)
         self._ranks.ingest_batch(batch, self._ing.job)
 
     def report(
@@ -125,6 +140,17 @@ class Accountant:
         ``ranks``: add the per-rank view, stragglers and stalls (cumulative reports
         only; :attr:`rank_options` holds their thresholds).
         """
+        with gc_paused():
+            return self._report(now, window, ideal_step_time, typical, ranks)
+
+    def _report(
+        self,
+        now: float | None,
+        window: tuple[float, float] | None,
+        ideal_step_time: float | None,
+        typical: Typical,
+        ranks: bool,
+    ) -> Report:
         ideal = ideal_step_time if ideal_step_time is not None else self.ideal_step_time
         ing, cache = self._state_as_of(now)
         report = compute_report(
@@ -223,3 +249,11 @@ class Accountant:
         ideal step time the spans are coloured with; see :mod:`badput.engine._timeline`.
         """
         return build_timeline(self._ing, report if report is not None else self.report())
+
+
+def _add_run(events: list[Event], runs: list[Run], chunk: Chunk, begin: int, end: int) -> None:
+    """Append ``chunk.items[begin:end]`` (events only) to ``events`` as one run."""
+    if end > begin:
+        first = len(events)
+        runs.append(Run(chunk.source, chunk.first_line + begin, first, first + end - begin))
+        events += chunk.items[begin:end]  # type: ignore[arg-type]

@@ -15,7 +15,8 @@ index into :attr:`Batch.keys`. A file written by one process has one group.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from operator import attrgetter
+from itertools import repeat
+from operator import attrgetter, is_not
 from typing import Any
 
 import numpy as np
@@ -52,7 +53,6 @@ _rank = attrgetter("rank")
 _pid = attrgetter("pid")
 _step = attrgetter("step")
 _name = attrgetter("name")
-_blocking = attrgetter("blocking")
 
 RawKey = tuple[object, object, object]  # (attempt, rank, pid) as written
 
@@ -120,21 +120,27 @@ class Batch:
     def steps(self, idx: npt.NDArray[np.intp]) -> tuple[I64, BoolArray]:
         """``step`` of the events at ``idx`` as int64, and which of them are usable (an
         integer within 64 bits: events not read from a store are not validated)."""
-        values: list[Any] = list(map(_step, self.rows(idx)))
+        k = int(idx.shape[0])
         try:
-            return np.fromiter(values, np.int64, len(values)), np.ones(len(values), np.bool_)
-        except (OverflowError, TypeError, ValueError):
-            ok = np.fromiter(
-                (type(v) is int and -(2**63) <= v < 2**63 for v in values), np.bool_, len(values)
+            values = np.fromiter(
+                map(_step, map(self.events.__getitem__, idx.tolist())), np.int64, k
             )
-            safe = (v if good else 0 for v, good in zip(values, ok.tolist(), strict=True))
-            return np.fromiter(safe, np.int64, len(values)), ok
+            return values, np.ones(k, np.bool_)
+        except (OverflowError, TypeError, ValueError):
+            raw: list[Any] = list(map(_step, self.rows(idx)))
+            ok = np.fromiter(
+                (type(v) is int and -(2**63) <= v < 2**63 for v in raw), np.bool_, len(raw)
+            )
+            safe = (v if good else 0 for v, good in zip(raw, ok.tolist(), strict=True))
+            return np.fromiter(safe, np.int64, len(raw)), ok
 
     def names(self, idx: npt.NDArray[np.intp]) -> list[str | None]:
-        return list(map(_name, self.rows(idx)))
+        return list(map(_name, map(self.events.__getitem__, idx.tolist())))
 
-    def blocking(self, idx: npt.NDArray[np.intp]) -> list[bool | None]:
-        return list(map(_blocking, self.rows(idx)))
+    def not_false(self, idx: npt.NDArray[np.intp], field: str) -> BoolArray:
+        """Whether ``field`` of the events at ``idx`` is anything but ``False``."""
+        values = map(attrgetter(field), map(self.events.__getitem__, idx.tolist()))
+        return np.fromiter(map(is_not, values, repeat(False)), np.bool_, int(idx.shape[0]))
 
 
 def kind_mask(kind: I16, *kinds: str) -> BoolArray:

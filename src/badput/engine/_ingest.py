@@ -6,16 +6,40 @@ in a form that costs a few bytes per step (``array`` columns, not objects).
 
 from __future__ import annotations
 
+import bisect
 import math
 from array import array
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 import numpy as np
+import numpy.typing as npt
 
-from badput.engine._intervals import IntervalMark
-from badput.events import KINDS, LIFECYCLE_KINDS, Event, Kind, bucket_of, interval_base
+from badput.engine._batch import KIND_CODE, KIND_NAMES, Batch
+from badput.engine._intervals import Marks
+from badput.events import (
+    KINDS,
+    LIFECYCLE_KINDS,
+    NAMED_INTERVAL_KINDS,
+    Event,
+    Kind,
+    bucket_of,
+    interval_base,
+)
 
-__all__ = ["DiagnosticLog", "LifecycleEvent", "RestoreMark", "StepLog", "Stream"]
+__all__ = [
+    "DiagnosticLog",
+    "LifecycleEvent",
+    "MarkLog",
+    "RestoreMark",
+    "Run",
+    "StepLog",
+    "Stream",
+]
+
+F64 = npt.NDArray[np.float64]
+I64 = npt.NDArray[np.int64]
 
 # A file whose clock steps back by more than this between consecutive lines is reported.
 CLOCK_BACKWARDS_TOLERANCE = 1e-3
@@ -66,6 +90,77 @@ class RestoreMark:
     is_end: bool
 
 
+class MarkLog:
+    """Columns of one stream's interval marks (``*_start``/``*_end``), in arrival order.
+
+    A few bytes a mark, no object per mark: bucket and source are codes into the
+    Ingestor's tables. A parallel read pickles these columns as they are.
+    """
+
+    __slots__ = ("blocking", "bucket", "is_start", "line", "seq", "source", "ts", "unsorted")
+
+    def __init__(self) -> None:
+        self.ts = array("d")
+        self.seq = array("q")  # arrival order: ties in ts keep file/line order
+        self.bucket = array("i")
+        self.is_start = array("b")
+        self.blocking = array("b")
+        self.line = array("i")  # -1: unknown (or past 2**31 - 1: no log has that many lines)
+        self.source = array("i")  # -1: unknown
+        self.unsorted = False  # whether a mark came earlier in time than the one before
+
+    def __len__(self) -> int:
+        return len(self.ts)
+
+    def columns(self) -> Marks:
+        """The marks as numpy columns (views), in ``(ts, seq)`` order."""
+        if not len(self.ts):
+            return Marks.empty()
+        marks = Marks(
+            np.frombuffer(self.ts, np.float64),
+            np.frombuffer(self.seq, np.int64),
+            np.frombuffer(self.bucket, np.int32),
+            np.frombuffer(self.is_start, np.bool_),
+            np.frombuffer(self.blocking, np.bool_),
+            np.frombuffer(self.line, np.int32).astype(np.int64),
+            np.frombuffer(self.source, np.int32),
+        )
+        return marks.sorted() if self.unsorted else marks
+
+    def append_columns(self, marks: Marks) -> None:
+        """Add marks (in arrival order)."""
+        if not len(marks):
+            return
+        if not self.unsorted:
+            ts = marks.ts
+            if (len(self.ts) and ts[0] < self.ts[-1]) or bool((ts[1:] < ts[:-1]).any()):
+                self.unsorted = True
+        self.ts.frombytes(marks.ts.astype(np.float64, copy=False).tobytes())
+        self.seq.frombytes(marks.seq.astype(np.int64, copy=False).tobytes())
+        self.bucket.frombytes(marks.bucket.astype(np.int32, copy=False).tobytes())
+        self.is_start.frombytes(marks.is_start.astype(np.int8).tobytes())
+        self.blocking.frombytes(marks.blocking.astype(np.int8).tobytes())
+        line = np.where(marks.line <= _MAX_LINE, marks.line, -1)
+        self.line.frombytes(line.astype(np.int32).tobytes())
+        self.source.frombytes(marks.source.astype(np.int32, copy=False).tobytes())
+
+    def recode(self, buckets: npt.NDArray[np.int32], sources: npt.NDArray[np.int32]) -> None:
+        """Map bucket and source codes through ``buckets``/``sources`` (index -1: none)."""
+        if len(self.ts):
+            bucket = buckets[np.frombuffer(self.bucket, np.int32)]
+            source = sources[np.frombuffer(self.source, np.int32)]
+            self.bucket = array("i", bucket.tobytes())
+            self.source = array("i", source.tobytes())
+
+    def raw(self) -> Marks:
+        """The marks as numpy columns in arrival order."""
+        unsorted, self.unsorted = self.unsorted, False
+        try:
+            return self.columns()
+        finally:
+            self.unsorted = unsorted
+
+
 @dataclass
 class Stream:
     """Everything one (attempt, rank) wrote that the partition needs."""
@@ -73,37 +168,19 @@ class Stream:
     attempt: str | None = None
     rank: int = 0
     steps: StepLog = field(default_factory=StepLog)
-    marks: list[IntervalMark] = field(default_factory=list)
-    mark_ts: array[float] = field(default_factory=lambda: array("d"))  # marks[i].ts, as a column
-    marks_unsorted: bool = False
+    marks: MarkLog = field(default_factory=MarkLog)
     restores: list[RestoreMark] = field(default_factory=list)
     # (ts, step, committed) of checkpoint_save_end and checkpoint_committed events
     checkpoints: list[tuple[float, int, bool]] = field(default_factory=list)
-    # times of every non-step event (lifecycle, heartbeats...), so a view "as of t" is exact
+    # times of every other event (lifecycle, heartbeats...; not steps, not interval marks,
+    # which have their own columns), so a view "as of t" is exact
     other_ts: array[float] = field(default_factory=lambda: array("d"))
     first_ts: float = math.inf
     last_ts: float = -math.inf
 
-    # A parallel cold read sends each worker's streams to the parent by pickle. The marks
-    # go as one column per field, not one object per mark: pickling a named tuple calls
-    # Python code per mark (in the worker) and rebuilding it does too (in the parent),
-    # which made the parallel read of a log with many interval marks slower than a serial
-    # one. The columns hold the very values, so the marks come back equal.
-    def __getstate__(self) -> dict[str, object]:
-        state = dict(self.__dict__)
-        state["marks"] = tuple(zip(*self.marks, strict=True)) if self.marks else ()
-        return state
-
-    def __setstate__(self, state: dict[str, object]) -> None:
-        columns = state.pop("marks")
-        assert isinstance(columns, tuple)
-        make = tuple.__new__
-        state["marks"] = [make(IntervalMark, row) for row in zip(*columns, strict=True)]
-        self.__dict__.update(state)
-
     @property
     def has_work(self) -> bool:
-        return bool(len(self.steps) or self.marks)
+        return bool(len(self.steps) or len(self.marks))
 
     def has_work_in(self, lo: float, hi: float, until: float) -> bool:
         """Whether a step or interval event falls in ``[lo, hi)`` and at or before ``until``."""
@@ -117,10 +194,10 @@ class Stream:
                     return True
             elif np.searchsorted(ts, lo, "left") < np.searchsorted(ts, top, "left"):
                 return True
-        if not self.marks:
+        if not len(self.marks):
             return False
-        mark_ts = np.frombuffer(self.mark_ts, dtype=np.float64)
-        if self.marks_unsorted:
+        mark_ts = np.frombuffer(self.marks.ts, dtype=np.float64)
+        if self.marks.unsorted:
             return bool(((mark_ts >= lo) & (mark_ts < top)).any())
         return bool(np.searchsorted(mark_ts, lo, "left") < np.searchsorted(mark_ts, top, "left"))
 
@@ -134,14 +211,14 @@ class Stream:
         out.steps.is_end = array(
             "b", np.frombuffer(self.steps.is_end, dtype=np.int8)[keep].tobytes()
         )
-        out.marks = [m for m in self.marks if m.ts <= t]
-        out.mark_ts = array("d", (m.ts for m in out.marks))
-        out.marks_unsorted = self.marks_unsorted
+        marks = self.marks.raw()
+        marks = marks.take(np.flatnonzero(marks.ts <= t))
+        out.marks.append_columns(marks)
         out.restores = [r for r in self.restores if r.ts <= t]
         out.checkpoints = [c for c in self.checkpoints if c[0] <= t]
         other = np.frombuffer(self.other_ts, dtype=np.float64)
         out.other_ts = array("d", other[other <= t].tobytes())
-        both = np.concatenate((ts[keep], other[other <= t]))
+        both = np.concatenate((ts[keep], other[other <= t], marks.ts))
         if both.shape[0]:
             out.first_ts, out.last_ts = float(both.min()), float(both.max())
         return out
@@ -175,6 +252,79 @@ class DiagnosticLog:
             self.entries.setdefault(code, []).append((message, source, line))
 
 
+class Run(NamedTuple):
+    """Events ``begin:end`` of a batch are consecutive lines of ``source``, the first of
+    them line ``first_line`` (``None``: events that did not come from a file)."""
+
+    source: str | None
+    first_line: int | None
+    begin: int
+    end: int
+
+
+class _Origin:
+    """Where each event of a batch comes from: its source and line (from its runs)."""
+
+    def __init__(self, runs: Sequence[Run], ing: Ingestor) -> None:
+        self.runs = runs
+        self.begins = np.array([r.begin for r in runs], np.int64)
+        self._ing = ing
+        self._per_run: tuple[I64, npt.NDArray[np.bool_], npt.NDArray[np.int32]] | None = None
+        self._begins: list[int] | None = None  # for lookups of one event (a list is faster)
+
+    def run_of(self, i: int) -> Run:
+        if self._begins is None:
+            self._begins = [r.begin for r in self.runs]
+        return self.runs[bisect.bisect_right(self._begins, i) - 1]
+
+    def where(self, i: int) -> tuple[str | None, int | None]:
+        """The source and line of the batch's event ``i``."""
+        run = self.run_of(i) if len(self.runs) > 1 else self.runs[0]
+        return run.source, None if run.first_line is None else run.first_line + i - run.begin
+
+    def first_of_each_run(self, positions: npt.NDArray[np.intp]) -> list[int]:
+        """The first of ``positions`` (sorted) in each run that has one."""
+        which = np.searchsorted(self.begins, positions, "right") - 1
+        heads = np.flatnonzero(np.concatenate(([True], which[1:] != which[:-1])))
+        return [int(p) for p in positions[heads].tolist()] if positions.shape[0] else []
+
+    def spans(self, positions: npt.NDArray[np.intp]) -> list[tuple[str | None, int, int]]:
+        """For each run: its source and the slice of ``positions`` (sorted) inside it."""
+        if len(self.runs) == 1:
+            return [(self.runs[0].source, 0, int(positions.shape[0]))]
+        cuts = [*np.searchsorted(positions, self.begins).tolist(), int(positions.shape[0])]
+        return [
+            (run.source, cuts[k], cuts[k + 1])
+            for k, run in enumerate(self.runs)
+            if cuts[k + 1] > cuts[k]
+        ]
+
+    def lines_and_sources(
+        self, positions: npt.NDArray[np.intp]
+    ) -> tuple[I64, npt.NDArray[np.int32]]:
+        """Line (-1: unknown) and source code (-1: none) of the events at ``positions``."""
+        if len(self.runs) == 1:
+            which = np.zeros(positions.shape[0], np.intp)
+        else:
+            which = np.searchsorted(self.begins, positions, "right") - 1
+        if self._per_run is None:  # once per batch: a batch may hold thousands of runs
+            self._per_run = (
+                np.array(
+                    [-1 if r.first_line is None else r.first_line - r.begin for r in self.runs],
+                    np.int64,
+                ),
+                np.array([r.first_line is not None for r in self.runs], np.bool_),
+                np.array([self._ing.source_code(r.source) for r in self.runs], np.int32),
+            )
+        firsts, known, codes = self._per_run
+        line = np.where(known[which], positions + firsts[which], -1)
+        return line.astype(np.int64), codes[which]
+
+
+def _unknown_kind_message(kind: str) -> str:
+    return f"unknown event kind {kind!r} (kept, ignored by the accounting)"
+
+
 def _fits(step: int) -> bool:
     return -(2**63) <= step < 2**63
 
@@ -196,6 +346,11 @@ class Ingestor:
         self._seq = first_seq
         self._source_last_ts: dict[str, float] = {}
         self._by_raw: dict[tuple[object, int | None], Stream] = {}
+        #: Interval buckets and sources by code (the marks' columns hold codes).
+        self.bucket_names: list[str] = []
+        self.source_names: list[str] = []
+        self._bucket_codes: dict[str, int] = {}
+        self._source_codes: dict[str, int] = {}
 
     def absorb(self, other: Ingestor) -> None:
         """Add the state of ``other``, which ingested *later* sources of the same job.
@@ -207,6 +362,10 @@ class Ingestor:
         if other.job is not None and self.job is not None and other.job != self.job:
             raise ValueError(f"cannot merge job {other.job!r} into job {self.job!r}")
         self.job = self.job or other.job
+        buckets = np.array([self.bucket_code(b) for b in other.bucket_names] + [0], np.int32)
+        sources = np.array([self.source_code(x) for x in other.source_names] + [-1], np.int32)
+        for theirs in other.streams.values():  # their codes, in our tables
+            theirs.marks.recode(buckets, sources)
         for key, theirs in other.streams.items():
             mine = self.streams.get(key)
             if mine is None:
@@ -216,11 +375,8 @@ class Ingestor:
             mine.steps.step.extend(theirs.steps.step)
             mine.steps.is_end.extend(theirs.steps.is_end)
             mine.steps.recheck()
-            if theirs.marks and mine.marks and theirs.marks[0].ts < mine.marks[-1].ts:
-                mine.marks_unsorted = True
-            mine.marks.extend(theirs.marks)
-            mine.mark_ts.extend(theirs.mark_ts)
-            mine.marks_unsorted |= theirs.marks_unsorted
+            mine.marks.append_columns(theirs.marks.raw())
+            mine.marks.unsorted |= theirs.marks.unsorted
             mine.restores.extend(theirs.restores)
             mine.checkpoints.extend(theirs.checkpoints)
             mine.other_ts.extend(theirs.other_ts)
@@ -236,11 +392,22 @@ class Ingestor:
         self.idless_ts.extend(other.idless_ts)
         self.first_idless = self.first_idless or other.first_idless
         self.n_events += other.n_events
+        # An unknown kind is reported once, where it first appears: not again from `other`.
+        seen = {_unknown_kind_message(kind) for kind in self.unknown_kinds}
         for code, entries in other.diagnostics.entries.items():
             for message, source, line in entries:
+                if code == "unknown_kind" and message in seen:
+                    other.diagnostics.counts[code] -= 1
+                    continue
                 self.diagnostics.add(code, message, source, line)
         for code, count in other.diagnostics.counts.items():
-            kept = len(other.diagnostics.entries.get(code, []))
+            kept = len(
+                [
+                    e
+                    for e in other.diagnostics.entries.get(code, [])
+                    if code != "unknown_kind" or e[0] not in seen
+                ]
+            )
             self.diagnostics.counts[code] = self.diagnostics.counts.get(code, 0) + count - kept
         for kind, count in other.unknown_kinds.items():
             self.unknown_kinds[kind] = self.unknown_kinds.get(kind, 0) + count
@@ -257,107 +424,232 @@ class Ingestor:
     def malformed(self, message: str, source: str | None, line: int | None) -> None:
         self.diagnostics.add("malformed_line", message, source, line)
 
+    def bucket_code(self, bucket: str) -> int:
+        """The code of a bucket name in :attr:`bucket_names` (added when new)."""
+        code = self._bucket_codes.get(bucket)
+        if code is None:
+            code = self._bucket_codes[bucket] = len(self.bucket_names)
+            self.bucket_names.append(bucket)
+        return code
+
+    def known_codes(self, buckets: Iterable[str]) -> list[int]:
+        """The codes of those of ``buckets`` seen so far (a query adds none)."""
+        return [self._bucket_codes[b] for b in buckets if b in self._bucket_codes]
+
+    def source_code(self, source: str | None) -> int:
+        """The code of a source in :attr:`source_names` (-1 for none)."""
+        if source is None:
+            return -1
+        code = self._source_codes.get(source)
+        if code is None:
+            code = self._source_codes[source] = len(self.source_names)
+            self.source_names.append(source)
+        return code
+
     def ingest(self, events: list[Event], source: str | None, first_line: int | None) -> None:
-        """Ingest consecutive lines of one source (``first_line`` is the line of ``events[0]``).
+        """Ingest consecutive lines of one source (``first_line`` is the line of ``events[0]``)."""
+        if events:
+            self.ingest_batch(Batch(events), [Run(source, first_line, 0, len(events))])
 
-        This loop runs once per event of a log (millions): it does the least it can,
-        and everything that can wait for a query waits.
+    def ingest_batch(self, batch: Batch, runs: Sequence[Run]) -> None:
+        """Ingest a :class:`Batch`: ``runs`` say which of its events are consecutive lines
+        of which source (in order, covering the batch; a batch may hold many small files).
+
+        Runs once per event of a log (millions): everything is done on the batch's
+        columns; single events are looked at only for the rare kinds (lifecycle,
+        checkpoints, restores, unknown kinds) and bad steps. Everything that can wait
+        for a query waits.
         """
-        if not events:
+        n = batch.n
+        if n == 0:
             return
-        diag = self.diagnostics
+        origin = _Origin(runs, self)
         if self.job is None:
-            self.job = events[0].job
+            self.job = batch.events[0].job
         job = self.job
-        prev_ts = self._source_last_ts.get(source or "", -math.inf)
-        seq = self._seq
-        by_raw = self._by_raw
-        step_end = Kind.STEP_END
-        step_kinds = (Kind.STEP_START, step_end)
-        foreign = 0
-        # Consecutive events of one file almost always share (attempt, rank): keep that
-        # stream's column appends bound locally, and note where its new step rows begin
-        # so first/last times are updated once per call, not once per event.
-        cur_attempt: object = _NOTHING
-        cur_rank: object = _NOTHING
-        s: Stream | None = None
-        ts_append = step_append = end_append = None
-        touched: dict[int, tuple[Stream, int]] = {}
-        for offset, ev in enumerate(events):
-            if ev.job != job:
-                foreign += 1
-                if foreign == 1:
-                    diag.add(
-                        "foreign_job",
-                        f"event of job {ev.job!r} in the log of job {job!r}; skipped",
-                        source,
-                        None if first_line is None else first_line + offset,
-                    )
-                continue
-            ts = ev.ts
-            if ts >= prev_ts:
-                prev_ts = ts
-            elif ts < prev_ts - CLOCK_BACKWARDS_TOLERANCE:
-                diag.add(
-                    "clock_backwards",
-                    f"timestamp {ts:.3f} is {prev_ts - ts:.3f}s earlier than the previous line",
-                    source,
-                    None if first_line is None else first_line + offset,
-                )
-            if ev.attempt != cur_attempt or ev.rank != cur_rank or s is None:
-                cur_attempt, cur_rank = ev.attempt, ev.rank
-                raw = (ev.attempt, ev.rank)
-                s = by_raw.get(raw)
-                if s is None:
-                    a = ev.attempt
-                    s = self.stream(None if a is None else str(a), ev.rank or 0)
-                    by_raw[raw] = s
-                    if a is None and self.first_idless is None:
-                        line = None if first_line is None else first_line + offset
-                        self.first_idless = (source, line)
-                log = s.steps
-                ts_append, step_append, end_append = (
-                    log.ts.append,
-                    log.step.append,
-                    log.is_end.append,
-                )
-                if id(s) not in touched:
-                    touched[id(s)] = (s, len(log))
-            kind = ev.kind
-            # Step events are the bulk of a log: keep their path short.
-            # (the appends are bound above, with s; step kinds always carry a step)
-            if kind in step_kinds:
-                try:
-                    step_append(ev.step)  # type: ignore[misc, arg-type]
-                except (OverflowError, TypeError):
-                    self._bad_step(ev, source, first_line, offset)
-                    continue
-                ts_append(ts)  # type: ignore[misc]
-                end_append(kind == step_end)  # type: ignore[misc]
-            else:
-                seq += 1  # arrival order of non-step events (steps keep theirs by position)
-                self._route(ev, s, seq, source, None if first_line is None else first_line + offset)
-                s.first_ts = min(s.first_ts, ts)
-                s.last_ts = max(s.last_ts, ts)
-        for stream, begin in touched.values():
-            if len(stream.steps) > begin:
-                new = np.frombuffer(stream.steps.ts, dtype=np.float64)[begin:]
-                stream.first_ts = min(stream.first_ts, float(new.min()))
-                stream.last_ts = max(stream.last_ts, float(new.max()))
-        if foreign > 1:
-            diag.counts["foreign_job"] += foreign - 1
-        self.n_events += len(events) - foreign
-        self._seq = seq
-        self._source_last_ts[source or ""] = prev_ts
+        mine = batch.same_job(job)
+        if mine is not None:
+            self._foreign(batch, np.flatnonzero(~mine), origin, job)
+            pos: npt.NDArray[np.intp] = np.flatnonzero(mine)
+            if not pos.shape[0]:
+                return
+            ts, kind, group = batch.ts[pos], batch.kind[pos], batch.group[pos]
+        else:
+            pos = np.arange(n)
+            ts, kind, group = batch.ts, batch.kind, batch.group
+        m = int(pos.shape[0])
+        self.n_events += m
+        self._check_clock(ts, pos, origin)
 
-    def _bad_step(self, ev: Event, source: str | None, first_line: int | None, offset: int) -> None:
-        self.n_events -= 1  # counted with the batch; this one is not accounted
-        self.diagnostics.add(
-            "step_out_of_range",
-            f"{ev.kind} with step {ev.step!r} outside the 64-bit range; skipped",
-            source,
-            None if first_line is None else first_line + offset,
-        )
+        is_step = (kind == _STEP_START) | (kind == _STEP_END)
+        other = ~is_step
+        seq = self._seq + np.cumsum(other)  # arrival order of non-step events
+        self._seq = int(seq[-1])
+
+        # Streams: events with the same (attempt, rank) share one, whatever their pid.
+        groups = np.unique(group) if len(batch.keys) > 1 else np.zeros(1, np.int32)
+        streams: list[Stream] = []
+        index: dict[int, int] = {}  # id(stream) -> its place in `streams`
+        stream_of_group = np.zeros(len(batch.keys), np.int64)
+        for g in groups.tolist():
+            attempt, rank, _pid = batch.keys[g]
+            raw = (attempt, rank)
+            s = self._by_raw.get(raw)
+            if s is None:
+                s = self.stream(None if attempt is None else str(attempt), rank or 0)
+                self._by_raw[raw] = s
+                if attempt is None and self.first_idless is None:
+                    at = int(np.flatnonzero(group == g)[0])
+                    self.first_idless = origin.where(int(pos[at]))
+            k = index.setdefault(id(s), len(streams))
+            if k == len(streams):
+                streams.append(s)
+            stream_of_group[g] = k
+        self._add_columns(streams, stream_of_group[group], ts, kind, seq, pos, batch, origin)
+
+    def _add_columns(  # noqa: PLR0917 (the batch's columns, passed down once)
+        self,
+        streams: list[Stream],
+        stream: I64,
+        ts: F64,
+        kind: npt.NDArray[np.int16],
+        seq: I64,
+        pos: npt.NDArray[np.intp],
+        batch: Batch,
+        origin: _Origin,
+    ) -> None:
+        """Append each stream's steps, marks and other times, as slices of the batch's
+        columns: one stable sort by (stream, category) puts each stream's events of each
+        category together, in arrival order, so a file of thousands of small streams costs
+        a few slices each."""
+        m = int(ts.shape[0])
+        category = _CATEGORY[kind]  # 0 step, 1 interval mark, 2 other
+        steps = np.zeros(m, np.int64)
+        at_steps = np.flatnonzero(category == _STEP)
+        if at_steps.shape[0]:
+            values, ok = batch.steps(pos[at_steps])
+            steps[at_steps] = values
+            if not ok.all():
+                bad = at_steps[~ok]
+                category[bad] = _DROPPED
+                for i in bad.tolist():
+                    ev = batch.events[int(pos[i])]
+                    self.n_events -= 1
+                    self.diagnostics.add(
+                        "step_out_of_range",
+                        f"{ev.kind} with step {ev.step!r} outside the 64-bit range; skipped",
+                        *origin.where(int(pos[i])),
+                    )
+        bucket, blocking, line, source = self._mark_fields(kind, category, pos, batch, origin)
+        key = stream * _CATEGORIES + category
+        order = np.argsort(key, kind="stable")
+        edges = np.searchsorted(key[order], np.arange(len(streams) * _CATEGORIES + 1)).tolist()
+        ts, kind, seq, steps = ts[order], kind[order], seq[order], steps[order]
+        bucket, blocking, line, source = bucket[order], blocking[order], line[order], source[order]
+        rare = np.flatnonzero(_RARE[kind] & (category[order] != _DROPPED))
+        rare_at = np.searchsorted(rare, edges).tolist()
+        for k, s in enumerate(streams):
+            a, b, c, d = edges[k * _CATEGORIES : k * _CATEGORIES + 4]
+            if b > a:
+                log = s.steps
+                log.ts.frombytes(ts[a:b].tobytes())
+                log.step.frombytes(steps[a:b].tobytes())
+                log.is_end.frombytes((kind[a:b] == _STEP_END).astype(np.int8).tobytes())
+            if c > b:
+                s.marks.append_columns(
+                    Marks(
+                        ts[b:c],
+                        seq[b:c],
+                        bucket[b:c],
+                        _MARK_IS_START[kind[b:c]],
+                        blocking[b:c],
+                        line[b:c],
+                        source[b:c],
+                    )
+                )
+            if d > c:
+                s.other_ts.frombytes(ts[c:d].tobytes())
+            if d > a:
+                if s.attempt is None and d > b:
+                    self.idless_ts.frombytes(ts[b:d].tobytes())
+                s.first_ts = min(s.first_ts, float(ts[a:d].min()))
+                s.last_ts = max(s.last_ts, float(ts[a:d].max()))
+            mine = rare[rare_at[k * _CATEGORIES] : rare_at[k * _CATEGORIES + 4]]
+            for i in mine[np.argsort(seq[mine])].tolist():  # in arrival order
+                p = int(pos[order[i]])
+                self._rare(batch.events[p], s, int(seq[i]), *origin.where(p))
+
+    def _mark_fields(
+        self,
+        kind: npt.NDArray[np.int16],
+        category: npt.NDArray[np.int8],
+        pos: npt.NDArray[np.intp],
+        batch: Batch,
+        origin: _Origin,
+    ) -> tuple[npt.NDArray[np.int32], npt.NDArray[np.bool_], I64, npt.NDArray[np.int32]]:
+        """Bucket code, blocking, line and source code of every interval mark of the batch
+        (zeros elsewhere)."""
+        m = int(kind.shape[0])
+        bucket = np.zeros(m, np.int32)
+        blocking = np.ones(m, np.bool_)
+        line = np.zeros(m, np.int64)
+        source = np.zeros(m, np.int32)
+        marks = np.flatnonzero(category == _MARK)
+        if not marks.shape[0]:
+            return bucket, blocking, line, source
+        mk = kind[marks]
+        for code in np.unique(mk).tolist():
+            at = marks[mk == code]
+            base, _ = _SPLIT[code]
+            if base in NAMED_INTERVAL_KINDS:
+                names = batch.names(pos[at])
+                bucket[at] = [self.bucket_code(bucket_of(base, name)) for name in names]
+            else:
+                bucket[at] = self.bucket_code(base)
+            if base == "data_loading":  # the only kind a writer may mark non-blocking
+                blocking[at] = batch.not_false(pos[at], "blocking")
+        line[marks], source[marks] = origin.lines_and_sources(pos[marks])
+        return bucket, blocking, line, source
+
+    def _foreign(
+        self, batch: Batch, foreign: npt.NDArray[np.intp], origin: _Origin, job: str
+    ) -> None:
+        """Events of another job: one diagnostic for the first of each source run, the
+        rest counted."""
+        shown = 0
+        for run_first in origin.first_of_each_run(foreign):
+            ev = batch.events[run_first]
+            self.diagnostics.add(
+                "foreign_job",
+                f"event of job {ev.job!r} in the log of job {job!r}; skipped",
+                *origin.where(run_first),
+            )
+            shown += 1
+        self.diagnostics.counts["foreign_job"] += int(foreign.shape[0]) - shown
+
+    def _check_clock(self, ts: F64, pos: npt.NDArray[np.intp], origin: _Origin) -> None:
+        """Report lines whose time steps back (beyond the tolerance) from the newest before
+        in the same source."""
+        for source, a, b in origin.spans(pos):
+            part = ts[a:b]
+            key = source or ""
+            prev = self._source_last_ts.get(key, -math.inf)
+            newest = np.maximum.accumulate(part)
+            before = np.empty_like(part)
+            before[0] = prev
+            np.maximum(newest[:-1], prev, out=before[1:])
+            back = np.flatnonzero(part < before - CLOCK_BACKWARDS_TOLERANCE)
+            for i in back[:MAX_DIAGNOSTICS_PER_CODE].tolist():
+                self.diagnostics.add(
+                    "clock_backwards",
+                    f"timestamp {part[i]:.3f} is {before[i] - part[i]:.3f}s earlier than the "
+                    "previous line",
+                    *origin.where(int(pos[a + i])),
+                )
+            extra = int(back.shape[0]) - MAX_DIAGNOSTICS_PER_CODE
+            if extra > 0:
+                self.diagnostics.counts["clock_backwards"] += extra
+            self._source_last_ts[key] = max(prev, float(newest[-1]))
 
     @property
     def last_ts(self) -> float:
@@ -375,6 +667,8 @@ class Ingestor:
         """A copy of the state with every event stamped after ``t`` left out (ACCOUNTING.md
         §9.10: for a report ``--now t`` later events do not exist). O(state)."""
         out = Ingestor(self.job)
+        out.bucket_names, out._bucket_codes = self.bucket_names, self._bucket_codes
+        out.source_names, out._source_codes = self.source_names, self._source_codes
         for key, stream in self.streams.items():
             kept = stream.as_of(t)
             if kept.first_ts <= t:  # a stream all of whose events came later does not exist
@@ -411,11 +705,10 @@ class Ingestor:
         (self.checkpoints_committed if committed else self.checkpoints_saved).append(step)
         s.checkpoints.append((ev.ts, step, committed))
 
-    def _route(self, ev: Event, s: Stream, seq: int, source: str | None, line: int | None) -> None:
+    def _rare(self, ev: Event, s: Stream, seq: int, source: str | None, line: int | None) -> None:
+        """What a lifecycle, checkpoint, restore or unknown event adds besides its time and
+        its interval mark (those are added with the batch)."""
         kind = ev.kind
-        if s.attempt is None:
-            self.idless_ts.append(ev.ts)
-        s.other_ts.append(ev.ts)
         if kind in LIFECYCLE_KINDS:
             self.lifecycle.append(
                 LifecycleEvent(
@@ -431,31 +724,14 @@ class Ingestor:
                     line,
                 )
             )
-            return
-        if kind in (Kind.HEARTBEAT, Kind.ELASTIC_SLICES):
-            return
-        if kind == Kind.CHECKPOINT_COMMITTED:
+        elif kind == Kind.CHECKPOINT_COMMITTED:
             self._checkpoint(s, ev, True, source, line)
-            return
-        split = interval_base(kind)
-        if split is None:
-            if kind not in KINDS:
-                n = self.unknown_kinds.get(kind, 0)
-                self.unknown_kinds[kind] = n + 1
-                if n == 0:
-                    self.diagnostics.add(
-                        "unknown_kind",
-                        f"unknown event kind {kind!r} (kept, ignored by the accounting)",
-                        source,
-                        line,
-                    )
-            return
-        base, is_start = split
-        if base == "checkpoint_save" and not is_start:
+        elif kind == Kind.CHECKPOINT_SAVE_END:
             self._checkpoint(s, ev, False, source, line)
-        if base == "checkpoint_restore":
+        elif kind in (Kind.CHECKPOINT_RESTORE_START, Kind.CHECKPOINT_RESTORE_END):
             if _fits(ev.step or 0):
-                s.restores.append(RestoreMark(ev.ts, seq, ev.step or 0, not is_start))
+                is_end = kind == Kind.CHECKPOINT_RESTORE_END
+                s.restores.append(RestoreMark(ev.ts, seq, ev.step or 0, is_end))
             else:
                 self.diagnostics.add(
                     "step_out_of_range",
@@ -463,11 +739,36 @@ class Ingestor:
                     source,
                     line,
                 )
-        blocking = True
-        if base == "data_loading" and ev.blocking is False:
-            blocking = False
-        mark = IntervalMark(ev.ts, seq, bucket_of(base, ev.name), is_start, blocking, source, line)
-        if s.marks and ev.ts < s.marks[-1].ts:
-            s.marks_unsorted = True
-        s.marks.append(mark)
-        s.mark_ts.append(ev.ts)
+        elif kind not in KINDS:
+            n = self.unknown_kinds.get(kind, 0)
+            self.unknown_kinds[kind] = n + 1
+            if n == 0:
+                self.diagnostics.add("unknown_kind", _unknown_kind_message(kind), source, line)
+
+
+_MAX_LINE = 2**31 - 1
+_STEP_START = KIND_CODE[Kind.STEP_START]
+_STEP_END = KIND_CODE[Kind.STEP_END]
+# Per kind code (the last entry is for unknown kinds, code -1).
+_SPLIT: list[tuple[str, bool]] = [interval_base(k) or ("", False) for k in KIND_NAMES] + [
+    ("", False)
+]
+_MARK_BASE_CODE = np.array([0 if base else -1 for base, _ in _SPLIT], np.int8)
+_MARK_IS_START = np.array([start for _, start in _SPLIT], np.bool_)
+# What a batch's event is to its stream; events of one stream are appended by category.
+_STEP, _MARK, _OTHER, _DROPPED = 0, 1, 2, 3
+_CATEGORIES = 4
+_CATEGORY = np.array(
+    [
+        _STEP if k in (Kind.STEP_START, Kind.STEP_END) else _MARK if base else _OTHER
+        for k, (base, _) in zip([*KIND_NAMES, ""], _SPLIT, strict=True)
+    ],
+    np.int8,
+)
+_RARE_KINDS = LIFECYCLE_KINDS | {
+    Kind.CHECKPOINT_COMMITTED,
+    Kind.CHECKPOINT_SAVE_END,
+    Kind.CHECKPOINT_RESTORE_START,
+    Kind.CHECKPOINT_RESTORE_END,
+}
+_RARE = np.array([k in _RARE_KINDS for k in KIND_NAMES] + [True], np.bool_)

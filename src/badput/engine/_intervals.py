@@ -1,6 +1,11 @@
 """Recorded intervals: pairing start/end events, innermost-wins flattening, coverage.
 
-Pure functions over small Python lists and numpy arrays; no I/O.
+Two forms of the same rules. The engine's path is columnar: :class:`Marks` (one numpy
+column per field, millions of rows) are paired by :func:`pair_columns` and flattened by
+:func:`flatten_spans` with vectorised operations, into :class:`Spans`; only the rare
+stretches where intervals overlap are swept in Python. The per-object functions
+(:func:`pair_marks`, :func:`flatten_innermost`) state the rules plainly; tests hold
+the columnar path to them on random inputs. Pure functions; no I/O.
 """
 
 from __future__ import annotations
@@ -17,14 +22,24 @@ import numpy.typing as npt
 __all__ = [
     "Coverage",
     "IntervalMark",
+    "Marks",
+    "Paired",
     "Piece",
     "RecordedInterval",
+    "Spans",
     "flatten_innermost",
+    "flatten_spans",
     "innermost_order",
+    "innermost_rank",
+    "pair_columns",
     "pair_marks",
 ]
 
 FloatArray = npt.NDArray[np.float64]
+F64 = npt.NDArray[np.float64]
+I64 = npt.NDArray[np.int64]
+I32 = npt.NDArray[np.int32]
+Bool = npt.NDArray[np.bool_]
 
 
 class IntervalMark(NamedTuple):
@@ -163,16 +178,278 @@ def _top_alive(active: list[tuple[float, int, float, str]], t: float) -> str | N
     return None
 
 
+@dataclass(frozen=True, slots=True)
+class Marks:
+    """Interval marks as columns (one row per ``*_start``/``*_end`` event).
+
+    ``bucket`` and ``source`` are codes into tables their owner keeps (the Ingestor's
+    bucket and source names); ``line`` is -1 when unknown. Sorted by ``(ts, seq)``
+    wherever a function says so.
+    """
+
+    ts: F64
+    seq: I64
+    bucket: I32
+    is_start: Bool
+    blocking: Bool
+    line: I64
+    source: I32
+
+    def __len__(self) -> int:
+        return int(self.ts.shape[0])
+
+    @staticmethod
+    def empty() -> Marks:
+        return Marks(
+            np.zeros(0),
+            np.zeros(0, np.int64),
+            np.zeros(0, np.int32),
+            np.zeros(0, np.bool_),
+            np.zeros(0, np.bool_),
+            np.zeros(0, np.int64),
+            np.zeros(0, np.int32),
+        )
+
+    def take(self, idx: npt.NDArray[np.intp] | npt.NDArray[np.bool_] | slice) -> Marks:
+        return Marks(
+            self.ts[idx],
+            self.seq[idx],
+            self.bucket[idx],
+            self.is_start[idx],
+            self.blocking[idx],
+            self.line[idx],
+            self.source[idx],
+        )
+
+    def sorted(self) -> Marks:
+        """The rows in ``(ts, seq)`` order."""
+        return self.take(np.lexsort((self.seq, self.ts)))
+
+    def objects(self, buckets: Sequence[str], sources: Sequence[str]) -> list[IntervalMark]:
+        """The rows as :class:`IntervalMark` (for the few a diagnostic names)."""
+        return [
+            IntervalMark(
+                ts,
+                seq,
+                buckets[b],
+                start,
+                blocking,
+                sources[src] if src >= 0 else None,
+                line if line >= 0 else None,
+            )
+            for ts, seq, b, start, blocking, line, src in zip(
+                self.ts.tolist(),
+                self.seq.tolist(),
+                self.bucket.tolist(),
+                self.is_start.tolist(),
+                self.blocking.tolist(),
+                self.line.tolist(),
+                self.source.tolist(),
+                strict=True,
+            )
+        ]
+
+
+@dataclass(frozen=True, slots=True)
+class Spans:
+    """Intervals (or disjoint pieces of them) as columns.
+
+    ``order`` ranks them for innermost-wins (a higher order is more inner); for recorded
+    intervals it is the arrival number of their start event.
+    """
+
+    start: F64
+    end: F64
+    bucket: I32
+    blocking: Bool
+    order: I64
+
+    def __len__(self) -> int:
+        return int(self.start.shape[0])
+
+    @staticmethod
+    def empty() -> Spans:
+        z = np.zeros(0)
+        return Spans(z, z, np.zeros(0, np.int32), np.zeros(0, np.bool_), np.zeros(0, np.int64))
+
+    def take(self, idx: npt.NDArray[np.intp] | npt.NDArray[np.bool_] | slice) -> Spans:
+        return Spans(
+            self.start[idx], self.end[idx], self.bucket[idx], self.blocking[idx], self.order[idx]
+        )
+
+    @staticmethod
+    def concat(parts: Sequence[Spans]) -> Spans:
+        if not parts:
+            return Spans.empty()
+        if len(parts) == 1:
+            return parts[0]
+        return Spans(
+            np.concatenate([p.start for p in parts]),
+            np.concatenate([p.end for p in parts]),
+            np.concatenate([p.bucket for p in parts]),
+            np.concatenate([p.blocking for p in parts]),
+            np.concatenate([p.order for p in parts]),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class Paired:
+    """What :func:`pair_columns` makes of a stream's marks."""
+
+    intervals: Spans  # every pair, and every unpaired start closed at ``close_at``
+    unpaired_starts: Marks  # in (ts, seq) order
+    unpaired_ends: Marks
+
+
+def pair_columns(marks: Marks, close_at: float | F64) -> Paired:
+    """:func:`pair_marks` on columns: each start pairs with the next end of its bucket,
+    nested pairs of one bucket closing innermost first. ``marks`` sorted by ``(ts, seq)``.
+    ``close_at`` may be given per mark (where its start would be closed).
+
+    Vectorised bracket matching. Per bucket, walk the marks keeping the depth of open
+    starts, never below zero: an end met at depth 0 is unpaired. Give each start the
+    depth after it and each paired end the depth before it; at every depth, starts and
+    ends then alternate in time, so a stable sort by (bucket, depth, time) puts each
+    start right before its end. A start left last at its depth is unpaired (it is closed
+    at ``close_at``). The depth walk is a cumulative sum less its running minimum
+    (clamped at zero), computed for all buckets at once.
+    """
+    n = len(marks)
+    if n == 0:
+        return Paired(Spans.empty(), Marks.empty(), Marks.empty())
+    by_bucket = np.argsort(marks.bucket, kind="stable")  # time order within each bucket
+    bucket = marks.bucket[by_bucket]
+    is_start = marks.is_start[by_bucket]
+    step = np.where(is_start, 1, -1).astype(np.int64)
+    head = np.ones(n, np.bool_)
+    head[1:] = bucket[1:] != bucket[:-1]
+    group = np.cumsum(head) - 1
+    total = np.cumsum(step)
+    base = (total - step)[head][group]  # the sum before each bucket's first mark
+    walk = total - base  # unclamped depth per bucket
+    # Running minimum per bucket: shift each bucket below all earlier ones, so one
+    # accumulate over the whole array never carries a minimum across buckets.
+    shift = group.astype(np.int64) * (2 * n + 2)
+    low = np.minimum(np.minimum.accumulate(walk - shift) + shift, 0)
+    depth = walk - low  # depth after each mark, never below zero
+    before = np.where(head, 0, np.concatenate(([0], depth[:-1])))
+    unpaired_end = ~is_start & (before == 0)
+    level = np.where(is_start, depth, before)
+    keep = np.flatnonzero(~unpaired_end)
+    order = keep[np.lexsort((keep, level[keep], bucket[keep]))]
+    # consecutive (start, end) within a (bucket, level) run are pairs
+    b_o, l_o, s_o = bucket[order], level[order], is_start[order]
+    nxt_same = np.zeros(order.shape[0], np.bool_)
+    nxt_same[:-1] = (b_o[1:] == b_o[:-1]) & (l_o[1:] == l_o[:-1]) & ~s_o[1:]
+    pair_start = s_o & nxt_same
+    starts_pos = by_bucket[order[pair_start]]
+    ends_pos = by_bucket[order[np.flatnonzero(pair_start) + 1]]
+    lone = by_bucket[order[s_o & ~nxt_same]]
+    lone = lone[np.lexsort((marks.seq[lone], marks.ts[lone]))]
+    start_ts = marks.ts[starts_pos]
+    lone_ts = marks.ts[lone]
+    intervals = Spans(
+        np.concatenate((start_ts, lone_ts)),
+        np.concatenate(
+            (
+                np.maximum(marks.ts[ends_pos], start_ts),
+                np.maximum(
+                    close_at[lone] if isinstance(close_at, np.ndarray) else close_at, lone_ts
+                ),
+            )
+        ),
+        np.concatenate((marks.bucket[starts_pos], marks.bucket[lone])),
+        np.concatenate((marks.blocking[starts_pos], marks.blocking[lone])),
+        np.concatenate((marks.seq[starts_pos], marks.seq[lone])),
+    )
+    ends_alone = np.sort(by_bucket[unpaired_end])
+    return Paired(intervals, marks.take(lone), marks.take(ends_alone))
+
+
+def innermost_rank(spans: Spans) -> I64:
+    """Each span's rank under :func:`innermost_order` (a higher rank is more inner)."""
+    by_key = np.lexsort((spans.order, -spans.end, spans.start))
+    rank = np.empty(len(spans), np.int64)
+    rank[by_key] = np.arange(len(spans))
+    return rank
+
+
+def flatten_spans(spans: Spans) -> Spans:
+    """:func:`flatten_innermost` on columns: disjoint pieces, each instant owned by the
+    covering span that started last, ``order`` breaking ties (give it
+    :func:`innermost_rank` of the unclipped spans). Zero-length spans vanish.
+
+    Spans that overlap no other (the common case, however many) are pieces as they
+    are; only each cluster of overlapping spans is swept in Python.
+    """
+    live = spans.take(spans.end > spans.start)
+    n = len(live)
+    if n == 0:
+        return Spans.empty()
+    by_start = np.lexsort((live.order, live.start))
+    live = live.take(by_start)
+    reach = np.maximum.accumulate(live.end)
+    # a cluster starts where no earlier span reaches past this start
+    opens = np.ones(n, np.bool_)
+    opens[1:] = live.start[1:] >= reach[:-1]
+    if opens.all():
+        return live
+    heads = np.flatnonzero(opens)
+    sizes = np.diff(np.append(heads, n))
+    alone = np.repeat(sizes == 1, sizes)
+    parts = [live.take(alone)]
+    for h, size in zip(heads[sizes > 1].tolist(), sizes[sizes > 1].tolist(), strict=True):
+        parts.append(_sweep(live.take(slice(h, h + size))))
+    pieces = Spans.concat(parts)
+    return pieces.take(np.argsort(pieces.start, kind="stable"))
+
+
+def _sweep(cluster: Spans) -> Spans:
+    """Flatten one cluster of overlapping spans (sorted by start, order)."""
+    as_objects = [
+        RecordedInterval(a, b, str(code), flag, order)
+        for a, b, code, flag, order in zip(
+            cluster.start.tolist(),
+            cluster.end.tolist(),
+            cluster.bucket.tolist(),
+            cluster.blocking.tolist(),
+            cluster.order.tolist(),
+            strict=True,
+        )
+    ]
+    blocking = {iv.bucket: iv.blocking for iv in as_objects}
+    pieces = flatten_innermost(as_objects)
+    return Spans(
+        np.array([p.start for p in pieces], np.float64),
+        np.array([p.end for p in pieces], np.float64),
+        np.array([int(p.bucket) for p in pieces], np.int32),
+        np.array([blocking[p.bucket] for p in pieces], np.bool_),
+        np.zeros(len(pieces), np.int64),
+    )
+
+
 class Coverage:
     """How much of ``[a, b]`` a set of disjoint pieces covers, vectorized over many spans."""
 
-    def __init__(self, pieces: Sequence[Piece]) -> None:
-        starts = np.fromiter((p.start for p in pieces), dtype=np.float64, count=len(pieces))
-        ends = np.fromiter((p.end for p in pieces), dtype=np.float64, count=len(pieces))
+    def __init__(self, starts: F64, ends: F64) -> None:
+        """``starts``/``ends`` of disjoint pieces in time order."""
         self._starts = starts
         self._ends = ends
         # cum[i] = total covered length of pieces[0:i]
         self._cum = np.concatenate(([0.0], np.cumsum(ends - starts)))
+
+    @staticmethod
+    def of(spans: Spans) -> Coverage:
+        """Coverage of disjoint ``spans`` in time order (flattened pieces)."""
+        return Coverage(spans.start, spans.end)
+
+    @staticmethod
+    def of_pieces(pieces: Sequence[Piece]) -> Coverage:
+        n = len(pieces)
+        return Coverage(
+            np.fromiter((p.start for p in pieces), np.float64, n),
+            np.fromiter((p.end for p in pieces), np.float64, n),
+        )
 
     def __len__(self) -> int:
         return len(self._starts)

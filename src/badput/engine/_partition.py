@@ -10,7 +10,7 @@ from __future__ import annotations
 import itertools
 import math
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any, Literal
 
 import numpy as np
@@ -20,7 +20,15 @@ from badput.engine import _steps
 from badput.engine._attempts import Attempt, reconstruct_attempts
 from badput.engine._ideal import MIN_CLEAN_STEPS, best_sustained_step_time
 from badput.engine._ingest import MAX_DIAGNOSTICS_PER_CODE, Ingestor, RestoreMark, Stream
-from badput.engine._intervals import Coverage, IntervalMark
+from badput.engine._intervals import (
+    Coverage,
+    IntervalMark,
+    Marks,
+    Spans,
+    flatten_spans,
+    innermost_rank,
+    pair_columns,
+)
 from badput.engine._model import (
     PRODUCTIVE,
     AttemptSummary,
@@ -33,9 +41,12 @@ from badput.engine._model import (
 from badput.engine._rows import (
     NO_INTERVALS,
     NO_ROWS,
+    AttemptDiagnostics,
     AttemptRows,
+    ClosedMemo,
     Segment,
     StreamView,
+    Structure,
     Sums,
     attempt_bounds,
     between,
@@ -48,9 +59,11 @@ from badput.engine._steps import (
     QueryCache,
     Rows,
     TailIntervals,
+    add_sums,
     clipped_sums,
     compute_rows,
     median_of_sorted,
+    seal_whole_many,
     tail_intervals,
 )
 from badput.events import Kind
@@ -97,6 +110,8 @@ class _Builder:
         self._leaders: dict[int, Stream | None] = {}
         self._checkpoint_cache: tuple[list[int], list[int], list[RestoreMark]] | None = None
         self._views: dict[int, StreamView] = {}
+        self._memos: dict[int, ClosedMemo] = {}  # attempt index -> its memo, this query
+        self._recording: list[tuple[str, str | None, str | None, int | None]] | None = None
 
     # ------------------------------------------------------------------ helpers
 
@@ -104,10 +119,18 @@ class _Builder:
         self, code: str, message: str, file: str | None = None, line: int | None = None
     ) -> None:
         """Keep a diagnostic; past MAX_DIAGNOSTICS_PER_CODE of one code, only count it."""
+        if self._recording is not None:
+            self._recording.append((code, message, file, line))
         n = self._diag_counts.get(code, 0)
         self._diag_counts[code] = n + 1
         if n < MAX_DIAGNOSTICS_PER_CODE:
             self.diags.append(Diagnostic(code, message, file, line))
+
+    def count_more(self, code: str, n: int) -> None:
+        """Count ``n`` more diagnostics of ``code`` that are not shown."""
+        if self._recording is not None:
+            self._recording.append((code, None, None, n))
+        self._diag_counts[code] = self._diag_counts.get(code, 0) + n
 
     def _finish_diagnostics(self) -> list[Diagnostic]:
         out = list(self.diags)
@@ -122,7 +145,23 @@ class _Builder:
 
     # --------------------------------------------------------------- the report
 
+    def state_key(self) -> tuple[object, ...]:
+        """What a report depends on besides its window (the same state, asked the same)."""
+        ing = self.ing
+        return (
+            id(ing),
+            ing.n_events,
+            len(ing.lifecycle),
+            sum(ing.diagnostics.counts.values()),
+            self.now,
+            self.ideal_cfg,
+            self.typical,
+        )
+
     def build(self) -> Report:
+        known = self.cache.structure
+        if known is not None and self.window is not None and known.key == self.state_key():
+            return self._windowed(known)
         ing = self.ing
         job = ing.job or ""
         attempts = reconstruct_attempts(self.ing, self.diag)
@@ -181,48 +220,60 @@ class _Builder:
         self.buckets["recovery"] += self.clip(final.eff_end, t_end)
 
         # per attempt: recorded intervals and the leader's step rows
+        self._seal_closed_together(attempts)
         rows: list[AttemptRows | None] = []
         segments: list[Segment] = []
         attempt_rest: list[float] = []
         for i, att in enumerate(attempts):
             span = self.clip(att.eff_start, att.eff_end)
-            leader = self._leader_stream(att)
-            if leader is None:
-                rows.append(None)
-                attempt_rest.append(span)
-                continue
             closed = i < len(attempts) - 1 or att.ended
-            ar = self._attempt_rows(att, leader, closed)
-            in_pieces = self._interval_sums(att, ar)
-            self._segments(i, att, leader, ar)
+            memo = self._memo(i, att) if closed else None
+            if memo is not None:
+                ar = memo.rows
+                in_pieces = self._memo_sums(att, memo)
+            else:
+                leader = self._leader_stream(att)
+                if leader is None:
+                    rows.append(None)
+                    attempt_rest.append(span)
+                    continue
+                ar = self._attempt_rows(att, leader, closed)
+                in_pieces = self._interval_sums(att, ar)
+                self._segments(i, att, leader, ar)
+                if closed:
+                    self._remember(i, att, ar)
             segments.extend(ar.segments)
             rows.append(ar)
             attempt_rest.append(span - in_pieces)
 
         ideal, ideal_source = self._ideal(rows)
         self.rows, self.ideal = rows, ideal  # kept for recent_step_times()
-        for attempt_rows in rows:
-            if attempt_rows is not None:
-                self._resolve(attempt_rows, ideal)
+        for i, attempt_rows in enumerate(rows):
+            if attempt_rows is None:
+                continue
+            memo = self._memos.get(i)
+            if memo is not None and memo.resolved and (memo.ideal == ideal or not memo.needs_ideal):
+                continue  # resolved by an earlier query, with what it needs unchanged
+            needs_ideal = self._resolve(attempt_rows, ideal)
+            if memo is not None:
+                memo.resolved, memo.ideal, memo.needs_ideal = True, ideal, needs_ideal
         kept_time, kept_n, at_risk, counts, step_time = self._split_kept(
             rows, segments, attempts, final_job_end=final.ended_by_job_end
         )
+        whole_counts = counts
         for i, st in enumerate(step_time):
             attempt_rest[i] -= st
+        # What comes before holds for any window; keep it for windowed queries of this state.
+        before = (list(self.diags), dict(self._diag_counts))
         productive = min(kept_time, kept_n * ideal) if ideal is not None else kept_time
         self.buckets[PRODUCTIVE] += max(productive, 0.0)
         self.buckets["slowdown"] += max(0.0, kept_time - productive)
-        for i, rest in enumerate(attempt_rest):
-            if rest < -_EPS:
-                self.diag(
-                    "internal_inconsistency",
-                    f"attempt {attempts[i].id}: {-rest:.6f}s counted twice; please report this log",
-                )
-            self.buckets["untracked"] += max(rest, 0.0)
+        self._untracked(attempts, range(len(attempts)), attempt_rest)
         if not segments:
             counts = self._checkpoint_progress(ideal, counts, attempts)
 
         # Ingest-time diagnostics, and what the log lacks.
+        self._recording = []
         self._collect_ingest_diagnostics()
         if ideal is None:
             self.diag(
@@ -244,30 +295,131 @@ class _Builder:
                     "is the job name reused for a new run?",
                 )
 
+        after, self._recording = self._recording, None
+
         by_attempt: dict[int, list[Segment]] = defaultdict(list)
         for seg in segments:
             by_attempt[seg.attempt].append(seg)
+        summaries = [self._summary_of(i, a, by_attempt.get(i, [])) for i, a in enumerate(attempts)]
+        structure = Structure(
+            key=self.state_key(),
+            job=job,
+            attempts=attempts,
+            scheduled=min(scheduled) if scheduled else None,
+            span=(t_start, t_end),
+            end_reason=end_reason,
+            rows=rows,
+            segments=segments,
+            keep_upto=self._keep_upto(segments),
+            safe=math.inf if final.ended_by_job_end else self._safe_step(attempts),
+            ideal=ideal,
+            ideal_source=ideal_source,
+            counts=whole_counts,
+            summaries=summaries,
+            before=before,
+            after=after,
+        )
+        self.cache.structure = structure
+        return self._finish(structure, total, at_risk, counts)
+
+    def _finish(
+        self, structure: Structure, total: float, at_risk: float, counts: StepCounts
+    ) -> Report:
         buckets = {k: v for k, v in self.buckets.items() if v > 0.0}
         productive_s = buckets.get(PRODUCTIVE, 0.0)
         slowdown_s = buckets.get("slowdown", 0.0)
         return Report(
-            job=job,
-            start=t_start,
-            end=t_end,
-            end_reason=end_reason,
+            job=structure.job,
+            start=structure.span[0],
+            end=structure.span[1],
+            end_reason=structure.end_reason,
             total_seconds=total,
             goodput=productive_s / total if total > 0 else 0.0,
             observed_goodput=(productive_s + slowdown_s) / total if total > 0 else 0.0,
             buckets=Buckets(sorted(buckets.items(), key=lambda kv: -kv[1])),
             overlapped={k: v for k, v in self.overlapped.items() if v > 0.0},
             at_risk_seconds=at_risk,
-            ideal_step_time=ideal,
-            ideal_step_time_source=ideal_source,
-            attempts=[self._summary(a, by_attempt.get(i, [])) for i, a in enumerate(attempts)],
+            ideal_step_time=structure.ideal,
+            ideal_step_time_source=structure.ideal_source,
+            attempts=list(structure.summaries),
             steps=counts,
             diagnostics=self._finish_diagnostics(),
             window=self.window,
         )
+
+    def _untracked(
+        self, attempts: list[Attempt], indices: Iterable[int], rest: Sequence[float]
+    ) -> None:
+        """What is left of each attempt's time is untracked (less than nothing is a bug)."""
+        for k, i in enumerate(indices):
+            if rest[k] < -_EPS:
+                self.diag(
+                    "internal_inconsistency",
+                    f"attempt {attempts[i].id}: {-rest[k]:.6f}s counted twice; "
+                    "please report this log",
+                )
+            self.buckets["untracked"] += max(rest[k], 0.0)
+
+    def _windowed(self, known: Structure) -> Report:
+        """A window of a state already reported on: only the attempts the window meets are
+        looked at (everything else is in ``known``), so it costs O(what the window holds).
+
+        Adds the same terms, in the same order, as a full build would: the attempts outside
+        the window add nothing to any bucket there either.
+        """
+        self.diags, self._diag_counts = list(known.before[0]), dict(known.before[1])
+        attempts = known.attempts
+        t_start, t_end = known.span
+        lo, hi = max(t_start, self.window[0]), min(t_end, self.window[1])  # type: ignore[index]
+        hi = max(hi, lo)
+        self.clip_bounds, self.span = (lo, hi), known.span
+        starts = known.eff_starts()
+        ends = known.eff_ends()
+        # attempts whose span can meet [lo, hi] (a few more is harmless: they add zero)
+        first = max(0, int(np.searchsorted(ends, lo, "left")) - 1)
+        stop = min(len(attempts), int(np.searchsorted(starts, hi, "right")) + 1)
+        if known.scheduled is not None:
+            self.buckets["queued"] += self.clip(known.scheduled, attempts[0].eff_start)
+        for i in range(max(first, 1), stop):
+            self.buckets["recovery"] += self.clip(attempts[i - 1].eff_end, attempts[i].eff_start)
+        self.buckets["recovery"] += self.clip(attempts[-1].eff_end, t_end)
+        rest: list[float] = []
+        for i in range(first, stop):
+            att, ar = attempts[i], known.rows[i]
+            span = self.clip(att.eff_start, att.eff_end)
+            if ar is None:
+                rest.append(span)
+                continue
+            memo = self.cache.closed.get((att.key, att.range_lo))
+            if memo is not None and memo.rows is ar:
+                in_pieces = self._memo_sums(att, memo, diagnose=False)
+            else:
+                in_pieces = self._interval_sums(att, ar, diagnose=False)
+            rest.append(span - in_pieces)
+        sums = Sums()
+        seg_lo, seg_hi = known.segments_of(first, stop)
+        step_time = self._segment_sums(
+            known.rows, known.segments, attempts, known.keep_upto, known.safe, seg_lo, seg_hi, sums
+        )
+        for i, st in step_time.items():
+            rest[i - first] -= st
+        self.buckets["wasted"] += max(sums.wasted, 0.0)
+        self.buckets["startup"] += sums.startup
+        ideal = known.ideal
+        kept_time, kept_n = sums.kept, sums.kept_n
+        productive = min(kept_time, kept_n * ideal) if ideal is not None else kept_time
+        self.buckets[PRODUCTIVE] += max(productive, 0.0)
+        self.buckets["slowdown"] += max(0.0, kept_time - productive)
+        self._untracked(attempts, range(first, stop), rest)
+        counts = known.counts
+        if not known.segments:
+            counts = self._checkpoint_progress(ideal, counts, attempts)
+        for code, message, file, line in known.after:
+            if message is None:
+                self.count_more(code, line or 0)
+            else:
+                self.diag(code, message, file, line)
+        return self._finish(known, hi - lo, max(sums.at_risk, 0.0), counts)
 
     # ------------------------------------------------------------- step rows
 
@@ -275,18 +427,13 @@ class _Builder:
         found = self._views.get(id(s))
         if found is None:
             ts, step, is_end = sorted_step_arrays(s)
-            marks, mark_ts = s.marks, np.frombuffer(s.mark_ts, dtype=np.float64)
-            if s.marks_unsorted:
-                marks = sorted(marks, key=lambda m: (m.ts, m.seq))
-                mark_ts = np.fromiter((m.ts for m in marks), np.float64, count=len(marks))
             restores = sorted(s.restores, key=lambda r: (r.ts, r.seq))
             checkpoints = sorted(s.checkpoints, key=lambda c: c[0])
             found = self._views[id(s)] = StreamView(
                 ts,
                 step,
                 is_end,
-                marks,
-                mark_ts,
+                s.marks.columns(),
                 restores,
                 [r.ts for r in restores],
                 checkpoints,
@@ -317,29 +464,30 @@ class _Builder:
 
         view = self._view(s)
         ts, step, is_end = view.ts, view.step, view.is_end
-        marks: Sequence[IntervalMark] = view.marks
+        marks = view.marks
         # Events after the attempt's end are ignored in every respect (§9.5).
         range_lo, top = attempt_bounds(att)
         if att.key is None or att.ended:
             ts, step, is_end = slice_range(ts, step, is_end, range_lo, top)
-            a, b = np.searchsorted(view.mark_ts, (range_lo, top), side="left").tolist()
-            marks = marks[a:b]
+            a, b = np.searchsorted(marks.ts, (range_lo, top), side="left").tolist()
+            marks = marks.take(slice(a, b))
         ts, step, is_end = ts[steps.raw_done :], step[steps.raw_done :], is_end[steps.raw_done :]
-        tail_marks = marks[steps.marks_done :]
+        tail_marks = marks.take(slice(steps.marks_done, None))
 
         ivs = tail_intervals(tail_marks, lo, hi)
-        unclean = Coverage([p for p in ivs.pieces if p.bucket not in CLEAN_EXEMPT])
-        tail, unmatched_ts = compute_rows(
+        exempt = self.ing.known_codes(CLEAN_EXEMPT)
+        unclean = Coverage.of(ivs.pieces.take(~np.isin(ivs.pieces.bucket, exempt)))
+        tail, unmatched_ts, _ = compute_rows(
             ts,
             step,
             is_end,
             lo=lo,
             hi=hi,
-            cov=Coverage(ivs.pieces),
+            cov=Coverage.of(ivs.pieces),
             prev_step=steps.last_step(),
             unclean_cov=unclean,
         )
-        mark_ts = np.fromiter((m.ts for m in tail_marks), np.float64, count=len(tail_marks))
+        mark_ts = tail_marks.ts
         if closed:
             steps.seal(
                 tail,
@@ -350,7 +498,7 @@ class _Builder:
                 unmatched_ts=unmatched_ts,
             )
             steps.whole, steps.whole_end = True, hi
-            tail, ivs = Rows.empty(), TailIntervals([], [], [], [], [])
+            tail, ivs = Rows.empty(), TailIntervals.empty()
             unmatched_ts = np.zeros(0)
         elif tail.n >= _steps.SEAL_MIN_TAIL:
             r = _steps.quiet_cut(tail, ivs, mark_ts, min_keep=1)
@@ -371,6 +519,112 @@ class _Builder:
                 unmatched_ts = unmatched_ts[unmatched_ts >= cut]
         return AttemptRows(steps, tail, ivs, int(unmatched_ts.shape[0]))
 
+    def _seal_closed_together(self, attempts: list[Attempt]) -> None:
+        """Seal every closed attempt that has nothing cached yet, all in one vectorised pass.
+
+        What :meth:`_attempt_rows` does for one attempt (pair its marks, clip and flatten
+        its intervals, make its rows, seal them whole) costs a few hundred numpy calls
+        whatever its size: on a job of 10,000 short attempts, most of a report. Here the
+        attempts' events are concatenated, their bucket codes made distinct per attempt
+        (attempt x buckets + bucket) so that pairing and flattening never cross from one
+        to the next, their rows computed with each attempt's own span, then cut apart and
+        sealed. The per-attempt path then finds them sealed; the numbers are the same.
+        """
+        todo: list[tuple[int, Attempt, Stream]] = []
+        for i, att in enumerate(attempts):
+            closed = i < len(attempts) - 1 or att.ended
+            if not closed or att.key is None or (att.key, att.range_lo) in self.cache.attempts:
+                continue
+            if self._memo(i, att) is not None:
+                continue
+            leader = self._leader_stream(att)
+            if leader is not None:
+                todo.append((i, att, leader))
+        n_buckets = max(1, len(self.ing.bucket_names))
+        if len(todo) < _BULK_MIN_ATTEMPTS or len(todo) * n_buckets >= 2**31:
+            return
+        raw: list[tuple[F64, I64, npt.NDArray[np.int8]]] = []
+        mark_parts: list[Marks] = []
+        for _i, att, s in todo:
+            view = self._view(s)
+            ts, step, is_end = view.ts, view.step, view.is_end
+            marks = view.marks
+            if att.ended:  # events after the attempt's end are ignored (§9.5)
+                range_lo, top = attempt_bounds(att)
+                ts, step, is_end = slice_range(ts, step, is_end, range_lo, top)
+                a, b = np.searchsorted(marks.ts, (range_lo, top), side="left").tolist()
+                marks = marks.take(slice(a, b))
+            raw.append((ts, step, is_end))
+            mark_parts.append(marks)
+        g = len(todo)
+        lo = np.array([att.eff_start for _i, att, _s in todo])
+        hi = np.array([att.eff_end for _i, att, _s in todo])
+        n_raw = np.array([r[0].shape[0] for r in raw], np.int64)
+        n_marks = np.array([len(m) for m in mark_parts], np.int64)
+        raw_group = np.repeat(np.arange(g), n_raw)
+        mark_group = np.repeat(np.arange(g), n_marks)
+        marks = Marks(
+            np.concatenate([m.ts for m in mark_parts]),
+            np.concatenate([m.seq for m in mark_parts]),
+            (mark_group * n_buckets + np.concatenate([m.bucket for m in mark_parts])).astype(
+                np.int32
+            ),
+            np.concatenate([m.is_start for m in mark_parts]),
+            np.concatenate([m.blocking for m in mark_parts]),
+            np.concatenate([m.line for m in mark_parts]),
+            np.concatenate([m.source for m in mark_parts]),
+        )
+        # Pair within each attempt (the codes differ), close what is left at its end.
+        paired = pair_columns(marks, close_at=hi[mark_group])
+        ivs = paired.intervals
+        rank = innermost_rank(ivs)
+        ivs_group = ivs.bucket // n_buckets
+        a_t = np.maximum(ivs.start, lo[ivs_group])
+        b_t = np.minimum(ivs.end, hi[ivs_group])
+        keep = b_t >= a_t
+        clipped = Spans(a_t[keep], b_t[keep], ivs.bucket[keep], ivs.blocking[keep], rank[keep])
+        pieces = flatten_spans(clipped.take(clipped.blocking))
+        nonblocking = clipped.take(~clipped.blocking)
+        exempt = self.ing.known_codes(CLEAN_EXEMPT)
+        unclean = pieces.take(~np.isin(pieces.bucket % n_buckets, exempt))
+        is_end_all = np.concatenate([r[2] for r in raw])
+        rows, _unmatched_ts, unmatched_group = compute_rows(
+            np.concatenate([r[0] for r in raw]),
+            np.concatenate([r[1] for r in raw]),
+            is_end_all,
+            lo=lo[raw_group],
+            hi=hi[raw_group],
+            cov=Coverage.of(pieces),
+            prev_step=None,
+            unclean_cov=Coverage.of(unclean),
+            group=raw_group,
+        )
+        # Cut everything apart, per attempt.
+        row_group = raw_group[is_end_all == 0]
+        row_bounds = np.searchsorted(row_group, np.arange(g + 1)).tolist()
+        by_group = [_split_spans(x, n_buckets, g) for x in (pieces, nonblocking)]
+        starts_at = _split_marks(paired.unpaired_starts, n_buckets, g)
+        ends_at = _split_marks(paired.unpaired_ends, n_buckets, g)
+        unmatched_at = np.searchsorted(unmatched_group, np.arange(g + 1)).tolist()
+        sealed = seal_whole_many(
+            [(s.attempt, s.rank, att.eff_start, att.range_lo, att.range_hi) for _i, att, s in todo],
+            rows,
+            row_bounds,
+            ivs=[
+                TailIntervals(
+                    by_group[0][k], by_group[1][k], Spans.empty(), starts_at[k], ends_at[k]
+                )
+                for k in range(g)
+            ],
+            unmatched=np.diff(unmatched_at).tolist(),
+            used=list(zip(n_raw.tolist(), n_marks.tolist(), strict=True)),
+        )
+        for k, (_i, att, s) in enumerate(todo):
+            steps = sealed[k]
+            steps.raw_seen, steps.marks_seen = len(s.steps), len(s.marks)
+            steps.whole, steps.whole_end = True, float(hi[k])
+            self.cache.attempts[(att.key, att.range_lo)] = steps
+
     def _stale(
         self, steps: AttemptSteps, sig: tuple[Any, ...], s: Stream, att: Attempt, hi: float
     ) -> bool:
@@ -390,61 +644,160 @@ class _Builder:
             late = new[(new >= att.range_lo) & (new < att.range_hi)]
             if late.shape[0] and float(late.min()) < cut:
                 return True
-        return any(
-            att.range_lo <= m.ts < min(cut, att.range_hi) for m in s.marks[steps.marks_seen :]
-        )
+        new_marks = np.frombuffer(s.marks.ts, dtype=np.float64)[steps.marks_seen :]
+        return bool(((new_marks >= att.range_lo) & (new_marks < min(cut, att.range_hi))).any())
 
-    def _interval_sums(self, att: Attempt, ar: AttemptRows) -> float:
+    def _interval_sums(self, att: Attempt, ar: AttemptRows, *, diagnose: bool = True) -> float:
         """Add the attempt's interval buckets and overlapped time; return their total."""
         steps, ivs = ar.steps, ar.tail_ivs
         lo, hi = self.clip_bounds
+        names = self.ing.bucket_names
         total = 0.0
         if att.eff_start >= lo and att.eff_end <= hi:
-            for bucket, v in steps.piece_sums.items():
-                self.buckets[bucket] += v
-                total += v
-            for p in ivs.pieces:
-                self.buckets[p.bucket] += p.end - p.start
-                total += p.end - p.start
-            for bucket, v in steps.nonblocking_sums.items():
-                self.overlapped[bucket] += v
-            for iv in ivs.nonblocking:
-                self.overlapped[iv.bucket] += iv.end - iv.start
+            pieces = dict(steps.piece_sums)
+            add_sums(pieces, ivs.pieces)
+            overlapped = dict(steps.nonblocking_sums)
+            add_sums(overlapped, ivs.nonblocking)
         elif self.clip(att.eff_start, att.eff_end) > 0.0:
-            for bucket, v in clipped_sums(steps.piece_arrays(), lo, hi).items():
-                self.buckets[bucket] += v
-                total += v
-            for p in ivs.pieces:
-                c = self.clip(p.start, p.end)
-                self.buckets[p.bucket] += c
-                total += c
-            for bucket, v in clipped_sums(steps.nonblocking_arrays(), lo, hi).items():
-                self.overlapped[bucket] += v
-            for iv in ivs.nonblocking:
-                self.overlapped[iv.bucket] += self.clip(iv.start, iv.end)
-        for m in [*steps.unpaired_starts, *ivs.unpaired_starts]:
-            self.diag(
-                "unpaired_start",
+            pieces = clipped_sums(steps.pieces, lo, hi)
+            for code, v in clipped_sums(ivs.pieces, lo, hi).items():
+                pieces[code] = pieces.get(code, 0.0) + v
+            overlapped = clipped_sums(steps.nonblocking, lo, hi)
+            for code, v in clipped_sums(ivs.nonblocking, lo, hi).items():
+                overlapped[code] = overlapped.get(code, 0.0) + v
+        else:
+            pieces, overlapped = {}, {}
+        for code, v in pieces.items():
+            self.buckets[names[code]] += v
+            total += v
+        for code, v in overlapped.items():
+            self.overlapped[names[code]] += v
+        if diagnose:
+            self._replay(self._attempt_diagnostics(att, ar))
+        return total
+
+    def _attempt_diagnostics(self, att: Attempt, ar: AttemptRows) -> AttemptDiagnostics:
+        """The attempt's own diagnostics (unpaired marks, unmatched step ends): each code's
+        first MAX_DIAGNOSTICS_PER_CODE, and how many more."""
+        steps, ivs = ar.steps, ar.tail_ivs
+        shown: list[tuple[str, str, str | None, int | None]] = []
+        hidden: dict[str, int] = {}
+        for m in self._marks_to_show(
+            "unpaired_start", [*steps.unpaired_start_parts, ivs.unpaired_starts], hidden
+        ):
+            message = (
                 f"{m.bucket} started at {m.ts:.3f} was never ended; closed at the end of "
-                f"attempt {att.id}",
-                m.source,
-                m.line,
+                f"attempt {att.id}"
             )
-        for m in [*steps.unpaired_ends, *ivs.unpaired_ends]:
-            self.diag(
-                "unpaired_end",
-                f"{m.bucket} end at {m.ts:.3f} without a start; ignored",
-                m.source,
-                m.line,
-            )
+            shown.append(("unpaired_start", message, m.source, m.line))
+        for m in self._marks_to_show(
+            "unpaired_end", [*steps.unpaired_end_parts, ivs.unpaired_ends], hidden
+        ):
+            message = f"{m.bucket} end at {m.ts:.3f} without a start; ignored"
+            shown.append(("unpaired_end", message, m.source, m.line))
         unmatched = steps.unmatched_ends + ar.unmatched
         if unmatched:
-            self.diag(
-                "events_out_of_order",
+            message = (
                 f"attempt {att.id}: {unmatched} step_end events without a matching step_start "
-                "before them; ignored",
+                "before them; ignored"
             )
-        return total
+            shown.append(("events_out_of_order", message, None, None))
+        return shown, hidden
+
+    def _marks_to_show(
+        self, code: str, parts: list[Marks], hidden: dict[str, int]
+    ) -> list[IntervalMark]:
+        """The first marks of ``parts`` a diagnostic can show (the rest counted in ``hidden``,
+        without making an object of them)."""
+        room = MAX_DIAGNOSTICS_PER_CODE
+        out: list[IntervalMark] = []
+        for part in parts:
+            if not len(part):
+                continue
+            shown = part.take(slice(0, room))
+            room -= len(shown)
+            if len(part) > len(shown):
+                hidden[code] = hidden.get(code, 0) + len(part) - len(shown)
+            out += shown.objects(self.ing.bucket_names, self.ing.source_names)
+        return out
+
+    # ------------------------------------------------------ closed attempts' memo
+
+    def _memo_key(self, i: int, att: Attempt) -> tuple[Any, ...] | None:
+        """What a closed attempt's results depend on; None when they are not kept (an
+        attempt without id shares its streams with the others)."""
+        if att.key is None:
+            return None
+        sizes = tuple(
+            (len(s.steps), len(s.marks), len(s.restores), len(s.checkpoints), len(s.other_ts))
+            for _rank, s in self._streams_of(att)
+        )
+        return (
+            i,
+            att.eff_start,
+            att.eff_end,
+            att.end,
+            att.ended,
+            att.end_reason,
+            att.status,
+            att.exit_code,
+            sizes,
+        )
+
+    def _memo(self, i: int, att: Attempt) -> ClosedMemo | None:
+        key = self._memo_key(i, att)
+        memo = self.cache.closed.get((att.key, att.range_lo)) if key is not None else None
+        if memo is None or memo.key != key:
+            return None
+        self._memos[i] = memo
+        return memo
+
+    def _remember(self, i: int, att: Attempt, ar: AttemptRows) -> None:
+        """Keep what this query made of a closed attempt for the next queries."""
+        key = self._memo_key(i, att)
+        if key is None or not ar.steps.whole or ar.tail.n:
+            return
+        names = self.ing.bucket_names
+        pieces = {names[c]: v for c, v in ar.steps.piece_sums.items()}
+        memo = ClosedMemo(
+            key=key,
+            rows=ar,
+            pieces=pieces,
+            overlapped={names[c]: v for c, v in ar.steps.nonblocking_sums.items()},
+            in_pieces=sum(pieces.values()),
+            diagnostics=self._attempt_diagnostics(att, ar),
+        )
+        self.cache.closed[(att.key, att.range_lo)] = memo
+        self._memos[i] = memo
+
+    def _memo_sums(self, att: Attempt, memo: ClosedMemo, *, diagnose: bool = True) -> float:
+        """:meth:`_interval_sums` of a remembered attempt (from its totals when the window
+        holds it whole)."""
+        lo, hi = self.clip_bounds
+        if att.eff_start >= lo and att.eff_end <= hi:
+            for bucket, v in memo.pieces.items():
+                self.buckets[bucket] += v
+            for bucket, v in memo.overlapped.items():
+                self.overlapped[bucket] += v
+            if diagnose:
+                self._replay(memo.diagnostics)
+            return memo.in_pieces
+        return self._interval_sums(att, memo.rows, diagnose=diagnose)
+
+    def _replay(self, found: AttemptDiagnostics) -> None:
+        shown, hidden = found
+        for code, message, file, line in shown:
+            self.diag(code, message, file, line)
+        for code, n in hidden.items():
+            self.count_more(code, n)
+
+    def _summary_of(self, i: int, att: Attempt, segs: list[Segment]) -> AttemptSummary:
+        memo = self._memos.get(i)
+        if memo is None:
+            return self._summary(att, segs)
+        if memo.summary is None:
+            memo.summary = self._summary(att, segs)
+        return memo.summary
 
     def _segments(self, ai: int, att: Attempt, s: Stream, ar: AttemptRows) -> None:
         """Segments of the attempt, with their restore points (§1)."""
@@ -489,8 +842,10 @@ class _Builder:
             est = self.cache.ideal.estimate(sealed, tails[-1] if tails else np.zeros(0))
         return (est, "estimated") if est is not None else (None, None)
 
-    def _resolve(self, ar: AttemptRows, ideal: float | None) -> None:
-        """Per segment: typical step time m, open last rows, startup (§4)."""
+    def _resolve(self, ar: AttemptRows, ideal: float | None) -> bool:
+        """Per segment: typical step time m, open last rows, startup (§4). Returns whether a
+        segment had no typical step of its own (it took the ideal step time instead)."""
+        needs_ideal = False
         open_rows = ar.open_rows()
         s = ar.n_sealed
         tail = ar.tail
@@ -508,6 +863,7 @@ class _Builder:
                 n = int(sealed_sorted.shape[0] + tail_vals.shape[0])
                 m = float(sealed_sorted.sum() + tail_vals.sum()) / n if n else None
             seg.m = m if m is not None else ideal
+            needs_ideal |= m is None
             for i in open_rows:
                 if not seg.lo <= i < seg.hi:
                     continue
@@ -517,6 +873,7 @@ class _Builder:
                 ar.open[i] = (end, max(0.0, end - start - ar.covered(start, end)), stride)
             if seg.m is not None:
                 seg.startup = max(0.0, ar.d(seg.lo) - seg.m * ar.count(seg.lo))
+        return needs_ideal
 
     def _split_kept(
         self,
@@ -528,24 +885,15 @@ class _Builder:
     ) -> tuple[float, float, float, StepCounts, list[float]]:
         """Kept vs wasted (§3). Returns kept time, kept steps (n for n·I), at-risk, counts,
         step time per attempt (inside the window)."""
-        # keep_upto[j] = min restore point of every later segment: steps above it were redone.
-        keep_upto = [math.inf] * len(segments)
-        running = math.inf
-        for j in range(len(segments) - 1, -1, -1):
-            keep_upto[j] = running
-            running = min(running, segments[j].restore_point)
+        keep_upto = self._keep_upto(segments)
         safe = math.inf if final_job_end else self._safe_step(attempts)
-        lo, hi = self.clip_bounds
         sums = Sums()
+        by_attempt = self._segment_sums(
+            rows, segments, attempts, keep_upto, safe, 0, len(segments), sums
+        )
         step_time = [0.0] * len(rows)
-        bounds: dict[int, tuple[int, int, float, float]] = {}
-        for j, seg in enumerate(segments):
-            ar = rows[seg.attempt]
-            assert ar is not None
-            window = bounds.get(seg.attempt)
-            if window is None:
-                window = bounds[seg.attempt] = (*ar.rows_overlapping(lo, hi), lo, hi)
-            step_time[seg.attempt] += ar.add_segment(seg, keep_upto[j], safe, window, sums)
+        for i, st in by_attempt.items():
+            step_time[i] = st
         self.buckets["wasted"] += max(sums.wasted, 0.0)
         self.buckets["startup"] += sums.startup
         last_step: int | None = None
@@ -555,6 +903,53 @@ class _Builder:
                 break
         counts = StepCounts(round(sums.kept_count), round(sums.wasted_count), last_step)
         return sums.kept, sums.kept_n, max(sums.at_risk, 0.0), counts, step_time
+
+    @staticmethod
+    def _keep_upto(segments: list[Segment]) -> list[float]:
+        """Per segment, the lowest restore point of every later segment: its steps above it
+        were redone (§3)."""
+        keep_upto = [math.inf] * len(segments)
+        running = math.inf
+        for j in range(len(segments) - 1, -1, -1):
+            keep_upto[j] = running
+            running = min(running, segments[j].restore_point)
+        return keep_upto
+
+    def _segment_sums(  # noqa: PLR0917 (the whole job's segments, and which of them)
+        self,
+        rows: list[AttemptRows | None],
+        segments: list[Segment],
+        attempts: list[Attempt],
+        keep_upto: list[float],
+        safe: float,
+        seg_lo: int,
+        seg_hi: int,
+        sums: Sums,
+    ) -> dict[int, float]:
+        """Add segments ``[seg_lo, seg_hi)``'s sums inside the window; step time per attempt."""
+        lo, hi = self.clip_bounds
+        step_time: dict[int, float] = {}
+        bounds: dict[int, tuple[int, int, float, float]] = {}
+        for j in range(seg_lo, seg_hi):
+            seg = segments[j]
+            ar = rows[seg.attempt]
+            assert ar is not None
+            att = attempts[seg.attempt]
+            # An attempt wholly inside the window (a whole-job report: all of them) needs no
+            # search for the rows the window cuts, and its segments' sums can be reused.
+            inside = att.eff_start >= lo and att.eff_end <= hi
+            window = bounds.get(seg.attempt)
+            if window is None:
+                if inside:
+                    window = (0, ar.n, lo, hi)
+                elif att.eff_end < lo or att.eff_start > hi:
+                    window = (0, 0, lo, hi)
+                else:
+                    window = (*ar.rows_overlapping(lo, hi), lo, hi)
+                bounds[seg.attempt] = window
+            st = ar.add_segment(seg, keep_upto[j], safe, window, sums, inside=inside)
+            step_time[seg.attempt] = step_time.get(seg.attempt, 0.0) + st
+        return step_time
 
     def _safe_step(self, attempts: list[Attempt]) -> float:
         """The newest step a crash now would not lose (§3, §9.1, §9.2, §9.10): the newest
@@ -575,20 +970,35 @@ class _Builder:
         committed: list[int] = []
         saved: list[int] = []
         restores: list[RestoreMark] = []
-        for att in attempts:
-            bounds = attempt_bounds(att)
-            for _rank, s in self._streams_of(att):
-                if not s.checkpoints:
-                    continue
-                view = self._view(s)
-                for _ts, step, is_commit in view.checkpoints[between(view.checkpoint_ts, *bounds)]:
-                    (committed if is_commit else saved).append(step)
-            leader = self._leader_stream(att)
-            if leader is not None:
-                view = self._view(leader)
-                restores.extend(view.restores[between(view.restore_ts, *bounds)])
+        for i, att in enumerate(attempts):
+            memo = self._memos.get(i)
+            found = memo.checkpoints if memo is not None else None
+            if found is None:
+                found = self._attempt_checkpoints(att)
+                if memo is not None:
+                    memo.checkpoints = found
+            committed += found[0]
+            saved += found[1]
+            restores += found[2]
         self._checkpoint_cache = (committed, saved, restores)
         return self._checkpoint_cache
+
+    def _attempt_checkpoints(self, att: Attempt) -> tuple[list[int], list[int], list[RestoreMark]]:
+        committed: list[int] = []
+        saved: list[int] = []
+        bounds = attempt_bounds(att)
+        for _rank, s in self._streams_of(att):
+            if not s.checkpoints:
+                continue
+            view = self._view(s)
+            for _ts, step, is_commit in view.checkpoints[between(view.checkpoint_ts, *bounds)]:
+                (committed if is_commit else saved).append(step)
+        leader = self._leader_stream(att)
+        restores: list[RestoreMark] = []
+        if leader is not None:
+            view = self._view(leader)
+            restores = view.restores[between(view.restore_ts, *bounds)]
+        return committed, saved, restores
 
     def _checkpoint_progress(
         self, ideal: float | None, counts: StepCounts, attempts: list[Attempt]
@@ -716,7 +1126,40 @@ class _Builder:
                 self.diag(code, message, source, line)
             extra = log.counts.get(code, 0) - len(entries)
             if extra > 0:  # counted at ingest, not kept: reported as "... and N more"
-                self._diag_counts[code] = self._diag_counts.get(code, 0) + extra
+                self.count_more(code, extra)
+
+
+#: Fewer closed attempts than this to seal are sealed one by one (the same numbers).
+_BULK_MIN_ATTEMPTS = 8
+
+
+def _split_spans(spans: Spans, n_buckets: int, g: int) -> list[Spans]:
+    """``spans`` (bucket = attempt x n_buckets + bucket) cut into one Spans per attempt,
+    with their own bucket codes, each in its original order."""
+    group = spans.bucket // n_buckets
+    order = np.argsort(group, kind="stable")
+    spans = spans.take(order)
+    plain = Spans(spans.start, spans.end, spans.bucket % n_buckets, spans.blocking, spans.order)
+    bounds = np.searchsorted(group[order], np.arange(g + 1)).tolist()
+    return [plain.take(slice(bounds[k], bounds[k + 1])) for k in range(g)]
+
+
+def _split_marks(marks: Marks, n_buckets: int, g: int) -> list[Marks]:
+    """Unpaired marks cut apart per attempt (in (ts, seq) order within each)."""
+    group = marks.bucket // n_buckets
+    order = np.argsort(group, kind="stable")
+    marks = marks.take(order)
+    plain = Marks(
+        marks.ts,
+        marks.seq,
+        marks.bucket % n_buckets,
+        marks.is_start,
+        marks.blocking,
+        marks.line,
+        marks.source,
+    )
+    bounds = np.searchsorted(group[order], np.arange(g + 1)).tolist()
+    return [plain.take(slice(bounds[k], bounds[k + 1])) for k in range(g)]
 
 
 def compute_report(

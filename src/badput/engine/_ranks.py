@@ -29,6 +29,7 @@ import math
 from array import array
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from operator import attrgetter
 from typing import cast
 
 import numpy as np
@@ -310,7 +311,8 @@ def _in_chunks(streams: list[_RankStream]) -> list[list[_RankStream]]:
     return chunks
 
 
-#: Runs of at most this many events are ingested event by event (cheaper than numpy).
+#: Batches of at most this many events per writer are ingested event by event (cheaper
+#: than numpy calls per writer).
 SMALL_RUN = 64
 #: Values (marks, steps...) per vectorised pass over several streams.
 CHUNK = 1 << 16
@@ -521,6 +523,9 @@ _SPLIT: dict[int, tuple[str, bool]] = {
 }
 
 
+_blocking = attrgetter("blocking")
+
+
 def _is_none(value: object) -> bool:
     return value is None
 
@@ -593,13 +598,14 @@ class RankTracker:
         Steps, step ends, blocking loads and heartbeats (the bulk) are sliced out of
         the batch's columns per stream; only the rare kinds (section summaries, other
         intervals, overlapped loads) are looked at one event at a time. Everything is
-        paired and summed at query time, vectorised. A short run (a file of a few
-        dozen events, one per attempt) is cheaper event by event than through a score
-        of numpy calls on tiny arrays: it takes :meth:`_ingest_few` (same result).
+        paired and summed at query time, vectorised. Short runs per writer (a file of a
+        few dozen events per attempt, thousands of them read as one batch) are cheaper
+        event by event than through a score of numpy calls per writer on tiny arrays:
+        they take :meth:`_ingest_few` (same result).
         """
         if not batch.n:
             return
-        if batch.n <= SMALL_RUN:
+        if batch.n <= SMALL_RUN * len(batch.keys):
             self._ingest_few(batch.events, job)
             return
         keep = None if job is None else batch.same_job(job)
@@ -761,7 +767,7 @@ class RankTracker:
         seen_ts = ts_by_role[ends[_MARK] : ends[_ROW + 1]]
         if len(loads):
             is_start = batch.kind[loads] == _LOAD_START_CODE
-            blocking = batch.blocking(loads)
+            blocking = list(map(_blocking, map(batch.events.__getitem__, loads.tolist())))
             if blocking.count(None) != len(blocking):  # blocking or overlapped: single events
                 plain = np.fromiter(map(_is_none, blocking), np.bool_, len(blocking))
                 rows = np.sort(np.concatenate((rows, loads[~plain])))

@@ -13,21 +13,26 @@ import bisect
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Literal
 
 import numpy as np
 import numpy.typing as npt
 
 from badput.engine._attempts import Attempt
 from badput.engine._ingest import RestoreMark, Stream
-from badput.engine._intervals import Coverage, IntervalMark
+from badput.engine._intervals import Coverage, Marks
+from badput.engine._model import AttemptSummary, Diagnostic, EndReason, StepCounts
 from badput.engine._steps import AttemptSteps, Rows, TailIntervals
 
 __all__ = [
     "NO_INTERVALS",
     "NO_ROWS",
+    "AttemptDiagnostics",
     "AttemptRows",
+    "ClosedMemo",
     "Segment",
     "StreamView",
+    "Structure",
     "Sums",
     "attempt_bounds",
     "between",
@@ -52,6 +57,10 @@ class Segment:
     restored: bool
     m: float | None = None
     startup: float = 0.0
+    # What add_segment gave for a window holding the whole attempt, and for what inputs;
+    # and the step counts, which do not depend on the window (see AttemptRows.add_segment).
+    inside_memo: tuple[tuple[float, ...], Sums, float] | None = None
+    count_memo: tuple[tuple[float, ...], float, float] | None = None
 
 
 def _frac(keep_upto: float, step: float, count: float) -> float:
@@ -75,6 +84,15 @@ class Sums:
     kept_count: float = 0.0  # steps.kept (not windowed)
     wasted_count: float = 0.0
 
+    def add(self, other: Sums) -> None:
+        self.kept += other.kept
+        self.kept_n += other.kept_n
+        self.wasted += other.wasted
+        self.startup += other.startup
+        self.at_risk += other.at_risk
+        self.kept_count += other.kept_count
+        self.wasted_count += other.wasted_count
+
 
 class AttemptRows:
     """One attempt's rows for this query: the sealed ones (cached) then the tail."""
@@ -89,11 +107,11 @@ class AttemptRows:
         self.tail_ivs = tail_ivs
         self.unmatched = unmatched
         self.n = self.n_sealed + tail.n
-        if tail.n == 0 and not tail_ivs.pieces:
+        if tail.n == 0 and not len(tail_ivs.pieces):
             self.tail_cov = _NO_COVERAGE
             self._cums = tuple((c.a, _ZERO_CUM) for c in (steps.cum_d, steps.cum_k, steps.cum_kpos))
         else:
-            self.tail_cov = Coverage(tail_ivs.pieces)
+            self.tail_cov = Coverage.of(tail_ivs.pieces)
             d0 = np.nan_to_num(tail.d)
             kpos = np.where(tail.d > 0, tail.count, 0.0)
             self._cums = (
@@ -170,6 +188,20 @@ class AttemptRows:
             n += int(np.searchsorted(self.tail.step[max(lo, s) - s : hi - s], x, side="right"))
         return lo + n
 
+    def _counts(
+        self, first: int, stop: int, keep_upto: float, opened: list[int]
+    ) -> tuple[float, float]:
+        """Steps of rows [first, stop) at or below ``keep_upto``, and all of them."""
+        j_keep = self.rows_upto_step(keep_upto, first, stop) - 1
+        count_specials = sorted({j_keep, *opened})
+        kept_count = self.plain_sum(self.K, first, j_keep + 1, count_specials)
+        all_count = self.plain_sum(self.K, first, stop, opened)
+        all_count += sum(self.count(i) for i in opened)
+        for i in count_specials:
+            if first <= i < stop:
+                kept_count += _frac(keep_upto, self.at("step", i), self.count(i)) * self.count(i)
+        return kept_count, all_count
+
     def rows_overlapping(self, lo: float, hi: float) -> tuple[int, int]:
         """Rows [i0, i1) that can overlap ``[lo, hi]`` (rows are disjoint, in time order)."""
         sealed_start, tail_start = self.sealed.start, self.tail.start
@@ -181,7 +213,36 @@ class AttemptRows:
         )
         return max(0, upto_lo - 1), before_hi
 
-    def add_segment(
+    def add_segment(  # noqa: PLR0917
+        self,
+        seg: Segment,
+        keep_upto: float,
+        safe: float,
+        window: tuple[int, int, float, float],
+        sums: Sums,
+        inside: bool = False,
+    ) -> float:
+        """:meth:`segment_sums` added to ``sums``; its step time inside the window returned.
+
+        ``inside``: the window holds the whole attempt, so the result depends only on the
+        thresholds and the segment's typical time, and is kept on the segment for the next
+        query with the same ones (a closed attempt's segments live as long as its memo).
+        """
+        if not inside:
+            return self.segment_sums(seg, keep_upto, safe, window, sums)
+        key = (keep_upto, safe, math.nan if seg.m is None else seg.m, seg.startup)
+        memo = seg.inside_memo
+        if memo is None or memo[0] != key:
+            part = Sums()
+            memo = seg.inside_memo = (
+                key,
+                part,
+                self.segment_sums(seg, keep_upto, safe, window, part),
+            )
+        sums.add(memo[1])
+        return memo[2]
+
+    def segment_sums(
         self,
         seg: Segment,
         keep_upto: float,
@@ -202,24 +263,22 @@ class AttemptRows:
         """
         i0, i1, lo_t, hi_t = window
         first, stop = seg.lo, seg.hi
-        j_keep = self.rows_upto_step(keep_upto, first, stop) - 1
-        risk_from = min(keep_upto, safe)
-        j_safe = self.rows_upto_step(risk_from, first, stop) - 1
         opened = [i for i in self.open if first <= i < stop]
         # steps.kept / steps.wasted: the whole segment, whatever the window
-        count_specials = sorted({j_keep, *opened})
-        kept_count = self.plain_sum(self.K, first, j_keep + 1, count_specials)
-        all_count = self.plain_sum(self.K, first, stop, opened)
-        all_count += sum(self.count(i) for i in opened)
-        for i in count_specials:
-            if first <= i < stop:
-                kept_count += _frac(keep_upto, self.at("step", i), self.count(i)) * self.count(i)
+        count_key = (keep_upto, *(self.count(i) for i in opened))
+        counted = seg.count_memo
+        if counted is None or counted[0] != count_key:
+            counted = seg.count_memo = (count_key, *self._counts(first, stop, keep_upto, opened))
+        _key, kept_count, all_count = counted
         sums.kept_count += kept_count
         sums.wasted_count += all_count - kept_count
 
         a, b = max(first, i0), min(stop, i1)
         if a >= b:
             return 0.0
+        j_keep = self.rows_upto_step(keep_upto, first, stop) - 1
+        risk_from = min(keep_upto, safe)
+        j_safe = self.rows_upto_step(risk_from, first, stop) - 1
         specials = sorted({i for i in (a, b - 1, first, j_keep, j_safe, *opened) if a <= i < b})
         keep_end = min(b, j_keep + 1)
         sums.kept += self.plain_sum(self.D, a, keep_end, specials)
@@ -250,6 +309,79 @@ class AttemptRows:
         return step_time
 
 
+#: An attempt's own diagnostics: (code, message, file, line) shown, and counts not shown.
+AttemptDiagnostics = tuple[list[tuple[str, str, str | None, int | None]], dict[str, int]]
+
+
+@dataclass
+class ClosedMemo:
+    """What queries made of a closed attempt, reused while ``key`` (its place among the
+    attempts, its span and end, the sizes of its streams) is unchanged.
+
+    A closed attempt's rows are sealed whole; its segments, their typical step times,
+    its interval totals, checkpoints, diagnostics and summary only change when something
+    about it does, so a query over thousands of attempts pays for them once.
+    """
+
+    key: tuple[object, ...]
+    rows: AttemptRows  # sealed whole, with its segments
+    pieces: dict[str, float]  # seconds per bucket of its blocking intervals
+    overlapped: dict[str, float]  # and of its non-blocking ones
+    in_pieces: float
+    diagnostics: AttemptDiagnostics
+    resolved: bool = False  # segments' typical times, open rows and startup are set
+    ideal: float | None = None  # the ideal step time they were resolved with
+    needs_ideal: bool = False  # a segment took the ideal as its typical time
+    checkpoints: tuple[list[int], list[int], list[RestoreMark]] | None = None
+    summary: AttemptSummary | None = None
+
+
+@dataclass
+class Structure:
+    """What a report of one state holds for any window: the attempts and their spans, rows
+    and segments, the thresholds of kept and at-risk steps, the ideal step time, the step
+    counts, the attempts' summaries and the diagnostics (those a window does not change,
+    as emitted before and after the window's own). A windowed query of the same state
+    reuses it and looks only at the attempts the window meets."""
+
+    key: tuple[object, ...]
+    job: str
+    attempts: list[Attempt]
+    scheduled: float | None  # the first job_scheduled
+    span: tuple[float, float]
+    end_reason: EndReason
+    rows: list[AttemptRows | None]
+    segments: list[Segment]
+    keep_upto: list[float]
+    safe: float
+    ideal: float | None
+    ideal_source: Literal["configured", "estimated"] | None
+    counts: StepCounts
+    summaries: list[AttemptSummary]
+    before: tuple[list[Diagnostic], dict[str, int]]
+    after: list[tuple[str, str | None, str | None, int | None]]  # message None: a count
+    _starts: F64 | None = None
+    _ends: F64 | None = None
+    _seg_attempt: I64 | None = None
+
+    def eff_starts(self) -> F64:
+        if self._starts is None:
+            self._starts = np.array([a.eff_start for a in self.attempts], np.float64)
+        return self._starts
+
+    def eff_ends(self) -> F64:
+        if self._ends is None:
+            self._ends = np.array([a.eff_end for a in self.attempts], np.float64)
+        return self._ends
+
+    def segments_of(self, first: int, stop: int) -> tuple[int, int]:
+        """The segments of attempts ``[first, stop)`` (segments are in attempt order)."""
+        if self._seg_attempt is None:
+            self._seg_attempt = np.array([s.attempt for s in self.segments], np.int64)
+        found = np.searchsorted(self._seg_attempt, (first, stop), "left").tolist()
+        return found[0], found[1]
+
+
 def sorted_step_arrays(stream: Stream) -> tuple[F64, I64, npt.NDArray[np.int8]]:
     log = stream.steps
     if not len(log):
@@ -278,8 +410,7 @@ class StreamView:
     ts: F64
     step: I64
     is_end: npt.NDArray[np.int8]
-    marks: list[IntervalMark]
-    mark_ts: F64
+    marks: Marks  # in (ts, seq) order
     restores: list[RestoreMark]
     restore_ts: list[float]
     checkpoints: list[tuple[float, int, bool]]
@@ -298,6 +429,6 @@ def between(ts: list[float], lo: float, top: float) -> slice:
 
 
 NO_ROWS = Rows.empty()
-NO_INTERVALS = TailIntervals([], [], [], [], [])
-_NO_COVERAGE = Coverage([])
+NO_INTERVALS = TailIntervals.empty()
+_NO_COVERAGE = Coverage(np.zeros(0), np.zeros(0))
 _ZERO_CUM = np.zeros(1)

@@ -25,7 +25,7 @@ import numpy as np
 import numpy.typing as npt
 
 from badput.engine._ingest import Ingestor, Stream
-from badput.engine._intervals import Coverage, Piece, flatten_innermost, pair_marks
+from badput.engine._intervals import Coverage, Piece, flatten_spans, pair_columns
 from badput.engine._model import Report
 
 __all__ = ["SLOW_FACTOR", "STEP_BUCKETS", "IntervalSpan", "Lane", "StepSpans", "Timeline"]
@@ -217,11 +217,25 @@ def build_timeline(ing: Ingestor, report: Report) -> Timeline:
             seen = np.unique(ai)
             lane_ids = np.array([lane_of(int(a), stream.rank) for a in seen], np.int64)
             parts.append((lane_ids[np.searchsorted(seen, ai)], start, end, step, closed))
-        marks = sorted(stream.marks, key=lambda m: (m.ts, m.seq))
-        recorded, _starts, _ends = pair_marks(marks, close_at=report.end)
-        blocking = [iv for iv in recorded if iv.blocking]
-        pieces = [(p.start, p.end, p.bucket, True) for p in flatten_innermost(blocking)]
-        pieces += [(i.start, i.end, i.bucket, False) for i in recorded if not i.blocking]
+        recorded = pair_columns(stream.marks.columns(), close_at=report.end).intervals
+        flat = flatten_spans(recorded.take(recorded.blocking))
+        nonblocking = recorded.take(~recorded.blocking)
+        names = ing.bucket_names
+        pieces = [
+            (lo, hi, names[code], True)
+            for lo, hi, code in zip(
+                flat.start.tolist(), flat.end.tolist(), flat.bucket.tolist(), strict=True
+            )
+        ]
+        pieces += [
+            (lo, hi, names[code], False)
+            for lo, hi, code in zip(
+                nonblocking.start.tolist(),
+                nonblocking.end.tolist(),
+                nonblocking.bucket.tolist(),
+                strict=True,
+            )
+        ]
         for lo, hi, bucket, is_blocking in pieces:
             a = int(attempt_of(np.array([lo]))[0])
             cut = min(hi, float(ends_of[a]))
@@ -305,7 +319,7 @@ def _classify(
     for li, pieces in by_lane.items():
         lo, hi = int(bounds[li]), int(bounds[li + 1])
         if hi > lo:
-            d[lo:hi] -= Coverage(pieces).between(start[lo:hi], end[lo:hi])
+            d[lo:hi] -= Coverage.of_pieces(pieces).between(start[lo:hi], end[lo:hi])
     bucket = np.zeros(start.shape[0], np.int8)
     ideal = report.ideal_step_time
     if ideal is not None:

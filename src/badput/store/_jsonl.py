@@ -373,6 +373,143 @@ def _read_path(  # noqa: PLR0917 (one call site per store kind)
     return parsed.n_bytes
 
 
+_SCAN: Final = 64 * 1024  # bytes looked at a time when searching for a newline
+
+
+def _written_end(fd: int, size: int) -> int:
+    """Bytes of the file before its trailing run of NULs (:func:`written_length`)."""
+    end = size
+    while end > 0:
+        n = min(end, 1 << 20)
+        block = os.pread(fd, n, end - n)
+        kept = len(block.rstrip(b"\0"))
+        if kept or len(block) < n:
+            return end - n + kept
+        end -= n
+    return 0
+
+
+def _after_last_newline(fd: int, lo: int, hi: int) -> int:
+    """The offset just after the last ``\n`` of ``[lo, hi)``; ``lo`` when there is none."""
+    pos = hi
+    while pos > lo:
+        n = min(pos - lo, _SCAN)
+        i = os.pread(fd, n, pos - n).rfind(b"\n")
+        if i >= 0:
+            return pos - n + i + 1
+        pos -= n
+    return lo
+
+
+def _after_next_newline(fd: int, lo: int, hi: int) -> int | None:
+    """The offset just after the first ``\n`` of ``[lo, hi)``, if any."""
+    pos = lo
+    while pos < hi:
+        block = os.pread(fd, min(hi - pos, _SCAN), pos)
+        if not block:
+            return None
+        i = block.find(b"\n")
+        if i >= 0:
+            return pos + i + 1
+        pos += len(block)
+    return None
+
+
+def _consumed_to(fd: int, written: int, offset: int, limit: int) -> int:
+    """Where one read of a file from ``offset`` with a budget of ``limit`` bytes stops
+    consuming: what :func:`_read_file` yields (blocks until ``limit``, then to the end of
+    that line), cut after its last ``\n`` as :func:`parse_stream` does."""
+    if offset >= written:
+        return offset
+    reach = _FIRST_BLOCK if offset else READ_BLOCK
+    while reach < limit:
+        reach += READ_BLOCK
+    stop = offset + reach
+    if stop >= written:
+        return _after_last_newline(fd, offset, written)
+    if os.pread(fd, 1, stop - 1) == b"\n":
+        return stop
+    after = _after_next_newline(fd, stop, written)
+    return after if after is not None else _after_last_newline(fd, offset, stop)
+
+
+def _stops(paths: list[Path], max_bytes: int) -> list[tuple[int, int]]:
+    """Where each of the successive ``read(..., max_bytes=max_bytes)`` of the files
+    ``paths`` (in read order, from their start) stops: ``(file index, offset)`` after
+    every read but the last. Found from the newline positions, without decoding.
+
+    A read that starts at one of these stops cuts its blocks, lines and chunks exactly
+    as the uninterrupted sequence of reads does, so that a parallel reader may start
+    one worker at each. It holds for the files as they are now (a file that grows or
+    changes meanwhile makes a worker stop elsewhere, which the worker checks).
+    """
+    ends: list[tuple[int, int]] = []  # (fd or -1, written bytes)
+    try:
+        for path in paths:
+            try:
+                f = open_regular(path)
+            except OSError:
+                f = None
+            if f is None:
+                ends.append((-1, 0))  # the reader skips it (and says why)
+                continue
+            fd = os.dup(f.fileno())
+            f.close()
+            ends.append((fd, _written_end(fd, os.fstat(fd).st_size)))
+        stops: list[tuple[int, int]] = []
+        i, offset = 0, 0
+        while True:
+            budget = max_bytes
+            while i < len(paths):
+                fd, written = ends[i]
+                new = offset if fd < 0 else _consumed_to(fd, written, offset, budget)
+                budget -= new - offset
+                offset = new
+                if budget <= 0:
+                    break
+                i, offset = i + 1, 0
+            if i >= len(paths):
+                return stops
+            stops.append((i, offset))
+    finally:
+        for fd, _ in ends:
+            if fd >= 0:
+                os.close(fd)
+
+
+def _count_newlines(path: Path, upto: int, *, start: int = 0) -> int:
+    """How many ``\n`` the bytes ``[start, upto)`` of ``path`` hold (lines, from the start).
+
+    Counted with numpy over a read-only mapping: about 0.15 ms a megabyte, several times
+    faster than ``bytes.count`` over read blocks.
+    """
+    import numpy as np  # noqa: PLC0415 (only a parallel read needs it; keeps `import badput` light)
+
+    if upto <= start:
+        return 0
+    with open(path, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as mm:
+        data = np.frombuffer(mm, np.uint8, max(0, min(upto, len(mm)) - start), start)
+        n = 0
+        step = 8 * 1024 * 1024
+        for lo in range(0, len(data), step):
+            n += int(np.count_nonzero(data[lo : lo + step] == 10))
+        del data  # release the buffer before the mapping closes
+        return n
+
+
+def _read_stops(files: list[tuple[str, Path]], max_bytes: int) -> list[tuple[str, int, int]]:
+    """``(stream, offset, lines)`` where each read of ``files`` that uses up its budget
+    stops (:func:`_stops`), with the lines before that offset (a cursor's entry)."""
+    out: list[tuple[str, int, int]] = []
+    done = (-1, 0, 0)  # (file index, offset, lines) of the previous stop
+    for i, offset in _stops([path for _, path in files], max_bytes):
+        start, lines = (done[1], done[2]) if done[0] == i else (0, 0)
+        lines += _count_newlines(files[i][1], offset, start=start)
+        out.append((files[i][0], offset, lines))
+        done = (i, offset, lines)
+    return out
+
+
 def _has_jsonl(directory: Path) -> bool:
     for _dirpath, _dirnames, filenames in os.walk(directory):
         if any(f.endswith(".jsonl") for f in filenames):
@@ -425,18 +562,49 @@ class JsonlStore:
         return [e.name for e in entries if e.is_dir() and _has_jsonl(Path(e.path))]
 
     def streams(self, job: str) -> list[str]:
-        """Stream names of ``job`` (paths relative to its directory), sorted."""
-        base = self.job_dir(job)
+        """Stream names of ``job`` (paths relative to its directory, ``/``-separated), sorted.
+
+        What ``os.walk`` would list (symbolic links to directories are not followed),
+        built with ``os.scandir`` and string joins: a job of 10,000 attempts has 10,000
+        directories, and this runs on every read.
+        """
         names: list[str] = []
-        for dirpath, dirnames, filenames in os.walk(base):
-            dirnames.sort()
-            rel = os.path.relpath(dirpath, base)
-            for f in filenames:
-                if f.endswith(".jsonl"):
-                    name = f if rel == "." else os.path.join(rel, f)
-                    names.append(name.replace(os.sep, "/"))
+        pending = [(str(self.job_dir(job)), "")]
+        while pending:
+            directory, prefix = pending.pop()
+            try:
+                entries = os.scandir(directory)
+            except OSError:  # gone, not a directory, not readable: nothing to list there
+                continue
+            with entries:
+                for entry in entries:
+                    try:
+                        is_dir = entry.is_dir()
+                    except OSError:
+                        is_dir = False
+                    if is_dir:
+                        if not entry.is_symlink():
+                            pending.append((entry.path, f"{prefix}{entry.name}/"))
+                    elif entry.name.endswith(".jsonl"):
+                        names.append(prefix + entry.name)
         names.sort()
         return names
+
+    def files(self, job: str) -> list[tuple[str, Path]]:
+        """``(stream name, path)`` of every file a :meth:`read` of ``job`` goes through, in
+        that order (the cursor is keyed by stream name; chunks name the path)."""
+        base = self.job_dir(job)
+        return [(stream, base / stream) for stream in self.streams(job)]
+
+    def read_stops(self, job: str, max_bytes: int) -> list[tuple[str, int, int]]:
+        """Where the successive ``read(job, cursor, max_bytes=max_bytes)`` of the files as
+        they are now stop, found from their newlines without decoding: ``(stream, offset,
+        lines)`` after each read that uses up its budget (the cursor's entry of ``stream``).
+
+        A read that starts at one of these stops cuts its blocks, lines and chunks exactly
+        as the uninterrupted sequence of reads does: a parallel reader starts one there.
+        """
+        return _read_stops(self.files(job), max_bytes)
 
     def read(
         self, job: str, cursor: Cursor | None = None, *, max_bytes: int | None = None
@@ -482,6 +650,14 @@ class SingleFileStore:
 
     def jobs(self) -> list[str]:
         return [self.job]
+
+    def files(self, job: str) -> list[tuple[str, Path]]:
+        """``(stream name, path)`` of the file a :meth:`read` of ``job`` goes through."""
+        return [(self.path.name, self.path)] if job == self.job else []
+
+    def read_stops(self, job: str, max_bytes: int) -> list[tuple[str, int, int]]:
+        """See :meth:`JsonlStore.read_stops`."""
+        return _read_stops(self.files(job), max_bytes)
 
     def read(
         self, job: str, cursor: Cursor | None = None, *, max_bytes: int | None = None
