@@ -10,7 +10,7 @@ from badput.engine._gc import gc_paused
 from badput.engine._ingest import Ingestor, Run
 from badput.engine._model import Report
 from badput.engine._partition import Typical, compute_report, recent_step_times
-from badput.engine._ranks import RankOptions, RankTracker
+from badput.engine._ranks import RankOptions, RankTracker, Stall
 from badput.engine._steps import QueryCache
 from badput.engine._steptime import DEFAULT_SLOWDOWN_FACTOR, StepTimeStats, step_time_stats
 from badput.engine._timeline import Timeline, build_timeline
@@ -50,6 +50,9 @@ class Accountant:
         self._as_of: tuple[float, int, Ingestor, QueryCache] | None = None
         self.ideal_step_time = ideal_step_time
         self._ranks = RankTracker()
+        # The stalls of the last report with the partition of their time, and what that
+        # report was asked (the state, its size, now, ideal, typical, the stalls found).
+        self._stall_buckets: tuple[Ingestor, tuple[object, ...], list[Stall]] | None = None
         #: Thresholds of the per-rank view, stragglers and stalls (docs/ranks.md).
         self.rank_options = RankOptions()
 
@@ -117,7 +120,7 @@ class Accountant:
             return
         batch = Batch(events)
         self._ing.ingest_batch(batch, runs)
-        self._ranks.ingest(events, self._ing.job)
+        self._ranks.ingest_batch(batch, self._ing.job)
 
     def report(
         self,
@@ -181,18 +184,26 @@ class Accountant:
             completed = a.end_reason == "job_end"  # what follows its last progress is shutdown
             attempts.append((str(a.id), a.start, a.end, ended, completed))
         live_now = now if report.end_reason == "now" else None
+        # Cached by the tracker while nothing changes (a report of 10,000 attempts asks
+        # the same again at every refresh of a view).
         found = self._ranks.analyze(attempts, live_now, self.rank_options)
-        stalls = []
-        for stall in found.stalls:
-            inner = compute_report(
-                ing,  # the state as of `now` the report was computed on
-                now=now,
-                window=(stall.start, stall.end),
-                ideal_step_time=ideal,
-                typical=typical,
-            )
-            buckets = {k: v for k, v in inner.buckets.items() if v > 0}
-            stalls.append(dataclasses.replace(stall, buckets=buckets))
+        asked = (ing.n_events, now, ideal, typical, found.stalls)
+        kept = self._stall_buckets
+        if kept is not None and kept[0] is ing and kept[1] == asked:
+            stalls = list(kept[2])
+        else:
+            stalls = []
+            for stall in found.stalls:
+                inner = compute_report(
+                    ing,  # the state as of `now` the report was computed on
+                    now=now,
+                    window=(stall.start, stall.end),
+                    ideal_step_time=ideal,
+                    typical=typical,
+                )
+                buckets = {k: v for k, v in inner.buckets.items() if v > 0}
+                stalls.append(dataclasses.replace(stall, buckets=buckets))
+            self._stall_buckets = (ing, asked, list(stalls))
         return dataclasses.replace(
             report, ranks=found.ranks, stragglers=found.stragglers, stalls=stalls
         )

@@ -27,13 +27,23 @@ from __future__ import annotations
 
 import math
 from array import array
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from operator import attrgetter
+from typing import cast
 
 import numpy as np
 import numpy.typing as npt
 
-from badput.events import MAX_INT, Event, Kind, bucket_of, interval_base
+from badput.engine._batch import KIND_CODE, KIND_NAMES, Batch
+from badput.events import (
+    MAX_INT,
+    NAMED_INTERVAL_KINDS,
+    Event,
+    Kind,
+    bucket_of,
+    interval_base,
+)
 
 __all__ = [
     "RankAnalysis",
@@ -46,7 +56,6 @@ __all__ = [
 ]
 
 F64 = npt.NDArray[np.float64]
-_NOTHING = object()
 #: Blocking data loads per block when scoring the ``data_loading`` section.
 LOAD_BLOCK = 50
 DATA_LOADING = "data_loading"
@@ -174,8 +183,11 @@ class _RankStream:
     """What one (attempt, rank) wrote that the per-rank view needs."""
 
     __slots__ = (
+        "_derived",
         "attempt",
         "buckets",
+        "changes",
+        "derived_at",
         "end_ts",
         "extra_ts",
         "first_ts",
@@ -219,6 +231,9 @@ class _RankStream:
         # (a launcher writing as the same rank, or without one, is not a trainer).
         self.worker_pids: set[int | None] = set()
         self.pid_seen: dict[int | None, float] = {}
+        self.changes = 0  # bumped by every change: what was derived from the columns is stale
+        self._derived: _Derived | None = None
+        self.derived_at = -1  # ``changes`` when ``_derived`` was computed
 
     def code(self, bucket: str) -> int:
         i = self.names.get(bucket)
@@ -226,81 +241,293 @@ class _RankStream:
             i = self.names[bucket] = len(self.names)
         return i
 
-    def see(self, ts: float, pid: int | None) -> None:
-        """An event other than a step or a blocking load (those count at query time)."""
-        self.first_ts = min(self.first_ts, ts)
-        self.last_ts = max(self.last_ts, ts)
-        if ts > self.pid_seen.get(pid, -math.inf):
-            self.pid_seen[pid] = ts
-
     def alive_until(self) -> float | None:
         """The newest event of a process of this stream that made progress."""
         seen = [self.pid_seen[p] for p in self.worker_pids if p in self.pid_seen]
         return max(seen) if seen else None
 
-    def span(self) -> tuple[float, float]:
-        """First and last event time."""
-        first, last = self.first_ts, self.last_ts
-        for col in (self.step_ts, self.end_ts, self.pair_ts, self.extra_ts):
-            if len(col):
-                a = np.frombuffer(col, dtype=np.float64)
-                first, last = min(first, float(a.min())), max(last, float(a.max()))
-        return first, last
-
     def settle(self) -> None:
-        """Pair the blocking interval marks in time order (once per change): seconds
-        per bucket, data-load durations, starts still open. Unpaired ends are ignored
-        (the partition reports them)."""
-        n = len(self.pair_ts)
-        if n == self.settled:
-            return
-        self.loads, self.open, self.buckets = array("d"), {}, {}
-        ts = np.frombuffer(self.pair_ts, dtype=np.float64)
-        codes = np.frombuffer(self.pair_code, dtype=np.int32)
-        bucket = codes >> 1
-        is_start = (codes & 1).astype(bool)
-        # by bucket, then time; at equal times, starts first
-        order = np.lexsort((~is_start, ts, bucket))
-        ts, bucket, is_start = ts[order], bucket[order], is_start[order]
-        idx = np.arange(len(ts))
-        first = np.concatenate(([True], bucket[1:] != bucket[:-1]))
-        group = np.cumsum(first) - 1
-        parity = (idx - np.flatnonzero(first)[group]) % 2
-        # The common case, vectorised: each bucket's marks go start, end, start, end...
-        irregular = np.unique(group[is_start != (parity == 0)])
-        regular = ~np.isin(group, irregular)
-        ends = np.flatnonzero(regular & (parity == 1))
-        d = np.maximum(ts[ends] - ts[ends - 1], 0.0)
-        sums = np.bincount(bucket[ends], weights=d, minlength=len(self.names))
-        names = {i: name for name, i in self.names.items()}
-        for i in np.flatnonzero(sums > 0):
-            self.buckets[names[int(i)]] = float(sums[i])
-        self.loads = array("d", d[bucket[ends] == 0].tolist())
-        heads = np.flatnonzero(first)
-        last = np.concatenate((heads[1:] - 1, [len(ts) - 1])) if len(ts) else idx
-        for j in last[regular[last] & (parity[last] == 0)]:
-            self.open[names[int(bucket[j])]] = [float(ts[j])]
-        for g in irregular.tolist():  # nested or unpaired marks: a stack
-            members = slice(int(heads[g]), int(last[g]) + 1)
-            name = names[int(bucket[heads[g]])]
+        """Pair the blocking interval marks (see :func:`_settle`)."""
+        _settle([self])
+
+    def derived(self) -> _Derived:
+        """What the analysis needs of this stream (see :func:`_derive`)."""
+        if self.derived_at != self.changes or self._derived is None:
+            _derive([self])
+        assert self._derived is not None
+        return self._derived
+
+
+class _Derived:
+    """What the analysis needs of one stream, derived from its columns once per change."""
+
+    __slots__ = (
+        "first_event",
+        "gap",
+        "last_event",
+        "n_progress",
+        "progress_first",
+        "progress_last",
+        "step_hi",
+        "step_lo",
+        "step_times",
+    )
+
+    def __init__(self) -> None:
+        self.first_event = math.inf  # first and last event time
+        self.last_event = -math.inf
+        self.step_times: F64 = _EMPTY  # per step, in time order, where the step number grows
+        self.step_lo: int | None = None  # smallest and largest step number
+        self.step_hi: int | None = None
+        # Progress (steps, recorded interval marks, completed sections): how many, the first
+        # and the last, and the longest time between two of them (-inf: fewer than two).
+        self.n_progress = 0
+        self.progress_first = math.inf
+        self.progress_last = -math.inf
+        self.gap = -math.inf
+
+
+_EMPTY: F64 = np.zeros(0)
+
+
+def _segments(lengths: list[int]) -> tuple[list[int], npt.NDArray[np.intp]]:
+    """Of consecutive segments of ``lengths``: which are non-empty, and where they start."""
+    lens = np.array(lengths, np.intp)
+    nonempty = np.flatnonzero(lens)
+    return nonempty.tolist(), (np.cumsum(lens) - lens)[nonempty]
+
+
+def _in_chunks(streams: list[_RankStream]) -> list[list[_RankStream]]:
+    """``streams`` in runs of about :data:`CHUNK` values (a vectorised pass over a few
+    columns of each keeps its temporary arrays small)."""
+    chunks: list[list[_RankStream]] = []
+    size = CHUNK
+    for s in streams:
+        if size >= CHUNK:
+            chunks.append([])
+            size = 0
+        chunks[-1].append(s)
+        size += len(s.step_ts) + len(s.end_ts) + len(s.pair_ts) + len(s.extra_ts) + 1
+    return chunks
+
+
+#: Batches of at most this many events per writer are ingested event by event (cheaper
+#: than numpy calls per writer).
+SMALL_RUN = 64
+#: Values (marks, steps...) per vectorised pass over several streams.
+CHUNK = 1 << 16
+
+
+def _derive(streams: list[_RankStream]) -> None:
+    """Fill each stream's :class:`_Derived`, in vectorised passes over many of them (a
+    report of 10,000 attempts has 10,000 streams of a few dozen events each)."""
+    for chunk in _in_chunks(streams):
+        _derive_chunk(chunk)
+
+
+def _derive_chunk(streams: list[_RankStream]) -> None:
+    cols, step_ts, lasts = array("d"), array("d"), array("d")
+    step_no = array("q")
+    n_cols: list[int] = []
+    n_steps: list[int] = []
+    n_lasts: list[int] = []
+    for s in streams:
+        before = len(cols)
+        cols += s.step_ts
+        cols += s.end_ts
+        cols += s.pair_ts
+        cols += s.extra_ts
+        n_cols.append(len(cols) - before)
+        step_ts += s.step_ts
+        step_no += s.step_no
+        n_steps.append(len(s.step_ts))
+        if s.sections:
+            done = [log.last for log in s.sections.values() if math.isfinite(log.last)]
+            lasts.extend(done)
+            n_lasts.append(len(done))
+        else:
+            n_lasts.append(0)
+    out = [_Derived() for _ in streams]
+    ids = np.arange(len(streams))
+    c = np.frombuffer(cols, dtype=np.float64) if len(cols) else _EMPTY
+    # Span: the stream's other events, and every column.
+    which, starts = _segments(n_cols)
+    if which:
+        lows = np.minimum.reduceat(c, starts).tolist()
+        highs = np.maximum.reduceat(c, starts).tolist()
+        for i, lo, hi in zip(which, lows, highs, strict=True):
+            out[i].first_event, out[i].last_event = lo, hi
+    for s, d in zip(streams, out, strict=True):
+        d.first_event = min(s.first_ts, d.first_event)
+        d.last_event = max(s.last_ts, d.last_event)
+    # Progress, sorted per stream: its first, last and longest gap.
+    n_progress = [x + y for x, y in zip(n_cols, n_lasts, strict=True)]
+    which, starts = _segments(n_progress)
+    if which:
+        values = np.concatenate(
+            (c, np.frombuffer(lasts, dtype=np.float64) if len(lasts) else _EMPTY)
+        )
+        owner = np.concatenate((np.repeat(ids, n_cols), np.repeat(ids, n_lasts)))
+        v = values[np.lexsort((values, owner))]
+        gaps = np.empty(len(v))
+        gaps[1:] = np.diff(v)
+        gaps[starts] = -math.inf  # not a gap: the first of a stream after another's last
+        longest = np.maximum.reduceat(gaps, starts).tolist()
+        firsts = v[starts].tolist()
+        ends = np.concatenate((starts[1:], [len(v)])) - 1
+        lastv = v[ends].tolist()
+        for i, lo, hi, g in zip(which, firsts, lastv, longest, strict=True):
+            d = out[i]
+            d.n_progress, d.progress_first, d.progress_last, d.gap = n_progress[i], lo, hi, g
+    # Step times: between consecutive step starts in time order (stable at equal times),
+    # per step where the step number grows.
+    which, starts = _segments(n_steps)
+    if which:
+        ts = np.frombuffer(step_ts, dtype=np.float64)
+        no = np.frombuffer(step_no, dtype=np.int64)
+        lows = np.minimum.reduceat(no, starts).tolist()
+        highs = np.maximum.reduceat(no, starts).tolist()
+        for i, lo, hi in zip(which, lows, highs, strict=True):
+            out[i].step_lo, out[i].step_hi = lo, hi
+        owner = np.repeat(ids, n_steps)
+        order = np.lexsort((ts, owner))
+        ts, no, owner = ts[order], no[order], owner[order]
+        dn = np.diff(no)
+        ok = (owner[1:] == owner[:-1]) & (dn > 0)
+        times = np.diff(ts)[ok] / dn[ok]
+        counts = np.bincount(owner[1:][ok], minlength=len(streams))
+        which, starts = _segments(counts.tolist())
+        for i, at, n in zip(which, starts.tolist(), counts[which].tolist(), strict=True):
+            out[i].step_times = times[at : at + n]
+    for s, d in zip(streams, out, strict=True):
+        s._derived, s.derived_at = d, s.changes
+
+
+def _settle(streams: list[_RankStream]) -> None:
+    """Pair each stream's blocking interval marks in time order (once per change), in
+    vectorised passes over many of them: seconds per bucket, data-load durations, starts
+    still open. Unpaired ends are ignored (the partition reports them)."""
+    for chunk in _in_chunks([s for s in streams if s.settled != len(s.pair_ts)]):
+        _settle_chunk(chunk)
+
+
+def _settle_chunk(todo: list[_RankStream]) -> None:
+    marks, codes = array("d"), array("i")
+    counts: list[int] = []
+    for s in todo:
+        s.loads, s.open, s.buckets = array("d"), {}, {}
+        s.settled = len(s.pair_ts)
+        marks += s.pair_ts
+        codes += s.pair_code
+        counts.append(len(s.pair_ts))
+    if not len(marks):
+        return
+    ts = np.frombuffer(marks, dtype=np.float64)
+    code = np.frombuffer(codes, dtype=np.int32)
+    owner = np.repeat(np.arange(len(todo)), counts)
+    bucket = code >> 1
+    is_start = (code & 1).astype(bool)
+    # by stream, bucket, then time; at equal times, starts first
+    order = np.lexsort((~is_start, ts, bucket, owner))
+    ts, bucket, is_start, owner = ts[order], bucket[order], is_start[order], owner[order]
+    idx = np.arange(len(ts))
+    first = np.ones(len(ts), np.bool_)
+    first[1:] = (bucket[1:] != bucket[:-1]) | (owner[1:] != owner[:-1])
+    heads = np.flatnonzero(first)  # each (stream, bucket)'s marks: a group
+    group = np.cumsum(first) - 1
+    parity = (idx - heads[group]) % 2
+    last = np.concatenate((heads[1:] - 1, [len(ts) - 1]))
+    # The common case, vectorised: each group's marks go start, end, start, end...
+    irregular = np.zeros(len(heads), np.bool_)
+    irregular[group[is_start != (parity == 0)]] = True
+    regular = ~irregular[group]
+    ends = np.flatnonzero(regular & (parity == 1))
+    d = np.maximum(ts[ends] - ts[ends - 1], 0.0)
+    sums = np.bincount(group[ends], weights=d, minlength=len(heads)).tolist()
+    n_ends = np.bincount(group[ends], minlength=len(heads))
+    offsets = (np.cumsum(n_ends) - n_ends).tolist()
+    n_ends_l = n_ends.tolist()
+    open_at = (~irregular & (parity[last] == 0)).tolist()
+    inverse = [{i: name for name, i in s.names.items()} for s in todo]
+    for g, (h, at, s_i, b, irr) in enumerate(
+        zip(
+            heads.tolist(),
+            last.tolist(),
+            owner[heads].tolist(),
+            bucket[heads].tolist(),
+            irregular.tolist(),
+            strict=True,
+        )
+    ):
+        s = todo[s_i]
+        name = inverse[s_i][b]
+        if irr:  # nested or unpaired marks: a stack
             stack: list[float] = []
             got: list[float] = []
-            for x, opens in zip(ts[members].tolist(), is_start[members].tolist(), strict=True):
+            for x, opens in zip(
+                ts[h : at + 1].tolist(), is_start[h : at + 1].tolist(), strict=True
+            ):
                 if opens:
                     stack.append(x)
                 elif stack:
                     got.append(max(0.0, x - stack.pop()))
             if got:
-                self.buckets[name] = float(sum(got))
+                s.buckets[name] = float(sum(got))
             if stack:
-                self.open[name] = stack
-            if name == DATA_LOADING:
-                self.loads = array("d", got)
-        self.settled = n
+                s.open[name] = stack
+            if b == 0:
+                s.loads = array("d", got)
+            continue
+        if sums[g] > 0:
+            s.buckets[name] = sums[g]
+        if open_at[g]:
+            s.open[name] = [float(ts[at])]
+        if b == 0:
+            s.loads = array("d", d[offsets[g] : offsets[g] + n_ends_l[g]].tobytes())
 
 
-def _no_append(value: float) -> None:  # before the first event: never called
-    raise AssertionError("no stream")
+def _stream_key(attempt: object, rank: object) -> tuple[str | None, int]:
+    """The stream of a writer: attempt ids as text (0 and "0" are one), rank None is 0."""
+    return (None if attempt is None else str(attempt), cast("int | None", rank) or 0)
+
+
+def _pid(key: tuple[object, object, object]) -> int | None:
+    return cast("int | None", key[2])
+
+
+def _role(kind: str) -> int:
+    if kind == Kind.STEP_START:
+        return _STEP_START
+    if kind == Kind.STEP_END:
+        return _STEP_END
+    if kind in (Kind.DATA_LOADING_START, Kind.DATA_LOADING_END):
+        return _LOAD
+    split = interval_base(kind)
+    if split is not None and split[0] not in NAMED_INTERVAL_KINDS:
+        return _MARK  # its bucket is its kind's
+    if kind == Kind.SECTION_SUMMARY or split is not None:
+        return _ROW  # a named interval (its bucket is in ``name``), a summary
+    return _SEE
+
+
+# What ingest does with each kind (indexed by ``Batch.kind``: an unknown kind, -1, is the
+# last, only seen). The last three are "seen" (a heartbeat, a lifecycle event...): they stretch the
+# stream's span and say its process is alive.
+_STEP_START, _STEP_END, _LOAD, _MARK, _SEE, _ROW = range(6)
+_N_ROLES = 6
+_LOAD_START_CODE = KIND_CODE[Kind.DATA_LOADING_START]
+_ROLE = np.array([*(_role(k) for k in KIND_NAMES), _SEE], np.int8)
+#: ``(base, is_start)`` of each interval kind, by kind code.
+_SPLIT: dict[int, tuple[str, bool]] = {
+    i: split for i, k in enumerate(KIND_NAMES) if (split := interval_base(k)) is not None
+}
+
+
+_blocking = attrgetter("blocking")
+
+
+def _is_none(value: object) -> bool:
+    return value is None
 
 
 def _median(values: F64) -> float | None:
@@ -312,9 +539,20 @@ class RankTracker:
 
     def __init__(self) -> None:
         self.streams: dict[tuple[str | None, int], _RankStream] = {}
+        self.version = 0  # bumped by every change (ingest, absorb)
+        # The last analysis and what it was asked: (version, now, options, attempts, answer).
+        self._analysis: (
+            tuple[
+                int,
+                float | None,
+                RankOptions,
+                list[tuple[str, float, float, bool, bool]],
+                RankAnalysis,
+            ]
+            | None
+        ) = None
 
-    def _stream(self, attempt: object, rank: int | None) -> _RankStream:
-        key = (None if attempt is None else str(attempt), rank or 0)
+    def _stream(self, key: tuple[str | None, int]) -> _RankStream:
         s = self.streams.get(key)
         if s is None:
             s = self.streams[key] = _RankStream(key[0], key[1])
@@ -346,64 +584,296 @@ class RankTracker:
             mine.worker_pids |= theirs.worker_pids
             for pid, ts in theirs.pid_seen.items():
                 mine.pid_seen[pid] = max(ts, mine.pid_seen.get(pid, -math.inf))
+            mine.changes += 1
+        self.version += 1
 
     def ingest(self, events: list[Event], job: str | None) -> None:
-        """Route ``events`` (consecutive lines of one source) into the columns.
+        """Route ``events`` (consecutive lines of one source) into the columns."""
+        self.ingest_batch(Batch(events), job)
 
-        Runs once per event of the log: steps and blocking loads (the bulk) are three
-        appends; everything is paired and summed at query time, vectorised.
+    def ingest_batch(self, batch: Batch, job: str | None) -> None:
+        """Route a run of events (consecutive lines of one source), as columns, into the
+        streams' columns; ``job``: keep only its events (``None``: all).
+
+        Steps, step ends, blocking loads and heartbeats (the bulk) are sliced out of
+        the batch's columns per stream; only the rare kinds (section summaries, other
+        intervals, overlapped loads) are looked at one event at a time. Everything is
+        paired and summed at query time, vectorised. Short runs per writer (a file of a
+        few dozen events per attempt, thousands of them read as one batch) are cheaper
+        event by event than through a score of numpy calls per writer on tiny arrays:
+        they take :meth:`_ingest_few` (same result).
         """
-        cur_a: object = _NOTHING
-        cur_r: object = _NOTHING
-        cur_p: object = _NOTHING
-        worker = False  # the current process is known to make progress
+        if not batch.n:
+            return
+        if batch.n <= SMALL_RUN * len(batch.keys):
+            self._ingest_few(batch.events, job)
+            return
+        keep = None if job is None else batch.same_job(job)
+        keys = batch.keys
+        group = batch.group
+        if keep is None:
+            present = range(len(keys))  # group indices are in order of first appearance
+        else:
+            kept_groups = group[keep]
+            if not len(kept_groups):
+                return
+            uniq, first = np.unique(kept_groups, return_index=True)
+            present = uniq[np.argsort(first)].tolist()
+        # One stream per (attempt, rank), created in order of first appearance; several
+        # raw keys may share one (attempt 0 and "0", rank None and 0, two pids).
+        slot_of: dict[int, int] = {}  # group -> slot
+        slot_by_key: dict[tuple[str | None, int], int] = {}
+        slots: list[_RankStream] = []
+        members: list[list[int]] = []  # slot -> groups
+        for g in present:
+            attempt, rank, _ = keys[g]
+            key = _stream_key(attempt, rank)
+            i = slot_by_key.get(key, -1)
+            if i < 0:
+                i = slot_by_key[key] = len(slots)
+                slots.append(self._stream(key))
+                members.append([])
+            slot_of[g] = i
+            members[i].append(g)
+        self._hosts(batch, keep, slot_of, slots)
+        if len(slots) == 1 and keep is None:
+            self._take(slots[0], batch, None, members[0])
+        else:
+            lookup = np.full(len(keys), len(slots), np.int32)
+            for g, i in slot_of.items():
+                lookup[g] = i
+            slot = lookup[group]
+            if keep is not None:
+                slot[~keep] = len(slots)
+            order = np.argsort(slot, kind="stable")
+            bounds = np.cumsum(np.bincount(slot, minlength=len(slots) + 1)).tolist()
+            for i, s in enumerate(slots):
+                self._take(s, batch, order[(bounds[i - 1] if i else 0) : bounds[i]], members[i])
+        self.version += 1
+
+    def _ingest_few(self, events: Sequence[Event], job: str | None) -> None:
+        """:meth:`ingest_batch` one event at a time (a short run)."""
+        writer: tuple[object, object, object] | None = None
         s: _RankStream | None = None
+        changed: list[_RankStream] = []
         step_start, step_end, heartbeat = Kind.STEP_START, Kind.STEP_END, Kind.HEARTBEAT
-        load_start, load_end = Kind.DATA_LOADING_START, Kind.DATA_LOADING_END
-        # the appends of the current stream's columns, bound once per stream switch
-        st_app: Any = _no_append
-        sn_app: Any = _no_append
-        en_app: Any = _no_append
-        pt_app: Any = _no_append
-        pc_app: Any = _no_append
+        load_start = Kind.DATA_LOADING_START
+        loads = (load_start, Kind.DATA_LOADING_END)
         for ev in events:
             if job is not None and ev.job != job:
                 continue
-            if ev.attempt != cur_a or ev.rank != cur_r or ev.pid != cur_p or s is None:
-                cur_a, cur_r, cur_p = ev.attempt, ev.rank, ev.pid
-                s = self._stream(ev.attempt, ev.rank)
-                worker = ev.pid in s.worker_pids
+            if s is None or writer != (ev.attempt, ev.rank, ev.pid):
+                writer = (ev.attempt, ev.rank, ev.pid)
+                s = self._stream(_stream_key(ev.attempt, ev.rank))
                 if s.host is None:
                     s.host = ev.host
-                st_app, sn_app, en_app = s.step_ts.append, s.step_no.append, s.end_ts.append
-                pt_app, pc_app = s.pair_ts.append, s.pair_code.append
+                changed.append(s)
             kind = ev.kind
             if kind == step_start:
                 step = ev.step
                 # out of range: the accounting reports it (a diagnostic); not a step here
                 if step is None or not -MAX_INT <= step <= MAX_INT:
                     continue
-                st_app(ev.ts)
-                sn_app(step)
-                if not worker:
-                    s.worker_pids.add(ev.pid)
-                    worker = True
+                s.step_ts.append(ev.ts)
+                s.step_no.append(step)
+                s.worker_pids.add(ev.pid)
             elif kind == step_end:
-                en_app(ev.ts)
-            elif kind == load_start and ev.blocking is None:
-                pt_app(ev.ts)
-                pc_app(1)  # data_loading (index 0), start
-            elif kind == load_end and ev.blocking is None:
-                pt_app(ev.ts)
-                pc_app(0)
-            elif kind == heartbeat:
-                s.see(ev.ts, ev.pid)
+                s.end_ts.append(ev.ts)
+            elif kind in loads and ev.blocking is None:
+                s.pair_ts.append(ev.ts)
+                s.pair_code.append(int(kind == load_start))  # data_loading (index 0), start
             else:
-                s.see(ev.ts, ev.pid)
-                self._other(s, ev)
+                ts = ev.ts
+                s.first_ts = min(s.first_ts, ts)
+                s.last_ts = max(s.last_ts, ts)
+                if ts > s.pid_seen.get(ev.pid, -math.inf):
+                    s.pid_seen[ev.pid] = ts
+                if kind != heartbeat:
+                    code = self._other(s, ev)
+                    if code is not None:
+                        s.pair_ts.append(ts)
+                        s.pair_code.append(code)
+        for s in changed:
+            s.changes += 1
+        if changed:
+            self.version += 1
 
     @staticmethod
-    def _other(s: _RankStream, ev: Event) -> None:
+    def _hosts(
+        batch: Batch,
+        keep: npt.NDArray[np.bool_] | None,
+        slot_of: dict[int, int],
+        slots: list[_RankStream],
+    ) -> None:
+        """A stream's host: that of the first event of the first run of its events (a run:
+        consecutive events of one writer) that names one."""
+        if all(s.host is not None for s in slots):
+            return
+        starts: npt.NDArray[np.intp] | list[int]
+        if len(batch.keys) == 1:
+            starts = np.flatnonzero(keep)[:1] if keep is not None else [0]
+        else:
+            pos = np.flatnonzero(keep) if keep is not None else np.arange(batch.n)
+            g = batch.group[pos]
+            starts = pos[np.flatnonzero(np.concatenate(([True], g[1:] != g[:-1])))]
+        events = batch.events
+        group = batch.group
+        for i in starts if isinstance(starts, list) else starts.tolist():
+            s = slots[slot_of[int(group[i])]]
+            if s.host is None:
+                s.host = events[i].host
+                if all(x.host is not None for x in slots):
+                    return
+
+    def _take(
+        self,
+        s: _RankStream,
+        batch: Batch,
+        pos: npt.NDArray[np.intp] | None,
+        groups: list[int],
+    ) -> None:
+        """Add the events at ``pos`` (all of the batch when ``None``), of writers
+        ``groups``, to stream ``s``."""
+        keys = batch.keys
+        ts = batch.ts
+        roles = _ROLE[batch.kind if pos is None else batch.kind[pos]]
+        by_role = np.argsort(roles, kind="stable")  # each role's events, in order
+        if pos is not None:
+            by_role = pos[by_role]
+        ts_by_role = ts[by_role]
+        ends = [0, *np.cumsum(np.bincount(roles, minlength=_N_ROLES)).tolist()]
+
+        starts = by_role[ends[_STEP_START] : ends[_STEP_START + 1]]
+        if len(starts):
+            no, ok = batch.steps(starts)
+            # out of range: the accounting reports it (a diagnostic); not a step here
+            step_ts = ts_by_role[ends[_STEP_START] : ends[_STEP_START + 1]]
+            if not ok.all() or no.min() < -MAX_INT or no.max() > MAX_INT:
+                ok &= (no >= -MAX_INT) & (no <= MAX_INT)
+                starts, no, step_ts = starts[ok], no[ok], step_ts[ok]
+            s.step_ts.frombytes(step_ts.tobytes())
+            s.step_no.frombytes(no.tobytes())
+            if len(starts):
+                s.worker_pids.update(_pid(keys[g]) for g in self._groups_at(batch, starts, groups))
+        if ends[_STEP_END + 1] > ends[_STEP_END]:
+            s.end_ts.frombytes(ts_by_role[ends[_STEP_END] : ends[_STEP_END + 1]].tobytes())
+        # Marks to pair: blocking loads, other unnamed intervals, and single events below.
+        pair_at: list[npt.NDArray[np.intp]] = []
+        pair_code: list[npt.NDArray[np.int32]] = []
+        loads = by_role[ends[_LOAD] : ends[_LOAD + 1]]
+        rows = by_role[ends[_ROW] : ends[_ROW + 1]]
+        # the rest: heartbeats, lifecycle, marks... (their times)
+        seen: npt.NDArray[np.intp] | None = None
+        seen_ts = ts_by_role[ends[_MARK] : ends[_ROW + 1]]
+        if len(loads):
+            is_start = batch.kind[loads] == _LOAD_START_CODE
+            blocking = list(map(_blocking, map(batch.events.__getitem__, loads.tolist())))
+            if blocking.count(None) != len(blocking):  # blocking or overlapped: single events
+                plain = np.fromiter(map(_is_none, blocking), np.bool_, len(blocking))
+                rows = np.sort(np.concatenate((rows, loads[~plain])))
+                seen = np.concatenate((by_role[ends[_MARK] : ends[_ROW + 1]], loads[~plain]))
+                seen_ts = ts[seen]
+                loads, is_start = loads[plain], is_start[plain]
+            pair_at.append(loads)
+            pair_code.append(is_start.astype(np.int32))  # data_loading (index 0), start
+        marks = by_role[ends[_MARK] : ends[_MARK + 1]]
+        # Buckets are numbered in the order they first appear (marks and rows alike).
+        firsts: list[tuple[int, int]] = []  # (position, kind) of each kind's first mark
+        if len(marks):
+            kinds = batch.kind[marks]
+            if len(marks) <= 32:  # a dict is cheaper than np.unique on a few
+                seen_kind: dict[int, int] = {}
+                for k, i in zip(kinds.tolist(), marks.tolist(), strict=True):
+                    seen_kind.setdefault(k, i)
+                firsts = [(i, k) for k, i in seen_kind.items()]
+            else:
+                uniq, first = np.unique(kinds, return_index=True)
+                firsts = sorted(zip(marks[first].tolist(), uniq.tolist(), strict=True))
+        codes = np.zeros(len(KIND_NAMES), np.int32)
+        pending = iter(firsts)
+        nxt = next(pending, None)
+        if len(rows):
+            at: list[int] = []
+            found: list[int] = []
+            for i, ev in zip(rows.tolist(), batch.rows(rows), strict=True):
+                while nxt is not None and nxt[0] < i:
+                    codes[nxt[1]] = self._mark_code(s, nxt[1])
+                    nxt = next(pending, None)
+                code = self._other(s, ev)
+                if code is not None:
+                    at.append(i)
+                    found.append(code)
+            if at:
+                pair_at.append(np.array(at, np.intp))
+                pair_code.append(np.array(found, np.int32))
+        while nxt is not None:
+            codes[nxt[1]] = self._mark_code(s, nxt[1])
+            nxt = next(pending, None)
+        if len(marks):
+            pair_at.append(marks)
+            pair_code.append(codes[kinds])
+        if len(seen_ts):
+            if seen is None and len(groups) > 1:
+                seen = by_role[ends[_MARK] : ends[_ROW + 1]]
+            self._see(s, batch, seen_ts, seen, groups)
+        if len(pair_at) == 1 and pair_at[0] is marks:
+            s.pair_ts.frombytes(ts_by_role[ends[_MARK] : ends[_MARK + 1]].tobytes())
+            s.pair_code.frombytes(pair_code[0].tobytes())
+        elif len(pair_at) == 1:
+            s.pair_ts.frombytes(ts[pair_at[0]].tobytes())
+            s.pair_code.frombytes(pair_code[0].tobytes())
+        elif pair_at:  # in the order they were written
+            at_all = np.concatenate(pair_at)
+            order = np.argsort(at_all, kind="stable")
+            s.pair_ts.frombytes(ts[at_all[order]].tobytes())
+            s.pair_code.frombytes(np.concatenate(pair_code)[order].tobytes())
+        s.changes += 1
+
+    @staticmethod
+    def _mark_code(s: _RankStream, kind: int) -> int:
+        base, is_start = _SPLIT[kind]
+        return 2 * s.code(base) + is_start
+
+    @staticmethod
+    def _groups_at(batch: Batch, at: npt.NDArray[np.intp], groups: list[int]) -> list[int]:
+        """The writers (groups) of the events at ``at``, among ``groups``."""
+        if len(groups) == 1:
+            return groups
+        return np.unique(batch.group[at]).tolist()  # type: ignore[no-any-return]
+
+    @staticmethod
+    def _see(
+        s: _RankStream,
+        batch: Batch,
+        ts: F64,
+        at: npt.NDArray[np.intp] | None,
+        groups: list[int],
+    ) -> None:
+        """Events other than steps and blocking loads (their times ``ts``, positions ``at``,
+        needed only of several writers): the stream's span, and the newest event of each
+        process."""
+        lo, hi = float(ts.min()), float(ts.max())
+        s.first_ts = min(s.first_ts, lo)
+        s.last_ts = max(s.last_ts, hi)
+        if len(groups) == 1:
+            newest = [(groups[0], hi)]
+        else:
+            assert at is not None
+            g = batch.group[at]
+            order = np.lexsort((ts, g))
+            g, ts = g[order], ts[order]
+            last = np.flatnonzero(np.concatenate((g[1:] != g[:-1], [True])))
+            newest = list(zip(g[last].tolist(), ts[last].tolist(), strict=True))
+        keys = batch.keys
+        for g_i, t in newest:
+            pid = _pid(keys[g_i])
+            if t > s.pid_seen.get(pid, -math.inf):
+                s.pid_seen[pid] = t
+
+    @staticmethod
+    def _other(s: _RankStream, ev: Event) -> int | None:
+        """A section summary, an interval mark other than a blocking data load, or an
+        overlapped load: its pair code when it is to be paired, else ``None``."""
         kind = ev.kind
         if kind == Kind.SECTION_SUMMARY:
             log = s.sections.get(ev.name or "")
@@ -422,16 +892,15 @@ class RankTracker:
             if ev.last is not None:
                 log.last = max(log.last, ev.last)
             log.see_open(ev.ts, ev.open_since)
-            return
+            return None
         split = interval_base(kind)
         if split is None:
-            return
+            return None
         base, is_start = split
         if base == "data_loading" and ev.blocking is False:
             s.extra_ts.append(ev.ts)  # overlapped loads: progress, but not a wait
-            return
-        s.pair_ts.append(ev.ts)
-        s.pair_code.append(2 * s.code(bucket_of(base, ev.name)) + is_start)
+            return None
+        return 2 * s.code(bucket_of(base, ev.name)) + is_start
 
     # ------------------------------------------------------------------ query
 
@@ -440,17 +909,17 @@ class RankTracker:
         step time)`` of ``attempt`` over every rank (``None`` when unknown)."""
         last: float | None = None
         seen: float | None = None
+        streams = [s for s in self.streams.values() if s.attempt == attempt]
+        _derive([s for s in streams if s.derived_at != s.changes])
         times = []
-        for s in self.streams.values():
-            if s.attempt != attempt:
-                continue
-            p = _last_progress(s)
-            if p is not None and (last is None or p > last):
-                last = p
+        for s in streams:
+            d = s.derived()
+            if d.n_progress and (last is None or d.progress_last > last):
+                last = d.progress_last
             alive = s.alive_until()
             if alive is not None and (seen is None or alive > seen):
                 seen = alive
-            times.append(_step_times(s))
+            times.append(d.step_times)
         typical = _median(np.concatenate(times)) if times else None
         return last, seen, typical
 
@@ -465,11 +934,35 @@ class RankTracker:
         ``attempts``: (id, start, end, ended, completed) of every attempt, as the
         partition reconstructed them (``completed``: ended by ``job_end``, so the
         time after its last progress is shutdown, not a stall); ``now`` (live) marks
-        a stall still going on.
+        a stall still going on. Asked again with nothing changed, the same answer is
+        given without computing it again.
         """
+        kept = self._analysis
+        if (
+            kept is not None
+            and kept[0] == self.version
+            and kept[1] == now
+            and kept[2] == options
+            and kept[3] == attempts
+        ):
+            found = kept[4]
+        else:
+            found = self._analyze(attempts, now, options)
+            self._analysis = (self.version, now, options, list(attempts), found)
+        return RankAnalysis(list(found.ranks), list(found.stragglers), list(found.stalls))
+
+    def _analyze(
+        self,
+        attempts: list[tuple[str, float, float, bool, bool]],
+        now: float | None,
+        options: RankOptions,
+    ) -> RankAnalysis:
+        everything = list(self.streams.values())
+        # Derived once per change of a stream, all changed streams at once.
+        _derive([s for s in everything if s.derived_at != s.changes])
+        _settle(everything)
         by_rank: dict[int, list[_RankStream]] = {}
-        for s in self.streams.values():
-            s.settle()
+        for s in everything:
             by_rank.setdefault(s.rank, []).append(s)
         # Only ranks that did something count as ranks (a launcher writes lifecycle only).
         workers = {
@@ -510,7 +1003,7 @@ class RankTracker:
                 ]
             else:
                 streams = list(by_attempt.get(attempt, ()))
-            if streams:
+            if streams and _may_stall(streams, end, completed, threshold):
                 stalls.extend(
                     _stalls(
                         attempt,
@@ -557,7 +1050,8 @@ def _sections_of(streams: list[_RankStream], options: RankOptions) -> dict[str, 
             best / recent if best is not None and recent else None,
             log.open_since,
         )
-    loads = np.concatenate([np.frombuffer(s.loads, dtype=np.float64) for s in streams])
+    held = [np.frombuffer(s.loads, dtype=np.float64) for s in streams if len(s.loads)]
+    loads = np.concatenate(held) if held else _EMPTY
     if len(loads) >= options.min_samples and DATA_LOADING not in out:
         block = min(LOAD_BLOCK, max(options.min_samples, len(loads) // 4))
         full = loads[: len(loads) // block * block].reshape(-1, block)
@@ -627,38 +1121,28 @@ def _stragglers(
     return out
 
 
-def _step_times(s: _RankStream) -> F64:
-    ts = np.frombuffer(s.step_ts, dtype=np.float64)
-    no = np.frombuffer(s.step_no, dtype=np.int64)
-    if len(ts) < 2:
-        return np.zeros(0)
-    order = np.argsort(ts, kind="stable")
-    ts, no = ts[order], no[order]
-    dn = np.diff(no)
-    ok = dn > 0
-    return np.diff(ts)[ok] / dn[ok]
-
-
 def _rank_view(r: int, streams: list[_RankStream], sections: dict[str, SectionView]) -> RankView:
-    times = np.concatenate([_step_times(s) for s in streams])
-    steps = [np.frombuffer(s.step_no, dtype=np.int64) for s in streams if len(s.step_no)]
+    derived = [s.derived() for s in streams]
+    times = [d.step_times for d in derived if len(d.step_times)]
+    lows = [d.step_lo for d in derived if d.step_lo is not None]
+    highs = [d.step_hi for d in derived if d.step_hi is not None]
     buckets: dict[str, float] = {}
     for s in streams:
         for b, v in s.buckets.items():
             buckets[b] = buckets.get(b, 0.0) + v
-    progress = [p for p in (_last_progress(s) for s in streams) if p is not None]
+    progress = [d.progress_last for d in derived if d.n_progress]
     return RankView(
         rank=r,
         host=next((s.host for s in streams if s.host), None),
         attempts=len({s.attempt for s in streams}),
         steps=sum(len(s.step_ts) for s in streams),
-        typical_step_time=_median(times),
+        typical_step_time=_median(np.concatenate(times)) if times else None,
         data_loading_seconds=buckets.get(DATA_LOADING, 0.0),
         buckets=dict(sorted(buckets.items())),
-        first_step=int(min(a.min() for a in steps)) if steps else None,
-        last_step=int(max(a.max() for a in steps)) if steps else None,
-        first_event=min(s.span()[0] for s in streams),
-        last_event=max(s.span()[1] for s in streams),
+        first_step=min(lows) if lows else None,
+        last_step=max(highs) if highs else None,
+        first_event=min(d.first_event for d in derived),
+        last_event=max(d.last_event for d in derived),
         last_progress=max(progress) if progress else None,
         sections=dict(sorted(sections.items())),
     )
@@ -675,19 +1159,37 @@ def _progress(s: _RankStream) -> F64:
     return np.sort(np.concatenate(parts))
 
 
-def _last_progress(s: _RankStream) -> float | None:
-    candidates = [
-        float(a.max())
-        for a in (
-            np.frombuffer(s.step_ts, dtype=np.float64),
-            np.frombuffer(s.end_ts, dtype=np.float64),
-            np.frombuffer(s.pair_ts, dtype=np.float64),
-            np.frombuffer(s.extra_ts, dtype=np.float64),
-        )
-        if len(a)
-    ]
-    candidates += [log.last for log in s.sections.values() if math.isfinite(log.last)]
-    return max(candidates) if candidates else None
+def _may_stall(streams: list[_RankStream], end: float, completed: bool, threshold: float) -> bool:
+    """Whether :func:`_stalls` can find a stall in an attempt: ``False`` when some rank
+    has no span without progress longer than ``threshold`` (so the ranks have none in
+    common). Decided from each stream's first and last progress and longest gap, without
+    looking at its progress times (an attempt of a few steps costs a few comparisons)."""
+    if len(streams) == 1:  # the usual attempt of a single-process job
+        d = streams[0].derived()
+        if not d.n_progress:
+            return False
+        if completed:
+            end = min(end, d.progress_last)
+        if d.progress_last > end:
+            return True
+        return max(0.0, d.gap, end - d.progress_last) > threshold
+    derived = {s.rank: s.derived() for s in streams}  # one per rank, as in _stalls
+    firsts = [d.progress_first for d in derived.values() if d.n_progress]
+    if not firsts:
+        return False
+    begin = min(firsts)
+    if completed:
+        end = min(end, max(d.progress_last for d in derived.values() if d.n_progress))
+    for d in derived.values():
+        if not d.n_progress:
+            longest = end - begin
+        elif d.progress_last > end:
+            return True  # progress after the end is left out of the gaps: look closer
+        else:
+            longest = max(d.progress_first - begin, d.gap, end - d.progress_last)
+        if not longest > threshold:
+            return False
+    return True
 
 
 def _gaps(times: F64, start: float, end: float, threshold: float) -> list[tuple[float, float]]:

@@ -1,0 +1,476 @@
+"""The rank tracker's columnar ingest and cached analysis give what the per-event loop gave.
+
+``reference_ingest`` is the per-event loop ``RankTracker.ingest`` was before it read
+:class:`~badput.engine._batch.Batch` columns (kept here as the reference); random logs
+(several attempts, ranks and processes interleaved, foreign jobs, odd kinds, steps out
+of range) must leave every stream in the same state and give the same analysis.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from typing import Any
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from badput.engine import _ranks
+from badput.engine._batch import Batch
+from badput.engine._ranks import (
+    RankOptions,
+    RankTracker,
+    _derive,
+    _may_stall,
+    _RankStream,
+    _SectionLog,
+    _settle,
+    _stalls,
+)
+from badput.events import MAX_INT, Event, Kind, bucket_of, interval_base
+
+T0 = 1_700_000_000.0
+JOB = "j"
+
+
+def _see(s: _RankStream, ts: float, pid: int | None) -> None:
+    s.first_ts = min(s.first_ts, ts)
+    s.last_ts = max(s.last_ts, ts)
+    if ts > s.pid_seen.get(pid, -math.inf):
+        s.pid_seen[pid] = ts
+
+
+def _reference_other(s: _RankStream, ev: Event) -> None:
+    kind = ev.kind
+    if kind == Kind.SECTION_SUMMARY:
+        log = s.sections.get(ev.name or "")
+        if log is None:
+            log = s.sections[ev.name or ""] = _SectionLog()
+        n = ev.count or 0
+        if n:
+            s.worker_pids.add(ev.pid)
+        log.count += n
+        log.seconds += ev.seconds or 0.0
+        p50 = (ev.quantiles or {}).get("p50")
+        if n:
+            log.periods.append((ev.ts, n, math.nan if p50 is None else p50))
+        if ev.open_since is not None:
+            log.opens.append((ev.ts, ev.open_since))
+        if ev.last is not None:
+            log.last = max(log.last, ev.last)
+        log.see_open(ev.ts, ev.open_since)
+        return
+    split = interval_base(kind)
+    if split is None:
+        return
+    base, is_start = split
+    if base == "data_loading" and ev.blocking is False:
+        s.extra_ts.append(ev.ts)
+        return
+    s.pair_ts.append(ev.ts)
+    s.pair_code.append(2 * s.code(bucket_of(base, ev.name)) + is_start)
+
+
+def reference_ingest(tracker: RankTracker, events: list[Event], job: str | None) -> None:
+    """The per-event loop (one Python iteration per event)."""
+    cur: tuple[object, object, object] | None = None
+    s: _RankStream | None = None
+    for ev in events:
+        if job is not None and ev.job != job:
+            continue
+        key = (ev.attempt, ev.rank, ev.pid)
+        if s is None or cur != key:
+            cur = key
+            s = tracker._stream((None if ev.attempt is None else str(ev.attempt), ev.rank or 0))
+            if s.host is None:
+                s.host = ev.host
+        kind = ev.kind
+        if kind == Kind.STEP_START:
+            step = ev.step
+            if step is None or not -MAX_INT <= step <= MAX_INT:
+                continue
+            s.step_ts.append(ev.ts)
+            s.step_no.append(step)
+            s.worker_pids.add(ev.pid)
+        elif kind == Kind.STEP_END:
+            s.end_ts.append(ev.ts)
+        elif kind == Kind.DATA_LOADING_START and ev.blocking is None:
+            s.pair_ts.append(ev.ts)
+            s.pair_code.append(1)
+        elif kind == Kind.DATA_LOADING_END and ev.blocking is None:
+            s.pair_ts.append(ev.ts)
+            s.pair_code.append(0)
+        elif kind == Kind.HEARTBEAT:
+            _see(s, ev.ts, ev.pid)
+        else:
+            _see(s, ev.ts, ev.pid)
+            _reference_other(s, ev)
+
+
+def state(tracker: RankTracker) -> list[Any]:
+    """Everything a stream holds, in order (``repr``: NaN equals NaN)."""
+    out = []
+    for key, s in tracker.streams.items():
+        sections = {
+            name: (
+                log.count,
+                log.seconds,
+                log.periods,
+                log.opens,
+                log.last,
+                log.open_since,
+                log.open_ts,
+            )
+            for name, log in s.sections.items()
+        }
+        out.append(
+            repr(
+                (
+                    key,
+                    s.host,
+                    list(s.step_ts),
+                    list(s.step_no),
+                    list(s.end_ts),
+                    list(s.extra_ts),
+                    list(s.pair_ts),
+                    list(s.pair_code),
+                    s.names,
+                    sections,
+                    s.first_ts,
+                    s.last_ts,
+                    sorted(s.worker_pids, key=repr),
+                    sorted(s.pid_seen.items(), key=repr),
+                )
+            )
+        )
+    return out
+
+
+_KINDS = [
+    Kind.STEP_START,
+    Kind.STEP_END,
+    Kind.DATA_LOADING_START,
+    Kind.DATA_LOADING_END,
+    Kind.HEARTBEAT,
+    Kind.SECTION_SUMMARY,
+    Kind.CHECKPOINT_SAVE_START,
+    Kind.CHECKPOINT_SAVE_END,
+    Kind.CUSTOM_START,
+    Kind.CUSTOM_END,
+    Kind.JOB_START,
+    Kind.ATTEMPT_END,
+    "mystery_kind",
+]
+
+
+_WRITERS = st.tuples(
+    st.sampled_from([None, 0, 1, "0", "b"]),  # attempt (0 and "0" are one attempt)
+    st.sampled_from([None, 0, 1, 2]),  # rank (None is rank 0)
+    st.sampled_from([None, 10, 11]),  # pid
+)
+
+
+@st.composite
+def logs(draw: st.DrawFn) -> list[Event]:
+    """Events of a few writers, interleaved in runs, of a few kinds (or all)."""
+    writers = draw(st.lists(_WRITERS, min_size=1, max_size=4))
+    kinds = draw(st.one_of(st.just(_KINDS), st.lists(st.sampled_from(_KINDS), min_size=1)))
+    return [
+        draw(events(writers[draw(st.integers(0, len(writers) - 1))], kinds))
+        for _ in range(draw(st.integers(0, 100)))
+    ]
+
+
+@st.composite
+def events(draw: st.DrawFn, writer: tuple[object, object, object], kinds: list[str]) -> Event:
+    kind = draw(st.sampled_from(kinds))
+    fields: dict[str, Any] = {
+        "ts": T0 + draw(st.integers(0, 400)) * draw(st.sampled_from([0.5, 1.0, 7.0])),
+        "kind": kind,
+        "job": draw(st.sampled_from([JOB, JOB, JOB, "other"])),
+        "attempt": writer[0],
+        "rank": writer[1],
+        "pid": writer[2],
+        "host": draw(st.sampled_from([None, None, "h0", "h1"])),
+    }
+    if kind == Kind.STEP_START:
+        fields["step"] = draw(
+            st.one_of(st.integers(0, 30), st.sampled_from([None, MAX_INT + 1, -MAX_INT - 1]))
+        )
+    if kind in (Kind.DATA_LOADING_START, Kind.DATA_LOADING_END):
+        fields["blocking"] = draw(st.sampled_from([None, None, None, True, False]))
+    if kind in (Kind.CUSTOM_START, Kind.CUSTOM_END):
+        fields["name"] = draw(st.sampled_from(["eval", "log"]))
+    if kind == Kind.SECTION_SUMMARY:
+        p50 = draw(st.sampled_from([0.01, 0.02, 0.05]))
+        fields.update(
+            name=draw(st.sampled_from(["forward", "opt"])),
+            count=draw(st.integers(0, 5)),
+            seconds=p50 * 4,
+            quantiles=draw(st.sampled_from([None, {"p50": p50}])),
+            last=draw(st.sampled_from([None, fields["ts"] - 0.5])),
+            open_since=draw(st.sampled_from([None, fields["ts"] - 3.0])),
+        )
+    return Event(**fields)
+
+
+def _runs(evs: list[Event], cuts: list[int]) -> list[list[Event]]:
+    edges = sorted({0, len(evs), *(c % (len(evs) + 1) for c in cuts)})
+    return [evs[a:b] for a, b in itertools.pairwise(edges)]
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    logs(),
+    st.lists(st.integers(0, 80), max_size=4),
+    st.sampled_from([JOB, None]),
+    st.sampled_from([0, 20, 1000]),
+)
+def test_columnar_ingest_leaves_the_state_the_per_event_loop_left(
+    evs: list[Event], cuts: list[int], job: str | None, small_run: int
+) -> None:
+    """Every run through the columns (``SMALL_RUN`` 0), none (1000), or those of fewer
+    than 20 events per writer event by event (20)."""
+    columnar, reference = RankTracker(), RankTracker()
+    saved, _ranks.SMALL_RUN = _ranks.SMALL_RUN, small_run
+    try:
+        for run in _runs(evs, cuts):
+            columnar.ingest_batch(Batch(run), job)
+            reference_ingest(reference, run, job)
+    finally:
+        _ranks.SMALL_RUN = saved
+    assert state(columnar) == state(reference)
+    attempts = [("0", T0, T0 + 450.0, True, False), ("1", T0 + 100.0, T0 + 500.0, False, False)]
+    options = RankOptions(stall_floor=20.0, min_samples=1)
+    for now in (None, T0 + 600.0):
+        got = columnar.analyze(attempts, now, options)
+        want = reference.analyze(attempts, now, options)
+        assert repr(got) == repr(want)
+
+
+def test_a_run_of_foreign_events_only_creates_no_stream() -> None:
+    tracker = RankTracker()
+    tracker.ingest([Event(ts=T0, kind=Kind.STEP_START, job="other", step=1, rank=3)], JOB)
+    assert tracker.streams == {}
+    tracker.ingest([Event(ts=T0, kind=Kind.STEP_START, job=JOB, step=1, rank=3)], JOB)
+    assert list(tracker.streams) == [(None, 3)]
+
+
+def test_many_interval_marks_are_numbered_and_paired_as_written() -> None:
+    """Over 32 marks of a stream take the vectorised numbering; a named interval in
+    between (a single event) still gets its number in order of appearance."""
+    kinds = [Kind.CHECKPOINT_SAVE_START, Kind.CHECKPOINT_SAVE_END]
+    evs = [
+        Event(ts=T0 + i, kind=kinds[i % 2], job=JOB, rank=1, pid=7, step=i) for i in range(3, 100)
+    ]
+    evs.insert(2, Event(ts=T0 + 2, kind=Kind.CUSTOM_START, job=JOB, rank=1, pid=7, name="eval"))
+    evs.insert(0, Event(ts=T0, kind=Kind.COMPILE_START, job=JOB, rank=1, pid=7))
+    evs.insert(1, Event(ts=T0 + 1, kind=Kind.COMPILE_END, job=JOB, rank=1, pid=7))
+    columnar, reference = RankTracker(), RankTracker()
+    columnar.ingest(evs, JOB)
+    reference_ingest(reference, evs, JOB)
+    assert state(columnar) == state(reference)
+    (s,) = columnar.streams.values()
+    assert s.names == {"data_loading": 0, "compile": 1, "checkpoint_save": 2, "custom:eval": 3}
+    s.settle()
+    assert s.buckets == {"compile": 1.0, "checkpoint_save": 48.0}
+    assert s.open == {"custom:eval": [T0 + 2]}
+
+
+# ----------------------------------------------------------------- derived per stream
+
+
+def reference_settle(
+    s: _RankStream,
+) -> tuple[dict[str, float], dict[str, list[float]], list[float]]:
+    """Buckets, open starts and blocking-load durations of one stream, by a stack in time
+    order (at equal times, starts first), bucket by bucket."""
+    names = {i: name for name, i in s.names.items()}
+    marks = sorted(
+        (names[c >> 1], t, not c & 1) for t, c in zip(s.pair_ts, s.pair_code, strict=True)
+    )
+    buckets: dict[str, float] = {}
+    opened: dict[str, list[float]] = {}
+    loads: list[float] = []
+    for name, group in itertools.groupby(marks, key=lambda m: m[0]):
+        stack: list[float] = []
+        got: list[float] = []
+        alternating = True
+        for k, (_, t, is_end) in enumerate(group):
+            alternating = alternating and is_end == (k % 2 == 1)
+            if not is_end:
+                stack.append(t)
+            elif stack:
+                got.append(max(0.0, t - stack.pop()))
+        total = 0.0
+        for x in got:
+            total += x
+        if got and (total > 0 or not alternating):
+            buckets[name] = total
+        if stack:
+            opened[name] = stack
+        if name == "data_loading":
+            loads = got
+    return buckets, opened, loads
+
+
+def reference_derived(s: _RankStream) -> tuple[Any, ...]:
+    cols = [*s.step_ts, *s.end_ts, *s.pair_ts, *s.extra_ts]
+    span = (min([s.first_ts, *cols]), max([s.last_ts, *cols]))
+    progress = sorted(cols + [g.last for g in s.sections.values() if math.isfinite(g.last)])
+    gaps = [b - a for a, b in itertools.pairwise(progress)]
+    steps = sorted(zip(s.step_ts, range(len(s.step_ts)), s.step_no, strict=True))
+    times = [
+        (t1 - t0) / (n1 - n0)
+        for (t0, _, n0), (t1, _, n1) in itertools.pairwise(steps)
+        if n1 - n0 > 0
+    ]
+    return (
+        span,
+        times,
+        min(s.step_no, default=None),
+        max(s.step_no, default=None),
+        len(progress),
+        progress[0] if progress else math.inf,
+        progress[-1] if progress else -math.inf,
+        max(gaps, default=-math.inf),
+    )
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(logs(), st.lists(st.integers(0, 100), max_size=4), st.sampled_from([5, 1 << 16]))
+def test_streams_derived_together_match_each_stream_on_its_own(
+    evs: list[Event], cuts: list[int], chunk: int
+) -> None:
+    """Whether in one pass or in chunks of a few streams."""
+    tracker = RankTracker()
+    for run in _runs(evs, cuts):
+        tracker.ingest(run, JOB)
+    streams = list(tracker.streams.values())
+    saved, _ranks.CHUNK = _ranks.CHUNK, chunk
+    try:
+        _derive(streams)
+        _settle(streams)
+    finally:
+        _ranks.CHUNK = saved
+    for s in streams:
+        d = s.derived()
+        got = (
+            (d.first_event, d.last_event),
+            d.step_times.tolist(),
+            d.step_lo,
+            d.step_hi,
+            d.n_progress,
+            d.progress_first,
+            d.progress_last,
+            d.gap,
+        )
+        assert got == reference_derived(s)
+        assert (s.buckets, s.open, list(s.loads)) == reference_settle(s)
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    logs(),
+    st.floats(0.0, 500.0),
+    st.floats(0.0, 60.0),
+    st.booleans(),
+    st.sampled_from([None, T0 + 600.0]),
+)
+def test_an_attempt_screened_out_has_no_stall(
+    evs: list[Event], end: float, threshold: float, completed: bool, now: float | None
+) -> None:
+    """``_may_stall`` False (decided without looking at the progress times) means
+    ``_stalls``, looking at them, finds none."""
+    tracker = RankTracker()
+    tracker.ingest(evs, JOB)
+    by_attempt: dict[str | None, list[_RankStream]] = {}
+    for s in tracker.streams.values():
+        by_attempt.setdefault(s.attempt, []).append(s)
+    for attempt, streams in by_attempt.items():
+        found = _stalls(
+            str(attempt),
+            streams=streams,
+            start=T0,
+            end=T0 + end,
+            ended=now is None,
+            completed=completed,
+            now=now,
+            threshold=threshold,
+            typical=1.0,
+        )
+        if not _may_stall(streams, T0 + end, completed, threshold):
+            assert found == []
+
+
+def test_the_screen_lets_a_real_stall_through() -> None:
+    evs = [
+        Event(ts=T0 + t, kind=Kind.STEP_START, job=JOB, step=i) for i, t in enumerate([0, 1, 90])
+    ]
+    tracker = RankTracker()
+    tracker.ingest(evs, JOB)
+    streams = list(tracker.streams.values())
+    assert _may_stall(streams, T0 + 100.0, False, 60.0)
+    (stall,) = _stalls(
+        "0",
+        streams=streams,
+        start=T0,
+        end=T0 + 100.0,
+        ended=True,
+        completed=False,
+        now=None,
+        threshold=60.0,
+        typical=1.0,
+    )
+    assert (stall.start, stall.end) == (T0 + 1, T0 + 90)
+    assert not _may_stall(streams, T0 + 100.0, False, 89.0)
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(logs(), st.lists(st.integers(0, 100), max_size=5))
+def test_analysis_asked_between_pieces_is_the_analysis_asked_at_the_end(
+    evs: list[Event], cuts: list[int]
+) -> None:
+    """What is derived and cached per stream, and the last analysis, never outlive a
+    change: a tracker asked after every piece answers as one asked only at the end."""
+    attempts = [("0", T0, T0 + 450.0, True, False), ("b", T0, T0 + 500.0, False, True)]
+    options = RankOptions(stall_floor=15.0, min_samples=1)
+    asked, fresh = RankTracker(), RankTracker()
+    for run in _runs(evs, cuts):
+        asked.ingest(run, JOB)
+        asked.analyze(attempts, None, options)
+        asked.progress("0")
+        fresh.ingest(run, JOB)
+    for now in (None, T0 + 600.0, None):
+        assert repr(asked.analyze(attempts, now, options)) == repr(
+            fresh.analyze(attempts, now, options)
+        )
+    assert repr(asked.progress("0")) == repr(fresh.progress("0"))
+    assert repr(asked.progress("b")) == repr(fresh.progress("b"))
+
+
+def test_the_screen_counts_the_time_before_a_late_ranks_first_progress() -> None:
+    """Rank 1 starts 45 s after rank 0: the time before its first step is a gap of rank 1
+    (the ranks' common gap is 1..45 s)."""
+    evs = [
+        Event(ts=T0 + t, kind=Kind.STEP_START, job=JOB, attempt=0, rank=rank, step=i)
+        for rank, times in ((0, [0, 1, 90, 99]), (1, [45, 60, 75, 99]))
+        for i, t in enumerate(times)
+    ]
+    tracker = RankTracker()
+    tracker.ingest(evs, JOB)
+    streams = list(tracker.streams.values())
+    assert _may_stall(streams, T0 + 100.0, False, 30.0)
+    (stall,) = _stalls(
+        "0",
+        streams=streams,
+        start=T0,
+        end=T0 + 100.0,
+        ended=True,
+        completed=False,
+        now=None,
+        threshold=30.0,
+        typical=1.0,
+    )
+    assert (stall.start, stall.end) == (T0 + 1, T0 + 45)
+    assert not _may_stall(streams, T0 + 100.0, False, 45.0)
