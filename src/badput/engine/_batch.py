@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from itertools import repeat
-from operator import attrgetter, is_not
+from operator import attrgetter, eq, is_not
 from typing import Any
 
 import numpy as np
@@ -108,7 +108,8 @@ class Batch:
         jobs = self._jobs
         mask: BoolArray | None = None
         if jobs.count(job) != self.n:
-            mask = np.fromiter(map(job.__eq__, jobs), np.bool_, self.n)
+            # `==` as Python compares (a job of another type is simply not this job)
+            mask = np.fromiter(map(eq, jobs, repeat(job)), np.bool_, self.n)
         self._same_job[job] = mask
         return mask
 
@@ -129,7 +130,10 @@ class Batch:
         except (OverflowError, TypeError, ValueError):
             raw: list[Any] = list(map(_step, self.rows(idx)))
             ok = np.fromiter(
-                (type(v) is int and -(2**63) <= v < 2**63 for v in raw), np.bool_, len(raw)
+                # a bool is an int here as on the fast path (only unvalidated events have one)
+                (isinstance(v, int) and -(2**63) <= v < 2**63 for v in raw),
+                np.bool_,
+                len(raw),
             )
             safe = (v if good else 0 for v, good in zip(raw, ok.tolist(), strict=True))
             return np.fromiter(safe, np.int64, len(raw)), ok

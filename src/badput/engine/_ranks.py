@@ -707,7 +707,8 @@ class RankTracker:
     ) -> None:
         """A stream's host: that of the first event of the first run of its events (a run:
         consecutive events of one writer) that names one."""
-        if all(s.host is not None for s in slots):
+        missing = sum(1 for s in slots if s.host is None)
+        if not missing:
             return
         starts: npt.NDArray[np.intp] | list[int]
         if len(batch.keys) == 1:
@@ -722,8 +723,10 @@ class RankTracker:
             s = slots[slot_of[int(group[i])]]
             if s.host is None:
                 s.host = events[i].host
-                if all(x.host is not None for x in slots):
-                    return
+                if s.host is not None:
+                    missing -= 1  # counted, not re-checked: a batch may hold 10,000 streams
+                    if not missing:
+                        return
 
     def _take(
         self,
