@@ -16,6 +16,9 @@ Shapes (each written to a temporary store, then read by a fresh process):
   1e5 steps (a tenth of the others: 3.2 M events, as many as the one-rank shapes hold).
 - ``10k-attempts``: 10,000 attempts of 20 steps (``bench_attempts.py``).
 
+``--parallel both`` reads each shape twice, by one process and shared with worker processes
+(forced on; ``auto``, the default, starts workers only on idle cores).
+
 For each: CPU seconds (its own and its read workers') and wall seconds of the cold read and
 report in a fresh process (CPU time is the figure to compare on a shared machine), the peak
 RSS of the largest process, and the median of 20 windowed queries (a rolling hour ending at
@@ -42,8 +45,9 @@ CHILD = r"""
 import json, resource, statistics, sys, time
 from badput.analysis import LiveJob
 root, job = sys.argv[1], sys.argv[2]
+parallel = {"auto": None, "on": True, "off": False}[sys.argv[3]]
 c0, w0 = time.process_time(), time.perf_counter()
-live = LiveJob(root, job)
+live = LiveJob(root, job, parallel=parallel)
 live.update()
 r = live.report()
 wall = time.perf_counter() - w0
@@ -111,9 +115,12 @@ def write_steps(
                 fh.write(encode_lines(evs[i : i + 200_000]))
 
 
-def measure(root: Path, job: str) -> dict[str, float]:
+def measure(root: Path, job: str, parallel: str) -> dict[str, float]:
     out = subprocess.run(
-        [sys.executable, "-c", CHILD, str(root), job], capture_output=True, check=True, text=True
+        [sys.executable, "-c", CHILD, str(root), job, parallel],
+        capture_output=True,
+        check=True,
+        text=True,
     )
     return json.loads(out.stdout)  # type: ignore[no-any-return]
 
@@ -122,6 +129,12 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--only", nargs="*")
     parser.add_argument("--max-steps", type=int, default=1_000_000)
+    parser.add_argument(
+        "--parallel",
+        choices=("auto", "on", "off", "both"),
+        default="auto",
+        help="shared cold read: auto (workers on idle cores only), on, off, or both (off, on)",
+    )
     args = parser.parse_args()
     shapes: list[tuple[str, object]] = []
     for n in (10_000, 100_000, 1_000_000):
@@ -153,12 +166,15 @@ def main() -> None:
         with tempfile.TemporaryDirectory() as tmp:
             root = Path(tmp)
             job = make(root)  # type: ignore[operator]
-            m = measure(root, job)
-        print(
-            f"{name:>18}: {m['events']:>10,.0f} events  cpu {m['cpu']:6.2f} s  wall "
-            f"{m['wall']:6.2f} s  peak {m['rss_mb']:6.0f} MB  1 h window {m['window_ms']:6.2f} ms",
-            flush=True,
-        )
+            modes = ("off", "on") if args.parallel == "both" else (args.parallel,)
+            for mode in modes:
+                m = measure(root, job, mode)
+                print(
+                    f"{name:>18} ({mode:>4}): {m['events']:>10,.0f} events  cpu {m['cpu']:6.2f} s"
+                    f"  wall {m['wall']:6.2f} s  peak {m['rss_mb']:6.0f} MB  1 h window "
+                    f"{m['window_ms']:6.2f} ms",
+                    flush=True,
+                )
         if name.startswith("mix-"):
             mix.append((int(name[4:]), m["cpu"]))
     if len(mix) >= 2:
