@@ -456,3 +456,65 @@ def test_open_source_errors(tmp_path: Path) -> None:
 
 def test_cursor_default_is_empty() -> None:
     assert Cursor().offsets == {}
+
+
+class _CountingStore(JsonlStore):
+    """Counts how often the job directory is listed, and the reads."""
+
+    listings = 0
+    reads = 0
+
+    def streams(self, job: str) -> list[str]:
+        _CountingStore.listings += 1
+        return super().streams(job)
+
+    def read(
+        self, job: str, cursor: Cursor | None = None, *, max_bytes: int | None = None
+    ) -> ReadResult:
+        _CountingStore.reads += 1
+        return super().read(job, cursor, max_bytes=max_bytes)
+
+
+def test_a_catch_up_in_slices_does_not_list_the_job_for_every_slice_and_misses_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A job of many files read in small slices: the reads that go on from a budget stop
+    do not list the job again (Cursor.resume); the catch-up ends with a read that does, so a
+    file created meanwhile and a torn last line early in the order are still seen."""
+    from badput import analysis
+
+    job_dir = tmp_path / "j"
+    for a in range(40):
+        events = [
+            Event(ts=float(a * 10 + i), kind="heartbeat", job="j", attempt=a) for i in range(5)
+        ]
+        (job_dir / str(a)).mkdir(parents=True)
+        (job_dir / str(a) / "h-0-1.jsonl").write_bytes(encode_lines(events))
+    with (job_dir / "0" / "h-0-1.jsonl").open("ab") as fh:
+        fh.write(b'{"ts": 1.5, "kind": "heartb')  # torn: the writer died mid-line
+    monkeypatch.setattr(analysis, "READ_SLICE_BYTES", 1_000)  # about 12 lines a slice
+    created: list[bool] = []
+
+    class _Creating(_CountingStore):
+        """Creates a new attempt's file while the catch-up goes on from a budget stop."""
+
+        def read(
+            self, job: str, cursor: Cursor | None = None, *, max_bytes: int | None = None
+        ) -> ReadResult:
+            if cursor is not None and cursor.resume is not None and not created:
+                late = [Event(ts=999.0, kind="heartbeat", job="j", attempt="late")]
+                (job_dir / "late").mkdir()
+                (job_dir / "late" / "h-0-1.jsonl").write_bytes(encode_lines(late))
+                created.append(True)
+            return super().read(job, cursor, max_bytes=max_bytes)
+
+    store = _Creating(tmp_path)
+    _CountingStore.listings = _CountingStore.reads = 0
+    live = analysis.LiveJob(store, "j", parallel=False)
+    assert live.update() == 201  # 40 files x 5 events, and the late one
+    # listed by the first read, by the one after the list was done (it finds the late file)
+    # and by the last (nothing new); the reads in between go on from where each stopped
+    assert created and _CountingStore.listings == 3 and _CountingStore.reads > 10
+    assert live.accountant.n_events == 201
+    torn = [u for u in live._unread if u.code == "torn_line"]
+    assert [(u.source.endswith("0/h-0-1.jsonl"), u.line) for u in torn] == [(True, 6)]

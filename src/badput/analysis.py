@@ -69,8 +69,12 @@ def _catch_up(  # noqa: PLR0917
     """
     n = 0
     while True:
+        # A read that went on from where a budget stopped the last one saw only the streams
+        # left (Cursor.resume): the catch-up ends with one that lists the job again (new
+        # files, grown ones, and the complete `unread`) and finds nothing new.
+        resumed = cursor is not None and cursor.resume is not None
         result = store.read(job, cursor, max_bytes=READ_SLICE_BYTES)
-        progressed = result.cursor.offsets != (cursor.offsets if cursor else {})
+        progressed = resumed or result.cursor.offsets != (cursor.offsets if cursor else {})
         cursor = result.cursor
         accountant.ingest(result.chunks)
         n += result.n_items

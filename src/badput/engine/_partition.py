@@ -362,10 +362,12 @@ class _Builder:
         Adds the same terms, in the same order, as a full build would: the attempts outside
         the window add nothing to any bucket there either.
         """
+        window = self.window
+        assert window is not None  # build() comes here for windowed queries only
         self.diags, self._diag_counts = list(known.before[0]), dict(known.before[1])
         attempts = known.attempts
         t_start, t_end = known.span
-        lo, hi = max(t_start, self.window[0]), min(t_end, self.window[1])  # type: ignore[index]
+        lo, hi = max(t_start, window[0]), min(t_end, window[1])
         hi = max(hi, lo)
         self.clip_bounds, self.span = (lo, hi), known.span
         starts = known.eff_starts()

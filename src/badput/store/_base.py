@@ -82,6 +82,10 @@ class Cursor:
     """
 
     offsets: dict[str, tuple[int, int]] = field(default_factory=dict)
+    #: A read that stopped on its byte budget leaves (job, the streams it had not finished,
+    #: in order) so the next read goes on from there without listing the job again; a read
+    #: that gets to the end leaves None, and the next one lists (new files, grown ones).
+    resume: tuple[str, tuple[str, ...]] | None = field(default=None, compare=False, repr=False)
 
 
 @dataclass(frozen=True)

@@ -615,8 +615,14 @@ class JsonlStore:
         unread: list[Unread] = []
         base = self.job_dir(job)
         budget = max_bytes
-        for stream in self.streams(job):
+        # Going on after a read that stopped on its budget: the streams it had not finished
+        # (a job of 10,000 attempt files is not listed and stat'ed again for every slice).
+        resume = cursor.resume
+        streams = resume[1] if resume is not None and resume[0] == job else self.streams(job)
+        for k, stream in enumerate(streams):
             if budget is not None and budget <= 0:
+                # the last stream read may have more: go on from it
+                out.resume = (job, tuple(streams[max(k - 1, 0) :]))
                 break
             path = base / stream
             used = _read_path(path, stream, cursor, out, chunks, unread, limit=budget)

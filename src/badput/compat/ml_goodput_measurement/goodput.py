@@ -457,8 +457,12 @@ class _JobView:
         _flush_live_recorders(self.job)
         n = 0
         while True:
+            resumed = self.cursor is not None and self.cursor.resume is not None
             result = self.store.read(self.job, self.cursor, max_bytes=_READ_SLICE_BYTES)
-            progressed = result.cursor.offsets != (self.cursor.offsets if self.cursor else {})
+            # a read that went on from a budget stop saw only the streams left: read once more
+            progressed = resumed or result.cursor.offsets != (
+                self.cursor.offsets if self.cursor else {}
+            )
             self.cursor = result.cursor
             self.accountant.ingest(result.chunks)
             # Absorbed slice by slice: a catch-up never holds more than one slice's
