@@ -467,10 +467,10 @@ def test_worker_state_crosses_a_pickle_and_merges_with_its_codes_mapped() -> Non
     worker.ingest(events, "2/h-3-2.jsonl", 7)
     back = pickle.loads(pickle.dumps(worker))
     parent = Ingestor(JOB)
-    parent.bucket_code("compile")  # the parent's table already differs from the worker's
+    parent.buckets.code("compile")  # the parent's table already differs from the worker's
     parent.absorb(back)
     marks = parent.streams[("2", 3)].marks.columns()
-    got = marks.objects(parent.bucket_names, parent.source_names)
+    got = marks.objects(parent.buckets.names, parent.sources.names)
     assert got == [
         IntervalMark(4.5, (1 << 40) + 2, "custom:eval", False, True, "2/h-3-2.jsonl", 8),
         IntervalMark(5.0, (1 << 40) + 1, "data_loading", True, False, "2/h-3-2.jsonl", 7),

@@ -24,7 +24,7 @@ import numpy.typing as npt
 
 from badput.events import KINDS, Event
 
-__all__ = ["KIND_CODE", "KIND_NAMES", "Batch", "kind_mask"]
+__all__ = ["KIND_CODE", "KIND_NAMES", "Batch"]
 
 F64 = npt.NDArray[np.float64]
 I64 = npt.NDArray[np.int64]
@@ -145,9 +145,3 @@ class Batch:
         """Whether ``field`` of the events at ``idx`` is anything but ``False``."""
         values = map(attrgetter(field), map(self.events.__getitem__, idx.tolist()))
         return np.fromiter(map(is_not, values, repeat(False)), np.bool_, int(idx.shape[0]))
-
-
-def kind_mask(kind: I16, *kinds: str) -> BoolArray:
-    """Which rows have one of ``kinds``."""
-    codes = [KIND_CODE[k] for k in kinds]
-    return np.isin(kind, np.array(codes, np.int16))

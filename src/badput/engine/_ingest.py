@@ -32,6 +32,7 @@ __all__ = [
     "DiagnosticLog",
     "LifecycleEvent",
     "MarkLog",
+    "NameTable",
     "RestoreMark",
     "Run",
     "StepLog",
@@ -90,6 +91,36 @@ class RestoreMark:
     is_end: bool
 
 
+class NameTable:
+    """Distinct names, each stored once; a column holds their codes (a bucket such as
+    ``custom:eval``, a source file), so a million marks keep four bytes each, not a string."""
+
+    __slots__ = ("_codes", "names")
+
+    def __init__(self) -> None:
+        self.names: list[str] = []
+        self._codes: dict[str, int] = {}
+
+    def __len__(self) -> int:
+        return len(self.names)
+
+    def code(self, name: str) -> int:
+        """The code of ``name`` (added when new)."""
+        found = self._codes.get(name)
+        if found is None:
+            found = self._codes[name] = len(self.names)
+            self.names.append(name)
+        return found
+
+    def known(self, names: Iterable[str]) -> list[int]:
+        """The codes of those of ``names`` seen so far (asking adds none)."""
+        return [self._codes[n] for n in names if n in self._codes]
+
+    def codes_of(self, other: NameTable) -> npt.NDArray[np.int32]:
+        """Our code for each of ``other``'s codes, then -1 (for its index -1: none)."""
+        return np.array([self.code(n) for n in other.names] + [-1], np.int32)
+
+
 class MarkLog:
     """Columns of one stream's interval marks (``*_start``/``*_end``), in arrival order.
 
@@ -113,10 +144,15 @@ class MarkLog:
         return len(self.ts)
 
     def columns(self) -> Marks:
-        """The marks as numpy columns (views), in ``(ts, seq)`` order."""
+        """The marks as numpy columns, in ``(ts, seq)`` order (views when they arrived so)."""
+        marks = self.raw()
+        return marks.sorted() if self.unsorted else marks
+
+    def raw(self) -> Marks:
+        """The marks as numpy columns (views) in arrival order."""
         if not len(self.ts):
             return Marks.empty()
-        marks = Marks(
+        return Marks(
             np.frombuffer(self.ts, np.float64),
             np.frombuffer(self.seq, np.int64),
             np.frombuffer(self.bucket, np.int32),
@@ -125,7 +161,6 @@ class MarkLog:
             np.frombuffer(self.line, np.int32).astype(np.int64),
             np.frombuffer(self.source, np.int32),
         )
-        return marks.sorted() if self.unsorted else marks
 
     def append_columns(self, marks: Marks) -> None:
         """Add marks (in arrival order)."""
@@ -151,14 +186,6 @@ class MarkLog:
             source = sources[np.frombuffer(self.source, np.int32)]
             self.bucket = array("i", bucket.tobytes())
             self.source = array("i", source.tobytes())
-
-    def raw(self) -> Marks:
-        """The marks as numpy columns in arrival order."""
-        unsorted, self.unsorted = self.unsorted, False
-        try:
-            return self.columns()
-        finally:
-            self.unsorted = unsorted
 
 
 @dataclass
@@ -314,7 +341,13 @@ class _Origin:
                     np.int64,
                 ),
                 np.array([r.first_line is not None for r in self.runs], np.bool_),
-                np.array([self._ing.source_code(r.source) for r in self.runs], np.int32),
+                np.array(
+                    [
+                        -1 if r.source is None else self._ing.sources.code(r.source)
+                        for r in self.runs
+                    ],
+                    np.int32,
+                ),
             )
         firsts, known, codes = self._per_run
         line = np.where(known[which], positions + firsts[which], -1)
@@ -347,10 +380,8 @@ class Ingestor:
         self._source_last_ts: dict[str, float] = {}
         self._by_raw: dict[tuple[object, int | None], Stream] = {}
         #: Interval buckets and sources by code (the marks' columns hold codes).
-        self.bucket_names: list[str] = []
-        self.source_names: list[str] = []
-        self._bucket_codes: dict[str, int] = {}
-        self._source_codes: dict[str, int] = {}
+        self.buckets = NameTable()
+        self.sources = NameTable()
 
     def absorb(self, other: Ingestor) -> None:
         """Add the state of ``other``, which ingested *later* sources of the same job.
@@ -362,8 +393,8 @@ class Ingestor:
         if other.job is not None and self.job is not None and other.job != self.job:
             raise ValueError(f"cannot merge job {other.job!r} into job {self.job!r}")
         self.job = self.job or other.job
-        buckets = np.array([self.bucket_code(b) for b in other.bucket_names] + [0], np.int32)
-        sources = np.array([self.source_code(x) for x in other.source_names] + [-1], np.int32)
+        buckets = self.buckets.codes_of(other.buckets)
+        sources = self.sources.codes_of(other.sources)
         for theirs in other.streams.values():  # their codes, in our tables
             theirs.marks.recode(buckets, sources)
         for key, theirs in other.streams.items():
@@ -423,28 +454,6 @@ class Ingestor:
 
     def malformed(self, message: str, source: str | None, line: int | None) -> None:
         self.diagnostics.add("malformed_line", message, source, line)
-
-    def bucket_code(self, bucket: str) -> int:
-        """The code of a bucket name in :attr:`bucket_names` (added when new)."""
-        code = self._bucket_codes.get(bucket)
-        if code is None:
-            code = self._bucket_codes[bucket] = len(self.bucket_names)
-            self.bucket_names.append(bucket)
-        return code
-
-    def known_codes(self, buckets: Iterable[str]) -> list[int]:
-        """The codes of those of ``buckets`` seen so far (a query adds none)."""
-        return [self._bucket_codes[b] for b in buckets if b in self._bucket_codes]
-
-    def source_code(self, source: str | None) -> int:
-        """The code of a source in :attr:`source_names` (-1 for none)."""
-        if source is None:
-            return -1
-        code = self._source_codes.get(source)
-        if code is None:
-            code = self._source_codes[source] = len(self.source_names)
-            self.source_names.append(source)
-        return code
 
     def ingest(self, events: list[Event], source: str | None, first_line: int | None) -> None:
         """Ingest consecutive lines of one source (``first_line`` is the line of ``events[0]``)."""
@@ -603,9 +612,9 @@ class Ingestor:
             base, _ = _SPLIT[code]
             if base in NAMED_INTERVAL_KINDS:
                 names = batch.names(pos[at])
-                bucket[at] = [self.bucket_code(bucket_of(base, name)) for name in names]
+                bucket[at] = [self.buckets.code(bucket_of(base, name)) for name in names]
             else:
-                bucket[at] = self.bucket_code(base)
+                bucket[at] = self.buckets.code(base)
             if base == "data_loading":  # the only kind a writer may mark non-blocking
                 blocking[at] = batch.not_false(pos[at], "blocking")
         line[marks], source[marks] = origin.lines_and_sources(pos[marks])
@@ -667,8 +676,7 @@ class Ingestor:
         """A copy of the state with every event stamped after ``t`` left out (ACCOUNTING.md
         §9.10: for a report ``--now t`` later events do not exist). O(state)."""
         out = Ingestor(self.job)
-        out.bucket_names, out._bucket_codes = self.bucket_names, self._bucket_codes
-        out.source_names, out._source_codes = self.source_names, self._source_codes
+        out.buckets, out.sources = self.buckets, self.sources
         for key, stream in self.streams.items():
             kept = stream.as_of(t)
             if kept.first_ts <= t:  # a stream all of whose events came later does not exist

@@ -472,7 +472,7 @@ class _Builder:
         tail_marks = marks.take(slice(steps.marks_done, None))
 
         ivs = tail_intervals(tail_marks, lo, hi)
-        exempt = self.ing.known_codes(CLEAN_EXEMPT)
+        exempt = self.ing.buckets.known(CLEAN_EXEMPT)
         unclean = Coverage.of(ivs.pieces.take(~np.isin(ivs.pieces.bucket, exempt)))
         tail, unmatched_ts, _ = compute_rows(
             ts,
@@ -504,14 +504,14 @@ class _Builder:
                 raw_used = int(np.flatnonzero(is_end == 0)[r])
                 marks_used = int(np.searchsorted(mark_ts, cut, side="left"))
                 steps.seal(
-                    tail.head(r),
+                    tail.part(0, r),
                     ivs=ivs,
                     cut=cut,
                     raw_used=raw_used,
                     marks_used=marks_used,
                     unmatched_ts=unmatched_ts,
                 )
-                tail = tail.tail_from(r)
+                tail = tail.part(r, tail.n)
                 ivs = ivs.after(cut)
                 unmatched_ts = unmatched_ts[unmatched_ts >= cut]
         return AttemptRows(steps, tail, ivs, int(unmatched_ts.shape[0]))
@@ -553,11 +553,11 @@ class _Builder:
                     ),
                 )
             )
-        n_buckets = max(1, len(self.ing.bucket_names))
+        n_buckets = max(1, len(self.ing.buckets))
         if len(todo) < _BULK_MIN_ATTEMPTS or len(todo) * n_buckets >= 2**31:
             return
         sealed = seal_together(
-            [c for _att, c in todo], n_buckets, self.ing.known_codes(CLEAN_EXEMPT)
+            [c for _att, c in todo], n_buckets, self.ing.buckets.known(CLEAN_EXEMPT)
         )
         for (att, _c), steps in zip(todo, sealed, strict=True):
             self.cache.attempts[(att.key, att.range_lo)] = steps
@@ -588,7 +588,7 @@ class _Builder:
         """Add the attempt's interval buckets and overlapped time; return their total."""
         steps, ivs = ar.steps, ar.tail_ivs
         lo, hi = self.clip_bounds
-        names = self.ing.bucket_names
+        names = self.ing.buckets.names
         total = 0.0
         if att.eff_start >= lo and att.eff_end <= hi:
             pieces = dict(steps.piece_sums)
@@ -614,7 +614,7 @@ class _Builder:
         return total
 
     def _attempt_diagnostics(self, att: Attempt, ar: AttemptRows) -> AttemptDiagnostics:
-        return attempt_diagnostics(att.id, ar, self.ing.bucket_names, self.ing.source_names)
+        return attempt_diagnostics(att.id, ar, self.ing.buckets.names, self.ing.sources.names)
 
     # ------------------------------------------------------ closed attempts' memo
 
@@ -652,7 +652,7 @@ class _Builder:
         key = self._memo_key(i, att)
         if key is None or not ar.steps.whole or ar.tail.n:
             return
-        names = self.ing.bucket_names
+        names = self.ing.buckets.names
         pieces = {names[c]: v for c, v in ar.steps.piece_sums.items()}
         memo = ClosedMemo(
             key=key,
@@ -1077,7 +1077,7 @@ def recent_step_times(
         if ar is None or need <= 0:
             continue
         sealed = ar.sealed  # of the sealed rows, only look at as many as needed
-        for part in (ar.tail, sealed.tail_from(sealed.n - min(sealed.n, 2 * need + 16))):
+        for part in (ar.tail, sealed.part(sealed.n - min(sealed.n, 2 * need + 16), sealed.n)):
             ok = ~part.first & ~np.isnan(part.d)
             values = part.d[ok] / part.count[ok]
             if values.shape[0]:

@@ -130,19 +130,8 @@ class Rows:
             z, z, z, z, np.zeros(0, np.int64), z, np.zeros(0, np.bool_), np.zeros(0, np.bool_)
         )
 
-    def tail_from(self, r: int) -> Rows:
-        return Rows(
-            self.start[r:],
-            self.end[r:],
-            self.cap[r:],
-            self.count[r:],
-            self.step[r:],
-            self.d[r:],
-            self.first[r:],
-            self.clean[r:],
-        )
-
     def part(self, a: int, b: int) -> Rows:
+        """Rows ``[a, b)`` (views)."""
         return Rows(
             self.start[a:b],
             self.end[a:b],
@@ -152,18 +141,6 @@ class Rows:
             self.d[a:b],
             self.first[a:b],
             self.clean[a:b],
-        )
-
-    def head(self, r: int) -> Rows:
-        return Rows(
-            self.start[:r],
-            self.end[:r],
-            self.cap[:r],
-            self.count[:r],
-            self.step[:r],
-            self.d[:r],
-            self.first[:r],
-            self.clean[:r],
         )
 
 

@@ -220,7 +220,7 @@ def build_timeline(ing: Ingestor, report: Report) -> Timeline:
         recorded = pair_columns(stream.marks.columns(), close_at=report.end).intervals
         flat = flatten_spans(recorded.take(recorded.blocking))
         nonblocking = recorded.take(~recorded.blocking)
-        names = ing.bucket_names
+        names = ing.buckets.names
         pieces = [
             (lo, hi, names[code], True)
             for lo, hi, code in zip(
