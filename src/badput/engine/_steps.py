@@ -12,6 +12,7 @@ Everything here is pure computation on arrays; the Accountant owns the :class:`Q
 
 from __future__ import annotations
 
+import itertools
 import math
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -186,46 +187,59 @@ def compute_rows(
         last[:-1] = sg[1:] != sg[:-1]
         new_seg[1:] |= last[:-1]
     same_next = np.append(~new_seg[1:], False)
-    nxt_ts = np.where(last, np.inf, np.append(st[1:], np.inf))
-    nxt_n = np.append(sn[1:], 0)
-
+    nxt_ts = np.append(st[1:], np.inf)
+    nxt_ts[last] = np.inf
+    # Millions of rows: each temporary column is dropped as soon as it is used (`del`),
+    # so that the peak holds a few columns rather than every intermediate one.
     own_end = np.full(n, np.inf)
     unmatched: F64 = np.zeros(0)
     unmatched_group = np.zeros(0, np.int64)
     if int(starts.shape[0]) > n:
         # Rows are in (ts, arrival) order: an end belongs to the last start before it.
-        idx = (np.cumsum(starts) - 1)[~starts]
-        en = step[~starts]
+        is_end_event = ~starts
+        idx = np.cumsum(starts)[is_end_event] - 1
+        end_ts = ts[is_end_event]
         ok = idx >= 0
-        ok[ok] = sn[idx[ok]] == en[ok]
+        ok[ok] = sn[idx[ok]] == step[is_end_event][ok]
         if group is not None:
             ok[ok] &= sg[idx[ok]] == ends_group[ok]
-        unmatched = ts[~starts][~ok]
-        unmatched_group = ends_group[~ok] if group is not None else unmatched_group
-        np.minimum.at(own_end, idx[ok], ts[~starts][ok])
+        if not ok.all():
+            unmatched = end_ts[~ok]
+            unmatched_group = ends_group[~ok] if group is not None else unmatched_group
+            idx, end_ts = idx[ok], end_ts[ok]
+        del ok, is_end_event
+        if idx.shape[0] and bool((idx[1:] > idx[:-1]).all()):
+            own_end[idx] = end_ts  # one end per row at most (the usual case)
+        else:
+            np.minimum.at(own_end, idx, end_ts)
+        del idx, end_ts
     has_end = np.isfinite(own_end)
-    count = np.where(has_end | ~same_next, 1, np.maximum(nxt_n - sn, 1)).astype(np.float64)
+    count = np.ones(n)
+    several = ~(has_end | ~same_next)
+    if several.any():
+        count[several] = np.maximum(np.append(sn[1:], 0) - sn, 1)[several]
+    del several
     end = np.where(has_end, own_end, np.where(same_next, nxt_ts, np.nan))
+    del has_end, own_end, same_next
     known = ~np.isnan(end)
     start_c = np.clip(st, lo_s, hi_s)
-    end_safe = np.where(known, end, start_c)
-    end_c = np.maximum(np.clip(end_safe, lo_s, hi_s), start_c)
-    cap = np.maximum(np.minimum(nxt_ts, hi_s), start_c)
-    covered = cov.between_sorted(start_c, end_c)
-    d = np.where(known, end_c - start_c - covered, np.nan)
+    del st
+    np.copyto(end, start_c, where=~known)  # an open row: [start, start] until it ends
+    end_c = np.clip(end, lo_s, hi_s)
+    del end
+    np.maximum(end_c, start_c, out=end_c)
+    cap = np.minimum(nxt_ts, hi_s)
+    del nxt_ts
+    np.maximum(cap, start_c, out=cap)
+    d = end_c - start_c
+    d -= cov.between_sorted(start_c, end_c)
+    d[~known] = np.nan
     spoiled = unclean_cov.between_sorted(start_c, end_c) > 0.0
     clean = known & ~new_seg & ~spoiled
+    del spoiled
+    end_c[~known] = np.nan
     return (
-        Rows(
-            start_c,
-            np.where(known, end_c, np.nan),
-            cap,
-            count,
-            sn.astype(np.int64),
-            d,
-            new_seg,
-            clean,
-        ),
+        Rows(start_c, end_c, cap, count, sn.astype(np.int64, copy=False), d, new_seg, clean),
         unmatched,
         unmatched_group,
     )
@@ -267,10 +281,14 @@ def tail_intervals(marks: Marks, lo: float, hi: float) -> TailIntervals:
     rank = innermost_rank(ivs)
     a, b = np.maximum(ivs.start, lo), np.minimum(ivs.end, hi)
     keep = b >= a
-    clipped = Spans(a[keep], b[keep], ivs.bucket[keep], ivs.blocking[keep], rank[keep])
+    clipped = Spans(a, b, ivs.bucket, ivs.blocking, rank)
+    if not keep.all():
+        clipped = clipped.take(keep)
+    blocking = clipped.blocking
+    every = bool(blocking.all())  # the usual case: no copy of millions of spans
     return TailIntervals(
-        flatten_spans(clipped.take(clipped.blocking)),
-        clipped.take(~clipped.blocking),
+        flatten_spans(clipped if every else clipped.take(blocking)),
+        Spans.empty() if every else clipped.take(~blocking),
         clipped,
         paired.unpaired_starts,
         paired.unpaired_ends,
@@ -398,24 +416,36 @@ class AttemptSteps:
             self.unpaired_start_parts.append(ivs.unpaired_starts)
         for name in ("start", "end", "cap", "count", "step", "d", "first", "clean"):
             self.cols[name].extend(getattr(rows, name))
-        d0 = np.where(np.isnan(rows.d), 0.0, rows.d)
-        self.cum_d.extend(self.cum_d.a[-1] + np.cumsum(d0))
-        self.cum_k.extend(self.cum_k.a[-1] + np.cumsum(rows.count))
-        self.cum_kpos.extend(self.cum_kpos.a[-1] + np.cumsum(np.where(rows.d > 0, rows.count, 0.0)))
+        # Millions of rows when a closed attempt is sealed whole: each temporary column is
+        # made in place or dropped at once, so the peak stays near what is kept.
+        is_open = np.isnan(rows.d)
+        d0 = np.where(is_open, 0.0, rows.d)
+        _extend_cumsum(self.cum_d, d0)
+        _extend_cumsum(self.cum_k, rows.count)
+        np.multiply(rows.count, rows.d > 0, out=d0)  # steps of rows with time > 0
+        _extend_cumsum(self.cum_kpos, d0)
+        del d0
         self.clean_vals.extend(rows.d[rows.clean] / rows.count[rows.clean])
-        self.open_rows.extend((np.flatnonzero(np.isnan(rows.d)) + base).tolist())
+        self.open_rows.extend((np.flatnonzero(is_open) + base).tolist())
         firsts = (np.flatnonzero(rows.first) + base).tolist()
         self.seg_first.extend(firsts)
         # Typical-time values of the new rows, merged into their segment's sorted array.
         if rows.n:
-            seg_of = (
-                np.searchsorted(np.asarray(self.seg_first), np.arange(base, base + rows.n), "right")
-                - 1
-            )
-            typical = ~np.isnan(rows.d) & ~rows.first
-            per = rows.d / rows.count
-            for sid in np.unique(seg_of[typical]).tolist():
-                vals = np.sort(per[typical & (seg_of == sid)])
+            typical = np.flatnonzero(~is_open & ~rows.first)
+            del is_open
+            per = rows.d[typical]
+            per /= rows.count[typical]
+            # each typical row's segment, counted from the first segment these rows meet
+            first_seg = max(len(self.seg_first) - len(firsts) - 1, 0)
+            starts = np.asarray(self.seg_first[first_seg:], np.int64) - base
+            seg_of = np.searchsorted(starts, typical, "right") - 1 + first_seg
+            del typical
+            bounds = np.flatnonzero(np.diff(seg_of)) + 1  # seg_of grows with the row
+            for lo, hi in itertools.pairwise([0, *bounds.tolist(), int(seg_of.shape[0])]):
+                if hi <= lo:
+                    continue
+                sid = int(seg_of[lo])
+                vals = np.sort(per[lo:hi])
                 old = self.seg_sorted.get(sid)
                 self.seg_sorted[sid] = vals if old is None else _merge_sorted(old, vals)
         for spans, parts, sums in (
@@ -543,6 +573,14 @@ def clipped_sums(spans: Spans, lo: float, hi: float) -> dict[int, float]:
     inside = np.clip(np.minimum(spans.end, hi) - np.maximum(spans.start, lo), 0.0, None)
     totals = np.bincount(spans.bucket, weights=inside)
     return {code: float(totals[code]) for code in np.flatnonzero(totals > 0.0).tolist()}
+
+
+def _extend_cumsum(col: _Col, values: F64) -> None:
+    """Append the running total of ``values`` to ``col`` (a prefix-sum column, never
+    empty), continuing from its last value, without a temporary copy of the values."""
+    sums = np.cumsum(values)
+    sums += col.a[-1]
+    col.extend(sums)
 
 
 def _merge_sorted(a: F64, b: F64) -> F64:
