@@ -14,7 +14,7 @@ import heapq
 import itertools
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import numpy as np
 import numpy.typing as npt
@@ -183,8 +183,8 @@ class Marks:
     """Interval marks as columns (one row per ``*_start``/``*_end`` event).
 
     ``bucket`` and ``source`` are codes into tables their owner keeps (the Ingestor's
-    bucket and source names); ``line`` is -1 when unknown. Sorted by ``(ts, seq)``
-    wherever a function says so.
+    bucket and source names); ``line`` is -1 when unknown (int32 as stored, or int64 as
+    read). Sorted by ``(ts, seq)`` wherever a function says so.
     """
 
     ts: F64
@@ -192,7 +192,7 @@ class Marks:
     bucket: I32
     is_start: Bool
     blocking: Bool
-    line: I64
+    line: npt.NDArray[np.signedinteger[Any]]
     source: I32
 
     def __len__(self) -> int:

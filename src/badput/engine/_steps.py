@@ -68,6 +68,7 @@ SEAL_MIN_TAIL = 2048
 CLEAN_EXEMPT = frozenset({"data_loading"})
 
 
+_NAN = np.float64(np.nan)
 _ZERO: F64 = np.zeros(1)  # Σ over no rows (shared, never written: a column grows into a copy)
 
 
@@ -87,8 +88,16 @@ class _Col:
         col.buf, col.n = values, values.shape[0]
         return col
 
+    def reserve(self, more: int) -> None:
+        """Make room for ``more`` values, so that appending them never copies."""
+        need = self.n + more
+        if need > self.buf.shape[0]:
+            grown = np.empty(need, dtype=self.buf.dtype)
+            grown[: self.n] = self.buf[: self.n]
+            self.buf = grown
+
     def extend(self, values: npt.NDArray[Any]) -> None:
-        if self.n == 0 and values.dtype == self.buf.dtype:
+        if self.n == 0 and values.dtype == self.buf.dtype and self.buf.shape[0] == 0:
             # First values: adopt the array (a closed attempt is sealed once, in one piece).
             # Nothing writes into it: the next extend grows into a new buffer first.
             self.buf, self.n = values, values.shape[0]
@@ -295,10 +304,14 @@ def tail_intervals(marks: Marks, lo: float, hi: float) -> TailIntervals:
     )
 
 
-def quiet_cut(rows: Rows, ivs: TailIntervals, mark_ts: F64, min_keep: int) -> int:
+def quiet_cut(
+    rows: Rows, ivs: TailIntervals, mark_ts: F64, min_keep: int, unmatched_ts: F64
+) -> int:
     """Largest row index r (r <= n - 2, r >= min_keep) whose start is a quiet moment.
 
-    Quiet: no interval open across it and no mark exactly at it. Returns 0 if none.
+    Quiet: no interval open across it, no mark and no unmatched step end exactly at it
+    (the seal counts unmatched ends by time, so one at the cut would be lost). Returns 0
+    if none.
     """
     n = rows.n
     if n - 2 < min_keep:
@@ -313,8 +326,9 @@ def quiet_cut(rows: Rows, ivs: TailIntervals, mark_ts: F64, min_keep: int) -> in
         quiet = np.ones(cand.shape[0], dtype=np.bool_)
     if len(ivs.unpaired_starts):
         quiet &= cand < float(ivs.unpaired_starts.ts.min())
-    if mark_ts.shape[0]:
-        quiet &= np.searchsorted(mark_ts, cand, "left") == np.searchsorted(mark_ts, cand, "right")
+    for at in (mark_ts, np.sort(unmatched_ts)):
+        if at.shape[0]:
+            quiet &= np.searchsorted(at, cand, "left") == np.searchsorted(at, cand, "right")
     # a start equal to the previous row's start would split a tie: not a cut
     quiet &= (
         cand > rows.start[min_keep - 1 : n - 2]
@@ -343,6 +357,8 @@ class AttemptSteps:
     cum_kpos: _Col = field(default_factory=lambda: _Col.of(_ZERO))  # Σ count where d > 0
     clean_vals: _Col = field(default_factory=lambda: _Col(np.float64))
     open_rows: list[int] = field(default_factory=list)
+    # The cap of each open row; the column itself is not kept (only open rows use it).
+    open_cap: dict[int, float] = field(default_factory=dict)
     seg_first: list[int] = field(default_factory=list)
     seg_sorted: dict[int, F64] = field(default_factory=dict)  # typical-time values per segment
     # Sealed intervals, as parts appended per seal (joined on demand).
@@ -369,7 +385,7 @@ class AttemptSteps:
         return Rows(
             c["start"].a,
             c["end"].a,
-            c["cap"].a,
+            np.broadcast_to(_NAN, (self.n,)),  # not kept: see open_cap
             c["count"].a,
             c["step"].a,
             c["d"].a,
@@ -395,6 +411,11 @@ class AttemptSteps:
             self._coverage = Coverage.of(self.pieces)
         return self._coverage
 
+    def reserve(self, rows: int) -> None:
+        """Room for ``rows`` more rows in every column (a closed attempt sealed in blocks)."""
+        for col in (*self.cols.values(), self.cum_d, self.cum_k, self.cum_kpos, self.clean_vals):
+            col.reserve(rows)
+
     def last_step(self) -> int | None:
         return int(self.cols["step"].a[-1]) if self.n else None
 
@@ -414,7 +435,7 @@ class AttemptSteps:
         self.unmatched_ends += int((unmatched_ts < cut).sum())
         if math.isinf(cut) and len(ivs.unpaired_starts):
             self.unpaired_start_parts.append(ivs.unpaired_starts)
-        for name in ("start", "end", "cap", "count", "step", "d", "first", "clean"):
+        for name, _ in _ROW_COLUMNS:
             self.cols[name].extend(getattr(rows, name))
         # Millions of rows when a closed attempt is sealed whole: each temporary column is
         # made in place or dropped at once, so the peak stays near what is kept.
@@ -426,7 +447,9 @@ class AttemptSteps:
         _extend_cumsum(self.cum_kpos, d0)
         del d0
         self.clean_vals.extend(rows.d[rows.clean] / rows.count[rows.clean])
-        self.open_rows.extend((np.flatnonzero(is_open) + base).tolist())
+        opened = np.flatnonzero(is_open)
+        self.open_rows.extend((opened + base).tolist())
+        self.open_cap.update(zip((opened + base).tolist(), rows.cap[opened].tolist(), strict=True))
         firsts = (np.flatnonzero(rows.first) + base).tolist()
         self.seg_first.extend(firsts)
         # Typical-time values of the new rows, merged into their segment's sorted array.
@@ -468,7 +491,6 @@ _NO_SPANS = Spans.empty()
 _ROW_COLUMNS: tuple[tuple[str, Any], ...] = (
     ("start", np.float64),
     ("end", np.float64),
-    ("cap", np.float64),
     ("count", np.float64),
     ("step", np.int64),
     ("d", np.float64),
@@ -527,7 +549,9 @@ def seal_whole_many(
         steps.cum_d, steps.cum_k, steps.cum_kpos = (_Col.of(c[a : b + 1] - c[a]) for c in cums)
         steps.clean_vals = _Col.of(clean_vals[clean_at[k] : clean_at[k + 1]])
         if open_at[k + 1] > open_at[k]:
-            steps.open_rows = (open_pos[open_at[k] : open_at[k + 1]] - a).tolist()
+            opened = open_pos[open_at[k] : open_at[k + 1]]
+            steps.open_rows = (opened - a).tolist()
+            steps.open_cap = dict(zip(steps.open_rows, rows.cap[opened].tolist(), strict=True))
         firsts = first_pos[first_at[k] : first_at[k + 1]]
         steps.seg_first = (firsts - a).tolist()
         for sid, g in enumerate(range(first_at[k], first_at[k + 1])):
