@@ -31,7 +31,7 @@ from array import array
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from operator import attrgetter
-from typing import cast
+from typing import Any, cast
 
 import numpy as np
 import numpy.typing as npt
@@ -454,21 +454,33 @@ class _Derived:
         "step_times",
     )
 
-    def __init__(self) -> None:
-        self.first_event = math.inf  # first and last event time
-        self.last_event = -math.inf
-        self.step_times: F64 = _EMPTY  # per step, in time order, where the step number grows
-        self.step_lo: int | None = None  # smallest and largest step number
-        self.step_hi: int | None = None
+    def __init__(
+        self,
+        *,
+        first_event: float,
+        last_event: float,
+        step_times: F64,
+        step_lo: int | None,
+        step_hi: int | None,
+        n_progress: int,
+        progress_first: float,
+        progress_last: float,
+        gap: float,
+    ) -> None:
+        self.first_event = first_event  # first and last event time
+        self.last_event = last_event
+        self.step_times = step_times  # per step, in time order, where the step number grows
+        self.step_lo = step_lo  # smallest and largest step number
+        self.step_hi = step_hi
         # Progress (steps, recorded interval marks, completed sections): how many, the first
-        # and the last, and a bound on the longest time between two of them (-inf: fewer
-        # than two): exact between the columns' values and beyond them, but a completed
-        # section inside the columns' span is not looked for in the gap it may split (the
-        # bound only screens attempts for stalls, see :func:`_may_stall`).
-        self.n_progress = 0
-        self.progress_first = math.inf
-        self.progress_last = -math.inf
-        self.gap = -math.inf
+        # and the last (inf, -inf: none), and a bound on the longest time between two of
+        # them (-inf: fewer than two): exact between the columns' values and beyond them,
+        # but a completed section inside the columns' span is not looked for in the gap it
+        # may split (the bound only screens attempts for stalls, see :func:`_may_stall`).
+        self.n_progress = n_progress
+        self.progress_first = progress_first
+        self.progress_last = progress_last
+        self.gap = gap
 
 
 _EMPTY: F64 = np.zeros(0)
@@ -481,33 +493,22 @@ def _segments(lengths: list[int]) -> tuple[list[int], npt.NDArray[np.intp]]:
     return nonempty.tolist(), (np.cumsum(lens) - lens)[nonempty]
 
 
-def _in_chunks(streams: list[_RankStream]) -> list[list[_RankStream]]:
-    """``streams`` in runs of about :data:`CHUNK` new values (a vectorised pass over a
-    few columns of each keeps its temporary arrays small)."""
+def _in_chunks(streams: list[_RankStream], sizes: list[int]) -> list[list[_RankStream]]:
+    """``streams`` in runs of about :data:`CHUNK` new values (``sizes``: each one's; a
+    vectorised pass over a few columns of each keeps its temporary arrays small)."""
     chunks: list[list[_RankStream]] = []
     size = CHUNK
-    for s in streams:
+    for s, n in zip(streams, sizes, strict=True):
         if size >= CHUNK:
             chunks.append([])
             size = 0
         chunks[-1].append(s)
-        at = s.covered.at
-        size += (
-            len(s.step_ts)
-            + len(s.end_ts)
-            + len(s.pair_ts)
-            + len(s.extra_ts)
-            - at[0]
-            - at[1]
-            - at[2]
-            - at[3]
-            + 1
-        )
+        size += n + 1
     return chunks
 
 
-#: Batches of at most this many events per writer are ingested event by event (cheaper
-#: than numpy calls per writer).
+#: Batches of at most this many events are ingested event by event (cheaper than the
+#: few dozen numpy calls of a batch).
 SMALL_RUN = 64
 #: Values (marks, steps...) per vectorised pass over several streams.
 CHUNK = 1 << 16
@@ -526,7 +527,11 @@ def _derive(streams: list[_RankStream]) -> None:
     time order over, the new ones give the next gaps and step times. A stream whose new
     values do not all come after what was taken (they arrived out of time order) is
     derived again from its first value."""
-    for chunk in _in_chunks(streams):
+    sizes = [
+        len(s.step_ts) + len(s.end_ts) + len(s.pair_ts) + len(s.extra_ts) - s.covered.n
+        for s in streams
+    ]
+    for chunk in _in_chunks(streams, sizes):
         late = _derive_chunk(chunk)
         if late:
             for s in late:
@@ -546,24 +551,30 @@ def _derive_chunk(streams: list[_RankStream]) -> list[_RankStream]:
     resumed: list[int] = []  # the streams carrying values over
     for i, s in enumerate(streams):
         cov = s.covered
-        at = cov.at
         before = len(cols)
-        if cov.n:
+        before_steps = len(step_ts)
+        if not cov.n:  # nothing taken yet (a cold report: every stream)
+            cols += s.step_ts
+            cols += s.end_ts
+            cols += s.pair_ts
+            cols += s.extra_ts
+            step_ts += s.step_ts
+            step_no += s.step_no
+        else:
+            at = cov.at
             cols.append(cov.hi)  # the newest value taken: the next gap starts there
-        cols += _tail(s.step_ts, at[0])
-        cols += _tail(s.end_ts, at[1])
-        cols += _tail(s.pair_ts, at[2])
-        cols += _tail(s.extra_ts, at[3])
-        n_cols.append(len(cols) - before)
-        before = len(step_ts)
-        if cov.step_lo is not None:
-            step_ts.append(cov.last_ts)  # the last step taken: the next step time starts there
-            step_no.append(cov.last_no)
-        step_ts += _tail(s.step_ts, at[0])
-        step_no += s.step_no[at[0] :] if at[0] else s.step_no
-        n_steps.append(len(step_ts) - before)
-        if cov.n:
+            cols += _tail(s.step_ts, at[0])
+            cols += _tail(s.end_ts, at[1])
+            cols += _tail(s.pair_ts, at[2])
+            cols += _tail(s.extra_ts, at[3])
+            if cov.step_lo is not None:  # the last step taken: the next step time from it
+                step_ts.append(cov.last_ts)
+                step_no.append(cov.last_no)
+            step_ts += _tail(s.step_ts, at[0])
+            step_no += s.step_no[at[0] :] if at[0] else s.step_no
             resumed.append(i)
+        n_cols.append(len(cols) - before)
+        n_steps.append(len(step_ts) - before_steps)
     ids = np.arange(len(streams))
     c = np.frombuffer(cols, dtype=np.float64) if len(cols) else _EMPTY
     lows: list[float] = [math.inf] * len(streams)
@@ -628,9 +639,11 @@ def _derive_chunk(streams: list[_RankStream]) -> list[_RankStream]:
         found, at_ = _segments(counts.tolist())
         for i, at, n in zip(found, at_.tolist(), counts[found].tolist(), strict=True):
             times_of[i] = times[at : at + n]
-    has_steps = set(step_which)
+    has_steps = [False] * len(streams)
+    for i in step_which:
+        has_steps[i] = True
     for i, s in enumerate(streams):
-        if i in late:
+        if late and i in late:
             continue
         cov = s.covered
         cov.at = (len(s.step_ts), len(s.end_ts), len(s.pair_ts), len(s.extra_ts))
@@ -638,7 +651,7 @@ def _derive_chunk(streams: list[_RankStream]) -> list[_RankStream]:
         cov.lo = min(cov.lo, lows[i])
         cov.hi = max(cov.hi, highs[i])
         cov.gap = max(cov.gap, gaps_of[i])
-        if i in has_steps:
+        if has_steps[i]:
             lo, hi = step_lows[i], step_highs[i]
             cov.step_lo = lo if cov.step_lo is None else min(cov.step_lo, lo)
             cov.step_hi = hi if cov.step_hi is None else max(cov.step_hi, hi)
@@ -651,15 +664,22 @@ def _finish(s: _RankStream) -> None:
     """The stream's :class:`_Derived`, of what :func:`_derive` took from its columns and its
     sections' newest completions (a few)."""
     cov = s.covered
-    d = _Derived()
-    d.first_event = min(s.first_ts, cov.lo)
-    d.last_event = max(s.last_ts, cov.hi)
-    d.step_times = cov.times.view()
-    d.step_lo, d.step_hi = cov.step_lo, cov.step_hi
-    lasts = [log.last for log in s.sections.values() if math.isfinite(log.last)]
-    d.n_progress = cov.n + len(lasts)
-    d.progress_first, d.progress_last, d.gap = cov.lo, cov.hi, cov.gap
+    d = _Derived(
+        first_event=min(s.first_ts, cov.lo),
+        last_event=max(s.last_ts, cov.hi),
+        step_times=cov.times.view(),
+        step_lo=cov.step_lo,
+        step_hi=cov.step_hi,
+        n_progress=cov.n,
+        progress_first=cov.lo,
+        progress_last=cov.hi,
+        gap=cov.gap,
+    )
+    lasts = (
+        [log.last for log in s.sections.values() if math.isfinite(log.last)] if s.sections else None
+    )
     if lasts:
+        d.n_progress += len(lasts)
         d.progress_first = min(cov.lo, *lasts)
         d.progress_last = max(cov.hi, *lasts)
         # gaps between completions outside the columns' span and its nearest edge
@@ -678,7 +698,8 @@ def _settle(streams: list[_RankStream]) -> None:
     taking only the marks that arrived since the last (carrying each bucket's open starts
     and seconds over); a stream whose new marks do not all come after those taken is
     paired again from its first mark."""
-    for chunk in _in_chunks([s for s in streams if s.settled != len(s.pair_ts)]):
+    todo = [s for s in streams if s.settled != len(s.pair_ts)]
+    for chunk in _in_chunks(todo, [len(s.pair_ts) - s.settled for s in todo]):
         late = _settle_chunk(chunk)
         if late:
             for s in late:
@@ -690,10 +711,10 @@ def _settle(streams: list[_RankStream]) -> None:
 
 def _read_pairing(s: _RankStream) -> None:
     """``s.buckets`` and ``s.open`` from its pairing (buckets in order of first sight)."""
-    inverse = {i: name for name, i in s.names.items()}
+    names = list(s.names)  # (in the order of their indices)
     s.buckets, s.open = {}, {}
     for b, p in sorted(s.pairing.items()):
-        name = inverse[b]
+        name = names[b]
         if p.paired and (p.total > 0 or p.irregular):
             s.buckets[name] = p.total
         if p.stack:
@@ -842,9 +863,20 @@ _ROLE = np.array([*(_role(k) for k in KIND_NAMES), _SEE], np.int8)
 _SPLIT: dict[int, tuple[str, bool]] = {
     i: split for i, k in enumerate(KIND_NAMES) if (split := interval_base(k)) is not None
 }
+#: The buckets of unnamed interval marks (role ``_MARK``), and by kind code: each mark's
+#: index in it and whether it is a start.
+_MARK_BASES = sorted({_SPLIT[i][0] for i in range(len(KIND_NAMES)) if _ROLE[i] == _MARK})
+_MARK_BASE = np.array(
+    [_MARK_BASES.index(_SPLIT[i][0]) if _ROLE[i] == _MARK else 0 for i in range(len(KIND_NAMES))],
+    np.int64,
+)
+_MARK_STARTS = np.array(
+    [int(_SPLIT[i][1]) if _ROLE[i] == _MARK else 0 for i in range(len(KIND_NAMES))], np.int32
+)
 
 
 _blocking = attrgetter("blocking")
+_EMPTY_CODES = np.zeros(0, np.int32)
 
 
 def _is_none(value: object) -> bool:
@@ -915,17 +947,16 @@ class RankTracker:
         """Route a run of events (consecutive lines of one source), as columns, into the
         streams' columns; ``job``: keep only its events (``None``: all).
 
-        Steps, step ends, blocking loads and heartbeats (the bulk) are sliced out of
-        the batch's columns per stream; only the rare kinds (section summaries, other
-        intervals, overlapped loads) are looked at one event at a time. Everything is
-        paired and summed at query time, vectorised. Short runs per writer (a file of a
-        few dozen events per attempt, thousands of them read as one batch) are cheaper
-        event by event than through a score of numpy calls per writer on tiny arrays:
-        they take :meth:`_ingest_few` (same result).
+        Steps, step ends, blocking loads and heartbeats (the bulk) are cut out of the
+        batch's columns for all its streams at once (a batch of 10,000 attempts' files
+        costs a few numpy calls, and a few appends per stream); only the rare kinds
+        (section summaries, named intervals, overlapped loads) are looked at one event
+        at a time. Everything is paired and summed at query time, vectorised. A batch
+        of a few events takes :meth:`_ingest_few` instead (same result).
         """
         if not batch.n:
             return
-        if batch.n <= SMALL_RUN * len(batch.keys):
+        if batch.n <= SMALL_RUN:
             self._ingest_few(batch.events, job)
             return
         keep = None if job is None else batch.same_job(job)
@@ -944,7 +975,6 @@ class RankTracker:
         slot_of: dict[int, int] = {}  # group -> slot
         slot_by_key: dict[tuple[str | None, int], int] = {}
         slots: list[_RankStream] = []
-        members: list[list[int]] = []  # slot -> groups
         for g in present:
             attempt, rank, _ = keys[g]
             key = _stream_key(attempt, rank)
@@ -952,24 +982,165 @@ class RankTracker:
             if i < 0:
                 i = slot_by_key[key] = len(slots)
                 slots.append(self._stream(key))
-                members.append([])
             slot_of[g] = i
-            members[i].append(g)
         self._hosts(batch, keep, slot_of, slots)
-        if len(slots) == 1 and keep is None:
-            self._take(slots[0], batch, None, members[0])
-        else:
-            lookup = np.full(len(keys), len(slots), np.int32)
-            for g, i in slot_of.items():
-                lookup[g] = i
-            slot = lookup[group]
-            if keep is not None:
-                slot[~keep] = len(slots)
-            order = np.argsort(slot, kind="stable")
-            bounds = np.cumsum(np.bincount(slot, minlength=len(slots) + 1)).tolist()
-            for i, s in enumerate(slots):
-                self._take(s, batch, order[(bounds[i - 1] if i else 0) : bounds[i]], members[i])
+        lookup = np.full(len(keys), len(slots), np.int32)  # len(slots): not kept
+        for g, i in slot_of.items():
+            lookup[g] = i
+        slot = lookup[group]
+        if keep is not None:
+            slot[~keep] = len(slots)
+        self._ingest_columns(batch, slot, slots, slot_of)
         self.version += 1
+
+    def _ingest_columns(
+        self,
+        batch: Batch,
+        slot: npt.NDArray[np.int32],
+        slots: list[_RankStream],
+        slot_of: dict[int, int],
+    ) -> None:
+        """Add the batch's events to the streams ``slots`` (``slot``: each event's; one
+        past the last: not kept), all streams at once: each column is cut out of the
+        batch's for every stream in one pass, and handed to each stream as bytes."""
+        n_slots = len(slots)
+        events, ts, group, keys = batch.events, batch.ts, batch.group, batch.keys
+        roles = _ROLE[batch.kind]
+        dropped = slot == n_slots
+        if dropped.any():
+            roles[dropped] = _N_ROLES  # not kept: no role
+        by_role = np.argsort(roles, kind="stable")  # each role's events, in order
+        ends = [0, *np.cumsum(np.bincount(roles, minlength=_N_ROLES + 1)).tolist()]
+
+        def of(role: int) -> npt.NDArray[np.intp]:
+            return by_role[ends[role] : ends[role + 1]]
+
+        starts = of(_STEP_START)
+        if len(starts):
+            no, ok = batch.steps(starts)
+            # out of range: the accounting reports it (a diagnostic); not a step here
+            if not ok.all() or no.min() < -MAX_INT or no.max() > MAX_INT:
+                ok &= (no >= -MAX_INT) & (no <= MAX_INT)
+                starts, no = starts[ok], no[ok]
+            self._hand(slots, slot, starts, ("step_ts", ts[starts]), ("step_no", no))
+            if len(starts):
+                for g in np.unique(group[starts]).tolist() if len(keys) > 1 else [0]:
+                    slots[slot_of[g]].worker_pids.add(_pid(keys[g]))
+        step_ends = of(_STEP_END)
+        self._hand(slots, slot, step_ends, ("end_ts", ts[step_ends]))
+        # Marks to pair: blocking loads, other unnamed intervals, and single events (rows).
+        loads = of(_LOAD)
+        rows = of(_ROW)
+        seen = by_role[ends[_MARK] : ends[_ROW + 1]]  # heartbeats, lifecycle, marks, rows
+        load_codes = _EMPTY_CODES
+        if len(loads):
+            blocking = list(map(_blocking, map(events.__getitem__, loads.tolist())))
+            if blocking.count(None) != len(blocking):  # blocking or overlapped: single events
+                plain = np.fromiter(map(_is_none, blocking), np.bool_, len(blocking))
+                rows = np.sort(np.concatenate((rows, loads[~plain])))
+                seen = np.concatenate((seen, loads[~plain]))
+                loads = loads[plain]
+            load_codes = (batch.kind[loads] == _LOAD_START_CODE).astype(np.int32)
+        # Buckets are numbered per stream in the order they first appear (marks and rows
+        # alike): the first mark of each (stream, bucket) and the rows, in order.
+        marks = of(_MARK)
+        mark_codes = _EMPTY_CODES
+        row_at: list[int] = []
+        row_codes: list[int] = []
+        if len(marks) or len(rows):
+            mark_kind = batch.kind[marks]
+            mark_base = _MARK_BASE[mark_kind]
+            mark_key = slot[marks].astype(np.int64) * len(_MARK_BASES) + mark_base
+            uniq, first, inverse = np.unique(mark_key, return_index=True, return_inverse=True)
+            firsts = marks[first]
+            todo = sorted(
+                [
+                    *zip(
+                        firsts.tolist(),
+                        slot[firsts].tolist(),
+                        mark_base[first].tolist(),
+                        range(len(uniq)),
+                        strict=True,
+                    ),
+                    *((i, int(slot[i]), -1, -1) for i in rows.tolist()),
+                ]
+            )
+            codes = [0] * len(uniq)
+            for i, slot_i, base, j in todo:
+                s = slots[slot_i]
+                if j >= 0:
+                    codes[j] = s.code(_MARK_BASES[base])
+                else:
+                    code = self._other(s, events[i])
+                    if code is not None:
+                        row_at.append(i)
+                        row_codes.append(code)
+            bucket = np.array(codes, np.int32)[inverse.reshape(-1)]
+            mark_codes = 2 * bucket + _MARK_STARTS[mark_kind]
+        pair_at = np.concatenate((loads, marks, np.array(row_at, np.intp)))
+        pair_code = np.concatenate((load_codes, mark_codes, np.array(row_codes, np.int32)))
+        if len(pair_at):
+            order = np.argsort(pair_at, kind="stable")  # in the order they were written
+            pair_at, pair_code = pair_at[order], pair_code[order]
+            self._hand(slots, slot, pair_at, ("pair_ts", ts[pair_at]), ("pair_code", pair_code))
+        if len(seen):
+            self._seen(slots, slot_of, batch, seen)
+        for s in slots:
+            s.changes += 1
+
+    @staticmethod
+    def _hand(
+        slots: list[_RankStream],
+        slot: npt.NDArray[np.int32],
+        at: npt.NDArray[np.intp],
+        *columns: tuple[str, npt.NDArray[Any]],
+    ) -> None:
+        """Append the values of the events at ``at`` (in order) to each one's stream's
+        ``columns`` (name, values): one cut of bytes per stream."""
+        if not len(at):
+            return
+        if len(slots) == 1:
+            for name, values in columns:
+                getattr(slots[0], name).frombytes(values.tobytes())
+            return
+        owner = slot[at]
+        order = np.argsort(owner, kind="stable")
+        counts = np.bincount(owner, minlength=len(slots))
+        bounds = np.cumsum(counts).tolist()
+        present = np.flatnonzero(counts).tolist()
+        for name, values in columns:
+            data = values[order].tobytes()
+            width = values.itemsize
+            for i in present:
+                a = (bounds[i] - int(counts[i])) * width
+                getattr(slots[i], name).frombytes(data[a : bounds[i] * width])
+
+    @staticmethod
+    def _seen(
+        slots: list[_RankStream],
+        slot_of: dict[int, int],
+        batch: Batch,
+        at: npt.NDArray[np.intp],
+    ) -> None:
+        """Events other than steps and blocking loads: each stream's span, and the newest
+        event of each process (writer)."""
+        t = batch.ts[at]
+        if len(batch.keys) == 1:
+            newest = [(0, float(t.min()), float(t.max()))]
+        else:
+            g = batch.group[at]
+            order = np.lexsort((t, g))
+            g, t = g[order], t[order]
+            head = np.flatnonzero(np.concatenate(([True], g[1:] != g[:-1])))
+            tail = np.concatenate((head[1:], [len(g)])) - 1
+            newest = list(zip(g[head].tolist(), t[head].tolist(), t[tail].tolist(), strict=True))
+        keys = batch.keys
+        for g_i, lo, hi in newest:
+            s = slots[slot_of[g_i]]
+            s.first_ts, s.last_ts = min(s.first_ts, lo), max(s.last_ts, hi)
+            pid = _pid(keys[g_i])
+            if hi > s.pid_seen.get(pid, -math.inf):
+                s.pid_seen[pid] = hi
 
     def _ingest_few(self, events: Sequence[Event], job: str | None) -> None:
         """:meth:`ingest_batch` one event at a time (a short run)."""
@@ -1047,151 +1218,6 @@ class RankTracker:
                     missing -= 1  # counted, not re-checked: a batch may hold 10,000 streams
                     if not missing:
                         return
-
-    def _take(
-        self,
-        s: _RankStream,
-        batch: Batch,
-        pos: npt.NDArray[np.intp] | None,
-        groups: list[int],
-    ) -> None:
-        """Add the events at ``pos`` (all of the batch when ``None``), of writers
-        ``groups``, to stream ``s``."""
-        keys = batch.keys
-        ts = batch.ts
-        roles = _ROLE[batch.kind if pos is None else batch.kind[pos]]
-        by_role = np.argsort(roles, kind="stable")  # each role's events, in order
-        if pos is not None:
-            by_role = pos[by_role]
-        ts_by_role = ts[by_role]
-        ends = [0, *np.cumsum(np.bincount(roles, minlength=_N_ROLES)).tolist()]
-
-        starts = by_role[ends[_STEP_START] : ends[_STEP_START + 1]]
-        if len(starts):
-            no, ok = batch.steps(starts)
-            # out of range: the accounting reports it (a diagnostic); not a step here
-            step_ts = ts_by_role[ends[_STEP_START] : ends[_STEP_START + 1]]
-            if not ok.all() or no.min() < -MAX_INT or no.max() > MAX_INT:
-                ok &= (no >= -MAX_INT) & (no <= MAX_INT)
-                starts, no, step_ts = starts[ok], no[ok], step_ts[ok]
-            s.step_ts.frombytes(step_ts.tobytes())
-            s.step_no.frombytes(no.tobytes())
-            if len(starts):
-                s.worker_pids.update(_pid(keys[g]) for g in self._groups_at(batch, starts, groups))
-        if ends[_STEP_END + 1] > ends[_STEP_END]:
-            s.end_ts.frombytes(ts_by_role[ends[_STEP_END] : ends[_STEP_END + 1]].tobytes())
-        # Marks to pair: blocking loads, other unnamed intervals, and single events below.
-        pair_at: list[npt.NDArray[np.intp]] = []
-        pair_code: list[npt.NDArray[np.int32]] = []
-        loads = by_role[ends[_LOAD] : ends[_LOAD + 1]]
-        rows = by_role[ends[_ROW] : ends[_ROW + 1]]
-        # the rest: heartbeats, lifecycle, marks... (their times)
-        seen: npt.NDArray[np.intp] | None = None
-        seen_ts = ts_by_role[ends[_MARK] : ends[_ROW + 1]]
-        if len(loads):
-            is_start = batch.kind[loads] == _LOAD_START_CODE
-            blocking = list(map(_blocking, map(batch.events.__getitem__, loads.tolist())))
-            if blocking.count(None) != len(blocking):  # blocking or overlapped: single events
-                plain = np.fromiter(map(_is_none, blocking), np.bool_, len(blocking))
-                rows = np.sort(np.concatenate((rows, loads[~plain])))
-                seen = np.concatenate((by_role[ends[_MARK] : ends[_ROW + 1]], loads[~plain]))
-                seen_ts = ts[seen]
-                loads, is_start = loads[plain], is_start[plain]
-            pair_at.append(loads)
-            pair_code.append(is_start.astype(np.int32))  # data_loading (index 0), start
-        marks = by_role[ends[_MARK] : ends[_MARK + 1]]
-        # Buckets are numbered in the order they first appear (marks and rows alike).
-        firsts: list[tuple[int, int]] = []  # (position, kind) of each kind's first mark
-        if len(marks):
-            kinds = batch.kind[marks]
-            if len(marks) <= 32:  # a dict is cheaper than np.unique on a few
-                seen_kind: dict[int, int] = {}
-                for k, i in zip(kinds.tolist(), marks.tolist(), strict=True):
-                    seen_kind.setdefault(k, i)
-                firsts = [(i, k) for k, i in seen_kind.items()]
-            else:
-                uniq, first = np.unique(kinds, return_index=True)
-                firsts = sorted(zip(marks[first].tolist(), uniq.tolist(), strict=True))
-        codes = np.zeros(len(KIND_NAMES), np.int32)
-        pending = iter(firsts)
-        nxt = next(pending, None)
-        if len(rows):
-            at: list[int] = []
-            found: list[int] = []
-            for i, ev in zip(rows.tolist(), batch.rows(rows), strict=True):
-                while nxt is not None and nxt[0] < i:
-                    codes[nxt[1]] = self._mark_code(s, nxt[1])
-                    nxt = next(pending, None)
-                code = self._other(s, ev)
-                if code is not None:
-                    at.append(i)
-                    found.append(code)
-            if at:
-                pair_at.append(np.array(at, np.intp))
-                pair_code.append(np.array(found, np.int32))
-        while nxt is not None:
-            codes[nxt[1]] = self._mark_code(s, nxt[1])
-            nxt = next(pending, None)
-        if len(marks):
-            pair_at.append(marks)
-            pair_code.append(codes[kinds])
-        if len(seen_ts):
-            if seen is None and len(groups) > 1:
-                seen = by_role[ends[_MARK] : ends[_ROW + 1]]
-            self._see(s, batch, seen_ts, seen, groups)
-        if len(pair_at) == 1 and pair_at[0] is marks:
-            s.pair_ts.frombytes(ts_by_role[ends[_MARK] : ends[_MARK + 1]].tobytes())
-            s.pair_code.frombytes(pair_code[0].tobytes())
-        elif len(pair_at) == 1:
-            s.pair_ts.frombytes(ts[pair_at[0]].tobytes())
-            s.pair_code.frombytes(pair_code[0].tobytes())
-        elif pair_at:  # in the order they were written
-            at_all = np.concatenate(pair_at)
-            order = np.argsort(at_all, kind="stable")
-            s.pair_ts.frombytes(ts[at_all[order]].tobytes())
-            s.pair_code.frombytes(np.concatenate(pair_code)[order].tobytes())
-        s.changes += 1
-
-    @staticmethod
-    def _mark_code(s: _RankStream, kind: int) -> int:
-        base, is_start = _SPLIT[kind]
-        return 2 * s.code(base) + is_start
-
-    @staticmethod
-    def _groups_at(batch: Batch, at: npt.NDArray[np.intp], groups: list[int]) -> list[int]:
-        """The writers (groups) of the events at ``at``, among ``groups``."""
-        if len(groups) == 1:
-            return groups
-        return np.unique(batch.group[at]).tolist()  # type: ignore[no-any-return]
-
-    @staticmethod
-    def _see(
-        s: _RankStream,
-        batch: Batch,
-        ts: F64,
-        at: npt.NDArray[np.intp] | None,
-        groups: list[int],
-    ) -> None:
-        """Events other than steps and blocking loads (their times ``ts``, positions ``at``,
-        needed only of several writers): the stream's span, and the newest event of each
-        process."""
-        lo, hi = float(ts.min()), float(ts.max())
-        s.first_ts = min(s.first_ts, lo)
-        s.last_ts = max(s.last_ts, hi)
-        if len(groups) == 1:
-            newest = [(groups[0], hi)]
-        else:
-            assert at is not None
-            g = batch.group[at]
-            order = np.lexsort((ts, g))
-            g, ts = g[order], ts[order]
-            last = np.flatnonzero(np.concatenate((g[1:] != g[:-1], [True])))
-            newest = list(zip(g[last].tolist(), ts[last].tolist(), strict=True))
-        keys = batch.keys
-        for g_i, t in newest:
-            pid = _pid(keys[g_i])
-            if t > s.pid_seen.get(pid, -math.inf):
-                s.pid_seen[pid] = t
 
     @staticmethod
     def _other(s: _RankStream, ev: Event) -> int | None:
