@@ -13,7 +13,6 @@ import math
 from typing import Any
 
 import numpy as np
-
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -87,8 +86,8 @@ def reference_ingest(tracker: RankTracker, events: list[Event], job: str | None)
         if s is None or cur != key:
             cur = key
             s = tracker._stream((None if ev.attempt is None else str(ev.attempt), ev.rank or 0))
-            if s.host is None:
-                s.host = ev.host
+        if s.host is None:  # the first event naming one
+            s.host = ev.host
         kind = ev.kind
         if kind == Kind.STEP_START:
             step = ev.step
@@ -517,8 +516,7 @@ def test_derivation_piece_by_piece_is_the_cold_derivation(
     stream's derived values and pairing, the progress of each attempt, and the analysis
     of the running attempt are those of a tracker fed the log up to there at once; in time
     order (the values carried over), as written (out of order: derived again), or in time
-    order but for a few events moved later (a late file). (Both are fed the same pieces:
-    a stream's host is that of the first run naming one, and a piece starts a run.)"""
+    order but for a few events moved later (a late file)."""
     if order != "written":
         evs = sorted(evs, key=lambda e: e.ts)
     if order == "time, a few late" and len(evs) > 3:
@@ -531,9 +529,8 @@ def test_derivation_piece_by_piece_is_the_cold_derivation(
         for run in _runs(evs, cuts):
             live.ingest(run, JOB)
             fed.append(run)
-            cold = RankTracker()  # the same pieces, derived only now
-            for piece in fed:
-                cold.ingest(piece, JOB)
+            cold = RankTracker()  # all at once, derived only now
+            cold.ingest([e for piece in fed for e in piece], JOB)
             newest = max(e.ts for piece in fed for e in piece)
             # the last attempt is running: not ended, asked at a time after its last event
             attempts = [("0", T0, T0 + 450.0, True, False), ("b", T0, newest, False, False)]

@@ -30,7 +30,8 @@ import math
 from array import array
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from operator import attrgetter
+from itertools import repeat
+from operator import attrgetter, is_not
 from typing import Any, cast
 
 import numpy as np
@@ -876,6 +877,7 @@ _MARK_STARTS = np.array(
 
 
 _blocking = attrgetter("blocking")
+_host = attrgetter("host")
 _EMPTY_CODES = np.zeros(0, np.int32)
 
 
@@ -983,13 +985,13 @@ class RankTracker:
                 i = slot_by_key[key] = len(slots)
                 slots.append(self._stream(key))
             slot_of[g] = i
-        self._hosts(batch, keep, slot_of, slots)
         lookup = np.full(len(keys), len(slots), np.int32)  # len(slots): not kept
         for g, i in slot_of.items():
             lookup[g] = i
         slot = lookup[group]
         if keep is not None:
             slot[~keep] = len(slots)
+        self._hosts(batch, slot, slots)
         self._ingest_columns(batch, slot, slots, slot_of)
         self.version += 1
 
@@ -1156,9 +1158,9 @@ class RankTracker:
             if s is None or writer != (ev.attempt, ev.rank, ev.pid):
                 writer = (ev.attempt, ev.rank, ev.pid)
                 s = self._stream(_stream_key(ev.attempt, ev.rank))
-                if s.host is None:
-                    s.host = ev.host
                 changed.append(s)
+            if s.host is None:
+                s.host = ev.host
             kind = ev.kind
             if kind == step_start:
                 step = ev.step
@@ -1192,32 +1194,21 @@ class RankTracker:
     @staticmethod
     def _hosts(
         batch: Batch,
-        keep: npt.NDArray[np.bool_] | None,
-        slot_of: dict[int, int],
+        slot: npt.NDArray[np.int32],
         slots: list[_RankStream],
     ) -> None:
-        """A stream's host: that of the first event of the first run of its events (a run:
-        consecutive events of one writer) that names one."""
-        missing = sum(1 for s in slots if s.host is None)
-        if not missing:
+        """A stream's host: that of its first event that names one (however the log is
+        cut in batches). Read only while a stream has none."""
+        if all(s.host is not None for s in slots):
             return
-        starts: npt.NDArray[np.intp] | list[int]
-        if len(batch.keys) == 1:
-            starts = np.flatnonzero(keep)[:1] if keep is not None else [0]
-        else:
-            pos = np.flatnonzero(keep) if keep is not None else np.arange(batch.n)
-            g = batch.group[pos]
-            starts = pos[np.flatnonzero(np.concatenate(([True], g[1:] != g[:-1])))]
-        events = batch.events
-        group = batch.group
-        for i in starts if isinstance(starts, list) else starts.tolist():
-            s = slots[slot_of[int(group[i])]]
-            if s.host is None:
-                s.host = events[i].host
-                if s.host is not None:
-                    missing -= 1  # counted, not re-checked: a batch may hold 10,000 streams
-                    if not missing:
-                        return
+        hosts = list(map(_host, batch.events))
+        named = np.fromiter(map(is_not, hosts, repeat(None)), np.bool_, batch.n)
+        named &= slot < len(slots)  # kept
+        at = np.flatnonzero(named)
+        owner, first = np.unique(slot[at], return_index=True)
+        for i, pos in zip(owner.tolist(), at[first].tolist(), strict=True):
+            if slots[i].host is None:
+                slots[i].host = hosts[pos]
 
     @staticmethod
     def _other(s: _RankStream, ev: Event) -> int | None:
