@@ -1198,17 +1198,35 @@ class RankTracker:
         slots: list[_RankStream],
     ) -> None:
         """A stream's host: that of its first event that names one (however the log is
-        cut in batches). Read only while a stream has none."""
-        if all(s.host is not None for s in slots):
+        cut in batches). Looked for only while a stream has none: first in each stream's
+        first event (where a recorder's file names it), then in all its events."""
+        missing = {i for i, s in enumerate(slots) if s.host is None}
+        if not missing:
             return
-        hosts = list(map(_host, batch.events))
+        events = batch.events
+        kept = np.flatnonzero(slot < len(slots))
+        owner = slot[kept]
+        runs = kept[np.flatnonzero(np.concatenate(([True], owner[1:] != owner[:-1])))]
+        unnamed: set[int] = set()
+        for i, pos in zip(slot[runs].tolist(), runs.tolist(), strict=True):
+            if i in missing:
+                missing.discard(i)
+                host = events[pos].host
+                if host is None:
+                    unnamed.add(i)
+                else:
+                    slots[i].host = host
+                if not missing:
+                    break
+        if not unnamed:
+            return
+        hosts = list(map(_host, events))
         named = np.fromiter(map(is_not, hosts, repeat(None)), np.bool_, batch.n)
-        named &= slot < len(slots)  # kept
+        named &= np.isin(slot, list(unnamed))
         at = np.flatnonzero(named)
         owner, first = np.unique(slot[at], return_index=True)
         for i, pos in zip(owner.tolist(), at[first].tolist(), strict=True):
-            if slots[i].host is None:
-                slots[i].host = hosts[pos]
+            slots[i].host = hosts[pos]
 
     @staticmethod
     def _other(s: _RankStream, ev: Event) -> int | None:
