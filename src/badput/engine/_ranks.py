@@ -648,7 +648,14 @@ def _derive_chunk(streams: list[_RankStream]) -> list[_RankStream]:
             continue
         cov = s.covered
         cov.at = (len(s.step_ts), len(s.end_ts), len(s.pair_ts), len(s.extra_ts))
-        cov.n += n_cols[i] - (1 if cov.n else 0)
+        if not cov.n:  # the first pass over the stream (nothing to combine with)
+            cov.n, cov.lo, cov.hi, cov.gap = n_cols[i], lows[i], highs[i], gaps_of[i]
+            if has_steps[i]:
+                cov.step_lo, cov.step_hi = step_lows[i], step_highs[i]
+                cov.last_ts, cov.last_no = last_ts[i], last_no[i]
+                cov.times.extend(times_of[i])
+            continue
+        cov.n += n_cols[i] - 1
         cov.lo = min(cov.lo, lows[i])
         cov.hi = max(cov.hi, highs[i])
         cov.gap = max(cov.gap, gaps_of[i])
