@@ -508,15 +508,17 @@ def _derived_state(s: _RankStream) -> tuple[Any, ...]:
     st.lists(st.integers(0, 100), max_size=6),
     st.sampled_from(["written", "time", "time, a few late"]),
     st.sampled_from([5, 1 << 16]),
+    st.booleans(),
 )
 def test_derivation_piece_by_piece_is_the_cold_derivation(
-    evs: list[Event], cuts: list[int], order: str, chunk: int
+    evs: list[Event], cuts: list[int], order: str, chunk: int, absorbed: bool
 ) -> None:
     """A running job read piece by piece and asked after each (what a monitor does): each
     stream's derived values and pairing, the progress of each attempt, and the analysis
     of the running attempt are those of a tracker fed the log up to there at once; in time
     order (the values carried over), as written (out of order: derived again), or in time
-    order but for a few events moved later (a late file)."""
+    order but for a few events moved later (a late file); ``absorbed``: every other piece
+    read by another tracker and absorbed (a parallel read's worker)."""
     if order != "written":
         evs = sorted(evs, key=lambda e: e.ts)
     if order == "time, a few late" and len(evs) > 3:
@@ -526,8 +528,13 @@ def test_derivation_piece_by_piece_is_the_cold_derivation(
     fed: list[list[Event]] = []
     saved, _ranks.CHUNK = _ranks.CHUNK, chunk
     try:
-        for run in _runs(evs, cuts):
-            live.ingest(run, JOB)
+        for k, run in enumerate(_runs(evs, cuts)):
+            if absorbed and k % 2:
+                worker = RankTracker()
+                worker.ingest(run, JOB)
+                live.absorb(worker)
+            else:
+                live.ingest(run, JOB)
             fed.append(run)
             cold = RankTracker()  # all at once, derived only now
             cold.ingest([e for piece in fed for e in piece], JOB)
