@@ -455,9 +455,8 @@ class _Derived:
         "step_times",
     )
 
-    def __init__(
+    def __init__(  # noqa: PLR0917 (one made per stream per change: 10,000 in a cold report)
         self,
-        *,
         first_event: float,
         last_event: float,
         step_times: F64,
@@ -672,16 +671,17 @@ def _finish(s: _RankStream) -> None:
     """The stream's :class:`_Derived`, of what :func:`_derive` took from its columns and its
     sections' newest completions (a few)."""
     cov = s.covered
+    lo, hi = cov.lo, cov.hi
     d = _Derived(
-        first_event=min(s.first_ts, cov.lo),
-        last_event=max(s.last_ts, cov.hi),
-        step_times=cov.times.view(),
-        step_lo=cov.step_lo,
-        step_hi=cov.step_hi,
-        n_progress=cov.n,
-        progress_first=cov.lo,
-        progress_last=cov.hi,
-        gap=cov.gap,
+        lo if lo < s.first_ts else s.first_ts,  # min() and max(), inline
+        hi if hi > s.last_ts else s.last_ts,
+        cov.times.view() if cov.times.n else _EMPTY,
+        cov.step_lo,
+        cov.step_hi,
+        cov.n,
+        lo,
+        hi,
+        cov.gap,
     )
     lasts = (
         [log.last for log in s.sections.values() if math.isfinite(log.last)] if s.sections else None
