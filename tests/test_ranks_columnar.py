@@ -13,6 +13,7 @@ import math
 from typing import Any
 
 import numpy as np
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -638,8 +639,49 @@ def test_a_joined_column_kept_sorted_gives_numpys_median(
                 s = _RankStream("0", 0)
                 s.loads = c
                 streams.append(s)
-            assert repr(_sections_of(streams, options, sections)) == repr(
-                _sections_of(streams, options, _Joined())
+            assert repr(_sections_of(streams, options, sections, streams)) == repr(
+                _sections_of(streams, options, _Joined(), streams)
             )
     finally:
         _ranks.MERGE_AFTER = saved
+
+
+def _loads(attempt: int, t0: float, n: int, seconds: float) -> list[Event]:
+    out = []
+    for i in range(n):
+        t = t0 + i
+        out += [
+            Event(ts=t, kind=Kind.STEP_START, job=JOB, attempt=attempt, step=attempt * 100 + i),
+            Event(ts=t + 0.1, kind=Kind.DATA_LOADING_START, job=JOB, attempt=attempt),
+            Event(ts=t + 0.1 + seconds, kind=Kind.DATA_LOADING_END, job=JOB, attempt=attempt),
+        ]
+    return out
+
+
+def test_the_recent_data_loads_are_the_newest_attempts_and_kept_as_it_runs() -> None:
+    """Read in the store's order (attempt 10 before attempt 2), a rank's streams are joined in
+    time order: the recent data-load median is the newest attempt's, and while that attempt
+    runs, only its new loads and steps are taken (the joined columns are kept, not redone)."""
+    tracker = RankTracker()
+    for a in sorted(range(12), key=str):  # 0, 1, 10, 11, 2, ..., 9
+        tracker.ingest(
+            _loads(a, T0 + 1000.0 * a, 30 if a == 11 else 8, 0.5 if a == 11 else 0.1), JOB
+        )
+    attempts = [(str(a), T0 + 1000.0 * a, T0 + 1000.0 * a + 40, a < 11, False) for a in range(12)]
+    options = RankOptions()
+    (view,) = tracker.analyze(attempts, None, options).ranks
+    assert view.sections["data_loading"].recent_p50 == pytest.approx(0.5)
+    assert view.sections["data_loading"].best_p50 == pytest.approx(0.1)
+    more = _loads(11, T0 + 11_030.0, 5, 0.5)
+    for k in range(3):  # the running attempt goes on
+        tracker.ingest(more[5 * k : 5 * k + 5], JOB)
+        got = tracker.analyze(attempts, None, options)
+        assert tracker._joined[("loads", 0)].values is not None  # grown, not joined again
+        assert tracker._joined[("steps", 0)].values is not None
+        cold = RankTracker()
+        for a in sorted(range(12), key=str):
+            cold.ingest(
+                _loads(a, T0 + 1000.0 * a, 30 if a == 11 else 8, 0.5 if a == 11 else 0.1), JOB
+            )
+        cold.ingest(more[: 5 * k + 5], JOB)
+        assert repr(got) == repr(cold.analyze(attempts, None, options))

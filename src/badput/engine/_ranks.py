@@ -1335,8 +1335,9 @@ class RankTracker:
             if any(len(s.step_ts) or len(s.pair_ts) or len(s.extra_ts) or s.sections for s in ss)
         }
         joined = self._joined
+        ordered = {r: _in_time_order(ss) for r, ss in workers.items()}
         sections = {
-            r: _sections_of(ss, options, joined.setdefault(("loads", r), _Joined()))
+            r: _sections_of(ss, options, joined.setdefault(("loads", r), _Joined()), ordered[r])
             for r, ss in workers.items()
         }
         _score_relative(sections)
@@ -1344,7 +1345,9 @@ class RankTracker:
         typical_all: list[float] = []
         views: dict[int, RankView] = {}
         for r, ss in sorted(workers.items()):
-            view = _rank_view(r, ss, sections[r], joined.setdefault(("steps", r), _Joined()))
+            view = _rank_view(
+                r, ss, sections[r], joined.setdefault(("steps", r), _Joined()), ordered[r]
+            )
             views[r] = view
             if view.typical_step_time is not None:
                 typical_all.append(view.typical_step_time)
@@ -1392,11 +1395,23 @@ class RankTracker:
         return RankAnalysis(ranks, stragglers, stalls)
 
 
+def _in_time_order(streams: list[_RankStream]) -> list[_RankStream]:
+    """One rank's streams (its attempts) by their first event: the newest data loads last
+    (the recent ones), and the running attempt's stream last, whose values are the only
+    ones to grow (the store lists attempt 10 before attempt 2)."""
+    if len(streams) < 2:
+        return streams
+    return sorted(streams, key=lambda s: s.derived().first_event)
+
+
 def _sections_of(
-    streams: list[_RankStream], options: RankOptions, joined: _Joined
+    streams: list[_RankStream],
+    options: RankOptions,
+    joined: _Joined,
+    ordered: list[_RankStream],
 ) -> dict[str, SectionView]:
     """Section logs of one rank, merged over its attempts (recent = the newest);
-    ``joined``: its data loads so far."""
+    ``joined``: its data loads so far, of its streams ``ordered`` in time."""
     merged: dict[str, _SectionLog] = {}
     for s in streams:
         for name, log in s.sections.items():
@@ -1421,7 +1436,7 @@ def _sections_of(
             best / recent if best is not None and recent else None,
             log.open_since,
         )
-    loads, grew = joined.join([s.loads for s in streams])
+    loads, grew = joined.join([s.loads for s in ordered])
     if len(loads) >= options.min_samples and DATA_LOADING not in out:
         block = min(LOAD_BLOCK, max(options.min_samples, len(loads) // 4))
         n_full = len(loads) // block
@@ -1497,11 +1512,15 @@ def _stragglers(
 
 
 def _rank_view(
-    r: int, streams: list[_RankStream], sections: dict[str, SectionView], joined: _Joined
+    r: int,
+    streams: list[_RankStream],
+    sections: dict[str, SectionView],
+    joined: _Joined,
+    ordered: list[_RankStream],
 ) -> RankView:
-    """``joined``: the rank's step times so far."""
+    """``joined``: the rank's step times so far, of its streams ``ordered`` in time."""
     derived = [s.derived() for s in streams]
-    times, _ = joined.join([s.covered.times for s in streams])
+    times, _ = joined.join([s.covered.times for s in ordered])
     lows = [d.step_lo for d in derived if d.step_lo is not None]
     highs = [d.step_hi for d in derived if d.step_hi is not None]
     buckets: dict[str, float] = {}
