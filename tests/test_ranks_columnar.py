@@ -12,6 +12,8 @@ import itertools
 import math
 from typing import Any
 
+import numpy as np
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -21,9 +23,12 @@ from badput.engine._ranks import (
     RankOptions,
     RankTracker,
     _derive,
+    _Growing,
+    _Joined,
     _may_stall,
     _RankStream,
     _SectionLog,
+    _sections_of,
     _settle,
     _stalls,
 )
@@ -82,8 +87,8 @@ def reference_ingest(tracker: RankTracker, events: list[Event], job: str | None)
         if s is None or cur != key:
             cur = key
             s = tracker._stream((None if ev.attempt is None else str(ev.attempt), ev.rank or 0))
-            if s.host is None:
-                s.host = ev.host
+        if s.host is None:  # the first event naming one
+            s.host = ev.host
         kind = ev.kind
         if kind == Kind.STEP_START:
             step = ev.step
@@ -317,8 +322,16 @@ def reference_settle(
 def reference_derived(s: _RankStream) -> tuple[Any, ...]:
     cols = [*s.step_ts, *s.end_ts, *s.pair_ts, *s.extra_ts]
     span = (min([s.first_ts, *cols]), max([s.last_ts, *cols]))
-    progress = sorted(cols + [g.last for g in s.sections.values() if math.isfinite(g.last)])
-    gaps = [b - a for a, b in itertools.pairwise(progress)]
+    lasts = [g.last for g in s.sections.values() if math.isfinite(g.last)]
+    progress = sorted(cols + lasts)
+    # The bound on the longest gap: section completions inside the columns' span are left
+    # out (they may split a gap), those outside it count.
+    if cols:
+        lo, hi = min(cols), max(cols)
+        outside = [x for x in lasts if not lo <= x <= hi]
+        gaps = [b - a for a, b in itertools.pairwise(sorted(cols + outside))]
+    else:
+        gaps = [b - a for a, b in itertools.pairwise(progress)]
     steps = sorted(zip(s.step_ts, range(len(s.step_ts)), s.step_no, strict=True))
     times = [
         (t1 - t0) / (n1 - n0)
@@ -366,7 +379,7 @@ def test_streams_derived_together_match_each_stream_on_its_own(
             d.gap,
         )
         assert got == reference_derived(s)
-        assert (s.buckets, s.open, list(s.loads)) == reference_settle(s)
+        assert (s.buckets, s.open, s.loads.view().tolist()) == reference_settle(s)
 
 
 @settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -474,3 +487,201 @@ def test_the_screen_counts_the_time_before_a_late_ranks_first_progress() -> None
     )
     assert (stall.start, stall.end) == (T0 + 1, T0 + 45)
     assert not _may_stall(streams, T0 + 100.0, False, 45.0)
+
+
+def _derived_state(s: _RankStream) -> tuple[Any, ...]:
+    d = s.derived()
+    return (
+        (d.first_event, d.last_event),
+        d.step_times.tolist(),
+        d.step_lo,
+        d.step_hi,
+        d.n_progress,
+        d.progress_first,
+        d.progress_last,
+        d.gap,
+    )
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    logs(),
+    st.lists(st.integers(0, 100), max_size=6),
+    st.sampled_from(["written", "time", "time, a few late"]),
+    st.sampled_from([5, 1 << 16]),
+    st.booleans(),
+)
+def test_derivation_piece_by_piece_is_the_cold_derivation(
+    evs: list[Event], cuts: list[int], order: str, chunk: int, absorbed: bool
+) -> None:
+    """A running job read piece by piece and asked after each (what a monitor does): each
+    stream's derived values and pairing, the progress of each attempt, and the analysis
+    of the running attempt are those of a tracker fed the log up to there at once; in time
+    order (the values carried over), as written (out of order: derived again), or in time
+    order but for a few events moved later (a late file); ``absorbed``: every other piece
+    read by another tracker and absorbed (a parallel read's worker)."""
+    if order != "written":
+        evs = sorted(evs, key=lambda e: e.ts)
+    if order == "time, a few late" and len(evs) > 3:
+        evs = evs[::3][1:] + [e for i, e in enumerate(evs) if i % 3] + evs[:1]
+    options = RankOptions(stall_floor=15.0, min_samples=1)
+    live = RankTracker()
+    fed: list[list[Event]] = []
+    saved, _ranks.CHUNK = _ranks.CHUNK, chunk
+    try:
+        for k, run in enumerate(_runs(evs, cuts)):
+            if absorbed and k % 2:
+                worker = RankTracker()
+                worker.ingest(run, JOB)
+                live.absorb(worker)
+            else:
+                live.ingest(run, JOB)
+            fed.append(run)
+            cold = RankTracker()  # all at once, derived only now
+            cold.ingest([e for piece in fed for e in piece], JOB)
+            newest = max(e.ts for piece in fed for e in piece)
+            # the last attempt is running: not ended, asked at a time after its last event
+            attempts = [("0", T0, T0 + 450.0, True, False), ("b", T0, newest, False, False)]
+            for now in (newest + 100.0, None):
+                assert repr(live.analyze(attempts, now, options)) == repr(
+                    cold.analyze(attempts, now, options)
+                )
+            for attempt in ("0", "b", "None"):
+                assert repr(live.progress(attempt)) == repr(cold.progress(attempt))
+            for key, s in live.streams.items():
+                assert _derived_state(s) == _derived_state(cold.streams[key])
+                assert _derived_state(s) == reference_derived(s)
+                s.settle()
+                assert (s.buckets, s.open, s.loads.view().tolist()) == reference_settle(s)
+    finally:
+        _ranks.CHUNK = saved
+
+
+def test_a_running_stream_is_derived_from_what_arrived_since() -> None:
+    """Appended in time order, a stream's earlier values are not taken again: the pairing
+    and the step times go on from where they were (one open load carried over)."""
+    tracker = RankTracker()
+    evs = []
+    for i in range(6):
+        t = T0 + 10.0 * i
+        evs += [
+            Event(ts=t, kind=Kind.STEP_START, job=JOB, step=i),
+            Event(ts=t + 1.0, kind=Kind.DATA_LOADING_START, job=JOB),
+            Event(ts=t + 3.0, kind=Kind.DATA_LOADING_END, job=JOB),
+        ]
+    tracker.ingest(evs[:5], JOB)  # the second load is open
+    (s,) = tracker.streams.values()
+    s.settle()
+    assert (s.settled, s.open) == (3, {"data_loading": [T0 + 11.0]})
+    assert s.derived().step_times.tolist() == [10.0]
+    tracker.ingest(evs[5:], JOB)
+    taken: list[int] = []
+    saved = _ranks._settle_chunk
+
+    def counting(todo: list[_RankStream]) -> list[_RankStream]:
+        taken.append(sum(len(x.pair_ts) - x.settled for x in todo))
+        return saved(todo)
+
+    _ranks._settle_chunk = counting  # type: ignore[assignment]
+    try:
+        s.settle()
+    finally:
+        _ranks._settle_chunk = saved  # type: ignore[assignment]
+    assert taken == [9]  # the new marks only
+    assert s.buckets == {"data_loading": 12.0}
+    assert s.loads.view().tolist() == [2.0] * 6
+    assert s.open == {}
+    assert s.covered.at[0] == 2  # the columns taken by the last derivation
+    assert s.derived().step_times.tolist() == [10.0] * 5
+    assert s.covered.at[0] == 6
+
+
+_VALUES = st.lists(
+    st.one_of(
+        st.sampled_from([0.0, 0.5, 1.0, 2.0, 1e-9, 1e300, -1.0]),
+        st.floats(-10.0, 10.0),
+    ),
+    max_size=12,
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(st.tuples(st.integers(0, 3), _VALUES), max_size=12),
+    st.sampled_from([0, 3, 4096]),
+    st.booleans(),
+)
+def test_a_joined_column_kept_sorted_gives_numpys_median(
+    steps: list[tuple[int, list[float]]], merge_after: int, nan: bool
+) -> None:
+    """Columns of a few streams grow (mostly the last, the running one; sometimes an
+    earlier one, or a stream is added): the median of the joined columns, and the data
+    load figures of a rank (block medians taken once per full block), are those found
+    from scratch: numpy's median, to the bit."""
+    columns = [_Growing()]
+    kept, sections = _Joined(), _Joined()
+    options = RankOptions(min_samples=1)
+    streams: list[_RankStream] = []
+    saved, _ranks.MERGE_AFTER = _ranks.MERGE_AFTER, merge_after
+    try:
+        for which, values in steps:
+            if which == 3:
+                columns.append(_Growing())
+            target = columns[-1] if which in (0, 1, 3) else columns[which % len(columns)]
+            target.extend(np.array(values + ([math.nan] if nan and which == 2 else [])))
+            joined, _ = kept.join(columns)
+            want = np.concatenate([c.view() for c in columns])
+            assert joined.tolist() == want.tolist() or nan
+            got = kept.median(joined)
+            assert repr(got) == repr(float(np.median(want)) if len(want) else None)
+            streams = []
+            for c in columns:
+                s = _RankStream("0", 0)
+                s.loads = c
+                streams.append(s)
+            assert repr(_sections_of(streams, options, sections, streams)) == repr(
+                _sections_of(streams, options, _Joined(), streams)
+            )
+    finally:
+        _ranks.MERGE_AFTER = saved
+
+
+def _loads(attempt: int, t0: float, n: int, seconds: float) -> list[Event]:
+    out = []
+    for i in range(n):
+        t = t0 + i
+        out += [
+            Event(ts=t, kind=Kind.STEP_START, job=JOB, attempt=attempt, step=attempt * 100 + i),
+            Event(ts=t + 0.1, kind=Kind.DATA_LOADING_START, job=JOB, attempt=attempt),
+            Event(ts=t + 0.1 + seconds, kind=Kind.DATA_LOADING_END, job=JOB, attempt=attempt),
+        ]
+    return out
+
+
+def test_the_recent_data_loads_are_the_newest_attempts_and_kept_as_it_runs() -> None:
+    """Read in the store's order (attempt 10 before attempt 2), a rank's streams are joined in
+    time order: the recent data-load median is the newest attempt's, and while that attempt
+    runs, only its new loads and steps are taken (the joined columns are kept, not redone)."""
+    tracker = RankTracker()
+    for a in sorted(range(12), key=str):  # 0, 1, 10, 11, 2, ..., 9
+        tracker.ingest(
+            _loads(a, T0 + 1000.0 * a, 30 if a == 11 else 8, 0.5 if a == 11 else 0.1), JOB
+        )
+    attempts = [(str(a), T0 + 1000.0 * a, T0 + 1000.0 * a + 40, a < 11, False) for a in range(12)]
+    options = RankOptions()
+    (view,) = tracker.analyze(attempts, None, options).ranks
+    assert view.sections["data_loading"].recent_p50 == pytest.approx(0.5)
+    assert view.sections["data_loading"].best_p50 == pytest.approx(0.1)
+    more = _loads(11, T0 + 11_030.0, 5, 0.5)
+    for k in range(3):  # the running attempt goes on
+        tracker.ingest(more[5 * k : 5 * k + 5], JOB)
+        got = tracker.analyze(attempts, None, options)
+        assert tracker._joined[("loads", 0)].values is not None  # grown, not joined again
+        assert tracker._joined[("steps", 0)].values is not None
+        cold = RankTracker()
+        for a in sorted(range(12), key=str):
+            cold.ingest(
+                _loads(a, T0 + 1000.0 * a, 30 if a == 11 else 8, 0.5 if a == 11 else 0.1), JOB
+            )
+        cold.ingest(more[: 5 * k + 5], JOB)
+        assert repr(got) == repr(cold.analyze(attempts, None, options))

@@ -25,12 +25,14 @@ than ``max(stall_factor x typical step time, stall_floor)``.
 
 from __future__ import annotations
 
+import itertools
 import math
 from array import array
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from operator import attrgetter
-from typing import cast
+from itertools import repeat
+from operator import attrgetter, is_not
+from typing import Any, cast
 
 import numpy as np
 import numpy.typing as npt
@@ -187,6 +189,7 @@ class _RankStream:
         "attempt",
         "buckets",
         "changes",
+        "covered",
         "derived_at",
         "end_ts",
         "extra_ts",
@@ -198,10 +201,12 @@ class _RankStream:
         "open",
         "pair_code",
         "pair_ts",
+        "pairing",
         "pid_seen",
         "rank",
         "sections",
         "settled",
+        "settled_hi",
         "step_no",
         "step_ts",
         "worker_pids",
@@ -211,6 +216,8 @@ class _RankStream:
         self.attempt = attempt
         self.rank = rank
         self.host: str | None = None
+        # The columns only ever grow at their end (ingest, absorb): what was derived from
+        # their first values stays true, and a query derives only what arrived since.
         self.step_ts = array("d")
         self.step_no = array("q")
         self.end_ts = array("d")  # step_end times (progress)
@@ -220,8 +227,12 @@ class _RankStream:
         self.pair_ts = array("d")
         self.pair_code = array("i")  # 2 x index in ``names`` + is_start
         self.names: dict[str, int] = {DATA_LOADING: 0}
-        self.settled = -1  # len(pair_ts) when the fields below were computed
-        self.loads = array("d")  # blocking data-load durations
+        # The pairing of the first ``settled`` marks (the newest at ``settled_hi``), per
+        # bucket index; the fields below are read from it (see :func:`_settle`).
+        self.settled = 0
+        self.settled_hi = -math.inf
+        self.pairing: dict[int, _Pairing] = {}
+        self.loads = _Growing()  # blocking data-load durations
         self.open: dict[str, list[float]] = {}  # interval starts not ended (yet)
         self.buckets: dict[str, float] = {}  # seconds inside each kind of interval
         self.sections: dict[str, _SectionLog] = {}
@@ -232,6 +243,7 @@ class _RankStream:
         self.worker_pids: set[int | None] = set()
         self.pid_seen: dict[int | None, float] = {}
         self.changes = 0  # bumped by every change: what was derived from the columns is stale
+        self.covered = _Covered()  # what :func:`_derive` took from the columns so far
         self._derived: _Derived | None = None
         self.derived_at = -1  # ``changes`` when ``_derived`` was computed
 
@@ -258,6 +270,176 @@ class _RankStream:
         return self._derived
 
 
+class _Growing:
+    """A float column that grows at its end; a view taken of it stays as it was (a longer
+    one is copied into a new buffer, twice the size: appending is amortised O(1))."""
+
+    __slots__ = ("buf", "n")
+
+    def __init__(self) -> None:
+        self.buf: F64 = _EMPTY
+        self.n = 0
+
+    def __len__(self) -> int:
+        return self.n
+
+    def extend(self, values: F64) -> None:
+        k = len(values)
+        if not k:
+            return
+        if not self.n:
+            self.buf, self.n = values, k  # adopted, not copied (never written into)
+            return
+        if self.n + k > len(self.buf) or self.buf.base is not None:
+            grown = np.empty(max(2 * (self.n + k), 16))
+            grown[: self.n] = self.buf[: self.n]
+            self.buf = grown
+        self.buf[self.n : self.n + k] = values
+        self.n += k
+
+    def view(self) -> F64:
+        return self.buf[: self.n]
+
+
+#: Values set aside (unsorted) before a kept-sorted column is sorted again (:class:`_Joined`).
+MERGE_AFTER = 4096
+
+
+def _concat(columns: list[_Growing]) -> F64:
+    views = [c.view() for c in columns if len(c)]
+    return np.concatenate(views) if views else _EMPTY
+
+
+class _Joined:
+    """A column of one rank (or attempt) joined over its streams in their order, and what
+    was taken of it: its median, the medians of its blocks of data loads.
+
+    Joined again from scratch at every change (a cold report) but when only the last
+    stream's column grew since the last time (the running attempt of a job followed by
+    a monitor): then only the new values are taken. Its values are kept sorted from that
+    second time on, the new ones set aside (sorted among themselves) and merged in every
+    :data:`MERGE_AFTER`: the median is found among the few sorted values around the
+    middle and those set aside, and it is :func:`numpy.median`'s, bit for bit (a NaN,
+    or a zero whose sign depends on the order numpy leaves equal values in, is found by
+    numpy)."""
+
+    __slots__ = (
+        "best",
+        "block",
+        "blocks",
+        "n_pending",
+        "nan",
+        "parts",
+        "pending",
+        "sorted",
+        "values",
+    )
+
+    def __init__(self) -> None:
+        self.parts: list[tuple[_Growing, int]] = []  # each stream's column, and its length
+        self.values: _Growing | None = None  # kept once the column grew
+        self.sorted: F64 | None = None
+        self.pending: list[F64] = []
+        self.n_pending = 0
+        self.nan = False  # a NaN among the values: numpy.median's own rule
+        # Data loads: the block size, the full blocks whose medians were taken, the least.
+        self.block = 0
+        self.blocks = 0
+        self.best = math.inf
+
+    def join(self, columns: list[_Growing]) -> tuple[F64, bool]:
+        """The columns joined, and whether only the last one grew since the last join."""
+        parts = self.parts
+        last = len(columns) - 1
+        grew = (
+            len(parts) == len(columns) > 0
+            and columns[last] is parts[last][0]
+            and all(
+                c is p and len(c) == n
+                for (p, n), c in zip(parts[:last], columns[:last], strict=True)
+            )
+        )
+        if not grew:
+            self.parts = [(c, len(c)) for c in columns]
+            self.values, self.sorted, self.pending, self.n_pending = None, None, [], 0
+            self.block = 0
+            return _concat(columns), False
+        col, n = parts[last]
+        parts[last] = (col, len(col))
+        if self.values is None:  # a second look: from now on, kept
+            self.values = _Growing()
+            self.values.extend(_concat(columns))
+            self.nan = bool(np.isnan(self.values.view()).any())
+        elif len(col) > n:
+            new = col.view()[n:]
+            self.values.extend(new)
+            if self.sorted is not None:
+                self.pending.append(new)
+                self.n_pending += len(new)
+            self.nan = self.nan or bool(np.isnan(new).any())
+        return self.values.view(), True
+
+    def median(self, joined: F64) -> float | None:
+        """The median of ``joined``, what :meth:`join` just gave."""
+        n = len(joined)
+        if not n:
+            return None
+        if self.values is None or self.nan:
+            return float(np.median(joined))
+        if self.sorted is None:
+            self.sorted, self.pending, self.n_pending = np.sort(joined), [], 0
+        elif self.n_pending > MERGE_AFTER:
+            merged = np.concatenate((self.sorted, *self.pending))
+            self.sorted, self.pending, self.n_pending = np.sort(merged, kind="stable"), [], 0
+        k = n // 2
+        if self.pending:
+            aside = np.concatenate(self.pending)
+            # Below index k - 1 - len(aside) of the sorted values, every value is among the
+            # k - 1 least of all: the two middle ones are among the rest up to index k.
+            lo = max(0, k - 1 - len(aside))
+            near = np.sort(np.concatenate((self.sorted[lo : k + 1], aside)))
+            upper, lower = near[k - lo], near[k - 1 - lo] if k else near[0]
+        else:
+            upper, lower = self.sorted[k], self.sorted[k - 1] if k else self.sorted[0]
+        if upper == 0 or (lower == 0 and not n % 2):
+            return float(np.median(joined))  # 0.0 or -0.0: which one, numpy's order says
+        return float(upper) if n % 2 else float((lower + upper) / 2)
+
+
+class _Pairing:
+    """One bucket's marks of one stream, paired so far: the seconds paired (summed in time
+    order), whether any pair was found, whether the marks ever failed to alternate
+    start, end, start... (then a bucket summing to 0 is still shown), the open starts."""
+
+    __slots__ = ("irregular", "paired", "stack", "total")
+
+    def __init__(self) -> None:
+        self.total = 0.0
+        self.paired = False
+        self.irregular = False
+        self.stack: list[float] = []
+
+
+class _Covered:
+    """What :func:`_derive` took from a stream's columns: how much of each, their span,
+    the longest time between two of their values in time order, the step numbers' range,
+    the last step in time order, and the step times so far."""
+
+    __slots__ = ("at", "gap", "hi", "last_no", "last_ts", "lo", "n", "step_hi", "step_lo", "times")
+
+    def __init__(self) -> None:
+        self.at = (0, 0, 0, 0)  # len of step_ts, end_ts, pair_ts, extra_ts
+        self.n = 0
+        self.lo = math.inf
+        self.hi = -math.inf
+        self.gap = -math.inf
+        self.step_lo: int | None = None
+        self.step_hi: int | None = None
+        self.last_ts = -math.inf
+        self.last_no = 0
+        self.times = _Growing()
+
+
 class _Derived:
     """What the analysis needs of one stream, derived from its columns once per change."""
 
@@ -273,18 +455,32 @@ class _Derived:
         "step_times",
     )
 
-    def __init__(self) -> None:
-        self.first_event = math.inf  # first and last event time
-        self.last_event = -math.inf
-        self.step_times: F64 = _EMPTY  # per step, in time order, where the step number grows
-        self.step_lo: int | None = None  # smallest and largest step number
-        self.step_hi: int | None = None
+    def __init__(  # noqa: PLR0917 (one made per stream per change: 10,000 in a cold report)
+        self,
+        first_event: float,
+        last_event: float,
+        step_times: F64,
+        step_lo: int | None,
+        step_hi: int | None,
+        n_progress: int,
+        progress_first: float,
+        progress_last: float,
+        gap: float,
+    ) -> None:
+        self.first_event = first_event  # first and last event time
+        self.last_event = last_event
+        self.step_times = step_times  # per step, in time order, where the step number grows
+        self.step_lo = step_lo  # smallest and largest step number
+        self.step_hi = step_hi
         # Progress (steps, recorded interval marks, completed sections): how many, the first
-        # and the last, and the longest time between two of them (-inf: fewer than two).
-        self.n_progress = 0
-        self.progress_first = math.inf
-        self.progress_last = -math.inf
-        self.gap = -math.inf
+        # and the last (inf, -inf: none), and a bound on the longest time between two of
+        # them (-inf: fewer than two): exact between the columns' values and beyond them,
+        # but a completed section inside the columns' span is not looked for in the gap it
+        # may split (the bound only screens attempts for stalls, see :func:`_may_stall`).
+        self.n_progress = n_progress
+        self.progress_first = progress_first
+        self.progress_last = progress_last
+        self.gap = gap
 
 
 _EMPTY: F64 = np.zeros(0)
@@ -297,133 +493,273 @@ def _segments(lengths: list[int]) -> tuple[list[int], npt.NDArray[np.intp]]:
     return nonempty.tolist(), (np.cumsum(lens) - lens)[nonempty]
 
 
-def _in_chunks(streams: list[_RankStream]) -> list[list[_RankStream]]:
-    """``streams`` in runs of about :data:`CHUNK` values (a vectorised pass over a few
-    columns of each keeps its temporary arrays small)."""
+def _in_chunks(streams: list[_RankStream], sizes: list[int]) -> list[list[_RankStream]]:
+    """``streams`` in runs of about :data:`CHUNK` new values (``sizes``: each one's; a
+    vectorised pass over a few columns of each keeps its temporary arrays small)."""
     chunks: list[list[_RankStream]] = []
     size = CHUNK
-    for s in streams:
+    for s, n in zip(streams, sizes, strict=True):
         if size >= CHUNK:
             chunks.append([])
             size = 0
         chunks[-1].append(s)
-        size += len(s.step_ts) + len(s.end_ts) + len(s.pair_ts) + len(s.extra_ts) + 1
+        size += n + 1
     return chunks
 
 
-#: Batches of at most this many events per writer are ingested event by event (cheaper
-#: than numpy calls per writer).
+#: Batches of at most this many events are ingested event by event (cheaper than the
+#: few dozen numpy calls of a batch).
 SMALL_RUN = 64
 #: Values (marks, steps...) per vectorised pass over several streams.
 CHUNK = 1 << 16
 
 
+def _tail(column: array[float], start: int) -> array[float]:
+    return column[start:] if start else column
+
+
 def _derive(streams: list[_RankStream]) -> None:
     """Fill each stream's :class:`_Derived`, in vectorised passes over many of them (a
-    report of 10,000 attempts has 10,000 streams of a few dozen events each)."""
-    for chunk in _in_chunks(streams):
-        _derive_chunk(chunk)
+    report of 10,000 attempts has 10,000 streams of a few dozen events each).
+
+    Each pass takes only the values that arrived since the last (a running job's stream
+    grows by a few per monitor cycle): carrying the newest value and the last step in
+    time order over, the new ones give the next gaps and step times. A stream whose new
+    values do not all come after what was taken (they arrived out of time order) is
+    derived again from its first value."""
+    sizes = [
+        len(s.step_ts) + len(s.end_ts) + len(s.pair_ts) + len(s.extra_ts) - s.covered.n
+        for s in streams
+    ]
+    for chunk in _in_chunks(streams, sizes):
+        late = _derive_chunk(chunk)
+        if late:
+            for s in late:
+                s.covered = _Covered()
+            _derive_chunk(late)
+    for s in streams:
+        _finish(s)
 
 
-def _derive_chunk(streams: list[_RankStream]) -> None:
-    cols, step_ts, lasts = array("d"), array("d"), array("d")
+def _derive_chunk(streams: list[_RankStream]) -> list[_RankStream]:
+    """One vectorised pass; returns the streams whose new values came out of order (left
+    as they were)."""
+    cols, step_ts = array("d"), array("d")
     step_no = array("q")
     n_cols: list[int] = []
     n_steps: list[int] = []
-    n_lasts: list[int] = []
-    for s in streams:
+    resumed: list[int] = []  # the streams carrying values over
+    for i, s in enumerate(streams):
+        cov = s.covered
         before = len(cols)
-        cols += s.step_ts
-        cols += s.end_ts
-        cols += s.pair_ts
-        cols += s.extra_ts
-        n_cols.append(len(cols) - before)
-        step_ts += s.step_ts
-        step_no += s.step_no
-        n_steps.append(len(s.step_ts))
-        if s.sections:
-            done = [log.last for log in s.sections.values() if math.isfinite(log.last)]
-            lasts.extend(done)
-            n_lasts.append(len(done))
+        before_steps = len(step_ts)
+        if not cov.n:  # nothing taken yet (a cold report: every stream)
+            cols += s.step_ts
+            cols += s.end_ts
+            cols += s.pair_ts
+            cols += s.extra_ts
+            step_ts += s.step_ts
+            step_no += s.step_no
         else:
-            n_lasts.append(0)
-    out = [_Derived() for _ in streams]
+            at = cov.at
+            cols.append(cov.hi)  # the newest value taken: the next gap starts there
+            cols += _tail(s.step_ts, at[0])
+            cols += _tail(s.end_ts, at[1])
+            cols += _tail(s.pair_ts, at[2])
+            cols += _tail(s.extra_ts, at[3])
+            if cov.step_lo is not None:  # the last step taken: the next step time from it
+                step_ts.append(cov.last_ts)
+                step_no.append(cov.last_no)
+            step_ts += _tail(s.step_ts, at[0])
+            step_no += s.step_no[at[0] :] if at[0] else s.step_no
+            resumed.append(i)
+        n_cols.append(len(cols) - before)
+        n_steps.append(len(step_ts) - before_steps)
     ids = np.arange(len(streams))
     c = np.frombuffer(cols, dtype=np.float64) if len(cols) else _EMPTY
-    # Span: the stream's other events, and every column.
+    lows: list[float] = [math.inf] * len(streams)
+    highs: list[float] = [-math.inf] * len(streams)
     which, starts = _segments(n_cols)
     if which:
-        lows = np.minimum.reduceat(c, starts).tolist()
-        highs = np.maximum.reduceat(c, starts).tolist()
-        for i, lo, hi in zip(which, lows, highs, strict=True):
-            out[i].first_event, out[i].last_event = lo, hi
-    for s, d in zip(streams, out, strict=True):
-        d.first_event = min(s.first_ts, d.first_event)
-        d.last_event = max(s.last_ts, d.last_event)
-    # Progress, sorted per stream: its first, last and longest gap.
-    n_progress = [x + y for x, y in zip(n_cols, n_lasts, strict=True)]
-    which, starts = _segments(n_progress)
+        for i, lo, hi in zip(
+            which,
+            np.minimum.reduceat(c, starts).tolist(),
+            np.maximum.reduceat(c, starts).tolist(),
+            strict=True,
+        ):
+            lows[i], highs[i] = lo, hi
+    s_ts = np.frombuffer(step_ts, dtype=np.float64) if len(step_ts) else _EMPTY
+    s_no = np.frombuffer(step_no, dtype=np.int64) if len(step_no) else np.zeros(0, np.int64)
+    step_which, step_starts = _segments(n_steps)
+    first_steps: list[float] = [math.inf] * len(streams)
+    if step_which:
+        for i, lo in zip(step_which, np.minimum.reduceat(s_ts, step_starts).tolist(), strict=True):
+            first_steps[i] = lo
+    late = {
+        i
+        for i in resumed
+        if lows[i] < streams[i].covered.hi
+        or (streams[i].covered.step_lo is not None and first_steps[i] < streams[i].covered.last_ts)
+    }
+    # Progress, sorted per stream: the longest gap between consecutive values.
+    gaps_of: list[float] = [-math.inf] * len(streams)
     if which:
-        values = np.concatenate(
-            (c, np.frombuffer(lasts, dtype=np.float64) if len(lasts) else _EMPTY)
-        )
-        owner = np.concatenate((np.repeat(ids, n_cols), np.repeat(ids, n_lasts)))
-        v = values[np.lexsort((values, owner))]
+        owner = np.repeat(ids, n_cols)
+        v = c[np.lexsort((c, owner))]
         gaps = np.empty(len(v))
         gaps[1:] = np.diff(v)
         gaps[starts] = -math.inf  # not a gap: the first of a stream after another's last
-        longest = np.maximum.reduceat(gaps, starts).tolist()
-        firsts = v[starts].tolist()
-        ends = np.concatenate((starts[1:], [len(v)])) - 1
-        lastv = v[ends].tolist()
-        for i, lo, hi, g in zip(which, firsts, lastv, longest, strict=True):
-            d = out[i]
-            d.n_progress, d.progress_first, d.progress_last, d.gap = n_progress[i], lo, hi, g
+        for i, g in zip(which, np.maximum.reduceat(gaps, starts).tolist(), strict=True):
+            gaps_of[i] = g
     # Step times: between consecutive step starts in time order (stable at equal times),
     # per step where the step number grows.
-    which, starts = _segments(n_steps)
-    if which:
-        ts = np.frombuffer(step_ts, dtype=np.float64)
-        no = np.frombuffer(step_no, dtype=np.int64)
-        lows = np.minimum.reduceat(no, starts).tolist()
-        highs = np.maximum.reduceat(no, starts).tolist()
-        for i, lo, hi in zip(which, lows, highs, strict=True):
-            out[i].step_lo, out[i].step_hi = lo, hi
+    step_lows: list[int] = [0] * len(streams)
+    step_highs: list[int] = [0] * len(streams)
+    last_ts: list[float] = [0.0] * len(streams)
+    last_no: list[int] = [0] * len(streams)
+    times_of: list[F64] = [_EMPTY] * len(streams)
+    if step_which:
+        for i, lo, hi in zip(
+            step_which,
+            np.minimum.reduceat(s_no, step_starts).tolist(),
+            np.maximum.reduceat(s_no, step_starts).tolist(),
+            strict=True,
+        ):
+            step_lows[i], step_highs[i] = lo, hi
         owner = np.repeat(ids, n_steps)
-        order = np.lexsort((ts, owner))
-        ts, no, owner = ts[order], no[order], owner[order]
+        order = np.lexsort((s_ts, owner))
+        ts, no, owner = s_ts[order], s_no[order], owner[order]
+        ends = (step_starts + np.array(n_steps, np.intp)[step_which] - 1).tolist()
+        for i, t, n in zip(step_which, ts[ends].tolist(), no[ends].tolist(), strict=True):
+            last_ts[i], last_no[i] = t, n
         dn = np.diff(no)
         ok = (owner[1:] == owner[:-1]) & (dn > 0)
         times = np.diff(ts)[ok] / dn[ok]
         counts = np.bincount(owner[1:][ok], minlength=len(streams))
-        which, starts = _segments(counts.tolist())
-        for i, at, n in zip(which, starts.tolist(), counts[which].tolist(), strict=True):
-            out[i].step_times = times[at : at + n]
-    for s, d in zip(streams, out, strict=True):
-        s._derived, s.derived_at = d, s.changes
+        found, at_ = _segments(counts.tolist())
+        for i, at, n in zip(found, at_.tolist(), counts[found].tolist(), strict=True):
+            times_of[i] = times[at : at + n]
+    has_steps = [False] * len(streams)
+    for i in step_which:
+        has_steps[i] = True
+    for i, s in enumerate(streams):
+        if late and i in late:
+            continue
+        cov = s.covered
+        cov.at = (len(s.step_ts), len(s.end_ts), len(s.pair_ts), len(s.extra_ts))
+        if not cov.n:  # the first pass over the stream (nothing to combine with)
+            cov.n, cov.lo, cov.hi, cov.gap = n_cols[i], lows[i], highs[i], gaps_of[i]
+            if has_steps[i]:
+                cov.step_lo, cov.step_hi = step_lows[i], step_highs[i]
+                cov.last_ts, cov.last_no = last_ts[i], last_no[i]
+                cov.times.extend(times_of[i])
+            continue
+        cov.n += n_cols[i] - 1
+        cov.lo = min(cov.lo, lows[i])
+        cov.hi = max(cov.hi, highs[i])
+        cov.gap = max(cov.gap, gaps_of[i])
+        if has_steps[i]:
+            lo, hi = step_lows[i], step_highs[i]
+            cov.step_lo = lo if cov.step_lo is None else min(cov.step_lo, lo)
+            cov.step_hi = hi if cov.step_hi is None else max(cov.step_hi, hi)
+            cov.last_ts, cov.last_no = last_ts[i], last_no[i]
+            cov.times.extend(times_of[i])
+    return [streams[i] for i in sorted(late)]
+
+
+def _finish(s: _RankStream) -> None:
+    """The stream's :class:`_Derived`, of what :func:`_derive` took from its columns and its
+    sections' newest completions (a few)."""
+    cov = s.covered
+    lo, hi = cov.lo, cov.hi
+    d = _Derived(
+        lo if lo < s.first_ts else s.first_ts,  # min() and max(), inline
+        hi if hi > s.last_ts else s.last_ts,
+        cov.times.view() if cov.times.n else _EMPTY,
+        cov.step_lo,
+        cov.step_hi,
+        cov.n,
+        lo,
+        hi,
+        cov.gap,
+    )
+    lasts = (
+        [log.last for log in s.sections.values() if math.isfinite(log.last)] if s.sections else None
+    )
+    if lasts:
+        d.n_progress += len(lasts)
+        d.progress_first = min(cov.lo, *lasts)
+        d.progress_last = max(cov.hi, *lasts)
+        # gaps between completions outside the columns' span and its nearest edge
+        below = sorted(x for x in lasts if x < cov.lo)
+        above = sorted(x for x in lasts if x > cov.hi)
+        for run in ([*below, cov.lo], [cov.hi, *above]) if cov.n else (sorted(lasts),):
+            for a, b in itertools.pairwise(run):
+                d.gap = max(d.gap, b - a)
+    s._derived, s.derived_at = d, s.changes
 
 
 def _settle(streams: list[_RankStream]) -> None:
-    """Pair each stream's blocking interval marks in time order (once per change), in
-    vectorised passes over many of them: seconds per bucket, data-load durations, starts
-    still open. Unpaired ends are ignored (the partition reports them)."""
-    for chunk in _in_chunks([s for s in streams if s.settled != len(s.pair_ts)]):
-        _settle_chunk(chunk)
+    """Pair each stream's blocking interval marks in time order (at equal times, starts
+    first; unpaired ends are ignored: the partition reports them): seconds per bucket,
+    data-load durations, starts still open. In vectorised passes over many streams, each
+    taking only the marks that arrived since the last (carrying each bucket's open starts
+    and seconds over); a stream whose new marks do not all come after those taken is
+    paired again from its first mark."""
+    todo = [s for s in streams if s.settled != len(s.pair_ts)]
+    for chunk in _in_chunks(todo, [len(s.pair_ts) - s.settled for s in todo]):
+        late = _settle_chunk(chunk)
+        if late:
+            for s in late:
+                s.settled, s.settled_hi, s.pairing, s.loads = 0, -math.inf, {}, _Growing()
+            _settle_chunk(late)
+        for s in chunk:
+            _read_pairing(s)
 
 
-def _settle_chunk(todo: list[_RankStream]) -> None:
+def _read_pairing(s: _RankStream) -> None:
+    """``s.buckets`` and ``s.open`` from its pairing (buckets in order of first sight)."""
+    names = list(s.names)  # (in the order of their indices)
+    s.buckets, s.open = {}, {}
+    for b, p in sorted(s.pairing.items()):
+        name = names[b]
+        if p.paired and (p.total > 0 or p.irregular):
+            s.buckets[name] = p.total
+        if p.stack:
+            s.open[name] = list(p.stack)
+
+
+def _settle_chunk(todo: list[_RankStream]) -> list[_RankStream]:
+    """One vectorised pass; returns the streams whose new marks came out of time order
+    (left as they were)."""
     marks, codes = array("d"), array("i")
     counts: list[int] = []
+    carried: list[int] = []
+    resumed = False
     for s in todo:
-        s.loads, s.open, s.buckets = array("d"), {}, {}
-        s.settled = len(s.pair_ts)
-        marks += s.pair_ts
-        codes += s.pair_code
-        counts.append(len(s.pair_ts))
+        before = len(marks)
+        for b, p in s.pairing.items():  # each bucket's open starts, before anything new
+            if p.stack:
+                marks.extend(p.stack)
+                codes.extend([2 * b + 1] * len(p.stack))
+        carried.append(len(marks) - before)
+        marks += _tail(s.pair_ts, s.settled)
+        codes += s.pair_code[s.settled :] if s.settled else s.pair_code
+        counts.append(len(marks) - before)
+        resumed = resumed or s.settled > 0
     if not len(marks):
-        return
+        return []
     ts = np.frombuffer(marks, dtype=np.float64)
     code = np.frombuffer(codes, dtype=np.int32)
+    which, seg = _segments(counts)  # every stream has new marks
+    newest = np.maximum.reduceat(ts, seg).tolist()  # (the carried starts are older)
+    late: set[int] = set()
+    if resumed:  # the new marks' first time, against the newest taken
+        fresh = ts.copy()
+        for i, n in zip(which, carried, strict=True):
+            fresh[seg[i] : seg[i] + n] = math.inf
+        firsts = np.minimum.reduceat(fresh, seg).tolist()
+        late = {i for i, t in zip(which, firsts, strict=True) if not t > todo[i].settled_hi}
     owner = np.repeat(np.arange(len(todo)), counts)
     bucket = code >> 1
     is_start = (code & 1).astype(bool)
@@ -437,30 +773,41 @@ def _settle_chunk(todo: list[_RankStream]) -> None:
     group = np.cumsum(first) - 1
     parity = (idx - heads[group]) % 2
     last = np.concatenate((heads[1:] - 1, [len(ts) - 1]))
+    heads_owner = owner[heads].tolist()
+    heads_bucket = bucket[heads].tolist()
+    # Each group's pairing so far (its seconds are summed on, in time order).
+    pairings = [todo[i].pairing.get(b) for i, b in zip(heads_owner, heads_bucket, strict=True)]
     # The common case, vectorised: each group's marks go start, end, start, end...
     irregular = np.zeros(len(heads), np.bool_)
     irregular[group[is_start != (parity == 0)]] = True
     regular = ~irregular[group]
     ends = np.flatnonzero(regular & (parity == 1))
     d = np.maximum(ts[ends] - ts[ends - 1], 0.0)
-    sums = np.bincount(group[ends], weights=d, minlength=len(heads)).tolist()
+    so_far = np.array([0.0 if p is None else p.total for p in pairings])
+    sums = np.bincount(
+        np.concatenate((np.arange(len(heads)), group[ends])),
+        weights=np.concatenate((so_far, d)),
+        minlength=len(heads),
+    ).tolist()
     n_ends = np.bincount(group[ends], minlength=len(heads))
     offsets = (np.cumsum(n_ends) - n_ends).tolist()
     n_ends_l = n_ends.tolist()
     open_at = (~irregular & (parity[last] == 0)).tolist()
-    inverse = [{i: name for name, i in s.names.items()} for s in todo]
-    for g, (h, at, s_i, b, irr) in enumerate(
+    for g, (h, at, s_i, b, irr, kept) in enumerate(
         zip(
             heads.tolist(),
             last.tolist(),
-            owner[heads].tolist(),
-            bucket[heads].tolist(),
+            heads_owner,
+            heads_bucket,
             irregular.tolist(),
+            pairings,
             strict=True,
         )
     ):
+        if s_i in late:
+            continue
         s = todo[s_i]
-        name = inverse[s_i][b]
+        p = kept if kept is not None else s.pairing.setdefault(b, _Pairing())
         if irr:  # nested or unpaired marks: a stack
             stack: list[float] = []
             got: list[float] = []
@@ -471,19 +818,22 @@ def _settle_chunk(todo: list[_RankStream]) -> None:
                     stack.append(x)
                 elif stack:
                     got.append(max(0.0, x - stack.pop()))
-            if got:
-                s.buckets[name] = float(sum(got))
-            if stack:
-                s.open[name] = stack
+            total = p.total
+            for x in got:
+                total += x
+            p.total, p.paired, p.irregular, p.stack = total, p.paired or bool(got), True, stack
             if b == 0:
-                s.loads = array("d", got)
+                s.loads.extend(np.array(got))
             continue
-        if sums[g] > 0:
-            s.buckets[name] = sums[g]
-        if open_at[g]:
-            s.open[name] = [float(ts[at])]
+        p.total = sums[g]
+        p.paired = p.paired or n_ends_l[g] > 0
+        p.stack = [float(ts[at])] if open_at[g] else []
         if b == 0:
-            s.loads = array("d", d[offsets[g] : offsets[g] + n_ends_l[g]].tobytes())
+            s.loads.extend(d[offsets[g] : offsets[g] + n_ends_l[g]])
+    for i, s in enumerate(todo):
+        if i not in late:
+            s.settled, s.settled_hi = len(s.pair_ts), max(s.settled_hi, newest[i])
+    return [todo[i] for i in sorted(late)]
 
 
 def _stream_key(attempt: object, rank: object) -> tuple[str | None, int]:
@@ -521,17 +871,25 @@ _ROLE = np.array([*(_role(k) for k in KIND_NAMES), _SEE], np.int8)
 _SPLIT: dict[int, tuple[str, bool]] = {
     i: split for i, k in enumerate(KIND_NAMES) if (split := interval_base(k)) is not None
 }
+#: The buckets of unnamed interval marks (role ``_MARK``), and by kind code: each mark's
+#: index in it and whether it is a start.
+_MARK_BASES = sorted({_SPLIT[i][0] for i in range(len(KIND_NAMES)) if _ROLE[i] == _MARK})
+_MARK_BASE = np.array(
+    [_MARK_BASES.index(_SPLIT[i][0]) if _ROLE[i] == _MARK else 0 for i in range(len(KIND_NAMES))],
+    np.int64,
+)
+_MARK_STARTS = np.array(
+    [int(_SPLIT[i][1]) if _ROLE[i] == _MARK else 0 for i in range(len(KIND_NAMES))], np.int32
+)
 
 
 _blocking = attrgetter("blocking")
+_host = attrgetter("host")
+_EMPTY_CODES = np.zeros(0, np.int32)
 
 
 def _is_none(value: object) -> bool:
     return value is None
-
-
-def _median(values: F64) -> float | None:
-    return float(np.median(values)) if len(values) else None
 
 
 class RankTracker:
@@ -540,6 +898,9 @@ class RankTracker:
     def __init__(self) -> None:
         self.streams: dict[tuple[str | None, int], _RankStream] = {}
         self.version = 0  # bumped by every change (ingest, absorb)
+        # Per rank (its step times, its data loads) and per attempt (step times): the
+        # columns joined over streams, taken again only where they grew.
+        self._joined: dict[tuple[str, object], _Joined] = {}
         # The last analysis and what it was asked: (version, now, options, attempts, answer).
         self._analysis: (
             tuple[
@@ -595,17 +956,16 @@ class RankTracker:
         """Route a run of events (consecutive lines of one source), as columns, into the
         streams' columns; ``job``: keep only its events (``None``: all).
 
-        Steps, step ends, blocking loads and heartbeats (the bulk) are sliced out of
-        the batch's columns per stream; only the rare kinds (section summaries, other
-        intervals, overlapped loads) are looked at one event at a time. Everything is
-        paired and summed at query time, vectorised. Short runs per writer (a file of a
-        few dozen events per attempt, thousands of them read as one batch) are cheaper
-        event by event than through a score of numpy calls per writer on tiny arrays:
-        they take :meth:`_ingest_few` (same result).
+        Steps, step ends, blocking loads and heartbeats (the bulk) are cut out of the
+        batch's columns for all its streams at once (a batch of 10,000 attempts' files
+        costs a few numpy calls, and a few appends per stream); only the rare kinds
+        (section summaries, named intervals, overlapped loads) are looked at one event
+        at a time. Everything is paired and summed at query time, vectorised. A batch
+        of a few events takes :meth:`_ingest_few` instead (same result).
         """
         if not batch.n:
             return
-        if batch.n <= SMALL_RUN * len(batch.keys):
+        if batch.n <= SMALL_RUN:
             self._ingest_few(batch.events, job)
             return
         keep = None if job is None else batch.same_job(job)
@@ -624,7 +984,6 @@ class RankTracker:
         slot_of: dict[int, int] = {}  # group -> slot
         slot_by_key: dict[tuple[str | None, int], int] = {}
         slots: list[_RankStream] = []
-        members: list[list[int]] = []  # slot -> groups
         for g in present:
             attempt, rank, _ = keys[g]
             key = _stream_key(attempt, rank)
@@ -632,24 +991,165 @@ class RankTracker:
             if i < 0:
                 i = slot_by_key[key] = len(slots)
                 slots.append(self._stream(key))
-                members.append([])
             slot_of[g] = i
-            members[i].append(g)
-        self._hosts(batch, keep, slot_of, slots)
-        if len(slots) == 1 and keep is None:
-            self._take(slots[0], batch, None, members[0])
-        else:
-            lookup = np.full(len(keys), len(slots), np.int32)
-            for g, i in slot_of.items():
-                lookup[g] = i
-            slot = lookup[group]
-            if keep is not None:
-                slot[~keep] = len(slots)
-            order = np.argsort(slot, kind="stable")
-            bounds = np.cumsum(np.bincount(slot, minlength=len(slots) + 1)).tolist()
-            for i, s in enumerate(slots):
-                self._take(s, batch, order[(bounds[i - 1] if i else 0) : bounds[i]], members[i])
+        lookup = np.full(len(keys), len(slots), np.int32)  # len(slots): not kept
+        for g, i in slot_of.items():
+            lookup[g] = i
+        slot = lookup[group]
+        if keep is not None:
+            slot[~keep] = len(slots)
+        self._hosts(batch, slot, slots)
+        self._ingest_columns(batch, slot, slots, slot_of)
         self.version += 1
+
+    def _ingest_columns(
+        self,
+        batch: Batch,
+        slot: npt.NDArray[np.int32],
+        slots: list[_RankStream],
+        slot_of: dict[int, int],
+    ) -> None:
+        """Add the batch's events to the streams ``slots`` (``slot``: each event's; one
+        past the last: not kept), all streams at once: each column is cut out of the
+        batch's for every stream in one pass, and handed to each stream as bytes."""
+        n_slots = len(slots)
+        events, ts, group, keys = batch.events, batch.ts, batch.group, batch.keys
+        roles = _ROLE[batch.kind]
+        dropped = slot == n_slots
+        if dropped.any():
+            roles[dropped] = _N_ROLES  # not kept: no role
+        by_role = np.argsort(roles, kind="stable")  # each role's events, in order
+        ends = [0, *np.cumsum(np.bincount(roles, minlength=_N_ROLES + 1)).tolist()]
+
+        def of(role: int) -> npt.NDArray[np.intp]:
+            return by_role[ends[role] : ends[role + 1]]
+
+        starts = of(_STEP_START)
+        if len(starts):
+            no, ok = batch.steps(starts)
+            # out of range: the accounting reports it (a diagnostic); not a step here
+            if not ok.all() or no.min() < -MAX_INT or no.max() > MAX_INT:
+                ok &= (no >= -MAX_INT) & (no <= MAX_INT)
+                starts, no = starts[ok], no[ok]
+            self._hand(slots, slot, starts, ("step_ts", ts[starts]), ("step_no", no))
+            if len(starts):
+                for g in np.unique(group[starts]).tolist() if len(keys) > 1 else [0]:
+                    slots[slot_of[g]].worker_pids.add(_pid(keys[g]))
+        step_ends = of(_STEP_END)
+        self._hand(slots, slot, step_ends, ("end_ts", ts[step_ends]))
+        # Marks to pair: blocking loads, other unnamed intervals, and single events (rows).
+        loads = of(_LOAD)
+        rows = of(_ROW)
+        seen = by_role[ends[_MARK] : ends[_ROW + 1]]  # heartbeats, lifecycle, marks, rows
+        load_codes = _EMPTY_CODES
+        if len(loads):
+            blocking = list(map(_blocking, map(events.__getitem__, loads.tolist())))
+            if blocking.count(None) != len(blocking):  # blocking or overlapped: single events
+                plain = np.fromiter(map(_is_none, blocking), np.bool_, len(blocking))
+                rows = np.sort(np.concatenate((rows, loads[~plain])))
+                seen = np.concatenate((seen, loads[~plain]))
+                loads = loads[plain]
+            load_codes = (batch.kind[loads] == _LOAD_START_CODE).astype(np.int32)
+        # Buckets are numbered per stream in the order they first appear (marks and rows
+        # alike): the first mark of each (stream, bucket) and the rows, in order.
+        marks = of(_MARK)
+        mark_codes = _EMPTY_CODES
+        row_at: list[int] = []
+        row_codes: list[int] = []
+        if len(marks) or len(rows):
+            mark_kind = batch.kind[marks]
+            mark_base = _MARK_BASE[mark_kind]
+            mark_key = slot[marks].astype(np.int64) * len(_MARK_BASES) + mark_base
+            uniq, first, inverse = np.unique(mark_key, return_index=True, return_inverse=True)
+            firsts = marks[first]
+            todo = sorted(
+                [
+                    *zip(
+                        firsts.tolist(),
+                        slot[firsts].tolist(),
+                        mark_base[first].tolist(),
+                        range(len(uniq)),
+                        strict=True,
+                    ),
+                    *((i, int(slot[i]), -1, -1) for i in rows.tolist()),
+                ]
+            )
+            codes = [0] * len(uniq)
+            for i, slot_i, base, j in todo:
+                s = slots[slot_i]
+                if j >= 0:
+                    codes[j] = s.code(_MARK_BASES[base])
+                else:
+                    code = self._other(s, events[i])
+                    if code is not None:
+                        row_at.append(i)
+                        row_codes.append(code)
+            bucket = np.array(codes, np.int32)[inverse.reshape(-1)]
+            mark_codes = 2 * bucket + _MARK_STARTS[mark_kind]
+        pair_at = np.concatenate((loads, marks, np.array(row_at, np.intp)))
+        pair_code = np.concatenate((load_codes, mark_codes, np.array(row_codes, np.int32)))
+        if len(pair_at):
+            order = np.argsort(pair_at, kind="stable")  # in the order they were written
+            pair_at, pair_code = pair_at[order], pair_code[order]
+            self._hand(slots, slot, pair_at, ("pair_ts", ts[pair_at]), ("pair_code", pair_code))
+        if len(seen):
+            self._seen(slots, slot_of, batch, seen)
+        for s in slots:
+            s.changes += 1
+
+    @staticmethod
+    def _hand(
+        slots: list[_RankStream],
+        slot: npt.NDArray[np.int32],
+        at: npt.NDArray[np.intp],
+        *columns: tuple[str, npt.NDArray[Any]],
+    ) -> None:
+        """Append the values of the events at ``at`` (in order) to each one's stream's
+        ``columns`` (name, values): one cut of bytes per stream."""
+        if not len(at):
+            return
+        if len(slots) == 1:
+            for name, values in columns:
+                getattr(slots[0], name).frombytes(values.tobytes())
+            return
+        owner = slot[at]
+        order = np.argsort(owner, kind="stable")
+        counts = np.bincount(owner, minlength=len(slots))
+        bounds = np.cumsum(counts).tolist()
+        present = np.flatnonzero(counts).tolist()
+        for name, values in columns:
+            data = values[order].tobytes()
+            width = values.itemsize
+            for i in present:
+                a = (bounds[i] - int(counts[i])) * width
+                getattr(slots[i], name).frombytes(data[a : bounds[i] * width])
+
+    @staticmethod
+    def _seen(
+        slots: list[_RankStream],
+        slot_of: dict[int, int],
+        batch: Batch,
+        at: npt.NDArray[np.intp],
+    ) -> None:
+        """Events other than steps and blocking loads: each stream's span, and the newest
+        event of each process (writer)."""
+        t = batch.ts[at]
+        if len(batch.keys) == 1:
+            newest = [(0, float(t.min()), float(t.max()))]
+        else:
+            g = batch.group[at]
+            order = np.lexsort((t, g))
+            g, t = g[order], t[order]
+            head = np.flatnonzero(np.concatenate(([True], g[1:] != g[:-1])))
+            tail = np.concatenate((head[1:], [len(g)])) - 1
+            newest = list(zip(g[head].tolist(), t[head].tolist(), t[tail].tolist(), strict=True))
+        keys = batch.keys
+        for g_i, lo, hi in newest:
+            s = slots[slot_of[g_i]]
+            s.first_ts, s.last_ts = min(s.first_ts, lo), max(s.last_ts, hi)
+            pid = _pid(keys[g_i])
+            if hi > s.pid_seen.get(pid, -math.inf):
+                s.pid_seen[pid] = hi
 
     def _ingest_few(self, events: Sequence[Event], job: str | None) -> None:
         """:meth:`ingest_batch` one event at a time (a short run)."""
@@ -665,9 +1165,9 @@ class RankTracker:
             if s is None or writer != (ev.attempt, ev.rank, ev.pid):
                 writer = (ev.attempt, ev.rank, ev.pid)
                 s = self._stream(_stream_key(ev.attempt, ev.rank))
-                if s.host is None:
-                    s.host = ev.host
                 changed.append(s)
+            if s.host is None:
+                s.host = ev.host
             kind = ev.kind
             if kind == step_start:
                 step = ev.step
@@ -701,177 +1201,39 @@ class RankTracker:
     @staticmethod
     def _hosts(
         batch: Batch,
-        keep: npt.NDArray[np.bool_] | None,
-        slot_of: dict[int, int],
+        slot: npt.NDArray[np.int32],
         slots: list[_RankStream],
     ) -> None:
-        """A stream's host: that of the first event of the first run of its events (a run:
-        consecutive events of one writer) that names one."""
-        missing = sum(1 for s in slots if s.host is None)
+        """A stream's host: that of its first event that names one (however the log is
+        cut in batches). Looked for only while a stream has none: first in each stream's
+        first event (where a recorder's file names it), then in all its events."""
+        missing = {i for i, s in enumerate(slots) if s.host is None}
         if not missing:
             return
-        starts: npt.NDArray[np.intp] | list[int]
-        if len(batch.keys) == 1:
-            starts = np.flatnonzero(keep)[:1] if keep is not None else [0]
-        else:
-            pos = np.flatnonzero(keep) if keep is not None else np.arange(batch.n)
-            g = batch.group[pos]
-            starts = pos[np.flatnonzero(np.concatenate(([True], g[1:] != g[:-1])))]
         events = batch.events
-        group = batch.group
-        for i in starts if isinstance(starts, list) else starts.tolist():
-            s = slots[slot_of[int(group[i])]]
-            if s.host is None:
-                s.host = events[i].host
-                if s.host is not None:
-                    missing -= 1  # counted, not re-checked: a batch may hold 10,000 streams
-                    if not missing:
-                        return
-
-    def _take(
-        self,
-        s: _RankStream,
-        batch: Batch,
-        pos: npt.NDArray[np.intp] | None,
-        groups: list[int],
-    ) -> None:
-        """Add the events at ``pos`` (all of the batch when ``None``), of writers
-        ``groups``, to stream ``s``."""
-        keys = batch.keys
-        ts = batch.ts
-        roles = _ROLE[batch.kind if pos is None else batch.kind[pos]]
-        by_role = np.argsort(roles, kind="stable")  # each role's events, in order
-        if pos is not None:
-            by_role = pos[by_role]
-        ts_by_role = ts[by_role]
-        ends = [0, *np.cumsum(np.bincount(roles, minlength=_N_ROLES)).tolist()]
-
-        starts = by_role[ends[_STEP_START] : ends[_STEP_START + 1]]
-        if len(starts):
-            no, ok = batch.steps(starts)
-            # out of range: the accounting reports it (a diagnostic); not a step here
-            step_ts = ts_by_role[ends[_STEP_START] : ends[_STEP_START + 1]]
-            if not ok.all() or no.min() < -MAX_INT or no.max() > MAX_INT:
-                ok &= (no >= -MAX_INT) & (no <= MAX_INT)
-                starts, no, step_ts = starts[ok], no[ok], step_ts[ok]
-            s.step_ts.frombytes(step_ts.tobytes())
-            s.step_no.frombytes(no.tobytes())
-            if len(starts):
-                s.worker_pids.update(_pid(keys[g]) for g in self._groups_at(batch, starts, groups))
-        if ends[_STEP_END + 1] > ends[_STEP_END]:
-            s.end_ts.frombytes(ts_by_role[ends[_STEP_END] : ends[_STEP_END + 1]].tobytes())
-        # Marks to pair: blocking loads, other unnamed intervals, and single events below.
-        pair_at: list[npt.NDArray[np.intp]] = []
-        pair_code: list[npt.NDArray[np.int32]] = []
-        loads = by_role[ends[_LOAD] : ends[_LOAD + 1]]
-        rows = by_role[ends[_ROW] : ends[_ROW + 1]]
-        # the rest: heartbeats, lifecycle, marks... (their times)
-        seen: npt.NDArray[np.intp] | None = None
-        seen_ts = ts_by_role[ends[_MARK] : ends[_ROW + 1]]
-        if len(loads):
-            is_start = batch.kind[loads] == _LOAD_START_CODE
-            blocking = list(map(_blocking, map(batch.events.__getitem__, loads.tolist())))
-            if blocking.count(None) != len(blocking):  # blocking or overlapped: single events
-                plain = np.fromiter(map(_is_none, blocking), np.bool_, len(blocking))
-                rows = np.sort(np.concatenate((rows, loads[~plain])))
-                seen = np.concatenate((by_role[ends[_MARK] : ends[_ROW + 1]], loads[~plain]))
-                seen_ts = ts[seen]
-                loads, is_start = loads[plain], is_start[plain]
-            pair_at.append(loads)
-            pair_code.append(is_start.astype(np.int32))  # data_loading (index 0), start
-        marks = by_role[ends[_MARK] : ends[_MARK + 1]]
-        # Buckets are numbered in the order they first appear (marks and rows alike).
-        firsts: list[tuple[int, int]] = []  # (position, kind) of each kind's first mark
-        if len(marks):
-            kinds = batch.kind[marks]
-            if len(marks) <= 32:  # a dict is cheaper than np.unique on a few
-                seen_kind: dict[int, int] = {}
-                for k, i in zip(kinds.tolist(), marks.tolist(), strict=True):
-                    seen_kind.setdefault(k, i)
-                firsts = [(i, k) for k, i in seen_kind.items()]
-            else:
-                uniq, first = np.unique(kinds, return_index=True)
-                firsts = sorted(zip(marks[first].tolist(), uniq.tolist(), strict=True))
-        codes = np.zeros(len(KIND_NAMES), np.int32)
-        pending = iter(firsts)
-        nxt = next(pending, None)
-        if len(rows):
-            at: list[int] = []
-            found: list[int] = []
-            for i, ev in zip(rows.tolist(), batch.rows(rows), strict=True):
-                while nxt is not None and nxt[0] < i:
-                    codes[nxt[1]] = self._mark_code(s, nxt[1])
-                    nxt = next(pending, None)
-                code = self._other(s, ev)
-                if code is not None:
-                    at.append(i)
-                    found.append(code)
-            if at:
-                pair_at.append(np.array(at, np.intp))
-                pair_code.append(np.array(found, np.int32))
-        while nxt is not None:
-            codes[nxt[1]] = self._mark_code(s, nxt[1])
-            nxt = next(pending, None)
-        if len(marks):
-            pair_at.append(marks)
-            pair_code.append(codes[kinds])
-        if len(seen_ts):
-            if seen is None and len(groups) > 1:
-                seen = by_role[ends[_MARK] : ends[_ROW + 1]]
-            self._see(s, batch, seen_ts, seen, groups)
-        if len(pair_at) == 1 and pair_at[0] is marks:
-            s.pair_ts.frombytes(ts_by_role[ends[_MARK] : ends[_MARK + 1]].tobytes())
-            s.pair_code.frombytes(pair_code[0].tobytes())
-        elif len(pair_at) == 1:
-            s.pair_ts.frombytes(ts[pair_at[0]].tobytes())
-            s.pair_code.frombytes(pair_code[0].tobytes())
-        elif pair_at:  # in the order they were written
-            at_all = np.concatenate(pair_at)
-            order = np.argsort(at_all, kind="stable")
-            s.pair_ts.frombytes(ts[at_all[order]].tobytes())
-            s.pair_code.frombytes(np.concatenate(pair_code)[order].tobytes())
-        s.changes += 1
-
-    @staticmethod
-    def _mark_code(s: _RankStream, kind: int) -> int:
-        base, is_start = _SPLIT[kind]
-        return 2 * s.code(base) + is_start
-
-    @staticmethod
-    def _groups_at(batch: Batch, at: npt.NDArray[np.intp], groups: list[int]) -> list[int]:
-        """The writers (groups) of the events at ``at``, among ``groups``."""
-        if len(groups) == 1:
-            return groups
-        return np.unique(batch.group[at]).tolist()  # type: ignore[no-any-return]
-
-    @staticmethod
-    def _see(
-        s: _RankStream,
-        batch: Batch,
-        ts: F64,
-        at: npt.NDArray[np.intp] | None,
-        groups: list[int],
-    ) -> None:
-        """Events other than steps and blocking loads (their times ``ts``, positions ``at``,
-        needed only of several writers): the stream's span, and the newest event of each
-        process."""
-        lo, hi = float(ts.min()), float(ts.max())
-        s.first_ts = min(s.first_ts, lo)
-        s.last_ts = max(s.last_ts, hi)
-        if len(groups) == 1:
-            newest = [(groups[0], hi)]
-        else:
-            assert at is not None
-            g = batch.group[at]
-            order = np.lexsort((ts, g))
-            g, ts = g[order], ts[order]
-            last = np.flatnonzero(np.concatenate((g[1:] != g[:-1], [True])))
-            newest = list(zip(g[last].tolist(), ts[last].tolist(), strict=True))
-        keys = batch.keys
-        for g_i, t in newest:
-            pid = _pid(keys[g_i])
-            if t > s.pid_seen.get(pid, -math.inf):
-                s.pid_seen[pid] = t
+        kept = np.flatnonzero(slot < len(slots))
+        owner = slot[kept]
+        runs = kept[np.flatnonzero(np.concatenate(([True], owner[1:] != owner[:-1])))]
+        unnamed: set[int] = set()
+        for i, pos in zip(slot[runs].tolist(), runs.tolist(), strict=True):
+            if i in missing:
+                missing.discard(i)
+                host = events[pos].host
+                if host is None:
+                    unnamed.add(i)
+                else:
+                    slots[i].host = host
+                if not missing:
+                    break
+        if not unnamed:
+            return
+        hosts = list(map(_host, events))
+        named = np.fromiter(map(is_not, hosts, repeat(None)), np.bool_, batch.n)
+        named &= np.isin(slot, list(unnamed))
+        at = np.flatnonzero(named)
+        owner, first = np.unique(slot[at], return_index=True)
+        for i, pos in zip(owner.tolist(), at[first].tolist(), strict=True):
+            slots[i].host = hosts[pos]
 
     @staticmethod
     def _other(s: _RankStream, ev: Event) -> int | None:
@@ -914,7 +1276,6 @@ class RankTracker:
         seen: float | None = None
         streams = [s for s in self.streams.values() if s.attempt == attempt]
         _derive([s for s in streams if s.derived_at != s.changes])
-        times = []
         for s in streams:
             d = s.derived()
             if d.n_progress and (last is None or d.progress_last > last):
@@ -922,9 +1283,9 @@ class RankTracker:
             alive = s.alive_until()
             if alive is not None and (seen is None or alive > seen):
                 seen = alive
-            times.append(d.step_times)
-        typical = _median(np.concatenate(times)) if times else None
-        return last, seen, typical
+        joined = self._joined.setdefault(("attempt", attempt), _Joined())
+        times, _ = joined.join([s.covered.times for s in streams])
+        return last, seen, joined.median(times)
 
     def analyze(
         self,
@@ -973,13 +1334,20 @@ class RankTracker:
             for r, ss in by_rank.items()
             if any(len(s.step_ts) or len(s.pair_ts) or len(s.extra_ts) or s.sections for s in ss)
         }
-        sections = {r: _sections_of(ss, options) for r, ss in workers.items()}
+        joined = self._joined
+        ordered = {r: _in_time_order(ss) for r, ss in workers.items()}
+        sections = {
+            r: _sections_of(ss, options, joined.setdefault(("loads", r), _Joined()), ordered[r])
+            for r, ss in workers.items()
+        }
         _score_relative(sections)
         stragglers = _stragglers(sections, workers, options)
         typical_all: list[float] = []
         views: dict[int, RankView] = {}
         for r, ss in sorted(workers.items()):
-            view = _rank_view(r, ss, sections[r])
+            view = _rank_view(
+                r, ss, sections[r], joined.setdefault(("steps", r), _Joined()), ordered[r]
+            )
             views[r] = view
             if view.typical_step_time is not None:
                 typical_all.append(view.typical_step_time)
@@ -1027,8 +1395,23 @@ class RankTracker:
         return RankAnalysis(ranks, stragglers, stalls)
 
 
-def _sections_of(streams: list[_RankStream], options: RankOptions) -> dict[str, SectionView]:
-    """Section logs of one rank, merged over its attempts (recent = the newest)."""
+def _in_time_order(streams: list[_RankStream]) -> list[_RankStream]:
+    """One rank's streams (its attempts) by their first event: the newest data loads last
+    (the recent ones), and the running attempt's stream last, whose values are the only
+    ones to grow (the store lists attempt 10 before attempt 2)."""
+    if len(streams) < 2:
+        return streams
+    return sorted(streams, key=lambda s: s.derived().first_event)
+
+
+def _sections_of(
+    streams: list[_RankStream],
+    options: RankOptions,
+    joined: _Joined,
+    ordered: list[_RankStream],
+) -> dict[str, SectionView]:
+    """Section logs of one rank, merged over its attempts (recent = the newest);
+    ``joined``: its data loads so far, of its streams ``ordered`` in time."""
     merged: dict[str, _SectionLog] = {}
     for s in streams:
         for name, log in s.sections.items():
@@ -1053,14 +1436,18 @@ def _sections_of(streams: list[_RankStream], options: RankOptions) -> dict[str, 
             best / recent if best is not None and recent else None,
             log.open_since,
         )
-    held = [np.frombuffer(s.loads, dtype=np.float64) for s in streams if len(s.loads)]
-    loads = np.concatenate(held) if held else _EMPTY
+    loads, grew = joined.join([s.loads for s in ordered])
     if len(loads) >= options.min_samples and DATA_LOADING not in out:
         block = min(LOAD_BLOCK, max(options.min_samples, len(loads) // 4))
-        full = loads[: len(loads) // block * block].reshape(-1, block)
-        medians = np.median(full, axis=1) if len(full) else np.zeros(0)
+        n_full = len(loads) // block
+        if not (grew and joined.block == block and joined.blocks <= n_full):
+            joined.blocks, joined.best = 0, math.inf  # the blocks are not those taken
+        new = loads[joined.blocks * block : n_full * block].reshape(-1, block)
+        if len(new):  # (np.minimum: a NaN median stays, as in one min over all blocks)
+            joined.best = float(np.minimum(joined.best, np.median(new, axis=1).min()))
+        joined.block, joined.blocks = block, n_full
         recent_l = float(np.median(loads[-block:]))
-        best_l = float(min(medians.min(), recent_l)) if len(medians) else recent_l
+        best_l = float(min(joined.best, recent_l)) if n_full else recent_l
         out[DATA_LOADING] = SectionView(
             len(loads),
             float(loads.sum()),
@@ -1124,9 +1511,16 @@ def _stragglers(
     return out
 
 
-def _rank_view(r: int, streams: list[_RankStream], sections: dict[str, SectionView]) -> RankView:
+def _rank_view(
+    r: int,
+    streams: list[_RankStream],
+    sections: dict[str, SectionView],
+    joined: _Joined,
+    ordered: list[_RankStream],
+) -> RankView:
+    """``joined``: the rank's step times so far, of its streams ``ordered`` in time."""
     derived = [s.derived() for s in streams]
-    times = [d.step_times for d in derived if len(d.step_times)]
+    times, _ = joined.join([s.covered.times for s in ordered])
     lows = [d.step_lo for d in derived if d.step_lo is not None]
     highs = [d.step_hi for d in derived if d.step_hi is not None]
     buckets: dict[str, float] = {}
@@ -1139,7 +1533,7 @@ def _rank_view(r: int, streams: list[_RankStream], sections: dict[str, SectionVi
         host=next((s.host for s in streams if s.host), None),
         attempts=len({s.attempt for s in streams}),
         steps=sum(len(s.step_ts) for s in streams),
-        typical_step_time=_median(np.concatenate(times)) if times else None,
+        typical_step_time=joined.median(times),
         data_loading_seconds=buckets.get(DATA_LOADING, 0.0),
         buckets=dict(sorted(buckets.items())),
         first_step=min(lows) if lows else None,
