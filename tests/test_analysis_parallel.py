@@ -104,11 +104,15 @@ def shared_read(source: EventStore | Path, job: str | None) -> tuple[analysis.Li
 
     analysis._wait_for = counting  # type: ignore[assignment]
     try:
-        n = live._cold_parallel()
+        shared = live._cold_parallel()
     finally:
         analysis._wait_for = wait  # type: ignore[assignment]
-    assert n is not None
-    live.update()
+    assert shared is not None
+    n, unread = shared
+    if unread is None:  # some slices were left to the serial read: what update() does
+        live.update()
+    else:
+        live._left(unread)
     return live, n, len(received)
 
 

@@ -478,9 +478,11 @@ class _CountingStore(JsonlStore):
 def test_a_catch_up_in_slices_does_not_list_the_job_for_every_slice_and_misses_nothing(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """A job of many files read in small slices: the reads that go on from a budget stop
-    do not list the job again (Cursor.resume); the catch-up ends with a read that does, so a
-    file created meanwhile and a torn last line early in the order are still seen."""
+    """A job of many files read in small slices: the job is listed once a catch-up; the
+    reads that go on from a budget stop do not list it again (Cursor.resume), and the last
+    read, which reaches the end, ends the catch-up (no read that finds nothing). A torn
+    last line early in the order is still seen; a file created meanwhile is read by the
+    next catch-up."""
     from badput import analysis
 
     job_dir = tmp_path / "j"
@@ -511,10 +513,16 @@ def test_a_catch_up_in_slices_does_not_list_the_job_for_every_slice_and_misses_n
     store = _Creating(tmp_path)
     _CountingStore.listings = _CountingStore.reads = 0
     live = analysis.LiveJob(store, "j", parallel=False)
-    assert live.update() == 201  # 40 files x 5 events, and the late one
-    # listed by the first read, by the one after the list was done (it finds the late file)
-    # and by the last (nothing new); the reads in between go on from where each stopped
-    assert created and _CountingStore.listings == 3 and _CountingStore.reads > 10
+    assert live.update() == 200  # 40 files x 5 events
+    # listed by the first read; the reads after it go on from where each stopped
+    assert created and _CountingStore.listings == 1 and _CountingStore.reads > 10
+    torn = [u for u in live._unread if u.code == "torn_line"]
+    assert [(u.source.endswith("0/h-0-1.jsonl"), u.line) for u in torn] == [(True, 6)]
+    reads = _CountingStore.reads
+    assert live.update() == 1  # the late file, found by the next listing
+    assert (_CountingStore.listings, _CountingStore.reads) == (2, reads + 1)
     assert live.accountant.n_events == 201
     torn = [u for u in live._unread if u.code == "torn_line"]
     assert [(u.source.endswith("0/h-0-1.jsonl"), u.line) for u in torn] == [(True, 6)]
+    assert live.update() == 0
+    assert (_CountingStore.listings, _CountingStore.reads) == (3, reads + 2)
