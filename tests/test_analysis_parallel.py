@@ -35,6 +35,7 @@ from badput.store import (
 from badput.store import _jsonl as jsonl_store
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "bench"))
+from bench_attempts import write_job as write_attempts
 from bench_shapes import write_steps
 from make_big_job import JOB, write_job
 
@@ -85,7 +86,7 @@ def same(a: analysis.Report, b: analysis.Report) -> None:
     assert to_json(a) == to_json(b)  # everything else: per-rank view, timeline...
 
 
-def cold(source: EventStore | Path, job: str | None, *, parallel: bool) -> analysis.LiveJob:
+def cold(source: EventStore | Path, job: str | None, *, parallel: bool | None) -> analysis.LiveJob:
     live = analysis.LiveJob(source, job, parallel=parallel)
     live.n_read = live.update()  # type: ignore[attr-defined]
     return live
@@ -499,3 +500,69 @@ def test_an_unknown_kind_in_two_parts_of_a_shared_read_is_reported_once() -> Non
     assert [(source, line) for _message, source, line in shown] == [("0/h.jsonl", 1)]
     assert merged.diagnostics.counts["unknown_kind"] == 1
     assert merged.unknown_kinds == {"future_kind": 4}
+
+
+class CountingListings(SlowFront):
+    """Counts the listings of the job (in this process)."""
+
+    listings = 0
+
+    def streams(self, job: str) -> list[str]:
+        if os.getpid() == self.parent:
+            CountingListings.listings += 1
+        return super().streams(job)
+
+
+@linux_only
+@settings(
+    max_examples=10,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
+)
+@given(
+    attempts=st.integers(2, 25),
+    torn=st.lists(st.integers(0, 24), max_size=3),
+    bad=st.lists(st.tuples(st.integers(0, 24), st.floats(0, 1)), max_size=3),
+    slice_bytes=st.integers(500, 8_000),
+    mode=st.sampled_from([None, True]),
+)
+def test_a_job_of_many_files_gives_the_serial_report_whoever_reads_it(  # noqa: PLR0917
+    tmp_path_factory: pytest.TempPathFactory,
+    attempts: int,
+    torn: list[int],
+    bad: list[tuple[int, float]],
+    slice_bytes: int,
+    mode: bool | None,
+) -> None:
+    """One small file per attempt, some with a malformed line or a torn last line: read
+    shared (forced, or ``auto`` with a core free) or not shared (``auto`` below the size
+    that pays), the job is listed once, and the report, its diagnostics (file:line, torn
+    lines included), the cursor and what was left unread are the serial read's."""
+    root = tmp_path_factory.mktemp("many")
+    write_attempts(root, attempts, id_less=False)
+    paths = sorted((root / "many").rglob("*.jsonl"))
+    for k, where in bad:
+        path = paths[k % len(paths)]
+        lines = path.read_bytes().split(b"\n")[:-1]
+        lines.insert(int(where * len(lines)), b'{"ts": 1, "kind": 7}')
+        path.write_bytes(b"\n".join(lines) + b"\n")
+    for k in torn:
+        with paths[k % len(paths)].open("ab") as fh:
+            fh.write(b'{"ts": 1732000000.5, "kind": "heart')
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(jsonl_store, "READ_BLOCK", 1024)
+        mp.setattr(jsonl_store, "_FIRST_BLOCK", 256)
+        mp.setattr(analysis, "READ_SLICE_BYTES", slice_bytes)
+        mp.setattr(analysis, "_workers", lambda: 2)
+        mp.setattr(analysis, "_idle_helpers", lambda: 1)
+        serial = cold(root, "many", parallel=False)
+        for min_bytes in (0, 1 << 40):  # shared, and below the size that pays
+            mp.setattr(analysis, "PARALLEL_MIN_BYTES", min_bytes)
+            CountingListings.listings = 0
+            other = cold(CountingListings(root), "many", parallel=mode)
+            assert CountingListings.listings == 1
+            assert other._cursor == serial._cursor
+            assert other._unread == serial._unread
+            same(serial.report(final=True), other.report(final=True))
+    if torn:
+        assert any(d.code == "torn_line" for d in serial.report(final=True).diagnostics)

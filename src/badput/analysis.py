@@ -268,12 +268,14 @@ def _parallel_plan(
         base = store.job_dir(job)
         sample = [base / name for name in names[:: max(1, len(names) // _SIZE_SAMPLE)]]
         size = _estimated_bytes(sample, len(names))
-        files = [(name, base / name) for name in names] if size else []
+        if size is None or size < PARALLEL_MIN_BYTES:
+            return None
+        files = [(name, base / name) for name in names]
     else:
         files = store.files(job)
         size = _estimated_bytes([path for _, path in files], len(files))
-    if size is None or size < PARALLEL_MIN_BYTES:
-        return None
+        if size is None or size < PARALLEL_MIN_BYTES:
+            return None
     stops = store.read_stops(job, READ_SLICE_BYTES, files)
     names = tuple(name for name, _ in files)
     index = {name: k for k, name in enumerate(names)}
