@@ -566,3 +566,23 @@ def test_a_job_of_many_files_gives_the_serial_report_whoever_reads_it(  # noqa: 
             same(serial.report(final=True), other.report(final=True))
     if torn:
         assert any(d.code == "torn_line" for d in serial.report(final=True).diagnostics)
+
+
+@linux_only
+@pytest.mark.usefixtures("small_slices")
+def test_planning_a_job_of_more_files_than_may_be_open_at_once(tmp_path: Path) -> None:
+    """The stops of a job of thousands of attempt files are found one file at a time: the
+    planning once held every file open and failed with "Too many open files"."""
+    import resource
+
+    write_attempts(tmp_path, 120, id_less=False)
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    in_use = len(os.listdir("/proc/self/fd"))
+    resource.setrlimit(resource.RLIMIT_NOFILE, (in_use + 20, hard))
+    try:
+        plan = analysis._parallel_plan(JsonlStore(tmp_path), "many")
+    finally:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+    assert plan is not None
+    assert len(plan) > 20
+    assert plan[-1].last == 119

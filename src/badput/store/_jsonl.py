@@ -472,25 +472,17 @@ def _stops(paths: list[Path], max_bytes: int) -> list[tuple[int, int]]:
     one worker at each. It holds for the files as they are now (a file that grows or
     changes meanwhile makes a worker stop elsewhere, which the worker checks).
     """
-    ends: list[tuple[int, int]] = []  # (fd or -1, written bytes)
+    stops: list[tuple[int, int]] = []
+    i, offset = 0, 0
+    fd, written, opened = -1, 0, -1  # the one file open at a time: its index in ``paths``
     try:
-        for path in paths:
-            try:
-                f = open_regular(path)
-            except OSError:
-                f = None
-            if f is None:
-                ends.append((-1, 0))  # the reader skips it (and says why)
-                continue
-            fd = os.dup(f.fileno())
-            f.close()
-            ends.append((fd, _written_end(fd, os.fstat(fd).st_size)))
-        stops: list[tuple[int, int]] = []
-        i, offset = 0, 0
         while True:
             budget = max_bytes
             while i < len(paths):
-                fd, written = ends[i]
+                if opened != i:  # (thousands of files are never all open at once)
+                    if fd >= 0:
+                        os.close(fd)
+                    fd, written, opened = *_open_written(paths[i]), i
                 new = offset if fd < 0 else _consumed_to(fd, written, offset, budget)
                 budget -= new - offset
                 offset = new
@@ -501,9 +493,25 @@ def _stops(paths: list[Path], max_bytes: int) -> list[tuple[int, int]]:
                 return stops
             stops.append((i, offset))
     finally:
-        for fd, _ in ends:
-            if fd >= 0:
-                os.close(fd)
+        if fd >= 0:
+            os.close(fd)
+
+
+def _open_written(path: Path) -> tuple[int, int]:
+    """``(fd, written bytes)`` of ``path`` opened for reading; ``(-1, 0)`` when it is not a
+    regular file or cannot be opened (the reader skips it, and says why)."""
+    try:
+        fd = os.open(path, _OPEN_FLAGS)
+    except OSError:
+        return -1, 0
+    try:
+        st = os.fstat(fd)
+        if stat.S_ISREG(st.st_mode):
+            return fd, _written_end(fd, st.st_size)
+    except OSError:
+        pass
+    os.close(fd)
+    return -1, 0
 
 
 def _count_newlines(path: Path, upto: int, *, start: int = 0) -> int:
