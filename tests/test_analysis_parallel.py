@@ -52,6 +52,7 @@ def small_slices(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(jsonl_store, "_FIRST_BLOCK", 1024)
     monkeypatch.setattr(analysis, "READ_SLICE_BYTES", SLICE)
     monkeypatch.setattr(analysis, "PARALLEL_MIN_BYTES", 0)
+    monkeypatch.setattr(analysis, "PARALLEL_MIN_BYTES_PER_ATTEMPT", 0)
 
 
 def workers(monkeypatch: pytest.MonkeyPatch, n: int) -> None:
@@ -348,6 +349,20 @@ def test_a_small_log_is_never_shared(tmp_path: Path) -> None:
     assert analysis._parallel_plan(JsonlStore(tmp_path), "o") is None
 
 
+@pytest.mark.usefixtures("small_slices")
+def test_many_small_attempts_are_not_shared(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """What a worker sends back grows with the attempts it read: a job of many small
+    attempts is read by one process, however large (PARALLEL_MIN_BYTES_PER_ATTEMPT)."""
+    write_attempts(tmp_path, 40, id_less=False)  # 40 attempts of about 5 KB
+    write_steps(tmp_path, "o", 2_000, attempts=2, per_attempt=True)  # 2 of about 200 KB
+    monkeypatch.setattr(analysis, "PARALLEL_MIN_BYTES_PER_ATTEMPT", 100_000)
+    store = JsonlStore(tmp_path)
+    assert analysis._parallel_plan(store, "many") is None
+    assert analysis._parallel_plan(store, "o") is not None
+
+
 LINE = st.one_of(
     st.binary(min_size=1, max_size=60).map(lambda b: b.replace(b"\n", b"x")),
     st.just(b""),  # a blank line
@@ -453,6 +468,7 @@ def test_any_cut_of_a_random_log_gives_the_serial_report(  # noqa: PLR0917
         mp.setattr(jsonl_store, "_FIRST_BLOCK", 256)
         mp.setattr(analysis, "READ_SLICE_BYTES", slice_bytes)
         mp.setattr(analysis, "PARALLEL_MIN_BYTES", 0)
+        mp.setattr(analysis, "PARALLEL_MIN_BYTES_PER_ATTEMPT", 0)
         mp.setattr(analysis, "_workers", lambda: n_workers)
         serial = cold(root, "r", parallel=False)
         parallel = cold(SlowFront(root), "r", parallel=True)
@@ -556,8 +572,9 @@ def test_a_job_of_many_files_gives_the_serial_report_whoever_reads_it(  # noqa: 
         mp.setattr(analysis, "_workers", lambda: 2)
         mp.setattr(analysis, "_idle_helpers", lambda: 1)
         serial = cold(root, "many", parallel=False)
-        for min_bytes in (0, 1 << 40):  # shared, and below the size that pays
-            mp.setattr(analysis, "PARALLEL_MIN_BYTES", min_bytes)
+        mp.setattr(analysis, "PARALLEL_MIN_BYTES", 0)
+        for per_attempt in (0, 1 << 20):  # shared, and too small a share of each attempt
+            mp.setattr(analysis, "PARALLEL_MIN_BYTES_PER_ATTEMPT", per_attempt)
             CountingListings.listings = 0
             other = cold(CountingListings(root), "many", parallel=mode)
             assert CountingListings.listings == 1

@@ -42,6 +42,10 @@ Source = str | os.PathLike[str] | EventStore
 READ_SLICE_BYTES = 8 * 1024 * 1024
 #: A cold read of at least this many bytes (one file or several) is shared among processes.
 PARALLEL_MIN_BYTES = 64 * 1024 * 1024
+#: ... and of at least this many bytes per attempt (the top directories of a job's files).
+#: What a worker sends back grows with the attempts it read: 10,000 attempts of 5 KB (49 MB)
+#: or 20,000 (98 MB) shared cost this process alone more than reading them all itself.
+PARALLEL_MIN_BYTES_PER_ATTEMPT = 1024 * 1024
 #: Most processes a cold read is shared among (fewer when fewer cores are available).
 MAX_WORKERS = 4
 _SEQ_BLOCK = 1 << 40  # arrival numbers of slice k start at k * _SEQ_BLOCK (file order)
@@ -258,7 +262,8 @@ def _parallel_plan(
     store: EventStore, job: str, names: tuple[str, ...] | None = None
 ) -> list[_Slice] | None:
     """The slices of a serial cold read of ``job``; None when not worth sharing (fewer
-    than :data:`PARALLEL_MIN_BYTES`, a store other than files, or a single read).
+    than :data:`PARALLEL_MIN_BYTES`, or than :data:`PARALLEL_MIN_BYTES_PER_ATTEMPT` per
+    attempt directory, a store other than files, or a single read).
     ``names``: the streams, if the caller has listed them (:func:`_listing`)."""
     if not isinstance(store, (JsonlStore, SingleFileStore)):
         return None
@@ -269,6 +274,9 @@ def _parallel_plan(
         sample = [base / name for name in names[:: max(1, len(names) // _SIZE_SAMPLE)]]
         size = _estimated_bytes(sample, len(names))
         if size is None or size < PARALLEL_MIN_BYTES:
+            return None
+        attempts = {name.partition("/")[0] for name in names if "/" in name}
+        if size < len(attempts) * PARALLEL_MIN_BYTES_PER_ATTEMPT:
             return None
         files = [(name, base / name) for name in names]
     else:
