@@ -13,6 +13,8 @@ from badput.engine._intervals import (
     Piece,
     RecordedInterval,
     Spans,
+    _pair_adjacent,
+    _pair_nested,
     flatten_innermost,
     flatten_spans,
     innermost_order,
@@ -163,3 +165,36 @@ def test_columnar_pairing_and_flattening_agree_with_the_plain_rules(
             )
         )
     )
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(
+        st.tuples(st.integers(0, 6), st.integers(0, 3), st.integers(0, 2), st.booleans()),
+        min_size=1,
+        max_size=30,
+    ),
+    st.integers(0, 40),
+)
+def test_each_start_followed_by_its_end_pairs_as_the_nested_path_does(
+    rows: list[tuple[int, int, int, bool]], close_at: int
+) -> None:
+    """The shortcut for marks that go start, end, start, end (a data load per step) gives
+    exactly what bracket matching gives, in the same order, ties in time included."""
+    marks: list[IntervalMark] = []
+    t = 0
+    for gap, length, b, blocking in rows:
+        t += gap
+        seq = len(marks)
+        marks.append(IntervalMark(float(t), seq, BUCKETS[b], True, blocking, None, None))
+        t += length
+        marks.append(IntervalMark(float(t), seq + 1, BUCKETS[b], False, blocking, None, None))
+    cols = _columns(marks)
+    fast, nested = _pair_adjacent(cols), _pair_nested(cols, float(close_at))
+    assert fast is not None
+    for field in ("start", "end", "bucket", "blocking", "order"):
+        assert getattr(fast.intervals, field).tolist() == getattr(nested.intervals, field).tolist()
+    assert len(fast.unpaired_starts) == len(nested.unpaired_starts) == 0
+    assert len(fast.unpaired_ends) == len(nested.unpaired_ends) == 0
+    # one end moved before its start, or a start left open: not the shortcut's case
+    assert _pair_adjacent(cols.take(np.arange(len(marks) - 1))) is None

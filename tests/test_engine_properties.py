@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from badput._codec import encode_lines
 from badput.analysis import LiveJob, analyze
-from badput.engine import Accountant, Report, _steps
+from badput.engine import Accountant, Report, _partition, _steps
 from badput.events import Chunk, Event, EventError
 from badput.store import MemoryStore
 
@@ -119,11 +119,13 @@ def same(a: Report, b: Report) -> None:
 
 @pytest.fixture(autouse=True, scope="module", params=[2, 10_000], ids=["seal-often", "seal-never"])
 def seal_threshold(request: pytest.FixtureRequest) -> Iterator[None]:
-    """Run every property with sealing forced (tiny tails) and with sealing off."""
-    saved = _steps.SEAL_MIN_TAIL
+    """Run every property with sealing forced (tiny tails, closed attempts sealed in
+    blocks of a few events) and with sealing off."""
+    saved = _steps.SEAL_MIN_TAIL, _partition._CLOSED_BLOCK
     _steps.SEAL_MIN_TAIL = request.param
+    _partition._CLOSED_BLOCK = 3 if request.param == 2 else 10**9
     yield
-    _steps.SEAL_MIN_TAIL = saved
+    _steps.SEAL_MIN_TAIL, _partition._CLOSED_BLOCK = saved
 
 
 SETTINGS = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])

@@ -70,8 +70,9 @@ def agree(r: Report, ref: RefReport) -> None:
 def test_engine_agrees_with_the_reference(
     events: list[Event], ideal: float | None, data: st.DataObject
 ) -> None:
-    saved = _steps.SEAL_MIN_TAIL
+    saved = _steps.SEAL_MIN_TAIL, _partition._CLOSED_BLOCK
     _steps.SEAL_MIN_TAIL = data.draw(st.sampled_from([2, 10_000]), label="seal threshold")
+    _partition._CLOSED_BLOCK = data.draw(st.sampled_from([2, 5, 10**9]), label="closed block")
     try:
         acc = Accountant("r", ideal_step_time=ideal)
         acc.ingest_events(events)
@@ -84,7 +85,7 @@ def test_engine_agrees_with_the_reference(
             reference_report(events, ideal_step_time=ideal, window=(a, b)),
         )
     finally:
-        _steps.SEAL_MIN_TAIL = saved
+        _steps.SEAL_MIN_TAIL, _partition._CLOSED_BLOCK = saved
 
 
 @settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -122,3 +123,31 @@ def test_closed_attempts_sealed_together_and_remembered_report_the_same(
         same(r, windowed)
         assert r.attempts == windowed.attempts
         assert r.diagnostics == windowed.diagnostics
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(logs_with_ids(), st.sampled_from([2, 3, 5]), st.data())
+def test_a_closed_attempt_sealed_in_blocks_reports_as_sealed_whole(
+    events: list[Event], block: int, data: st.DataObject
+) -> None:
+    """A large closed attempt is sealed block by block, each up to a quiet cut, to bound
+    the memory of one pass; every number, attempt and diagnostic is that of one pass."""
+    saved = _partition._CLOSED_BLOCK, _partition._BULK_MIN_ATTEMPTS
+    _partition._BULK_MIN_ATTEMPTS = 10**9  # every closed attempt through its own rows
+    try:
+        _partition._CLOSED_BLOCK = block
+        blocks = Accountant("r")
+        blocks.ingest_events(events)
+        got = blocks.report()
+        _partition._CLOSED_BLOCK = 10**9
+        whole = Accountant("r")
+        whole.ingest_events(events)
+        expected = whole.report()
+    finally:
+        _partition._CLOSED_BLOCK, _partition._BULK_MIN_ATTEMPTS = saved
+    same(got, expected)
+    assert got.attempts == expected.attempts
+    assert got.diagnostics == expected.diagnostics
+    a = data.draw(st.floats(expected.start - 5, expected.end + 5), label="window start")
+    b = data.draw(st.floats(a, expected.end + 5), label="window end")
+    same(blocks.report(window=(a, b)), whole.report(window=(a, b)))

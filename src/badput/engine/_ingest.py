@@ -158,7 +158,7 @@ class MarkLog:
             np.frombuffer(self.bucket, np.int32),
             np.frombuffer(self.is_start, np.bool_),
             np.frombuffer(self.blocking, np.bool_),
-            np.frombuffer(self.line, np.int32).astype(np.int64),
+            np.frombuffer(self.line, np.int32),
             np.frombuffer(self.source, np.int32),
         )
 

@@ -14,7 +14,7 @@ import heapq
 import itertools
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import numpy as np
 import numpy.typing as npt
@@ -183,8 +183,8 @@ class Marks:
     """Interval marks as columns (one row per ``*_start``/``*_end`` event).
 
     ``bucket`` and ``source`` are codes into tables their owner keeps (the Ingestor's
-    bucket and source names); ``line`` is -1 when unknown. Sorted by ``(ts, seq)``
-    wherever a function says so.
+    bucket and source names); ``line`` is -1 when unknown (int32 as stored, or int64 as
+    read). Sorted by ``(ts, seq)`` wherever a function says so.
     """
 
     ts: F64
@@ -192,7 +192,7 @@ class Marks:
     bucket: I32
     is_start: Bool
     blocking: Bool
-    line: I64
+    line: npt.NDArray[np.signedinteger[Any]]
     source: I32
 
     def __len__(self) -> int:
@@ -314,9 +314,15 @@ def pair_columns(marks: Marks, close_at: float | F64) -> Paired:
     at ``close_at``). The depth walk is a cumulative sum less its running minimum
     (clamped at zero), computed for all buckets at once.
     """
-    n = len(marks)
-    if n == 0:
+    if len(marks) == 0:
         return Paired(Spans.empty(), Marks.empty(), Marks.empty())
+    adjacent = _pair_adjacent(marks)
+    return adjacent if adjacent is not None else _pair_nested(marks, close_at)
+
+
+def _pair_nested(marks: Marks, close_at: float | F64) -> Paired:
+    """:func:`pair_columns` on any marks (nested, unpaired), by bracket depths."""
+    n = len(marks)
     by_bucket = np.argsort(marks.bucket, kind="stable")  # time order within each bucket
     bucket = marks.bucket[by_bucket]
     is_start = marks.is_start[by_bucket]
@@ -366,8 +372,42 @@ def pair_columns(marks: Marks, close_at: float | F64) -> Paired:
     return Paired(intervals, marks.take(lone), marks.take(ends_alone))
 
 
+def _pair_adjacent(marks: Marks) -> Paired | None:
+    """The common case of :func:`pair_columns`, or ``None``: every start directly followed
+    (in time order) by an end of its bucket (a data load per step, an eval, a save).
+
+    Each such end closes that start and nothing is left unpaired; the intervals come out
+    in the general path's order (by bucket, then time). It skips the general path's
+    dozen temporary columns per mark, which on millions of marks are its memory peak.
+    """
+    n = len(marks)
+    is_start, bucket = marks.is_start, marks.bucket
+    if n % 2 or not is_start[0::2].all() or is_start[1::2].any():
+        return None
+    if not np.array_equal(bucket[0::2], bucket[1::2]):
+        return None
+    start_ts = marks.ts[0::2]
+    intervals = Spans(
+        start_ts.copy(),
+        np.maximum(marks.ts[1::2], start_ts),
+        bucket[0::2].copy(),
+        marks.blocking[0::2].copy(),
+        marks.seq[0::2].copy(),
+    )
+    if n > 2 and bucket.min() != bucket.max():
+        intervals = intervals.take(np.argsort(intervals.bucket, kind="stable"))
+    none = np.zeros(0, np.intp)
+    return Paired(intervals, marks.take(none), marks.take(none))
+
+
+def _increasing(values: F64) -> bool:
+    return bool((values[1:] > values[:-1]).all())
+
+
 def innermost_rank(spans: Spans) -> I64:
     """Each span's rank under :func:`innermost_order` (a higher rank is more inner)."""
+    if _increasing(spans.start):  # distinct starts in order (the usual case): no sort
+        return np.arange(len(spans), dtype=np.int64)
     by_key = np.lexsort((spans.order, -spans.end, spans.start))
     rank = np.empty(len(spans), np.int64)
     rank[by_key] = np.arange(len(spans))
@@ -382,12 +422,13 @@ def flatten_spans(spans: Spans) -> Spans:
     Spans that overlap no other (the common case, however many) are pieces as they
     are; only each cluster of overlapping spans is swept in Python.
     """
-    live = spans.take(spans.end > spans.start)
+    nonzero = spans.end > spans.start
+    live = spans if nonzero.all() else spans.take(nonzero)
     n = len(live)
     if n == 0:
         return Spans.empty()
-    by_start = np.lexsort((live.order, live.start))
-    live = live.take(by_start)
+    if not _increasing(live.start):
+        live = live.take(np.lexsort((live.order, live.start)))
     reach = np.maximum.accumulate(live.end)
     # a cluster starts where no earlier span reaches past this start
     opens = np.ones(n, np.bool_)
@@ -488,6 +529,13 @@ class Coverage:
         total = int(k.sum())
         if total == 0:
             return np.zeros(n)
+        if int(k.max()) == 1:  # each piece inside one span (a data load inside its step)
+            piece = np.flatnonzero(k)
+            span = first[piece]
+            overlap = np.minimum(b[span], self._ends[piece])
+            overlap -= np.maximum(a[span], self._starts[piece])
+            np.maximum(overlap, 0.0, out=overlap)
+            return np.bincount(span, weights=overlap, minlength=n).astype(np.float64, copy=False)
         piece = np.repeat(np.arange(k.shape[0]), k)
         offset = np.arange(total) - np.repeat(np.cumsum(k) - k, k)
         span = first[piece] + offset

@@ -20,9 +20,7 @@ from badput.engine import _steps
 from badput.engine._attempts import Attempt, reconstruct_attempts
 from badput.engine._ideal import MIN_CLEAN_STEPS, best_sustained_step_time
 from badput.engine._ingest import MAX_DIAGNOSTICS_PER_CODE, Ingestor, RestoreMark, Stream
-from badput.engine._intervals import (
-    Coverage,
-)
+from badput.engine._intervals import Coverage, Marks
 from badput.engine._model import (
     PRODUCTIVE,
     AttemptSummary,
@@ -72,6 +70,10 @@ Typical = Literal["median", "mean"]
 I64 = npt.NDArray[np.int64]
 _EPS = 1e-6
 _EMPTY: F64 = np.zeros(0)
+
+
+#: Raw step events per block when a large closed attempt is sealed (see _seal_block).
+_CLOSED_BLOCK = 1 << 18
 
 
 class _Builder:
@@ -468,6 +470,12 @@ class _Builder:
             ts, step, is_end = slice_range(ts, step, is_end, range_lo, top)
             a, b = np.searchsorted(marks.ts, (range_lo, top), side="left").tolist()
             marks = marks.take(slice(a, b))
+        if closed and int(ts.shape[0]) - steps.raw_done > _CLOSED_BLOCK:
+            steps.reserve(int((is_end[steps.raw_done :] == 0).sum()))
+            size = _CLOSED_BLOCK
+            while int(ts.shape[0]) - steps.raw_done > size:
+                if not self._seal_block(steps, ts, step, is_end, marks, lo, hi, size):
+                    size *= 2  # no quiet moment in this block (a long eval): a larger one
         ts, step, is_end = ts[steps.raw_done :], step[steps.raw_done :], is_end[steps.raw_done :]
         tail_marks = marks.take(slice(steps.marks_done, None))
 
@@ -498,7 +506,7 @@ class _Builder:
             tail, ivs = Rows.empty(), TailIntervals.empty()
             unmatched_ts = np.zeros(0)
         elif tail.n >= _steps.SEAL_MIN_TAIL:
-            r = _steps.quiet_cut(tail, ivs, mark_ts, min_keep=1)
+            r = _steps.quiet_cut(tail, ivs, mark_ts, min_keep=1, unmatched_ts=unmatched_ts)
             if r > 0:
                 cut = float(tail.start[r])
                 raw_used = int(np.flatnonzero(is_end == 0)[r])
@@ -515,6 +523,60 @@ class _Builder:
                 ivs = ivs.after(cut)
                 unmatched_ts = unmatched_ts[unmatched_ts >= cut]
         return AttemptRows(steps, tail, ivs, int(unmatched_ts.shape[0]))
+
+    def _seal_block(  # noqa: PLR0917
+        self,
+        steps: AttemptSteps,
+        ts: F64,
+        step: I64,
+        is_end: npt.NDArray[np.int8],
+        marks: Marks,
+        lo: float,
+        hi: float,
+        size: int,
+    ) -> bool:
+        """Seal the next block of a large closed attempt (about ``size`` raw step events)
+        up to a quiet cut, as a running attempt's prefix is sealed; False when the block
+        has no quiet moment to cut at.
+
+        The rows and intervals before a quiet cut depend on nothing after it, so sealing
+        the attempt block by block gives what sealing it whole gives, while the temporary
+        columns of each pass hold one block (a million-step attempt: a few MB, not 200).
+        """
+        a = steps.raw_done
+        # The block ends before the first event at some time, so no tie straddles its end.
+        stop = float(ts[a + size])
+        j = int(np.searchsorted(ts, stop, "left"))
+        m_lo = steps.marks_done
+        m_hi = int(np.searchsorted(marks.ts, stop, "left"))
+        if j <= a + 1:
+            return False
+        block_marks = marks.take(slice(m_lo, max(m_lo, m_hi)))
+        ivs = tail_intervals(block_marks, lo, hi)
+        exempt = self.ing.buckets.known(CLEAN_EXEMPT)
+        rows, unmatched_ts, _ = compute_rows(
+            ts[a:j],
+            step[a:j],
+            is_end[a:j],
+            lo=lo,
+            hi=hi,
+            cov=Coverage.of(ivs.pieces),
+            prev_step=steps.last_step(),
+            unclean_cov=Coverage.of(ivs.pieces.take(~np.isin(ivs.pieces.bucket, exempt))),
+        )
+        r = _steps.quiet_cut(rows, ivs, block_marks.ts, min_keep=1, unmatched_ts=unmatched_ts)
+        if r == 0:
+            return False
+        cut = float(rows.start[r])
+        steps.seal(
+            rows.part(0, r),
+            ivs=ivs,
+            cut=cut,
+            raw_used=int(np.flatnonzero(is_end[a:j] == 0)[r]),
+            marks_used=int(np.searchsorted(block_marks.ts, cut, "left")),
+            unmatched_ts=unmatched_ts,
+        )
+        return True
 
     def _seal_closed_together(self, attempts: list[Attempt]) -> None:
         """Seal every closed attempt that has nothing cached yet in one vectorised pass
@@ -763,7 +825,7 @@ class _Builder:
                 if not seg.lo <= i < seg.hi:
                     continue
                 stride = ar.at("count", i - 1) if i - 1 >= seg.lo else 1.0
-                start, cap = ar.at("start", i), ar.at("cap", i)
+                start, cap = ar.at("start", i), ar.cap(i)
                 end = start if seg.m is None else max(start, min(start + seg.m * stride, cap))
                 ar.open[i] = (end, max(0.0, end - start - ar.covered(start, end)), stride)
             if seg.m is not None:

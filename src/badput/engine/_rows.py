@@ -134,6 +134,12 @@ class AttemptRows:
         x, y = np.array([a]), np.array([b])
         return float(self.steps.coverage().between(x, y)[0] + self.tail_cov.between(x, y)[0])
 
+    def cap(self, i: int) -> float:
+        """The latest end of open row ``i`` (its next start, or the attempt's end)."""
+        if i < self.n_sealed:
+            return self.steps.open_cap[i]
+        return float(self.tail.cap[i - self.n_sealed])
+
     def open_rows(self) -> list[int]:
         tail_open = np.flatnonzero(np.isnan(self.tail.d)) + self.n_sealed
         return self.steps.open_rows + [int(i) for i in tail_open]

@@ -12,6 +12,7 @@ Everything here is pure computation on arrays; the Accountant owns the :class:`Q
 
 from __future__ import annotations
 
+import itertools
 import math
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -67,6 +68,7 @@ SEAL_MIN_TAIL = 2048
 CLEAN_EXEMPT = frozenset({"data_loading"})
 
 
+_NAN = np.float64(np.nan)
 _ZERO: F64 = np.zeros(1)  # Σ over no rows (shared, never written: a column grows into a copy)
 
 
@@ -86,8 +88,16 @@ class _Col:
         col.buf, col.n = values, values.shape[0]
         return col
 
+    def reserve(self, more: int) -> None:
+        """Make room for ``more`` values, so that appending them never copies."""
+        need = self.n + more
+        if need > self.buf.shape[0]:
+            grown = np.empty(need, dtype=self.buf.dtype)
+            grown[: self.n] = self.buf[: self.n]
+            self.buf = grown
+
     def extend(self, values: npt.NDArray[Any]) -> None:
-        if self.n == 0 and values.dtype == self.buf.dtype:
+        if self.n == 0 and values.dtype == self.buf.dtype and self.buf.shape[0] == 0:
             # First values: adopt the array (a closed attempt is sealed once, in one piece).
             # Nothing writes into it: the next extend grows into a new buffer first.
             self.buf, self.n = values, values.shape[0]
@@ -186,46 +196,59 @@ def compute_rows(
         last[:-1] = sg[1:] != sg[:-1]
         new_seg[1:] |= last[:-1]
     same_next = np.append(~new_seg[1:], False)
-    nxt_ts = np.where(last, np.inf, np.append(st[1:], np.inf))
-    nxt_n = np.append(sn[1:], 0)
-
+    nxt_ts = np.append(st[1:], np.inf)
+    nxt_ts[last] = np.inf
+    # Millions of rows: each temporary column is dropped as soon as it is used (`del`),
+    # so that the peak holds a few columns rather than every intermediate one.
     own_end = np.full(n, np.inf)
     unmatched: F64 = np.zeros(0)
     unmatched_group = np.zeros(0, np.int64)
     if int(starts.shape[0]) > n:
         # Rows are in (ts, arrival) order: an end belongs to the last start before it.
-        idx = (np.cumsum(starts) - 1)[~starts]
-        en = step[~starts]
+        is_end_event = ~starts
+        idx = np.cumsum(starts)[is_end_event] - 1
+        end_ts = ts[is_end_event]
         ok = idx >= 0
-        ok[ok] = sn[idx[ok]] == en[ok]
+        ok[ok] = sn[idx[ok]] == step[is_end_event][ok]
         if group is not None:
             ok[ok] &= sg[idx[ok]] == ends_group[ok]
-        unmatched = ts[~starts][~ok]
-        unmatched_group = ends_group[~ok] if group is not None else unmatched_group
-        np.minimum.at(own_end, idx[ok], ts[~starts][ok])
+        if not ok.all():
+            unmatched = end_ts[~ok]
+            unmatched_group = ends_group[~ok] if group is not None else unmatched_group
+            idx, end_ts = idx[ok], end_ts[ok]
+        del ok, is_end_event
+        if idx.shape[0] and bool((idx[1:] > idx[:-1]).all()):
+            own_end[idx] = end_ts  # one end per row at most (the usual case)
+        else:
+            np.minimum.at(own_end, idx, end_ts)
+        del idx, end_ts
     has_end = np.isfinite(own_end)
-    count = np.where(has_end | ~same_next, 1, np.maximum(nxt_n - sn, 1)).astype(np.float64)
+    count = np.ones(n)
+    several = ~(has_end | ~same_next)
+    if several.any():
+        count[several] = np.maximum(np.append(sn[1:], 0) - sn, 1)[several]
+    del several
     end = np.where(has_end, own_end, np.where(same_next, nxt_ts, np.nan))
+    del has_end, own_end, same_next
     known = ~np.isnan(end)
     start_c = np.clip(st, lo_s, hi_s)
-    end_safe = np.where(known, end, start_c)
-    end_c = np.maximum(np.clip(end_safe, lo_s, hi_s), start_c)
-    cap = np.maximum(np.minimum(nxt_ts, hi_s), start_c)
-    covered = cov.between_sorted(start_c, end_c)
-    d = np.where(known, end_c - start_c - covered, np.nan)
+    del st
+    np.copyto(end, start_c, where=~known)  # an open row: [start, start] until it ends
+    end_c = np.clip(end, lo_s, hi_s)
+    del end
+    np.maximum(end_c, start_c, out=end_c)
+    cap = np.minimum(nxt_ts, hi_s)
+    del nxt_ts
+    np.maximum(cap, start_c, out=cap)
+    d = end_c - start_c
+    d -= cov.between_sorted(start_c, end_c)
+    d[~known] = np.nan
     spoiled = unclean_cov.between_sorted(start_c, end_c) > 0.0
     clean = known & ~new_seg & ~spoiled
+    del spoiled
+    end_c[~known] = np.nan
     return (
-        Rows(
-            start_c,
-            np.where(known, end_c, np.nan),
-            cap,
-            count,
-            sn.astype(np.int64),
-            d,
-            new_seg,
-            clean,
-        ),
+        Rows(start_c, end_c, cap, count, sn.astype(np.int64, copy=False), d, new_seg, clean),
         unmatched,
         unmatched_group,
     )
@@ -267,20 +290,28 @@ def tail_intervals(marks: Marks, lo: float, hi: float) -> TailIntervals:
     rank = innermost_rank(ivs)
     a, b = np.maximum(ivs.start, lo), np.minimum(ivs.end, hi)
     keep = b >= a
-    clipped = Spans(a[keep], b[keep], ivs.bucket[keep], ivs.blocking[keep], rank[keep])
+    clipped = Spans(a, b, ivs.bucket, ivs.blocking, rank)
+    if not keep.all():
+        clipped = clipped.take(keep)
+    blocking = clipped.blocking
+    every = bool(blocking.all())  # the usual case: no copy of millions of spans
     return TailIntervals(
-        flatten_spans(clipped.take(clipped.blocking)),
-        clipped.take(~clipped.blocking),
+        flatten_spans(clipped if every else clipped.take(blocking)),
+        Spans.empty() if every else clipped.take(~blocking),
         clipped,
         paired.unpaired_starts,
         paired.unpaired_ends,
     )
 
 
-def quiet_cut(rows: Rows, ivs: TailIntervals, mark_ts: F64, min_keep: int) -> int:
+def quiet_cut(
+    rows: Rows, ivs: TailIntervals, mark_ts: F64, min_keep: int, unmatched_ts: F64
+) -> int:
     """Largest row index r (r <= n - 2, r >= min_keep) whose start is a quiet moment.
 
-    Quiet: no interval open across it and no mark exactly at it. Returns 0 if none.
+    Quiet: no interval open across it, no mark and no unmatched step end exactly at it
+    (the seal counts unmatched ends by time, so one at the cut would be lost). Returns 0
+    if none.
     """
     n = rows.n
     if n - 2 < min_keep:
@@ -295,8 +326,9 @@ def quiet_cut(rows: Rows, ivs: TailIntervals, mark_ts: F64, min_keep: int) -> in
         quiet = np.ones(cand.shape[0], dtype=np.bool_)
     if len(ivs.unpaired_starts):
         quiet &= cand < float(ivs.unpaired_starts.ts.min())
-    if mark_ts.shape[0]:
-        quiet &= np.searchsorted(mark_ts, cand, "left") == np.searchsorted(mark_ts, cand, "right")
+    for at in (mark_ts, np.sort(unmatched_ts)):
+        if at.shape[0]:
+            quiet &= np.searchsorted(at, cand, "left") == np.searchsorted(at, cand, "right")
     # a start equal to the previous row's start would split a tie: not a cut
     quiet &= (
         cand > rows.start[min_keep - 1 : n - 2]
@@ -325,6 +357,8 @@ class AttemptSteps:
     cum_kpos: _Col = field(default_factory=lambda: _Col.of(_ZERO))  # Σ count where d > 0
     clean_vals: _Col = field(default_factory=lambda: _Col(np.float64))
     open_rows: list[int] = field(default_factory=list)
+    # The cap of each open row; the column itself is not kept (only open rows use it).
+    open_cap: dict[int, float] = field(default_factory=dict)
     seg_first: list[int] = field(default_factory=list)
     seg_sorted: dict[int, F64] = field(default_factory=dict)  # typical-time values per segment
     # Sealed intervals, as parts appended per seal (joined on demand).
@@ -351,7 +385,7 @@ class AttemptSteps:
         return Rows(
             c["start"].a,
             c["end"].a,
-            c["cap"].a,
+            np.broadcast_to(_NAN, (self.n,)),  # not kept: see open_cap
             c["count"].a,
             c["step"].a,
             c["d"].a,
@@ -377,6 +411,11 @@ class AttemptSteps:
             self._coverage = Coverage.of(self.pieces)
         return self._coverage
 
+    def reserve(self, rows: int) -> None:
+        """Room for ``rows`` more rows in every column (a closed attempt sealed in blocks)."""
+        for col in (*self.cols.values(), self.cum_d, self.cum_k, self.cum_kpos, self.clean_vals):
+            col.reserve(rows)
+
     def last_step(self) -> int | None:
         return int(self.cols["step"].a[-1]) if self.n else None
 
@@ -396,26 +435,40 @@ class AttemptSteps:
         self.unmatched_ends += int((unmatched_ts < cut).sum())
         if math.isinf(cut) and len(ivs.unpaired_starts):
             self.unpaired_start_parts.append(ivs.unpaired_starts)
-        for name in ("start", "end", "cap", "count", "step", "d", "first", "clean"):
+        for name, _ in _ROW_COLUMNS:
             self.cols[name].extend(getattr(rows, name))
-        d0 = np.where(np.isnan(rows.d), 0.0, rows.d)
-        self.cum_d.extend(self.cum_d.a[-1] + np.cumsum(d0))
-        self.cum_k.extend(self.cum_k.a[-1] + np.cumsum(rows.count))
-        self.cum_kpos.extend(self.cum_kpos.a[-1] + np.cumsum(np.where(rows.d > 0, rows.count, 0.0)))
+        # Millions of rows when a closed attempt is sealed whole: each temporary column is
+        # made in place or dropped at once, so the peak stays near what is kept.
+        is_open = np.isnan(rows.d)
+        d0 = np.where(is_open, 0.0, rows.d)
+        _extend_cumsum(self.cum_d, d0)
+        _extend_cumsum(self.cum_k, rows.count)
+        np.multiply(rows.count, rows.d > 0, out=d0)  # steps of rows with time > 0
+        _extend_cumsum(self.cum_kpos, d0)
+        del d0
         self.clean_vals.extend(rows.d[rows.clean] / rows.count[rows.clean])
-        self.open_rows.extend((np.flatnonzero(np.isnan(rows.d)) + base).tolist())
+        opened = np.flatnonzero(is_open)
+        self.open_rows.extend((opened + base).tolist())
+        self.open_cap.update(zip((opened + base).tolist(), rows.cap[opened].tolist(), strict=True))
         firsts = (np.flatnonzero(rows.first) + base).tolist()
         self.seg_first.extend(firsts)
         # Typical-time values of the new rows, merged into their segment's sorted array.
         if rows.n:
-            seg_of = (
-                np.searchsorted(np.asarray(self.seg_first), np.arange(base, base + rows.n), "right")
-                - 1
-            )
-            typical = ~np.isnan(rows.d) & ~rows.first
-            per = rows.d / rows.count
-            for sid in np.unique(seg_of[typical]).tolist():
-                vals = np.sort(per[typical & (seg_of == sid)])
+            typical = np.flatnonzero(~is_open & ~rows.first)
+            del is_open
+            per = rows.d[typical]
+            per /= rows.count[typical]
+            # each typical row's segment, counted from the first segment these rows meet
+            first_seg = max(len(self.seg_first) - len(firsts) - 1, 0)
+            starts = np.asarray(self.seg_first[first_seg:], np.int64) - base
+            seg_of = np.searchsorted(starts, typical, "right") - 1 + first_seg
+            del typical
+            bounds = np.flatnonzero(np.diff(seg_of)) + 1  # seg_of grows with the row
+            for lo, hi in itertools.pairwise([0, *bounds.tolist(), int(seg_of.shape[0])]):
+                if hi <= lo:
+                    continue
+                sid = int(seg_of[lo])
+                vals = np.sort(per[lo:hi])
                 old = self.seg_sorted.get(sid)
                 self.seg_sorted[sid] = vals if old is None else _merge_sorted(old, vals)
         for spans, parts, sums in (
@@ -438,7 +491,6 @@ _NO_SPANS = Spans.empty()
 _ROW_COLUMNS: tuple[tuple[str, Any], ...] = (
     ("start", np.float64),
     ("end", np.float64),
-    ("cap", np.float64),
     ("count", np.float64),
     ("step", np.int64),
     ("d", np.float64),
@@ -497,7 +549,9 @@ def seal_whole_many(
         steps.cum_d, steps.cum_k, steps.cum_kpos = (_Col.of(c[a : b + 1] - c[a]) for c in cums)
         steps.clean_vals = _Col.of(clean_vals[clean_at[k] : clean_at[k + 1]])
         if open_at[k + 1] > open_at[k]:
-            steps.open_rows = (open_pos[open_at[k] : open_at[k + 1]] - a).tolist()
+            opened = open_pos[open_at[k] : open_at[k + 1]]
+            steps.open_rows = (opened - a).tolist()
+            steps.open_cap = dict(zip(steps.open_rows, rows.cap[opened].tolist(), strict=True))
         firsts = first_pos[first_at[k] : first_at[k + 1]]
         steps.seg_first = (firsts - a).tolist()
         for sid, g in enumerate(range(first_at[k], first_at[k + 1])):
@@ -543,6 +597,14 @@ def clipped_sums(spans: Spans, lo: float, hi: float) -> dict[int, float]:
     inside = np.clip(np.minimum(spans.end, hi) - np.maximum(spans.start, lo), 0.0, None)
     totals = np.bincount(spans.bucket, weights=inside)
     return {code: float(totals[code]) for code in np.flatnonzero(totals > 0.0).tolist()}
+
+
+def _extend_cumsum(col: _Col, values: F64) -> None:
+    """Append the running total of ``values`` to ``col`` (a prefix-sum column, never
+    empty), continuing from its last value, without a temporary copy of the values."""
+    sums = np.cumsum(values)
+    sums += col.a[-1]
+    col.extend(sums)
 
 
 def _merge_sorted(a: F64, b: F64) -> F64:
