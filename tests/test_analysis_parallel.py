@@ -344,7 +344,7 @@ def test_workers_start_only_on_idle_cores(
 
 
 def test_a_small_log_is_never_shared(tmp_path: Path) -> None:
-    """Below PARALLEL_MIN_BYTES (64 MB) forking costs more than it saves."""
+    """Below PARALLEL_MIN_BYTES (32 MiB) forking costs more than it saves."""
     write_steps(tmp_path, "o", 100, per_attempt=False)
     assert analysis._parallel_plan(JsonlStore(tmp_path), "o") is None
 

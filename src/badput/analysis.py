@@ -41,7 +41,9 @@ Source = str | os.PathLike[str] | EventStore
 #: slices buy no speed (per-read costs are small against decoding).
 READ_SLICE_BYTES = 8 * 1024 * 1024
 #: A cold read of at least this many bytes (one file or several) is shared among processes.
-PARALLEL_MIN_BYTES = 64 * 1024 * 1024
+#: At 33 MB (4 slices) a worker already halves the reading process's CPU (0.30 s against
+#: 0.54 s serially, docs/performance.md); below, the fork and the plan weigh more.
+PARALLEL_MIN_BYTES = 32 * 1024 * 1024
 #: ... and of at least this many bytes per attempt (the top directories of a job's files).
 #: What a worker sends back grows with the attempts it read: 10,000 attempts of 5 KB (49 MB)
 #: or 20,000 (98 MB) shared cost this process alone more than reading them all itself.
