@@ -629,3 +629,40 @@ def test_a_catch_up_in_slices_reads_what_each_file_read_whole_holds(
     assert all(same_item(a, b) for (_, _, a), (_, _, b) in zip(got, expected, strict=True))
     assert live._cursor is not None and live._cursor.offsets == offsets
     assert [(u.code, u.source, u.line, u.size) for u in live._unread] == tails
+
+
+def test_a_torn_line_completed_during_a_catch_up_is_not_reported(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The read that uses up its budget in a file reports that file's torn last line; the
+    next read of the catch-up starts in that file again and, the line completed meanwhile,
+    reads it: what the catch-up leaves unread is the last read's word on each file."""
+    from badput import analysis
+
+    first = tmp_path / JOB / "0" / "h-0-1.jsonl"
+    first.parent.mkdir(parents=True)
+    line = encode_line(ev(1))
+    first.write_bytes(line + line[:20])  # a complete line, then one being written
+    second = tmp_path / JOB / "1" / "h-0-1.jsonl"
+    second.parent.mkdir(parents=True)
+    second.write_bytes(encode_line(ev(2)))
+    monkeypatch.setattr(analysis, "READ_SLICE_BYTES", len(line) // 2)
+    seen: list[list[str]] = []
+
+    class Completing(JsonlStore):
+        def read(
+            self, job: str, cursor: Cursor | None = None, *, max_bytes: int | None = None
+        ) -> ReadResult:
+            if cursor is not None and cursor.resume is not None and len(seen) == 1:
+                with first.open("ab") as fh:
+                    fh.write(line[20:])  # the writer completes its line
+            result = super().read(job, cursor, max_bytes=max_bytes)
+            seen.append([u.code for u in result.unread])
+            return result
+
+    live = analysis.LiveJob(Completing(tmp_path), JOB, parallel=False)
+    assert live.update() == 3
+    assert seen[0] == ["torn_line"]  # the first read saw it torn, and stopped in that file
+    assert len(seen) >= 2
+    assert live._unread == []
+    assert "torn_line" not in {d.code for d in live.report(final=True).diagnostics}

@@ -27,6 +27,7 @@ from badput.store import (
     Cursor,
     EventStore,
     JsonlStore,
+    ReadResult,
     SingleFileStore,
     Unread,
     open_source,
@@ -88,8 +89,7 @@ def _catch_up(  # noqa: PLR0917
         progressed = resumed or result.cursor.offsets != (cursor.offsets if cursor else {})
         if not resumed:  # a read that listed the job: a new pass
             left = {}
-        for u in result.unread:
-            left[u.source] = u
+        _note_unread(left, result)
         cursor = result.cursor
         accountant.ingest(result.chunks)
         n += result.n_items
@@ -99,6 +99,16 @@ def _catch_up(  # noqa: PLR0917
             if unread is not None:
                 unread[:] = left.values()
             return cursor, n
+
+
+def _note_unread(left: dict[str, Unread], result: ReadResult) -> None:
+    """Keep what ``result`` left unread, by file, in ``left``: each file's from the last read
+    that went through it (a read that goes on from a budget stop reads its first file again;
+    a torn line an earlier read reported there may have been completed since)."""
+    for chunk in result.chunks:
+        left.pop(chunk.source, None)
+    for u in result.unread:
+        left[u.source] = u
 
 
 @dataclass(frozen=True)
@@ -552,7 +562,7 @@ class LiveJob:
                 cursor = result.cursor
                 self.accountant.ingest(result.chunks)
                 n += result.n_items
-                left.update((u.source, u) for u in result.unread)
+                _note_unread(left, result)
                 front = i + 1
                 complete = s.end is None and result.reached_end
                 if s.end is not None and cursor.offsets.get(s.names[s.last], (0, 0))[0] != s.end:
