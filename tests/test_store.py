@@ -533,15 +533,16 @@ def test_a_catch_up_in_slices_does_not_list_the_job_for_every_slice_and_misses_n
 
 # A line of a file in the property below: a valid event, or one of what logs hold besides.
 _LINE = st.one_of(
-    st.integers(0, 10**6).map(lambda i: encode_line(ev(i))),
+    st.integers(0, 10**6).map(lambda i: encode_line(ev(i))),  # a valid event
     st.just(b"\n"),  # blank
     st.just(b'{"ts": "not a number"}\n'),  # malformed
     st.just(b'{"ts": 1.0, "kind": "step_end", "job": "job-a", "v": 1}\n'),  # no step: invalid
     st.binary(min_size=1, max_size=40).map(lambda b: b.replace(b"\n", b"") + b"\n"),
 )
+_VALID_LINE = st.integers(0, 10**6).map(lambda i: encode_line(ev(i)))
 _FILE = st.tuples(
     st.booleans(),  # a UTF-8 BOM first
-    st.lists(_LINE, max_size=30),
+    st.one_of(st.lists(_LINE, max_size=30), st.lists(_VALID_LINE, max_size=30)),
     st.sampled_from([b"", b'{"ts": 1.5, "ki', b"\0" * 300, b'{"ts": 2.0}']),  # the tail
 )
 

@@ -23,7 +23,8 @@ from contextlib import suppress
 from pathlib import Path
 from typing import BinaryIO, Final
 
-from badput._codec import decode_lines
+from badput._codec import decode_block, decode_lines
+from badput.events import Event, EventError
 from badput.store._base import (
     Chunk,
     Cursor,
@@ -33,7 +34,14 @@ from badput.store._base import (
     WriterKey,
     safe_name,
 )
-from badput.store._lines import BOM, parse_stream, torn_tail, written_length
+from badput.store._lines import (
+    BOM,
+    CHUNK_LINES,
+    MAX_LINE_BYTES,
+    parse_stream,
+    torn_tail,
+    written_length,
+)
 
 __all__ = [
     "JsonlStore",
@@ -291,14 +299,16 @@ class JsonlWriter:
         self._file.close()
 
 
-def _read_fd(fd: int, offset: int, size: int, limit: int | None) -> Iterator[bytes]:
+def _read_fd(
+    fd: int, offset: int, size: int, limit: int | None, first: bytes | None = None
+) -> Iterator[bytes]:
     """Blocks of the open file ``fd`` from ``offset`` up to ``size`` (its size when it was
     opened; what it grew by since is left for a later read); past ``limit`` bytes, only up
     to the end of the current line (which may run past ``size``).
 
     Read with ``pread``: no seek, and no empty read to find the end. Stops after a block
     that is all NUL bytes: the rest of a pre-extended file is not written yet
-    (:func:`~badput.store._lines.written_length`).
+    (:func:`~badput.store._lines.written_length`). ``first``: the first block, already read.
     """
     pos = offset
     read = 0
@@ -306,8 +316,10 @@ def _read_fd(fd: int, offset: int, size: int, limit: int | None) -> Iterator[byt
     # A later read of a file starts small: in a pre-extended file it often finds only NULs.
     want = _FIRST_BLOCK if offset else READ_BLOCK
     while True:
-        # no more than the file holds: pread allocates what it is asked for
-        block = os.pread(fd, min(want, size - pos) if pos < size else want, pos)
+        if first is not None:
+            block, first = first, None
+        else:  # no more than the file holds: pread allocates what it is asked for
+            block = os.pread(fd, min(want, size - pos) if pos < size else want, pos)
         want = READ_BLOCK
         if not block:
             return
@@ -331,6 +343,16 @@ def _read_fd(fd: int, offset: int, size: int, limit: int | None) -> Iterator[byt
             finishing = True
         elif pos >= size:
             return
+
+
+def _plain_lines(data: bytes, source: str) -> list[Event | EventError] | None:
+    """The events of ``data``, a whole file, when it is the common case: one JSON object a
+    line, every line ended (no BOM, blank line, torn or NUL tail); else None. A job of
+    10,000 attempts is 10,000 such files: each is decoded in one call, as
+    :func:`~badput.store._lines.parse_stream` would, without its per-block bookkeeping."""
+    if data[:1] != b"{" or data[-2:] != b"}\n" or len(data) > MAX_LINE_BYTES:
+        return None
+    return decode_block(data, source, 1)
 
 
 _OPEN_FLAGS: Final = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
@@ -389,7 +411,16 @@ def _read_path(  # noqa: PLR0917 (one call site per store kind)
             return 0
         if st.st_size <= offset:
             return 0
-        blocks = _read_fd(fd, offset, st.st_size, limit)
+        first = None
+        if offset == 0 and st.st_size <= READ_BLOCK:  # read whole, as one block
+            first = os.pread(fd, st.st_size, 0)
+            whole = _plain_lines(first, path)
+            if whole is not None:  # what parse_stream makes of it, without its generality
+                for k in range(0, len(whole), CHUNK_LINES):
+                    chunks.append(Chunk(path, lines + 1 + k, whole[k : k + CHUNK_LINES]))
+                out.offsets[stream] = (len(first), lines + len(whole))
+                return len(first)
+        blocks = _read_fd(fd, offset, st.st_size, limit, first)
         parsed = parse_stream(blocks, path, lines, at_start=offset == 0)
     finally:
         os.close(fd)
