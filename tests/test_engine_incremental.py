@@ -108,3 +108,39 @@ def test_late_events_before_the_cut_invalidate_the_sealed_rows() -> None:
     cold = Accountant(JOB)
     cold.ingest_events(events, source="a.jsonl")
     same(live.report(), cold.report())
+
+
+def _unmatched_ends(report: Report) -> list[str]:
+    return [d.message for d in report.diagnostics if d.code == "events_out_of_order"]
+
+
+@pytest.mark.parametrize("closed", [False, True])
+def test_a_step_end_matching_nothing_at_a_quiet_step_start_is_reported_once(
+    monkeypatch: pytest.MonkeyPatch, closed: bool
+) -> None:
+    """A stray step_end at the very time a later step starts, which is where sealing would
+    cut: sealing counts such ends by time, so the cut must not fall there, or the end is
+    consumed by the seal without being counted (found while sealing closed attempts in
+    blocks)."""
+    from badput.engine import _partition, _steps
+
+    monkeypatch.setattr(_steps, "SEAL_MIN_TAIL", 2)
+    monkeypatch.setattr(_partition, "_CLOSED_BLOCK", 4)
+    events = [Event(ts=0.0, kind="job_start", job=JOB, attempt=0)]
+    for s in range(1, 40):
+        t = float(s)
+        if s == 30:  # a step_end of no step, at the start of step 30
+            events.append(Event(ts=t, kind="step_end", job=JOB, attempt=0, step=999))
+        events.append(Event(ts=t, kind="step_start", job=JOB, attempt=0, step=s))
+        events.append(Event(ts=t + 0.5, kind="step_end", job=JOB, attempt=0, step=s))
+    if closed:
+        events.append(Event(ts=40.0, kind="job_end", job=JOB, attempt=0))
+    cold = Accountant(JOB)
+    cold.ingest_events(events)
+    expected = "attempt 0: 1 step_end events without a matching step_start before them; ignored"
+    assert _unmatched_ends(cold.report(now=40.0)) == [expected]
+    live = Accountant(JOB)
+    for i in range(0, len(events), 7):  # queried as it arrives: sealed piece by piece
+        live.ingest_events(events[i : i + 7])
+        live.report(now=events[min(i + 6, len(events) - 1)].ts)
+    assert _unmatched_ends(live.report(now=40.0)) == [expected]

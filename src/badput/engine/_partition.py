@@ -108,6 +108,9 @@ class _Builder:
         self._checkpoint_cache: tuple[list[int], list[int], list[RestoreMark]] | None = None
         self._views: dict[int, StreamView] = {}
         self._memos: dict[int, ClosedMemo] = {}  # attempt index -> its memo, this query
+        # attempt index -> (attempt, its memo key), asked three times a query per attempt;
+        # the state is fixed during a query, and the attempt's bounds are once set
+        self._memo_keys: dict[int, tuple[Attempt, tuple[Any, ...]]] = {}
         self._recording: list[tuple[str, str | None, str | None, int | None]] | None = None
 
     # ------------------------------------------------------------------ helpers
@@ -685,11 +688,14 @@ class _Builder:
         attempt without id shares its streams with the others)."""
         if att.key is None:
             return None
+        known = self._memo_keys.get(i)
+        if known is not None and known[0] is att:
+            return known[1]
         sizes = tuple(
             (len(s.steps), len(s.marks), len(s.restores), len(s.checkpoints), len(s.other_ts))
             for _rank, s in self._streams_of(att)
         )
-        return (
+        key = (
             i,
             att.eff_start,
             att.eff_end,
@@ -700,6 +706,8 @@ class _Builder:
             att.exit_code,
             sizes,
         )
+        self._memo_keys[i] = (att, key)
+        return key
 
     def _memo(self, i: int, att: Attempt) -> ClosedMemo | None:
         key = self._memo_key(i, att)

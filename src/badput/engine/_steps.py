@@ -68,7 +68,18 @@ SEAL_MIN_TAIL = 2048
 CLEAN_EXEMPT = frozenset({"data_loading"})
 
 
-_NAN = np.float64(np.nan)
+_NAN_CELL: F64 = np.full(1, np.nan)
+_ZERO_CELL: I64 = np.zeros(1, np.int64)
+
+
+def _nans(n: int) -> F64:
+    """``n`` NaNs as a read-only zero-stride view of one cell (no memory, made in ~1 µs:
+    ``np.broadcast_to`` costs ten times that, and a query asks once per attempt)."""
+    out: F64 = np.ndarray((n,), np.float64, _NAN_CELL, 0, (0,))
+    out.flags.writeable = False
+    return out
+
+
 _ZERO: F64 = np.zeros(1)  # Σ over no rows (shared, never written: a column grows into a copy)
 
 
@@ -385,7 +396,7 @@ class AttemptSteps:
         return Rows(
             c["start"].a,
             c["end"].a,
-            np.broadcast_to(_NAN, (self.n,)),  # not kept: see open_cap
+            _nans(self.n),  # not kept: see open_cap
             c["count"].a,
             c["step"].a,
             c["d"].a,
@@ -507,6 +518,7 @@ def seal_whole_many(
     ivs: list[TailIntervals],
     unmatched: list[int],
     used: list[tuple[int, int]],
+    piece_sums: list[dict[int, float]] | None = None,
 ) -> list[AttemptSteps]:
     """What :meth:`AttemptSteps.seal` of each attempt's rows, whole (``cut`` = inf), on a
     fresh :class:`AttemptSteps` gives, for many attempts at once.
@@ -515,7 +527,8 @@ def seal_whole_many(
     ``row_bounds[k]:row_bounds[k + 1]``, each beginning a segment); ``ivs``, ``unmatched``
     (step ends matching no start) and ``used`` (raw step events and marks consumed) are
     per attempt. The prefix sums, clean values, open rows, segment starts and sorted
-    typical values are computed once over all rows and sliced.
+    typical values are computed once over all rows and sliced. ``piece_sums``: each
+    attempt's seconds per bucket code of its pieces, when the caller has them.
     """
     d = rows.d
     nan = np.isnan(d)
@@ -558,13 +571,21 @@ def seal_whole_many(
             if seg_at[g + 1] > seg_at[g]:
                 steps.seg_sorted[sid] = sorted_vals[seg_at[g] : seg_at[g + 1]]
         found = ivs[k]
-        for spans, parts, sums in (
-            (found.pieces, steps.piece_parts, steps.piece_sums),
-            (found.nonblocking, steps.nonblocking_parts, steps.nonblocking_sums),
-        ):
-            if len(spans):
-                parts.append(_without_order(spans))
-                add_sums(sums, spans)
+        if piece_sums is not None:
+            steps.piece_sums = piece_sums[k]
+            if len(found.pieces):
+                steps.piece_parts.append(_without_order(found.pieces))
+            if len(found.nonblocking):
+                steps.nonblocking_parts.append(_without_order(found.nonblocking))
+                add_sums(steps.nonblocking_sums, found.nonblocking)
+        else:
+            for spans, parts, sums in (
+                (found.pieces, steps.piece_parts, steps.piece_sums),
+                (found.nonblocking, steps.nonblocking_parts, steps.nonblocking_sums),
+            ):
+                if len(spans):
+                    parts.append(_without_order(spans))
+                    add_sums(sums, spans)
         if len(found.unpaired_starts):
             steps.unpaired_start_parts.append(found.unpaired_starts)
         if len(found.unpaired_ends):
@@ -579,12 +600,15 @@ def seal_whole_many(
 def _without_order(spans: Spans) -> Spans:
     """Sealed spans, whose innermost order is no longer needed: a zero-stride column of
     zeros in its place (no memory: a million sealed data loads keep 8 MB less)."""
-    zeros: I64 = np.broadcast_to(np.zeros(1, np.int64), spans.start.shape)
+    zeros: I64 = np.ndarray(spans.start.shape, np.int64, _ZERO_CELL, 0, (0,))
+    zeros.flags.writeable = False
     return Spans(spans.start, spans.end, spans.bucket, spans.blocking, zeros)
 
 
 def add_sums(sums: dict[int, float], spans: Spans) -> None:
     """Add each bucket code's seconds in ``spans`` to ``sums``."""
+    if not len(spans):
+        return
     totals = np.bincount(spans.bucket, weights=spans.end - spans.start)
     for code in np.flatnonzero(totals).tolist():
         sums[code] = sums.get(code, 0.0) + float(totals[code])

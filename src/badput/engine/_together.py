@@ -115,6 +115,7 @@ def seal_together(
         ],
         unmatched=np.diff(unmatched_at).tolist(),
         used=list(zip(n_raw.tolist(), n_marks.tolist(), strict=True)),
+        piece_sums=_sums_per_attempt(pieces, n_buckets, g),
     )
     for steps, a in zip(sealed, attempts, strict=True):
         steps.raw_seen, steps.marks_seen = a.raw_seen, a.marks_seen
@@ -122,9 +123,28 @@ def seal_together(
     return sealed
 
 
+_NO_SPANS = Spans.empty()
+_NO_MARKS = Marks.empty()
+
+
+def _sums_per_attempt(spans: Spans, n_buckets: int, g: int) -> list[dict[int, float]]:
+    """Seconds per bucket code of each attempt's ``spans`` (bucket = attempt x n_buckets
+    + bucket), with one bincount over all of them; what ``add_sums`` gives per attempt."""
+    out: list[dict[int, float]] = [{} for _ in range(g)]
+    if not len(spans):
+        return out
+    totals = np.bincount(spans.bucket, weights=spans.end - spans.start, minlength=g * n_buckets)
+    where = np.flatnonzero(totals)
+    for code, value in zip(where.tolist(), totals[where].tolist(), strict=True):
+        out[code // n_buckets][code % n_buckets] = value
+    return out
+
+
 def _split_spans(spans: Spans, n_buckets: int, g: int) -> list[Spans]:
     """``spans`` (bucket = attempt x n_buckets + bucket) cut into one Spans per attempt,
     with their own bucket codes, each in its original order."""
+    if not len(spans):  # the usual case for non-blocking intervals: one shared empty
+        return [_NO_SPANS] * g
     group = spans.bucket // n_buckets
     order = np.argsort(group, kind="stable")
     spans = spans.take(order)
@@ -135,6 +155,8 @@ def _split_spans(spans: Spans, n_buckets: int, g: int) -> list[Spans]:
 
 def _split_marks(marks: Marks, n_buckets: int, g: int) -> list[Marks]:
     """Unpaired marks cut apart per attempt (in (ts, seq) order within each)."""
+    if not len(marks):  # the usual case: one shared empty
+        return [_NO_MARKS] * g
     group = marks.bucket // n_buckets
     order = np.argsort(group, kind="stable")
     marks = marks.take(order)
