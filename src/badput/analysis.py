@@ -14,7 +14,7 @@ import queue
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from itertools import islice
 from operator import attrgetter
@@ -27,7 +27,6 @@ from badput.store import (
     Cursor,
     EventStore,
     JsonlStore,
-    ReadResult,
     SingleFileStore,
     Unread,
     open_source,
@@ -89,7 +88,7 @@ def _catch_up(  # noqa: PLR0917
         progressed = resumed or result.cursor.offsets != (cursor.offsets if cursor else {})
         if not resumed:  # a read that listed the job: a new pass
             left = {}
-        _note_unread(left, result)
+        _note_unread(left, result.unread, (chunk.source for chunk in result.chunks))
         cursor = result.cursor
         accountant.ingest(result.chunks)
         n += result.n_items
@@ -101,13 +100,14 @@ def _catch_up(  # noqa: PLR0917
             return cursor, n
 
 
-def _note_unread(left: dict[str, Unread], result: ReadResult) -> None:
-    """Keep what ``result`` left unread, by file, in ``left``: each file's from the last read
+def _note_unread(left: dict[str, Unread], unread: list[Unread], read_from: Iterable[str]) -> None:
+    """Keep what a read left ``unread``, by file, in ``left``: each file's from the last read
     that went through it (a read that goes on from a budget stop reads its first file again;
-    a torn line an earlier read reported there may have been completed since)."""
-    for chunk in result.chunks:
-        left.pop(chunk.source, None)
-    for u in result.unread:
+    a torn line an earlier read reported there may have been completed since: the files
+    ``read_from``, which it read lines of, are forgotten first)."""
+    for source in read_from:
+        left.pop(source, None)
+    for u in unread:
         left[u.source] = u
 
 
@@ -140,6 +140,7 @@ class _SliceRead(NamedTuple):
     head_ts: list[float] | None  # times of its first events in its first file (None: no line)
     last_max: float  # newest time among its lines of its last file (upper bound)
     unread: list[Unread]  # what its read left alone (a torn last line...)
+    read_from: frozenset[str]  # the files it read lines of (see _note_unread)
     reached_end: bool  # its read got to the end of the job (the last slice's, as planned)
 
 
@@ -167,7 +168,7 @@ def _newest(chunks: list[Chunk], source: str) -> float:
 
 
 def _failed(index: int) -> _SliceRead:
-    return _SliceRead(index, False, None, {}, 0, None, -math.inf, [], False)
+    return _SliceRead(index, False, None, {}, 0, None, -math.inf, [], frozenset(), False)
 
 
 def _read_slice(store: EventStore, job: str, s: _Slice) -> _SliceRead:
@@ -212,6 +213,7 @@ def _read_slice(store: EventStore, job: str, s: _Slice) -> _SliceRead:
         head,
         last_max,
         result.unread,
+        frozenset(chunk.source for chunk in result.chunks),
         s.end is None and result.reached_end,
     )
 
@@ -562,7 +564,7 @@ class LiveJob:
                 cursor = result.cursor
                 self.accountant.ingest(result.chunks)
                 n += result.n_items
-                _note_unread(left, result)
+                _note_unread(left, result.unread, (chunk.source for chunk in result.chunks))
                 front = i + 1
                 complete = s.end is None and result.reached_end
                 if s.end is not None and cursor.offsets.get(s.names[s.last], (0, 0))[0] != s.end:
@@ -600,7 +602,7 @@ class LiveJob:
             self.accountant.merge(r.accountant)
             offsets.update(r.offsets)
             n += r.n
-            left.update((u.source, u) for u in r.unread)
+            _note_unread(left, r.unread, r.read_from)
             complete = r.reached_end
             if s.end is not None:
                 newest[s.last] = max(newest.get(s.last, -math.inf), r.last_max)
