@@ -17,12 +17,14 @@ Shapes (each written to a temporary store, then read by a fresh process):
 - ``10k-attempts``: 10,000 attempts of 20 steps (``bench_attempts.py``).
 
 ``--parallel both`` reads each shape twice, by one process and shared with worker processes
-(forced on; ``auto``, the default, starts workers only on idle cores).
+(forced on; ``auto``, the default, starts workers only on idle cores); ``--parallel all`` three
+times: ``off``, ``auto``, ``on`` (and says whether ``auto`` was slower than ``off``).
 
 For each: CPU seconds (its own and its read workers') and wall seconds of the cold read and
 report in a fresh process (CPU time is the figure to compare on a shared machine), the peak
 RSS of the largest process, and the median of 20 windowed queries (a rolling hour ending at
-the job's end) on the state it read.
+the job's end) on the state it read. With ``--repeat N`` each mode runs N times, the modes
+alternating, and the medians are shown (with the median load average before the runs).
 """
 
 from __future__ import annotations
@@ -30,6 +32,8 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -130,10 +134,14 @@ def main() -> None:
     parser.add_argument("--only", nargs="*")
     parser.add_argument("--max-steps", type=int, default=1_000_000)
     parser.add_argument(
+        "--repeat", type=int, default=1, help="runs of each mode (alternating); medians shown"
+    )
+    parser.add_argument(
         "--parallel",
-        choices=("auto", "on", "off", "both"),
+        choices=("auto", "on", "off", "both", "all"),
         default="auto",
-        help="shared cold read: auto (workers on idle cores only), on, off, or both (off, on)",
+        help="shared cold read: auto (workers on idle cores only), on, off, both (off, on) "
+        "or all (off, auto, on)",
     )
     args = parser.parse_args()
     shapes: list[tuple[str, object]] = []
@@ -166,13 +174,30 @@ def main() -> None:
         with tempfile.TemporaryDirectory() as tmp:
             root = Path(tmp)
             job = make(root)  # type: ignore[operator]
-            modes = ("off", "on") if args.parallel == "both" else (args.parallel,)
+            modes = {"both": ("off", "on"), "all": ("off", "auto", "on")}.get(
+                args.parallel, (args.parallel,)
+            )
+            samples: dict[str, list[dict[str, float]]] = {mode: [] for mode in modes}
+            for _ in range(args.repeat):  # modes alternate, so a busier minute hits them all
+                for mode in modes:
+                    load = os.getloadavg()[0]
+                    samples[mode].append({**measure(root, job, mode), "load": load})
+            runs: dict[str, dict[str, float]] = {}
             for mode in modes:
-                m = measure(root, job, mode)
+                m = runs[mode] = {
+                    k: statistics.median(r[k] for r in samples[mode]) for k in samples[mode][0]
+                }
                 print(
                     f"{name:>18} ({mode:>4}): {m['events']:>10,.0f} events  cpu {m['cpu']:6.2f} s"
                     f"  wall {m['wall']:6.2f} s  peak {m['rss_mb']:6.0f} MB  1 h window "
-                    f"{m['window_ms']:6.2f} ms",
+                    f"{m['window_ms']:6.2f} ms  load {m['load']:.1f}",
+                    flush=True,
+                )
+            if "auto" in runs and "off" in runs:
+                auto, off = runs["auto"], runs["off"]
+                print(
+                    f"{name:>18} auto - off: wall {auto['wall'] - off['wall']:+.2f} s, "
+                    f"cpu {auto['cpu'] - off['cpu']:+.2f} s",
                     flush=True,
                 )
         if name.startswith("mix-"):

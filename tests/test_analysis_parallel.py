@@ -35,6 +35,7 @@ from badput.store import (
 from badput.store import _jsonl as jsonl_store
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "bench"))
+from bench_attempts import write_job as write_attempts
 from bench_shapes import write_steps
 from make_big_job import JOB, write_job
 
@@ -51,6 +52,7 @@ def small_slices(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(jsonl_store, "_FIRST_BLOCK", 1024)
     monkeypatch.setattr(analysis, "READ_SLICE_BYTES", SLICE)
     monkeypatch.setattr(analysis, "PARALLEL_MIN_BYTES", 0)
+    monkeypatch.setattr(analysis, "PARALLEL_MIN_BYTES_PER_ATTEMPT", 0)
 
 
 def workers(monkeypatch: pytest.MonkeyPatch, n: int) -> None:
@@ -85,7 +87,7 @@ def same(a: analysis.Report, b: analysis.Report) -> None:
     assert to_json(a) == to_json(b)  # everything else: per-rank view, timeline...
 
 
-def cold(source: EventStore | Path, job: str | None, *, parallel: bool) -> analysis.LiveJob:
+def cold(source: EventStore | Path, job: str | None, *, parallel: bool | None) -> analysis.LiveJob:
     live = analysis.LiveJob(source, job, parallel=parallel)
     live.n_read = live.update()  # type: ignore[attr-defined]
     return live
@@ -104,11 +106,15 @@ def shared_read(source: EventStore | Path, job: str | None) -> tuple[analysis.Li
 
     analysis._wait_for = counting  # type: ignore[assignment]
     try:
-        n = live._cold_parallel()
+        shared = live._cold_parallel()
     finally:
         analysis._wait_for = wait  # type: ignore[assignment]
-    assert n is not None
-    live.update()
+    assert shared is not None
+    n, unread = shared
+    if unread is None:  # some slices were left to the serial read: what update() does
+        live.update()
+    else:
+        live._left(unread)
     return live, n, len(received)
 
 
@@ -338,9 +344,23 @@ def test_workers_start_only_on_idle_cores(
 
 
 def test_a_small_log_is_never_shared(tmp_path: Path) -> None:
-    """Below PARALLEL_MIN_BYTES (64 MB) forking costs more than it saves."""
+    """Below PARALLEL_MIN_BYTES (32 MiB) forking costs more than it saves."""
     write_steps(tmp_path, "o", 100, per_attempt=False)
     assert analysis._parallel_plan(JsonlStore(tmp_path), "o") is None
+
+
+@pytest.mark.usefixtures("small_slices")
+def test_many_small_attempts_are_not_shared(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """What a worker sends back grows with the attempts it read: a job of many small
+    attempts is read by one process, however large (PARALLEL_MIN_BYTES_PER_ATTEMPT)."""
+    write_attempts(tmp_path, 40, id_less=False)  # 40 attempts of about 5 KB
+    write_steps(tmp_path, "o", 2_000, attempts=2, per_attempt=True)  # 2 of about 200 KB
+    monkeypatch.setattr(analysis, "PARALLEL_MIN_BYTES_PER_ATTEMPT", 100_000)
+    store = JsonlStore(tmp_path)
+    assert analysis._parallel_plan(store, "many") is None
+    assert analysis._parallel_plan(store, "o") is not None
 
 
 LINE = st.one_of(
@@ -448,6 +468,7 @@ def test_any_cut_of_a_random_log_gives_the_serial_report(  # noqa: PLR0917
         mp.setattr(jsonl_store, "_FIRST_BLOCK", 256)
         mp.setattr(analysis, "READ_SLICE_BYTES", slice_bytes)
         mp.setattr(analysis, "PARALLEL_MIN_BYTES", 0)
+        mp.setattr(analysis, "PARALLEL_MIN_BYTES_PER_ATTEMPT", 0)
         mp.setattr(analysis, "_workers", lambda: n_workers)
         serial = cold(root, "r", parallel=False)
         parallel = cold(SlowFront(root), "r", parallel=True)
@@ -495,3 +516,90 @@ def test_an_unknown_kind_in_two_parts_of_a_shared_read_is_reported_once() -> Non
     assert [(source, line) for _message, source, line in shown] == [("0/h.jsonl", 1)]
     assert merged.diagnostics.counts["unknown_kind"] == 1
     assert merged.unknown_kinds == {"future_kind": 4}
+
+
+class CountingListings(SlowFront):
+    """Counts the listings of the job (in this process)."""
+
+    listings = 0
+
+    def streams(self, job: str) -> list[str]:
+        if os.getpid() == self.parent:
+            CountingListings.listings += 1
+        return super().streams(job)
+
+
+@linux_only
+@settings(
+    max_examples=10,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
+)
+@given(
+    attempts=st.integers(2, 25),
+    torn=st.lists(st.integers(0, 24), max_size=3),
+    bad=st.lists(st.tuples(st.integers(0, 24), st.floats(0, 1)), max_size=3),
+    slice_bytes=st.integers(500, 8_000),
+    mode=st.sampled_from([None, True]),
+)
+def test_a_job_of_many_files_gives_the_serial_report_whoever_reads_it(  # noqa: PLR0917
+    tmp_path_factory: pytest.TempPathFactory,
+    attempts: int,
+    torn: list[int],
+    bad: list[tuple[int, float]],
+    slice_bytes: int,
+    mode: bool | None,
+) -> None:
+    """One small file per attempt, some with a malformed line or a torn last line: read
+    shared (forced, or ``auto`` with a core free) or not shared (``auto`` below the size
+    that pays), the job is listed once, and the report, its diagnostics (file:line, torn
+    lines included), the cursor and what was left unread are the serial read's."""
+    root = tmp_path_factory.mktemp("many")
+    write_attempts(root, attempts, id_less=False)
+    paths = sorted((root / "many").rglob("*.jsonl"))
+    for k, where in bad:
+        path = paths[k % len(paths)]
+        lines = path.read_bytes().split(b"\n")[:-1]
+        lines.insert(int(where * len(lines)), b'{"ts": 1, "kind": 7}')
+        path.write_bytes(b"\n".join(lines) + b"\n")
+    for k in torn:
+        with paths[k % len(paths)].open("ab") as fh:
+            fh.write(b'{"ts": 1732000000.5, "kind": "heart')
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(jsonl_store, "READ_BLOCK", 1024)
+        mp.setattr(jsonl_store, "_FIRST_BLOCK", 256)
+        mp.setattr(analysis, "READ_SLICE_BYTES", slice_bytes)
+        mp.setattr(analysis, "_workers", lambda: 2)
+        mp.setattr(analysis, "_idle_helpers", lambda: 1)
+        serial = cold(root, "many", parallel=False)
+        mp.setattr(analysis, "PARALLEL_MIN_BYTES", 0)
+        for per_attempt in (0, 1 << 20):  # shared, and too small a share of each attempt
+            mp.setattr(analysis, "PARALLEL_MIN_BYTES_PER_ATTEMPT", per_attempt)
+            CountingListings.listings = 0
+            other = cold(CountingListings(root), "many", parallel=mode)
+            assert CountingListings.listings == 1
+            assert other._cursor == serial._cursor
+            assert other._unread == serial._unread
+            same(serial.report(final=True), other.report(final=True))
+    if torn:
+        assert any(d.code == "torn_line" for d in serial.report(final=True).diagnostics)
+
+
+@linux_only
+@pytest.mark.usefixtures("small_slices")
+def test_planning_a_job_of_more_files_than_may_be_open_at_once(tmp_path: Path) -> None:
+    """The stops of a job of thousands of attempt files are found one file at a time: the
+    planning once held every file open and failed with "Too many open files"."""
+    import resource
+
+    write_attempts(tmp_path, 120, id_less=False)
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    in_use = len(os.listdir("/proc/self/fd"))
+    resource.setrlimit(resource.RLIMIT_NOFILE, (in_use + 20, hard))
+    try:
+        plan = analysis._parallel_plan(JsonlStore(tmp_path), "many")
+    finally:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+    assert plan is not None
+    assert len(plan) > 20
+    assert plan[-1].last == 119

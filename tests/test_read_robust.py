@@ -13,6 +13,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import given, settings
@@ -334,14 +335,14 @@ def test_an_unreadable_file_is_named(
 ) -> None:
     write_job(tmp_path, CLEAN)
     locked = write_job(tmp_path, CLEAN.replace(b'"job_end"', b'"heartbeat"'), "locked.jsonl")
-    real_open = _jsonl.open_regular
+    real_open = os.open
 
-    def refuse(path: Path) -> object:
-        if path == locked:  # as chmod 000 does to anyone but root
+    def refuse(path: str | os.PathLike[str], flags: int, *args: Any, **kwargs: Any) -> int:
+        if os.fspath(path) == str(locked):  # as chmod 000 does to anyone but root
             raise PermissionError(13, "Permission denied", str(path))
-        return real_open(path)
+        return real_open(path, flags, *args, **kwargs)
 
-    monkeypatch.setattr(_jsonl, "open_regular", refuse)
+    monkeypatch.setattr(_jsonl.os, "open", refuse)
     report = analyze(tmp_path, JOB)
     (d,) = [d for d in report.diagnostics if d.code == "unreadable_file"]
     assert (d.file, d.line) == (str(locked), None)

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from badput._codec import encode_line, encode_lines
 from badput._env import BADPUT_STORE, DEFAULT_STORE
@@ -21,7 +24,7 @@ from badput.store import (
     open_source,
     open_store,
 )
-from badput.store._lines import parse_stream
+from badput.store._lines import BOM, parse_stream, torn_tail
 
 JOB = "job-a"
 KEY0 = WriterKey("0", "h0", 0, 100)
@@ -478,9 +481,11 @@ class _CountingStore(JsonlStore):
 def test_a_catch_up_in_slices_does_not_list_the_job_for_every_slice_and_misses_nothing(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """A job of many files read in small slices: the reads that go on from a budget stop
-    do not list the job again (Cursor.resume); the catch-up ends with a read that does, so a
-    file created meanwhile and a torn last line early in the order are still seen."""
+    """A job of many files read in small slices: the job is listed once a catch-up; the
+    reads that go on from a budget stop do not list it again (Cursor.resume), and the last
+    read, which reaches the end, ends the catch-up (no read that finds nothing). A torn
+    last line early in the order is still seen; a file created meanwhile is read by the
+    next catch-up."""
     from badput import analysis
 
     job_dir = tmp_path / "j"
@@ -511,10 +516,154 @@ def test_a_catch_up_in_slices_does_not_list_the_job_for_every_slice_and_misses_n
     store = _Creating(tmp_path)
     _CountingStore.listings = _CountingStore.reads = 0
     live = analysis.LiveJob(store, "j", parallel=False)
-    assert live.update() == 201  # 40 files x 5 events, and the late one
-    # listed by the first read, by the one after the list was done (it finds the late file)
-    # and by the last (nothing new); the reads in between go on from where each stopped
-    assert created and _CountingStore.listings == 3 and _CountingStore.reads > 10
+    assert live.update() == 200  # 40 files x 5 events
+    # listed by the first read; the reads after it go on from where each stopped
+    assert created and _CountingStore.listings == 1 and _CountingStore.reads > 10
+    torn = [u for u in live._unread if u.code == "torn_line"]
+    assert [(u.source.endswith("0/h-0-1.jsonl"), u.line) for u in torn] == [(True, 6)]
+    reads = _CountingStore.reads
+    assert live.update() == 1  # the late file, found by the next listing
+    assert (_CountingStore.listings, _CountingStore.reads) == (2, reads + 1)
     assert live.accountant.n_events == 201
     torn = [u for u in live._unread if u.code == "torn_line"]
     assert [(u.source.endswith("0/h-0-1.jsonl"), u.line) for u in torn] == [(True, 6)]
+    assert live.update() == 0
+    assert (_CountingStore.listings, _CountingStore.reads) == (3, reads + 2)
+
+
+# A line of a file in the property below: a valid event, or one of what logs hold besides.
+_LINE = st.one_of(
+    st.integers(0, 10**6).map(lambda i: encode_line(ev(i))),  # a valid event
+    st.just(b"\n"),  # blank
+    st.just(b'{"ts": "not a number"}\n'),  # malformed
+    st.just(b'{"ts": 1.0, "kind": "step_end", "job": "job-a", "v": 1}\n'),  # no step: invalid
+    st.binary(min_size=1, max_size=40).map(lambda b: b.replace(b"\n", b"") + b"\n"),
+)
+_VALID_LINE = st.integers(0, 10**6).map(lambda i: encode_line(ev(i)))
+_FILE = st.tuples(
+    st.booleans(),  # a UTF-8 BOM first
+    st.one_of(st.lists(_LINE, max_size=30), st.lists(_VALID_LINE, max_size=30)),
+    st.sampled_from([b"", b'{"ts": 1.5, "ki', b"\0" * 300, b'{"ts": 2.0}']),  # the tail
+)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    files=st.lists(_FILE, min_size=1, max_size=12),
+    block=st.integers(16, 400),
+    slice_bytes=st.integers(1, 5_000),
+    odd=st.booleans(),
+)
+def test_a_catch_up_in_slices_reads_what_each_file_read_whole_holds(
+    tmp_path_factory: pytest.TempPathFactory,
+    files: list[tuple[bool, list[bytes], bytes]],
+    block: int,
+    slice_bytes: int,
+    odd: bool,
+) -> None:
+    """Whatever the files (a BOM, blank, malformed and invalid lines, a torn last line, a
+    run of NULs) and the budget of each read: the reads of one catch-up (one listing, then
+    reads that go on from each budget stop, the first of each file opened without a stat)
+    give the lines, file:line, cursor and unread tails of each file decoded whole, in
+    stream order. With ``odd``, a FIFO, a link to a file and a link to a directory too."""
+    from badput import analysis
+    from badput.store import _jsonl
+
+    root = tmp_path_factory.mktemp("catchup")
+    job_dir = root / JOB
+    for k, (bom, lines, tail) in enumerate(files):
+        path = job_dir / str(k % 3) / f"h-{k}-1.jsonl"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes((BOM if bom else b"") + b"".join(lines) + tail)
+    if odd:
+        os.mkfifo(job_dir / "fifo.jsonl")
+        (job_dir / "link.jsonl").symlink_to(job_dir / "0" / "h-0-1.jsonl")
+        (job_dir / "dir.jsonl").symlink_to(job_dir / "0")
+    store = JsonlStore(root)
+    expected: list[tuple[str, int | None, object]] = []
+    offsets: dict[str, tuple[int, int]] = {}
+    tails: list[tuple[str, str, int | None, int]] = []
+    for stream in store.streams(JOB):
+        path = job_dir / stream
+        if stream == "fifo.jsonl":
+            tails.append(("not_a_file", str(path), None, 0))
+            continue
+        parsed = parse_stream([path.read_bytes()], str(path), 0, at_start=True)
+        expected += [
+            (str(path), c.first_line + i, item)
+            for c in parsed.chunks
+            for i, item in enumerate(c.items)
+        ]
+        if parsed.n_bytes:
+            offsets[stream] = (parsed.n_bytes, parsed.n_lines)
+        torn = torn_tail(parsed, str(path), parsed.n_lines + 1)
+        if torn is not None:
+            tails.append((torn.code, torn.source, torn.line, torn.size))
+    assert "dir.jsonl" not in store.streams(JOB)  # a link to a directory is not followed
+
+    got: list[tuple[str, int | None, object]] = []
+
+    class Keeping(JsonlStore):
+        def read(
+            self, job: str, cursor: Cursor | None = None, *, max_bytes: int | None = None
+        ) -> ReadResult:
+            result = super().read(job, cursor, max_bytes=max_bytes)
+            got.extend(
+                (c.source, c.first_line + i, item)
+                for c in result.chunks
+                for i, item in enumerate(c.items)
+            )
+            return result
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(_jsonl, "READ_BLOCK", block)
+        mp.setattr(analysis, "READ_SLICE_BYTES", slice_bytes)
+        live = analysis.LiveJob(Keeping(root), JOB, parallel=False)
+        live.update()
+
+    def same_item(a: object, b: object) -> bool:
+        if isinstance(a, EventError) and isinstance(b, EventError):
+            return (a.message, a.file, a.line) == (b.message, b.file, b.line)
+        return a == b
+
+    assert [(s, n) for s, n, _ in got] == [(s, n) for s, n, _ in expected]
+    assert all(same_item(a, b) for (_, _, a), (_, _, b) in zip(got, expected, strict=True))
+    assert live._cursor is not None and live._cursor.offsets == offsets
+    assert [(u.code, u.source, u.line, u.size) for u in live._unread] == tails
+
+
+def test_a_torn_line_completed_during_a_catch_up_is_not_reported(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The read that uses up its budget in a file reports that file's torn last line; the
+    next read of the catch-up starts in that file again and, the line completed meanwhile,
+    reads it: what the catch-up leaves unread is the last read's word on each file."""
+    from badput import analysis
+
+    first = tmp_path / JOB / "0" / "h-0-1.jsonl"
+    first.parent.mkdir(parents=True)
+    line = encode_line(ev(1))
+    first.write_bytes(line + line[:20])  # a complete line, then one being written
+    second = tmp_path / JOB / "1" / "h-0-1.jsonl"
+    second.parent.mkdir(parents=True)
+    second.write_bytes(encode_line(ev(2)))
+    monkeypatch.setattr(analysis, "READ_SLICE_BYTES", len(line) // 2)
+    seen: list[list[str]] = []
+
+    class Completing(JsonlStore):
+        def read(
+            self, job: str, cursor: Cursor | None = None, *, max_bytes: int | None = None
+        ) -> ReadResult:
+            if cursor is not None and cursor.resume is not None and len(seen) == 1:
+                with first.open("ab") as fh:
+                    fh.write(line[20:])  # the writer completes its line
+            result = super().read(job, cursor, max_bytes=max_bytes)
+            seen.append([u.code for u in result.unread])
+            return result
+
+    live = analysis.LiveJob(Completing(tmp_path), JOB, parallel=False)
+    assert live.update() == 3
+    assert seen[0] == ["torn_line"]  # the first read saw it torn, and stopped in that file
+    assert len(seen) >= 2
+    assert live._unread == []
+    assert "torn_line" not in {d.code for d in live.report(final=True).diagnostics}

@@ -14,10 +14,11 @@ import queue
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from itertools import islice
 from operator import attrgetter
+from pathlib import Path
 from typing import Any, Final, NamedTuple
 
 from badput.engine import Accountant, Diagnostic, RankOptions, Report
@@ -40,7 +41,13 @@ Source = str | os.PathLike[str] | EventStore
 #: slices buy no speed (per-read costs are small against decoding).
 READ_SLICE_BYTES = 8 * 1024 * 1024
 #: A cold read of at least this many bytes (one file or several) is shared among processes.
-PARALLEL_MIN_BYTES = 64 * 1024 * 1024
+#: At 33 MB (4 slices) a worker already halves the reading process's CPU (0.30 s against
+#: 0.54 s serially, docs/performance.md); below, the fork and the plan weigh more.
+PARALLEL_MIN_BYTES = 32 * 1024 * 1024
+#: ... and of at least this many bytes per attempt (the top directories of a job's files).
+#: What a worker sends back grows with the attempts it read: 10,000 attempts of 5 KB (49 MB)
+#: or 20,000 (98 MB) shared cost this process alone more than reading them all itself.
+PARALLEL_MIN_BYTES_PER_ATTEMPT = 1024 * 1024
 #: Most processes a cold read is shared among (fewer when fewer cores are available).
 MAX_WORKERS = 4
 _SEQ_BLOCK = 1 << 40  # arrival numbers of slice k start at k * _SEQ_BLOCK (file order)
@@ -64,26 +71,44 @@ def _catch_up(  # noqa: PLR0917
 ) -> tuple[Cursor | None, int]:
     """Read and ingest everything new, one bounded slice at a time.
 
-    ``unread`` receives what the last read (the one that found nothing new) left
-    alone: unterminated last lines, files that are not regular files.
+    A store that says when a read got to the end of the job (``ReadResult.reached_end``:
+    files) is read in one pass: one listing, then reads that go on from where the budget
+    stopped each (``Cursor.resume``) up to the end. What was written meanwhile is left to
+    the next catch-up, which lists the job again. Another store is read until a read brings
+    nothing new.
+
+    ``unread`` receives what the pass left alone: unterminated last lines, files that are
+    not regular files (each file's from the last read that looked at it).
     """
     n = 0
+    left: dict[str, Unread] = {}
     while True:
-        # A read that went on from where a budget stopped the last one saw only the streams
-        # left (Cursor.resume): the catch-up ends with one that lists the job again (new
-        # files, grown ones, and the complete `unread`) and finds nothing new.
         resumed = cursor is not None and cursor.resume is not None
         result = store.read(job, cursor, max_bytes=READ_SLICE_BYTES)
         progressed = resumed or result.cursor.offsets != (cursor.offsets if cursor else {})
+        if not resumed:  # a read that listed the job: a new pass
+            left = {}
+        _note_unread(left, result.unread, (chunk.source for chunk in result.chunks))
         cursor = result.cursor
         accountant.ingest(result.chunks)
         n += result.n_items
         if result.chunks and on_progress is not None:
             on_progress(n)
-        if not progressed:
+        if result.reached_end or not progressed:
             if unread is not None:
-                unread[:] = result.unread
+                unread[:] = left.values()
             return cursor, n
+
+
+def _note_unread(left: dict[str, Unread], unread: list[Unread], read_from: Iterable[str]) -> None:
+    """Keep what a read left ``unread``, by file, in ``left``: each file's from the last read
+    that went through it (a read that goes on from a budget stop reads its first file again;
+    a torn line an earlier read reported there may have been completed since: the files
+    ``read_from``, which it read lines of, are forgotten first)."""
+    for source in read_from:
+        left.pop(source, None)
+    for u in unread:
+        left[u.source] = u
 
 
 @dataclass(frozen=True)
@@ -114,6 +139,9 @@ class _SliceRead(NamedTuple):
     n: int
     head_ts: list[float] | None  # times of its first events in its first file (None: no line)
     last_max: float  # newest time among its lines of its last file (upper bound)
+    unread: list[Unread]  # what its read left alone (a torn last line...)
+    read_from: frozenset[str]  # the files it read lines of (see _note_unread)
+    reached_end: bool  # its read got to the end of the job (the last slice's, as planned)
 
 
 _TS: Final = attrgetter("ts")
@@ -139,21 +167,28 @@ def _newest(chunks: list[Chunk], source: str) -> float:
     return best
 
 
+def _failed(index: int) -> _SliceRead:
+    return _SliceRead(index, False, None, {}, 0, None, -math.inf, [], frozenset(), False)
+
+
 def _read_slice(store: EventStore, job: str, s: _Slice) -> _SliceRead:
-    """Worker: read the slice ``s`` of ``job``'s files into an Accountant of its own."""
+    """Worker: read the slice ``s`` of ``job``'s files into an Accountant of its own.
+
+    The read goes through the slice's own files only (``Cursor.resume``: nothing is
+    listed), as the serial read that reaches it does through the rest of the job."""
     mine = s.names[s.first : len(s.names) if s.end is None else s.last + 1]
     start = {name: (_SKIP, 0) for name in s.names if name not in mine}
     start[s.names[s.first]] = (s.offset, s.lines)
-    result = store.read(job, Cursor(dict(start)), max_bytes=READ_SLICE_BYTES)
+    result = store.read(job, Cursor(dict(start), (job, mine)), max_bytes=READ_SLICE_BYTES)
     cursor = result.cursor
-    strayed = any(  # read a file outside the slice: one added (or grown) meanwhile
+    strayed = any(  # read a file outside the slice (a store that lists anyway)
         cursor.offsets.get(name, (0, 0)) != start.get(name, (0, 0))
         for name in cursor.offsets
         if name not in mine and (s.end is not None or name in s.names)
     )
     reached = cursor.offsets.get(s.names[s.last], (0, 0))[0]
     if strayed or (s.end is not None and reached != s.end):
-        return _SliceRead(s.index, False, None, {}, 0, None, -math.inf)
+        return _failed(s.index)
     accountant = Accountant(job, first_seq=s.index * _SEQ_BLOCK)
     head: list[float] | None = None
     if s.offset:
@@ -169,7 +204,18 @@ def _read_slice(store: EventStore, job: str, s: _Slice) -> _SliceRead:
         elif s.first != s.last:
             last_max = _newest(result.chunks, s.last_source)
     offsets = {k: v for k, v in cursor.offsets.items() if k in mine or k not in s.names}
-    return _SliceRead(s.index, True, accountant, offsets, result.n_items, head, last_max)
+    return _SliceRead(
+        s.index,
+        True,
+        accountant,
+        offsets,
+        result.n_items,
+        head,
+        last_max,
+        result.unread,
+        frozenset(chunk.source for chunk in result.chunks),
+        s.end is None and result.reached_end,
+    )
 
 
 def _claim(claims: Any, *, front: bool) -> int | None:
@@ -193,27 +239,66 @@ def _slice_worker(store: EventStore, job: str, plan: list[_Slice], claims: Any, 
             try:
                 out.put(_read_slice(store, job, plan[i]))
             except Exception:  # the parent reads this slice and the rest serially
-                out.put(_SliceRead(i, False, None, {}, 0, None, -math.inf))
+                out.put(_failed(i))
                 return
     finally:
         out.put(None)  # this worker is done
 
 
-def _parallel_plan(store: EventStore, job: str) -> list[_Slice] | None:
-    """The slices of a serial cold read of ``job``; None when not worth sharing (fewer
-    than :data:`PARALLEL_MIN_BYTES`, a store other than files, or a single read)."""
-    if not isinstance(store, (JsonlStore, SingleFileStore)):
-        return None
-    files = store.files(job)
-    sizes: list[int] = []
-    for _name, path in files:
+#: Files whose sizes are looked at to tell whether a job reaches :data:`PARALLEL_MIN_BYTES`
+#: (evenly spread over its files): 10,000 attempt files are not stat'ed one by one for that.
+_SIZE_SAMPLE: Final = 256
+
+
+def _estimated_bytes(paths: list[Path], n_files: int) -> int | None:
+    """The bytes of ``n_files`` files estimated from ``paths``, a sample of them; None
+    when one of the sample cannot be stat'ed (gone meanwhile: not worth planning now)."""
+    total = 0
+    for path in paths:
         try:
-            sizes.append(path.stat().st_size)
+            total += path.stat().st_size
         except OSError:
             return None
-    if sum(sizes) < PARALLEL_MIN_BYTES:
+    return total * n_files // len(paths) if paths else 0
+
+
+def _listing(store: EventStore, job: str) -> tuple[str, ...] | None:
+    """The streams of ``job`` in read order, listed once for the planning and the read
+    that follows it (``Cursor.resume``); None for a store other than files."""
+    if isinstance(store, JsonlStore):
+        return tuple(store.streams(job))
+    if isinstance(store, SingleFileStore):
+        return tuple(name for name, _ in store.files(job))
+    return None
+
+
+def _parallel_plan(
+    store: EventStore, job: str, names: tuple[str, ...] | None = None
+) -> list[_Slice] | None:
+    """The slices of a serial cold read of ``job``; None when not worth sharing (fewer
+    than :data:`PARALLEL_MIN_BYTES`, or than :data:`PARALLEL_MIN_BYTES_PER_ATTEMPT` per
+    attempt directory, a store other than files, or a single read).
+    ``names``: the streams, if the caller has listed them (:func:`_listing`)."""
+    if not isinstance(store, (JsonlStore, SingleFileStore)):
         return None
-    stops = store.read_stops(job, READ_SLICE_BYTES)
+    if names is None:
+        names = _listing(store, job) or ()
+    if isinstance(store, JsonlStore):
+        base = store.job_dir(job)
+        sample = [base / name for name in names[:: max(1, len(names) // _SIZE_SAMPLE)]]
+        size = _estimated_bytes(sample, len(names))
+        if size is None or size < PARALLEL_MIN_BYTES:
+            return None
+        attempts = {name.partition("/")[0] for name in names if "/" in name}
+        if size < len(attempts) * PARALLEL_MIN_BYTES_PER_ATTEMPT:
+            return None
+        files = [(name, base / name) for name in names]
+    else:
+        files = store.files(job)
+        size = _estimated_bytes([path for _, path in files], len(files))
+        if size is None or size < PARALLEL_MIN_BYTES:
+            return None
+    stops = store.read_stops(job, READ_SLICE_BYTES, files)
     names = tuple(name for name, _ in files)
     index = {name: k for k, name in enumerate(names)}
     if not stops or any(name not in index for name, _, _ in stops):  # none, or files came
@@ -368,21 +453,31 @@ class LiveJob:
         is shared among processes when ``parallel`` allows it: ``True`` always (by
         ``fork``), ``None`` when it is safe (:func:`_parallel_allowed`) and a core is idle
         (:func:`_idle_helpers`). The result is the same as one process's, diagnostics'
-        line numbers and the cursor included (:meth:`_cold_parallel`).
+        line numbers and the cursor included (:meth:`_cold_parallel`). Deciding costs no
+        second listing: the read goes through the streams the planning listed.
         """
         if self._cursor is None and self._parallel is not False:
-            n = self._cold_parallel()
-            if n is not None:
+            shared = self._cold_parallel()
+            if shared is not None:
+                n, left = shared
+                if left is not None:  # the whole job was read, to its end
+                    self._left(left)
+                    return n
                 return n + self.update()
         unread: list[Unread] = []
         self._cursor, n = _catch_up(
             self.store, self.job, self.accountant, self._cursor, self._on_progress, unread
         )
+        self._left(unread)
+        return n
+
+    def _left(self, unread: list[Unread]) -> None:
+        """Keep what the last pass over the job left unread, and since when each torn line
+        has been the same."""
         now = time.monotonic()
         keys = {(u.source, u.line, u.size): u for u in unread if u.code == "torn_line"}
         self._torn_since = {k: self._torn_since.get(k, now) for k in keys}
         self._unread = unread
-        return n
 
     def unread_diagnostics(self, *, final: bool = False) -> list[Diagnostic]:
         """Diagnostics for what the reads left alone (see :meth:`report`)."""
@@ -413,8 +508,12 @@ class LiveJob:
             )
         return out
 
-    def _cold_parallel(self) -> int | None:
+    def _cold_parallel(self) -> tuple[int, list[Unread] | None] | None:
         """Share the cold read among processes; None when not done (see :meth:`update`).
+
+        Returns the lines read and, when every slice was read and merged (the job read to
+        its end), what the reads left unread; else None there, and the serial
+        :meth:`update` that follows goes on from the cursor.
 
         The read is cut into its serial slices. This process reads them from the front,
         into :attr:`accountant`, exactly as a serial read; worker processes take them from
@@ -423,13 +522,21 @@ class LiveJob:
         slices are merged in file order. A slice whose result could differ from a serial
         read's (a file changed meanwhile, a clock step back at its start, a worker that
         failed) is left, with every slice after it, to the serial :meth:`update` that
-        follows.
+        follows. When the job is not worth sharing, the listing made to decide so is left
+        in the cursor (``Cursor.resume``) for the serial read: nothing is listed twice.
         """
         if self._parallel is None and not _parallel_allowed():
             return None
         helpers = _workers() - 1 if self._parallel else _idle_helpers()
-        plan = _parallel_plan(self.store, self.job) if helpers >= 1 else None
+        if helpers < 1:
+            return None
+        names = _listing(self.store, self.job)
+        if names is None:
+            return None
+        start = Cursor(resume=(self.job, names))
+        plan = _parallel_plan(self.store, self.job, names)
         if plan is None:
+            self._cursor = start
             return None
         ctx = multiprocessing.get_context("fork")
         claims = ctx.Array("q", [0, len(plan)])  # [next from the front, end of the unclaimed]
@@ -444,10 +551,12 @@ class LiveJob:
             proc.start()
         got: dict[int, _SliceRead] = {}
         running = len(procs)
-        cursor: Cursor | None = None
+        cursor = start
         newest: dict[int, float] = {}  # file index -> newest time in the slices merged so far
+        left: dict[str, Unread] = {}  # what the reads left unread, by file (the last read's)
         n = 0
         front = 0
+        complete = False
         try:
             while (i := _claim(claims, front=True)) is not None:
                 s = plan[i]
@@ -455,9 +564,12 @@ class LiveJob:
                 cursor = result.cursor
                 self.accountant.ingest(result.chunks)
                 n += result.n_items
+                _note_unread(left, result.unread, (chunk.source for chunk in result.chunks))
                 front = i + 1
+                complete = s.end is None and result.reached_end
                 if s.end is not None and cursor.offsets.get(s.names[s.last], (0, 0))[0] != s.end:
                     front = len(plan)  # a file changed: the workers' slices may not fit
+                    complete = False
                     _claim_all(claims)
                     break
                 if s.end is not None:
@@ -476,7 +588,7 @@ class LiveJob:
                     proc.kill()
                     proc.join()
             out.close()
-        offsets = dict(cursor.offsets) if cursor is not None else {}
+        offsets = dict(cursor.offsets)
         for s in plan[front:]:  # in file order
             r = got.get(s.index)
             if r is None or not r.ok or r.accountant is None:
@@ -490,12 +602,14 @@ class LiveJob:
             self.accountant.merge(r.accountant)
             offsets.update(r.offsets)
             n += r.n
+            _note_unread(left, r.unread, r.read_from)
+            complete = r.reached_end
             if s.end is not None:
                 newest[s.last] = max(newest.get(s.last, -math.inf), r.last_max)
         self._cursor = Cursor(offsets)
         if self._on_progress is not None:
             self._on_progress(n)
-        return n
+        return n, list(left.values()) if complete else None
 
     def report(
         self,

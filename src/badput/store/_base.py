@@ -115,6 +115,10 @@ class ReadResult:
     cursor: Cursor
     #: What this read found and did not consume (an unterminated last line, a FIFO...).
     unread: list[Unread] = field(default_factory=list)
+    #: True when the read went to the end of every stream it had to read (no budget stopped
+    #: it): reading on now finds only what was written since. A store that cannot tell
+    #: leaves it False; a reader then reads until a read brings nothing new.
+    reached_end: bool = False
 
     @property
     def n_items(self) -> int:

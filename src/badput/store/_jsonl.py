@@ -23,7 +23,8 @@ from contextlib import suppress
 from pathlib import Path
 from typing import BinaryIO, Final
 
-from badput._codec import decode_lines
+from badput._codec import decode_block, decode_lines
+from badput.events import Event, EventError
 from badput.store._base import (
     Chunk,
     Cursor,
@@ -33,7 +34,14 @@ from badput.store._base import (
     WriterKey,
     safe_name,
 )
-from badput.store._lines import BOM, parse_stream, torn_tail, written_length
+from badput.store._lines import (
+    BOM,
+    CHUNK_LINES,
+    MAX_LINE_BYTES,
+    parse_stream,
+    torn_tail,
+    written_length,
+)
 
 __all__ = [
     "JsonlStore",
@@ -291,44 +299,67 @@ class JsonlWriter:
         self._file.close()
 
 
-def _read_file(f: BinaryIO, offset: int, limit: int | None) -> Iterator[bytes]:
-    """Blocks from ``offset``; past ``limit`` bytes, only up to the end of the current line.
+def _read_fd(
+    fd: int, offset: int, size: int, limit: int | None, first: bytes | None = None
+) -> Iterator[bytes]:
+    """Blocks of the open file ``fd`` from ``offset`` up to ``size`` (its size when it was
+    opened; what it grew by since is left for a later read); past ``limit`` bytes, only up
+    to the end of the current line (which may run past ``size``).
 
-    Stops after a block that is all NUL bytes: the rest of a pre-extended file is
-    not written yet (:func:`~badput.store._lines.written_length`).
+    Read with ``pread``: no seek, and no empty read to find the end. Stops after a block
+    that is all NUL bytes: the rest of a pre-extended file is not written yet
+    (:func:`~badput.store._lines.written_length`). ``first``: the first block, already read.
     """
-    with f:
-        f.seek(offset)
-        read = 0
-        finishing = False
-        # A later read of a file starts small: in a pre-extended file it often finds only NULs.
-        size = _FIRST_BLOCK if offset else READ_BLOCK
-        while True:
-            block = f.read(size)
-            size = READ_BLOCK
-            if not block:
-                return
-            if block[-1] == 0 and written_length(block) == 0:
-                yield block
-                return
-            if finishing:  # past the budget: only up to the end of the line in progress
-                nl = block.find(b"\n")
-                if nl >= 0:
-                    yield block[: nl + 1]
-                    return
-                yield block  # a long line: parse_stream holds at most MAX_LINE_BYTES of it
-                continue
+    pos = offset
+    read = 0
+    finishing = False
+    # A later read of a file starts small: in a pre-extended file it often finds only NULs.
+    want = _FIRST_BLOCK if offset else READ_BLOCK
+    while True:
+        if first is not None:
+            block, first = first, None
+        else:  # no more than the file holds: pread allocates what it is asked for
+            block = os.pread(fd, min(want, size - pos) if pos < size else want, pos)
+        want = READ_BLOCK
+        if not block:
+            return
+        pos += len(block)
+        if block[-1] == 0 and written_length(block) == 0:
             yield block
-            read += len(block)
-            if limit is not None and read >= limit:
-                # Finish the line in progress so the budget never splits a read into nothing.
-                if block.endswith(b"\n"):
-                    return
-                finishing = True
+            return
+        if finishing:  # past the budget: only up to the end of the line in progress
+            nl = block.find(b"\n")
+            if nl >= 0:
+                yield block[: nl + 1]
+                return
+            yield block  # a long line: parse_stream holds at most MAX_LINE_BYTES of it
+            continue
+        yield block
+        read += len(block)
+        if limit is not None and read >= limit:
+            # Finish the line in progress so the budget never splits a read into nothing.
+            if block.endswith(b"\n"):
+                return
+            finishing = True
+        elif pos >= size:
+            return
+
+
+def _plain_lines(data: bytes, source: str) -> list[Event | EventError] | None:
+    """The events of ``data``, a whole file, when it is the common case: one JSON object a
+    line, every line ended (no BOM, blank line, torn or NUL tail); else None. A job of
+    10,000 attempts is 10,000 such files: each is decoded in one call, as
+    :func:`~badput.store._lines.parse_stream` would, without its per-block bookkeeping."""
+    if data[:1] != b"{" or data[-2:] != b"}\n" or len(data) > MAX_LINE_BYTES:
+        return None
+    return decode_block(data, source, 1)
+
+
+_OPEN_FLAGS: Final = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
 
 
 def _read_path(  # noqa: PLR0917 (one call site per store kind)
-    path: Path,
+    path: str,
     stream: str,
     cursor: Cursor,
     out: Cursor,
@@ -336,38 +367,67 @@ def _read_path(  # noqa: PLR0917 (one call site per store kind)
     unread: list[Unread],
     *,
     limit: int | None,
+    regular: bool = False,
 ) -> int:
     """Append the new chunks of the file ``path`` (stream ``stream``); advance ``out``.
 
     Returns the bytes consumed. A file that is not a regular file, and an
     unterminated last line, are added to ``unread``.
+
+    ``regular``: the listing saw a regular file (not a symbolic link) there. A file read
+    from its start is then opened at once, without a ``stat`` first (a job of 10,000
+    attempts is 10,000 small files: open, ``fstat``, one ``pread``, close). Otherwise it is
+    ``stat``-ed first, so that a FIFO or device is never opened and a file with nothing
+    new is not opened either. It is opened non-blocking whichever way, and read only if
+    ``fstat`` says it is a regular file (it may have been replaced since).
     """
-    source = str(path)
     offset, lines = cursor.offsets.get(stream, (0, 0))
+    if not (regular and offset == 0):
+        try:
+            st = os.stat(path)
+        except OSError:
+            return 0
+        if not stat.S_ISREG(st.st_mode):
+            unread.append(Unread("not_a_file", path, detail=_what_is(st.st_mode)))
+            return 0
+        if st.st_size <= offset:
+            return 0
     try:
-        st = path.stat()
-    except OSError:
-        return 0
-    if not stat.S_ISREG(st.st_mode):
-        unread.append(Unread("not_a_file", source, detail=_what_is(st.st_mode)))
-        return 0
-    if st.st_size <= offset:
-        return 0
-    try:
-        f = open_regular(path)
+        fd = os.open(path, _OPEN_FLAGS)
     except FileNotFoundError:  # removed since it was listed
         return 0
     except OSError as exc:  # permission denied, I/O error...: say so, never skip silently
-        unread.append(Unread("unreadable", source, detail=exc.strerror or str(exc)))
+        if regular and offset == 0:  # not stat-ed: what could not be stat-ed is skipped
+            try:
+                os.stat(path)
+            except OSError:
+                return 0
+        unread.append(Unread("unreadable", path, detail=exc.strerror or str(exc)))
         return 0
-    if f is None:  # replaced between the stat and the open
-        unread.append(Unread("not_a_file", source, detail="something else"))
-        return 0
-    parsed = parse_stream(_read_file(f, offset, limit), source, lines, at_start=offset == 0)
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):  # replaced since it was listed or stat-ed
+            unread.append(Unread("not_a_file", path, detail=_what_is(st.st_mode)))
+            return 0
+        if st.st_size <= offset:
+            return 0
+        first = None
+        if offset == 0 and st.st_size <= READ_BLOCK:  # read whole, as one block
+            first = os.pread(fd, st.st_size, 0)
+            whole = _plain_lines(first, path)
+            if whole is not None:  # what parse_stream makes of it, without its generality
+                for k in range(0, len(whole), CHUNK_LINES):
+                    chunks.append(Chunk(path, lines + 1 + k, whole[k : k + CHUNK_LINES]))
+                out.offsets[stream] = (len(first), lines + len(whole))
+                return len(first)
+        blocks = _read_fd(fd, offset, st.st_size, limit, first)
+        parsed = parse_stream(blocks, path, lines, at_start=offset == 0)
+    finally:
+        os.close(fd)
     chunks.extend(parsed.chunks)
     if parsed.n_bytes:
         out.offsets[stream] = (offset + parsed.n_bytes, lines + parsed.n_lines)
-    torn = torn_tail(parsed, source, lines + parsed.n_lines + 1)
+    torn = torn_tail(parsed, path, lines + parsed.n_lines + 1)
     if torn is not None:
         unread.append(torn)
     return parsed.n_bytes
@@ -443,25 +503,17 @@ def _stops(paths: list[Path], max_bytes: int) -> list[tuple[int, int]]:
     one worker at each. It holds for the files as they are now (a file that grows or
     changes meanwhile makes a worker stop elsewhere, which the worker checks).
     """
-    ends: list[tuple[int, int]] = []  # (fd or -1, written bytes)
+    stops: list[tuple[int, int]] = []
+    i, offset = 0, 0
+    fd, written, opened = -1, 0, -1  # the one file open at a time: its index in ``paths``
     try:
-        for path in paths:
-            try:
-                f = open_regular(path)
-            except OSError:
-                f = None
-            if f is None:
-                ends.append((-1, 0))  # the reader skips it (and says why)
-                continue
-            fd = os.dup(f.fileno())
-            f.close()
-            ends.append((fd, _written_end(fd, os.fstat(fd).st_size)))
-        stops: list[tuple[int, int]] = []
-        i, offset = 0, 0
         while True:
             budget = max_bytes
             while i < len(paths):
-                fd, written = ends[i]
+                if opened != i:  # (thousands of files are never all open at once)
+                    if fd >= 0:
+                        os.close(fd)
+                    fd, written, opened = *_open_written(paths[i]), i
                 new = offset if fd < 0 else _consumed_to(fd, written, offset, budget)
                 budget -= new - offset
                 offset = new
@@ -472,9 +524,25 @@ def _stops(paths: list[Path], max_bytes: int) -> list[tuple[int, int]]:
                 return stops
             stops.append((i, offset))
     finally:
-        for fd, _ in ends:
-            if fd >= 0:
-                os.close(fd)
+        if fd >= 0:
+            os.close(fd)
+
+
+def _open_written(path: Path) -> tuple[int, int]:
+    """``(fd, written bytes)`` of ``path`` opened for reading; ``(-1, 0)`` when it is not a
+    regular file or cannot be opened (the reader skips it, and says why)."""
+    try:
+        fd = os.open(path, _OPEN_FLAGS)
+    except OSError:
+        return -1, 0
+    try:
+        st = os.fstat(fd)
+        if stat.S_ISREG(st.st_mode):
+            return fd, _written_end(fd, st.st_size)
+    except OSError:
+        pass
+    os.close(fd)
+    return -1, 0
 
 
 def _count_newlines(path: Path, upto: int, *, start: int = 0) -> int:
@@ -533,6 +601,8 @@ class JsonlStore:
         # Jobs kept in a directory not named after them (a renamed or copied job
         # directory): job -> directory name below root.
         self.job_dirs = dict(job_dirs or {})
+        # job -> the streams its last listing saw as regular files (see streams()).
+        self._regular: dict[str, frozenset[str]] = {}
 
     def __repr__(self) -> str:
         extra = f", job_dirs={self.job_dirs!r}" if self.job_dirs else ""
@@ -566,9 +636,11 @@ class JsonlStore:
 
         What ``os.walk`` would list (symbolic links to directories are not followed),
         built with ``os.scandir`` and string joins: a job of 10,000 attempts has 10,000
-        directories, and this runs on every read.
+        directories. The names the listing saw as regular files (not symbolic links) are
+        kept for the reads that go on from it (:func:`_read_path` opens those at once).
         """
         names: list[str] = []
+        regular: set[str] = set()
         pending = [(str(self.job_dir(job)), "")]
         while pending:
             directory, prefix = pending.pop()
@@ -579,15 +651,24 @@ class JsonlStore:
             with entries:
                 for entry in entries:
                     try:
-                        is_dir = entry.is_dir()
-                    except OSError:
-                        is_dir = False
-                    if is_dir:
-                        if not entry.is_symlink():
+                        if entry.is_dir(follow_symlinks=False):
                             pending.append((entry.path, f"{prefix}{entry.name}/"))
-                    elif entry.name.endswith(".jsonl"):
-                        names.append(prefix + entry.name)
+                            continue
+                    except OSError:
+                        pass
+                    if not entry.name.endswith(".jsonl"):
+                        continue
+                    name = prefix + entry.name
+                    try:
+                        if entry.is_file(follow_symlinks=False):
+                            regular.add(name)
+                        elif entry.is_symlink() and entry.is_dir():
+                            continue  # a link to a directory: os.walk does not enter it
+                    except OSError:
+                        pass  # what cannot be looked at is listed; its read says why
+                    names.append(name)
         names.sort()
+        self._regular[job] = frozenset(regular)
         return names
 
     def files(self, job: str) -> list[tuple[str, Path]]:
@@ -596,39 +677,50 @@ class JsonlStore:
         base = self.job_dir(job)
         return [(stream, base / stream) for stream in self.streams(job)]
 
-    def read_stops(self, job: str, max_bytes: int) -> list[tuple[str, int, int]]:
+    def read_stops(
+        self, job: str, max_bytes: int, files: list[tuple[str, Path]] | None = None
+    ) -> list[tuple[str, int, int]]:
         """Where the successive ``read(job, cursor, max_bytes=max_bytes)`` of the files as
         they are now stop, found from their newlines without decoding: ``(stream, offset,
         lines)`` after each read that uses up its budget (the cursor's entry of ``stream``).
+        ``files``: what :meth:`files` gave, if the caller has it already.
 
         A read that starts at one of these stops cuts its blocks, lines and chunks exactly
         as the uninterrupted sequence of reads does: a parallel reader starts one there.
         """
-        return _read_stops(self.files(job), max_bytes)
+        return _read_stops(self.files(job) if files is None else files, max_bytes)
 
     def read(
         self, job: str, cursor: Cursor | None = None, *, max_bytes: int | None = None
     ) -> ReadResult:
+        """See :meth:`EventStore.read`. A cursor whose ``resume`` names ``job`` is read on
+        through the streams it lists, without listing the job (:attr:`Cursor.resume`)."""
         cursor = cursor or Cursor()
         out = Cursor(dict(cursor.offsets))
         chunks: list[Chunk] = []
         unread: list[Unread] = []
-        base = self.job_dir(job)
+        prefix = str(self.job_dir(job)) + os.sep
         budget = max_bytes
         # Going on after a read that stopped on its budget: the streams it had not finished
         # (a job of 10,000 attempt files is not listed and stat'ed again for every slice).
         resume = cursor.resume
         streams = resume[1] if resume is not None and resume[0] == job else self.streams(job)
+        regular = self._regular.get(job, frozenset())
         for k, stream in enumerate(streams):
             if budget is not None and budget <= 0:
                 # the last stream read may have more: go on from it
                 out.resume = (job, tuple(streams[max(k - 1, 0) :]))
                 break
-            path = base / stream
-            used = _read_path(path, stream, cursor, out, chunks, unread, limit=budget)
+            path = prefix + (stream if os.sep == "/" else stream.replace("/", os.sep))
+            used = _read_path(
+                path, stream, cursor, out, chunks, unread, limit=budget, regular=stream in regular
+            )
             if budget is not None:
                 budget -= used
-        return ReadResult(chunks, out, unread)
+        else:
+            if streams and budget is not None and budget <= 0:  # the last one may have more
+                out.resume = (job, (streams[-1],))
+        return ReadResult(chunks, out, unread, reached_end=out.resume is None)
 
 
 class SingleFileStore:
@@ -661,9 +753,11 @@ class SingleFileStore:
         """``(stream name, path)`` of the file a :meth:`read` of ``job`` goes through."""
         return [(self.path.name, self.path)] if job == self.job else []
 
-    def read_stops(self, job: str, max_bytes: int) -> list[tuple[str, int, int]]:
+    def read_stops(
+        self, job: str, max_bytes: int, files: list[tuple[str, Path]] | None = None
+    ) -> list[tuple[str, int, int]]:
         """See :meth:`JsonlStore.read_stops`."""
-        return _read_stops(self.files(job), max_bytes)
+        return _read_stops(self.files(job) if files is None else files, max_bytes)
 
     def read(
         self, job: str, cursor: Cursor | None = None, *, max_bytes: int | None = None
@@ -672,9 +766,13 @@ class SingleFileStore:
         out = Cursor(dict(cursor.offsets))
         chunks: list[Chunk] = []
         unread: list[Unread] = []
+        used = 0
         if job == self.job:
-            _read_path(self.path, self.path.name, cursor, out, chunks, unread, limit=max_bytes)
-        return ReadResult(chunks, out, unread)
+            used = _read_path(
+                str(self.path), self.path.name, cursor, out, chunks, unread, limit=max_bytes
+            )
+        # a read that used up its budget may have stopped before the end
+        return ReadResult(chunks, out, unread, reached_end=max_bytes is None or used < max_bytes)
 
 
 _FIRST_LINE_MAX: Final = 1 << 20
