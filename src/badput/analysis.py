@@ -590,7 +590,7 @@ class LiveJob:
             out.close()
         offsets = dict(cursor.offsets)
         for s in plan[front:]:  # in file order
-            r = got.get(s.index)
+            r = got.pop(s.index, None)  # freed once merged
             if r is None or not r.ok or r.accountant is None:
                 break
             if (
