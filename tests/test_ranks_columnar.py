@@ -55,7 +55,7 @@ def _reference_other(s: _RankStream, ev: Event) -> None:
         if n:
             s.worker_pids.add(ev.pid)
         log.count += n
-        log.seconds += ev.seconds or 0.0
+        log.parts.append(ev.seconds or 0.0)
         p50 = (ev.quantiles or {}).get("p50")
         if n:
             log.periods.append((ev.ts, n, math.nan if p50 is None else p50))

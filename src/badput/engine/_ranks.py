@@ -162,16 +162,23 @@ class RankAnalysis:
 
 
 class _SectionLog:
-    __slots__ = ("count", "last", "open_since", "open_ts", "opens", "periods", "seconds")
+    __slots__ = ("count", "last", "open_since", "open_ts", "opens", "parts", "periods")
 
     def __init__(self) -> None:
         self.count = 0
-        self.seconds = 0.0
+        # Each summary's seconds, summed exactly when read (math.fsum): a running sum
+        # would depend on how the log was cut (a parallel read's parts, a live job's
+        # pieces), and differ in its last bits from a cold read of the same log.
+        self.parts: list[float] = []
         self.periods: list[tuple[float, int, float]] = []  # (ts, count, p50 or nan)
         self.opens: list[tuple[float, float]] = []  # (ts, open_since) of summaries of open runs
         self.last = -math.inf  # wall time of the last completion
         self.open_since: float | None = None
         self.open_ts = -math.inf  # ts of the summary that reported open_since
+
+    @property
+    def seconds(self) -> float:
+        return math.fsum(self.parts)
 
     def see_open(self, ts: float, open_since: float | None) -> None:
         """The newest summary says whether a run is open (at equal times, an open one wins)."""
@@ -935,7 +942,7 @@ class RankTracker:
             for name, log in theirs.sections.items():
                 m = mine.sections.setdefault(name, _SectionLog())
                 m.count += log.count
-                m.seconds += log.seconds
+                m.parts.extend(log.parts)
                 m.periods = sorted(m.periods + log.periods)
                 m.opens = sorted(m.opens + log.opens)
                 m.last = max(m.last, log.last)
@@ -1248,7 +1255,7 @@ class RankTracker:
             if n:
                 s.worker_pids.add(ev.pid)
             log.count += n
-            log.seconds += ev.seconds or 0.0
+            log.parts.append(ev.seconds or 0.0)
             p50 = (ev.quantiles or {}).get("p50")
             if n:
                 log.periods.append((ev.ts, n, math.nan if p50 is None else p50))
@@ -1428,7 +1435,7 @@ def _sections_of(
         for name, log in s.sections.items():
             m = merged.setdefault(name, _SectionLog())
             m.count += log.count
-            m.seconds += log.seconds
+            m.parts.extend(log.parts)
             m.periods.extend(log.periods)
             m.see_open(log.open_ts, log.open_since)
     out: dict[str, SectionView] = {}
