@@ -713,20 +713,21 @@ def _settle(streams: list[_RankStream]) -> None:
             for s in late:
                 s.settled, s.settled_hi, s.pairing, s.loads = 0, -math.inf, {}, _Growing()
             _settle_chunk(late)
-        for s in chunk:
-            _read_pairing(s)
 
 
 def _read_pairing(s: _RankStream) -> None:
     """``s.buckets`` and ``s.open`` from its pairing (buckets in order of first sight)."""
-    names = list(s.names)  # (in the order of their indices)
     s.buckets, s.open = {}, {}
     for b, p in sorted(s.pairing.items()):
-        name = names[b]
-        if p.paired and (p.total > 0 or p.irregular):
-            s.buckets[name] = p.total
-        if p.stack:
-            s.open[name] = list(p.stack)
+        _read_bucket(s, b, p)
+
+
+def _read_bucket(s: _RankStream, b: int, p: _Pairing) -> None:
+    name = next(itertools.islice(s.names, b, None)) if b else DATA_LOADING
+    if p.paired and (p.total > 0 or p.irregular):
+        s.buckets[name] = p.total
+    if p.stack:
+        s.open[name] = list(p.stack)
 
 
 def _settle_chunk(todo: list[_RankStream]) -> list[_RankStream]:
@@ -736,7 +737,10 @@ def _settle_chunk(todo: list[_RankStream]) -> list[_RankStream]:
     counts: list[int] = []
     carried: list[int] = []
     resumed = False
-    for s in todo:
+    fresh = [not s.pairing for s in todo]  # paired from their first mark (never late)
+    for s, first_pass in zip(todo, fresh, strict=True):
+        if first_pass:
+            s.buckets, s.open = {}, {}
         before = len(marks)
         for b, p in s.pairing.items():  # each bucket's open starts, before anything new
             if p.stack:
@@ -755,10 +759,10 @@ def _settle_chunk(todo: list[_RankStream]) -> list[_RankStream]:
     newest = np.maximum.reduceat(ts, seg).tolist()  # (the carried starts are older)
     late: set[int] = set()
     if resumed:  # the new marks' first time, against the newest taken
-        fresh = ts.copy()
+        arrived = ts.copy()  # the new marks (the carried starts left out)
         for i, n in zip(which, carried, strict=True):
-            fresh[seg[i] : seg[i] + n] = math.inf
-        firsts = np.minimum.reduceat(fresh, seg).tolist()
+            arrived[seg[i] : seg[i] + n] = math.inf
+        firsts = np.minimum.reduceat(arrived, seg).tolist()
         late = {i for i, t in zip(which, firsts, strict=True) if not t > todo[i].settled_hi}
     owner = np.repeat(np.arange(len(todo)), counts)
     bucket = code >> 1
@@ -824,15 +828,19 @@ def _settle_chunk(todo: list[_RankStream]) -> list[_RankStream]:
             p.total, p.paired, p.irregular, p.stack = total, p.paired or bool(got), True, stack
             if b == 0:
                 s.loads.extend(np.array(got))
-            continue
-        p.total = sums[g]
-        p.paired = p.paired or n_ends_l[g] > 0
-        p.stack = [float(ts[at])] if open_at[g] else []
-        if b == 0:
-            s.loads.extend(d[offsets[g] : offsets[g] + n_ends_l[g]])
+        else:
+            p.total = sums[g]
+            p.paired = p.paired or n_ends_l[g] > 0
+            p.stack = [float(ts[at])] if open_at[g] else []
+            if b == 0:
+                s.loads.extend(d[offsets[g] : offsets[g] + n_ends_l[g]])
+        if fresh[s_i] and ((p.paired and (p.total > 0 or p.irregular)) or p.stack):
+            _read_bucket(s, b, p)  # (its buckets come in order: all of them are here)
     for i, s in enumerate(todo):
         if i not in late:
             s.settled, s.settled_hi = len(s.pair_ts), max(s.settled_hi, newest[i])
+            if not fresh[i]:
+                _read_pairing(s)
     return [todo[i] for i in sorted(late)]
 
 
