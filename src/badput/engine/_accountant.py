@@ -153,6 +153,8 @@ class Accountant:
     ) -> Report:
         ideal = ideal_step_time if ideal_step_time is not None else self.ideal_step_time
         ing, cache = self._state_as_of(now)
+        if window is None and ranks:
+            self._ranks.derive()  # its temporaries gone before the partition's are made
         report = compute_report(
             ing,
             now=now,
