@@ -538,7 +538,16 @@ def test_derivation_piece_by_piece_is_the_cold_derivation(
                 live.ingest(run, JOB)
             fed.append(run)
             cold = RankTracker()  # all at once, derived only now
-            cold.ingest([e for piece in fed for e in piece], JOB)
+            if absorbed:  # the same pieces absorbed (a section's seconds add up by piece)
+                for j, piece in enumerate(fed):
+                    if j % 2:
+                        worker = RankTracker()
+                        worker.ingest(piece, JOB)
+                        cold.absorb(worker)
+                    else:
+                        cold.ingest(piece, JOB)
+            else:
+                cold.ingest([e for piece in fed for e in piece], JOB)
             newest = max(e.ts for piece in fed for e in piece)
             # the last attempt is running: not ended, asked at a time after its last event
             attempts = [("0", T0, T0 + 450.0, True, False), ("b", T0, newest, False, False)]

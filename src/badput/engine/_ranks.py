@@ -610,7 +610,9 @@ def _derive_chunk(streams: list[_RankStream]) -> list[_RankStream]:
     }
     # Progress, sorted per stream: the longest gap between consecutive values.
     gaps_of: list[float] = [-math.inf] * len(streams)
-    if which:
+    if which and len(streams) == 1:  # a large stream has a pass of its own: no owners
+        gaps_of[0] = float(np.diff(np.sort(c)).max()) if len(c) > 1 else -math.inf
+    elif which:
         owner = np.repeat(ids, n_cols)
         v = c[np.lexsort((c, owner))]
         gaps = np.empty(len(v))
@@ -633,16 +635,26 @@ def _derive_chunk(streams: list[_RankStream]) -> list[_RankStream]:
             strict=True,
         ):
             step_lows[i], step_highs[i] = lo, hi
-        owner = np.repeat(ids, n_steps)
-        order = np.lexsort((s_ts, owner))
-        ts, no, owner = s_ts[order], s_no[order], owner[order]
+        if len(streams) == 1:
+            owner = np.zeros(1, np.intp)  # (broadcast: one stream)
+            order = np.argsort(s_ts, kind="stable")
+            ts, no = s_ts[order], s_no[order]
+        else:
+            owner = np.repeat(ids, n_steps)
+            order = np.lexsort((s_ts, owner))
+            ts, no, owner = s_ts[order], s_no[order], owner[order]
+        del order
         ends = (step_starts + np.array(n_steps, np.intp)[step_which] - 1).tolist()
         for i, t, n in zip(step_which, ts[ends].tolist(), no[ends].tolist(), strict=True):
             last_ts[i], last_no[i] = t, n
         dn = np.diff(no)
-        ok = (owner[1:] == owner[:-1]) & (dn > 0)
+        ok = dn > 0 if len(streams) == 1 else (owner[1:] == owner[:-1]) & (dn > 0)
         times = np.diff(ts)[ok] / dn[ok]
-        counts = np.bincount(owner[1:][ok], minlength=len(streams))
+        counts = (
+            np.array([len(times)])
+            if len(streams) == 1
+            else np.bincount(owner[1:][ok], minlength=len(streams))
+        )
         found, at_ = _segments(counts.tolist())
         for i, at, n in zip(found, at_.tolist(), counts[found].tolist(), strict=True):
             times_of[i] = times[at : at + n]
@@ -720,20 +732,21 @@ def _settle(streams: list[_RankStream]) -> None:
             for s in late:
                 s.settled, s.settled_hi, s.pairing, s.loads = 0, -math.inf, {}, _Growing()
             _settle_chunk(late)
-        for s in chunk:
-            _read_pairing(s)
 
 
 def _read_pairing(s: _RankStream) -> None:
     """``s.buckets`` and ``s.open`` from its pairing (buckets in order of first sight)."""
-    names = list(s.names)  # (in the order of their indices)
     s.buckets, s.open = {}, {}
     for b, p in sorted(s.pairing.items()):
-        name = names[b]
-        if p.paired and (p.total > 0 or p.irregular):
-            s.buckets[name] = p.total
-        if p.stack:
-            s.open[name] = list(p.stack)
+        _read_bucket(s, b, p)
+
+
+def _read_bucket(s: _RankStream, b: int, p: _Pairing) -> None:
+    name = next(itertools.islice(s.names, b, None)) if b else DATA_LOADING
+    if p.paired and (p.total > 0 or p.irregular):
+        s.buckets[name] = p.total
+    if p.stack:
+        s.open[name] = list(p.stack)
 
 
 def _settle_chunk(todo: list[_RankStream]) -> list[_RankStream]:
@@ -743,7 +756,10 @@ def _settle_chunk(todo: list[_RankStream]) -> list[_RankStream]:
     counts: list[int] = []
     carried: list[int] = []
     resumed = False
-    for s in todo:
+    fresh = [not s.pairing for s in todo]  # paired from their first mark (never late)
+    for s, first_pass in zip(todo, fresh, strict=True):
+        if first_pass:
+            s.buckets, s.open = {}, {}
         before = len(marks)
         for b, p in s.pairing.items():  # each bucket's open starts, before anything new
             if p.stack:
@@ -762,25 +778,30 @@ def _settle_chunk(todo: list[_RankStream]) -> list[_RankStream]:
     newest = np.maximum.reduceat(ts, seg).tolist()  # (the carried starts are older)
     late: set[int] = set()
     if resumed:  # the new marks' first time, against the newest taken
-        fresh = ts.copy()
+        arrived = ts.copy()  # the new marks (the carried starts left out)
         for i, n in zip(which, carried, strict=True):
-            fresh[seg[i] : seg[i] + n] = math.inf
-        firsts = np.minimum.reduceat(fresh, seg).tolist()
+            arrived[seg[i] : seg[i] + n] = math.inf
+        firsts = np.minimum.reduceat(arrived, seg).tolist()
         late = {i for i, t in zip(which, firsts, strict=True) if not t > todo[i].settled_hi}
-    owner = np.repeat(np.arange(len(todo)), counts)
     bucket = code >> 1
     is_start = (code & 1).astype(bool)
-    # by stream, bucket, then time; at equal times, starts first
-    order = np.lexsort((~is_start, ts, bucket, owner))
-    ts, bucket, is_start, owner = ts[order], bucket[order], is_start[order], owner[order]
-    idx = np.arange(len(ts))
     first = np.ones(len(ts), np.bool_)
-    first[1:] = (bucket[1:] != bucket[:-1]) | (owner[1:] != owner[:-1])
+    # by stream, bucket, then time; at equal times, starts first
+    if len(todo) == 1:  # a large stream has a pass of its own: no owners
+        order = np.lexsort((~is_start, ts, bucket))
+        ts, bucket, is_start = ts[order], bucket[order], is_start[order]
+        first[1:] = bucket[1:] != bucket[:-1]
+    else:
+        owner = np.repeat(np.arange(len(todo)), counts)
+        order = np.lexsort((~is_start, ts, bucket, owner))
+        ts, bucket, is_start, owner = ts[order], bucket[order], is_start[order], owner[order]
+        first[1:] = (bucket[1:] != bucket[:-1]) | (owner[1:] != owner[:-1])
+    del order
     heads = np.flatnonzero(first)  # each (stream, bucket)'s marks: a group
     group = np.cumsum(first) - 1
-    parity = (idx - heads[group]) % 2
+    parity = (np.arange(len(ts)) - heads[group]) % 2
     last = np.concatenate((heads[1:] - 1, [len(ts) - 1]))
-    heads_owner = owner[heads].tolist()
+    heads_owner = [0] * len(heads) if len(todo) == 1 else owner[heads].tolist()
     heads_bucket = bucket[heads].tolist()
     # Each group's pairing so far (its seconds are summed on, in time order).
     pairings = [todo[i].pairing.get(b) for i, b in zip(heads_owner, heads_bucket, strict=True)]
@@ -831,15 +852,19 @@ def _settle_chunk(todo: list[_RankStream]) -> list[_RankStream]:
             p.total, p.paired, p.irregular, p.stack = total, p.paired or bool(got), True, stack
             if b == 0:
                 s.loads.extend(np.array(got))
-            continue
-        p.total = sums[g]
-        p.paired = p.paired or n_ends_l[g] > 0
-        p.stack = [float(ts[at])] if open_at[g] else []
-        if b == 0:
-            s.loads.extend(d[offsets[g] : offsets[g] + n_ends_l[g]])
+        else:
+            p.total = sums[g]
+            p.paired = p.paired or n_ends_l[g] > 0
+            p.stack = [float(ts[at])] if open_at[g] else []
+            if b == 0:
+                s.loads.extend(d[offsets[g] : offsets[g] + n_ends_l[g]])
+        if fresh[s_i] and ((p.paired and (p.total > 0 or p.irregular)) or p.stack):
+            _read_bucket(s, b, p)  # (its buckets come in order: all of them are here)
     for i, s in enumerate(todo):
         if i not in late:
             s.settled, s.settled_hi = len(s.pair_ts), max(s.settled_hi, newest[i])
+            if not fresh[i]:
+                _read_pairing(s)
     return [todo[i] for i in sorted(late)]
 
 
