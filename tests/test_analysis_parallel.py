@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from badput import analysis
@@ -381,6 +381,9 @@ LINE = st.one_of(
     first=st.integers(4, 64),
     slice_bytes=st.integers(1, 3_000),
 )
+# A file of a byte order mark alone: the serial read consumes those 3 bytes (found by
+# hypothesis; the stops counted nothing read in that file, and cut the next one elsewhere).
+@example(files=[([], b"\xef\xbb\xbf", 0), ([b"\x00"], b"", 0)], block=16, first=4, slice_bytes=1)
 def test_read_stops_are_where_the_serial_reads_stop(
     tmp_path_factory: pytest.TempPathFactory,
     files: list[tuple[list[bytes], bytes, int]],

@@ -477,24 +477,14 @@ class _Builder:
             steps.reserve(int((is_end[steps.raw_done :] == 0).sum()))
             size = _CLOSED_BLOCK
             while int(ts.shape[0]) - steps.raw_done > size:
-                if not self._seal_block(steps, ts, step, is_end, marks, lo, hi, size):
-                    size *= 2  # no quiet moment in this block (a long eval): a larger one
+                used = self._seal_block(steps, ts, step, is_end, marks, lo, hi, size)
+                if used == 0 or used < size // 4:  # little quiet time (a long eval): larger
+                    size *= 2
         ts, step, is_end = ts[steps.raw_done :], step[steps.raw_done :], is_end[steps.raw_done :]
         tail_marks = marks.take(slice(steps.marks_done, None))
 
         ivs = tail_intervals(tail_marks, lo, hi)
-        exempt = self.ing.buckets.known(CLEAN_EXEMPT)
-        unclean = Coverage.of(ivs.pieces.take(~np.isin(ivs.pieces.bucket, exempt)))
-        tail, unmatched_ts, _ = compute_rows(
-            ts,
-            step,
-            is_end,
-            lo=lo,
-            hi=hi,
-            cov=Coverage.of(ivs.pieces),
-            prev_step=steps.last_step(),
-            unclean_cov=unclean,
-        )
+        tail, unmatched_ts = self._rows_after(steps, ts, step, is_end, ivs, lo, hi)
         mark_ts = tail_marks.ts
         if closed:
             steps.seal(
@@ -537,10 +527,10 @@ class _Builder:
         lo: float,
         hi: float,
         size: int,
-    ) -> bool:
+    ) -> int:
         """Seal the next block of a large closed attempt (about ``size`` raw step events)
-        up to a quiet cut, as a running attempt's prefix is sealed; False when the block
-        has no quiet moment to cut at.
+        up to a quiet cut, as a running attempt's prefix is sealed; return how many raw
+        step events were sealed (0: the block has no quiet moment to cut at).
 
         The rows and intervals before a quiet cut depend on nothing after it, so sealing
         the attempt block by block gives what sealing it whole gives, while the temporary
@@ -553,33 +543,49 @@ class _Builder:
         m_lo = steps.marks_done
         m_hi = int(np.searchsorted(marks.ts, stop, "left"))
         if j <= a + 1:
-            return False
+            return 0
         block_marks = marks.take(slice(m_lo, max(m_lo, m_hi)))
         ivs = tail_intervals(block_marks, lo, hi)
+        rows, unmatched_ts = self._rows_after(steps, ts[a:j], step[a:j], is_end[a:j], ivs, lo, hi)
+        r = _steps.quiet_cut(rows, ivs, block_marks.ts, min_keep=1, unmatched_ts=unmatched_ts)
+        if r == 0:
+            return 0
+        cut = float(rows.start[r])
+        raw_used = int(np.flatnonzero(is_end[a:j] == 0)[r])
+        steps.seal(
+            rows.part(0, r),
+            ivs=ivs,
+            cut=cut,
+            raw_used=raw_used,
+            marks_used=int(np.searchsorted(block_marks.ts, cut, "left")),
+            unmatched_ts=unmatched_ts,
+        )
+        return raw_used
+
+    def _rows_after(  # noqa: PLR0917 (the columns of one stretch of an attempt)
+        self,
+        steps: AttemptSteps,
+        ts: F64,
+        step: I64,
+        is_end: npt.NDArray[np.int8],
+        ivs: TailIntervals,
+        lo: float,
+        hi: float,
+    ) -> tuple[Rows, F64]:
+        """Rows of the step events that follow what ``steps`` sealed, with their intervals
+        ``ivs``; and the times of the step ends that matched no start."""
         exempt = self.ing.buckets.known(CLEAN_EXEMPT)
         rows, unmatched_ts, _ = compute_rows(
-            ts[a:j],
-            step[a:j],
-            is_end[a:j],
+            ts,
+            step,
+            is_end,
             lo=lo,
             hi=hi,
             cov=Coverage.of(ivs.pieces),
             prev_step=steps.last_step(),
             unclean_cov=Coverage.of(ivs.pieces.take(~np.isin(ivs.pieces.bucket, exempt))),
         )
-        r = _steps.quiet_cut(rows, ivs, block_marks.ts, min_keep=1, unmatched_ts=unmatched_ts)
-        if r == 0:
-            return False
-        cut = float(rows.start[r])
-        steps.seal(
-            rows.part(0, r),
-            ivs=ivs,
-            cut=cut,
-            raw_used=int(np.flatnonzero(is_end[a:j] == 0)[r]),
-            marks_used=int(np.searchsorted(block_marks.ts, cut, "left")),
-            unmatched_ts=unmatched_ts,
-        )
-        return True
+        return rows, unmatched_ts
 
     def _seal_closed_together(self, attempts: list[Attempt]) -> None:
         """Seal every closed attempt that has nothing cached yet in one vectorised pass

@@ -486,11 +486,15 @@ def _consumed_to(fd: int, written: int, offset: int, limit: int) -> int:
         reach += READ_BLOCK
     stop = offset + reach
     if stop >= written:
-        return _after_last_newline(fd, offset, written)
-    if os.pread(fd, 1, stop - 1) == b"\n":
+        end = _after_last_newline(fd, offset, written)
+    elif os.pread(fd, 1, stop - 1) == b"\n":
         return stop
-    after = _after_next_newline(fd, stop, written)
-    return after if after is not None else _after_last_newline(fd, offset, stop)
+    else:
+        after = _after_next_newline(fd, stop, written)
+        end = after if after is not None else _after_last_newline(fd, offset, stop)
+    if end == 0 and written >= len(BOM) and os.pread(fd, len(BOM), 0) == BOM:
+        return len(BOM)  # a read from the start consumes a leading BOM, even with no line after
+    return end
 
 
 def _stops(paths: list[Path], max_bytes: int) -> list[tuple[int, int]]:
