@@ -88,6 +88,21 @@ def test_engine_agrees_with_the_reference(
         _steps.SEAL_MIN_TAIL, _partition._CLOSED_BLOCK = saved
 
 
+def _reported(events: list[Event], **constants: int) -> tuple[Accountant, Report]:
+    """An accountant fed ``events`` and its first report, made with ``_partition``'s
+    constants set to ``constants`` (which fast path it takes), restored afterwards."""
+    saved = {name: getattr(_partition, name) for name in constants}
+    try:
+        for name, value in constants.items():
+            setattr(_partition, name, value)
+        acc = Accountant("r")
+        acc.ingest_events(events)
+        return acc, acc.report()
+    finally:
+        for name, value in saved.items():
+            setattr(_partition, name, value)
+
+
 @settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(logs_with_ids(), st.data())
 def test_closed_attempts_sealed_together_and_remembered_report_the_same(
@@ -97,18 +112,8 @@ def test_closed_attempts_sealed_together_and_remembered_report_the_same(
     vectorised pass (always, here) against one by one (never), a second query served from
     what the first remembered, and a window of a state already reported on (which looks
     only at the attempts it meets) against the same window asked first."""
-    saved = _partition._BULK_MIN_ATTEMPTS
-    try:
-        _partition._BULK_MIN_ATTEMPTS = 1
-        together = Accountant("r")
-        together.ingest_events(events)
-        first = together.report()
-        _partition._BULK_MIN_ATTEMPTS = 10**9
-        alone = Accountant("r")
-        alone.ingest_events(events)
-        expected = alone.report()
-    finally:
-        _partition._BULK_MIN_ATTEMPTS = saved
+    together, first = _reported(events, _BULK_MIN_ATTEMPTS=1)
+    alone, expected = _reported(events, _BULK_MIN_ATTEMPTS=10**9)
     again = together.report()
     for r in (first, again):
         same(r, expected)
@@ -132,19 +137,9 @@ def test_a_closed_attempt_sealed_in_blocks_reports_as_sealed_whole(
 ) -> None:
     """A large closed attempt is sealed block by block, each up to a quiet cut, to bound
     the memory of one pass; every number, attempt and diagnostic is that of one pass."""
-    saved = _partition._CLOSED_BLOCK, _partition._BULK_MIN_ATTEMPTS
-    _partition._BULK_MIN_ATTEMPTS = 10**9  # every closed attempt through its own rows
-    try:
-        _partition._CLOSED_BLOCK = block
-        blocks = Accountant("r")
-        blocks.ingest_events(events)
-        got = blocks.report()
-        _partition._CLOSED_BLOCK = 10**9
-        whole = Accountant("r")
-        whole.ingest_events(events)
-        expected = whole.report()
-    finally:
-        _partition._CLOSED_BLOCK, _partition._BULK_MIN_ATTEMPTS = saved
+    one_by_one = 10**9  # every closed attempt through its own rows
+    blocks, got = _reported(events, _BULK_MIN_ATTEMPTS=one_by_one, _CLOSED_BLOCK=block)
+    whole, expected = _reported(events, _BULK_MIN_ATTEMPTS=one_by_one, _CLOSED_BLOCK=10**9)
     same(got, expected)
     assert got.attempts == expected.attempts
     assert got.diagnostics == expected.diagnostics

@@ -367,18 +367,7 @@ def test_streams_derived_together_match_each_stream_on_its_own(
     finally:
         _ranks.CHUNK = saved
     for s in streams:
-        d = s.derived()
-        got = (
-            (d.first_event, d.last_event),
-            d.step_times.tolist(),
-            d.step_lo,
-            d.step_hi,
-            d.n_progress,
-            d.progress_first,
-            d.progress_last,
-            d.gap,
-        )
-        assert got == reference_derived(s)
+        assert _derived_state(s) == reference_derived(s)
         assert (s.buckets, s.open, s.loads.view().tolist()) == reference_settle(s)
 
 

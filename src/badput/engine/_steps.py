@@ -72,10 +72,10 @@ _NAN_CELL: F64 = np.full(1, np.nan)
 _ZERO_CELL: I64 = np.zeros(1, np.int64)
 
 
-def _nans(n: int) -> F64:
-    """``n`` NaNs as a read-only zero-stride view of one cell (no memory, made in ~1 µs:
-    ``np.broadcast_to`` costs ten times that, and a query asks once per attempt)."""
-    out: F64 = np.ndarray((n,), np.float64, _NAN_CELL, 0, (0,))
+def _repeated(cell: npt.NDArray[Any], n: int) -> npt.NDArray[Any]:
+    """``cell``'s one value ``n`` times, as a read-only zero-stride view (no memory, made in
+    ~1 µs: ``np.broadcast_to`` costs ten times that, and a query asks once per attempt)."""
+    out: npt.NDArray[Any] = np.ndarray((n,), cell.dtype, cell, 0, (0,))
     out.flags.writeable = False
     return out
 
@@ -396,7 +396,7 @@ class AttemptSteps:
         return Rows(
             c["start"].a,
             c["end"].a,
-            _nans(self.n),  # not kept: see open_cap
+            _repeated(_NAN_CELL, self.n),  # not kept: see open_cap
             c["count"].a,
             c["step"].a,
             c["d"].a,
@@ -600,8 +600,7 @@ def seal_whole_many(
 def _without_order(spans: Spans) -> Spans:
     """Sealed spans, whose innermost order is no longer needed: a zero-stride column of
     zeros in its place (no memory: a million sealed data loads keep 8 MB less)."""
-    zeros: I64 = np.ndarray(spans.start.shape, np.int64, _ZERO_CELL, 0, (0,))
-    zeros.flags.writeable = False
+    zeros = _repeated(_ZERO_CELL, len(spans))
     return Spans(spans.start, spans.end, spans.bucket, spans.blocking, zeros)
 
 
