@@ -291,13 +291,16 @@ class FailingFront(SlowFront):
     """The parent's first read fails (a disk error, an interrupt): the workers are started
     before it, so they are certainly running when it fails. (Failing a later read made the
     test depend on how many slices the workers took first: on a quiet machine the parent
-    could finish its share in fewer reads, and nothing failed.)"""
+    could finish its share in fewer reads, and nothing failed.) Each worker's read waits,
+    so the workers cannot take every slice while the parent is still starting them (a
+    large parent forks slowly) and the parent's read always comes."""
 
     def read(
         self, job: str, cursor: Cursor | None = None, *, max_bytes: int | None = None
     ) -> ReadResult:
         if os.getpid() == self.parent:
             raise OSError("disk gone")
+        time.sleep(0.5)
         return super().read(job, cursor, max_bytes=max_bytes)
 
 

@@ -21,6 +21,7 @@ from operator import attrgetter
 from pathlib import Path
 from typing import Any, Final, NamedTuple
 
+from badput._gc import gc_paused
 from badput.engine import Accountant, Diagnostic, RankOptions, Report
 from badput.events import Chunk, Event, EventError
 from badput.store import (
@@ -456,6 +457,10 @@ class LiveJob:
         line numbers and the cursor included (:meth:`_cold_parallel`). Deciding costs no
         second listing: the read goes through the streams the planning listed.
         """
+        with gc_paused():  # the decoded events and the state they build hold no cycles
+            return self._update()
+
+    def _update(self) -> int:
         if self._cursor is None and self._parallel is not False:
             shared = self._cold_parallel()
             if shared is not None:
@@ -463,7 +468,7 @@ class LiveJob:
                 if left is not None:  # the whole job was read, to its end
                     self._left(left)
                     return n
-                return n + self.update()
+                return n + self._update()
         unread: list[Unread] = []
         self._cursor, n = _catch_up(
             self.store, self.job, self.accountant, self._cursor, self._on_progress, unread

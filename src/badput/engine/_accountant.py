@@ -5,8 +5,8 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Iterable
 
+from badput._gc import gc_paused
 from badput.engine._batch import Batch
-from badput.engine._gc import gc_paused
 from badput.engine._ingest import Ingestor, Run
 from badput.engine._model import Report
 from badput.engine._partition import Typical, compute_report, recent_step_times

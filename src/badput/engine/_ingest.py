@@ -309,6 +309,17 @@ class _Origin:
         run = self.run_of(i) if len(self.runs) > 1 else self.runs[0]
         return run.source, None if run.first_line is None else run.first_line + i - run.begin
 
+    def where_many(self, positions: npt.NDArray[np.intp]) -> list[tuple[str | None, int | None]]:
+        """:meth:`where` of each of ``positions``."""
+        if not positions.shape[0]:
+            return []
+        which = np.searchsorted(self.begins, positions, "right") - 1
+        runs = self.runs
+        return [
+            (run.source, None if run.first_line is None else run.first_line + p - run.begin)
+            for run, p in zip([runs[w] for w in which.tolist()], positions.tolist(), strict=True)
+        ]
+
     def first_of_each_run(self, positions: npt.NDArray[np.intp]) -> list[int]:
         """The first of ``positions`` (sorted) in each run that has one."""
         which = np.searchsorted(self.begins, positions, "right") - 1
@@ -360,6 +371,77 @@ def _unknown_kind_message(kind: str) -> str:
 
 def _fits(step: int) -> bool:
     return -(2**63) <= step < 2**63
+
+
+def _span_extremes(ts: F64, bounds: list[int]) -> tuple[list[float], list[float]]:
+    """Least and greatest of ``ts[bounds[k]:bounds[k + 1]]`` for every k, NaN left out
+    (inf and -inf when there is none)."""
+    n = len(bounds) - 1
+    lo, hi = [math.inf] * n, [-math.inf] * n
+    cut = np.asarray(bounds, np.intp)
+    full = np.flatnonzero(cut[1:] > cut[:-1])
+    if full.shape[0]:
+        at = cut[full]
+        mins = np.fmin.reduceat(ts, at).tolist()
+        maxs = np.fmax.reduceat(ts, at).tolist()
+        for k, x, y in zip(full.tolist(), mins, maxs, strict=True):
+            if not math.isnan(x):  # the span has a counted row
+                lo[k], hi[k] = x, y
+    return lo, hi
+
+
+class _MarkBytes:
+    """A batch's interval-mark columns (sorted by stream) as the bytes a :class:`MarkLog`
+    stores, so that each stream's marks are appended as slices of bytes."""
+
+    __slots__ = ("_cols", "_ts")
+
+    def __init__(  # noqa: PLR0917 (the columns of Marks)
+        self,
+        ts: F64,
+        seq: I64,
+        bucket: npt.NDArray[np.int32],
+        kind: npt.NDArray[np.int16],
+        blocking: npt.NDArray[np.bool_],
+        line: I64,
+        source: npt.NDArray[np.int32],
+    ) -> None:
+        line32 = np.where(line <= _MAX_LINE, line, -1).astype(np.int32)
+        self._cols = (
+            ts.tobytes(),
+            seq.astype(np.int64, copy=False).tobytes(),
+            bucket.astype(np.int32, copy=False).tobytes(),
+            _MARK_IS_START[kind].astype(np.int8).tobytes(),
+            blocking.astype(np.int8).tobytes(),
+            line32.tobytes(),
+            source.astype(np.int32, copy=False).tobytes(),
+        )
+        self._ts = ts
+
+    @staticmethod
+    def out_of_order(ts: F64, begin: list[int], end: list[int]) -> list[bool]:
+        """For each span ``ts[begin[k]:end[k]]`` (in order, disjoint), whether a row is
+        earlier in time than the row before it."""
+        descents = np.concatenate(([0], np.cumsum(ts[1:] < ts[:-1])))
+        top = descents.shape[0] - 1  # an empty span may begin at the end
+        first = np.minimum(np.asarray(begin, np.intp), top)
+        last = np.clip(np.asarray(end, np.intp) - 1, first, top)
+        out: list[bool] = (descents[last] > descents[first]).tolist()
+        return out
+
+    def append_to(self, log: MarkLog, b: int, c: int, descends: bool) -> None:
+        """Add rows ``[b, c)`` to ``log`` (in arrival order), as :meth:`MarkLog.append_columns`;
+        ``descends``: whether they are out of time order (:meth:`out_of_order`)."""
+        if not log.unsorted and (descends or (len(log.ts) and self._ts[b] < log.ts[-1])):
+            log.unsorted = True
+        ts, seq, bucket, is_start, blocking, line, source = self._cols
+        log.ts.frombytes(ts[8 * b : 8 * c])
+        log.seq.frombytes(seq[8 * b : 8 * c])
+        log.bucket.frombytes(bucket[4 * b : 4 * c])
+        log.is_start.frombytes(is_start[b:c])
+        log.blocking.frombytes(blocking[b:c])
+        log.line.frombytes(line[4 * b : 4 * c])
+        log.source.frombytes(source[4 * b : 4 * c])
 
 
 class Ingestor:
@@ -554,39 +636,43 @@ class Ingestor:
         order = np.argsort(key, kind="stable")
         edges = np.searchsorted(key[order], np.arange(len(streams) * _CATEGORIES + 1)).tolist()
         ts, kind, seq, steps = ts[order], kind[order], seq[order], steps[order]
-        bucket, blocking, line, source = bucket[order], blocking[order], line[order], source[order]
-        rare = np.flatnonzero(_RARE[kind] & (category[order] != _DROPPED))
-        rare_at = np.searchsorted(rare, edges).tolist()
+        stream = stream[order]
+        # Each column once as the bytes its log stores, then a slice of bytes per stream
+        # (a numpy slice and conversion per stream and column cost more than the copy).
+        marks = _MarkBytes(
+            ts, seq, bucket[order], kind, blocking[order], line[order], source[order]
+        )
+        ts_b, step_b = ts.tobytes(), steps.tobytes()
+        is_end_b = (kind == _STEP_END).astype(np.int8).tobytes()
+        descends = _MarkBytes.out_of_order(ts, edges[1:-1:_CATEGORIES], edges[2::_CATEGORIES])
+        counted = category[order] != _DROPPED
+        firsts, lasts = _span_extremes(np.where(counted, ts, np.nan), edges[::_CATEGORIES])
+        rare = np.flatnonzero(_RARE[kind] & counted)
+        rare = rare[np.lexsort((seq[rare], stream[rare]))]  # by stream, in arrival order
+        rare_at = np.searchsorted(stream[rare], np.arange(len(streams) + 1)).tolist()
+        rare_pos = pos[order[rare]]
+        rare_seq = seq[rare].tolist()
+        rare_where = origin.where_many(rare_pos)
+        rare_pos_list = rare_pos.tolist()
         for k, s in enumerate(streams):
             a, b, c, d = edges[k * _CATEGORIES : k * _CATEGORIES + 4]
             if b > a:
                 log = s.steps
-                log.ts.frombytes(ts[a:b].tobytes())
-                log.step.frombytes(steps[a:b].tobytes())
-                log.is_end.frombytes((kind[a:b] == _STEP_END).astype(np.int8).tobytes())
+                log.ts.frombytes(ts_b[8 * a : 8 * b])
+                log.step.frombytes(step_b[8 * a : 8 * b])
+                log.is_end.frombytes(is_end_b[a:b])
             if c > b:
-                s.marks.append_columns(
-                    Marks(
-                        ts[b:c],
-                        seq[b:c],
-                        bucket[b:c],
-                        _MARK_IS_START[kind[b:c]],
-                        blocking[b:c],
-                        line[b:c],
-                        source[b:c],
-                    )
-                )
+                marks.append_to(s.marks, b, c, descends[k])
             if d > c:
-                s.other_ts.frombytes(ts[c:d].tobytes())
+                s.other_ts.frombytes(ts_b[8 * c : 8 * d])
             if d > a:
                 if s.attempt is None and d > b:
-                    self.idless_ts.frombytes(ts[b:d].tobytes())
-                s.first_ts = min(s.first_ts, float(ts[a:d].min()))
-                s.last_ts = max(s.last_ts, float(ts[a:d].max()))
-            mine = rare[rare_at[k * _CATEGORIES] : rare_at[k * _CATEGORIES + 4]]
-            for i in mine[np.argsort(seq[mine])].tolist():  # in arrival order
-                p = int(pos[order[i]])
-                self._rare(batch.events[p], s, int(seq[i]), *origin.where(p))
+                    self.idless_ts.frombytes(ts_b[8 * b : 8 * d])
+                s.first_ts = min(s.first_ts, firsts[k])
+                s.last_ts = max(s.last_ts, lasts[k])
+            for r in range(rare_at[k], rare_at[k + 1]):
+                p = rare_pos_list[r]
+                self._rare(batch.events[p], s, rare_seq[r], *rare_where[r])
 
     def _mark_fields(
         self,
