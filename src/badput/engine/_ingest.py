@@ -219,14 +219,14 @@ class Stream:
             if self.steps.unsorted:
                 if bool(((ts >= lo) & (ts < top)).any()):
                     return True
-            elif np.searchsorted(ts, lo, "left") < np.searchsorted(ts, top, "left"):
+            elif ts.searchsorted(lo, "left") < ts.searchsorted(top, "left"):
                 return True
         if not len(self.marks):
             return False
         mark_ts = np.frombuffer(self.marks.ts, dtype=np.float64)
         if self.marks.unsorted:
             return bool(((mark_ts >= lo) & (mark_ts < top)).any())
-        return bool(np.searchsorted(mark_ts, lo, "left") < np.searchsorted(mark_ts, top, "left"))
+        return bool(mark_ts.searchsorted(lo, "left") < mark_ts.searchsorted(top, "left"))
 
     def as_of(self, t: float) -> Stream:
         """This stream with every event stamped after ``t`` left out."""

@@ -471,7 +471,7 @@ class _Builder:
         range_lo, top = attempt_bounds(att)
         if att.key is None or att.ended:
             ts, step, is_end = slice_range(ts, step, is_end, range_lo, top)
-            a, b = np.searchsorted(marks.ts, (range_lo, top), side="left").tolist()
+            a, b = marks.ts.searchsorted((range_lo, top), "left").tolist()
             marks = marks.take(slice(a, b))
         if closed and int(ts.shape[0]) - steps.raw_done > _CLOSED_BLOCK:
             steps.reserve(int((is_end[steps.raw_done :] == 0).sum()))
@@ -605,7 +605,7 @@ class _Builder:
             if att.ended:  # events after the attempt's end are ignored (§9.5)
                 range_lo, top = attempt_bounds(att)
                 ts, step, is_end = slice_range(ts, step, is_end, range_lo, top)
-                a, b = np.searchsorted(marks.ts, (range_lo, top), side="left").tolist()
+                a, b = marks.ts.searchsorted((range_lo, top), "left").tolist()
                 marks = marks.take(slice(a, b))
             signature = (s.attempt, s.rank, att.eff_start, att.range_lo, att.range_hi)
             todo.append(
@@ -652,6 +652,8 @@ class _Builder:
             late = new[(new >= att.range_lo) & (new < att.range_hi)]
             if late.shape[0] and float(late.min()) < cut:
                 return True
+        if len(s.marks) <= steps.marks_seen:
+            return False
         new_marks = np.frombuffer(s.marks.ts, dtype=np.float64)[steps.marks_seen :]
         return bool(((new_marks >= att.range_lo) & (new_marks < min(cut, att.range_hi))).any())
 

@@ -141,6 +141,8 @@ class AttemptRows:
         return float(self.tail.cap[i - self.n_sealed])
 
     def open_rows(self) -> list[int]:
+        if not self.tail.n:
+            return self.steps.open_rows
         tail_open = np.flatnonzero(np.isnan(self.tail.d)) + self.n_sealed
         return self.steps.open_rows + [int(i) for i in tail_open]
 
@@ -164,21 +166,31 @@ class AttemptRows:
             return float(sealed[i])
         return float(sealed[s] + tail[i - s])
 
-    def stored(self, which: int, i: int) -> float:
-        d = self.at("d", i)
-        if which == self.D:
-            return 0.0 if math.isnan(d) else d
-        k = self.at("count", i)
-        return k if which == self.K or d > 0 else 0.0
+    def stored(self, rows: Sequence[int]) -> dict[int, tuple[float, float, float]]:
+        """The D, K and KPOS terms of each of ``rows`` as stored (an open row: 0 s and its
+        recorded count), each looked up once for the sums that leave them out."""
+        out: dict[int, tuple[float, float, float]] = {}
+        for i in rows:
+            d, k = self.at("d", i), self.at("count", i)
+            out[i] = (0.0 if math.isnan(d) else d, k, k if d > 0 else 0.0)
+        return out
 
-    def plain_sum(self, which: int, lo: int, hi: int, specials: Sequence[int]) -> float:
-        """Σ of rows [lo, hi) as stored, leaving out the rows in ``specials``."""
+    def plain_sum(
+        self,
+        which: int,
+        lo: int,
+        hi: int,
+        specials: Sequence[int],
+        stored: dict[int, tuple[float, float, float]],
+    ) -> float:
+        """Σ of rows [lo, hi) as stored, leaving out the rows in ``specials`` (whose terms
+        ``stored`` holds: :meth:`stored`)."""
         if hi <= lo:
             return 0.0
         total = self.cum(which, hi) - self.cum(which, lo)
         for i in specials:
             if lo <= i < hi:
-                total -= self.stored(which, i)
+                total -= stored[i][which]
         return total
 
     def rows_upto_step(self, x: float, lo: int, hi: int) -> int:
@@ -190,19 +202,20 @@ class AttemptRows:
         s = self.n_sealed
         n = 0
         if lo < s:
-            n += int(np.searchsorted(self.sealed.step[lo : min(hi, s)], x, side="right"))
+            n += int(self.sealed.step[lo : min(hi, s)].searchsorted(x, "right"))
         if hi > s:
-            n += int(np.searchsorted(self.tail.step[max(lo, s) - s : hi - s], x, side="right"))
+            n += int(self.tail.step[max(lo, s) - s : hi - s].searchsorted(x, "right"))
         return lo + n
 
     def _counts(
-        self, first: int, stop: int, keep_upto: float, opened: list[int]
+        self, first: int, stop: int, keep_upto: float, opened: list[int], j_keep: int
     ) -> tuple[float, float]:
-        """Steps of rows [first, stop) at or below ``keep_upto``, and all of them."""
-        j_keep = self.rows_upto_step(keep_upto, first, stop) - 1
+        """Steps of rows [first, stop) at or below ``keep_upto`` (the last such row is
+        ``j_keep``), and all of them."""
         count_specials = sorted({j_keep, *opened})
-        kept_count = self.plain_sum(self.K, first, j_keep + 1, count_specials)
-        all_count = self.plain_sum(self.K, first, stop, opened)
+        stored = self.stored([i for i in count_specials if first <= i < stop])
+        kept_count = self.plain_sum(self.K, first, j_keep + 1, count_specials, stored)
+        all_count = self.plain_sum(self.K, first, stop, opened, stored)
         all_count += sum(self.count(i) for i in opened)
         for i in count_specials:
             if first <= i < stop:
@@ -212,11 +225,11 @@ class AttemptRows:
     def rows_overlapping(self, lo: float, hi: float) -> tuple[int, int]:
         """Rows [i0, i1) that can overlap ``[lo, hi]`` (rows are disjoint, in time order)."""
         sealed_start, tail_start = self.sealed.start, self.tail.start
-        upto_lo = int(np.searchsorted(sealed_start, lo, "right")) + int(
-            np.searchsorted(tail_start, lo, "right")
+        upto_lo = int(sealed_start.searchsorted(lo, "right")) + int(
+            tail_start.searchsorted(lo, "right")
         )
-        before_hi = int(np.searchsorted(sealed_start, hi, "left")) + int(
-            np.searchsorted(tail_start, hi, "left")
+        before_hi = int(sealed_start.searchsorted(hi, "left")) + int(
+            tail_start.searchsorted(hi, "left")
         )
         return max(0, upto_lo - 1), before_hi
 
@@ -270,12 +283,16 @@ class AttemptRows:
         """
         i0, i1, lo_t, hi_t = window
         first, stop = seg.lo, seg.hi
-        opened = [i for i in self.open if first <= i < stop]
+        opened = [i for i in self.open if first <= i < stop] if self.open else []
+        j_keep = self.rows_upto_step(keep_upto, first, stop) - 1
         # steps.kept / steps.wasted: the whole segment, whatever the window
         count_key = (keep_upto, *(self.count(i) for i in opened))
         counted = seg.count_memo
         if counted is None or counted[0] != count_key:
-            counted = seg.count_memo = (count_key, *self._counts(first, stop, keep_upto, opened))
+            counted = seg.count_memo = (
+                count_key,
+                *self._counts(first, stop, keep_upto, opened, j_keep),
+            )
         _key, kept_count, all_count = counted
         sums.kept_count += kept_count
         sums.wasted_count += all_count - kept_count
@@ -283,16 +300,18 @@ class AttemptRows:
         a, b = max(first, i0), min(stop, i1)
         if a >= b:
             return 0.0
-        j_keep = self.rows_upto_step(keep_upto, first, stop) - 1
         risk_from = min(keep_upto, safe)
-        j_safe = self.rows_upto_step(risk_from, first, stop) - 1
+        j_safe = (
+            j_keep if risk_from == keep_upto else self.rows_upto_step(risk_from, first, stop) - 1
+        )
         specials = sorted({i for i in (a, b - 1, first, j_keep, j_safe, *opened) if a <= i < b})
+        stored = self.stored(specials)
         keep_end = min(b, j_keep + 1)
-        sums.kept += self.plain_sum(self.D, a, keep_end, specials)
-        sums.kept_n += self.plain_sum(self.KPOS, a, keep_end, specials)
-        sums.wasted += self.plain_sum(self.D, max(a, j_keep + 1), b, specials)
-        sums.at_risk += self.plain_sum(self.D, max(a, j_safe + 1), keep_end, specials)
-        step_time = self.plain_sum(self.D, a, b, specials)
+        sums.kept += self.plain_sum(self.D, a, keep_end, specials, stored)
+        sums.kept_n += self.plain_sum(self.KPOS, a, keep_end, specials, stored)
+        sums.wasted += self.plain_sum(self.D, max(a, j_keep + 1), b, specials, stored)
+        sums.at_risk += self.plain_sum(self.D, max(a, j_safe + 1), keep_end, specials, stored)
+        step_time = self.plain_sum(self.D, a, b, specials, stored)
         for i in specials:
             start, end, d, k = self.at("start", i), self.end(i), self.d(i), self.count(i)
             if math.isnan(d) or d <= 0.0:
@@ -449,8 +468,8 @@ def sorted_step_arrays(stream: Stream) -> tuple[F64, I64, npt.NDArray[np.int8]]:
 def slice_range(
     ts: F64, step: I64, is_end: npt.NDArray[np.int8], lo: float, hi: float
 ) -> tuple[F64, I64, npt.NDArray[np.int8]]:
-    a = int(np.searchsorted(ts, lo, side="left"))
-    b = int(np.searchsorted(ts, hi, side="left"))
+    a = int(ts.searchsorted(lo, "left"))
+    b = int(ts.searchsorted(hi, "left"))
     return ts[a:b], step[a:b], is_end[a:b]
 
 

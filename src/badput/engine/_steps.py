@@ -54,6 +54,7 @@ __all__ = [
     "quiet_cut",
     "seal_whole_many",
     "tail_intervals",
+    "without_order",
 ]
 
 F64 = npt.NDArray[np.float64]
@@ -486,7 +487,7 @@ class AttemptSteps:
             (ivs.pieces, self.piece_parts, self.piece_sums),
             (ivs.nonblocking, self.nonblocking_parts, self.nonblocking_sums),
         ):
-            sealed = _without_order(spans.take(spans.end <= cut))
+            sealed = without_order(spans.take(spans.end <= cut))
             if len(sealed):
                 parts.append(sealed)
                 add_sums(sums, sealed)
@@ -510,25 +511,31 @@ _ROW_COLUMNS: tuple[tuple[str, Any], ...] = (
 )
 
 
-def seal_whole_many(
+def seal_whole_many(  # noqa: PLR0917 (each attempt's parts, cut apart by the caller)
     signatures: list[tuple[Any, ...]],
     rows: Rows,
     row_bounds: list[int],
-    *,
-    ivs: list[TailIntervals],
+    pieces: list[Spans],
+    nonblocking: list[Spans],
+    unpaired_starts: list[Marks],
+    unpaired_ends: list[Marks],
     unmatched: list[int],
     used: list[tuple[int, int]],
-    piece_sums: list[dict[int, float]] | None = None,
+    seen: list[tuple[int, int]],
+    piece_sums: list[dict[int, float]],
+    whole_end: list[float],
 ) -> list[AttemptSteps]:
     """What :meth:`AttemptSteps.seal` of each attempt's rows, whole (``cut`` = inf), on a
     fresh :class:`AttemptSteps` gives, for many attempts at once.
 
     ``rows`` are the attempts' rows one after the other (attempt k's are
-    ``row_bounds[k]:row_bounds[k + 1]``, each beginning a segment); ``ivs``, ``unmatched``
-    (step ends matching no start) and ``used`` (raw step events and marks consumed) are
-    per attempt. The prefix sums, clean values, open rows, segment starts and sorted
-    typical values are computed once over all rows and sliced. ``piece_sums``: each
-    attempt's seconds per bucket code of its pieces, when the caller has them.
+    ``row_bounds[k]:row_bounds[k + 1]``, each beginning a segment). Per attempt: its
+    flattened blocking ``pieces`` (their innermost order already dropped: see
+    :func:`without_order`) with their seconds per bucket code (``piece_sums``), its
+    ``nonblocking`` spans and unpaired marks, its ``unmatched`` step ends, the raw step
+    events and marks it ``used`` and the end of its span. The prefix sums, clean values,
+    open rows, segment starts and sorted typical values are computed once over all rows
+    and sliced.
     """
     d = rows.d
     nan = np.isnan(d)
@@ -538,6 +545,7 @@ def seal_whole_many(
         for x in (d0, rows.count, np.where(d > 0, rows.count, 0.0))
     ]
     at = np.asarray(row_bounds)
+    bases = [c[at].tolist() for c in cums]  # each attempt's prefix sums start from 0
     clean_pos = np.flatnonzero(rows.clean)
     clean_vals = d[clean_pos] / rows.count[clean_pos]
     clean_at = np.searchsorted(clean_pos, at).tolist()
@@ -545,6 +553,7 @@ def seal_whole_many(
     open_at = np.searchsorted(open_pos, at).tolist()
     first_pos = np.flatnonzero(rows.first)
     first_at = np.searchsorted(first_pos, at).tolist()
+    first_list = first_pos.tolist()
     # typical-time values, sorted within each (global) segment
     seg_id = np.cumsum(rows.first) - 1
     typical = np.flatnonzero(~nan & ~rows.first)
@@ -552,52 +561,60 @@ def seal_whole_many(
     order = np.lexsort((per, seg_id[typical]))
     sorted_vals, sorted_seg = per[order], seg_id[typical][order]
     seg_at = np.searchsorted(sorted_seg, np.arange(first_pos.shape[0] + 1)).tolist()
+    columns = [(name, getattr(rows, name)) for name, _ in _ROW_COLUMNS]
+    cum_d, cum_k, cum_kpos = cums
+    base_d, base_k, base_kpos = bases
     out: list[AttemptSteps] = []
     for k, sig in enumerate(signatures):
         a, b = row_bounds[k], row_bounds[k + 1]
-        steps = AttemptSteps(
-            sig,
-            cols={name: _Col.of(getattr(rows, name)[a:b]) for name, _ in _ROW_COLUMNS},
-        )
-        steps.cum_d, steps.cum_k, steps.cum_kpos = (_Col.of(c[a : b + 1] - c[a]) for c in cums)
-        steps.clean_vals = _Col.of(clean_vals[clean_at[k] : clean_at[k + 1]])
+        open_rows: list[int] = []
+        open_cap: dict[int, float] = {}
         if open_at[k + 1] > open_at[k]:
             opened = open_pos[open_at[k] : open_at[k + 1]]
-            steps.open_rows = (opened - a).tolist()
-            steps.open_cap = dict(zip(steps.open_rows, rows.cap[opened].tolist(), strict=True))
-        firsts = first_pos[first_at[k] : first_at[k + 1]]
-        steps.seg_first = (firsts - a).tolist()
+            open_rows = (opened - a).tolist()
+            open_cap = dict(zip(open_rows, rows.cap[opened].tolist(), strict=True))
+        seg_sorted: dict[int, F64] = {}
         for sid, g in enumerate(range(first_at[k], first_at[k + 1])):
             if seg_at[g + 1] > seg_at[g]:
-                steps.seg_sorted[sid] = sorted_vals[seg_at[g] : seg_at[g + 1]]
-        found = ivs[k]
-        if piece_sums is not None:
-            steps.piece_sums = piece_sums[k]
-            if len(found.pieces):
-                steps.piece_parts.append(_without_order(found.pieces))
-            if len(found.nonblocking):
-                steps.nonblocking_parts.append(_without_order(found.nonblocking))
-                add_sums(steps.nonblocking_sums, found.nonblocking)
-        else:
-            for spans, parts, sums in (
-                (found.pieces, steps.piece_parts, steps.piece_sums),
-                (found.nonblocking, steps.nonblocking_parts, steps.nonblocking_sums),
-            ):
-                if len(spans):
-                    parts.append(_without_order(spans))
-                    add_sums(sums, spans)
-        if len(found.unpaired_starts):
-            steps.unpaired_start_parts.append(found.unpaired_starts)
-        if len(found.unpaired_ends):
-            steps.unpaired_end_parts.append(found.unpaired_ends)
-        steps.unmatched_ends = unmatched[k]
-        steps.cut = math.inf
-        steps.raw_done, steps.marks_done = used[k]
-        out.append(steps)
+                seg_sorted[sid] = sorted_vals[seg_at[g] : seg_at[g + 1]]
+        found_nonblocking = nonblocking[k]
+        nonblocking_sums: dict[int, float] = {}
+        if len(found_nonblocking):
+            add_sums(nonblocking_sums, found_nonblocking)
+        used_raw, used_marks = used[k]
+        seen_raw, seen_marks = seen[k]
+        out.append(
+            AttemptSteps(
+                sig,
+                cut=math.inf,
+                raw_done=used_raw,
+                marks_done=used_marks,
+                raw_seen=seen_raw,
+                marks_seen=seen_marks,
+                whole=True,
+                whole_end=whole_end[k],
+                cols={name: _Col.of(col[a:b]) for name, col in columns},
+                cum_d=_Col.of(cum_d[a : b + 1] - base_d[k]),
+                cum_k=_Col.of(cum_k[a : b + 1] - base_k[k]),
+                cum_kpos=_Col.of(cum_kpos[a : b + 1] - base_kpos[k]),
+                clean_vals=_Col.of(clean_vals[clean_at[k] : clean_at[k + 1]]),
+                open_rows=open_rows,
+                open_cap=open_cap,
+                seg_first=[x - a for x in first_list[first_at[k] : first_at[k + 1]]],
+                seg_sorted=seg_sorted,
+                piece_parts=[pieces[k]] if len(pieces[k]) else [],
+                piece_sums=piece_sums[k],
+                nonblocking_parts=[found_nonblocking] if len(found_nonblocking) else [],
+                nonblocking_sums=nonblocking_sums,
+                unmatched_ends=unmatched[k],
+                unpaired_end_parts=[unpaired_ends[k]] if len(unpaired_ends[k]) else [],
+                unpaired_start_parts=[unpaired_starts[k]] if len(unpaired_starts[k]) else [],
+            )
+        )
     return out
 
 
-def _without_order(spans: Spans) -> Spans:
+def without_order(spans: Spans) -> Spans:
     """Sealed spans, whose innermost order is no longer needed: a zero-stride column of
     zeros in its place (no memory: a million sealed data loads keep 8 MB less)."""
     zeros = _repeated(_ZERO_CELL, len(spans))

@@ -26,7 +26,7 @@ from badput.engine._intervals import (
     innermost_rank,
     pair_columns,
 )
-from badput.engine._steps import AttemptSteps, TailIntervals, compute_rows, seal_whole_many
+from badput.engine._steps import AttemptSteps, compute_rows, seal_whole_many, without_order
 
 __all__ = ["ClosedAttempt", "seal_together"]
 
@@ -101,26 +101,21 @@ def seal_together(
     # Cut everything apart, per attempt.
     row_group = raw_group[is_end == 0]
     row_bounds = np.searchsorted(row_group, np.arange(g + 1)).tolist()
-    by_group = [_split_spans(x, n_buckets, g) for x in (pieces, nonblocking)]
-    starts_at = _split_marks(paired.unpaired_starts, n_buckets, g)
-    ends_at = _split_marks(paired.unpaired_ends, n_buckets, g)
     unmatched_at = np.searchsorted(unmatched_group, np.arange(g + 1)).tolist()
-    sealed = seal_whole_many(
+    return seal_whole_many(
         [a.signature for a in attempts],
         rows,
         row_bounds,
-        ivs=[
-            TailIntervals(by_group[0][k], by_group[1][k], Spans.empty(), starts_at[k], ends_at[k])
-            for k in range(g)
-        ],
+        pieces=_split_spans(without_order(pieces), n_buckets, g),
+        nonblocking=_split_spans(without_order(nonblocking), n_buckets, g),
+        unpaired_starts=_split_marks(paired.unpaired_starts, n_buckets, g),
+        unpaired_ends=_split_marks(paired.unpaired_ends, n_buckets, g),
         unmatched=np.diff(unmatched_at).tolist(),
         used=list(zip(n_raw.tolist(), n_marks.tolist(), strict=True)),
+        seen=[(a.raw_seen, a.marks_seen) for a in attempts],
         piece_sums=_sums_per_attempt(pieces, n_buckets, g),
+        whole_end=hi.tolist(),
     )
-    for steps, a in zip(sealed, attempts, strict=True):
-        steps.raw_seen, steps.marks_seen = a.raw_seen, a.marks_seen
-        steps.whole, steps.whole_end = True, a.hi
-    return sealed
 
 
 _NO_SPANS = Spans.empty()
@@ -146,10 +141,11 @@ def _split_spans(spans: Spans, n_buckets: int, g: int) -> list[Spans]:
     if not len(spans):  # the usual case for non-blocking intervals: one shared empty
         return [_NO_SPANS] * g
     group = spans.bucket // n_buckets
-    order = np.argsort(group, kind="stable")
-    spans = spans.take(order)
+    if bool((group[1:] < group[:-1]).any()):  # attempts whose spans interleave in time
+        order = np.argsort(group, kind="stable")
+        spans, group = spans.take(order), group[order]
     plain = Spans(spans.start, spans.end, spans.bucket % n_buckets, spans.blocking, spans.order)
-    bounds = np.searchsorted(group[order], np.arange(g + 1)).tolist()
+    bounds = np.searchsorted(group, np.arange(g + 1)).tolist()
     return [plain.take(slice(bounds[k], bounds[k + 1])) for k in range(g)]
 
 
