@@ -11,6 +11,7 @@ import itertools
 import math
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
+from operator import attrgetter, itemgetter
 from typing import Any, Literal
 
 import numpy as np
@@ -238,10 +239,12 @@ class _Builder:
                     attempt_rest.append(span)
                     continue
                 ar = self._attempt_rows(att, leader, closed)
-                in_pieces = self._interval_sums(att, ar)
+                in_pieces = self._interval_sums(att, ar, diagnose=False)
+                found = self._attempt_diagnostics(att, ar)
+                self._replay(found)
                 self._segments(i, att, leader, ar)
                 if closed:
-                    self._remember(i, att, ar)
+                    self._remember(i, att, ar, found)
             segments.extend(ar.segments)
             rows.append(ar)
             attempt_rest.append(span - in_pieces)
@@ -429,8 +432,8 @@ class _Builder:
         found = self._views.get(id(s))
         if found is None:
             ts, step, is_end = sorted_step_arrays(s)
-            restores = sorted(s.restores, key=lambda r: (r.ts, r.seq))
-            checkpoints = sorted(s.checkpoints, key=lambda c: c[0])
+            restores = sorted(s.restores, key=_RESTORE_ORDER)
+            checkpoints = sorted(s.checkpoints, key=_FIRST)
             found = self._views[id(s)] = StreamView(
                 ts,
                 step,
@@ -725,8 +728,11 @@ class _Builder:
         self._memos[i] = memo
         return memo
 
-    def _remember(self, i: int, att: Attempt, ar: AttemptRows) -> None:
-        """Keep what this query made of a closed attempt for the next queries."""
+    def _remember(
+        self, i: int, att: Attempt, ar: AttemptRows, diagnostics: AttemptDiagnostics
+    ) -> None:
+        """Keep what this query made of a closed attempt (and the ``diagnostics`` it found
+        there) for the next queries."""
         key = self._memo_key(i, att)
         if key is None or not ar.steps.whole or ar.tail.n:
             return
@@ -738,7 +744,7 @@ class _Builder:
             pieces=pieces,
             overlapped={names[c]: v for c, v in ar.steps.nonblocking_sums.items()},
             in_pieces=sum(pieces.values()),
-            diagnostics=self._attempt_diagnostics(att, ar),
+            diagnostics=diagnostics,
         )
         self.cache.closed[(att.key, att.range_lo)] = memo
         self._memos[i] = memo
@@ -1101,6 +1107,9 @@ class _Builder:
             if extra > 0:  # counted at ingest, not kept: reported as "... and N more"
                 self.count_more(code, extra)
 
+
+_RESTORE_ORDER = attrgetter("ts", "seq")
+_FIRST = itemgetter(0)
 
 #: Fewer closed attempts than this to seal are sealed one by one (the same numbers).
 _BULK_MIN_ATTEMPTS = 8
