@@ -110,7 +110,11 @@ class AttemptRows:
         self.n = self.n_sealed + tail.n
         if tail.n == 0 and not len(tail_ivs.pieces):
             self.tail_cov = _NO_COVERAGE
-            self._cums = tuple((c.a, _ZERO_CUM) for c in (steps.cum_d, steps.cum_k, steps.cum_kpos))
+            self._cums = (
+                (steps.cum_d.a, _ZERO_CUM),
+                (steps.cum_k.a, _ZERO_CUM),
+                (steps.cum_kpos.a, _ZERO_CUM),
+            )
         else:
             self.tail_cov = Coverage.of(tail_ivs.pieces)
             d0 = np.nan_to_num(tail.d)

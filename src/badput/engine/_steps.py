@@ -382,6 +382,7 @@ class AttemptSteps:
     unpaired_end_parts: list[Marks] = field(default_factory=list)
     unpaired_start_parts: list[Marks] = field(default_factory=list)
     _coverage: Coverage | None = None
+    _rows: Rows | None = None  # rows() as last made (valid while n is unchanged)
 
     def __post_init__(self) -> None:
         if not self.cols:
@@ -393,8 +394,10 @@ class AttemptSteps:
         return self.cols["start"].n
 
     def rows(self) -> Rows:
+        if self._rows is not None and self._rows.n == self.n:
+            return self._rows
         c = self.cols
-        return Rows(
+        self._rows = Rows(
             c["start"].a,
             c["end"].a,
             _repeated(_NAN_CELL, self.n),  # not kept: see open_cap
@@ -404,6 +407,7 @@ class AttemptSteps:
             c["first"].a,
             c["clean"].a,
         )
+        return self._rows
 
     @property
     def pieces(self) -> Spans:
@@ -561,7 +565,14 @@ def seal_whole_many(  # noqa: PLR0917 (each attempt's parts, cut apart by the ca
     order = np.lexsort((per, seg_id[typical]))
     sorted_vals, sorted_seg = per[order], seg_id[typical][order]
     seg_at = np.searchsorted(sorted_seg, np.arange(first_pos.shape[0] + 1)).tolist()
-    columns = [(name, getattr(rows, name)) for name, _ in _ROW_COLUMNS]
+    start, end, count, step, first, clean = (
+        rows.start,
+        rows.end,
+        rows.count,
+        rows.step,
+        rows.first,
+        rows.clean,
+    )
     cum_d, cum_k, cum_kpos = cums
     base_d, base_k, base_kpos = bases
     out: list[AttemptSteps] = []
@@ -583,6 +594,16 @@ def seal_whole_many(  # noqa: PLR0917 (each attempt's parts, cut apart by the ca
             add_sums(nonblocking_sums, found_nonblocking)
         used_raw, used_marks = used[k]
         seen_raw, seen_marks = seen[k]
+        mine = Rows(
+            start[a:b],
+            end[a:b],
+            _repeated(_NAN_CELL, b - a),  # not kept: see open_cap
+            count[a:b],
+            step[a:b],
+            d[a:b],
+            first[a:b],
+            clean[a:b],
+        )
         out.append(
             AttemptSteps(
                 sig,
@@ -593,7 +614,7 @@ def seal_whole_many(  # noqa: PLR0917 (each attempt's parts, cut apart by the ca
                 marks_seen=seen_marks,
                 whole=True,
                 whole_end=whole_end[k],
-                cols={name: _Col.of(col[a:b]) for name, col in columns},
+                cols={name: _Col.of(getattr(mine, name)) for name, _ in _ROW_COLUMNS},
                 cum_d=_Col.of(cum_d[a : b + 1] - base_d[k]),
                 cum_k=_Col.of(cum_k[a : b + 1] - base_k[k]),
                 cum_kpos=_Col.of(cum_kpos[a : b + 1] - base_kpos[k]),
@@ -609,6 +630,7 @@ def seal_whole_many(  # noqa: PLR0917 (each attempt's parts, cut apart by the ca
                 unmatched_ends=unmatched[k],
                 unpaired_end_parts=[unpaired_ends[k]] if len(unpaired_ends[k]) else [],
                 unpaired_start_parts=[unpaired_starts[k]] if len(unpaired_starts[k]) else [],
+                _rows=mine,
             )
         )
     return out
