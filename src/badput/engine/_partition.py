@@ -475,7 +475,8 @@ class _Builder:
         if att.key is None or att.ended:
             ts, step, is_end = slice_range(ts, step, is_end, range_lo, top)
             a, b = marks.ts.searchsorted((range_lo, top), "left").tolist()
-            marks = marks.take(slice(a, b))
+            if a > 0 or b < len(marks):
+                marks = marks.take(slice(a, b))
         if closed and int(ts.shape[0]) - steps.raw_done > _CLOSED_BLOCK:
             steps.reserve(int((is_end[steps.raw_done :] == 0).sum()))
             size = _CLOSED_BLOCK
@@ -609,7 +610,8 @@ class _Builder:
                 range_lo, top = attempt_bounds(att)
                 ts, step, is_end = slice_range(ts, step, is_end, range_lo, top)
                 a, b = marks.ts.searchsorted((range_lo, top), "left").tolist()
-                marks = marks.take(slice(a, b))
+                if a > 0 or b < len(marks):
+                    marks = marks.take(slice(a, b))
             signature = (s.attempt, s.rank, att.eff_start, att.range_lo, att.range_hi)
             todo.append(
                 (

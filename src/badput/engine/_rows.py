@@ -474,6 +474,8 @@ def slice_range(
 ) -> tuple[F64, I64, npt.NDArray[np.int8]]:
     a = int(ts.searchsorted(lo, "left"))
     b = int(ts.searchsorted(hi, "left"))
+    if a == 0 and b == ts.shape[0]:  # the usual case: nothing outside
+        return ts, step, is_end
     return ts[a:b], step[a:b], is_end[a:b]
 
 

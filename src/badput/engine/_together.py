@@ -12,8 +12,7 @@ one-by-one path (a property test holds them to it). Pure computation; no I/O.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 import numpy.typing as npt
@@ -34,8 +33,7 @@ F64 = npt.NDArray[np.float64]
 I64 = npt.NDArray[np.int64]
 
 
-@dataclass(frozen=True)
-class ClosedAttempt:
+class ClosedAttempt(NamedTuple):
     """One closed attempt's accounting stream, as the query sees it."""
 
     signature: tuple[Any, ...]  # the AttemptSteps signature the one-by-one path would give
