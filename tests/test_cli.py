@@ -137,6 +137,20 @@ def test_report_bad_options_exit_2(store: Path) -> None:
     assert code == 2
 
 
+def test_report_attempts_option(store: Path) -> None:
+    code, out, _ = invoke("report", str(store), "--attempts", "1")
+    assert code == 0
+    assert "1 of 2 attempts not listed (--attempts all lists them" in out
+    for value in ("all", "ALL", "2"):
+        code, out, _ = invoke("report", str(store), "--attempts", value)
+        assert code == 0
+        assert "not listed" not in out
+    for bad in ("0", "-3", "many", ""):
+        code, _, err = invoke("report", str(store), "--attempts", bad)
+        assert code == 2
+        assert "expected a positive number or 'all'" in err
+
+
 def test_parse_timestamp() -> None:
     assert parse_timestamp("1732000000.5") == 1732000000.5
     assert parse_timestamp("2024-11-19T07:06:40Z") == T0

@@ -28,7 +28,7 @@ PUBLIC: dict[str, set[str]] = {
         "StepTimeStats", "Straggler", "Timeline", "step_time_stats",
     },
     "badput.report": {
-        "format_duration", "format_percent", "format_ts", "html_report", "render_table",
+        "MAX_ATTEMPT_ROWS", "format_duration", "format_percent", "format_ts", "html_report", "render_table",
         "to_json",
     },
     "badput.monitor": {

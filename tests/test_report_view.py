@@ -207,6 +207,64 @@ def test_attempts_steps_ideal_overlapped_at_risk() -> None:
     assert re.search(r"at risk\s+5m 30s", text)
 
 
+def many_attempts_report(n: int) -> Report:
+    attempts = [
+        AttemptSummary(
+            id=str(i),
+            start=T0 + i * MIN,
+            end=T0 + i * MIN + 30.0,
+            end_reason="attempt_end:failed" if i < n - 1 else "job_end",
+            restore_step=None,
+            first_step=10 * i + 1,
+            last_step=10 * i + 10,
+            status="failed" if i < n - 1 else "completed",
+        )
+        for i in range(n)
+    ]
+    return worked_example_report(attempts=attempts, end=T0 + n * MIN)
+
+
+def attempt_ids(text: str) -> list[str]:
+    """The id column of the attempts table (its rows start with an id or the gap)."""
+    lines = text.splitlines()
+    top = next(i for i, line in enumerate(lines) if line.startswith("Attempts"))
+    out: list[str] = []
+    for line in lines[top + 4 :]:
+        if not line.strip():
+            break
+        out.append(line.split()[0])
+    return out
+
+
+def test_many_attempts_list_the_first_and_the_last_around_a_gap() -> None:
+    text = rendered(many_attempts_report(25))
+    ids = attempt_ids(text)
+    assert ids == [*map(str, range(10)), "…", *map(str, range(15, 25))]
+    gap = next(line for line in text.splitlines() if line.strip().startswith("…"))
+    assert "5 more" in gap
+    assert "5 of 25 attempts not listed (--attempts all lists them" in text
+
+
+@pytest.mark.parametrize(("limit", "head", "tail"), [(1, 1, 0), (4, 2, 2), (5, 3, 2)])
+def test_attempt_rows_limit(limit: int, head: int, tail: int) -> None:
+    from rich.console import Console
+
+    console = Console(record=True, width=120, color_system=None)
+    render_table(many_attempts_report(9), console=console, attempts=limit)
+    ids = attempt_ids(console.export_text())
+    assert ids == [*map(str, range(head)), "…", *map(str, range(9 - tail, 9))]
+
+
+def test_every_attempt_when_asked_or_when_few() -> None:
+    from rich.console import Console
+
+    console = Console(record=True, width=120, color_system=None)
+    render_table(many_attempts_report(25), console=console, attempts=None)
+    assert attempt_ids(console.export_text()) == list(map(str, range(25)))
+    assert attempt_ids(rendered(many_attempts_report(20))) == list(map(str, range(20)))
+    assert "not listed" not in rendered(many_attempts_report(20))
+
+
 def test_ideal_step_time_sources() -> None:
     est = rendered(worked_example_report(ideal_step_time=0.031, ideal_step_time_source="estimated"))
     assert "31ms (estimated (best sustained))" in est

@@ -79,6 +79,19 @@ def _to_time(ctx: click.Context, param: click.Parameter, value: Any) -> Any:
         raise click.BadParameter(str(exc), ctx, param) from None
 
 
+def _attempt_rows(ctx: click.Context, param: click.Parameter, value: str) -> int | None:
+    """Click callback of ``--attempts N|all``: a count of table rows, or None for all."""
+    if value.strip().lower() == "all":
+        return None
+    try:
+        rows = int(value)
+    except ValueError:
+        rows = -1
+    if rows < 1:
+        raise click.BadParameter(f"expected a positive number or 'all', got {value!r}", ctx, param)
+    return rows
+
+
 def _fail(command: str, message: str) -> NoReturn:
     """One line on stderr, exit status 2: a user mistake, not a traceback.
 
@@ -127,6 +140,15 @@ def main() -> None:
     help="Add the per-rank table (outliers first; many ranks are summarised).",
 )
 @click.option(
+    "--attempts",
+    "attempt_rows",
+    callback=_attempt_rows,
+    default="20",
+    show_default=True,
+    metavar="N|all",
+    help="Most attempts the table lists (the first and the last); 'all' lists every one.",
+)
+@click.option(
     "--straggler-threshold",
     type=click.FloatRange(min=0.0, max=1.0),
     default=0.75,
@@ -169,6 +191,7 @@ def report(
     ideal_step_time: float | None,
     window: tuple[float, float] | None,
     show_ranks: bool,
+    attempt_rows: int | None,
     straggler_threshold: float,
     stall_after: float,
     resiliency: bool,
@@ -240,7 +263,7 @@ def report(
 
             click.echo(f"badput report: warning: {no_time_reason(result)}", err=True)
     else:
-        render_table(result, ranks=show_ranks)
+        render_table(result, ranks=show_ranks, attempts=attempt_rows)
 
 
 def _report_resiliency(

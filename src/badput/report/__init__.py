@@ -9,13 +9,14 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from badput.report._format import format_duration, format_percent, format_ts
+from badput.report._format import MAX_ATTEMPT_ROWS, format_duration, format_percent, format_ts
 from badput.report._json import to_json
 
 if TYPE_CHECKING:
     from badput.engine import Accountant, Report
 
 __all__ = [
+    "MAX_ATTEMPT_ROWS",
     "format_duration",
     "format_percent",
     "format_ts",
@@ -25,16 +26,24 @@ __all__ = [
 ]
 
 
-def render_table(report: Report, console: Any = None, *, ranks: bool = False) -> None:
+def render_table(
+    report: Report,
+    console: Any = None,
+    *,
+    ranks: bool = False,
+    attempts: int | None = MAX_ATTEMPT_ROWS,
+) -> None:
     """Print ``report`` as a rich table to ``console`` (default: a new stdout console).
 
     ``console`` is a ``rich.console.Console``; pass one created with
     ``record=True`` to capture the text. ``ranks``: add the per-rank table
-    (stalls and stragglers are shown whenever there are any).
+    (stalls and stragglers are shown whenever there are any). ``attempts``: most
+    attempts listed, the first and the last half of them, with a row saying how many
+    are left out between (``None``: every attempt).
     """
     from badput.report._table import render_table as _render  # noqa: PLC0415 (rich is lazy)
 
-    _render(report, console, ranks=ranks)
+    _render(report, console, ranks=ranks, attempts=attempts)
 
 
 def html_report(accountant: Accountant, report: Report | None = None) -> str:

@@ -11,7 +11,11 @@ import math
 from datetime import datetime, timedelta, timezone
 from typing import Final
 
-__all__ = ["format_duration", "format_percent", "format_ts", "inert"]
+__all__ = ["MAX_ATTEMPT_ROWS", "format_duration", "format_percent", "format_ts", "inert"]
+
+#: Attempts a table lists by default (the first half and the last half of them): a job of
+#: 10,000 attempts is a table nobody reads, and rich takes seconds to draw it.
+MAX_ATTEMPT_ROWS: Final = 20
 
 _MINUTE = 60.0
 _HOUR = 3600.0

@@ -9,13 +9,25 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from badput.report._format import format_duration, format_percent, format_ts, inert
+from badput.report._format import (
+    MAX_ATTEMPT_ROWS,
+    format_duration,
+    format_percent,
+    format_ts,
+    inert,
+)
 from badput.report._ranks import render_ranks
 
 if TYPE_CHECKING:
     from badput.engine import AttemptSummary, Diagnostic, Report
 
-__all__ = ["bucket_description", "fold_buckets", "log_text", "ordered_buckets", "render_table"]
+__all__ = [
+    "bucket_description",
+    "fold_buckets",
+    "log_text",
+    "ordered_buckets",
+    "render_table",
+]
 
 PRODUCTIVE = "productive"
 BAR_WIDTH = 20
@@ -201,9 +213,18 @@ def _ended_by(a: AttemptSummary, narrow: bool) -> str:
     return reason
 
 
-def _attempts_table(report: Report, narrow: bool = False) -> Table:
-    """One row per attempt. Narrow consoles (< WIDE columns) get shorter start times and
-    end reasons; numbers are never cut (their columns are as wide as their widest value)."""
+def _attempts_table(report: Report, narrow: bool = False, limit: int | None = None) -> Table:
+    """One row per attempt, or with more than ``limit`` attempts the first and the last
+    ``limit`` of them around a row that says how many are left out. Narrow consoles
+    (< WIDE columns) get shorter start times and end reasons; numbers are never cut (their
+    columns are as wide as their widest value)."""
+    starts = _attempt_starts(report, narrow)
+    shown = list(range(len(report.attempts)))
+    left_out = 0
+    if limit is not None and len(shown) > limit:
+        head = (limit + 1) // 2
+        left_out = len(shown) - limit
+        shown = shown[:head] + shown[head + left_out :]
     rows = [
         (
             inert(a.id),  # log text: escaped, and drawn as Text (never markup)
@@ -214,8 +235,11 @@ def _attempts_table(report: Report, narrow: bool = False) -> Table:
             _step(a.first_step),
             _step(a.last_step),
         )
-        for a, start in zip(report.attempts, _attempt_starts(report, narrow), strict=True)
+        for a, start in ((report.attempts[i], starts[i]) for i in shown)
     ]
+    if left_out:
+        gap = ("…", "", "", f"{left_out:,} more", "", "", "")
+        rows.insert((limit + 1) // 2 if limit is not None else 0, gap)
     table = Table(
         title="Attempts",
         box=box.SIMPLE_HEAD,
@@ -286,11 +310,18 @@ def no_time_reason(report: Report) -> str:
     return "no time to account for (the log holds no span)"
 
 
-def render_table(report: Report, console: Any = None, *, ranks: bool = False) -> None:
+def render_table(
+    report: Report,
+    console: Any = None,
+    *,
+    ranks: bool = False,
+    attempts: int | None = MAX_ATTEMPT_ROWS,
+) -> None:
     """Print ``report`` to ``console`` (a ``rich.console.Console``; default: stdout).
 
     Stalls and stragglers are always shown when there are any; ``ranks`` adds
-    the per-rank table (outliers first).
+    the per-rank table (outliers first). ``attempts``: most attempts listed (the first
+    and the last; ``None``: all of them).
     """
     con: Console = console if console is not None else Console()
     con.print(_header(report))
@@ -300,7 +331,16 @@ def render_table(report: Report, console: Any = None, *, ranks: bool = False) ->
     else:
         con.print(Text(no_time_reason(report), style="yellow"))
     if report.attempts:
-        con.print(_attempts_table(report, narrow=con.width < WIDE))
+        con.print(_attempts_table(report, narrow=con.width < WIDE, limit=attempts))
+        if attempts is not None and len(report.attempts) > attempts:
+            con.print(
+                Text(
+                    f"  {len(report.attempts) - attempts:,} of {len(report.attempts):,} "
+                    "attempts not listed (--attempts all lists them; --json has them all)",
+                    style="dim",
+                ),
+                soft_wrap=True,
+            )
     con.print(_details(report))
     render_ranks(report, con, full=ranks)
     if report.diagnostics:
