@@ -11,7 +11,6 @@ import itertools
 import math
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
-from operator import attrgetter, itemgetter
 from typing import Any, Literal
 
 import numpy as np
@@ -45,7 +44,6 @@ from badput.engine._rows import (
     attempt_diagnostics,
     between,
     slice_range,
-    sorted_step_arrays,
 )
 from badput.engine._steps import (
     CLEAN_EXEMPT,
@@ -431,19 +429,7 @@ class _Builder:
     def _view(self, s: Stream) -> StreamView:
         found = self._views.get(id(s))
         if found is None:
-            ts, step, is_end = sorted_step_arrays(s)
-            restores = sorted(s.restores, key=_RESTORE_ORDER)
-            checkpoints = sorted(s.checkpoints, key=_FIRST)
-            found = self._views[id(s)] = StreamView(
-                ts,
-                step,
-                is_end,
-                s.marks.columns(),
-                restores,
-                [r.ts for r in restores],
-                checkpoints,
-                [c[0] for c in checkpoints],
-            )
+            found = self._views[id(s)] = StreamView(s)
         return found
 
     def _attempt_rows(self, att: Attempt, s: Stream, closed: bool) -> AttemptRows:
@@ -468,7 +454,7 @@ class _Builder:
         steps.marks_seen = len(s.marks)
 
         view = self._view(s)
-        ts, step, is_end = view.ts, view.step, view.is_end
+        ts, step, is_end = view.steps()
         marks = view.marks
         # Events after the attempt's end are ignored in every respect (§9.5).
         range_lo, top = attempt_bounds(att)
@@ -604,30 +590,11 @@ class _Builder:
             s = self._leader_stream(att)
             if s is None:
                 continue
-            view = self._view(s)
-            ts, step, is_end, marks = view.ts, view.step, view.is_end, view.marks
-            if att.ended:  # events after the attempt's end are ignored (§9.5)
-                range_lo, top = attempt_bounds(att)
-                ts, step, is_end = slice_range(ts, step, is_end, range_lo, top)
-                a, b = marks.ts.searchsorted((range_lo, top), "left").tolist()
-                if a > 0 or b < len(marks):
-                    marks = marks.take(slice(a, b))
+            # events after the attempt's end are ignored (§9.5)
+            range_lo, top = attempt_bounds(att) if att.ended else (-math.inf, math.inf)
             signature = (s.attempt, s.rank, att.eff_start, att.range_lo, att.range_hi)
             todo.append(
-                (
-                    att,
-                    ClosedAttempt(
-                        signature,
-                        att.eff_start,
-                        att.eff_end,
-                        ts,
-                        step,
-                        is_end,
-                        marks,
-                        len(s.steps),
-                        len(s.marks),
-                    ),
-                )
+                (att, ClosedAttempt(signature, att.eff_start, att.eff_end, s, range_lo, top))
             )
         n_buckets = max(1, len(self.ing.buckets))
         if len(todo) < _BULK_MIN_ATTEMPTS or len(todo) * n_buckets >= 2**31:
@@ -1109,9 +1076,6 @@ class _Builder:
             if extra > 0:  # counted at ingest, not kept: reported as "... and N more"
                 self.count_more(code, extra)
 
-
-_RESTORE_ORDER = attrgetter("ts", "seq")
-_FIRST = itemgetter(0)
 
 #: Fewer closed attempts than this to seal are sealed one by one (the same numbers).
 _BULK_MIN_ATTEMPTS = 8

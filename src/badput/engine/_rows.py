@@ -13,6 +13,7 @@ import bisect
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from operator import attrgetter, itemgetter
 from typing import Literal
 
 import numpy as np
@@ -479,18 +480,64 @@ def slice_range(
     return ts[a:b], step[a:b], is_end[a:b]
 
 
-@dataclass
 class StreamView:
-    """One stream's events in time order, sorted once per query (attempts slice it)."""
+    """One stream's events in time order, sorted once per query (attempts slice it), each
+    part on first use: most queries of a sealed attempt need its restores only."""
 
-    ts: F64
-    step: I64
-    is_end: npt.NDArray[np.int8]
-    marks: Marks  # in (ts, seq) order
-    restores: list[RestoreMark]
-    restore_ts: list[float]
-    checkpoints: list[tuple[float, int, bool]]
-    checkpoint_ts: list[float]
+    __slots__ = ("_checkpoints", "_marks", "_restores", "_steps", "_stream")
+
+    def __init__(self, stream: Stream) -> None:
+        self._stream = stream
+        self._steps: tuple[F64, I64, npt.NDArray[np.int8]] | None = None
+        self._marks: Marks | None = None
+        self._restores: tuple[list[RestoreMark], list[float]] | None = None
+        self._checkpoints: tuple[list[tuple[float, int, bool]], list[float]] | None = None
+
+    def steps(self) -> tuple[F64, I64, npt.NDArray[np.int8]]:
+        """Step events' ``(ts, step, is_end)``, in time order (arrival breaks ties)."""
+        if self._steps is None:
+            self._steps = sorted_step_arrays(self._stream)
+        return self._steps
+
+    @property
+    def marks(self) -> Marks:
+        """Interval marks, in ``(ts, seq)`` order."""
+        if self._marks is None:
+            self._marks = self._stream.marks.columns()
+        return self._marks
+
+    @property
+    def restores(self) -> list[RestoreMark]:
+        return self._restore_lists()[0]
+
+    @property
+    def restore_ts(self) -> list[float]:
+        return self._restore_lists()[1]
+
+    @property
+    def checkpoints(self) -> list[tuple[float, int, bool]]:
+        """``(ts, step, committed)`` of its saves and commits, in time order."""
+        return self._checkpoint_lists()[0]
+
+    @property
+    def checkpoint_ts(self) -> list[float]:
+        return self._checkpoint_lists()[1]
+
+    def _restore_lists(self) -> tuple[list[RestoreMark], list[float]]:
+        if self._restores is None:
+            restores = sorted(self._stream.restores, key=_RESTORE_ORDER)
+            self._restores = (restores, [r.ts for r in restores])
+        return self._restores
+
+    def _checkpoint_lists(self) -> tuple[list[tuple[float, int, bool]], list[float]]:
+        if self._checkpoints is None:
+            checkpoints = sorted(self._stream.checkpoints, key=_FIRST)
+            self._checkpoints = (checkpoints, [c[0] for c in checkpoints])
+        return self._checkpoints
+
+
+_RESTORE_ORDER = attrgetter("ts", "seq")
+_FIRST = itemgetter(0)
 
 
 def attempt_bounds(att: Attempt) -> tuple[float, float]:

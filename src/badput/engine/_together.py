@@ -17,6 +17,7 @@ from typing import Any, NamedTuple
 import numpy as np
 import numpy.typing as npt
 
+from badput.engine._ingest import Stream
 from badput.engine._intervals import (
     Coverage,
     Marks,
@@ -25,6 +26,7 @@ from badput.engine._intervals import (
     innermost_rank,
     pair_columns,
 )
+from badput.engine._rows import sorted_step_arrays
 from badput.engine._steps import AttemptSteps, compute_rows, seal_whole_many, without_order
 
 __all__ = ["ClosedAttempt", "seal_together"]
@@ -34,17 +36,58 @@ I64 = npt.NDArray[np.int64]
 
 
 class ClosedAttempt(NamedTuple):
-    """One closed attempt's accounting stream, as the query sees it."""
+    """One closed attempt to seal: its accounting stream, as the query sees it."""
 
     signature: tuple[Any, ...]  # the AttemptSteps signature the one-by-one path would give
     lo: float  # its effective span
     hi: float
-    ts: F64  # its step events (sorted, nothing after its end)
-    step: I64
-    is_end: npt.NDArray[np.int8]
-    marks: Marks  # its interval marks (sorted by (ts, seq), nothing after its end)
-    raw_seen: int  # the stream's sizes (what the cache checks for new events)
-    marks_seen: int
+    stream: Stream  # its leader's events
+    range_lo: float  # the events it accounts for: ts in [range_lo, top)
+    top: float
+
+
+def _gathered(attempts: list[ClosedAttempt]) -> tuple[F64, I64, npt.NDArray[np.int8], Marks]:
+    """Every attempt's step events and marks, sorted, one attempt after the other (all of
+    each stream: the caller drops what is outside each attempt's range). Streams that
+    arrived in time order (the usual case) are joined from their buffers in one copy per
+    column, not one numpy array per stream and column."""
+    streams = [a.stream for a in attempts]
+    if any(s.steps.unsorted or s.marks.unsorted for s in streams):
+        steps = [sorted_step_arrays(s) for s in streams]
+        parts = [s.marks.columns() for s in streams]
+        return (
+            np.concatenate([x[0] for x in steps]),
+            np.concatenate([x[1] for x in steps]),
+            np.concatenate([x[2] for x in steps]),
+            Marks(
+                np.concatenate([m.ts for m in parts]),
+                np.concatenate([m.seq for m in parts]),
+                np.concatenate([m.bucket for m in parts]),
+                np.concatenate([m.is_start for m in parts]),
+                np.concatenate([m.blocking for m in parts]),
+                np.concatenate([m.line for m in parts]),
+                np.concatenate([m.source for m in parts]),
+            ),
+        )
+
+    def joined(column: str, of: str, dtype: Any) -> npt.NDArray[Any]:
+        logs = [getattr(s, of) for s in streams]
+        return np.frombuffer(b"".join([getattr(log, column) for log in logs]), dtype)
+
+    return (
+        joined("ts", "steps", np.float64),
+        joined("step", "steps", np.int64),
+        joined("is_end", "steps", np.int8),
+        Marks(
+            joined("ts", "marks", np.float64),
+            joined("seq", "marks", np.int64),
+            joined("bucket", "marks", np.int32),
+            joined("is_start", "marks", np.bool_),
+            joined("blocking", "marks", np.bool_),
+            joined("line", "marks", np.int32),
+            joined("source", "marks", np.int32),
+        ),
+    )
 
 
 def seal_together(
@@ -58,19 +101,30 @@ def seal_together(
     g = len(attempts)
     lo = np.array([a.lo for a in attempts])
     hi = np.array([a.hi for a in attempts])
-    n_raw = np.array([a.ts.shape[0] for a in attempts], np.int64)
-    n_marks = np.array([len(a.marks) for a in attempts], np.int64)
-    raw_group = np.repeat(np.arange(g), n_raw)
-    mark_group = np.repeat(np.arange(g), n_marks)
-    parts = [a.marks for a in attempts]
+    range_lo = np.array([a.range_lo for a in attempts])
+    top = np.array([a.top for a in attempts])
+    ts, step, is_end, marks = _gathered(attempts)
+    # What each attempt accounts for: its stream's events in [range_lo, top) (§9.5: none
+    # after its end). Each stream is sorted, so what is left stays one run per attempt.
+    seen = [(len(a.stream.steps), len(a.stream.marks)) for a in attempts]
+    raw_group = np.repeat(np.arange(g), [n for n, _ in seen])
+    inside = (ts >= range_lo[raw_group]) & (ts < top[raw_group])
+    if not inside.all():
+        ts, step, is_end, raw_group = ts[inside], step[inside], is_end[inside], raw_group[inside]
+    mark_group = np.repeat(np.arange(g), [n for _, n in seen])
+    inside = (marks.ts >= range_lo[mark_group]) & (marks.ts < top[mark_group])
+    if not inside.all():
+        marks, mark_group = marks.take(inside), mark_group[inside]
+    n_raw = np.bincount(raw_group, minlength=g)
+    n_marks = np.bincount(mark_group, minlength=g)
     marks = Marks(
-        np.concatenate([m.ts for m in parts]),
-        np.concatenate([m.seq for m in parts]),
-        (mark_group * n_buckets + np.concatenate([m.bucket for m in parts])).astype(np.int32),
-        np.concatenate([m.is_start for m in parts]),
-        np.concatenate([m.blocking for m in parts]),
-        np.concatenate([m.line for m in parts]),
-        np.concatenate([m.source for m in parts]),
+        marks.ts,
+        marks.seq,
+        (mark_group * n_buckets + marks.bucket).astype(np.int32),
+        marks.is_start,
+        marks.blocking,
+        marks.line,
+        marks.source,
     )
     # Pair within each attempt (the codes differ), close what is left at its end.
     paired = pair_columns(marks, close_at=hi[mark_group])
@@ -84,10 +138,9 @@ def seal_together(
     pieces = flatten_spans(clipped.take(clipped.blocking))
     nonblocking = clipped.take(~clipped.blocking)
     unclean = pieces.take(~np.isin(pieces.bucket % n_buckets, exempt))
-    is_end = np.concatenate([a.is_end for a in attempts])
     rows, _unmatched_ts, unmatched_group = compute_rows(
-        np.concatenate([a.ts for a in attempts]),
-        np.concatenate([a.step for a in attempts]),
+        ts,
+        step,
         is_end,
         lo=lo[raw_group],
         hi=hi[raw_group],
@@ -110,7 +163,7 @@ def seal_together(
         unpaired_ends=_split_marks(paired.unpaired_ends, n_buckets, g),
         unmatched=np.diff(unmatched_at).tolist(),
         used=list(zip(n_raw.tolist(), n_marks.tolist(), strict=True)),
-        seen=[(a.raw_seen, a.marks_seen) for a in attempts],
+        seen=seen,
         piece_sums=_sums_per_attempt(pieces, n_buckets, g),
         whole_end=hi.tolist(),
     )
