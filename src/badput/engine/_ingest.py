@@ -215,11 +215,12 @@ class Stream:
         if top <= lo:
             return False
         if len(self.steps):
-            ts = np.frombuffer(self.steps.ts, dtype=np.float64)
             if self.steps.unsorted:
+                ts = np.frombuffer(self.steps.ts, dtype=np.float64)
                 if bool(((ts >= lo) & (ts < top)).any()):
                     return True
-            elif ts.searchsorted(lo, "left") < ts.searchsorted(top, "left"):
+            # sorted: two bisections of the column itself (a numpy view costs more here)
+            elif bisect.bisect_left(self.steps.ts, lo) < bisect.bisect_left(self.steps.ts, top):
                 return True
         if not len(self.marks):
             return False

@@ -750,7 +750,8 @@ class _Builder:
     def _segments(self, ai: int, att: Attempt, s: Stream, ar: AttemptRows) -> None:
         """Segments of the attempt, with their restore points (§1)."""
         firsts = list(ar.steps.seg_first)
-        firsts += (np.flatnonzero(ar.tail.first) + ar.n_sealed).tolist()
+        if ar.tail.n:
+            firsts += (np.flatnonzero(ar.tail.first) + ar.n_sealed).tolist()
         view = self._view(s)
         restores = view.restores[between(view.restore_ts, *attempt_bounds(att))]
         bounds = [*firsts, ar.n]

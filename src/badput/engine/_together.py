@@ -12,6 +12,7 @@ one-by-one path (a property test holds them to it). Pure computation; no I/O.
 
 from __future__ import annotations
 
+from operator import attrgetter
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -70,22 +71,24 @@ def _gathered(attempts: list[ClosedAttempt]) -> tuple[F64, I64, npt.NDArray[np.i
             ),
         )
 
-    def joined(column: str, of: str, dtype: Any) -> npt.NDArray[Any]:
-        logs = [getattr(s, of) for s in streams]
-        return np.frombuffer(b"".join([getattr(log, column) for log in logs]), dtype)
+    step_logs = [s.steps for s in streams]
+    mark_logs = [s.marks for s in streams]
+
+    def joined(logs: list[Any], column: str, dtype: Any) -> npt.NDArray[Any]:
+        return np.frombuffer(b"".join(map(attrgetter(column), logs)), dtype)
 
     return (
-        joined("ts", "steps", np.float64),
-        joined("step", "steps", np.int64),
-        joined("is_end", "steps", np.int8),
+        joined(step_logs, "ts", np.float64),
+        joined(step_logs, "step", np.int64),
+        joined(step_logs, "is_end", np.int8),
         Marks(
-            joined("ts", "marks", np.float64),
-            joined("seq", "marks", np.int64),
-            joined("bucket", "marks", np.int32),
-            joined("is_start", "marks", np.bool_),
-            joined("blocking", "marks", np.bool_),
-            joined("line", "marks", np.int32),
-            joined("source", "marks", np.int32),
+            joined(mark_logs, "ts", np.float64),
+            joined(mark_logs, "seq", np.int64),
+            joined(mark_logs, "bucket", np.int32),
+            joined(mark_logs, "is_start", np.bool_),
+            joined(mark_logs, "blocking", np.bool_),
+            joined(mark_logs, "line", np.int32),
+            joined(mark_logs, "source", np.int32),
         ),
     )
 
