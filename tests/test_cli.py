@@ -240,3 +240,44 @@ def test_installed_entry_point_runs() -> None:
         [str(exe), "--version"], capture_output=True, text=True, timeout=60, check=True
     )
     assert __version__ in version.stdout
+
+
+def test_installed_report_ends_without_freeing_its_state_and_loses_no_output(
+    store: Path,
+) -> None:
+    """`badput report` leaves the job's state to the process exit (os._exit after a flush):
+    the whole output arrives, through a pipe and through a file, with the command's status."""
+    exe = Path(sys.executable).parent / "badput"
+    as_json = subprocess.run(
+        [str(exe), "report", str(store), "--json"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert as_json.returncode == 0, as_json.stderr
+    assert json.loads(as_json.stdout)["job"] == JOB  # one whole JSON object
+    table = subprocess.run(
+        [str(exe), "report", str(store)], capture_output=True, text=True, timeout=120, check=False
+    )
+    assert table.returncode == 0, table.stderr
+    assert "ideal step time" in table.stdout.splitlines()[-1]  # the last line is there
+    missing = subprocess.run(
+        [str(exe), "report", str(store / "nothing-here")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert missing.returncode == 2
+    assert "badput report: error:" in missing.stderr
+
+
+def test_run_leaves_state_to_the_exit_only_for_the_real_command() -> None:
+    """Inside another program (CliRunner, a test), nothing is kept for an exit that never
+    comes: the state is freed as usual."""
+    from badput import cli
+
+    assert cli._left_for_exit is None
+    cli._leave_for_exit(object())
+    assert cli._left_for_exit is None

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import shlex
 import sys
 import time
@@ -245,6 +246,7 @@ def report(
         progress.done()
         _fail("report", str(exc))
     progress.done()
+    _leave_for_exit(live, result)
     if html_file is not None:
         from badput.report import html_report  # noqa: PLC0415
 
@@ -981,5 +983,44 @@ def compare(*, job_a: str, job_b: str, store: str | None, as_json: bool) -> None
     render_compare(a, b, Console())
 
 
+#: What a command built that the process may leave to the operating system to free (see
+#: :func:`run`); None when ``main`` runs inside another program (tests, ``CliRunner``).
+_left_for_exit: list[object] | None = None
+
+
+def _leave_for_exit(*states: object) -> None:
+    """Keep ``states`` (a job's whole state) alive until :func:`run` ends the process."""
+    if _left_for_exit is not None:
+        _left_for_exit.extend(states)
+
+
+def run() -> None:
+    """The ``badput`` command (console script): :func:`main`, then, when the command left its
+    state to the exit (``badput report``), the process ends without freeing that state one
+    object at a time. A report of 10,000 attempts holds about a million objects: freeing
+    them took 0.45 s after everything was printed. Output is flushed first; the exit
+    status is the command's."""
+    global _left_for_exit
+    _left_for_exit = []
+    try:
+        main()
+        code: Any = 0
+    except SystemExit as exc:
+        code = exc.code
+    if not _left_for_exit:
+        sys.exit(code)
+    if code is None:
+        code = 0
+    elif not isinstance(code, int):  # sys.exit("message"): Python prints it, status 1
+        print(code, file=sys.stderr)
+        code = 1
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):  # a closed pipe (`| head`): nothing more to say
+            code = code or 1
+    os._exit(code)
+
+
 if __name__ == "__main__":  # pragma: no cover
-    main()
+    run()
