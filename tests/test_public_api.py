@@ -28,8 +28,8 @@ PUBLIC: dict[str, set[str]] = {
         "StepTimeStats", "Straggler", "Timeline", "step_time_stats",
     },
     "badput.report": {
-        "MAX_ATTEMPT_ROWS", "format_duration", "format_percent", "format_ts", "html_report", "render_table",
-        "to_json",
+        "MAX_ATTEMPT_ROWS", "format_duration", "format_percent", "format_ts", "html_report",
+        "render_table", "to_json",
     },
     "badput.monitor": {
         "CloudMonitoringExporter", "Exporter", "Monitor", "OpenTelemetryExporter",

@@ -984,17 +984,18 @@ def compare(*, job_a: str, job_b: str, store: str | None, as_json: bool) -> None
 
 
 #: What a command built that the process may leave to the operating system to free (see
-#: :func:`run`); None when ``main`` runs inside another program (tests, ``CliRunner``).
+#: :func:`console_main`); None when ``main`` runs inside another program (tests, ``CliRunner``).
 _left_for_exit: list[object] | None = None
 
 
 def _leave_for_exit(*states: object) -> None:
-    """Keep ``states`` (a job's whole state) alive until :func:`run` ends the process."""
+    """Keep ``states`` (a job's whole state) alive until :func:`console_main` ends the
+    process."""
     if _left_for_exit is not None:
         _left_for_exit.extend(states)
 
 
-def run() -> None:
+def console_main() -> None:
     """The ``badput`` command (console script): :func:`main`, then, when the command left its
     state to the exit (``badput report``), the process ends without freeing that state one
     object at a time. A report of 10,000 attempts holds about a million objects: freeing
@@ -1023,4 +1024,4 @@ def run() -> None:
 
 
 if __name__ == "__main__":  # pragma: no cover
-    run()
+    console_main()
