@@ -16,12 +16,9 @@ Shapes (each written to a temporary store, then read by a fresh process):
   1e5 steps (a tenth of the others: 3.2 M events, as many as the one-rank shapes hold).
 - ``10k-attempts``: 10,000 attempts of 20 steps (``bench_attempts.py``).
 
-``--allocator both`` reads each also with glibc's default allocator settings (the rows
-marked ``glibc``); by default the child sets them as the ``badput`` command does
-(:mod:`badput._memory`). ``--parallel both`` reads each shape twice, by one process and
-shared with worker processes (forced on; ``auto``, the default, starts workers only on idle
-cores); ``--parallel all`` three times: ``off``, ``auto``, ``on`` (and says whether ``auto``
-was slower than ``off``).
+``--parallel both`` reads each shape twice, by one process and shared with worker processes
+(forced on; ``auto``, the default, starts workers only on idle cores); ``--parallel all`` three
+times: ``off``, ``auto``, ``on`` (and says whether ``auto`` was slower than ``off``).
 
 For each: CPU seconds (its own and its read workers') and wall seconds of the cold read and
 report in a fresh process (CPU time is the figure to compare on a shared machine), the peak
@@ -52,8 +49,7 @@ CHILD = r"""
 import json, resource, statistics, sys, time
 from badput._memory import return_large_blocks
 from badput.analysis import LiveJob
-if sys.argv[4] == "command":
-    return_large_blocks()  # as the badput command does (badput/_memory.py)
+return_large_blocks()  # as the badput command does (badput/_memory.py)
 root, job = sys.argv[1], sys.argv[2]
 parallel = {"auto": None, "on": True, "off": False}[sys.argv[3]]
 c0, w0 = time.process_time(), time.perf_counter()
@@ -125,9 +121,9 @@ def write_steps(
                 fh.write(encode_lines(evs[i : i + 200_000]))
 
 
-def measure(root: Path, job: str, parallel: str, allocator: str) -> dict[str, float]:
+def measure(root: Path, job: str, parallel: str) -> dict[str, float]:
     out = subprocess.run(
-        [sys.executable, "-c", CHILD, str(root), job, parallel, allocator],
+        [sys.executable, "-c", CHILD, str(root), job, parallel],
         capture_output=True,
         check=True,
         text=True,
@@ -149,15 +145,7 @@ def main() -> None:
         help="shared cold read: auto (workers on idle cores only), on, off, both (off, on) "
         "or all (off, auto, on)",
     )
-    parser.add_argument(
-        "--allocator",
-        choices=("command", "default", "both"),
-        default="command",
-        help="the C allocator as the badput command sets it (badput/_memory.py), glibc's "
-        "default, or both",
-    )
     args = parser.parse_args()
-    allocators = ("command", "default") if args.allocator == "both" else (args.allocator,)
     shapes: list[tuple[str, object]] = []
     for n in (10_000, 100_000, 1_000_000):
         if n <= args.max_steps:
@@ -188,28 +176,21 @@ def main() -> None:
         with tempfile.TemporaryDirectory() as tmp:
             root = Path(tmp)
             job = make(root)  # type: ignore[operator]
-            reads = {"both": ("off", "on"), "all": ("off", "auto", "on")}.get(
+            modes = {"both": ("off", "on"), "all": ("off", "auto", "on")}.get(
                 args.parallel, (args.parallel,)
             )
-            modes = [
-                read if alloc == "command" else f"{read},glibc"
-                for read in reads
-                for alloc in allocators
-            ]
             samples: dict[str, list[dict[str, float]]] = {mode: [] for mode in modes}
             for _ in range(args.repeat):  # modes alternate, so a busier minute hits them all
                 for mode in modes:
-                    read, _, glibc = mode.partition(",")
-                    allocator = "default" if glibc else "command"
                     load = os.getloadavg()[0]
-                    samples[mode].append({**measure(root, job, read, allocator), "load": load})
+                    samples[mode].append({**measure(root, job, mode), "load": load})
             runs: dict[str, dict[str, float]] = {}
             for mode in modes:
                 m = runs[mode] = {
                     k: statistics.median(r[k] for r in samples[mode]) for k in samples[mode][0]
                 }
                 print(
-                    f"{name:>18} ({mode:>10}): {m['events']:>10,.0f} events  cpu {m['cpu']:6.2f} s"
+                    f"{name:>18} ({mode:>4}): {m['events']:>10,.0f} events  cpu {m['cpu']:6.2f} s"
                     f"  wall {m['wall']:6.2f} s  peak {m['rss_mb']:6.0f} MB  1 h window "
                     f"{m['window_ms']:6.2f} ms  load {m['load']:.1f}",
                     flush=True,
