@@ -47,9 +47,7 @@ from make_big_job import write_job as write_mix
 
 CHILD = r"""
 import json, resource, statistics, sys, time
-from badput._memory import return_large_blocks
 from badput.analysis import LiveJob
-return_large_blocks()  # as the badput command does (badput/_memory.py)
 root, job = sys.argv[1], sys.argv[2]
 parallel = {"auto": None, "on": True, "off": False}[sys.argv[3]]
 c0, w0 = time.process_time(), time.perf_counter()

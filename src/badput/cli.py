@@ -1000,13 +1000,9 @@ def console_main() -> None:
     state to the exit (``badput report``), the process ends without freeing that state one
     object at a time. A report of 10,000 attempts holds about a million objects: freeing
     them took 0.45 s after everything was printed. Output is flushed first; the exit
-    status is the command's. Large blocks go back to the system as soon as they are freed
-    (:mod:`badput._memory`)."""
+    status is the command's."""
     global _left_for_exit
     _left_for_exit = []
-    from badput._memory import return_large_blocks  # noqa: PLC0415 (ctypes: the command only)
-
-    return_large_blocks()
     try:
         main()
         code: Any = 0
