@@ -44,6 +44,8 @@ class _Codes(dict[str, int]):
 
 
 KIND_CODE: dict[str, int] = _Codes({k: i for i, k in enumerate(KIND_NAMES)})
+_STEP_START_CODE = KIND_CODE["step_start"]
+_STEP_END_CODE = KIND_CODE["step_end"]
 
 _ts = attrgetter("ts")
 _kind = attrgetter("kind")
@@ -71,7 +73,7 @@ class Batch:
     :meth:`blocking`).
     """
 
-    __slots__ = ("_jobs", "_same_job", "events", "group", "keys", "kind", "n", "ts")
+    __slots__ = ("_jobs", "_same_job", "_steps", "events", "group", "keys", "kind", "n", "ts")
 
     def __init__(self, events: Sequence[Event]) -> None:
         n = len(events)
@@ -84,6 +86,7 @@ class Batch:
         pids = list(map(_pid, events))
         self._jobs: list[str] | None = None
         self._same_job: dict[str, BoolArray | None] = {}
+        self._steps: tuple[I64, BoolArray, BoolArray] | None = None
         if (
             n
             and attempts.count(attempts[0]) == n
@@ -120,7 +123,23 @@ class Batch:
 
     def steps(self, idx: npt.NDArray[np.intp]) -> tuple[I64, BoolArray]:
         """``step`` of the events at ``idx`` as int64, and which of them are usable (an
-        integer within 64 bits: events not read from a store are not validated)."""
+        integer within 64 bits: events not read from a store are not validated).
+
+        The step events' steps are read once per batch (the accounting and the per-rank
+        view both ask); other positions are read when asked."""
+        if self._steps is None:
+            is_step = (self.kind == _STEP_START_CODE) | (self.kind == _STEP_END_CODE)
+            at = np.flatnonzero(is_step)
+            values = np.zeros(self.n, np.int64)
+            ok = np.zeros(self.n, np.bool_)
+            values[at], ok[at] = self._read_steps(at)
+            self._steps = (values, ok, is_step)
+        values, ok, is_step = self._steps
+        if bool(is_step[idx].all()):
+            return values[idx], ok[idx]
+        return self._read_steps(idx)
+
+    def _read_steps(self, idx: npt.NDArray[np.intp]) -> tuple[I64, BoolArray]:
         k = int(idx.shape[0])
         try:
             values = np.fromiter(
