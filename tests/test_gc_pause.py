@@ -4,6 +4,8 @@ leaves what it made in the oldest generation instead of the youngest."""
 from __future__ import annotations
 
 import gc
+import os
+import threading
 from collections.abc import Iterator
 
 import pytest
@@ -86,4 +88,41 @@ def test_a_body_that_raises_still_resumes() -> None:
     gc.enable()
     with pytest.raises(RuntimeError), gc_paused():
         raise RuntimeError("boom")
+    assert gc.isenabled()
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="fork")
+def test_a_child_forked_during_another_threads_pause_collects() -> None:
+    """A monitor's read pauses the collector in its thread; a data loader forking its
+    workers meanwhile must not give them a collector that is off for good."""
+    gc.enable()
+    inside, release = threading.Event(), threading.Event()
+
+    def read() -> None:
+        with gc_paused():
+            inside.set()
+            release.wait(10)
+
+    reader = threading.Thread(target=read)
+    reader.start()
+    try:
+        assert inside.wait(10)
+        assert not gc.isenabled()  # the pause is process-wide
+        r, w = os.pipe()
+        pid = os.fork()
+        if pid == 0:  # the child: report, then leave without running any cleanup
+            os.write(w, b"1" if gc.isenabled() else b"0")
+            with gc_paused():  # and a pause of its own still works
+                pass
+            os.write(w, b"1" if gc.isenabled() else b"0")
+            os._exit(0)
+        os.close(w)
+        _, status = os.waitpid(pid, 0)
+        got = os.read(r, 2)
+        os.close(r)
+        assert status == 0
+        assert got == b"11"
+    finally:
+        release.set()
+        reader.join(10)
     assert gc.isenabled()

@@ -26,6 +26,8 @@ import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 
+from badput import _lifecycle
+
 __all__ = ["gc_paused"]
 
 #: Objects made (net) during a pause from which they are moved to the oldest generation.
@@ -49,10 +51,12 @@ def gc_paused() -> Iterator[None]:
         yield
     finally:
         with _lock:
-            _depth -= 1
-            if _depth == 0 and _resume:
-                _age_young()
-                gc.enable()
+            # 0 already: this process is a child forked during the pause, which ended it
+            if _depth > 0:
+                _depth -= 1
+                if _depth == 0 and _resume:
+                    _age_young()
+                    gc.enable()
 
 
 def _age_young() -> None:
@@ -61,3 +65,19 @@ def _age_young() -> None:
     if gc.get_count()[0] >= AGE_AFTER and gc.get_freeze_count() == 0:  # never thaw theirs
         gc.freeze()
         gc.unfreeze()
+
+
+def _after_fork_in_child() -> None:
+    """A child forked while a pause was on would run with the collector off for good:
+    the pause belongs to a thread of the parent (a monitor's read inside a training job
+    whose data loader forks its workers), and nobody in the child ends it. So the child
+    ends it at once, and gets a lock no parent thread can be holding."""
+    global _lock, _depth
+    _lock = threading.Lock()
+    if _depth:
+        _depth = 0
+        if _resume:
+            gc.enable()
+
+
+_lifecycle.on_fork_child(_after_fork_in_child)
