@@ -95,3 +95,12 @@ def test_watch_status_line_says_stalled_and_names_the_ranks() -> None:
     assert "STALLED: no progress for 1m 30s (> 1m 00s), last step 10" in line
     assert "stopped first: rank 2 (in 'forward')" in line
     assert "stragglers: rank 1 forward 0.40" in line
+
+
+def test_watch_status_line_says_stalled_once_when_the_log_is_silent_too() -> None:
+    """Ten minutes later no event came either: the progress stall says so, once."""
+    snap = snapshot()
+    line = status_line(snap, now=snap.time + 600.0)
+    assert line.count("STALLED") == 1, line
+    assert "STALLED: no progress for 11m 30s (> 1m 00s), last step 10" in line
+    assert "last event 10m 00s ago," in line

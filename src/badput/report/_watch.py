@@ -131,8 +131,9 @@ def status_line(
     if _finished(snapshot):
         parts.append("finished")
     else:
-        stalled = " STALLED?" if is_stalled(snapshot, now) else ""
-        parts.append(f"last event {format_duration(age)} ago{stalled}")
+        # a stall of progress says STALLED in its own part (_rank_parts): not twice
+        silent = is_stalled(snapshot, now) and ongoing_stall(rep) is None
+        parts.append(f"last event {format_duration(age)} ago{' STALLED?' if silent else ''}")
     if snapshot.step_time is not None and snapshot.step_time.slowdown_alarm:
         parts.append("SLOWDOWN")
     parts.extend(_rank_parts(snapshot, now))
