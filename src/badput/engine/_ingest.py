@@ -164,20 +164,10 @@ class MarkLog:
 
     def append_columns(self, marks: Marks) -> None:
         """Add marks (in arrival order)."""
-        if not len(marks):
-            return
-        if not self.unsorted:
-            ts = marks.ts
-            if (len(self.ts) and ts[0] < self.ts[-1]) or bool((ts[1:] < ts[:-1]).any()):
-                self.unsorted = True
-        self.ts.frombytes(marks.ts.astype(np.float64, copy=False).tobytes())
-        self.seq.frombytes(marks.seq.astype(np.int64, copy=False).tobytes())
-        self.bucket.frombytes(marks.bucket.astype(np.int32, copy=False).tobytes())
-        self.is_start.frombytes(marks.is_start.astype(np.int8).tobytes())
-        self.blocking.frombytes(marks.blocking.astype(np.int8).tobytes())
-        line = np.where(marks.line <= _MAX_LINE, marks.line, -1)
-        self.line.frombytes(line.astype(np.int32).tobytes())
-        self.source.frombytes(marks.source.astype(np.int32, copy=False).tobytes())
+        n = len(marks)
+        if n:
+            stored = _MarkBytes(marks)
+            stored.append_to(self, 0, n, _MarkBytes.out_of_order(marks.ts, [0], [n])[0])
 
     def recode(self, buckets: npt.NDArray[np.int32], sources: npt.NDArray[np.int32]) -> None:
         """Map bucket and source codes through ``buckets``/``sources`` (index -1: none)."""
@@ -392,32 +382,23 @@ def _span_extremes(ts: F64, bounds: list[int]) -> tuple[list[float], list[float]
 
 
 class _MarkBytes:
-    """A batch's interval-mark columns (sorted by stream) as the bytes a :class:`MarkLog`
-    stores, so that each stream's marks are appended as slices of bytes."""
+    """Interval-mark columns as the bytes a :class:`MarkLog` stores, so that marks are
+    appended as slices of bytes (a batch's, sorted by stream: a slice per stream)."""
 
     __slots__ = ("_cols", "_ts")
 
-    def __init__(  # noqa: PLR0917 (the columns of Marks)
-        self,
-        ts: F64,
-        seq: I64,
-        bucket: npt.NDArray[np.int32],
-        kind: npt.NDArray[np.int16],
-        blocking: npt.NDArray[np.bool_],
-        line: I64,
-        source: npt.NDArray[np.int32],
-    ) -> None:
-        line32 = np.where(line <= _MAX_LINE, line, -1).astype(np.int32)
+    def __init__(self, marks: Marks) -> None:
+        line32 = np.where(marks.line <= _MAX_LINE, marks.line, -1).astype(np.int32)
         self._cols = (
-            ts.tobytes(),
-            seq.astype(np.int64, copy=False).tobytes(),
-            bucket.astype(np.int32, copy=False).tobytes(),
-            _MARK_IS_START[kind].astype(np.int8).tobytes(),
-            blocking.astype(np.int8).tobytes(),
+            marks.ts.astype(np.float64, copy=False).tobytes(),
+            marks.seq.astype(np.int64, copy=False).tobytes(),
+            marks.bucket.astype(np.int32, copy=False).tobytes(),
+            marks.is_start.astype(np.int8).tobytes(),
+            marks.blocking.astype(np.int8).tobytes(),
             line32.tobytes(),
-            source.astype(np.int32, copy=False).tobytes(),
+            marks.source.astype(np.int32, copy=False).tobytes(),
         )
-        self._ts = ts
+        self._ts = marks.ts
 
     @staticmethod
     def out_of_order(ts: F64, begin: list[int], end: list[int]) -> list[bool]:
@@ -431,8 +412,8 @@ class _MarkBytes:
         return out
 
     def append_to(self, log: MarkLog, b: int, c: int, descends: bool) -> None:
-        """Add rows ``[b, c)`` to ``log`` (in arrival order), as :meth:`MarkLog.append_columns`;
-        ``descends``: whether they are out of time order (:meth:`out_of_order`)."""
+        """Add rows ``[b, c)`` to ``log`` (in arrival order); ``descends``: whether they are
+        out of time order (:meth:`out_of_order`)."""
         if not log.unsorted and (descends or (len(log.ts) and self._ts[b] < log.ts[-1])):
             log.unsorted = True
         ts, seq, bucket, is_start, blocking, line, source = self._cols
@@ -641,7 +622,15 @@ class Ingestor:
         # Each column once as the bytes its log stores, then a slice of bytes per stream
         # (a numpy slice and conversion per stream and column cost more than the copy).
         marks = _MarkBytes(
-            ts, seq, bucket[order], kind, blocking[order], line[order], source[order]
+            Marks(
+                ts,
+                seq,
+                bucket[order],
+                _MARK_IS_START[kind],
+                blocking[order],
+                line[order],
+                source[order],
+            )
         )
         ts_b, step_b = ts.tobytes(), steps.tobytes()
         is_end_b = (kind == _STEP_END).astype(np.int8).tobytes()

@@ -500,6 +500,13 @@ def _segments(lengths: list[int]) -> tuple[list[int], npt.NDArray[np.intp]]:
     return nonempty.tolist(), (np.cumsum(lens) - lens)[nonempty]
 
 
+def _spread(out: list[Any], which: list[int], values: npt.NDArray[Any]) -> None:
+    """``out[which[k]] = values[k]`` as a Python number: the per-segment reductions of the
+    non-empty segments (``np.minimum.reduceat(column, starts)``, ...) put in place."""
+    for i, v in zip(which, values.tolist(), strict=True):
+        out[i] = v
+
+
 def _in_chunks(streams: list[_RankStream], sizes: list[int]) -> list[list[_RankStream]]:
     """``streams`` in runs of about :data:`CHUNK` new values (``sizes``: each one's; a
     vectorised pass over a few columns of each keeps its temporary arrays small)."""
@@ -588,20 +595,14 @@ def _derive_chunk(streams: list[_RankStream]) -> list[_RankStream]:
     highs: list[float] = [-math.inf] * len(streams)
     which, starts = _segments(n_cols)
     if which:
-        for i, lo, hi in zip(
-            which,
-            np.minimum.reduceat(c, starts).tolist(),
-            np.maximum.reduceat(c, starts).tolist(),
-            strict=True,
-        ):
-            lows[i], highs[i] = lo, hi
+        _spread(lows, which, np.minimum.reduceat(c, starts))
+        _spread(highs, which, np.maximum.reduceat(c, starts))
     s_ts = np.frombuffer(step_ts, dtype=np.float64) if len(step_ts) else _EMPTY
     s_no = np.frombuffer(step_no, dtype=np.int64) if len(step_no) else np.zeros(0, np.int64)
     step_which, step_starts = _segments(n_steps)
     first_steps: list[float] = [math.inf] * len(streams)
     if step_which:
-        for i, lo in zip(step_which, np.minimum.reduceat(s_ts, step_starts).tolist(), strict=True):
-            first_steps[i] = lo
+        _spread(first_steps, step_which, np.minimum.reduceat(s_ts, step_starts))
     late = {
         i
         for i in resumed
@@ -618,8 +619,7 @@ def _derive_chunk(streams: list[_RankStream]) -> list[_RankStream]:
         gaps = np.empty(len(v))
         gaps[1:] = np.diff(v)
         gaps[starts] = -math.inf  # not a gap: the first of a stream after another's last
-        for i, g in zip(which, np.maximum.reduceat(gaps, starts).tolist(), strict=True):
-            gaps_of[i] = g
+        _spread(gaps_of, which, np.maximum.reduceat(gaps, starts))
     # Step times: between consecutive step starts in time order (stable at equal times),
     # per step where the step number grows.
     step_lows: list[int] = [0] * len(streams)
@@ -628,13 +628,8 @@ def _derive_chunk(streams: list[_RankStream]) -> list[_RankStream]:
     last_no: list[int] = [0] * len(streams)
     times_of: list[F64] = [_EMPTY] * len(streams)
     if step_which:
-        for i, lo, hi in zip(
-            step_which,
-            np.minimum.reduceat(s_no, step_starts).tolist(),
-            np.maximum.reduceat(s_no, step_starts).tolist(),
-            strict=True,
-        ):
-            step_lows[i], step_highs[i] = lo, hi
+        _spread(step_lows, step_which, np.minimum.reduceat(s_no, step_starts))
+        _spread(step_highs, step_which, np.maximum.reduceat(s_no, step_starts))
         if len(streams) == 1:
             owner = np.zeros(1, np.intp)  # (broadcast: one stream)
             order = np.argsort(s_ts, kind="stable")
