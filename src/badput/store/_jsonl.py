@@ -438,6 +438,8 @@ _SCAN: Final = 64 * 1024  # bytes looked at a time when searching for a newline
 
 def _written_end(fd: int, size: int) -> int:
     """Bytes of the file before its trailing run of NULs (:func:`written_length`)."""
+    if size and os.pread(fd, 1, size - 1) != b"\0":  # the usual file: no NUL tail
+        return size
     end = size
     while end > 0:
         n = min(end, 1 << 20)
@@ -451,6 +453,8 @@ def _written_end(fd: int, size: int) -> int:
 
 def _after_last_newline(fd: int, lo: int, hi: int) -> int:
     """The offset just after the last ``\n`` of ``[lo, hi)``; ``lo`` when there is none."""
+    if hi > lo and os.pread(fd, 1, hi - 1) == b"\n":  # the usual end: a whole line
+        return hi
     pos = hi
     while pos > lo:
         n = min(pos - lo, _SCAN)
