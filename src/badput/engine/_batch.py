@@ -46,6 +46,8 @@ class _Codes(dict[str, int]):
 KIND_CODE: dict[str, int] = _Codes({k: i for i, k in enumerate(KIND_NAMES)})
 _STEP_START_CODE = KIND_CODE["step_start"]
 _STEP_END_CODE = KIND_CODE["step_end"]
+_LOAD_START_CODE = KIND_CODE["data_loading_start"]
+_LOAD_END_CODE = KIND_CODE["data_loading_end"]
 
 _ts = attrgetter("ts")
 _kind = attrgetter("kind")
@@ -55,6 +57,7 @@ _rank = attrgetter("rank")
 _pid = attrgetter("pid")
 _step = attrgetter("step")
 _name = attrgetter("name")
+_blocking = attrgetter("blocking")
 
 RawKey = tuple[object, object, object]  # (attempt, rank, pid) as written
 
@@ -73,7 +76,18 @@ class Batch:
     :meth:`blocking`).
     """
 
-    __slots__ = ("_jobs", "_same_job", "_steps", "events", "group", "keys", "kind", "n", "ts")
+    __slots__ = (
+        "_jobs",
+        "_loads_plain",
+        "_same_job",
+        "_steps",
+        "events",
+        "group",
+        "keys",
+        "kind",
+        "n",
+        "ts",
+    )
 
     def __init__(self, events: Sequence[Event]) -> None:
         n = len(events)
@@ -87,6 +101,7 @@ class Batch:
         self._jobs: list[str] | None = None
         self._same_job: dict[str, BoolArray | None] = {}
         self._steps: tuple[I64, BoolArray, BoolArray] | None = None
+        self._loads_plain: bool | None = None
         if (
             n
             and attempts.count(attempts[0]) == n
@@ -156,6 +171,16 @@ class Batch:
             )
             safe = (v if good else 0 for v, good in zip(raw, ok.tolist(), strict=True))
             return np.fromiter(safe, np.int64, len(raw)), ok
+
+    def loads_plain(self) -> bool:
+        """Whether no data-loading mark of the batch sets ``blocking`` (the usual log: a
+        data load per step, none marked). Looked at once per batch, for the accounting
+        and the per-rank view (a data load per step is a third of a log's events)."""
+        if self._loads_plain is None:
+            at = np.flatnonzero((self.kind == _LOAD_START_CODE) | (self.kind == _LOAD_END_CODE))
+            values = list(map(_blocking, map(self.events.__getitem__, at.tolist())))
+            self._loads_plain = values.count(None) == len(values)
+        return self._loads_plain
 
     def names(self, idx: npt.NDArray[np.intp]) -> list[str | None]:
         return list(map(_name, map(self.events.__getitem__, idx.tolist())))

@@ -691,7 +691,8 @@ class Ingestor:
                 bucket[at] = [self.buckets.code(bucket_of(base, name)) for name in names]
             else:
                 bucket[at] = self.buckets.code(base)
-            if base == "data_loading":  # the only kind a writer may mark non-blocking
+            # data loading: the only kind a writer may mark non-blocking
+            if base == "data_loading" and not batch.loads_plain():
                 blocking[at] = batch.not_false(pos[at], "blocking")
         line[marks], source[marks] = origin.lines_and_sources(pos[marks])
         return bucket, blocking, line, source

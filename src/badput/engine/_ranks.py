@@ -1087,7 +1087,11 @@ class RankTracker:
         seen = by_role[ends[_MARK] : ends[_ROW + 1]]  # heartbeats, lifecycle, marks, rows
         load_codes = _EMPTY_CODES
         if len(loads):
-            blocking = list(map(_blocking, map(events.__getitem__, loads.tolist())))
+            blocking = (
+                []
+                if batch.loads_plain()
+                else list(map(_blocking, map(events.__getitem__, loads.tolist())))
+            )
             if blocking.count(None) != len(blocking):  # blocking or overlapped: single events
                 plain = np.fromiter(map(_is_none, blocking), np.bool_, len(blocking))
                 rows = np.sort(np.concatenate((rows, loads[~plain])))
@@ -1272,6 +1276,8 @@ class RankTracker:
         if not unnamed:
             return
         hosts = list(map(_host, events))
+        if hosts.count(None) == batch.n:  # no event of the batch names a host
+            return
         named = np.fromiter(map(is_not, hosts, repeat(None)), np.bool_, batch.n)
         named &= np.isin(slot, list(unnamed))
         at = np.flatnonzero(named)
