@@ -167,6 +167,22 @@ def test_one_file_is_split_and_gives_the_serial_report_diagnostics_and_cursor(
 
 @linux_only
 @pytest.mark.usefixtures("small_slices")
+def test_the_memory_of_merged_parts_is_handed_back_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    one_file_log(tmp_path)
+    workers(monkeypatch, 2)
+    calls: list[int] = []
+    monkeypatch.setattr(analysis, "give_back", lambda: calls.append(1))
+    _live, _n, by_workers = shared_read(SlowFront(tmp_path), "o")
+    assert by_workers >= 1
+    assert calls == [1]  # after the merge, not per part
+    cold(tmp_path, "o", parallel=False)
+    assert calls == [1]  # a serial read merges nothing
+
+
+@linux_only
+@pytest.mark.usefixtures("small_slices")
 def test_a_single_jsonl_source_is_split_too(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

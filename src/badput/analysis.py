@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any, Final, NamedTuple
 
 from badput._gc import gc_paused
+from badput._heap import give_back
 from badput.engine import Accountant, Diagnostic, RankOptions, Report
 from badput.events import Chunk, Event, EventError
 from badput.store import (
@@ -596,6 +597,7 @@ class LiveJob:
                     proc.join()
             out.close()
         offsets = dict(cursor.offsets)
+        merged = False
         for s in plan[front:]:  # in file order
             r = got.pop(s.index, None)  # freed once merged
             if r is None or not r.ok or r.accountant is None:
@@ -607,6 +609,7 @@ class LiveJob:
             ):
                 break
             self.accountant.merge(r.accountant)
+            merged = True
             offsets.update(r.offsets)
             n += r.n
             _note_unread(left, r.unread, r.read_from)
@@ -614,6 +617,10 @@ class LiveJob:
             if s.end is not None:
                 newest[s.last] = max(newest.get(s.last, -math.inf), r.last_max)
         self._cursor = Cursor(offsets)
+        got.clear()  # parts not merged (read again serially from the cursor) are dropped
+        if merged:  # the workers' parts, merged, are freed: hand their memory back
+            del r
+            give_back()
         if self._on_progress is not None:
             self._on_progress(n)
         return n, list(left.values()) if complete else None

@@ -6,6 +6,7 @@ import dataclasses
 from collections.abc import Iterable
 
 from badput._gc import gc_paused
+from badput._heap import TRIM_AFTER_VALUES, give_back
 from badput.engine._batch import Batch
 from badput.engine._ingest import Ingestor, Run
 from badput.engine._model import Report
@@ -153,8 +154,11 @@ class Accountant:
     ) -> Report:
         ideal = ideal_step_time if ideal_step_time is not None else self.ideal_step_time
         ing, cache = self._state_as_of(now)
-        if window is None and ranks:
-            self._ranks.derive()  # its temporaries gone before the partition's are made
+        # The per-rank derivation first: its temporaries are gone before the partition's
+        # are made, and handed back after a large pass (else they do not all fit the
+        # partition's arrays, and the peak is higher).
+        if window is None and ranks and self._ranks.derive() >= TRIM_AFTER_VALUES:
+            give_back()
         report = compute_report(
             ing,
             now=now,

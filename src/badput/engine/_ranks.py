@@ -1337,18 +1337,24 @@ class RankTracker:
         times, _ = joined.join([s.covered.times for s in streams])
         return last, seen, joined.median(times)
 
-    def derive(self) -> None:
+    def derive(self) -> int:
         """Derive and pair what arrived since the last call (the first thing
         :meth:`analyze` does; each stream once per change, all changed streams at once).
 
         The :class:`~badput.engine.Accountant` calls it before a report's partition, so
         that the temporary columns of a cold pass over a large stream (a million steps
         with their data loads: about 170 MB) are freed before the partition's are made,
-        instead of sitting on top of the report it keeps.
+        instead of sitting on top of the report it keeps. Returns how many values it
+        went through (what its temporaries were made of).
         """
         everything = list(self.streams.values())
-        _derive([s for s in everything if s.derived_at != s.changes])
+        changed = [s for s in everything if s.derived_at != s.changes]
+        values = sum(
+            len(s.step_ts) + len(s.end_ts) + len(s.pair_ts) + len(s.extra_ts) for s in changed
+        )
+        _derive(changed)
         _settle(everything)
+        return values
 
     def analyze(
         self,
