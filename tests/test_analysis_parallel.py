@@ -255,7 +255,8 @@ def test_a_clock_step_back_right_at_a_cut_is_read_serially_from_there(
     assert parallel._cursor == serial._cursor
     same(serial.report(final=True), parallel.report(final=True))
     flagged = [d for d in serial.report().diagnostics if d.code == "clock_backwards"]
-    assert [(d.file, d.line) for d in flagged] == [(str(path), cut.lines + 1)]
+    before = store.count_lines("o", "all/h-0-0.jsonl", cut.offset)  # the plan leaves it
+    assert [(d.file, d.line) for d in flagged] == [(str(path), before + 1)]
 
 
 @pytest.mark.usefixtures("small_slices")
@@ -625,3 +626,41 @@ def test_planning_a_job_of_more_files_than_may_be_open_at_once(tmp_path: Path) -
     assert plan is not None
     assert len(plan) > 20
     assert plan[-1].last == 119
+
+
+@pytest.mark.usefixtures("small_slices")
+def test_a_worker_counts_the_lines_before_its_slices_from_the_back(tmp_path: Path) -> None:
+    """The plan leaves the lines before each stop to whoever starts there: a worker counts
+    them once for its first slice, then only the bytes between two of its slices."""
+    write_steps(tmp_path, "o", 600, attempts=2, per_attempt=True)
+    store = JsonlStore(tmp_path)
+    plan = analysis._parallel_plan(store, "o")
+    assert plan is not None
+    assert all(s.lines is None for s in plan if s.offset)  # not counted by the plan
+    counted: list[tuple[int, int]] = []
+    count = store.count_lines
+
+    def counting(job: str, stream: str, upto: int, *, start: int = 0) -> int:
+        counted.append((start, upto))
+        return count(job, stream, upto, start=start)
+
+    store.count_lines = counting  # type: ignore[method-assign]
+    known: dict[int, tuple[int, int]] = {}
+    for s in reversed(plan):  # as one worker takes them
+        data = (tmp_path / "o" / s.names[s.first]).read_bytes()
+        assert analysis._lines_before(store, "o", s, known) == data[: s.offset].count(b"\n")
+    in_files = [s for s in plan if s.offset]
+    assert len({s.first for s in in_files}) == 2  # slices start inside both files
+    # one count from each file's start (its last slice), then the gaps between slices
+    assert sum(1 for start, _ in counted if start == 0) == 2
+    assert len(counted) == len(in_files)
+
+
+def test_a_single_file_store_counts_lines_of_its_one_stream(tmp_path: Path) -> None:
+    path = tmp_path / "log.jsonl"
+    path.write_bytes(b'{"a":1}\n{"b":2}\n{"c":3}\n')
+    store = SingleFileStore(path)
+    assert store.count_lines(store.job, "log.jsonl", 16) == 2
+    assert store.count_lines(store.job, "log.jsonl", 24, start=8) == 2
+    with pytest.raises(ValueError, match=r"log\.jsonl"):
+        store.count_lines(store.job, "other.jsonl", 8)

@@ -123,7 +123,7 @@ class _Slice:
     names: tuple[str, ...]  # every file's stream name, in read order
     first: int  # index of the file it starts in
     offset: int  # where it starts in that file
-    lines: int  # lines before ``offset`` in that file
+    lines: int | None  # lines before ``offset`` in that file (None: its reader counts them)
     last: int  # index of the file it stops in
     end: int | None  # where it stops in that file (None: the last read, to the end)
     first_source: str  # the first and last files as chunks name them
@@ -173,16 +173,45 @@ def _failed(index: int) -> _SliceRead:
     return _SliceRead(index, False, None, {}, 0, None, -math.inf, [], frozenset(), False)
 
 
-def _read_slice(store: EventStore, job: str, s: _Slice) -> _SliceRead:
+def _lines_before(store: EventStore, job: str, s: _Slice, known: dict[int, tuple[int, int]]) -> int:
+    """The lines before the start of slice ``s`` in its first file, counted by the worker
+    that reads it (the plan does not: counting every stop's lines before the workers start
+    held the whole read back by 0.2 s on a 350 MB file). ``known``: ``file index ->
+    (offset, lines)`` of the slices this worker started before; a worker goes from the back,
+    so each count after its first is the bytes between two of its slices."""
+    if s.lines is not None:
+        return s.lines
+    if s.offset == 0:
+        return 0
+    if not isinstance(store, (JsonlStore, SingleFileStore)):  # the plan is only made for these
+        raise TypeError(f"no line count from {type(store).__name__}")
+    name = s.names[s.first]
+    done = known.get(s.first)
+    if done is not None and done[0] >= s.offset:  # a later start of this worker's: back from it
+        lines = done[1] - store.count_lines(job, name, done[0], start=s.offset)
+    else:
+        start, before = done if done is not None else (0, 0)
+        lines = before + store.count_lines(job, name, s.offset, start=start)
+    known[s.first] = (s.offset, lines)
+    return lines
+
+
+def _read_slice(
+    store: EventStore, job: str, s: _Slice, known: dict[int, tuple[int, int]] | None = None
+) -> _SliceRead:
     """Worker: read the slice ``s`` of ``job``'s files into an Accountant of its own.
 
     The read goes through the slice's own files only (``Cursor.resume``: nothing is
-    listed), as the serial read that reaches it does through the rest of the job."""
+    listed), as the serial read that reaches it does through the rest of the job.
+    ``known``: the line counts of the worker's earlier slices (:func:`_lines_before`)."""
     mine = s.names[s.first : len(s.names) if s.end is None else s.last + 1]
     # Sets: a job of 10,000 attempt files has 10,000 names, a slice hundreds of them.
     own, named = frozenset(mine), frozenset(s.names)
     start = {name: (_SKIP, 0) for name in s.names if name not in own}
-    start[s.names[s.first]] = (s.offset, s.lines)
+    start[s.names[s.first]] = (
+        s.offset,
+        _lines_before(store, job, s, {} if known is None else known),
+    )
     result = store.read(job, Cursor(dict(start), (job, mine)), max_bytes=READ_SLICE_BYTES)
     cursor = result.cursor
     strayed = any(  # read a file outside the slice (a store that lists anyway)
@@ -238,10 +267,11 @@ def _claim(claims: Any, *, front: bool) -> int | None:
 def _slice_worker(store: EventStore, job: str, plan: list[_Slice], claims: Any, out: Any) -> None:
     """A worker process: read slices from the back until they meet the parent's; send each
     result as soon as it is read (a queue pickles it while the next one is read)."""
+    known: dict[int, tuple[int, int]] = {}
     try:
         while (i := _claim(claims, front=False)) is not None:
             try:
-                out.put(_read_slice(store, job, plan[i]))
+                out.put(_read_slice(store, job, plan[i], known))
             except Exception:  # the parent reads this slice and the rest serially
                 out.put(_failed(i))
                 return
@@ -302,14 +332,15 @@ def _parallel_plan(
         size = _estimated_bytes([path for _, path in files], len(files))
         if size is None or size < PARALLEL_MIN_BYTES:
             return None
-    stops = store.read_stops(job, READ_SLICE_BYTES, files)
+    stops = store.read_stops(job, READ_SLICE_BYTES, files, count_lines=False)
     names = tuple(name for name, _ in files)
     index = {name: k for k, name in enumerate(names)}
     if not stops or any(name not in index for name, _, _ in stops):  # none, or files came
         return None
     sources = [str(path) for _, path in files]
     plan: list[_Slice] = []
-    i, offset, lines = 0, 0, 0  # where the next slice starts
+    i, offset = 0, 0  # where the next slice starts
+    lines: int | None = 0
     for k, stop in enumerate([*stops, None]):
         last, end = (index[stop[0]], stop[1]) if stop is not None else (len(names) - 1, None)
         plan.append(_Slice(k, names, i, offset, lines, last, end, sources[i], sources[last]))

@@ -556,29 +556,41 @@ def _open_written(path: Path) -> tuple[int, int]:
 def _count_newlines(path: Path, upto: int, *, start: int = 0) -> int:
     """How many ``\n`` the bytes ``[start, upto)`` of ``path`` hold (lines, from the start).
 
-    Counted with numpy over a read-only mapping: about 0.15 ms a megabyte, several times
-    faster than ``bytes.count`` over read blocks.
+    Read into one reused buffer and counted there: about 0.4 ms a megabyte in a fresh
+    process, where a new mapping of the file cost twice that in page faults (the plan of a
+    parallel read counts the lines before every stop before its workers start).
     """
-    import numpy as np  # noqa: PLC0415 (only a parallel read needs it; keeps `import badput` light)
-
     if upto <= start:
         return 0
-    with open(path, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as mm:
-        data = np.frombuffer(mm, np.uint8, max(0, min(upto, len(mm)) - start), start)
-        n = 0
-        step = 8 * 1024 * 1024
-        for lo in range(0, len(data), step):
-            n += int(np.count_nonzero(data[lo : lo + step] == 10))
-        del data  # release the buffer before the mapping closes
-        return n
+    buf = bytearray(min(upto - start, _COUNT_BLOCK))
+    n = 0
+    with open(path, "rb", buffering=0) as f, memoryview(buf) as whole:
+        f.seek(start)
+        pos = start
+        while pos < upto:
+            got = f.readinto(whole[: min(len(buf), upto - pos)])
+            if not got:  # the file is shorter than it was: count what there is
+                break
+            n += buf.count(b"\n", 0, got)
+            pos += got
+    return n
 
 
-def _read_stops(files: list[tuple[str, Path]], max_bytes: int) -> list[tuple[str, int, int]]:
+_COUNT_BLOCK: Final = 8 << 20
+
+
+def _read_stops(
+    files: list[tuple[str, Path]], max_bytes: int, *, count_lines: bool = True
+) -> list[tuple[str, int, int | None]]:
     """``(stream, offset, lines)`` where each read of ``files`` that uses up its budget
-    stops (:func:`_stops`), with the lines before that offset (a cursor's entry)."""
-    out: list[tuple[str, int, int]] = []
+    stops (:func:`_stops`), with the lines before that offset (a cursor's entry); None
+    for them when not ``count_lines``."""
+    out: list[tuple[str, int, int | None]] = []
     done = (-1, 0, 0)  # (file index, offset, lines) of the previous stop
     for i, offset in _stops([path for _, path in files], max_bytes):
+        if not count_lines:
+            out.append((files[i][0], offset, None))
+            continue
         start, lines = (done[1], done[2]) if done[0] == i else (0, 0)
         lines += _count_newlines(files[i][1], offset, start=start)
         out.append((files[i][0], offset, lines))
@@ -686,17 +698,30 @@ class JsonlStore:
         return [(stream, base / stream) for stream in self.streams(job)]
 
     def read_stops(
-        self, job: str, max_bytes: int, files: list[tuple[str, Path]] | None = None
-    ) -> list[tuple[str, int, int]]:
+        self,
+        job: str,
+        max_bytes: int,
+        files: list[tuple[str, Path]] | None = None,
+        *,
+        count_lines: bool = True,
+    ) -> list[tuple[str, int, int | None]]:
         """Where the successive ``read(job, cursor, max_bytes=max_bytes)`` of the files as
         they are now stop, found from their newlines without decoding: ``(stream, offset,
         lines)`` after each read that uses up its budget (the cursor's entry of ``stream``).
-        ``files``: what :meth:`files` gave, if the caller has it already.
+        ``files``: what :meth:`files` gave, if the caller has it already. Without
+        ``count_lines`` the lines are None (whoever starts there counts them:
+        :meth:`count_lines`; counting a 350 MB file takes 0.2 s).
 
         A read that starts at one of these stops cuts its blocks, lines and chunks exactly
         as the uninterrupted sequence of reads does: a parallel reader starts one there.
         """
-        return _read_stops(self.files(job) if files is None else files, max_bytes)
+        return _read_stops(
+            self.files(job) if files is None else files, max_bytes, count_lines=count_lines
+        )
+
+    def count_lines(self, job: str, stream: str, upto: int, *, start: int = 0) -> int:
+        """How many lines end in the bytes ``[start, upto)`` of ``stream`` of ``job``."""
+        return _count_newlines(self.job_dir(job) / stream, upto, start=start)
 
     def read(
         self, job: str, cursor: Cursor | None = None, *, max_bytes: int | None = None
@@ -762,10 +787,23 @@ class SingleFileStore:
         return [(self.path.name, self.path)] if job == self.job else []
 
     def read_stops(
-        self, job: str, max_bytes: int, files: list[tuple[str, Path]] | None = None
-    ) -> list[tuple[str, int, int]]:
+        self,
+        job: str,
+        max_bytes: int,
+        files: list[tuple[str, Path]] | None = None,
+        *,
+        count_lines: bool = True,
+    ) -> list[tuple[str, int, int | None]]:
         """See :meth:`JsonlStore.read_stops`."""
-        return _read_stops(self.files(job) if files is None else files, max_bytes)
+        return _read_stops(
+            self.files(job) if files is None else files, max_bytes, count_lines=count_lines
+        )
+
+    def count_lines(self, job: str, stream: str, upto: int, *, start: int = 0) -> int:
+        """See :meth:`JsonlStore.count_lines`."""
+        if job != self.job or stream != self.path.name:
+            raise ValueError(f"{self.path} holds stream {self.path.name!r} of job {self.job!r}")
+        return _count_newlines(self.path, upto, start=start)
 
     def read(
         self, job: str, cursor: Cursor | None = None, *, max_bytes: int | None = None
