@@ -18,14 +18,15 @@ import numpy.typing as npt
 
 from badput.engine import _steps
 from badput.engine._attempts import Attempt, reconstruct_attempts
+from badput.engine._cache import QueryCache
+from badput.engine._diagnose import ReportDiagnostics
 from badput.engine._ideal import MIN_CLEAN_STEPS, best_sustained_step_time
-from badput.engine._ingest import MAX_DIAGNOSTICS_PER_CODE, Ingestor, RestoreMark, Stream
+from badput.engine._ingest import Ingestor, RestoreMark, Stream
 from badput.engine._intervals import Coverage, Marks
 from badput.engine._model import (
     PRODUCTIVE,
     AttemptSummary,
     Buckets,
-    Diagnostic,
     EndReason,
     Report,
     StepCounts,
@@ -48,7 +49,6 @@ from badput.engine._rows import (
 from badput.engine._steps import (
     CLEAN_EXEMPT,
     AttemptSteps,
-    QueryCache,
     Rows,
     TailIntervals,
     add_sums,
@@ -96,10 +96,9 @@ class _Builder:
         self.now = now
         self.window = window
         self.ideal_cfg = ideal_step_time
-        self.diags: list[Diagnostic] = []
+        self.log = ReportDiagnostics()
         self.rows: list[AttemptRows | None] = []
         self.ideal: float | None = None
-        self._diag_counts: dict[str, int] = {}
         self.buckets: dict[str, float] = defaultdict(float)
         self.overlapped: dict[str, float] = defaultdict(float)
         self._by_attempt: dict[str | None, list[tuple[int, Stream]]] | None = None
@@ -110,33 +109,8 @@ class _Builder:
         # attempt index -> (attempt, its memo key), asked three times a query per attempt;
         # the state is fixed during a query, and the attempt's bounds are once set
         self._memo_keys: dict[int, tuple[Attempt, tuple[Any, ...]]] = {}
-        self._recording: list[tuple[str, str | None, str | None, int | None]] | None = None
 
     # ------------------------------------------------------------------ helpers
-
-    def diag(
-        self, code: str, message: str, file: str | None = None, line: int | None = None
-    ) -> None:
-        """Keep a diagnostic; past MAX_DIAGNOSTICS_PER_CODE of one code, only count it."""
-        if self._recording is not None:
-            self._recording.append((code, message, file, line))
-        n = self._diag_counts.get(code, 0)
-        self._diag_counts[code] = n + 1
-        if n < MAX_DIAGNOSTICS_PER_CODE:
-            self.diags.append(Diagnostic(code, message, file, line))
-
-    def count_more(self, code: str, n: int) -> None:
-        """Count ``n`` more diagnostics of ``code`` that are not shown."""
-        if self._recording is not None:
-            self._recording.append((code, None, None, n))
-        self._diag_counts[code] = self._diag_counts.get(code, 0) + n
-
-    def _finish_diagnostics(self) -> list[Diagnostic]:
-        out = list(self.diags)
-        for code, n in self._diag_counts.items():
-            if n > MAX_DIAGNOSTICS_PER_CODE:
-                out.append(Diagnostic(code, f"... and {n - MAX_DIAGNOSTICS_PER_CODE} more {code}"))
-        return out
 
     def clip(self, a: float, b: float) -> float:
         lo, hi = self.clip_bounds
@@ -163,7 +137,7 @@ class _Builder:
             return self._windowed(known)
         ing = self.ing
         job = ing.job or ""
-        attempts = reconstruct_attempts(self.ing, self.diag)
+        attempts = reconstruct_attempts(self.ing, self.log.add)
         life = ing.lifecycle
         scheduled = [e.ts for e in life if e.kind == Kind.JOB_SCHEDULED]
         if not attempts:
@@ -174,7 +148,7 @@ class _Builder:
         for att in attempts:
             att.eff_start = max(att.start, prev_end)
             if att.start < prev_end - _EPS:
-                self.diag(
+                self.log.add(
                     "attempt_overlap",
                     f"attempt {att.id} started {prev_end - att.start:.3f}s before the previous "
                     "attempt ended; counted from that end",
@@ -239,7 +213,7 @@ class _Builder:
                 ar = self._attempt_rows(att, leader, closed)
                 in_pieces = self._interval_sums(att, ar, diagnose=False)
                 found = self._attempt_diagnostics(att, ar)
-                self._replay(found)
+                self.log.replay(found)
                 self._segments(i, att, leader, ar)
                 if closed:
                     self._remember(i, att, ar, found)
@@ -265,7 +239,7 @@ class _Builder:
         for i, st in enumerate(step_time):
             attempt_rest[i] -= st
         # What comes before holds for any window; keep it for windowed queries of this state.
-        before = (list(self.diags), dict(self._diag_counts))
+        before = self.log.snapshot()
         productive = min(kept_time, kept_n * ideal) if ideal is not None else kept_time
         self.buckets[PRODUCTIVE] += max(productive, 0.0)
         self.buckets["slowdown"] += max(0.0, kept_time - productive)
@@ -274,29 +248,27 @@ class _Builder:
             counts = self._checkpoint_progress(ideal, counts, attempts)
 
         # Ingest-time diagnostics, and what the log lacks.
-        self._recording = []
-        self._collect_ingest_diagnostics()
-        if ideal is None:
-            self.diag(
-                "no_ideal_step_time",
-                f"fewer than {MIN_CLEAN_STEPS} clean steps and no configured ideal step time: "
-                "kept step time is all counted as productive",
-            )
-        if end_reason == "last_event" and not final.ended_by_job_end:
-            self.diag(
-                "no_job_end",
-                "the log ends without job_end: the job crashed or is still running; "
-                "time runs to the last event",
-            )
-        for a, b in itertools.pairwise(attempts):
-            if a.ended_by_job_end:
-                self.diag(
-                    "reused_job_name",
-                    f"attempt {b.id} started after job_end of attempt {a.id}: "
-                    "is the job name reused for a new run?",
+        with self.log.recording() as after:
+            self.log.add_ingest(self.ing.diagnostics)
+            if ideal is None:
+                self.log.add(
+                    "no_ideal_step_time",
+                    f"fewer than {MIN_CLEAN_STEPS} clean steps and no configured ideal step time: "
+                    "kept step time is all counted as productive",
                 )
-
-        after, self._recording = self._recording, None
+            if end_reason == "last_event" and not final.ended_by_job_end:
+                self.log.add(
+                    "no_job_end",
+                    "the log ends without job_end: the job crashed or is still running; "
+                    "time runs to the last event",
+                )
+            for a, b in itertools.pairwise(attempts):
+                if a.ended_by_job_end:
+                    self.log.add(
+                        "reused_job_name",
+                        f"attempt {b.id} started after job_end of attempt {a.id}: "
+                        "is the job name reused for a new run?",
+                    )
 
         by_attempt: dict[int, list[Segment]] = defaultdict(list)
         for seg in segments:
@@ -344,7 +316,7 @@ class _Builder:
             ideal_step_time_source=structure.ideal_source,
             attempts=list(structure.summaries),
             steps=counts,
-            diagnostics=self._finish_diagnostics(),
+            diagnostics=self.log.finish(),
             window=self.window,
         )
 
@@ -354,7 +326,7 @@ class _Builder:
         """What is left of each attempt's time is untracked (less than nothing is a bug)."""
         for k, i in enumerate(indices):
             if rest[k] < -_EPS:
-                self.diag(
+                self.log.add(
                     "internal_inconsistency",
                     f"attempt {attempts[i].id}: {-rest[k]:.6f}s counted twice; "
                     "please report this log",
@@ -370,7 +342,7 @@ class _Builder:
         """
         window = self.window
         assert window is not None  # build() comes here for windowed queries only
-        self.diags, self._diag_counts = list(known.before[0]), dict(known.before[1])
+        self.log = ReportDiagnostics(known.before)
         attempts = known.attempts
         t_start, t_end = known.span
         lo, hi = max(t_start, window[0]), min(t_end, window[1])
@@ -417,11 +389,7 @@ class _Builder:
         counts = known.counts
         if not known.segments:
             counts = self._checkpoint_progress(ideal, counts, attempts)
-        for code, message, file, line in known.after:
-            if message is None:
-                self.count_more(code, line or 0)
-            else:
-                self.diag(code, message, file, line)
+        self.log.replay_recorded(known.after)
         return self._finish(known, hi - lo, max(sums.at_risk, 0.0), counts)
 
     # ------------------------------------------------------------- step rows
@@ -655,7 +623,7 @@ class _Builder:
         for code, v in overlapped.items():
             self.overlapped[names[code]] += v
         if diagnose:
-            self._replay(self._attempt_diagnostics(att, ar))
+            self.log.replay(self._attempt_diagnostics(att, ar))
         return total
 
     def _attempt_diagnostics(self, att: Attempt, ar: AttemptRows) -> AttemptDiagnostics:
@@ -728,16 +696,9 @@ class _Builder:
             for bucket, v in memo.overlapped.items():
                 self.overlapped[bucket] += v
             if diagnose:
-                self._replay(memo.diagnostics)
+                self.log.replay(memo.diagnostics)
             return memo.in_pieces
         return self._interval_sums(att, memo.rows, diagnose=diagnose)
-
-    def _replay(self, found: AttemptDiagnostics) -> None:
-        shown, hidden = found
-        for code, message, file, line in shown:
-            self.diag(code, message, file, line)
-        for code, n in hidden.items():
-            self.count_more(code, n)
 
     def _summary_of(self, i: int, att: Attempt, segs: list[Segment]) -> AttemptSummary:
         memo = self._memos.get(i)
@@ -966,14 +927,14 @@ class _Builder:
         restored = [r.step for r in restores]
         progress = max(0, max(saved) - (min(restored) if restored else 0))
         if ideal is None:
-            self.diag(
+            self.log.add(
                 "checkpoint_progress",
                 f"no steps recorded: {progress} steps of checkpoint progress, but without an "
                 "ideal step time (--ideal-step-time) they cannot be turned into goodput",
             )
             return counts
         if self.clip_bounds != self.span:
-            self.diag(
+            self.log.add(
                 "checkpoint_progress",
                 "no steps recorded: goodput from checkpoint progress is not apportioned to "
                 "windows; query the whole job",
@@ -983,7 +944,7 @@ class _Builder:
         productive = min(progress * ideal, untracked)
         self.buckets["untracked"] = untracked - productive
         self.buckets[PRODUCTIVE] += productive
-        self.diag(
+        self.log.add(
             "checkpoint_progress",
             f"no steps recorded: productive time is net checkpoint progress ({progress} steps) "
             f"x the ideal step time; slowdown, startup and wasted steps could not be separated "
@@ -992,8 +953,8 @@ class _Builder:
         return StepCounts(progress, 0, max(saved))
 
     def _empty(self, job: str) -> Report:
-        self._collect_ingest_diagnostics()
-        self.diag("empty_log", "no events to account for")
+        self.log.add_ingest(self.ing.diagnostics)
+        self.log.add("empty_log", "no events to account for")
         return Report(
             job=job,
             start=0.0,
@@ -1009,7 +970,7 @@ class _Builder:
             ideal_step_time_source="configured" if self.ideal_cfg else None,
             attempts=[],
             steps=StepCounts(0, 0, None),
-            diagnostics=self._finish_diagnostics(),
+            diagnostics=self.log.finish(),
             window=self.window,
         )
 
@@ -1067,15 +1028,6 @@ class _Builder:
                 break
         self._leaders[key] = found
         return found
-
-    def _collect_ingest_diagnostics(self) -> None:
-        log = self.ing.diagnostics
-        for code, entries in log.entries.items():
-            for message, source, line in entries:
-                self.diag(code, message, source, line)
-            extra = log.counts.get(code, 0) - len(entries)
-            if extra > 0:  # counted at ingest, not kept: reported as "... and N more"
-                self.count_more(code, extra)
 
 
 #: Fewer closed attempts than this to seal are sealed one by one (the same numbers).

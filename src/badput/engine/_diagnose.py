@@ -1,0 +1,97 @@
+"""The diagnostics of one report, in the order they were found.
+
+At most :data:`~badput.engine._ingest.MAX_DIAGNOSTICS_PER_CODE` of one code are shown; the
+rest are counted and reported as one "... and N more" line. A report of a state already
+reported on, for another window, starts from what the first one found before its window's
+own part (:meth:`ReportDiagnostics.snapshot`) and replays what it found after
+(:meth:`ReportDiagnostics.recording`), so both say the same things in the same order.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+from badput.engine._ingest import MAX_DIAGNOSTICS_PER_CODE, DiagnosticLog
+from badput.engine._model import Diagnostic
+from badput.engine._rows import AttemptDiagnostics
+
+__all__ = ["Recorded", "ReportDiagnostics", "Snapshot"]
+
+#: ``(code, message, file, line)`` as added; a message of None is a count (in ``line``).
+Recorded = list[tuple[str, str | None, str | None, int | None]]
+#: What was shown and counted per code so far.
+Snapshot = tuple[list[Diagnostic], dict[str, int]]
+
+
+class ReportDiagnostics:
+    """Diagnostics of one report: shown up to the cap per code, counted past it."""
+
+    def __init__(self, start: Snapshot | None = None) -> None:
+        self.shown: list[Diagnostic] = list(start[0]) if start else []
+        self.counts: dict[str, int] = dict(start[1]) if start else {}
+        self._recording: Recorded | None = None
+
+    def add(
+        self, code: str, message: str, file: str | None = None, line: int | None = None
+    ) -> None:
+        """Keep a diagnostic; past the cap of its code, only count it."""
+        if self._recording is not None:
+            self._recording.append((code, message, file, line))
+        n = self.counts.get(code, 0)
+        self.counts[code] = n + 1
+        if n < MAX_DIAGNOSTICS_PER_CODE:
+            self.shown.append(Diagnostic(code, message, file, line))
+
+    def count_more(self, code: str, n: int) -> None:
+        """Count ``n`` more diagnostics of ``code`` that are not shown."""
+        if self._recording is not None:
+            self._recording.append((code, None, None, n))
+        self.counts[code] = self.counts.get(code, 0) + n
+
+    def replay(self, found: AttemptDiagnostics) -> None:
+        """Add what one attempt's rows were found to hold (kept with its memo)."""
+        shown, hidden = found
+        for code, message, file, line in shown:
+            self.add(code, message, file, line)
+        for code, n in hidden.items():
+            self.count_more(code, n)
+
+    def replay_recorded(self, recorded: Recorded) -> None:
+        """Add again what a :meth:`recording` kept, in order."""
+        for code, message, file, line in recorded:
+            if message is None:
+                self.count_more(code, line or 0)
+            else:
+                self.add(code, message, file, line)
+
+    def add_ingest(self, log: DiagnosticLog) -> None:
+        """Add what ingest found (its entries, and what it only counted)."""
+        for code, entries in log.entries.items():
+            for message, source, line in entries:
+                self.add(code, message, source, line)
+            extra = log.counts.get(code, 0) - len(entries)
+            if extra > 0:  # counted at ingest, not kept: reported as "... and N more"
+                self.count_more(code, extra)
+
+    def snapshot(self) -> Snapshot:
+        """What was shown and counted so far (a windowed report of the state starts there)."""
+        return list(self.shown), dict(self.counts)
+
+    @contextmanager
+    def recording(self) -> Iterator[Recorded]:
+        """Keep what is added inside the block, in order, in the list it yields."""
+        kept: Recorded = []
+        self._recording = kept
+        try:
+            yield kept
+        finally:
+            self._recording = None
+
+    def finish(self) -> list[Diagnostic]:
+        """The diagnostics shown, then one line per code with more than were shown."""
+        out = list(self.shown)
+        for code, n in self.counts.items():
+            if n > MAX_DIAGNOSTICS_PER_CODE:
+                out.append(Diagnostic(code, f"... and {n - MAX_DIAGNOSTICS_PER_CODE} more {code}"))
+        return out
