@@ -17,6 +17,7 @@ import numpy as np
 import numpy.typing as npt
 
 from badput.engine import _steps
+from badput.engine._attempt_streams import AttemptStreams
 from badput.engine._attempts import Attempt, reconstruct_attempts
 from badput.engine._cache import QueryCache
 from badput.engine._diagnose import ReportDiagnostics
@@ -38,12 +39,10 @@ from badput.engine._rows import (
     AttemptRows,
     ClosedMemo,
     Segment,
-    StreamView,
     Structure,
     Sums,
     attempt_bounds,
     attempt_diagnostics,
-    between,
     slice_range,
 )
 from badput.engine._steps import (
@@ -101,10 +100,8 @@ class _Builder:
         self.ideal: float | None = None
         self.buckets: dict[str, float] = defaultdict(float)
         self.overlapped: dict[str, float] = defaultdict(float)
-        self._by_attempt: dict[str | None, list[tuple[int, Stream]]] | None = None
-        self._leaders: dict[int, Stream | None] = {}
+        self.streams = AttemptStreams(ing)
         self._checkpoint_cache: tuple[list[int], list[int], list[RestoreMark]] | None = None
-        self._views: dict[int, StreamView] = {}
         self._memos: dict[int, ClosedMemo] = {}  # attempt index -> its memo, this query
         # attempt index -> (attempt, its memo key), asked three times a query per attempt;
         # the state is fixed during a query, and the attempt's bounds are once set
@@ -205,7 +202,7 @@ class _Builder:
                 ar = memo.rows
                 in_pieces = self._memo_sums(att, memo)
             else:
-                leader = self._leader_stream(att)
+                leader = self.streams.leader(att)
                 if leader is None:
                     rows.append(None)
                     attempt_rest.append(span)
@@ -394,12 +391,6 @@ class _Builder:
 
     # ------------------------------------------------------------- step rows
 
-    def _view(self, s: Stream) -> StreamView:
-        found = self._views.get(id(s))
-        if found is None:
-            found = self._views[id(s)] = StreamView(s)
-        return found
-
     def _attempt_rows(self, att: Attempt, s: Stream, closed: bool) -> AttemptRows:
         """Rows of the attempt: reuse what is sealed, compute the tail, seal what is settled."""
         key = (att.key, att.range_lo)
@@ -421,7 +412,7 @@ class _Builder:
         steps.raw_seen = len(s.steps)
         steps.marks_seen = len(s.marks)
 
-        view = self._view(s)
+        view = self.streams.view(s)
         ts, step, is_end = view.steps()
         marks = view.marks
         # Events after the attempt's end are ignored in every respect (§9.5).
@@ -555,7 +546,7 @@ class _Builder:
                 continue
             if self._memo(i, att) is not None:
                 continue
-            s = self._leader_stream(att)
+            s = self.streams.leader(att)
             if s is None:
                 continue
             # events after the attempt's end are ignored (§9.5)
@@ -641,7 +632,7 @@ class _Builder:
             return known[1]
         sizes = tuple(
             (len(s.steps), len(s.marks), len(s.restores), len(s.checkpoints), len(s.other_ts))
-            for _rank, s in self._streams_of(att)
+            for _rank, s in self.streams.of(att)
         )
         key = (
             i,
@@ -713,8 +704,7 @@ class _Builder:
         firsts = list(ar.steps.seg_first)
         if ar.tail.n:
             firsts += (np.flatnonzero(ar.tail.first) + ar.n_sealed).tolist()
-        view = self._view(s)
-        restores = view.restores[between(view.restore_ts, *attempt_bounds(att))]
+        restores = self.streams.restores(att, s)
         bounds = [*firsts, ar.n]
         for j in range(len(firsts)):
             lo, hi = bounds[j], bounds[j + 1]
@@ -884,7 +874,7 @@ class _Builder:
             memo = self._memos.get(i)
             found = memo.checkpoints if memo is not None else None
             if found is None:
-                found = self._attempt_checkpoints(att)
+                found = self.streams.checkpoints(att)
                 if memo is not None:
                     memo.checkpoints = found
             committed += found[0]
@@ -892,23 +882,6 @@ class _Builder:
             restores += found[2]
         self._checkpoint_cache = (committed, saved, restores)
         return self._checkpoint_cache
-
-    def _attempt_checkpoints(self, att: Attempt) -> tuple[list[int], list[int], list[RestoreMark]]:
-        committed: list[int] = []
-        saved: list[int] = []
-        bounds = attempt_bounds(att)
-        for _rank, s in self._streams_of(att):
-            if not s.checkpoints:
-                continue
-            view = self._view(s)
-            for _ts, step, is_commit in view.checkpoints[between(view.checkpoint_ts, *bounds)]:
-                (committed if is_commit else saved).append(step)
-        leader = self._leader_stream(att)
-        restores: list[RestoreMark] = []
-        if leader is not None:
-            view = self._view(leader)
-            restores = view.restores[between(view.restore_ts, *bounds)]
-        return committed, saved, restores
 
     def _checkpoint_progress(
         self, ideal: float | None, counts: StepCounts, attempts: list[Attempt]
@@ -978,7 +951,7 @@ class _Builder:
         if segs:
             restore_step = segs[0].restore_point if segs[0].restored else None
         else:  # no steps (e.g. a resiliency log): the attempt's own restore, if it made one
-            restore_step = self._last_restore(att)
+            restore_step = self.streams.last_restore(att)
         return AttemptSummary(
             id=att.id,
             start=att.start,
@@ -990,44 +963,6 @@ class _Builder:
             status=att.status,
             exit_code=att.exit_code,
         )
-
-    def _last_restore(self, att: Attempt) -> int | None:
-        """Step of the attempt's last checkpoint restore (an end event preferred)."""
-        stream = self._leader_stream(att)
-        if stream is None:
-            return None
-        view = self._view(stream)
-        marks = sorted(
-            view.restores[between(view.restore_ts, *attempt_bounds(att))],
-            key=lambda r: (r.is_end, r.ts, r.seq),
-        )
-        return marks[-1].step if marks else None
-
-    def _streams_of(self, att: Attempt) -> list[tuple[int, Stream]]:
-        """The streams holding ``att``'s events, lowest rank first (indexed once per query)."""
-        if self._by_attempt is None:
-            index: dict[str | None, list[tuple[int, Stream]]] = defaultdict(list)
-            for (akey, rank), st in self.ing.streams.items():
-                index[akey].append((rank, st))
-            for streams in index.values():
-                streams.sort(key=lambda rs: rs[0])
-            self._by_attempt = index
-        return self._by_attempt.get(att.key, [])
-
-    def _leader_stream(self, att: Attempt) -> Stream | None:
-        """The lowest rank with step or interval events in this attempt (events without
-        rank count as 0), chosen per attempt with or without attempt ids (§9.6)."""
-        key = id(att)
-        if key in self._leaders:
-            return self._leaders[key]
-        until = att.end if att.ended else math.inf
-        found = None
-        for _rank, s in self._streams_of(att):
-            if s.has_work and s.has_work_in(att.range_lo, att.range_hi, until):
-                found = s
-                break
-        self._leaders[key] = found
-        return found
 
 
 #: Fewer closed attempts than this to seal are sealed one by one (the same numbers).
