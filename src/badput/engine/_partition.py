@@ -21,9 +21,17 @@ from badput.engine._attempt_streams import AttemptStreams
 from badput.engine._attempts import Attempt, reconstruct_attempts
 from badput.engine._cache import QueryCache
 from badput.engine._diagnose import ReportDiagnostics
-from badput.engine._ideal import MIN_CLEAN_STEPS, best_sustained_step_time
+from badput.engine._ideal import MIN_CLEAN_STEPS
 from badput.engine._ingest import Ingestor, RestoreMark, Stream
 from badput.engine._intervals import Coverage, Marks
+from badput.engine._lineage import (
+    Checkpoints,
+    checkpoint_progress,
+    keep_upto,
+    last_step,
+    safe_step,
+    segment_sums,
+)
 from badput.engine._model import (
     PRODUCTIVE,
     AttemptSummary,
@@ -45,6 +53,7 @@ from badput.engine._rows import (
     attempt_diagnostics,
     slice_range,
 )
+from badput.engine._segments import Typical, add_segments, estimate_ideal, resolve
 from badput.engine._steps import (
     CLEAN_EXEMPT,
     AttemptSteps,
@@ -53,7 +62,6 @@ from badput.engine._steps import (
     add_sums,
     clipped_sums,
     compute_rows,
-    median_of_sorted,
     tail_intervals,
 )
 from badput.engine._together import ClosedAttempt, seal_together
@@ -63,8 +71,6 @@ __all__ = ["compute_report"]
 
 F64 = npt.NDArray[np.float64]
 _Source = Literal["configured", "estimated"] | None
-#: How a segment's typical step time is taken from its steps (see compute_report).
-Typical = Literal["median", "mean"]
 I64 = npt.NDArray[np.int64]
 _EPS = 1e-6
 _EMPTY: F64 = np.zeros(0)
@@ -101,7 +107,7 @@ class _Builder:
         self.buckets: dict[str, float] = defaultdict(float)
         self.overlapped: dict[str, float] = defaultdict(float)
         self.streams = AttemptStreams(ing)
-        self._checkpoint_cache: tuple[list[int], list[int], list[RestoreMark]] | None = None
+        self._checkpoint_cache: Checkpoints | None = None
         self._memos: dict[int, ClosedMemo] = {}  # attempt index -> its memo, this query
         # attempt index -> (attempt, its memo key), asked three times a query per attempt;
         # the state is fixed during a query, and the attempt's bounds are once set
@@ -211,14 +217,14 @@ class _Builder:
                 in_pieces = self._interval_sums(att, ar, diagnose=False)
                 found = self._attempt_diagnostics(att, ar)
                 self.log.replay(found)
-                self._segments(i, att, leader, ar)
+                add_segments(i, ar, self.streams.restores(att, leader))
                 if closed:
                     self._remember(i, att, ar, found)
             segments.extend(ar.segments)
             rows.append(ar)
             attempt_rest.append(span - in_pieces)
 
-        ideal, ideal_source = self._ideal(rows)
+        ideal, ideal_source = self._ideal_step_time(rows)
         self.rows, self.ideal = rows, ideal  # kept for recent_step_times()
         for i, attempt_rows in enumerate(rows):
             if attempt_rows is None:
@@ -226,7 +232,7 @@ class _Builder:
             memo = self._memos.get(i)
             if memo is not None and memo.resolved and (memo.ideal == ideal or not memo.needs_ideal):
                 continue  # resolved by an earlier query, with what it needs unchanged
-            needs_ideal = self._resolve(attempt_rows, ideal)
+            needs_ideal = resolve(attempt_rows, ideal, self.typical)
             if memo is not None:
                 memo.resolved, memo.ideal, memo.needs_ideal = True, ideal, needs_ideal
         kept_time, kept_n, at_risk, counts, step_time = self._split_kept(
@@ -280,8 +286,8 @@ class _Builder:
             end_reason=end_reason,
             rows=rows,
             segments=segments,
-            keep_upto=self._keep_upto(segments),
-            safe=math.inf if final.ended_by_job_end else self._safe_step(attempts),
+            keep_upto=keep_upto(segments),
+            safe=math.inf if final.ended_by_job_end else safe_step(self._checkpoints(attempts)),
             ideal=ideal,
             ideal_source=ideal_source,
             counts=whole_counts,
@@ -370,8 +376,16 @@ class _Builder:
             rest.append(span - in_pieces)
         sums = Sums()
         seg_lo, seg_hi = known.segments_of(first, stop)
-        step_time = self._segment_sums(
-            known.rows, known.segments, attempts, known.keep_upto, known.safe, seg_lo, seg_hi, sums
+        step_time = segment_sums(
+            known.rows,
+            known.segments,
+            attempts,
+            known.keep_upto,
+            known.safe,
+            seg_lo,
+            seg_hi,
+            sums,
+            self.clip_bounds,
         )
         for i, st in step_time.items():
             rest[i - first] -= st
@@ -699,81 +713,11 @@ class _Builder:
             memo.summary = self._summary(att, segs)
         return memo.summary
 
-    def _segments(self, ai: int, att: Attempt, s: Stream, ar: AttemptRows) -> None:
-        """Segments of the attempt, with their restore points (§1)."""
-        firsts = list(ar.steps.seg_first)
-        if ar.tail.n:
-            firsts += (np.flatnonzero(ar.tail.first) + ar.n_sealed).tolist()
-        restores = self.streams.restores(att, s)
-        bounds = [*firsts, ar.n]
-        for j in range(len(firsts)):
-            lo, hi = bounds[j], bounds[j + 1]
-            first_ts = ar.at("start", lo)
-            prev_last_start = ar.at("start", lo - 1) if lo > 0 else -math.inf
-            in_gap = [r for r in restores if prev_last_start < r.ts <= first_ts]
-            ends = [r for r in in_gap if r.is_end]
-            chosen = (ends or in_gap)[-1] if in_gap else None
-            first_step = int(ar.at("step", lo))
-            ar.segments.append(
-                Segment(
-                    attempt=ai,
-                    sid=j,
-                    lo=lo,
-                    hi=hi,
-                    first_ts=first_ts,
-                    first_step=first_step,
-                    last_step=int(ar.at("step", hi - 1)),
-                    restore_point=chosen.step if chosen is not None else first_step - 1,
-                    restored=chosen is not None,
-                )
-            )
-
-    def _ideal(self, rows: list[AttemptRows | None]) -> tuple[float | None, _Source]:
+    def _ideal_step_time(self, rows: list[AttemptRows | None]) -> tuple[float | None, _Source]:
         if self.ideal_cfg is not None:
             return self.ideal_cfg, "configured"
-        present = [ar for ar in rows if ar is not None]
-        tails = [ar.tail.d[ar.tail.clean] / ar.tail.count[ar.tail.clean] for ar in present]
-        sealed = [(id(ar.steps), ar.steps.clean_vals.a) for ar in present]
-        if any(t.shape[0] for t in tails[:-1]):
-            # Tails in the middle of the sequence: no cache can help; compute directly.
-            seq = [v for pair in zip([v for _, v in sealed], tails, strict=False) for v in pair]
-            est = best_sustained_step_time(np.concatenate(seq) if seq else np.zeros(0))
-        else:
-            est = self.cache.ideal.estimate(sealed, tails[-1] if tails else np.zeros(0))
+        est = estimate_ideal(rows, self.cache.ideal)
         return (est, "estimated") if est is not None else (None, None)
-
-    def _resolve(self, ar: AttemptRows, ideal: float | None) -> bool:
-        """Per segment: typical step time m, open last rows, startup (§4). Returns whether a
-        segment had no typical step of its own (it took the ideal step time instead)."""
-        needs_ideal = False
-        open_rows = ar.open_rows()
-        s = ar.n_sealed
-        tail = ar.tail
-        for seg in ar.segments:
-            sealed_sorted = ar.steps.seg_sorted.get(seg.sid, _EMPTY) if seg.lo < s else _EMPTY
-            t_lo, t_hi = max(seg.lo, s) - s, seg.hi - s
-            tail_vals = _EMPTY
-            if t_hi > t_lo:
-                d = tail.d[t_lo:t_hi]
-                mask = ~np.isnan(d) & ~tail.first[t_lo:t_hi]
-                tail_vals = np.sort(d[mask] / tail.count[t_lo:t_hi][mask])
-            if self.typical == "median":
-                m = median_of_sorted(sealed_sorted, tail_vals)
-            else:
-                n = int(sealed_sorted.shape[0] + tail_vals.shape[0])
-                m = float(sealed_sorted.sum() + tail_vals.sum()) / n if n else None
-            seg.m = m if m is not None else ideal
-            needs_ideal |= m is None
-            for i in open_rows:
-                if not seg.lo <= i < seg.hi:
-                    continue
-                stride = ar.at("count", i - 1) if i - 1 >= seg.lo else 1.0
-                start, cap = ar.at("start", i), ar.cap(i)
-                end = start if seg.m is None else max(start, min(start + seg.m * stride, cap))
-                ar.open[i] = (end, max(0.0, end - start - ar.covered(start, end)), stride)
-            if seg.m is not None:
-                seg.startup = max(0.0, ar.d(seg.lo) - seg.m * ar.count(seg.lo))
-        return needs_ideal
 
     def _split_kept(
         self,
@@ -785,84 +729,21 @@ class _Builder:
     ) -> tuple[float, float, float, StepCounts, list[float]]:
         """Kept vs wasted (§3). Returns kept time, kept steps (n for n·I), at-risk, counts,
         step time per attempt (inside the window)."""
-        keep_upto = self._keep_upto(segments)
-        safe = math.inf if final_job_end else self._safe_step(attempts)
+        thresholds = keep_upto(segments)
+        safe = math.inf if final_job_end else safe_step(self._checkpoints(attempts))
         sums = Sums()
-        by_attempt = self._segment_sums(
-            rows, segments, attempts, keep_upto, safe, 0, len(segments), sums
+        by_attempt = segment_sums(
+            rows, segments, attempts, thresholds, safe, 0, len(segments), sums, self.clip_bounds
         )
         step_time = [0.0] * len(rows)
         for i, st in by_attempt.items():
             step_time[i] = st
         self.buckets["wasted"] += max(sums.wasted, 0.0)
         self.buckets["startup"] += sums.startup
-        last_step: int | None = None
-        for ar in reversed(rows):
-            if ar is not None and ar.n:
-                last_step = int(ar.at("step", ar.n - 1) + ar.count(ar.n - 1) - 1)
-                break
-        counts = StepCounts(round(sums.kept_count), round(sums.wasted_count), last_step)
+        counts = StepCounts(round(sums.kept_count), round(sums.wasted_count), last_step(rows))
         return sums.kept, sums.kept_n, max(sums.at_risk, 0.0), counts, step_time
 
-    @staticmethod
-    def _keep_upto(segments: list[Segment]) -> list[float]:
-        """Per segment, the lowest restore point of every later segment: its steps above it
-        were redone (§3)."""
-        keep_upto = [math.inf] * len(segments)
-        running = math.inf
-        for j in range(len(segments) - 1, -1, -1):
-            keep_upto[j] = running
-            running = min(running, segments[j].restore_point)
-        return keep_upto
-
-    def _segment_sums(  # noqa: PLR0917 (the whole job's segments, and which of them)
-        self,
-        rows: list[AttemptRows | None],
-        segments: list[Segment],
-        attempts: list[Attempt],
-        keep_upto: list[float],
-        safe: float,
-        seg_lo: int,
-        seg_hi: int,
-        sums: Sums,
-    ) -> dict[int, float]:
-        """Add segments ``[seg_lo, seg_hi)``'s sums inside the window; step time per attempt."""
-        lo, hi = self.clip_bounds
-        step_time: dict[int, float] = {}
-        bounds: dict[int, tuple[int, int, float, float]] = {}
-        for j in range(seg_lo, seg_hi):
-            seg = segments[j]
-            ar = rows[seg.attempt]
-            assert ar is not None
-            att = attempts[seg.attempt]
-            # An attempt wholly inside the window (a whole-job report: all of them) needs no
-            # search for the rows the window cuts, and its segments' sums can be reused.
-            inside = att.eff_start >= lo and att.eff_end <= hi
-            window = bounds.get(seg.attempt)
-            if window is None:
-                if inside:
-                    window = (0, ar.n, lo, hi)
-                elif att.eff_end < lo or att.eff_start > hi:
-                    window = (0, 0, lo, hi)
-                else:
-                    window = (*ar.rows_overlapping(lo, hi), lo, hi)
-                bounds[seg.attempt] = window
-            st = ar.add_segment(seg, keep_upto[j], safe, window, sums, inside=inside)
-            step_time[seg.attempt] = step_time.get(seg.attempt, 0.0) + st
-        return step_time
-
-    def _safe_step(self, attempts: list[Attempt]) -> float:
-        """The newest step a crash now would not lose (§3, §9.1, §9.2, §9.10): the newest
-        durable checkpoint (committed ones when the log has commits, else saved ones) or
-        completed restore, among the events each attempt accounts for; -inf when none."""
-        committed, saved, restores = self._checkpoints(attempts)
-        durable = committed or saved
-        restored = [r.step for r in restores if r.is_end]
-        return float(max(durable + restored, default=-math.inf))
-
-    def _checkpoints(
-        self, attempts: list[Attempt]
-    ) -> tuple[list[int], list[int], list[RestoreMark]]:
+    def _checkpoints(self, attempts: list[Attempt]) -> Checkpoints:
         """Steps of the checkpoints committed and saved, and the restores (of the accounting
         rank), of the events the attempts account for (none after an attempt's end)."""
         if self._checkpoint_cache is not None:
@@ -893,12 +774,10 @@ class _Builder:
         nothing was restored). Slowdown, startup and wasted steps cannot be told apart
         from the rest of the untracked time; the report says so.
         """
-        committed, saved_only, restores = self._checkpoints(attempts)
-        saved = committed + saved_only
-        if not saved:
+        found = checkpoint_progress(self._checkpoints(attempts))
+        if found is None:
             return counts
-        restored = [r.step for r in restores]
-        progress = max(0, max(saved) - (min(restored) if restored else 0))
+        progress, highest = found
         if ideal is None:
             self.log.add(
                 "checkpoint_progress",
@@ -923,7 +802,7 @@ class _Builder:
             f"x the ideal step time; slowdown, startup and wasted steps could not be separated "
             "from untracked time",
         )
-        return StepCounts(progress, 0, max(saved))
+        return StepCounts(progress, 0, highest)
 
     def _empty(self, job: str) -> Report:
         self.log.add_ingest(self.ing.diagnostics)
