@@ -122,10 +122,10 @@ def test_a_step_end_matching_nothing_at_a_quiet_step_start_is_reported_once(
     cut: sealing counts such ends by time, so the cut must not fall there, or the end is
     consumed by the seal without being counted (found while sealing closed attempts in
     blocks)."""
-    from badput.engine import _partition, _steps
+    from badput.engine import _sealing, _steps
 
     monkeypatch.setattr(_steps, "SEAL_MIN_TAIL", 2)
-    monkeypatch.setattr(_partition, "_CLOSED_BLOCK", 4)
+    monkeypatch.setattr(_sealing, "CLOSED_BLOCK", 4)
     events = [Event(ts=0.0, kind="job_start", job=JOB, attempt=0)]
     for s in range(1, 40):
         t = float(s)

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from badput._codec import encode_lines
 from badput.analysis import LiveJob, analyze
-from badput.engine import Accountant, Report, _partition, _steps
+from badput.engine import Accountant, Report, _sealing, _steps
 from badput.events import Chunk, Event, EventError
 from badput.store import MemoryStore
 
@@ -121,11 +121,11 @@ def same(a: Report, b: Report) -> None:
 def seal_threshold(request: pytest.FixtureRequest) -> Iterator[None]:
     """Run every property with sealing forced (tiny tails, closed attempts sealed in
     blocks of a few events) and with sealing off."""
-    saved = _steps.SEAL_MIN_TAIL, _partition._CLOSED_BLOCK
+    saved = _steps.SEAL_MIN_TAIL, _sealing.CLOSED_BLOCK
     _steps.SEAL_MIN_TAIL = request.param
-    _partition._CLOSED_BLOCK = 3 if request.param == 2 else 10**9
+    _sealing.CLOSED_BLOCK = 3 if request.param == 2 else 10**9
     yield
-    _steps.SEAL_MIN_TAIL, _partition._CLOSED_BLOCK = saved
+    _steps.SEAL_MIN_TAIL, _sealing.CLOSED_BLOCK = saved
 
 
 SETTINGS = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])

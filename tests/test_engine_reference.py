@@ -13,7 +13,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from _reference import RefReport, reference_report
-from badput.engine import Accountant, Report, _partition, _steps
+from badput.engine import Accountant, Report, _sealing, _steps
 from badput.events import Event
 from test_engine_properties import KINDS_WEIGHTED, same
 
@@ -70,9 +70,9 @@ def agree(r: Report, ref: RefReport) -> None:
 def test_engine_agrees_with_the_reference(
     events: list[Event], ideal: float | None, data: st.DataObject
 ) -> None:
-    saved = _steps.SEAL_MIN_TAIL, _partition._CLOSED_BLOCK
+    saved = _steps.SEAL_MIN_TAIL, _sealing.CLOSED_BLOCK
     _steps.SEAL_MIN_TAIL = data.draw(st.sampled_from([2, 10_000]), label="seal threshold")
-    _partition._CLOSED_BLOCK = data.draw(st.sampled_from([2, 5, 10**9]), label="closed block")
+    _sealing.CLOSED_BLOCK = data.draw(st.sampled_from([2, 5, 10**9]), label="closed block")
     try:
         acc = Accountant("r", ideal_step_time=ideal)
         acc.ingest_events(events)
@@ -85,22 +85,22 @@ def test_engine_agrees_with_the_reference(
             reference_report(events, ideal_step_time=ideal, window=(a, b)),
         )
     finally:
-        _steps.SEAL_MIN_TAIL, _partition._CLOSED_BLOCK = saved
+        _steps.SEAL_MIN_TAIL, _sealing.CLOSED_BLOCK = saved
 
 
 def _reported(events: list[Event], **constants: int) -> tuple[Accountant, Report]:
-    """An accountant fed ``events`` and its first report, made with ``_partition``'s
+    """An accountant fed ``events`` and its first report, made with ``_sealing``'s
     constants set to ``constants`` (which fast path it takes), restored afterwards."""
-    saved = {name: getattr(_partition, name) for name in constants}
+    saved = {name: getattr(_sealing, name) for name in constants}
     try:
         for name, value in constants.items():
-            setattr(_partition, name, value)
+            setattr(_sealing, name, value)
         acc = Accountant("r")
         acc.ingest_events(events)
         return acc, acc.report()
     finally:
         for name, value in saved.items():
-            setattr(_partition, name, value)
+            setattr(_sealing, name, value)
 
 
 @settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -112,8 +112,8 @@ def test_closed_attempts_sealed_together_and_remembered_report_the_same(
     vectorised pass (always, here) against one by one (never), a second query served from
     what the first remembered, and a window of a state already reported on (which looks
     only at the attempts it meets) against the same window asked first."""
-    together, first = _reported(events, _BULK_MIN_ATTEMPTS=1)
-    alone, expected = _reported(events, _BULK_MIN_ATTEMPTS=10**9)
+    together, first = _reported(events, BULK_MIN_ATTEMPTS=1)
+    alone, expected = _reported(events, BULK_MIN_ATTEMPTS=10**9)
     again = together.report()
     for r in (first, again):
         same(r, expected)
@@ -138,8 +138,8 @@ def test_a_closed_attempt_sealed_in_blocks_reports_as_sealed_whole(
     """A large closed attempt is sealed block by block, each up to a quiet cut, to bound
     the memory of one pass; every number, attempt and diagnostic is that of one pass."""
     one_by_one = 10**9  # every closed attempt through its own rows
-    blocks, got = _reported(events, _BULK_MIN_ATTEMPTS=one_by_one, _CLOSED_BLOCK=block)
-    whole, expected = _reported(events, _BULK_MIN_ATTEMPTS=one_by_one, _CLOSED_BLOCK=10**9)
+    blocks, got = _reported(events, BULK_MIN_ATTEMPTS=one_by_one, CLOSED_BLOCK=block)
+    whole, expected = _reported(events, BULK_MIN_ATTEMPTS=one_by_one, CLOSED_BLOCK=10**9)
     same(got, expected)
     assert got.attempts == expected.attempts
     assert got.diagnostics == expected.diagnostics

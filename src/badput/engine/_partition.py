@@ -16,14 +16,12 @@ from typing import Any, Literal
 import numpy as np
 import numpy.typing as npt
 
-from badput.engine import _steps
 from badput.engine._attempt_streams import AttemptStreams
 from badput.engine._attempts import Attempt, reconstruct_attempts
 from badput.engine._cache import QueryCache
 from badput.engine._diagnose import ReportDiagnostics
 from badput.engine._ideal import MIN_CLEAN_STEPS
 from badput.engine._ingest import Ingestor, RestoreMark, Stream
-from badput.engine._intervals import Coverage, Marks
 from badput.engine._lineage import (
     Checkpoints,
     checkpoint_progress,
@@ -41,30 +39,20 @@ from badput.engine._model import (
     StepCounts,
 )
 from badput.engine._rows import (
-    NO_INTERVALS,
-    NO_ROWS,
     AttemptDiagnostics,
     AttemptRows,
     ClosedMemo,
     Segment,
     Structure,
     Sums,
-    attempt_bounds,
     attempt_diagnostics,
-    slice_range,
 )
+from badput.engine._sealing import Sealer
 from badput.engine._segments import Typical, add_segments, estimate_ideal, resolve
 from badput.engine._steps import (
-    CLEAN_EXEMPT,
-    AttemptSteps,
-    Rows,
-    TailIntervals,
     add_sums,
     clipped_sums,
-    compute_rows,
-    tail_intervals,
 )
-from badput.engine._together import ClosedAttempt, seal_together
 from badput.events import Kind
 
 __all__ = ["compute_report"]
@@ -74,10 +62,6 @@ _Source = Literal["configured", "estimated"] | None
 I64 = npt.NDArray[np.int64]
 _EPS = 1e-6
 _EMPTY: F64 = np.zeros(0)
-
-
-#: Raw step events per block when a large closed attempt is sealed (see _seal_block).
-_CLOSED_BLOCK = 1 << 18
 
 
 class _Builder:
@@ -107,6 +91,7 @@ class _Builder:
         self.buckets: dict[str, float] = defaultdict(float)
         self.overlapped: dict[str, float] = defaultdict(float)
         self.streams = AttemptStreams(ing)
+        self.sealer = Sealer(ing, cache, self.streams)
         self._checkpoint_cache: Checkpoints | None = None
         self._memos: dict[int, ClosedMemo] = {}  # attempt index -> its memo, this query
         # attempt index -> (attempt, its memo key), asked three times a query per attempt;
@@ -213,7 +198,7 @@ class _Builder:
                     rows.append(None)
                     attempt_rest.append(span)
                     continue
-                ar = self._attempt_rows(att, leader, closed)
+                ar = self.sealer.rows(att, leader, closed)
                 in_pieces = self._interval_sums(att, ar, diagnose=False)
                 found = self._attempt_diagnostics(att, ar)
                 self.log.replay(found)
@@ -405,155 +390,10 @@ class _Builder:
 
     # ------------------------------------------------------------- step rows
 
-    def _attempt_rows(self, att: Attempt, s: Stream, closed: bool) -> AttemptRows:
-        """Rows of the attempt: reuse what is sealed, compute the tail, seal what is settled."""
-        key = (att.key, att.range_lo)
-        sig = (s.attempt, s.rank, att.eff_start, att.range_lo, att.range_hi)
-        lo, hi = att.eff_start, att.eff_end
-        steps = self.cache.attempts.get(key)
-        if steps is not None and self._stale(steps, sig, s, att, hi):
-            steps = None
-        if steps is None:
-            steps = AttemptSteps(sig)
-            self.cache.attempts[key] = steps
-        elif (
-            steps.whole
-            and closed
-            and steps.raw_seen == len(s.steps)
-            and steps.marks_seen == len(s.marks)
-        ):
-            return AttemptRows(steps, NO_ROWS, NO_INTERVALS, 0)  # nothing new: all sealed
-        steps.raw_seen = len(s.steps)
-        steps.marks_seen = len(s.marks)
-
-        view = self.streams.view(s)
-        ts, step, is_end = view.steps()
-        marks = view.marks
-        # Events after the attempt's end are ignored in every respect (§9.5).
-        range_lo, top = attempt_bounds(att)
-        if att.key is None or att.ended:
-            ts, step, is_end = slice_range(ts, step, is_end, range_lo, top)
-            a, b = marks.ts.searchsorted((range_lo, top), "left").tolist()
-            if a > 0 or b < len(marks):
-                marks = marks.take(slice(a, b))
-        if closed and int(ts.shape[0]) - steps.raw_done > _CLOSED_BLOCK:
-            steps.reserve(int((is_end[steps.raw_done :] == 0).sum()))
-            size = _CLOSED_BLOCK
-            while int(ts.shape[0]) - steps.raw_done > size:
-                used = self._seal_block(steps, ts, step, is_end, marks, lo, hi, size)
-                if used == 0 or used < size // 4:  # little quiet time (a long eval): larger
-                    size *= 2
-        ts, step, is_end = ts[steps.raw_done :], step[steps.raw_done :], is_end[steps.raw_done :]
-        tail_marks = marks.take(slice(steps.marks_done, None))
-
-        ivs = tail_intervals(tail_marks, lo, hi)
-        tail, unmatched_ts = self._rows_after(steps, ts, step, is_end, ivs, lo, hi)
-        mark_ts = tail_marks.ts
-        if closed:
-            steps.seal(
-                tail,
-                ivs=ivs,
-                cut=math.inf,
-                raw_used=int(ts.shape[0]),
-                marks_used=len(tail_marks),
-                unmatched_ts=unmatched_ts,
-            )
-            steps.whole, steps.whole_end = True, hi
-            tail, ivs = Rows.empty(), TailIntervals.empty()
-            unmatched_ts = np.zeros(0)
-        elif tail.n >= _steps.SEAL_MIN_TAIL:
-            r = _steps.quiet_cut(tail, ivs, mark_ts, min_keep=1, unmatched_ts=unmatched_ts)
-            if r > 0:
-                cut = float(tail.start[r])
-                raw_used = int(np.flatnonzero(is_end == 0)[r])
-                marks_used = int(np.searchsorted(mark_ts, cut, side="left"))
-                steps.seal(
-                    tail.part(0, r),
-                    ivs=ivs,
-                    cut=cut,
-                    raw_used=raw_used,
-                    marks_used=marks_used,
-                    unmatched_ts=unmatched_ts,
-                )
-                tail = tail.part(r, tail.n)
-                ivs = ivs.after(cut)
-                unmatched_ts = unmatched_ts[unmatched_ts >= cut]
-        return AttemptRows(steps, tail, ivs, int(unmatched_ts.shape[0]))
-
-    def _seal_block(  # noqa: PLR0917
-        self,
-        steps: AttemptSteps,
-        ts: F64,
-        step: I64,
-        is_end: npt.NDArray[np.int8],
-        marks: Marks,
-        lo: float,
-        hi: float,
-        size: int,
-    ) -> int:
-        """Seal the next block of a large closed attempt (about ``size`` raw step events)
-        up to a quiet cut, as a running attempt's prefix is sealed; return how many raw
-        step events were sealed (0: the block has no quiet moment to cut at).
-
-        The rows and intervals before a quiet cut depend on nothing after it, so sealing
-        the attempt block by block gives what sealing it whole gives, while the temporary
-        columns of each pass hold one block (a million-step attempt: a few MB, not 200).
-        """
-        a = steps.raw_done
-        # The block ends before the first event at some time, so no tie straddles its end.
-        stop = float(ts[a + size])
-        j = int(np.searchsorted(ts, stop, "left"))
-        m_lo = steps.marks_done
-        m_hi = int(np.searchsorted(marks.ts, stop, "left"))
-        if j <= a + 1:
-            return 0
-        block_marks = marks.take(slice(m_lo, max(m_lo, m_hi)))
-        ivs = tail_intervals(block_marks, lo, hi)
-        rows, unmatched_ts = self._rows_after(steps, ts[a:j], step[a:j], is_end[a:j], ivs, lo, hi)
-        r = _steps.quiet_cut(rows, ivs, block_marks.ts, min_keep=1, unmatched_ts=unmatched_ts)
-        if r == 0:
-            return 0
-        cut = float(rows.start[r])
-        raw_used = int(np.flatnonzero(is_end[a:j] == 0)[r])
-        steps.seal(
-            rows.part(0, r),
-            ivs=ivs,
-            cut=cut,
-            raw_used=raw_used,
-            marks_used=int(np.searchsorted(block_marks.ts, cut, "left")),
-            unmatched_ts=unmatched_ts,
-        )
-        return raw_used
-
-    def _rows_after(  # noqa: PLR0917 (the columns of one stretch of an attempt)
-        self,
-        steps: AttemptSteps,
-        ts: F64,
-        step: I64,
-        is_end: npt.NDArray[np.int8],
-        ivs: TailIntervals,
-        lo: float,
-        hi: float,
-    ) -> tuple[Rows, F64]:
-        """Rows of the step events that follow what ``steps`` sealed, with their intervals
-        ``ivs``; and the times of the step ends that matched no start."""
-        exempt = self.ing.buckets.known(CLEAN_EXEMPT)
-        rows, unmatched_ts, _ = compute_rows(
-            ts,
-            step,
-            is_end,
-            lo=lo,
-            hi=hi,
-            cov=Coverage.of(ivs.pieces),
-            prev_step=steps.last_step(),
-            unclean_cov=Coverage.of(ivs.pieces.take(~np.isin(ivs.pieces.bucket, exempt))),
-        )
-        return rows, unmatched_ts
-
     def _seal_closed_together(self, attempts: list[Attempt]) -> None:
-        """Seal every closed attempt that has nothing cached yet in one vectorised pass
-        (:mod:`badput.engine._together`); the per-attempt path then finds them sealed."""
-        todo: list[tuple[Attempt, ClosedAttempt]] = []
+        """Seal every closed attempt that has nothing cached or remembered yet in one
+        vectorised pass; the per-attempt path then finds them sealed."""
+        todo: list[tuple[Attempt, Stream]] = []
         for i, att in enumerate(attempts):
             closed = i < len(attempts) - 1 or att.ended
             if not closed or att.key is None or (att.key, att.range_lo) in self.cache.attempts:
@@ -561,46 +401,9 @@ class _Builder:
             if self._memo(i, att) is not None:
                 continue
             s = self.streams.leader(att)
-            if s is None:
-                continue
-            # events after the attempt's end are ignored (§9.5)
-            range_lo, top = attempt_bounds(att) if att.ended else (-math.inf, math.inf)
-            signature = (s.attempt, s.rank, att.eff_start, att.range_lo, att.range_hi)
-            todo.append(
-                (att, ClosedAttempt(signature, att.eff_start, att.eff_end, s, range_lo, top))
-            )
-        n_buckets = max(1, len(self.ing.buckets))
-        if len(todo) < _BULK_MIN_ATTEMPTS or len(todo) * n_buckets >= 2**31:
-            return
-        sealed = seal_together(
-            [c for _att, c in todo], n_buckets, self.ing.buckets.known(CLEAN_EXEMPT)
-        )
-        for (att, _c), steps in zip(todo, sealed, strict=True):
-            self.cache.attempts[(att.key, att.range_lo)] = steps
-
-    def _stale(
-        self, steps: AttemptSteps, sig: tuple[Any, ...], s: Stream, att: Attempt, hi: float
-    ) -> bool:
-        """Whether the sealed rows can no longer be trusted (late data, moved bounds)."""
-        if steps.signature != sig:
-            return True
-        if steps.whole:
-            if steps.whole_end != hi:
-                return True
-        elif hi < steps.cut:
-            return True
-        cut = steps.cut
-        if cut == -math.inf:
-            return False
-        if len(s.steps) > steps.raw_seen:
-            new = np.frombuffer(s.steps.ts, dtype=np.float64)[steps.raw_seen :]
-            late = new[(new >= att.range_lo) & (new < att.range_hi)]
-            if late.shape[0] and float(late.min()) < cut:
-                return True
-        if len(s.marks) <= steps.marks_seen:
-            return False
-        new_marks = np.frombuffer(s.marks.ts, dtype=np.float64)[steps.marks_seen :]
-        return bool(((new_marks >= att.range_lo) & (new_marks < min(cut, att.range_hi))).any())
+            if s is not None:
+                todo.append((att, s))
+        self.sealer.seal_closed(todo)
 
     def _interval_sums(self, att: Attempt, ar: AttemptRows, *, diagnose: bool = True) -> float:
         """Add the attempt's interval buckets and overlapped time; return their total."""
@@ -842,10 +645,6 @@ class _Builder:
             status=att.status,
             exit_code=att.exit_code,
         )
-
-
-#: Fewer closed attempts than this to seal are sealed one by one (the same numbers).
-_BULK_MIN_ATTEMPTS = 8
 
 
 def compute_report(
