@@ -17,9 +17,10 @@ from dataclasses import dataclass
 import numpy as np
 
 from badput.engine._ingest import Ingestor, LifecycleEvent
+from badput.engine._model import EndReason
 from badput.events import Kind
 
-__all__ = ["Attempt", "DiagnosticSink", "reconstruct_attempts"]
+__all__ = ["Attempt", "DiagnosticSink", "place_attempts", "reconstruct_attempts"]
 
 _EPS = 1e-6
 
@@ -199,3 +200,49 @@ def _attempt_at(attempts: list[Attempt], starts: list[float], ts: float) -> Atte
     if not attempts:
         return None
     return attempts[max(0, bisect.bisect_right(starts, ts) - 1)]
+
+
+def place_attempts(
+    attempts: list[Attempt], scheduled: float | None, now: float | None, diag: DiagnosticSink
+) -> tuple[float, float, EndReason]:
+    """Set each attempt's effective span (attempts never overlap in the partition: one that
+    starts before the previous ended is counted from that end) and return the job's span
+    and why it ends there: its ``job_end``, ``now`` (a live report), or its last event.
+
+    ``scheduled``: the first ``job_scheduled`` time, where the job's span starts when it
+    is earlier than the first attempt. A live report extends an attempt still running to
+    ``now``; nothing runs past the job's end.
+    """
+    prev_end = -math.inf
+    for att in attempts:
+        att.eff_start = max(att.start, prev_end)
+        if att.start < prev_end - _EPS:
+            diag(
+                "attempt_overlap",
+                f"attempt {att.id} started {prev_end - att.start:.3f}s before the previous "
+                "attempt ended; counted from that end",
+            )
+        att.eff_end = max(att.end, att.eff_start)
+        prev_end = att.eff_end
+
+    t_start = attempts[0].eff_start
+    if scheduled is not None and scheduled < t_start:
+        t_start = scheduled
+    final = attempts[-1]
+    end_reason: EndReason
+    if final.ended_by_job_end:
+        t_end, end_reason = final.eff_end, "job_end"
+        if now is not None and now < t_end:
+            t_end, end_reason = now, "now"
+    elif now is not None:
+        t_end, end_reason = now, "now"
+        if not final.ended:
+            final.eff_end = max(final.eff_end, now)
+            final.end_reason = "now"
+    else:
+        t_end, end_reason = final.eff_end, "last_event"
+    t_end = max(t_end, t_start)
+    for att in attempts:
+        att.eff_start = min(att.eff_start, t_end)
+        att.eff_end = min(att.eff_end, t_end)
+    return t_start, t_end, end_reason

@@ -17,9 +17,9 @@ import numpy as np
 import numpy.typing as npt
 
 from badput.engine._attempt_streams import AttemptStreams
-from badput.engine._attempts import Attempt, reconstruct_attempts
+from badput.engine._attempts import Attempt, place_attempts, reconstruct_attempts
 from badput.engine._cache import QueryCache
-from badput.engine._diagnose import ReportDiagnostics
+from badput.engine._diagnose import Recorded, ReportDiagnostics
 from badput.engine._ideal import MIN_CLEAN_STEPS
 from badput.engine._ingest import Ingestor, RestoreMark, Stream
 from badput.engine._lineage import (
@@ -131,39 +131,11 @@ class _Builder:
         if not attempts:
             return self._empty(job)
 
-        # Effective spans: attempts never overlap in the partition.
-        prev_end = -math.inf
-        for att in attempts:
-            att.eff_start = max(att.start, prev_end)
-            if att.start < prev_end - _EPS:
-                self.log.add(
-                    "attempt_overlap",
-                    f"attempt {att.id} started {prev_end - att.start:.3f}s before the previous "
-                    "attempt ended; counted from that end",
-                )
-            att.eff_end = max(att.end, att.eff_start)
-            prev_end = att.eff_end
-
-        t_start = attempts[0].eff_start
-        if scheduled and min(scheduled) < t_start:
-            t_start = min(scheduled)
+        first_scheduled = min(scheduled) if scheduled else None
+        t_start, t_end, end_reason = place_attempts(
+            attempts, first_scheduled, self.now, self.log.add
+        )
         final = attempts[-1]
-        end_reason: EndReason
-        if final.ended_by_job_end:
-            t_end, end_reason = final.eff_end, "job_end"
-            if self.now is not None and self.now < t_end:
-                t_end, end_reason = self.now, "now"
-        elif self.now is not None:
-            t_end, end_reason = self.now, "now"
-            if not final.ended:
-                final.eff_end = max(final.eff_end, self.now)
-                final.end_reason = "now"
-        else:
-            t_end, end_reason = final.eff_end, "last_event"
-        t_end = max(t_end, t_start)
-        for att in attempts:
-            att.eff_start = min(att.eff_start, t_end)
-            att.eff_end = min(att.eff_end, t_end)
 
         lo, hi = t_start, t_end
         if self.window is not None:
@@ -173,18 +145,72 @@ class _Builder:
         self.span = (t_start, t_end)
         total = hi - lo
 
-        # queued and recovery
-        if scheduled:
-            self.buckets["queued"] += self.clip(min(scheduled), attempts[0].eff_start)
+        self._gaps(attempts, first_scheduled, t_end)
+        rows, segments, attempt_rest = self._attempt_parts(attempts)
+        ideal, ideal_source = self._ideal_step_time(rows)
+        self.rows, self.ideal = rows, ideal  # kept for recent_step_times()
+        self._resolve_segments(rows, ideal)
+        thresholds = keep_upto(segments)
+        safe = math.inf if final.ended_by_job_end else safe_step(self._checkpoints(attempts))
+        sums, step_time = self._add_step_time(
+            rows, segments, attempts, thresholds, safe, (0, len(segments)), ideal
+        )
+        counts = StepCounts(round(sums.kept_count), round(sums.wasted_count), last_step(rows))
+        whole_counts = counts
+        for i, st in step_time.items():
+            attempt_rest[i] -= st
+        # What comes before holds for any window; keep it for windowed queries of this state.
+        before = self.log.snapshot()
+        self._untracked(attempts, range(len(attempts)), attempt_rest)
+        if not segments:
+            counts = self._checkpoint_progress(ideal, counts, attempts)
+
+        after = self._job_diagnostics(attempts, ideal, end_reason)
+
+        by_attempt: dict[int, list[Segment]] = defaultdict(list)
+        for seg in segments:
+            by_attempt[seg.attempt].append(seg)
+        summaries = [self._summary_of(i, a, by_attempt.get(i, [])) for i, a in enumerate(attempts)]
+        structure = Structure(
+            key=self.state_key(),
+            job=job,
+            attempts=attempts,
+            scheduled=first_scheduled,
+            span=(t_start, t_end),
+            end_reason=end_reason,
+            rows=rows,
+            segments=segments,
+            keep_upto=thresholds,
+            safe=safe,
+            ideal=ideal,
+            ideal_source=ideal_source,
+            counts=whole_counts,
+            summaries=summaries,
+            before=before,
+            after=after,
+        )
+        self.cache.structure = structure
+        return self._finish(structure, total, max(sums.at_risk, 0.0), counts)
+
+    def _gaps(self, attempts: list[Attempt], scheduled: float | None, t_end: float) -> None:
+        """Before the first attempt since the job was scheduled: queued; between attempts
+        and after the last: recovery."""
+        if scheduled is not None:
+            self.buckets["queued"] += self.clip(scheduled, attempts[0].eff_start)
         for a, b in itertools.pairwise(attempts):
             self.buckets["recovery"] += self.clip(a.eff_end, b.eff_start)
-        self.buckets["recovery"] += self.clip(final.eff_end, t_end)
+        self.buckets["recovery"] += self.clip(attempts[-1].eff_end, t_end)
 
-        # per attempt: recorded intervals and the leader's step rows
+    def _attempt_parts(
+        self, attempts: list[Attempt]
+    ) -> tuple[list[AttemptRows | None], list[Segment], list[float]]:
+        """Per attempt: its recorded intervals added to their buckets, the leader's step
+        rows and their segments (a closed attempt's from what earlier queries remembered);
+        and what is left of its span once the intervals are taken out."""
         self._seal_closed_together(attempts)
         rows: list[AttemptRows | None] = []
         segments: list[Segment] = []
-        attempt_rest: list[float] = []
+        rest: list[float] = []
         for i, att in enumerate(attempts):
             span = self.clip(att.eff_start, att.eff_end)
             closed = i < len(attempts) - 1 or att.ended
@@ -196,7 +222,7 @@ class _Builder:
                 leader = self.streams.leader(att)
                 if leader is None:
                     rows.append(None)
-                    attempt_rest.append(span)
+                    rest.append(span)
                     continue
                 ar = self.sealer.rows(att, leader, closed)
                 in_pieces = self._interval_sums(att, ar, diagnose=False)
@@ -207,35 +233,27 @@ class _Builder:
                     self._remember(i, att, ar, found)
             segments.extend(ar.segments)
             rows.append(ar)
-            attempt_rest.append(span - in_pieces)
+            rest.append(span - in_pieces)
+        return rows, segments, rest
 
-        ideal, ideal_source = self._ideal_step_time(rows)
-        self.rows, self.ideal = rows, ideal  # kept for recent_step_times()
+    def _resolve_segments(self, rows: list[AttemptRows | None], ideal: float | None) -> None:
+        """Every segment's typical step time, open rows and startup (§4), except where an
+        earlier query resolved them with what they need unchanged."""
         for i, attempt_rows in enumerate(rows):
             if attempt_rows is None:
                 continue
             memo = self._memos.get(i)
             if memo is not None and memo.resolved and (memo.ideal == ideal or not memo.needs_ideal):
-                continue  # resolved by an earlier query, with what it needs unchanged
+                continue
             needs_ideal = resolve(attempt_rows, ideal, self.typical)
             if memo is not None:
                 memo.resolved, memo.ideal, memo.needs_ideal = True, ideal, needs_ideal
-        kept_time, kept_n, at_risk, counts, step_time = self._split_kept(
-            rows, segments, attempts, final_job_end=final.ended_by_job_end
-        )
-        whole_counts = counts
-        for i, st in enumerate(step_time):
-            attempt_rest[i] -= st
-        # What comes before holds for any window; keep it for windowed queries of this state.
-        before = self.log.snapshot()
-        productive = min(kept_time, kept_n * ideal) if ideal is not None else kept_time
-        self.buckets[PRODUCTIVE] += max(productive, 0.0)
-        self.buckets["slowdown"] += max(0.0, kept_time - productive)
-        self._untracked(attempts, range(len(attempts)), attempt_rest)
-        if not segments:
-            counts = self._checkpoint_progress(ideal, counts, attempts)
 
-        # Ingest-time diagnostics, and what the log lacks.
+    def _job_diagnostics(
+        self, attempts: list[Attempt], ideal: float | None, end_reason: EndReason
+    ) -> Recorded:
+        """Ingest-time diagnostics, and what the log lacks; returned as recorded, for a
+        windowed report of the same state to replay."""
         with self.log.recording() as after:
             self.log.add_ingest(self.ing.diagnostics)
             if ideal is None:
@@ -244,7 +262,7 @@ class _Builder:
                     f"fewer than {MIN_CLEAN_STEPS} clean steps and no configured ideal step time: "
                     "kept step time is all counted as productive",
                 )
-            if end_reason == "last_event" and not final.ended_by_job_end:
+            if end_reason == "last_event" and not attempts[-1].ended_by_job_end:
                 self.log.add(
                     "no_job_end",
                     "the log ends without job_end: the job crashed or is still running; "
@@ -257,31 +275,7 @@ class _Builder:
                         f"attempt {b.id} started after job_end of attempt {a.id}: "
                         "is the job name reused for a new run?",
                     )
-
-        by_attempt: dict[int, list[Segment]] = defaultdict(list)
-        for seg in segments:
-            by_attempt[seg.attempt].append(seg)
-        summaries = [self._summary_of(i, a, by_attempt.get(i, [])) for i, a in enumerate(attempts)]
-        structure = Structure(
-            key=self.state_key(),
-            job=job,
-            attempts=attempts,
-            scheduled=min(scheduled) if scheduled else None,
-            span=(t_start, t_end),
-            end_reason=end_reason,
-            rows=rows,
-            segments=segments,
-            keep_upto=keep_upto(segments),
-            safe=math.inf if final.ended_by_job_end else safe_step(self._checkpoints(attempts)),
-            ideal=ideal,
-            ideal_source=ideal_source,
-            counts=whole_counts,
-            summaries=summaries,
-            before=before,
-            after=after,
-        )
-        self.cache.structure = structure
-        return self._finish(structure, total, at_risk, counts)
+        return after
 
     def _finish(
         self, structure: Structure, total: float, at_risk: float, counts: StepCounts
@@ -359,32 +353,21 @@ class _Builder:
             else:
                 in_pieces = self._interval_sums(att, ar, diagnose=False)
             rest.append(span - in_pieces)
-        sums = Sums()
-        seg_lo, seg_hi = known.segments_of(first, stop)
-        step_time = segment_sums(
+        sums, step_time = self._add_step_time(
             known.rows,
             known.segments,
             attempts,
             known.keep_upto,
             known.safe,
-            seg_lo,
-            seg_hi,
-            sums,
-            self.clip_bounds,
+            known.segments_of(first, stop),
+            known.ideal,
         )
         for i, st in step_time.items():
             rest[i - first] -= st
-        self.buckets["wasted"] += max(sums.wasted, 0.0)
-        self.buckets["startup"] += sums.startup
-        ideal = known.ideal
-        kept_time, kept_n = sums.kept, sums.kept_n
-        productive = min(kept_time, kept_n * ideal) if ideal is not None else kept_time
-        self.buckets[PRODUCTIVE] += max(productive, 0.0)
-        self.buckets["slowdown"] += max(0.0, kept_time - productive)
         self._untracked(attempts, range(first, stop), rest)
         counts = known.counts
         if not known.segments:
-            counts = self._checkpoint_progress(ideal, counts, attempts)
+            counts = self._checkpoint_progress(known.ideal, counts, attempts)
         self.log.replay_recorded(known.after)
         return self._finish(known, hi - lo, max(sums.at_risk, 0.0), counts)
 
@@ -522,29 +505,30 @@ class _Builder:
         est = estimate_ideal(rows, self.cache.ideal)
         return (est, "estimated") if est is not None else (None, None)
 
-    def _split_kept(
+    def _add_step_time(  # noqa: PLR0917 (the job's segments, and which of them)
         self,
         rows: list[AttemptRows | None],
         segments: list[Segment],
         attempts: list[Attempt],
-        *,
-        final_job_end: bool,
-    ) -> tuple[float, float, float, StepCounts, list[float]]:
-        """Kept vs wasted (§3). Returns kept time, kept steps (n for n·I), at-risk, counts,
-        step time per attempt (inside the window)."""
-        thresholds = keep_upto(segments)
-        safe = math.inf if final_job_end else safe_step(self._checkpoints(attempts))
+        thresholds: list[float],
+        safe: float,
+        seg_range: tuple[int, int],
+        ideal: float | None,
+    ) -> tuple[Sums, dict[int, float]]:
+        """Add the step time of segments ``seg_range`` inside the window to its buckets
+        (§3, §4): wasted, startup, and the kept time as productive (at most n·I) and
+        slowdown. Returns their sums (with at-risk time and step counts) and the step
+        time of each attempt."""
         sums = Sums()
-        by_attempt = segment_sums(
-            rows, segments, attempts, thresholds, safe, 0, len(segments), sums, self.clip_bounds
+        step_time = segment_sums(
+            rows, segments, attempts, thresholds, safe, *seg_range, sums, self.clip_bounds
         )
-        step_time = [0.0] * len(rows)
-        for i, st in by_attempt.items():
-            step_time[i] = st
         self.buckets["wasted"] += max(sums.wasted, 0.0)
         self.buckets["startup"] += sums.startup
-        counts = StepCounts(round(sums.kept_count), round(sums.wasted_count), last_step(rows))
-        return sums.kept, sums.kept_n, max(sums.at_risk, 0.0), counts, step_time
+        productive = min(sums.kept, sums.kept_n * ideal) if ideal is not None else sums.kept
+        self.buckets[PRODUCTIVE] += max(productive, 0.0)
+        self.buckets["slowdown"] += max(0.0, sums.kept - productive)
+        return sums, step_time
 
     def _checkpoints(self, attempts: list[Attempt]) -> Checkpoints:
         """Steps of the checkpoints committed and saved, and the restores (of the accounting
