@@ -11,7 +11,7 @@ import itertools
 import math
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
-from typing import Any, Literal
+from typing import Literal
 
 import numpy as np
 import numpy.typing as npt
@@ -30,6 +30,7 @@ from badput.engine._lineage import (
     safe_step,
     segment_sums,
 )
+from badput.engine._memo import ClosedMemos
 from badput.engine._model import (
     PRODUCTIVE,
     AttemptSummary,
@@ -93,10 +94,7 @@ class _Builder:
         self.streams = AttemptStreams(ing)
         self.sealer = Sealer(ing, cache, self.streams)
         self._checkpoint_cache: Checkpoints | None = None
-        self._memos: dict[int, ClosedMemo] = {}  # attempt index -> its memo, this query
-        # attempt index -> (attempt, its memo key), asked three times a query per attempt;
-        # the state is fixed during a query, and the attempt's bounds are once set
-        self._memo_keys: dict[int, tuple[Attempt, tuple[Any, ...]]] = {}
+        self.memos = ClosedMemos(cache, self.streams)
 
     # ------------------------------------------------------------------ helpers
 
@@ -214,7 +212,7 @@ class _Builder:
         for i, att in enumerate(attempts):
             span = self.clip(att.eff_start, att.eff_end)
             closed = i < len(attempts) - 1 or att.ended
-            memo = self._memo(i, att) if closed else None
+            memo = self.memos.get(i, att) if closed else None
             if memo is not None:
                 ar = memo.rows
                 in_pieces = self._memo_sums(att, memo)
@@ -230,7 +228,7 @@ class _Builder:
                 self.log.replay(found)
                 add_segments(i, ar, self.streams.restores(att, leader))
                 if closed:
-                    self._remember(i, att, ar, found)
+                    self.memos.remember(i, att, ar, found)
             segments.extend(ar.segments)
             rows.append(ar)
             rest.append(span - in_pieces)
@@ -242,7 +240,7 @@ class _Builder:
         for i, attempt_rows in enumerate(rows):
             if attempt_rows is None:
                 continue
-            memo = self._memos.get(i)
+            memo = self.memos.by_index.get(i)
             if memo is not None and memo.resolved and (memo.ideal == ideal or not memo.needs_ideal):
                 continue
             needs_ideal = resolve(attempt_rows, ideal, self.typical)
@@ -381,7 +379,7 @@ class _Builder:
             closed = i < len(attempts) - 1 or att.ended
             if not closed or att.key is None or (att.key, att.range_lo) in self.cache.attempts:
                 continue
-            if self._memo(i, att) is not None:
+            if self.memos.get(i, att) is not None:
                 continue
             s = self.streams.leader(att)
             if s is not None:
@@ -422,61 +420,6 @@ class _Builder:
 
     # ------------------------------------------------------ closed attempts' memo
 
-    def _memo_key(self, i: int, att: Attempt) -> tuple[Any, ...] | None:
-        """What a closed attempt's results depend on; None when they are not kept (an
-        attempt without id shares its streams with the others)."""
-        if att.key is None:
-            return None
-        known = self._memo_keys.get(i)
-        if known is not None and known[0] is att:
-            return known[1]
-        sizes = tuple(
-            (len(s.steps), len(s.marks), len(s.restores), len(s.checkpoints), len(s.other_ts))
-            for _rank, s in self.streams.of(att)
-        )
-        key = (
-            i,
-            att.eff_start,
-            att.eff_end,
-            att.end,
-            att.ended,
-            att.end_reason,
-            att.status,
-            att.exit_code,
-            sizes,
-        )
-        self._memo_keys[i] = (att, key)
-        return key
-
-    def _memo(self, i: int, att: Attempt) -> ClosedMemo | None:
-        key = self._memo_key(i, att)
-        memo = self.cache.closed.get((att.key, att.range_lo)) if key is not None else None
-        if memo is None or memo.key != key:
-            return None
-        self._memos[i] = memo
-        return memo
-
-    def _remember(
-        self, i: int, att: Attempt, ar: AttemptRows, diagnostics: AttemptDiagnostics
-    ) -> None:
-        """Keep what this query made of a closed attempt (and the ``diagnostics`` it found
-        there) for the next queries."""
-        key = self._memo_key(i, att)
-        if key is None or not ar.steps.whole or ar.tail.n:
-            return
-        names = self.ing.buckets.names
-        pieces = {names[c]: v for c, v in ar.steps.piece_sums.items()}
-        memo = ClosedMemo(
-            key=key,
-            rows=ar,
-            pieces=pieces,
-            overlapped={names[c]: v for c, v in ar.steps.nonblocking_sums.items()},
-            in_pieces=sum(pieces.values()),
-            diagnostics=diagnostics,
-        )
-        self.cache.closed[(att.key, att.range_lo)] = memo
-        self._memos[i] = memo
-
     def _memo_sums(self, att: Attempt, memo: ClosedMemo, *, diagnose: bool = True) -> float:
         """:meth:`_interval_sums` of a remembered attempt (from its totals when the window
         holds it whole)."""
@@ -492,7 +435,7 @@ class _Builder:
         return self._interval_sums(att, memo.rows, diagnose=diagnose)
 
     def _summary_of(self, i: int, att: Attempt, segs: list[Segment]) -> AttemptSummary:
-        memo = self._memos.get(i)
+        memo = self.memos.by_index.get(i)
         if memo is None:
             return self._summary(att, segs)
         if memo.summary is None:
@@ -539,7 +482,7 @@ class _Builder:
         saved: list[int] = []
         restores: list[RestoreMark] = []
         for i, att in enumerate(attempts):
-            memo = self._memos.get(i)
+            memo = self.memos.by_index.get(i)
             found = memo.checkpoints if memo is not None else None
             if found is None:
                 found = self.streams.checkpoints(att)
