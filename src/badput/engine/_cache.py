@@ -34,11 +34,13 @@ F64 = npt.NDArray[np.float64]
 class IdealCache:
     """Block medians of the sealed clean-step sequence (W = 100 once there are 1,000)."""
 
-    signature: list[tuple[int, int]] = field(default_factory=list)
+    # (sealed part, its length) of each part the block medians were taken over: a part is
+    # the object itself, compared by identity (an id() could be reused by another object)
+    signature: list[tuple[object, int]] = field(default_factory=list)
     blocks_min: float = math.inf  # over the complete blocks of the sealed sequence
     carry: F64 = field(default_factory=lambda: np.zeros(0))  # sealed values after them
 
-    def estimate(self, sealed: list[tuple[int, F64]], tail: F64) -> float | None:
+    def estimate(self, sealed: list[tuple[object, F64]], tail: F64) -> float | None:
         """Best sustained step time over ``sealed`` parts (in order) then ``tail``."""
         n = sum(int(v.shape[0]) for _, v in sealed) + int(tail.shape[0])
         w = block_size(n)
@@ -58,14 +60,16 @@ class IdealCache:
         best = min(self.blocks_min, min_block_median(np.concatenate((self.carry, tail)), w))
         return best if math.isfinite(best) else None
 
-    def _extension(self, sig: list[tuple[int, int]], sealed: list[tuple[int, F64]]) -> F64 | None:
+    def _extension(
+        self, sig: list[tuple[object, int]], sealed: list[tuple[object, F64]]
+    ) -> F64 | None:
         """The values appended since the cached signature, or None when not an append."""
         old = self.signature
         if not old or len(sig) < len(old):
             return None
         for i, (key, length) in enumerate(old):
             nkey, nlen = sig[i]
-            if nkey != key or nlen < length or (nlen != length and i != len(old) - 1):
+            if nkey is not key or nlen < length or (nlen != length and i != len(old) - 1):
                 return None
         parts = [sealed[len(old) - 1][1][old[-1][1] :]]
         parts += [v for _, v in sealed[len(old) :]]

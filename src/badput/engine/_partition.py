@@ -105,10 +105,12 @@ class _Builder:
     # --------------------------------------------------------------- the report
 
     def state_key(self) -> tuple[object, ...]:
-        """What a report depends on besides its window (the same state, asked the same)."""
+        """What a report depends on besides its window (the same state, asked the same).
+        The state itself, not its id(): the key keeps it alive, so no other state can
+        come to have its id while the key is kept (tuples compare it by identity)."""
         ing = self.ing
         return (
-            id(ing),
+            ing,
             ing.n_events,
             len(ing.lifecycle),
             sum(ing.diagnostics.counts.values()),

@@ -66,7 +66,7 @@ def estimate_ideal(rows: list[AttemptRows | None], cache: IdealCache) -> float |
     ``cache`` carries the block medians of the sealed ones from the last query."""
     present = [ar for ar in rows if ar is not None]
     tails = [ar.tail.d[ar.tail.clean] / ar.tail.count[ar.tail.clean] for ar in present]
-    sealed = [(id(ar.steps), ar.steps.clean_vals.a) for ar in present]
+    sealed: list[tuple[object, F64]] = [(ar.steps, ar.steps.clean_vals.a) for ar in present]
     if any(t.shape[0] for t in tails[:-1]):
         # Tails in the middle of the sequence: no cache can help; compute directly.
         seq = [v for pair in zip([v for _, v in sealed], tails, strict=False) for v in pair]
