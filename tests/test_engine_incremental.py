@@ -5,9 +5,11 @@ from __future__ import annotations
 import math
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from badput.engine import Accountant, Report
-from badput.events import Event
+from badput.events import Chunk, Event, EventError
 
 JOB = "inc"
 
@@ -144,3 +146,52 @@ def test_a_step_end_matching_nothing_at_a_quiet_step_start_is_reported_once(
         live.ingest_events(events[i : i + 7])
         live.report(now=events[min(i + 6, len(events) - 1)].ts)
     assert _unmatched_ends(live.report(now=40.0)) == [expected]
+
+
+@given(
+    files=st.lists(
+        st.lists(st.floats(-3.0, 5.0, allow_nan=False), min_size=1, max_size=12),
+        min_size=2,
+        max_size=6,
+    ),
+    again=st.lists(st.integers(0, 5), max_size=3),
+)
+@settings(max_examples=200, deadline=None)
+def test_clock_steps_back_are_found_alike_in_one_batch_of_many_files_or_file_by_file(
+    files: list[list[float]], again: list[int]
+) -> None:
+    """A read of many files makes one batch of them (checked as a whole first, then file by
+    file when a time goes back); read one file at a time it is checked file by file. The same
+    lines are flagged, and each file's newest time carries over to its next lines alike."""
+
+    def chunks(offset: float, first_line: int, only: list[int] | None = None) -> list[Chunk]:
+        out = []
+        for k, deltas in enumerate(files):
+            if only and k not in only:
+                continue
+            t = 1_000.0 + offset + k
+            events: list[Event | EventError] = []
+            for d in deltas:
+                t += d
+                events.append(Event(ts=t, kind="heartbeat", job="j", attempt=k))
+            out.append(Chunk(f"f{k}.jsonl", first_line, events))
+        return out
+
+    together, alone = Accountant("j"), Accountant("j")
+    together.ingest(chunks(0.0, 1))
+    for chunk in chunks(0.0, 1):
+        alone.ingest([chunk])
+    later = chunks(-1.0, 100, again)  # read on: each file's next lines against its newest
+    together.ingest(later)
+    for chunk in later:
+        alone.ingest([chunk])
+
+    def flagged(acc: Accountant) -> list[tuple[str | None, int | None, str]]:
+        return [
+            (d.file, d.line, d.message)
+            for d in acc.report().diagnostics
+            if d.code == "clock_backwards"
+        ]
+
+    assert flagged(together) == flagged(alone)
+    assert together._ing._source_last_ts == alone._ing._source_last_ts

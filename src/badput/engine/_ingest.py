@@ -715,10 +715,26 @@ class Ingestor:
 
     def _check_clock(self, ts: F64, pos: npt.NDArray[np.intp], origin: _Origin) -> None:
         """Report lines whose time steps back (beyond the tolerance) from the newest before
-        in the same source."""
-        for source, a, b in origin.spans(pos):
+        in the same source.
+
+        A batch of many files (a job of 10,000 attempts) is first checked as a whole: when
+        every source's lines go forward in time from its newest before, nothing steps back,
+        and each source's newest is its last line. Only otherwise is each source looked at
+        on its own."""
+        spans = origin.spans(pos)
+        keys = [source or "" for source, _a, _b in spans]
+        if len(spans) > 1 and len(set(keys)) == len(keys):
+            firsts = np.array([a for _s, a, _b in spans], np.intp)
+            lasts = np.array([b - 1 for _s, _a, b in spans], np.intp)
+            get = self._source_last_ts.get
+            prevs = np.array([get(key, -math.inf) for key in keys])
+            steps = np.diff(ts) >= 0.0
+            steps[firsts[1:] - 1] = True  # from one source's last line to the next's first
+            if bool(steps.all()) and bool((ts[firsts] >= prevs).all()):
+                self._source_last_ts.update(zip(keys, ts[lasts].tolist(), strict=True))
+                return
+        for (source, a, b), key in zip(spans, keys, strict=True):
             part = ts[a:b]
-            key = source or ""
             prev = self._source_last_ts.get(key, -math.inf)
             newest = np.maximum.accumulate(part)
             before = np.empty_like(part)
