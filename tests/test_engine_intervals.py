@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -22,6 +24,8 @@ from badput.engine._intervals import (
     pair_columns,
     pair_marks,
 )
+from badput.engine._rows import covered_by
+from badput.engine._steps import clipped_piece_sums, clipped_sums
 
 
 def iv(start: float, end: float, bucket: str, order: int) -> RecordedInterval:
@@ -198,3 +202,66 @@ def test_each_start_followed_by_its_end_pairs_as_the_nested_path_does(
     assert len(fast.unpaired_ends) == len(nested.unpaired_ends) == 0
     # one end moved before its start, or a start left open: not the shortcut's case
     assert _pair_adjacent(cols.take(np.arange(len(marks) - 1))) is None
+
+
+@given(
+    gaps=st.lists(st.floats(0.0, 5.0), min_size=0, max_size=40),
+    lengths=st.lists(st.floats(0.0, 5.0), min_size=40, max_size=40),
+    codes=st.lists(st.integers(0, 3), min_size=40, max_size=40),
+    lo=st.floats(-10.0, 250.0),
+    width=st.floats(0.0, 250.0),
+)
+def test_clipped_piece_sums_look_only_at_the_window_and_give_clipped_sums(
+    gaps: list[float], lengths: list[float], codes: list[int], lo: float, width: float
+) -> None:
+    """Flattened pieces (disjoint, in time order) summed inside a window from the pieces
+    that can meet it: the same sums as clipping every piece, edges and empty windows
+    included."""
+    starts, ends, t = [], [], 0.0
+    for gap, length in zip(gaps, lengths, strict=False):
+        t += gap
+        starts.append(t)
+        t += length
+        ends.append(t)
+    n = len(starts)
+    pieces = Spans(
+        np.array(starts, np.float64),
+        np.array(ends, np.float64),
+        np.array(codes[:n], np.int32),
+        np.ones(n, np.bool_),
+        np.zeros(n, np.int64),
+    )
+    for a, b in [(lo, lo + width), (lo, lo), *([(starts[0], ends[-1])] if n else [])]:
+        assert clipped_piece_sums(pieces, a, b) == clipped_sums(pieces, a, b)
+
+
+@given(
+    gaps=st.lists(st.floats(0.0, 5.0), min_size=1, max_size=40),
+    lengths=st.lists(st.floats(0.0, 5.0), min_size=40, max_size=40),
+    a=st.floats(-10.0, 250.0),
+    width=st.floats(-1.0, 250.0),
+)
+def test_covered_by_the_pieces_that_meet_a_span_is_the_coverage_of_all(
+    gaps: list[float], lengths: list[float], a: float, width: float
+) -> None:
+    """How much of one span disjoint pieces cover, from the pieces that meet it alone: the
+    coverage (prefix sums over every piece) within rounding, 0 for an empty span."""
+    starts, ends, t = [], [], 0.0
+    for gap, length in zip(gaps, lengths, strict=False):
+        t += gap
+        starts.append(t)
+        t += length
+        ends.append(t)
+    n = len(starts)
+    pieces = Spans(
+        np.array(starts),
+        np.array(ends),
+        np.zeros(n, np.int32),
+        np.ones(n, np.bool_),
+        np.zeros(n, np.int64),
+    )
+    b = a + width
+    expected = float(Coverage.of(pieces).between(np.array([a]), np.array([b]))[0])
+    got = covered_by(pieces, a, b)
+    assert math.isclose(got, expected, rel_tol=1e-12, abs_tol=1e-9)
+    assert (got == 0.0) if b <= a else got >= 0.0

@@ -733,7 +733,7 @@ class Ingestor:
             if bool(steps.all()) and bool((ts[firsts] >= prevs).all()):
                 self._source_last_ts.update(zip(keys, ts[lasts].tolist(), strict=True))
                 return
-        for (source, a, b), key in zip(spans, keys, strict=True):
+        for (_source, a, b), key in zip(spans, keys, strict=True):
             part = ts[a:b]
             prev = self._source_last_ts.get(key, -math.inf)
             newest = np.maximum.accumulate(part)

@@ -52,6 +52,7 @@ from badput.engine._sealing import Sealer
 from badput.engine._segments import Typical, add_segments, estimate_ideal, resolve
 from badput.engine._steps import (
     add_sums,
+    clipped_piece_sums,
     clipped_sums,
 )
 from badput.events import Kind
@@ -400,8 +401,8 @@ class _Builder:
             overlapped = dict(steps.nonblocking_sums)
             add_sums(overlapped, ivs.nonblocking)
         elif self.clip(att.eff_start, att.eff_end) > 0.0:
-            pieces = clipped_sums(steps.pieces, lo, hi)
-            for code, v in clipped_sums(ivs.pieces, lo, hi).items():
+            pieces = clipped_piece_sums(steps.pieces, lo, hi)
+            for code, v in clipped_piece_sums(ivs.pieces, lo, hi).items():
                 pieces[code] = pieces.get(code, 0.0) + v
             overlapped = clipped_sums(steps.nonblocking, lo, hi)
             for code, v in clipped_sums(ivs.nonblocking, lo, hi).items():

@@ -21,7 +21,7 @@ import numpy.typing as npt
 
 from badput.engine._attempts import Attempt
 from badput.engine._ingest import MAX_DIAGNOSTICS_PER_CODE, RestoreMark, Stream
-from badput.engine._intervals import Coverage, IntervalMark, Marks
+from badput.engine._intervals import IntervalMark, Marks, Spans
 from badput.engine._model import AttemptSummary, Diagnostic, EndReason, StepCounts
 from badput.engine._steps import AttemptSteps, Rows, TailIntervals
 
@@ -110,14 +110,12 @@ class AttemptRows:
         self.unmatched = unmatched
         self.n = self.n_sealed + tail.n
         if tail.n == 0 and not len(tail_ivs.pieces):
-            self.tail_cov = _NO_COVERAGE
             self._cums = (
                 (steps.cum_d.a, _ZERO_CUM),
                 (steps.cum_k.a, _ZERO_CUM),
                 (steps.cum_kpos.a, _ZERO_CUM),
             )
         else:
-            self.tail_cov = Coverage.of(tail_ivs.pieces)
             d0 = np.nan_to_num(tail.d)
             kpos = np.where(tail.d > 0, tail.count, 0.0)
             self._cums = (
@@ -134,10 +132,10 @@ class AttemptRows:
         return float(getattr(self.tail, name)[i - self.n_sealed])
 
     def covered(self, a: float, b: float) -> float:
+        """How much of ``[a, b]`` the attempt's blocking intervals cover (sealed and tail)."""
         if b <= a:
             return 0.0
-        x, y = np.array([a]), np.array([b])
-        return float(self.steps.coverage().between(x, y)[0] + self.tail_cov.between(x, y)[0])
+        return covered_by(self.steps.pieces, a, b) + covered_by(self.tail_ivs.pieces, a, b)
 
     def cap(self, i: int) -> float:
         """The latest end of open row ``i`` (its next start, or the attempt's end)."""
@@ -547,11 +545,22 @@ def attempt_bounds(att: Attempt) -> tuple[float, float]:
     return att.range_lo, min(att.range_hi, until)
 
 
+def covered_by(pieces: Spans, a: float, b: float) -> float:
+    """How much of ``[a, b]`` flattened ``pieces`` (disjoint, in time order) cover, from the
+    pieces that meet it alone (found by bisection): a window's few rows of a million-load
+    attempt look at a few pieces, with no prefix sums of all of them kept."""
+    i = int(np.searchsorted(pieces.end, a, "right"))
+    j = int(np.searchsorted(pieces.start, b, "left"))
+    if j <= i:
+        return 0.0
+    inside = np.minimum(pieces.end[i:j], b) - np.maximum(pieces.start[i:j], a)
+    return float(np.clip(inside, 0.0, None).sum())
+
+
 def between(ts: list[float], lo: float, top: float) -> slice:
     return slice(bisect.bisect_left(ts, lo), bisect.bisect_left(ts, top))
 
 
 NO_ROWS = Rows.empty()
 NO_INTERVALS = TailIntervals.empty()
-_NO_COVERAGE = Coverage(np.zeros(0), np.zeros(0))
 _ZERO_CUM = np.zeros(1)
