@@ -204,6 +204,24 @@ def test_each_start_followed_by_its_end_pairs_as_the_nested_path_does(
     assert _pair_adjacent(cols.take(np.arange(len(marks) - 1))) is None
 
 
+def disjoint_pieces(gaps: list[float], lengths: list[float], codes: list[int]) -> Spans:
+    """Flattened pieces: disjoint and in time order, each ``length`` long after ``gap``."""
+    starts, ends, t = [], [], 0.0
+    for gap, length in zip(gaps, lengths, strict=False):
+        t += gap
+        starts.append(t)
+        t += length
+        ends.append(t)
+    n = len(starts)
+    return Spans(
+        np.array(starts, np.float64),
+        np.array(ends, np.float64),
+        np.array(codes[:n], np.int32),
+        np.ones(n, np.bool_),
+        np.zeros(n, np.int64),
+    )
+
+
 @given(
     gaps=st.lists(st.floats(0.0, 5.0), min_size=0, max_size=40),
     lengths=st.lists(st.floats(0.0, 5.0), min_size=40, max_size=40),
@@ -217,21 +235,9 @@ def test_clipped_piece_sums_look_only_at_the_window_and_give_clipped_sums(
     """Flattened pieces (disjoint, in time order) summed inside a window from the pieces
     that can meet it: the same sums as clipping every piece, edges and empty windows
     included."""
-    starts, ends, t = [], [], 0.0
-    for gap, length in zip(gaps, lengths, strict=False):
-        t += gap
-        starts.append(t)
-        t += length
-        ends.append(t)
-    n = len(starts)
-    pieces = Spans(
-        np.array(starts, np.float64),
-        np.array(ends, np.float64),
-        np.array(codes[:n], np.int32),
-        np.ones(n, np.bool_),
-        np.zeros(n, np.int64),
-    )
-    for a, b in [(lo, lo + width), (lo, lo), *([(starts[0], ends[-1])] if n else [])]:
+    pieces = disjoint_pieces(gaps, lengths, codes)
+    whole = [(float(pieces.start[0]), float(pieces.end[-1]))] if len(pieces) else []
+    for a, b in [(lo, lo + width), (lo, lo), *whole]:
         assert clipped_piece_sums(pieces, a, b) == clipped_sums(pieces, a, b)
 
 
@@ -246,20 +252,7 @@ def test_covered_by_the_pieces_that_meet_a_span_is_the_coverage_of_all(
 ) -> None:
     """How much of one span disjoint pieces cover, from the pieces that meet it alone: the
     coverage (prefix sums over every piece) within rounding, 0 for an empty span."""
-    starts, ends, t = [], [], 0.0
-    for gap, length in zip(gaps, lengths, strict=False):
-        t += gap
-        starts.append(t)
-        t += length
-        ends.append(t)
-    n = len(starts)
-    pieces = Spans(
-        np.array(starts),
-        np.array(ends),
-        np.zeros(n, np.int32),
-        np.ones(n, np.bool_),
-        np.zeros(n, np.int64),
-    )
+    pieces = disjoint_pieces(gaps, lengths, [0] * len(gaps))
     b = a + width
     expected = float(Coverage.of(pieces).between(np.array([a]), np.array([b]))[0])
     got = covered_by(pieces, a, b)

@@ -14,6 +14,7 @@ from typing import Any
 from badput.engine._attempt_streams import AttemptStreams
 from badput.engine._attempts import Attempt
 from badput.engine._cache import QueryCache
+from badput.engine._ingest import Ingestor
 from badput.engine._rows import AttemptDiagnostics, AttemptRows, ClosedMemo
 
 __all__ = ["ClosedMemos"]
@@ -23,7 +24,8 @@ class ClosedMemos:
     """The memos of one query's closed attempts (``by_index``: attempt index -> its memo,
     for those found or made by this query)."""
 
-    def __init__(self, cache: QueryCache, streams: AttemptStreams) -> None:
+    def __init__(self, ing: Ingestor, cache: QueryCache, streams: AttemptStreams) -> None:
+        self.ing = ing
         self.cache = cache
         self.streams = streams
         self.by_index: dict[int, ClosedMemo] = {}
@@ -74,7 +76,7 @@ class ClosedMemos:
         key = self.key(i, att)
         if key is None or not ar.steps.whole or ar.tail.n:
             return
-        names = self.streams.ing.buckets.names
+        names = self.ing.buckets.names
         pieces = {names[c]: v for c, v in ar.steps.piece_sums.items()}
         memo = ClosedMemo(
             key=key,

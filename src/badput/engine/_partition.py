@@ -94,8 +94,8 @@ class _Builder:
         self.overlapped: dict[str, float] = defaultdict(float)
         self.streams = AttemptStreams(ing)
         self.sealer = Sealer(ing, cache, self.streams)
+        self.memos = ClosedMemos(ing, cache, self.streams)
         self._checkpoint_cache: Checkpoints | None = None
-        self.memos = ClosedMemos(cache, self.streams)
 
     # ------------------------------------------------------------------ helpers
 
