@@ -56,7 +56,7 @@ class Sealer:
         """Rows of ``att`` from its leader ``s``: what is sealed reused, the tail computed,
         what is settled sealed (all of it when the attempt is ``closed``)."""
         key = (att.key, att.range_lo)
-        sig = (s.attempt, s.rank, att.eff_start, att.range_lo, att.range_hi)
+        sig = _signature(att, s)
         lo, hi = att.eff_start, att.eff_end
         steps = self.cache.attempts.get(key)
         if steps is not None and _stale(steps, sig, s, att, hi):
@@ -210,11 +210,18 @@ class Sealer:
         for att, s in todo:
             # events after the attempt's end are ignored (§9.5)
             range_lo, top = attempt_bounds(att) if att.ended else (-math.inf, math.inf)
-            signature = (s.attempt, s.rank, att.eff_start, att.range_lo, att.range_hi)
-            closed.append(ClosedAttempt(signature, att.eff_start, att.eff_end, s, range_lo, top))
+            closed.append(
+                ClosedAttempt(_signature(att, s), att.eff_start, att.eff_end, s, range_lo, top)
+            )
         sealed = seal_together(closed, n_buckets, self.ing.buckets.known(CLEAN_EXEMPT))
         for (att, _s), steps in zip(todo, sealed, strict=True):
             self.cache.attempts[(att.key, att.range_lo)] = steps
+
+
+def _signature(att: Attempt, s: Stream) -> tuple[Any, ...]:
+    """What sealed rows were made for: the leader stream, and the attempt's start and range
+    (rows sealed for other ones are made again)."""
+    return (s.attempt, s.rank, att.eff_start, att.range_lo, att.range_hi)
 
 
 def _stale(steps: AttemptSteps, sig: tuple[Any, ...], s: Stream, att: Attempt, hi: float) -> bool:
