@@ -1,10 +1,10 @@
-"""Segments of an attempt's rows and their typical step time (ACCOUNTING.md §1, §4, §5).
+"""Segments of an attempt's rows and their typical step time (ACCOUNTING.md §1, §4).
 
-A *segment* is a run of rows with no gap in steps; its restore point is the step the
-checkpoint restored before it said it went on from (§1). Its typical step time ``m`` (the
-median, or mean, of its clean steps) closes open last rows and sets its startup: the first
-row's time beyond ``m`` (§4). The ideal step time, when not configured, is the best
-sustained pace over all clean steps (§5). Pure computation on rows; no I/O.
+A *segment* is a run of steps whose numbers only go up; its restore point is the step of
+the checkpoint it resumed from (§1). Its typical step time ``m`` (the median, or mean, of
+its clean steps) closes open last rows and sets its startup: the first row's time beyond
+``m`` (§4). The ideal step time, when not configured, is the best sustained pace over all
+clean steps (§1). Pure computation on rows; no I/O.
 """
 
 from __future__ import annotations
@@ -62,7 +62,7 @@ def add_segments(ai: int, ar: AttemptRows, restores: list[RestoreMark]) -> None:
 
 
 def estimate_ideal(rows: list[AttemptRows | None], cache: IdealCache) -> float | None:
-    """The best sustained step time over every attempt's clean steps, in order (§5);
+    """The best sustained step time over every attempt's clean steps, in order (§1);
     ``cache`` carries the block medians of the sealed ones from the last query."""
     present = [ar for ar in rows if ar is not None]
     tails = [ar.tail.d[ar.tail.clean] / ar.tail.count[ar.tail.clean] for ar in present]
