@@ -9,8 +9,11 @@ import subprocess
 import sys
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from badput.engine import AttemptSummary, Diagnostic, Report, StepCounts
+from badput.report._json import _finite, dumps_finite
 from badput.report import format_duration, format_percent, format_ts, render_table, to_json
 
 MIN = 60.0
@@ -347,3 +350,63 @@ def test_report_views_do_not_load_rich_until_a_table_is_rendered() -> None:
     subprocess.run([sys.executable, "-c", code], check=True)
     code = "import sys, badput; assert 'badput.report' not in sys.modules"
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+# --- The JSON text: the standard library's, written faster --------------------------------
+
+_scalars = (
+    st.none()
+    | st.booleans()
+    | st.integers(min_value=-(2**70), max_value=2**70)
+    | st.floats(allow_nan=True, allow_infinity=True)
+    | st.text(max_size=8)  # control characters, non-ASCII, quotes and brackets included
+)
+_keys = st.text(max_size=6) | st.integers(-5, 5) | st.booleans() | st.none() | st.floats(-2, 2)
+_json_values = st.recursive(
+    _scalars,
+    lambda inner: st.lists(inner, max_size=4)
+    | st.lists(inner, max_size=3).map(tuple)
+    | st.dictionaries(_keys, inner, max_size=4),
+    max_leaves=30,
+)
+
+
+@settings(max_examples=400, deadline=None)
+@given(value=_json_values, indent=st.sampled_from([None, 0, 1, 2, 4]))
+def test_json_text_is_the_standard_librarys_with_nonfinite_as_null(
+    value: object, indent: int | None
+) -> None:
+    """Fails if the C-encoded flat containers are joined or indented differently from
+    ``json.dumps(indent=...)``, or a NaN or infinity escapes as ``NaN``/``Infinity``."""
+    expected = json.dumps(_finite(value), indent=indent, allow_nan=False)
+    assert dumps_finite(value, indent=indent) == expected
+    json.loads(expected)  # and it is JSON
+
+
+def test_json_text_of_a_report_of_many_attempts_equals_the_standard_librarys() -> None:
+    report = many_attempts_report(300)
+    text = to_json(report)
+    assert text == json.dumps(report.to_dict(), indent=2, allow_nan=False)
+    assert json.loads(text)["attempts"][299]["id"] == "299"
+
+
+def test_json_text_rejects_what_the_standard_library_rejects() -> None:
+    with pytest.raises(TypeError):
+        dumps_finite({"a": {object(): 1, "b": [1]}})
+    with pytest.raises(TypeError):
+        dumps_finite({"a": [object()]})
+
+
+def test_report_dict_is_the_dataclass_fields_in_order() -> None:
+    """``to_dict`` copies attempts without ``asdict``; the mapping must not change."""
+    from dataclasses import asdict
+
+    for report in (worked_example_report(), many_attempts_report(30)):
+        expected = asdict(report)
+        expected["buckets"] = dict(report.buckets)
+        got = report.to_dict()
+        assert got == expected
+        assert list(got) == list(expected)
+        assert [list(a) for a in got["attempts"]] == [list(a) for a in expected["attempts"]]
+        got["attempts"][0]["id"] = "changed"  # a copy: the report is not changed
+        assert report.attempts[0].id != "changed"

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Literal
 
 from badput.engine._ranks import RankView, Stall, Straggler
@@ -128,7 +128,11 @@ class Report:
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON object of ``badput report --json``."""
-        out = asdict(self)
+        attempts = self.attempts
+        # asdict copies each field recursively: 60 ms for 10,000 attempts, whose fields
+        # are all plain values (dict(vars(a)) is the same mapping, in field order).
+        out = asdict(replace(self, attempts=[]))
+        out["attempts"] = [dict(vars(a)) for a in attempts]
         out["buckets"] = dict(self.buckets)  # zero buckets left out (documented)
         out["window"] = list(self.window) if self.window is not None else None
         return out
