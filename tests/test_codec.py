@@ -7,8 +7,18 @@ import math
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from badput._codec import decode_line, decode_lines, encode_line, encode_lines
+from badput._codec import (
+    _VECTOR_CHECK_BYTES,
+    _lines_if_one_object_each,
+    decode_block,
+    decode_line,
+    decode_lines,
+    encode_line,
+    encode_lines,
+)
 from badput.events import KINDS, Event, EventError, Kind
 
 _STEP_KINDS = {
@@ -266,3 +276,63 @@ def test_section_summary_rules(fields: dict[str, Any], problem: str) -> None:
     out = decode_lines([good.encode(), line.encode()], "f.jsonl")
     assert isinstance(out[0], Event)
     assert isinstance(out[1], EventError) and out[1].line == 2
+
+
+# --- The whole-block check, small and large ------------------------------------------------
+
+#: Lines a block may hold: one object each (the usual), and each way a line can break the
+#: one-object-a-line rule that msgspec's decode_lines would still accept.
+_LINE_SHAPES = [
+    b'{"ts":1,"kind":"heartbeat","job":"j"}\n',
+    b'{"ts":2,"kind":"heartbeat","job":"j","name":"}\\n{"}\n',  # the pattern inside a string
+    b"\n",  # a blank line
+    b' {"ts":3,"kind":"heartbeat","job":"j"}\n',  # leading space
+    b'{"ts":4,"kind":"heartbeat","job":"j"} \n',  # trailing space
+    b'{"ts":5,"kind":"heartbeat","job":"j"}{"ts":6,"kind":"heartbeat","job":"j"}\n',
+    b'{"ts":7,"kind":"heartbeat",\n"job":"j"}\n',  # one object over two lines
+    b'{"ts":8,"kind":"heartbeat","job":{"a":1}\n,"x":2}\n',  # a line that starts with ","
+]
+
+
+def _checked_by_counts(block: bytes) -> int:
+    """The count-based rule (the small-block path), written out for any size."""
+    n_lines = block.count(b"\n")
+    ok = (
+        n_lines > 0
+        and block[:1] == b"{"
+        and block[-2:] == b"}\n"
+        and block.count(b"}\n{") == n_lines - 1
+    )
+    return n_lines if ok else 0
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    shapes=st.lists(st.sampled_from(range(len(_LINE_SHAPES))), min_size=1, max_size=12),
+    pad=st.sampled_from([0, 70_000]),  # 70,000 bytes a line: past the numpy threshold
+    torn=st.booleans(),
+)
+def test_block_check_with_numpy_equals_the_counts(shapes: list[int], pad: int, torn: bool) -> None:
+    """Fails if the numpy path of a large block accepts a block the counts reject (a line
+    that rejoins, a blank line, two objects on a line) or counts its lines differently."""
+    filler = b',"pad":"' + b"x" * pad + b'"}'
+    block = b"".join(_LINE_SHAPES[k].replace(b"}\n", filler + b"\n", 1) for k in shapes)
+    if torn:
+        block = block[:-1]  # no newline at the end
+    assert _lines_if_one_object_each(block) == _checked_by_counts(block)
+    decoded = decode_block(block)
+    if _checked_by_counts(block) and decoded is not None:
+        assert len(decoded) == block.count(b"\n")
+
+
+def test_large_block_of_events_is_decoded_whole() -> None:
+    lines = [encode_line(full_event(Kind.HEARTBEAT, i)) for i in range(3_000)]
+    block = b"".join(lines)
+    assert len(block) > _VECTOR_CHECK_BYTES
+    assert _lines_if_one_object_each(block) == 3_000
+    decoded = decode_block(block)
+    assert decoded is not None and len(decoded) == 3_000
+    assert _lines_if_one_object_each(block[:-1]) == 0  # torn last line
+    two = block.replace(b"}\n{", b"}{", 1)  # two objects on the first line: the lines
+    assert _lines_if_one_object_each(two) == 2_999  # look right, the decoded count does not
+    assert decode_block(two) is None

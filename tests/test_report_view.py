@@ -13,8 +13,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from badput.engine import AttemptSummary, Diagnostic, Report, StepCounts
-from badput.report._json import _finite, dumps_finite
 from badput.report import format_duration, format_percent, format_ts, render_table, to_json
+from badput.report._json import _finite, dumps_finite
 
 MIN = 60.0
 T0 = 1_732_000_000.0  # 2024-11-19T07:06:40Z
@@ -364,9 +364,11 @@ _scalars = (
 _keys = st.text(max_size=6) | st.integers(-5, 5) | st.booleans() | st.none() | st.floats(-2, 2)
 _json_values = st.recursive(
     _scalars,
-    lambda inner: st.lists(inner, max_size=4)
-    | st.lists(inner, max_size=3).map(tuple)
-    | st.dictionaries(_keys, inner, max_size=4),
+    lambda inner: (
+        st.lists(inner, max_size=4)
+        | st.lists(inner, max_size=3).map(tuple)
+        | st.dictionaries(_keys, inner, max_size=4)
+    ),
     max_leaves=30,
 )
 

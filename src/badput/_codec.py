@@ -68,6 +68,11 @@ def decode_line(line: bytes | str, file: str | None = None, lineno: int | None =
     return event
 
 
+#: From this many bytes on, a block's lines are found with numpy (one pass, 4x faster than
+#: two ``bytes.count``); below, numpy's per-call cost is more than the counts take.
+_VECTOR_CHECK_BYTES = 64 * 1024
+
+
 def _is_one_object_per_line(block: bytes, n_lines: int) -> bool:  # n_lines = count of b"\n"
     """True when every line of ``block`` starts with ``{`` and ends with ``}``.
 
@@ -78,6 +83,29 @@ def _is_one_object_per_line(block: bytes, n_lines: int) -> bool:  # n_lines = co
     return block[:1] == b"{" and block[-2:] == b"}\n" and block.count(b"}\n{") == n_lines - 1
 
 
+def _lines_if_one_object_each(block: bytes) -> int:
+    """The number of lines of ``block`` when every line starts with ``{`` and ends with
+    ``}\n`` (what :func:`_is_one_object_per_line` checks), else 0. A large block is looked
+    at with numpy: the newlines found once, and the bytes beside each of them compared
+    (0.08 s for the 350 MB of a million steps with a data load each, against 0.3 s)."""
+    if len(block) < _VECTOR_CHECK_BYTES:
+        n_lines = block.count(b"\n")
+        return n_lines if n_lines and _is_one_object_per_line(block, n_lines) else 0
+    if block[:1] != b"{" or block[-2:] != b"}\n":
+        return 0
+    import numpy as np  # noqa: PLC0415 (the recorder encodes with this module: numpy stays out)
+
+    raw = np.frombuffer(block, np.uint8)
+    newlines = np.flatnonzero(raw == _NEWLINE)
+    # block[0] is "{", so no newline is at 0 (newlines - 1 never wraps round)
+    if not (raw[newlines - 1] == _CLOSE).all() or not (raw[newlines[:-1] + 1] == _OPEN).all():
+        return 0
+    return int(newlines.shape[0])
+
+
+_NEWLINE, _OPEN, _CLOSE = ord("\n"), ord("{"), ord("}")
+
+
 def decode_block(
     block: bytes, file: str | None = None, first_lineno: int = 1
 ) -> list[Event | EventError] | None:
@@ -86,8 +114,8 @@ def decode_block(
     ``None`` means the block is not the common case (a blank, malformed or odd
     line is in it): decode it line by line with :func:`decode_lines` instead.
     """
-    n_lines = block.count(b"\n")
-    if not n_lines or not _is_one_object_per_line(block, n_lines):
+    n_lines = _lines_if_one_object_each(block)
+    if not n_lines:
         return None
     try:
         events = _decoder.decode_lines(block)

@@ -29,7 +29,7 @@ def _flat_encoder(indent: int, depth: int) -> json.JSONEncoder:
     """An encoder whose compact output of a container holding no container is that
     container's ``json.dumps(indent=indent)`` text at ``depth``, short of the line breaks
     after its opening and before its closing bracket. Without ``indent`` the standard
-    library encodes in C; with it, in Python, about 6× slower (0.17 s for the 2.6 MB
+    library encodes in C; with it, in Python, about 6 times slower (0.17 s for the 2.6 MB
     report of 10,000 attempts)."""
     return json.JSONEncoder(separators=(",\n" + " " * (indent * depth), ": "), allow_nan=False)
 
