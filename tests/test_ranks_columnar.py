@@ -17,7 +17,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from badput.engine import _ranks
+from badput.engine import _batch, _ranks
 from badput.engine._batch import Batch
 from badput.engine._ranks import (
     RankOptions,
@@ -683,3 +683,53 @@ def test_the_recent_data_loads_are_the_newest_attempts_and_kept_as_it_runs() -> 
             )
         cold.ingest(more[: 5 * k + 5], JOB)
         assert repr(got) == repr(cold.analyze(attempts, None, options))
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    writers=st.lists(
+        st.tuples(
+            st.sampled_from([0, 1, "0", None, True, 1.0]),  # 1, True and 1.0 are one key
+            st.sampled_from([0, 1, None]),
+            st.sampled_from([7, None]),
+        ),
+        min_size=1,
+        max_size=60,
+    ),
+    cuts=st.lists(st.integers(0, 60), max_size=8),
+)
+def test_writers_looked_up_by_run_are_numbered_as_event_by_event(
+    writers: list[tuple[Any, Any, Any]], cuts: list[int]
+) -> None:
+    """A batch told its runs (files) numbers its writers as one lookup per event does,
+    whether a run has one writer (one lookup for the run) or several. Fails if a run's
+    writer is numbered out of first-seen order or a run is filled with the wrong one."""
+    evs = [
+        Event(ts=T0 + i, kind=Kind.HEARTBEAT, job=JOB, attempt=a, rank=r, pid=p)
+        for i, (a, r, p) in enumerate(writers)
+    ]
+    n = len(evs)
+    bounds = sorted({0, n, *(c for c in cuts if c <= n)})
+    runs = list(itertools.pairwise(bounds))
+    saved, _batch._EVENTS_PER_RUN_MIN = _batch._EVENTS_PER_RUN_MIN, 1  # runs of any length
+    try:
+        plain, by_run = Batch(evs), Batch(evs, runs)
+        # runs that do not cover the batch one after the other are not taken as runs
+        partial = Batch(evs, [(0, n // 2)])
+    finally:
+        _batch._EVENTS_PER_RUN_MIN = saved
+    assert by_run.keys == plain.keys
+    assert by_run.group.tolist() == plain.group.tolist()
+    assert all(by_run.keys[g] == w for g, w in zip(by_run.group.tolist(), writers, strict=True))
+    assert partial.group.tolist() == plain.group.tolist()
+
+
+def test_writers_looked_up_by_run_with_long_runs() -> None:
+    """Runs of 48 events (a job of many one-process files): the shortcut is taken."""
+    evs = [
+        Event(ts=T0 + i, kind=Kind.HEARTBEAT, job=JOB, attempt=i // 48, rank=0, pid=1)
+        for i in range(48 * 50)
+    ]
+    runs = [(k, k + 48) for k in range(0, len(evs), 48)]
+    by_run = Batch(evs, runs)
+    assert len(by_run.keys) == 50 and by_run.group.tolist() == [i // 48 for i in range(len(evs))]

@@ -120,7 +120,7 @@ class Accountant:
         for both trackers."""
         if not events:
             return
-        batch = Batch(events)
+        batch = Batch(events, [(run.begin, run.end) for run in runs])
         self._ing.ingest_batch(batch, runs)
         self._ranks.ingest_batch(batch, self._ing.job)
 

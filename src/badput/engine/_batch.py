@@ -68,6 +68,44 @@ class _KeyIndex(dict[RawKey, int]):
         return i
 
 
+#: Events per run, on average, from which a batch's writers are looked up run by run.
+_EVENTS_PER_RUN_MIN = 8
+
+
+def _groups_by_run(
+    attempts: list[Any],
+    ranks: list[Any],
+    pids: list[Any],
+    index: _KeyIndex,
+    runs: Sequence[tuple[int, int]],
+) -> I32 | None:
+    """The writer index of each event, looked up once per run where a run has one writer
+    (a file written by one process: the usual file of a job of thousands of attempts);
+    None when the runs are too short for that to pay. A run of several writers is looked
+    up event by event; either way each writer's index is the one a lookup of every event
+    in order gives (a writer is numbered when first met)."""
+    n = len(attempts)
+    if len(runs) * _EVENTS_PER_RUN_MIN > n:
+        return None
+    group = np.empty(n, np.int32)
+    covered = 0
+    for begin, end in runs:
+        if begin != covered or end < begin:  # not runs one after the other: no shortcut
+            return None
+        covered = end
+        if end == begin:
+            continue
+        a, r, p = attempts[begin:end], ranks[begin:end], pids[begin:end]
+        size = end - begin
+        if a.count(a[0]) == size and r.count(r[0]) == size and p.count(p[0]) == size:
+            group[begin:end] = index[a[0], r[0], p[0]]
+        else:
+            group[begin:end] = np.fromiter(
+                map(index.__getitem__, zip(a, r, p, strict=True)), np.int32, size
+            )
+    return group if covered == n else None
+
+
 class Batch:
     """Columns of consecutive events of one source (see the module docstring).
 
@@ -89,7 +127,11 @@ class Batch:
         "ts",
     )
 
-    def __init__(self, events: Sequence[Event]) -> None:
+    def __init__(
+        self, events: Sequence[Event], runs: Sequence[tuple[int, int]] | None = None
+    ) -> None:
+        """``runs``: ``(begin, end)`` of the batch's runs of consecutive lines of one file,
+        when known (each file is usually written by one process)."""
         n = len(events)
         self.events = events
         self.n = n
@@ -112,9 +154,12 @@ class Batch:
             self.group: I32 = np.zeros(n, np.int32)
             return
         index = _KeyIndex()
-        self.group = np.fromiter(
-            map(index.__getitem__, zip(attempts, ranks, pids, strict=True)), np.int32, n
-        )
+        group = _groups_by_run(attempts, ranks, pids, index, runs) if runs else None
+        if group is None:
+            group = np.fromiter(
+                map(index.__getitem__, zip(attempts, ranks, pids, strict=True)), np.int32, n
+            )
+        self.group = group
         self.keys = list(index)
 
     def same_job(self, job: str) -> BoolArray | None:
