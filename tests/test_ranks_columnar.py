@@ -733,3 +733,29 @@ def test_writers_looked_up_by_run_with_long_runs() -> None:
     runs = [(k, k + 48) for k in range(0, len(evs), 48)]
     by_run = Batch(evs, runs)
     assert len(by_run.keys) == 50 and by_run.group.tolist() == [i // 48 for i in range(len(evs))]
+
+
+@pytest.mark.parametrize(
+    ("blocking", "plain"),
+    [
+        ({}, True),  # nothing sets blocking
+        ({0: True}, True),  # only a custom interval does: the data loads are still plain
+        ({1: False}, False),  # a data load says it overlaps
+        ({0: True, 2: True}, False),
+    ],
+)
+def test_loads_plain_looks_at_the_data_loading_marks(
+    blocking: dict[int, bool], plain: bool
+) -> None:
+    kinds = [Kind.CUSTOM_START, Kind.DATA_LOADING_START, Kind.DATA_LOADING_END, Kind.CUSTOM_END]
+    evs = [
+        Event(
+            ts=T0 + i,
+            kind=kind,
+            job=JOB,
+            name="eval" if kind.startswith("custom") else None,
+            blocking=blocking.get(i),
+        )
+        for i, kind in enumerate(kinds)
+    ]
+    assert Batch(evs).loads_plain() is plain
