@@ -400,20 +400,29 @@ LINE = st.one_of(
     block=st.integers(16, 300),
     first=st.integers(4, 64),
     slice_bytes=st.integers(1, 3_000),
+    probe=st.integers(1, 80) | st.just(64 * 1024),
 )
 # A file of a byte order mark alone: the serial read consumes those 3 bytes (found by
 # hypothesis; the stops counted nothing read in that file, and cut the next one elsewhere).
-@example(files=[([], b"\xef\xbb\xbf", 0), ([b"\x00"], b"", 0)], block=16, first=4, slice_bytes=1)
-def test_read_stops_are_where_the_serial_reads_stop(
+@example(
+    files=[([], b"\xef\xbb\xbf", 0), ([b"\x00"], b"", 0)],
+    block=16,
+    first=4,
+    slice_bytes=1,
+    probe=64 * 1024,
+)
+def test_read_stops_are_where_the_serial_reads_stop(  # noqa: PLR0917
     tmp_path_factory: pytest.TempPathFactory,
     files: list[tuple[list[bytes], bytes, int]],
     block: int,
     first: int,
     slice_bytes: int,
+    probe: int,
 ) -> None:
     """Whatever the lines, blank or longer than a block, a torn last line or a run of NULs
     at the end: the stops found from newlines alone are the cursors of the serial reads,
-    and the lines counted up to each are the cursor's."""
+    and the lines counted up to each are the cursor's. ``probe``: how far past a block's
+    end the serial reads look for the end of its last line (they read on to it)."""
     root = tmp_path_factory.mktemp("stops")
     for k, (lines, tail, nuls) in enumerate(files):
         path = root / "j" / f"{k}.jsonl"
@@ -425,6 +434,7 @@ def test_read_stops_are_where_the_serial_reads_stop(
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(jsonl_store, "READ_BLOCK", block)
         mp.setattr(jsonl_store, "_FIRST_BLOCK", first)
+        mp.setattr(jsonl_store, "_PROBE", probe)
         paths = [p for _, p in store.files("j")]
         found = jsonl_store._stops(paths, slice_bytes)
         with_lines = store.read_stops("j", slice_bytes)

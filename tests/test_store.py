@@ -547,25 +547,29 @@ _FILE = st.tuples(
 )
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=120, deadline=None)
 @given(
     files=st.lists(_FILE, min_size=1, max_size=12),
     block=st.integers(16, 400),
     slice_bytes=st.integers(1, 5_000),
     odd=st.booleans(),
+    probe=st.integers(1, 120) | st.just(64 * 1024),
 )
-def test_a_catch_up_in_slices_reads_what_each_file_read_whole_holds(
+def test_a_catch_up_in_slices_reads_what_each_file_read_whole_holds(  # noqa: PLR0917
     tmp_path_factory: pytest.TempPathFactory,
     files: list[tuple[bool, list[bytes], bytes]],
     block: int,
     slice_bytes: int,
     odd: bool,
+    probe: int,
 ) -> None:
     """Whatever the files (a BOM, blank, malformed and invalid lines, a torn last line, a
     run of NULs) and the budget of each read: the reads of one catch-up (one listing, then
     reads that go on from each budget stop, the first of each file opened without a stat)
     give the lines, file:line, cursor and unread tails of each file decoded whole, in
-    stream order. With ``odd``, a FIFO, a link to a file and a link to a directory too."""
+    stream order. With ``odd``, a FIFO, a link to a file and a link to a directory too.
+    ``probe``: how far past a block's end its last line's end is looked for (a small one
+    misses it often: that block is then cut mid-line)."""
     from badput import analysis
     from badput.store import _jsonl
 
@@ -617,6 +621,7 @@ def test_a_catch_up_in_slices_reads_what_each_file_read_whole_holds(
 
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(_jsonl, "READ_BLOCK", block)
+        mp.setattr(_jsonl, "_PROBE", probe)
         mp.setattr(analysis, "READ_SLICE_BYTES", slice_bytes)
         live = analysis.LiveJob(Keeping(root), JOB, parallel=False)
         live.update()
@@ -667,3 +672,24 @@ def test_a_torn_line_completed_during_a_catch_up_is_not_reported(
     assert len(seen) >= 2
     assert live._unread == []
     assert "torn_line" not in {d.code for d in live.report(final=True).diagnostics}
+
+
+def test_a_read_stops_where_blocks_cut_every_read_block_bytes_would(tmp_path: Path) -> None:
+    """Blocks are read on to the end of their last line, but the budget counts the bytes
+    that blocks cut every READ_BLOCK would hold: a budget that ends inside the line the first
+    block was read on to (bytes 100..114) is not used up there, and the read goes on to the
+    end of the line holding byte 199 (228), as read_stops says. Fails if the budget counted
+    the lengthened blocks (the read would stop at 114)."""
+    from badput.store import _jsonl
+
+    line = b'{"ts":1,"kind":"heartbeat","job":"j","name":"xxxxxxxxx"}\n'  # 57 bytes
+    (tmp_path / "j").mkdir()
+    (tmp_path / "j" / "a.jsonl").write_bytes(line * 20)
+    store = JsonlStore(tmp_path)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(_jsonl, "READ_BLOCK", 100)
+        result = store.read("j", None, max_bytes=110)
+        stops = store.read_stops("j", 110)
+    assert result.cursor.offsets == {"a.jsonl": (228, 4)}
+    assert stops[0] == ("a.jsonl", 228, 4)
+    assert [len(c.items) for c in result.chunks] == [2, 2]  # two blocks, each whole lines

@@ -226,9 +226,7 @@ class Batch:
             # than picking out the data-loading marks); else look at those marks only.
             plain = list(map(_blocking, self.events)).count(None) == self.n
             if not plain:
-                at = np.flatnonzero(
-                    (self.kind == _LOAD_START_CODE) | (self.kind == _LOAD_END_CODE)
-                )
+                at = np.flatnonzero((self.kind == _LOAD_START_CODE) | (self.kind == _LOAD_END_CODE))
                 values = list(map(_blocking, map(self.events.__getitem__, at.tolist())))
                 plain = values.count(None) == len(values)
             self._loads_plain = plain

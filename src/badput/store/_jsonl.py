@@ -299,6 +299,17 @@ class JsonlWriter:
         self._file.close()
 
 
+_PROBE: Final = 64 * 1024  # bytes looked at past a block's end for the end of its last line
+
+
+def _line_end_at(fd: int, target: int, size: int) -> int | None:
+    """The end (just after its ``\n``) of the line holding byte ``target - 1`` of ``fd``,
+    when it is within :data:`_PROBE` bytes and the first ``size`` bytes; else None."""
+    probe = os.pread(fd, min(_PROBE, size - target + 1), target - 1)
+    i = probe.find(b"\n")
+    return target + i if i >= 0 else None
+
+
 def _read_fd(
     fd: int, offset: int, size: int, limit: int | None, first: bytes | None = None
 ) -> Iterator[bytes]:
@@ -309,17 +320,37 @@ def _read_fd(
     Read with ``pread``: no seek, and no empty read to find the end. Stops after a block
     that is all NUL bytes: the rest of a pre-extended file is not written yet
     (:func:`~badput.store._lines.written_length`). ``first``: the first block, already read.
+
+    The blocks would end every :data:`READ_BLOCK` bytes (``reach``); each is read on to the
+    end of the line it stops in (found by a small probe read first), so that
+    :func:`~badput.store._lines.parse_stream` decodes every block as it is: a block cut
+    mid-line cost two more copies of its 8 MB (the line carried over, joined to the next
+    block, then cut off again). The reads consume exactly what blocks ending at ``reach``
+    would: the budget counts ``reach``, and the block that reaches it ends with its line.
+    A line the probe does not see the end of leaves its block cut at ``reach``.
     """
-    pos = offset
-    read = 0
+    pos = offset  # where the next block starts
+    reach = offset  # where it would start with every block cut at READ_BLOCK bytes
     finishing = False
     # A later read of a file starts small: in a pre-extended file it often finds only NULs.
     want = _FIRST_BLOCK if offset else READ_BLOCK
     while True:
         if first is not None:
             block, first = first, None
+            reach = pos + len(block)
+        elif finishing or reach >= size:  # past the budget, or the file grew since opened
+            block = os.pread(fd, want, pos)
+            reach = pos + len(block)
         else:  # no more than the file holds: pread allocates what it is asked for
-            block = os.pread(fd, min(want, size - pos) if pos < size else want, pos)
+            target = reach + min(want, size - reach)
+            while target <= pos:  # a line longer than a block: the last read went past it
+                reach = target  # (its budget check comes where that line ends, at pos)
+                if limit is not None and reach - offset >= limit:
+                    return
+                target = reach + min(READ_BLOCK, size - reach)
+            end = _line_end_at(fd, target, size) if pos < target < size else None
+            block = os.pread(fd, (target if end is None else end) - pos, pos)
+            reach = target
         want = READ_BLOCK
         if not block:
             return
@@ -335,8 +366,7 @@ def _read_fd(
             yield block  # a long line: parse_stream holds at most MAX_LINE_BYTES of it
             continue
         yield block
-        read += len(block)
-        if limit is not None and read >= limit:
+        if limit is not None and reach - offset >= limit:
             # Finish the line in progress so the budget never splits a read into nothing.
             if block.endswith(b"\n"):
                 return
