@@ -338,8 +338,8 @@ def _read_fd(
         if first is not None:
             block, first = first, None
             reach = pos + len(block)
-        elif finishing or reach >= size:  # past the budget, or the file grew since opened
-            block = os.pread(fd, want, pos)
+        elif finishing or reach >= size:  # past the budget: to the end of the line
+            block = os.pread(fd, min(want, size - pos) if pos < size else want, pos)
             reach = pos + len(block)
         else:  # no more than the file holds: pread allocates what it is asked for
             target = reach + min(want, size - reach)
