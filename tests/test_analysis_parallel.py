@@ -355,12 +355,74 @@ def test_clock_continues(head: list[float], newest_before: float, continues: boo
 
 
 @pytest.mark.parametrize(("load", "helpers"), [(0.0, 1), (0.4, 1), (0.6, 0), (1.9, 0)])
-def test_workers_start_only_on_idle_cores(
-    monkeypatch: pytest.MonkeyPatch, load: float, helpers: int
+def test_without_a_runnable_count_workers_start_on_cores_idle_over_a_minute(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, load: float, helpers: int
 ) -> None:
     workers(monkeypatch, 2)
+    monkeypatch.setattr(analysis, "_LOADAVG", str(tmp_path / "no-such-file"))
     monkeypatch.setattr(analysis.os, "getloadavg", lambda: (load, load, load))
+    assert analysis._runnable_others() is None
     assert analysis._idle_helpers() == helpers
+
+
+@pytest.mark.parametrize(
+    ("runnable", "cores", "helpers"),
+    [
+        (["1/80"], 2, 1),  # only this process: the other core is idle
+        (["2/80"], 2, 0),  # another task runs: no idle core of two
+        (["2/80", "1/80", "1/80", "1/80", "1/80"], 2, 1),  # one that passed (a shell)
+        (["2/80", "2/80", "1/80", "2/80", "1/80"], 2, 0),  # one that is there most of the time
+        (["1/80"], 4, 3),
+        (["3/80"], 4, 1),
+        (["9/80"], 4, 0),
+    ],
+)
+def test_workers_start_only_on_cores_idle_now(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, runnable: list[str], cores: int, helpers: int
+) -> None:
+    """The load average of the last minute is not looked at (it counts this command's own
+    earlier runs: a report of 4 s leaves 0.5-0.8 for a minute). This process's own
+    running threads (one here: the test's) are not counted."""
+    workers(monkeypatch, cores)
+    looks = iter(runnable * 5)
+    path = tmp_path / "loadavg"
+
+    def next_look(_seconds: float) -> None:  # the looks, 2 ms apart
+        path.write_text(f"0.90 0.80 0.70 {next(looks)} 4321\n")
+
+    next_look(0.0)
+    monkeypatch.setattr(analysis, "_LOADAVG", str(path))
+    monkeypatch.setattr(analysis, "_own_running", lambda: 1)
+    monkeypatch.setattr(analysis.time, "sleep", next_look)
+    monkeypatch.setattr(analysis.os, "getloadavg", lambda: (1.9, 1.9, 1.9))  # not used
+    assert analysis._idle_helpers() == helpers
+
+
+def test_own_running_threads_are_not_taken_for_other_tasks(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """numpy's BLAS pool spins a moment after the import: two of ours running, two
+    runnable in all: no other task."""
+    path = tmp_path / "loadavg"
+    path.write_text("0.90 0.80 0.70 2/80 4321\n")
+    monkeypatch.setattr(analysis, "_LOADAVG", str(path))
+    monkeypatch.setattr(analysis, "_own_running", lambda: 2)
+    assert analysis._runnable_others() == 0
+
+
+def test_own_running_counts_this_process_at_least() -> None:
+    assert analysis._own_running() >= 1  # this thread is running as it reads
+
+
+def test_a_garbled_runnable_count_falls_back_to_the_load_average(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    workers(monkeypatch, 2)
+    path = tmp_path / "loadavg"
+    path.write_text("0.90 0.80\n")
+    monkeypatch.setattr(analysis, "_LOADAVG", str(path))
+    monkeypatch.setattr(analysis.os, "getloadavg", lambda: (0.1, 0.1, 0.1))
+    assert analysis._runnable_others() is None and analysis._idle_helpers() == 1
 
 
 def test_a_small_log_is_never_shared(tmp_path: Path) -> None:
