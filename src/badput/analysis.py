@@ -423,15 +423,20 @@ _LOADAVG = "/proc/loadavg"  # "1.02 0.73 0.60 2/345 12345": the 4th field is run
 def _own_running() -> int:
     """Threads of this process running now, native ones included (numpy's BLAS starts a
     pool that spins a moment after the import); 1 where ``/proc`` does not say."""
-    n = 0
     try:
-        for tid in os.listdir("/proc/self/task"):
+        tids = os.listdir("/proc/self/task")
+    except OSError:
+        return 1
+    n = 0
+    for tid in tids:
+        try:
             with open(f"/proc/self/task/{tid}/stat", "rb") as f:
                 stat_line = f.read()
-            # "tid (comm) S ...": the state follows the last ")" (a name may hold one)
-            n += stat_line[stat_line.rindex(b")") + 2 : stat_line.rindex(b")") + 3] == b"R"
-    except (OSError, ValueError):
-        return 1
+        except OSError:  # the thread ended meanwhile
+            continue
+        # "tid (comm) S ...": the state follows the last ")" (a name may hold one)
+        end = stat_line.rfind(b")")
+        n += end >= 0 and stat_line[end + 2 : end + 3] == b"R"
     return max(n, 1)
 
 
