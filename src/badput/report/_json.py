@@ -40,8 +40,7 @@ def _key_text(key: Any) -> str:
     if isinstance(key, str):
         return key
     if key is None or isinstance(key, (bool, int, float)):
-        text = json.dumps(key, allow_nan=False)
-        return text
+        return json.dumps(key, allow_nan=False)
     raise TypeError(f"keys must be str, int, float, bool or None, not {type(key).__name__}")
 
 
