@@ -410,8 +410,32 @@ def test_own_running_threads_are_not_taken_for_other_tasks(
     assert analysis._runnable_others() == 0
 
 
-def test_own_running_counts_this_process_at_least() -> None:
-    assert analysis._own_running() >= 1  # this thread is running as it reads
+def test_own_running_counts_a_native_thread_of_ours_that_runs() -> None:
+    """A thread hashing without the GIL is running as this one reads: both are counted
+    (the BLAS pool numpy starts is such a thread). Fails if only Python's view of the
+    threads, or only this thread, is counted."""
+    import hashlib
+    import threading
+
+    data = b"x" * (8 << 20)
+    stop = threading.Event()
+    started = threading.Event()
+
+    def hash_until_stopped() -> None:
+        started.set()
+        while not stop.is_set():
+            hashlib.sha256(data).digest()  # the GIL is released while it hashes
+
+    worker = threading.Thread(target=hash_until_stopped, daemon=True)
+    worker.start()
+    try:
+        started.wait(5.0)
+        seen = max(analysis._own_running() for _ in range(50))
+    finally:
+        stop.set()
+        worker.join(5.0)
+    assert seen >= 2
+    assert analysis._own_running() >= 1  # this thread, reading
 
 
 def test_a_garbled_runnable_count_falls_back_to_the_load_average(
