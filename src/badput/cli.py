@@ -20,7 +20,6 @@
 
 from __future__ import annotations
 
-import json
 import math
 import os
 import shlex
@@ -298,7 +297,9 @@ def _report_resiliency(
     except (ValueError, OSError) as exc:
         _fail("report", str(exc))
     if as_json:
-        click.echo(json.dumps(result.to_dict(), indent=2))
+        from badput.report._json import dumps_finite  # noqa: PLC0415
+
+        click.echo(dumps_finite(result.to_dict()))
     else:
         rs.render_table(result)
 
@@ -946,7 +947,9 @@ def jobs(*, store: str | None, sort_key: str, reverse: bool, as_json: bool) -> N
             rows.append(JobRow(name, "error", None, 0.0, 0.0, 0.0, 0, None, str(exc)))
     rows = sort_rows(rows, sort_key, reverse)
     if as_json:
-        click.echo(json.dumps([r.to_dict() for r in rows], indent=2))
+        from badput.report._json import dumps_finite  # noqa: PLC0415
+
+        click.echo(dumps_finite([r.to_dict() for r in rows]))
         return
     from rich.console import Console  # noqa: PLC0415
 
@@ -976,7 +979,9 @@ def compare(*, job_a: str, job_b: str, store: str | None, as_json: bool) -> None
         a = _read_job("compare", job_a, None).report()
         b = _read_job("compare", job_b, None).report()
     if as_json:
-        click.echo(json.dumps(compare_dict(a, b), indent=2))
+        from badput.report._json import dumps_finite  # noqa: PLC0415
+
+        click.echo(dumps_finite(compare_dict(a, b)))
         return
     from rich.console import Console  # noqa: PLC0415
 
