@@ -206,12 +206,24 @@ def test_jobs_are_separate(harness: Harness) -> None:
     assert [e.job for e in events(store.read("a"))] == ["a"]
 
 
-def test_big_stream_is_chunked(harness: Harness) -> None:
+@pytest.mark.parametrize("block", [1 << 20, 8 << 20])
+def test_big_stream_is_chunked(
+    harness: Harness, block: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A chunk holds at most 65,536 lines (a block of the 6 MB file read whole, 8 MiB, is
+    cut there), and the chunks' lines follow on."""
+    from badput.store import _jsonl
+
+    monkeypatch.setattr(_jsonl, "READ_BLOCK", block)
     n = 70_000
     harness.append(JOB, "s.jsonl", encode_lines([ev(i) for i in range(n)]))
     r = harness.store.read(JOB)
-    assert len(r.chunks) == 2
-    assert r.chunks[1].first_line == 65_537
+    assert max(len(c.items) for c in r.chunks) <= 65_536
+    if block > 6_200_000 or not isinstance(harness.store, JsonlStore):  # one block: two chunks
+        assert len(r.chunks) == 2
+        assert r.chunks[1].first_line == 65_537
+    else:  # a chunk a block
+        assert len(r.chunks) == 6
     assert r.n_items == n
     assert line_numbers(r) == list(range(1, n + 1))
 

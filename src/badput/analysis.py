@@ -39,11 +39,16 @@ __all__ = ["LiveJob", "analyze"]
 Source = str | os.PathLike[str] | EventStore
 
 #: Bytes read (and decoded) per store read while catching up on a log. The decoded events of
-#: one slice are alive at a time (about 4x its bytes): 8 MiB keeps that near 40 MB; larger
-#: slices buy no speed (per-read costs are small against decoding).
-READ_SLICE_BYTES = 8 * 1024 * 1024
+#: one slice are alive at a time (about 4x its bytes). 1 MiB is faster than larger slices: the
+#: few MB of one slice's event objects mostly reuse memory the last slice's left, where the
+#: 28 MB of an 8 MiB slice's were largely mapped afresh (Python hands emptied arenas back to
+#: the system; 4 M events with a data load a step: 370,000 page faults, 0.9 s, against
+#: 51,000 with 1 MiB), and a 1 MiB slice stays in the CPU's caches. Serial read and report of
+#: those 4 M events: 5.8-6.7 s with 8 MiB, 4.5-5.5 s with 1 MiB (docs/performance.md).
+#: Smaller slices gain nothing more; per-read costs are small.
+READ_SLICE_BYTES = 1024 * 1024
 #: A cold read of at least this many bytes (one file or several) is shared among processes.
-#: At 33 MB (4 slices) a worker already halves the reading process's CPU (0.30 s against
+#: At 33 MB a worker already halves the reading process's CPU (0.30 s against
 #: 0.54 s serially, docs/performance.md); below, the fork and the plan weigh more.
 PARALLEL_MIN_BYTES = 32 * 1024 * 1024
 #: ... and of at least this many bytes per attempt (the top directories of a job's files).

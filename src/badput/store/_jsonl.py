@@ -52,8 +52,10 @@ __all__ = [
     "safe_job_dir",
 ]
 
-#: Bytes read from a file at a time (large blocks: decoding, not I/O, dominates).
-READ_BLOCK: Final = 8 * 1024 * 1024
+#: Bytes read from a file at a time: a reader's slice (``max_bytes``) is one block or more. Past
+#: 1 MiB, larger blocks are slower to decode (their event objects no longer reuse the memory
+#: of the last block's; see ``badput.analysis.READ_SLICE_BYTES``).
+READ_BLOCK: Final = 1024 * 1024
 _FIRST_BLOCK: Final = 64 * 1024
 
 
@@ -324,7 +326,7 @@ def _read_fd(
     The blocks would end every :data:`READ_BLOCK` bytes (``reach``); each is read on to the
     end of the line it stops in (found by a small probe read first), so that
     :func:`~badput.store._lines.parse_stream` decodes every block as it is: a block cut
-    mid-line cost two more copies of its 8 MB (the line carried over, joined to the next
+    mid-line cost two more copies of it (the line carried over, joined to the next
     block, then cut off again). The reads consume exactly what blocks ending at ``reach``
     would: the budget counts ``reach``, and the block that reaches it ends with its line.
     A line the probe does not see the end of leaves its block cut at ``reach``.
