@@ -144,7 +144,8 @@ def _derive_attempts(
                 for s in ing.streams.values()
                 if s.attempt is None and len(s.steps)
             ]
-        )
+        ),
+        kind="stable",  # columns in time order: their runs merged
     )
     attempts: list[Attempt] = []
     seen: set[tuple[str | None, int | None]] = set()

@@ -612,7 +612,10 @@ def _derive_chunk(streams: list[_RankStream]) -> list[_RankStream]:
     # Progress, sorted per stream: the longest gap between consecutive values.
     gaps_of: list[float] = [-math.inf] * len(streams)
     if which and len(streams) == 1:  # a large stream has a pass of its own: no owners
-        gaps_of[0] = float(np.diff(np.sort(c)).max()) if len(c) > 1 else -math.inf
+        # "stable" (timsort) merges the columns' runs, each in time order already: 0.02 s
+        # for the 4 M times of a million steps with their data loads, against 0.4 s
+        # (the whole report: 1.0 s) for the default quicksort; the values are the same.
+        gaps_of[0] = float(np.diff(np.sort(c, kind="stable")).max()) if len(c) > 1 else -math.inf
     elif which:
         owner = np.repeat(ids, n_cols)
         v = c[np.lexsort((c, owner))]
@@ -1094,7 +1097,7 @@ class RankTracker:
             )
             if blocking.count(None) != len(blocking):  # blocking or overlapped: single events
                 plain = np.fromiter(map(_is_none, blocking), np.bool_, len(blocking))
-                rows = np.sort(np.concatenate((rows, loads[~plain])))
+                rows = np.sort(np.concatenate((rows, loads[~plain])), kind="stable")  # two runs
                 seen = np.concatenate((seen, loads[~plain]))
                 loads = loads[plain]
             load_codes = (batch.kind[loads] == _LOAD_START_CODE).astype(np.int32)
@@ -1620,7 +1623,7 @@ def _progress(s: _RankStream) -> F64:
         np.frombuffer(s.extra_ts, dtype=np.float64),
         np.array([log.last for log in s.sections.values() if math.isfinite(log.last)]),
     ]
-    return np.sort(np.concatenate(parts))
+    return np.sort(np.concatenate(parts), kind="stable")  # runs in time order: merged
 
 
 def _may_stall(streams: list[_RankStream], end: float, completed: bool, threshold: float) -> bool:

@@ -320,15 +320,16 @@ def quiet_cut(
         return 0
     cand = rows.start[min_keep : n - 1]
     if len(ivs.intervals):
-        s = np.sort(ivs.intervals.start)
-        e = np.sort(ivs.intervals.end)
+        # near time order already: timsort ("stable") is many times faster than quicksort
+        s = np.sort(ivs.intervals.start, kind="stable")
+        e = np.sort(ivs.intervals.end, kind="stable")
         active = np.searchsorted(s, cand, "left") - np.searchsorted(e, cand, "right")
         quiet = active <= 0
     else:
         quiet = np.ones(cand.shape[0], dtype=np.bool_)
     if len(ivs.unpaired_starts):
         quiet &= cand < float(ivs.unpaired_starts.ts.min())
-    for at in (mark_ts, np.sort(unmatched_ts)):
+    for at in (mark_ts, np.sort(unmatched_ts, kind="stable")):
         if at.shape[0]:
             quiet &= np.searchsorted(at, cand, "left") == np.searchsorted(at, cand, "right")
     # a start equal to the previous row's start would split a tie: not a cut
