@@ -16,6 +16,9 @@ Shapes (each written to a temporary store, then read by a fresh process):
   1e5 steps (a tenth of the others: 3.2 M events, as many as the one-rank shapes hold).
 - ``10k-attempts``: 10,000 attempts of 20 steps (``bench_attempts.py``).
 
+``--slice-bytes N ...`` reads with slices and blocks of N bytes instead of the library's
+(``--slice-bytes 8388608 1048576``: the sizes of before and since 2026-11-26), each in turn.
+
 ``--parallel both`` reads each shape twice, by one process and shared with worker processes
 (forced on; ``auto``, the default, starts workers only on idle cores); ``--parallel all`` three
 times: ``off``, ``auto``, ``on`` (and says whether ``auto`` was slower than ``off``).
@@ -50,6 +53,9 @@ import json, resource, statistics, sys, time
 from badput.analysis import LiveJob
 root, job = sys.argv[1], sys.argv[2]
 parallel = {"auto": None, "on": True, "off": False}[sys.argv[3]]
+if len(sys.argv) > 4:  # --slice-bytes: the read's slices and blocks of that size
+    import badput.analysis, badput.store._jsonl
+    badput.analysis.READ_SLICE_BYTES = badput.store._jsonl.READ_BLOCK = int(sys.argv[4])
 c0, w0 = time.process_time(), time.perf_counter()
 live = LiveJob(root, job, parallel=parallel)
 live.update()
@@ -119,9 +125,12 @@ def write_steps(
                 fh.write(encode_lines(evs[i : i + 200_000]))
 
 
-def measure(root: Path, job: str, parallel: str) -> dict[str, float]:
+def measure(
+    root: Path, job: str, parallel: str, slice_bytes: int | None = None
+) -> dict[str, float]:
+    size = [] if slice_bytes is None else [str(slice_bytes)]
     out = subprocess.run(
-        [sys.executable, "-c", CHILD, str(root), job, parallel],
+        [sys.executable, "-c", CHILD, str(root), job, parallel, *size],
         capture_output=True,
         check=True,
         text=True,
@@ -142,6 +151,13 @@ def main() -> None:
         default="auto",
         help="shared cold read: auto (workers on idle cores only), on, off, both (off, on) "
         "or all (off, auto, on)",
+    )
+    parser.add_argument(
+        "--slice-bytes",
+        type=int,
+        nargs="+",
+        help="read in slices and blocks of these sizes instead of the library's "
+        "(READ_SLICE_BYTES, READ_BLOCK), each measured in turn",
     )
     args = parser.parse_args()
     shapes: list[tuple[str, object]] = []
@@ -177,18 +193,24 @@ def main() -> None:
             modes = {"both": ("off", "on"), "all": ("off", "auto", "on")}.get(
                 args.parallel, (args.parallel,)
             )
-            samples: dict[str, list[dict[str, float]]] = {mode: [] for mode in modes}
+            sizes: list[int | None] = args.slice_bytes or [None]
+            variants = {
+                mode if size is None else f"{mode}, {size // 1024} KiB": (mode, size)
+                for size in sizes
+                for mode in modes
+            }
+            samples: dict[str, list[dict[str, float]]] = {label: [] for label in variants}
             for _ in range(args.repeat):  # modes alternate, so a busier minute hits them all
-                for mode in modes:
+                for label, (mode, size) in variants.items():
                     load = os.getloadavg()[0]
-                    samples[mode].append({**measure(root, job, mode), "load": load})
+                    samples[label].append({**measure(root, job, mode, size), "load": load})
             runs: dict[str, dict[str, float]] = {}
-            for mode in modes:
-                m = runs[mode] = {
-                    k: statistics.median(r[k] for r in samples[mode]) for k in samples[mode][0]
+            for label in variants:
+                m = runs[label] = {
+                    k: statistics.median(r[k] for r in samples[label]) for k in samples[label][0]
                 }
                 print(
-                    f"{name:>18} ({mode:>4}): {m['events']:>10,.0f} events  cpu {m['cpu']:6.2f} s"
+                    f"{name:>18} ({label:>4}): {m['events']:>10,.0f} events  cpu {m['cpu']:6.2f} s"
                     f"  wall {m['wall']:6.2f} s  peak {m['rss_mb']:6.0f} MB  1 h window "
                     f"{m['window_ms']:6.2f} ms  load {m['load']:.1f}",
                     flush=True,
