@@ -11,11 +11,12 @@
 - ``badput demo``: a real small training job with a crash, then its report
   (:func:`badput.demo.run_demo`).
 - ``badput monitor PATH``: feed exporters beside a job (:class:`badput.monitor.Monitor`).
-- ``badput watch PATH``: a live terminal view (:func:`badput.report._watch.run_watch`).
+- ``badput watch PATH``: a live terminal view (:func:`badput.report.run_watch`).
 - ``badput export trace PATH FILE``, ``badput export csv PATH DIR``: the job as Chrome
-  Trace Event JSON (:mod:`badput.report._trace`) or CSV files (:mod:`badput.report._csv`).
+  Trace Event JSON (:func:`badput.report.write_trace`) or CSV files
+  (:func:`badput.report.write_csv`).
 - ``badput jobs STORE``, ``badput compare A B``: every job of a store; two jobs side by
-  side (:mod:`badput.report._jobs`).
+  side (:func:`badput.report.render_compare`).
 """
 
 from __future__ import annotations
@@ -97,7 +98,7 @@ def _fail(command: str, message: str) -> NoReturn:
 
     The message may quote paths and job names read from a store: shown inert.
     """
-    from badput.report._format import inert  # noqa: PLC0415 (standard library only)
+    from badput.report import inert  # noqa: PLC0415 (no rich: the report package's face)
 
     click.echo(f"badput {command}: error: {inert(message, limit=2000)}", err=True)
     sys.exit(USAGE_ERROR)
@@ -260,7 +261,7 @@ def report(
     if as_json:
         click.echo(to_json(result))
         if window is not None and result.total_seconds == 0:
-            from badput.report._table import no_time_reason  # noqa: PLC0415
+            from badput.report import no_time_reason  # noqa: PLC0415
 
             click.echo(f"badput report: warning: {no_time_reason(result)}", err=True)
     else:
@@ -297,7 +298,7 @@ def _report_resiliency(
     except (ValueError, OSError) as exc:
         _fail("report", str(exc))
     if as_json:
-        from badput.report._json import dumps_finite  # noqa: PLC0415
+        from badput.report import dumps_finite  # noqa: PLC0415
 
         click.echo(dumps_finite(result.to_dict()))
     else:
@@ -723,7 +724,7 @@ def monitor(
     from badput._optional import MissingExtraError  # noqa: PLC0415
     from badput.engine import RankOptions  # noqa: PLC0415
     from badput.monitor import Monitor  # noqa: PLC0415 (the engine pulls numpy)
-    from badput.report._watch import status_line  # noqa: PLC0415
+    from badput.report import status_line  # noqa: PLC0415
 
     _log_to_stderr("monitor")
     try:
@@ -819,7 +820,7 @@ def watch(*, path: str, job: str | None, interval: float, stall_after: float) ->
     import os  # noqa: PLC0415
     import signal  # noqa: PLC0415
 
-    from badput.report._watch import run_watch  # noqa: PLC0415
+    from badput.report import run_watch  # noqa: PLC0415
 
     if "://" not in path and not os.path.exists(path):
         # A job that has not started yet is waited for inside an existing store;
@@ -867,7 +868,7 @@ def export_trace(*, path: str, file: str, job: str | None) -> None:
     Attempts, recorded intervals and steps become slices; hosts become processes and
     ranks their threads. Open FILE at ui.perfetto.dev (it stays on your machine).
     """
-    from badput.report._trace import write_trace  # noqa: PLC0415
+    from badput.report import write_trace  # noqa: PLC0415
 
     live = _read_job("export trace", path, job)
     report = live.report()
@@ -885,7 +886,7 @@ def export_trace(*, path: str, file: str, job: str | None) -> None:
 @click.option("--job", help="Job to export (needed when PATH is a store with several jobs).")
 def export_csv(*, path: str, directory: str, job: str | None) -> None:
     """Write the job at PATH as CSV files into DIR: buckets, attempts, steps per attempt."""
-    from badput.report._csv import write_csv  # noqa: PLC0415
+    from badput.report import write_csv  # noqa: PLC0415
 
     live = _read_job("export csv", path, job)
     report = live.report()
@@ -919,7 +920,7 @@ def jobs(*, store: str | None, sort_key: str, reverse: bool, as_json: bool) -> N
     attempts and the time of its last event.
     """
     from badput.analysis import LiveJob  # noqa: PLC0415
-    from badput.report._jobs import JobRow, job_row, render_jobs, sort_rows  # noqa: PLC0415
+    from badput.report import JobRow, job_row, render_jobs, sort_rows  # noqa: PLC0415
     from badput.store import JsonlStore, open_store  # noqa: PLC0415
 
     root = store or DEFAULT_STORE
@@ -947,7 +948,7 @@ def jobs(*, store: str | None, sort_key: str, reverse: bool, as_json: bool) -> N
             rows.append(JobRow(name, "error", None, 0.0, 0.0, 0.0, 0, None, str(exc)))
     rows = sort_rows(rows, sort_key, reverse)
     if as_json:
-        from badput.report._json import dumps_finite  # noqa: PLC0415
+        from badput.report import dumps_finite  # noqa: PLC0415
 
         click.echo(dumps_finite([r.to_dict() for r in rows]))
         return
@@ -970,7 +971,7 @@ def jobs(*, store: str | None, sort_key: str, reverse: bool, as_json: bool) -> N
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
 def compare(*, job_a: str, job_b: str, store: str | None, as_json: bool) -> None:
     """Two jobs side by side: goodput, totals and every bucket, with B minus A."""
-    from badput.report._jobs import compare_dict, render_compare  # noqa: PLC0415
+    from badput.report import compare_dict, render_compare  # noqa: PLC0415
 
     if store is not None:
         a = _read_job("compare", store, job_a).report()
@@ -979,7 +980,7 @@ def compare(*, job_a: str, job_b: str, store: str | None, as_json: bool) -> None
         a = _read_job("compare", job_a, None).report()
         b = _read_job("compare", job_b, None).report()
     if as_json:
-        from badput.report._json import dumps_finite  # noqa: PLC0415
+        from badput.report import dumps_finite  # noqa: PLC0415
 
         click.echo(dumps_finite(compare_dict(a, b)))
         return

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from badput.engine._accountant import Accountant
-from badput.engine._model import AttemptSummary, Diagnostic, Report, StepCounts
+from badput.engine._model import PRODUCTIVE, AttemptSummary, Diagnostic, Report, StepCounts
 from badput.engine._ranks import RankOptions, RankView, SectionView, Stall, Straggler
-from badput.engine._steptime import StepTimeStats, step_time_stats
+from badput.engine._steptime import DEFAULT_SLOWDOWN_FACTOR, StepTimeStats, step_time_stats
 from badput.engine._timeline import (
     STEP_BUCKETS,
     IntervalSpan,
@@ -15,6 +15,8 @@ from badput.engine._timeline import (
 )
 
 __all__ = [
+    "DEFAULT_SLOWDOWN_FACTOR",
+    "PRODUCTIVE",
     "STEP_BUCKETS",
     "Accountant",
     "AttemptSummary",

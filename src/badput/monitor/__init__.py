@@ -14,7 +14,12 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 from badput.monitor._base import Exporter, Snapshot
-from badput.monitor._monitor import Monitor
+from badput.monitor._monitor import (
+    MAX_BACKOFF_CYCLES,
+    MAX_BACKOFF_SECONDS,
+    Monitor,
+    flush_live_recorders,
+)
 from badput.monitor._vocab import window_label
 
 if TYPE_CHECKING:
@@ -24,6 +29,8 @@ if TYPE_CHECKING:
     from badput.monitor.tensorboard import TensorBoardExporter
 
 __all__ = [
+    "MAX_BACKOFF_CYCLES",
+    "MAX_BACKOFF_SECONDS",
     "CloudMonitoringExporter",
     "Exporter",
     "Monitor",
@@ -31,6 +38,7 @@ __all__ = [
     "PrometheusExporter",
     "Snapshot",
     "TensorBoardExporter",
+    "flush_live_recorders",
     "window_label",
 ]
 

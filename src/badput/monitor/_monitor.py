@@ -49,8 +49,7 @@ from typing import Final
 from badput import _lifecycle
 from badput._worker import PeriodicWorker
 from badput.analysis import LiveJob
-from badput.engine import RankOptions
-from badput.engine._steptime import DEFAULT_SLOWDOWN_FACTOR
+from badput.engine import DEFAULT_SLOWDOWN_FACTOR, RankOptions
 from badput.monitor._base import Exporter, Snapshot
 from badput.store import EventStore, open_store
 

@@ -43,8 +43,7 @@ import os
 from typing import Any
 
 from badput._optional import import_optional
-from badput.engine import Report
-from badput.engine._model import PRODUCTIVE
+from badput.engine import PRODUCTIVE, Report
 from badput.monitor._base import Snapshot
 from badput.monitor._rankmetrics import rank_scalars
 from badput.monitor._vocab import METRICS, window_label

@@ -1,4 +1,5 @@
-"""Views of a :class:`~badput.engine.Report`: a terminal table, JSON, human durations.
+"""Views of a :class:`~badput.engine.Report`: a terminal table, JSON, HTML, the watch view,
+a trace and CSV files, the job list and comparison, human durations.
 
 Views render what the engine computed; they compute no accounting. rich is
 imported only when a table is rendered, and ``import badput`` never imports this
@@ -7,23 +8,80 @@ package.
 
 from __future__ import annotations
 
+import importlib
 from typing import TYPE_CHECKING, Any
 
-from badput.report._format import MAX_ATTEMPT_ROWS, format_duration, format_percent, format_ts
-from badput.report._json import to_json
+from badput.report._format import (
+    MAX_ATTEMPT_ROWS,
+    format_duration,
+    format_percent,
+    format_ts,
+    inert,
+)
+from badput.report._json import dumps_finite, to_json
 
 if TYPE_CHECKING:
     from badput.engine import Accountant, Report
+    from badput.report._csv import write_csv
+    from badput.report._jobs import (
+        JobRow,
+        compare_dict,
+        job_row,
+        render_compare,
+        render_jobs,
+        sort_rows,
+    )
+    from badput.report._table import no_time_reason
+    from badput.report._trace import write_trace
+    from badput.report._watch import run_watch, status_line
 
 __all__ = [
     "MAX_ATTEMPT_ROWS",
+    "JobRow",
+    "compare_dict",
+    "dumps_finite",
     "format_duration",
     "format_percent",
     "format_ts",
     "html_report",
+    "inert",
+    "job_row",
+    "no_time_reason",
+    "render_compare",
+    "render_jobs",
     "render_table",
+    "run_watch",
+    "sort_rows",
+    "status_line",
     "to_json",
+    "write_csv",
+    "write_trace",
 ]
+
+# Names whose module pulls rich or numpy: loaded on first use, so that the CLI's start-up
+# (and ``badput report --json``) imports neither until a view needs it.
+_LAZY = {
+    "no_time_reason": "badput.report._table",
+    "status_line": "badput.report._watch",
+    "run_watch": "badput.report._watch",
+    "write_trace": "badput.report._trace",
+    "write_csv": "badput.report._csv",
+    "JobRow": "badput.report._jobs",
+    "job_row": "badput.report._jobs",
+    "sort_rows": "badput.report._jobs",
+    "render_jobs": "badput.report._jobs",
+    "compare_dict": "badput.report._jobs",
+    "render_compare": "badput.report._jobs",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
 
 
 def render_table(

@@ -79,12 +79,7 @@ from badput._optional import import_optional
 from badput._worker import PeriodicWorker
 from badput.compat.ml_goodput_measurement import goodput, goodput_utils
 from badput.compat.ml_goodput_measurement.gcp_metrics import GCPMetrics, ValueType
-from badput.monitor import gcm
-from badput.monitor._monitor import (
-    MAX_BACKOFF_CYCLES,
-    MAX_BACKOFF_SECONDS,
-    flush_live_recorders,
-)
+from badput.monitor import MAX_BACKOFF_CYCLES, MAX_BACKOFF_SECONDS, flush_live_recorders, gcm
 from badput.store import EventStore
 
 __all__ = [
