@@ -95,6 +95,11 @@ def parse_stream(
     consumed = 0
     lineno = lines_done  # number of the last complete line seen so far
     carry = b""
+    # Blocks without a newline after ``carry`` (a line longer than a block), joined to it once
+    # its end comes: adding each to ``carry`` copied and searched the line so far again for
+    # every block (a read of a 60 MB line in 1 MiB blocks: 1.73 s, now 0.34 s).
+    pending: list[bytes] = []
+    pending_len = 0
     skipping = 0  # > 0: inside an overlong line, of which this many bytes were seen
     first = lines_done == 0 if at_start is None else at_start
     for raw in blocks:
@@ -113,6 +118,16 @@ def parse_stream(
             block = block[nl + 1 :]
         if not block:
             continue
+        if (carry or pending) and not first and b"\n" not in block:
+            pending.append(block)
+            pending_len += len(block)
+            if len(carry) + pending_len > MAX_LINE_BYTES:
+                carry, pending, pending_len = carry + b"".join(pending), [], 0
+                if written_length(carry) > MAX_LINE_BYTES:
+                    skipping, carry = len(carry), b""
+            continue
+        if pending:
+            carry, pending, pending_len = carry + b"".join(pending), [], 0
         data = carry + block if carry else block
         if first:
             if len(data) < len(BOM) and BOM.startswith(data):
@@ -140,6 +155,8 @@ def parse_stream(
             lineno += len(fast)
             continue
         lineno = _parse_lines(region.split(b"\n")[:-1], source, lineno, chunk_lines, chunks)
+    if pending:
+        carry += b"".join(pending)
     if skipping:
         return Parsed(chunks, consumed, lineno - lines_done, b"", skipping)
     tail = carry[: written_length(carry)]
