@@ -490,6 +490,41 @@ class _CountingStore(JsonlStore):
         return super().read(job, cursor, max_bytes=max_bytes)
 
 
+def test_a_catch_up_reads_files_in_small_slices_and_other_stores_in_large_ones(
+    tmp_path: Path,
+) -> None:
+    """Files are read in READ_SLICE_BYTES (1 MiB: their decoded objects reuse freed memory);
+    a store where each read costs more than its bytes (a Cloud Logging query, a MemoryStore's
+    copy of what is left) in OTHER_STORE_SLICE_BYTES: the budgets each read is given."""
+    from badput import analysis
+
+    budgets: dict[str, list[int | None]] = {"files": [], "memory": []}
+
+    class Files(JsonlStore):
+        def read(
+            self, job: str, cursor: Cursor | None = None, *, max_bytes: int | None = None
+        ) -> ReadResult:
+            budgets["files"].append(max_bytes)
+            return super().read(job, cursor, max_bytes=max_bytes)
+
+    class Memory(MemoryStore):
+        def read(
+            self, job: str, cursor: Cursor | None = None, *, max_bytes: int | None = None
+        ) -> ReadResult:
+            budgets["memory"].append(max_bytes)
+            return super().read(job, cursor, max_bytes=max_bytes)
+
+    files, memory = Files(tmp_path), Memory()
+    for store in (files, memory):
+        writer = store.open_writer(JOB, KEY0)
+        writer.write(encode_lines([ev(i) for i in range(3)]))
+        writer.close()
+        live = analysis.LiveJob(store, JOB, parallel=False)
+        assert live.update() == 3
+    assert set(budgets["files"]) == {analysis.READ_SLICE_BYTES} == {1 << 20}
+    assert set(budgets["memory"]) == {analysis.OTHER_STORE_SLICE_BYTES} == {8 << 20}
+
+
 def test_a_catch_up_in_slices_does_not_list_the_job_for_every_slice_and_misses_nothing(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -45,8 +45,11 @@ Source = str | os.PathLike[str] | EventStore
 #: the system; 4 M events with a data load a step: 370,000 page faults, 0.9 s, against
 #: 51,000 with 1 MiB), and a 1 MiB slice stays in the CPU's caches. Serial read and report of
 #: those 4 M events: 5.8-6.7 s with 8 MiB, 4.5-5.5 s with 1 MiB (docs/performance.md).
-#: Smaller slices gain nothing more; per-read costs are small.
+#: Smaller slices gain nothing more; per-read costs are small. For a store of files only:
 READ_SLICE_BYTES = 1024 * 1024
+#: ... and for any other store, where a read may cost more than decoding its bytes: a query
+#: to Cloud Logging each (against its quota), a copy of everything not yet read (MemoryStore).
+OTHER_STORE_SLICE_BYTES = 8 * 1024 * 1024
 #: A cold read of at least this many bytes (one file or several) is shared among processes.
 #: At 33 MB a worker already halves the reading process's CPU (0.30 s against
 #: 0.54 s serially, docs/performance.md); below, the fork and the plan weigh more.
@@ -91,7 +94,7 @@ def _catch_up(  # noqa: PLR0917
     left: dict[str, Unread] = {}
     while True:
         resumed = cursor is not None and cursor.resume is not None
-        result = store.read(job, cursor, max_bytes=READ_SLICE_BYTES)
+        result = store.read(job, cursor, max_bytes=_slice_bytes(store))
         progressed = resumed or result.cursor.offsets != (cursor.offsets if cursor else {})
         if not resumed:  # a read that listed the job: a new pass
             left = {}
@@ -105,6 +108,13 @@ def _catch_up(  # noqa: PLR0917
             if unread is not None:
                 unread[:] = left.values()
             return cursor, n
+
+
+def _slice_bytes(store: EventStore) -> int:
+    """Bytes a catch-up's read of ``store`` takes (:data:`READ_SLICE_BYTES` for files)."""
+    if isinstance(store, (JsonlStore, SingleFileStore)):
+        return READ_SLICE_BYTES
+    return OTHER_STORE_SLICE_BYTES
 
 
 def _note_unread(left: dict[str, Unread], unread: list[Unread], read_from: Iterable[str]) -> None:

@@ -31,7 +31,6 @@ import weakref
 from collections.abc import Callable, Mapping
 from typing import Any, Final, TypeVar, cast
 
-from badput.analysis import READ_SLICE_BYTES  # the library's slice: bounds a catch-up's memory
 from badput.compat.ml_goodput_measurement import exclusion_utils, goodput_utils
 from badput.compat.ml_goodput_measurement._columns import EventColumns, StepStarts
 from badput.compat.ml_goodput_measurement.checkpoint_badput_calculator import (
@@ -104,6 +103,9 @@ _ZERO_TIME: Final = (
     "Total job time is zero, Goodput cannot be calculated. Please fix the logging entries."
 )
 
+#: Bytes per store read: bounds the memory of catching up with a large log. Large: the
+#: store is often Cloud Logging, where each read is a query of its own (against its quota).
+_READ_SLICE_BYTES: Final = 32 * 1024 * 1024
 
 # badput bucket -> the library's BadputType (ACCOUNTING.md §6). Buckets not named here
 # (untracked, queued, unknown) are OTHER; custom:* and elastic_* are handled apart.
@@ -457,7 +459,7 @@ class _JobView:
         n = 0
         while True:
             resumed = self.cursor is not None and self.cursor.resume is not None
-            result = self.store.read(self.job, self.cursor, max_bytes=READ_SLICE_BYTES)
+            result = self.store.read(self.job, self.cursor, max_bytes=_READ_SLICE_BYTES)
             # a read that went on from a budget stop saw only the streams left: read once more
             progressed = resumed or result.cursor.offsets != (
                 self.cursor.offsets if self.cursor else {}
