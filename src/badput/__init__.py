@@ -8,9 +8,9 @@ the engine or CLI is used.
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from badput._lazy import lazy_attributes
 from badput.events import Event, EventError, Kind
 
 __version__ = "0.1.0.dev0"
@@ -43,11 +43,4 @@ _LAZY = {
     "LiveJob": "badput.analysis",
 }
 
-
-def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module 'badput' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
+__getattr__ = lazy_attributes(__name__, _LAZY)

@@ -10,9 +10,9 @@
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from badput._lazy import lazy_attributes
 from badput.monitor._base import Exporter, Snapshot
 from badput.monitor._monitor import (
     MAX_BACKOFF_CYCLES,
@@ -49,11 +49,4 @@ _LAZY = {
     "CloudMonitoringExporter": "badput.monitor.gcm",
 }
 
-
-def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
+__getattr__ = lazy_attributes(__name__, _LAZY)

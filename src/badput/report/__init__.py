@@ -8,9 +8,9 @@ package.
 
 from __future__ import annotations
 
-import importlib
 from typing import TYPE_CHECKING, Any
 
+from badput._lazy import lazy_attributes
 from badput.report._format import (
     MAX_ATTEMPT_ROWS,
     format_duration,
@@ -74,14 +74,7 @@ _LAZY = {
     "render_compare": "badput.report._jobs",
 }
 
-
-def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
+__getattr__ = lazy_attributes(__name__, _LAZY)
 
 
 def render_table(
