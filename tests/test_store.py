@@ -494,8 +494,8 @@ def test_a_catch_up_reads_files_in_small_slices_and_other_stores_in_large_ones(
     tmp_path: Path,
 ) -> None:
     """Files are read in READ_SLICE_BYTES (1 MiB: their decoded objects reuse freed memory);
-    a store where each read costs more than its bytes (a Cloud Logging query, a MemoryStore's
-    copy of what is left) in OTHER_STORE_SLICE_BYTES: the budgets each read is given."""
+    any other store (a Cloud Logging read is a query against its quota) in
+    OTHER_STORE_SLICE_BYTES: the budgets each read is given."""
     from badput import analysis
 
     budgets: dict[str, list[int | None]] = {"files": [], "memory": []}

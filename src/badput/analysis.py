@@ -47,8 +47,8 @@ Source = str | os.PathLike[str] | EventStore
 #: those 4 M events: 5.8-6.7 s with 8 MiB, 4.5-5.5 s with 1 MiB (docs/performance.md).
 #: Smaller slices gain nothing more; per-read costs are small. For a store of files only:
 READ_SLICE_BYTES = 1024 * 1024
-#: ... and for any other store, where a read may cost more than decoding its bytes: a query
-#: to Cloud Logging each (against its quota), a copy of everything not yet read (MemoryStore).
+#: ... and for any other store, where a read may cost more than decoding its bytes (each read
+#: of Cloud Logging is a query against its quota): as before 2026-11-26.
 OTHER_STORE_SLICE_BYTES = 8 * 1024 * 1024
 #: A cold read of at least this many bytes (one file or several) is shared among processes.
 #: At 33 MB a worker already halves the reading process's CPU (0.30 s against

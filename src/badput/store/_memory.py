@@ -108,21 +108,22 @@ class MemoryStore:
         cursor = cursor or Cursor()
         out = Cursor(dict(cursor.offsets))
         with self._lock:
-            snapshot = {
-                name: (bytes(buf[cursor.offsets.get(name, (0, 0))[0] :]))
-                for name, buf in self._jobs.get(job, {}).items()
-            }
+            names = sorted(self._jobs.get(job, {}))
         chunks: list[Chunk] = []
         unread: list[Unread] = []
         budget = max_bytes
-        for name in sorted(snapshot):
+        for name in names:
             if budget is not None and budget <= 0:
                 break
-            data = snapshot[name]
-            if budget is not None and len(data) > budget:
-                end = data.find(b"\n", budget - 1)
-                data = data if end < 0 else data[: end + 1]
             offset, lines = cursor.offsets.get(name, (0, 0))
+            # Only what this read takes is copied (to the end of the line the budget ends
+            # in): a catch-up in slices copied every stream's unread bytes at each slice.
+            with self._lock:
+                buf = self._jobs.get(job, {}).get(name, bytearray())
+                end = -1
+                if budget is not None and len(buf) - offset > budget:
+                    end = buf.find(b"\n", offset + budget - 1)
+                data = bytes(buf[offset:] if end < 0 else buf[offset : end + 1])
             source = f"{self.uri}/{job}/{name}"
             parsed = parse_stream([data], source, lines, at_start=offset == 0)
             chunks.extend(parsed.chunks)
