@@ -31,8 +31,8 @@ PUBLIC: dict[str, set[str]] = {
     "badput.report": {
         "JobRow", "MAX_ATTEMPT_ROWS", "compare_dict", "dumps_finite", "format_duration",
         "format_percent", "format_ts", "html_report", "inert", "job_row", "no_time_reason",
-        "render_compare", "render_jobs", "render_table", "run_watch", "sort_rows", "status_line",
-        "to_json", "write_csv", "write_trace",
+        "render_compare", "render_jobs", "render_table", "render_watch", "run_watch", "sort_rows",
+        "status_line", "to_json", "write_csv", "write_trace",
     },
     "badput.monitor": {
         "CloudMonitoringExporter", "Exporter", "MAX_BACKOFF_CYCLES", "MAX_BACKOFF_SECONDS",

@@ -33,7 +33,7 @@ if TYPE_CHECKING:
     )
     from badput.report._table import no_time_reason
     from badput.report._trace import write_trace
-    from badput.report._watch import run_watch, status_line
+    from badput.report._watch import render_watch, run_watch, status_line
 
 __all__ = [
     "MAX_ATTEMPT_ROWS",
@@ -50,6 +50,7 @@ __all__ = [
     "render_compare",
     "render_jobs",
     "render_table",
+    "render_watch",
     "run_watch",
     "sort_rows",
     "status_line",
@@ -63,6 +64,7 @@ __all__ = [
 _LAZY = {
     "no_time_reason": "badput.report._table",
     "status_line": "badput.report._watch",
+    "render_watch": "badput.report._watch",
     "run_watch": "badput.report._watch",
     "write_trace": "badput.report._trace",
     "write_csv": "badput.report._csv",
