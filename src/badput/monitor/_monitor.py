@@ -143,8 +143,11 @@ def _quit() -> None:
 
 _QUIT: Final = _quit
 
-# How many monitors use each exporter (by id): the last one to stop closes it.
-_exporter_users: dict[int, int] = {}
+# How many monitors use each exporter: the last one to stop closes it. Keyed by id, with the
+# exporter held, so that no new object takes its id while it is counted: a monitor dropped
+# without stop() leaves its count behind, and a new exporter at the freed address was then
+# counted as shared with it and never closed.
+_exporter_users: dict[int, tuple[Exporter, int]] = {}
 _users_lock = threading.Lock()
 
 
@@ -293,7 +296,8 @@ class Monitor:
         with _users_lock:
             for st in self._exporters:
                 key = id(st.exporter)
-                _exporter_users[key] = _exporter_users.get(key, 0) + 1
+                _held, users = _exporter_users.get(key, (st.exporter, 0))
+                _exporter_users[key] = (st.exporter, users + 1)
         self._max_skip = max(1, min(MAX_BACKOFF_CYCLES, int(MAX_BACKOFF_SECONDS // interval)))
         self._sequence = 0
         self._latest: Snapshot | None = None
@@ -460,9 +464,9 @@ class Monitor:
         for st in self._exporters:
             with _users_lock:
                 key = id(st.exporter)
-                left = _exporter_users.get(key, 1) - 1
+                left = _exporter_users.get(key, (st.exporter, 1))[1] - 1
                 if left > 0:
-                    _exporter_users[key] = left
+                    _exporter_users[key] = (st.exporter, left)
                 else:
                     _exporter_users.pop(key, None)
             if left > 0:  # another monitor still exports to it
