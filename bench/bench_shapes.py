@@ -160,6 +160,8 @@ def main() -> None:
         "(READ_SLICE_BYTES, READ_BLOCK), each measured in turn",
     )
     args = parser.parse_args()
+    if any(n < 4096 for n in args.slice_bytes or ()):
+        parser.error("--slice-bytes: each size at least 4096 bytes")
     shapes: list[tuple[str, object]] = []
     for n in (10_000, 100_000, 1_000_000):
         if n <= args.max_steps:

@@ -498,31 +498,24 @@ def test_a_catch_up_reads_files_in_small_slices_and_other_stores_in_large_ones(
     OTHER_STORE_SLICE_BYTES: the budgets each read is given."""
     from badput import analysis
 
-    budgets: dict[str, list[int | None]] = {"files": [], "memory": []}
+    def budgets(store: JsonlStore | MemoryStore) -> set[int | None]:
+        """The budget of every read a cold catch-up of ``store`` makes."""
+        seen: set[int | None] = set()
+        read = store.read
 
-    class Files(JsonlStore):
-        def read(
-            self, job: str, cursor: Cursor | None = None, *, max_bytes: int | None = None
-        ) -> ReadResult:
-            budgets["files"].append(max_bytes)
-            return super().read(job, cursor, max_bytes=max_bytes)
+        def counting(job: str, cursor: Cursor | None = None, **kw: int | None) -> ReadResult:
+            seen.add(kw.get("max_bytes"))
+            return read(job, cursor, **kw)
 
-    class Memory(MemoryStore):
-        def read(
-            self, job: str, cursor: Cursor | None = None, *, max_bytes: int | None = None
-        ) -> ReadResult:
-            budgets["memory"].append(max_bytes)
-            return super().read(job, cursor, max_bytes=max_bytes)
-
-    files, memory = Files(tmp_path), Memory()
-    for store in (files, memory):
+        store.read = counting  # type: ignore[method-assign]
         writer = store.open_writer(JOB, KEY0)
         writer.write(encode_lines([ev(i) for i in range(3)]))
         writer.close()
-        live = analysis.LiveJob(store, JOB, parallel=False)
-        assert live.update() == 3
-    assert set(budgets["files"]) == {analysis.READ_SLICE_BYTES} == {1 << 20}
-    assert set(budgets["memory"]) == {analysis.OTHER_STORE_SLICE_BYTES} == {8 << 20}
+        assert analysis.LiveJob(store, JOB, parallel=False).update() == 3
+        return seen
+
+    assert budgets(JsonlStore(tmp_path)) == {analysis.READ_SLICE_BYTES} == {1 << 20}
+    assert budgets(MemoryStore()) == {analysis.OTHER_STORE_SLICE_BYTES} == {8 << 20}
 
 
 def test_a_catch_up_in_slices_does_not_list_the_job_for_every_slice_and_misses_nothing(

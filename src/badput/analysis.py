@@ -44,7 +44,8 @@ Source = str | os.PathLike[str] | EventStore
 #: 28 MB of an 8 MiB slice's were largely mapped afresh (Python hands emptied arenas back to
 #: the system; 4 M events with a data load a step: 370,000 page faults, 0.9 s, against
 #: 51,000 with 1 MiB), and a 1 MiB slice stays in the CPU's caches. Serial read and report of
-#: those 4 M events: 5.8-6.7 s with 8 MiB, 4.5-5.5 s with 1 MiB (docs/performance.md).
+#: those 4 M events: 5.66 s with 8 MiB, 4.48 s with 1 MiB (``bench_shapes.py --only dataload
+#: --parallel off --slice-bytes 8388608 1048576``, docs/performance.md).
 #: Smaller slices gain nothing more; per-read costs are small. For a store of files only:
 READ_SLICE_BYTES = 1024 * 1024
 #: ... and for any other store, where a read may cost more than decoding its bytes (each read
@@ -555,7 +556,8 @@ class LiveJob:
     def update(self) -> int:
         """Read and ingest what was appended since the last call; return how many lines.
 
-        Reads in slices of :data:`READ_SLICE_BYTES` so that only one slice of decoded
+        Reads in slices of :data:`READ_SLICE_BYTES` (files; :data:`OTHER_STORE_SLICE_BYTES`
+        for any other store) so that only one slice of decoded
         events is alive at a time, whatever the size of the log. The first (cold)
         read of a large job (:data:`PARALLEL_MIN_BYTES` or more, in one file or several)
         is shared among processes when ``parallel`` allows it: ``True`` always (by

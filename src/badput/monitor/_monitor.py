@@ -296,7 +296,7 @@ class Monitor:
         with _users_lock:
             for st in self._exporters:
                 key = id(st.exporter)
-                _held, users = _exporter_users.get(key, (st.exporter, 0))
+                users = _exporter_users.get(key, (st.exporter, 0))[1]
                 _exporter_users[key] = (st.exporter, users + 1)
         self._max_skip = max(1, min(MAX_BACKOFF_CYCLES, int(MAX_BACKOFF_SECONDS // interval)))
         self._sequence = 0

@@ -86,6 +86,8 @@ def job_status(report: Report, last_event: float | None, now: float) -> str:
 
 
 def job_row(name: str, report: Report, last_event: float | None, now: float) -> JobRow:
+    """The row of job ``name`` that ``badput jobs`` lists, from its ``report``; its status
+    from ``last_event`` (its newest event's time) and ``now`` (:func:`job_status`)."""
     return JobRow(
         job=name,
         status=job_status(report, last_event, now),
