@@ -8,13 +8,17 @@ for the whole job and for random windows, with the ideal step time configured or
 from __future__ import annotations
 
 import math
+from typing import Any
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from _reference import RefReport, reference_report
-from badput.engine import Accountant, Report, _sealing, _steps
+from badput.engine import Accountant, Report, _inside, _sealing, _steps
+from badput.engine._rows import AttemptRows
 from badput.events import Event
+from badput.report import to_json
 from test_engine_properties import KINDS_WEIGHTED, same
 
 
@@ -146,3 +150,66 @@ def test_a_closed_attempt_sealed_in_blocks_reports_as_sealed_whole(
     a = data.draw(st.floats(expected.start - 5, expected.end + 5), label="window start")
     b = data.draw(st.floats(a, expected.end + 5), label="window end")
     same(blocks.report(window=(a, b)), whole.report(window=(a, b)))
+
+
+def _report_json(events: list[Event], min_segments: int, window: bool) -> tuple[str, str]:
+    """The whole report and a window of it, as JSON, with segments of attempts inside the
+    window summed together from ``min_segments`` of them on (10**9: never)."""
+    saved = _inside.MIN_SEGMENTS
+    _inside.MIN_SEGMENTS = min_segments
+    try:
+        acc = Accountant("r")
+        acc.ingest_events(events)
+        whole = acc.report()
+        if not window:
+            return to_json(whole), ""
+        mid = (whole.start + whole.end) / 2
+        return to_json(whole), to_json(acc.report(window=(mid, whole.end + 1)))
+    finally:
+        _inside.MIN_SEGMENTS = saved
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(logs_with_ids(), st.booleans())
+def test_segments_summed_together_give_exactly_the_sums_one_by_one(
+    events: list[Event], window: bool
+) -> None:
+    """Every float of the report is the one the segment-by-segment code makes (the same
+    operations in the same order), and so is a window asked after it (the memos reused)."""
+    assert _report_json(events, 0, window) == _report_json(events, 10**9, window)
+
+
+def test_segments_of_closed_attempts_are_summed_together(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A job of many short closed attempts: no segment is left to the scalar code, and
+    every number is the scalar code's."""
+    events: list[Event] = []
+    ts = 1_700_000_000.0
+    for attempt in range(40):
+        fields = {"job": "r", "attempt": attempt, "rank": 0}
+        events.append(Event(ts=ts, kind="job_start", **fields))  # type: ignore[arg-type]
+        first = attempt * 3
+        for step in range(first, first + 5):
+            events.append(Event(ts=ts + 0.5, kind="step_start", step=step, **fields))  # type: ignore[arg-type]
+            took = 1.0 + 0.001 * step + (3.7 if step == first else 0.0)  # a slow first step
+            events.append(Event(ts=ts + 0.5 + took, kind="step_end", step=step, **fields))  # type: ignore[arg-type]
+            if step % 4 == 0:
+                events.append(Event(ts=ts + 1.6, kind="checkpoint_committed", step=step, **fields))  # type: ignore[arg-type]
+            ts += took + 1.0
+        events.append(Event(ts=ts, kind="attempt_end", status="failed", **fields))  # type: ignore[arg-type]
+        ts += 3.0
+    scalar_calls = 0
+    original = AttemptRows.segment_sums
+
+    def counted(self: AttemptRows, *args: Any, **kwargs: Any) -> float:
+        nonlocal scalar_calls
+        scalar_calls += 1
+        return original(self, *args, **kwargs)
+
+    monkeypatch.setattr(AttemptRows, "segment_sums", counted)
+    together = _report_json(events, _inside.MIN_SEGMENTS, window=False)
+    assert scalar_calls == 0
+    alone = _report_json(events, 10**9, window=False)
+    assert scalar_calls == 40
+    assert together == alone
+    assert '"wasted"' in together[0]  # steps redone after each restart: thresholds at work
+    assert '"startup"' in together[0]  # the slow first steps

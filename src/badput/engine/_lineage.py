@@ -14,7 +14,8 @@ import math
 
 from badput.engine._attempts import Attempt
 from badput.engine._ingest import RestoreMark
-from badput.engine._rows import AttemptRows, Segment, Sums
+from badput.engine._inside import fill_inside_memos
+from badput.engine._rows import AttemptRows, Segment, Sums, inside_key
 
 __all__ = [
     "Checkpoints",
@@ -66,6 +67,18 @@ def segment_sums(  # noqa: PLR0917 (the whole job's segments, and which of them)
     lo, hi = bounds
     step_time: dict[int, float] = {}
     rows_in: dict[int, tuple[int, int, float, float]] = {}
+    # Segments of attempts wholly inside whose sums are not remembered yet: all at once.
+    todo: list[tuple[AttemptRows, Segment, float]] = []
+    for j in range(seg_lo, seg_hi):
+        seg = segments[j]
+        att = attempts[seg.attempt]
+        if att.eff_start >= lo and att.eff_end <= hi:
+            memo = seg.inside_memo
+            if memo is None or memo[0] != inside_key(seg, keep_upto[j], safe):
+                ar = rows[seg.attempt]
+                assert ar is not None
+                todo.append((ar, seg, keep_upto[j]))
+    fill_inside_memos(todo, safe, bounds)
     for j in range(seg_lo, seg_hi):
         seg = segments[j]
         ar = rows[seg.attempt]

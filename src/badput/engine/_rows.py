@@ -38,6 +38,7 @@ __all__ = [
     "attempt_bounds",
     "attempt_diagnostics",
     "between",
+    "inside_key",
     "slice_range",
     "sorted_step_arrays",
 ]
@@ -63,6 +64,12 @@ class Segment:
     # and the step counts, which do not depend on the window (see AttemptRows.add_segment).
     inside_memo: tuple[tuple[float, ...], Sums, float] | None = None
     count_memo: tuple[tuple[float, ...], float, float] | None = None
+
+
+def inside_key(seg: Segment, keep_upto: float, safe: float) -> tuple[float, ...]:
+    """What a segment's sums in a window holding its whole attempt depend on (the key of
+    ``Segment.inside_memo``)."""
+    return (keep_upto, safe, math.nan if seg.m is None else seg.m, seg.startup)
 
 
 def _frac(keep_upto: float, step: float, count: float) -> float:
@@ -161,6 +168,10 @@ class AttemptRows:
     # Prefix sums over rows, as stored (an open row counts 0 s and its recorded count).
     D, K, KPOS = 0, 1, 2
 
+    def sealed_cums(self) -> tuple[F64, F64, F64]:
+        """The prefix sums D, K and KPOS of the sealed rows (``n_sealed + 1`` values each)."""
+        return self._cums[self.D][0], self._cums[self.K][0], self._cums[self.KPOS][0]
+
     def cum(self, which: int, i: int) -> float:
         """Σ over rows [0, i) of: step time (D), steps (K), steps of rows with time > 0 (KPOS)."""
         sealed, tail = self._cums[which]
@@ -253,7 +264,7 @@ class AttemptRows:
         """
         if not inside:
             return self.segment_sums(seg, keep_upto, safe, window, sums)
-        key = (keep_upto, safe, math.nan if seg.m is None else seg.m, seg.startup)
+        key = inside_key(seg, keep_upto, safe)
         memo = seg.inside_memo
         if memo is None or memo[0] != key:
             part = Sums()
