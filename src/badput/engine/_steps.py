@@ -532,7 +532,15 @@ def seal_whole_many(  # noqa: PLR0917 (each attempt's parts, cut apart by the ca
         for x in (d0, rows.count, np.where(d > 0, rows.count, 0.0))
     ]
     at = np.asarray(row_bounds)
-    bases = [c[at].tolist() for c in cums]  # each attempt's prefix sums start from 0
+    # Each attempt's prefix sums start from 0: attempt k's are cums[at[k] : at[k+1] + 1] less
+    # their first value, made for all attempts in one subtraction (each one value longer than
+    # its rows) and sliced, not subtracted attempt by attempt.
+    spans = np.diff(at) + 1
+    rel_at = np.cumsum(spans) - spans  # where attempt k's start
+    own = np.repeat(np.arange(len(signatures)), spans)
+    where = np.arange(int(spans.sum())) - rel_at[own] + at[own]
+    rel_d, rel_k, rel_kpos = (c[where] - c[at[:-1]][own] for c in cums)
+    rel_from = rel_at.tolist()
     clean_pos = np.flatnonzero(rows.clean)
     clean_vals = d[clean_pos] / rows.count[clean_pos]
     clean_at = np.searchsorted(clean_pos, at).tolist()
@@ -556,8 +564,6 @@ def seal_whole_many(  # noqa: PLR0917 (each attempt's parts, cut apart by the ca
         rows.first,
         rows.clean,
     )
-    cum_d, cum_k, cum_kpos = cums
-    base_d, base_k, base_kpos = bases
     out: list[AttemptSteps] = []
     for k, sig in enumerate(signatures):
         a, b = row_bounds[k], row_bounds[k + 1]
@@ -598,9 +604,9 @@ def seal_whole_many(  # noqa: PLR0917 (each attempt's parts, cut apart by the ca
                 whole=True,
                 whole_end=whole_end[k],
                 cols={name: _Col.of(getattr(mine, name)) for name, _ in _ROW_COLUMNS},
-                cum_d=_Col.of(cum_d[a : b + 1] - base_d[k]),
-                cum_k=_Col.of(cum_k[a : b + 1] - base_k[k]),
-                cum_kpos=_Col.of(cum_kpos[a : b + 1] - base_kpos[k]),
+                cum_d=_Col.of(rel_d[rel_from[k] : rel_from[k] + b - a + 1]),
+                cum_k=_Col.of(rel_k[rel_from[k] : rel_from[k] + b - a + 1]),
+                cum_kpos=_Col.of(rel_kpos[rel_from[k] : rel_from[k] + b - a + 1]),
                 clean_vals=_Col.of(clean_vals[clean_at[k] : clean_at[k + 1]]),
                 open_rows=open_rows,
                 open_cap=open_cap,
