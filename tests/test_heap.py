@@ -1,6 +1,8 @@
 """Freed heap memory handed back after a large pass (badput._heap): it is handed back
 (glibc), nothing happens where the C library cannot, and the engine does it only after
-a large per-rank derivation or a parallel read's merge, never on a small report."""
+a large per-rank derivation or a parallel read's merge, never on a small report. Large
+blocks mapped on their own (what `badput report` asks for), and the per-rank pass of
+large streams run beside the partition."""
 
 from __future__ import annotations
 
@@ -10,11 +12,13 @@ import subprocess
 import sys
 import textwrap
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from badput import _heap, analysis
 from badput.engine import _accountant
+from badput.report import to_json
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "bench"))
 from bench_shapes import write_steps
@@ -56,24 +60,68 @@ def test_off_linux_nothing_is_looked_up_or_called(monkeypatch: pytest.MonkeyPatc
     monkeypatch.setattr(ctypes, "CDLL", lambda *args: loaded.append(args))
     monkeypatch.setattr(sys, "platform", "darwin")
     monkeypatch.setattr(_heap, "_looked", False)
-    monkeypatch.setattr(_heap, "_trim", None)
+    monkeypatch.setattr(_heap, "_libc", None)
     _heap.give_back()
     assert _heap._looked  # it looked once, and will not again
     assert _heap._malloc_trim() is None
+    assert _heap.map_large_blocks() is False
     assert loaded == []  # no C library opened off Linux
 
 
-def test_a_failing_trim_never_fails_the_caller(monkeypatch: pytest.MonkeyPatch) -> None:
-    calls: list[int] = []
+class _BrokenLibc:
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, tuple[int, ...]]] = []
 
-    def broken(pad: int) -> int:
-        calls.append(pad)
+    def malloc_trim(self, pad: int) -> int:
+        self.calls.append(("malloc_trim", (pad,)))
         raise OSError("no")
 
+    def mallopt(self, param: int, value: int) -> int:
+        self.calls.append(("mallopt", (param, value)))
+        raise OSError("no")
+
+
+def test_a_failing_c_library_never_fails_the_caller(monkeypatch: pytest.MonkeyPatch) -> None:
+    libc = _BrokenLibc()
     monkeypatch.setattr(_heap, "_looked", True)
-    monkeypatch.setattr(_heap, "_trim", broken)
+    monkeypatch.setattr(_heap, "_libc", libc)
     _heap.give_back()  # raises nothing
-    assert calls == [0]  # and it did call the trim, with no padding kept
+    assert _heap.map_large_blocks() is False  # nor this
+    # each was called: the trim with no padding kept, the threshold at 1 MiB
+    assert libc.calls == [("malloc_trim", (0,)), ("mallopt", (-3, 1 << 20))]
+
+
+@glibc_only
+def test_large_blocks_mapped_on_their_own_are_unmapped_when_freed() -> None:
+    """Once a large block was freed, glibc serves blocks that size from the heap, where
+    freed ones stay resident; after map_large_blocks() each is unmapped when freed."""
+    script = textwrap.dedent(
+        """
+        import sys
+        from badput import _heap
+        def rss():
+            with open("/proc/self/statm") as f:
+                return int(f.read().split()[1]) * 4096 >> 20
+        if sys.argv[1] == "mapped":
+            assert _heap.map_large_blocks()
+        first = bytearray(2 << 20)
+        del first  # a first large block freed: glibc raises its own threshold to its size
+        blocks = [bytearray(b"x" * (2 << 20)) for _ in range(100)]
+        kept = blocks[::8]
+        before = rss()
+        del blocks
+        print(before - rss())
+        """
+    )
+
+    def freed(how: str) -> int:
+        out = subprocess.run(
+            [sys.executable, "-c", script, how], check=True, capture_output=True, text=True
+        ).stdout
+        return int(out)
+
+    assert freed("mapped") >= 150  # of the 175 MB freed
+    assert freed("default") <= 50  # holes in the heap, kept resident
 
 
 def _count_give_backs(monkeypatch: pytest.MonkeyPatch, module: object) -> list[int]:
@@ -100,3 +148,51 @@ def test_a_report_hands_back_only_after_a_large_derivation(
     assert calls == [1]  # the first cumulative report derived every value
     live.report()
     assert calls == [1]  # nothing new to derive
+
+
+def test_a_large_rank_pass_runs_beside_the_partition_and_changes_no_number(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The per-rank pass of a few large streams runs in a thread beside the partition:
+    the report is the one made with the passes one after the other."""
+    write_steps(tmp_path, "j", 300, per_attempt=True)
+    besides: list[int] = []
+    original = _accountant._beside
+
+    def counted(side: Any, main: Any) -> Any:
+        besides.append(1)
+        return original(side, main)
+
+    monkeypatch.setattr(_accountant, "_beside", counted)
+
+    def report(beside: bool) -> str:
+        limit = 0 if beside else 10**12
+        monkeypatch.setattr(_accountant, "BESIDE_MIN_VALUES", limit)
+        monkeypatch.setattr(_accountant, "BESIDE_MIN_VALUES_PER_STREAM", limit)
+        live = analysis.LiveJob(tmp_path, "j", parallel=False)
+        live.update()
+        return to_json(live.report())
+
+    assert report(beside=True) == report(beside=False)
+    assert besides == [1]  # taken once, by the first report only
+
+
+def test_a_failure_beside_is_raised_after_both_are_done() -> None:
+    done: list[str] = []
+
+    def side() -> None:
+        raise ValueError("side")
+
+    def main() -> Any:
+        done.append("main")
+        return "report"
+
+    with pytest.raises(ValueError, match="side"):
+        _accountant._beside(side, main)
+    assert done == ["main"]  # the partition ran to its end first
+
+    def main_fails() -> Any:
+        raise KeyError("main")
+
+    with pytest.raises(KeyError):  # the partition's own failure comes first
+        _accountant._beside(side, main_fails)

@@ -15,30 +15,60 @@ from __future__ import annotations
 import sys
 from collections.abc import Callable
 from contextlib import suppress
-from typing import Final
+from typing import Any, Final
 
-__all__ = ["TRIM_AFTER_VALUES", "give_back"]
+__all__ = ["LARGE_BLOCK_BYTES", "TRIM_AFTER_VALUES", "give_back", "map_large_blocks"]
 
 #: Values (8 bytes each, several temporary columns of them) a pass goes through before the
 #: memory it freed is handed back: a million make temporaries of tens of megabytes.
 TRIM_AFTER_VALUES: Final = 1_000_000
 
-_trim: Callable[[int], int] | None = None
+#: Blocks of at least this many bytes are mapped on their own once :func:`map_large_blocks`
+#: was called (a column of 131,072 values and more).
+LARGE_BLOCK_BYTES: Final = 1 << 20
+_M_MMAP_THRESHOLD: Final = -3  # glibc's mallopt() parameter
+
+_libc: Any = None
 _looked = False
 
 
-def _malloc_trim() -> Callable[[int], int] | None:
-    global _trim, _looked
+def _c_library() -> Any:
+    """The C library (glibc on Linux), or None where there is none to call."""
+    global _libc, _looked
     if not _looked:
         _looked = True
         if sys.platform.startswith("linux"):
             try:
                 import ctypes  # noqa: PLC0415 (only a large pass needs it: `import badput` stays light)
 
-                _trim = getattr(ctypes.CDLL(None), "malloc_trim", None)
-            except (OSError, AttributeError):  # no C library to load: nothing to hand back
-                _trim = None
-    return _trim
+                _libc = ctypes.CDLL(None)
+            except OSError:  # no C library to load: nothing to hand back
+                _libc = None
+    return _libc
+
+
+def _malloc_trim() -> Callable[[int], int] | None:
+    trim: Callable[[int], int] | None = getattr(_c_library(), "malloc_trim", None)
+    return trim
+
+
+def map_large_blocks() -> bool:
+    """Have glibc map every block of :data:`LARGE_BLOCK_BYTES` or more on its own, and unmap
+    it when it is freed (``mallopt(M_MMAP_THRESHOLD)``); False where that cannot be set.
+
+    By default the threshold rises to 32 MB once a large block is freed, after which the
+    columns a report makes and drops (8 to 32 MB each for a million steps) come from the
+    heap and stay resident; and a thread allocates from an arena of its own. A cold report
+    that runs its per-rank pass in a thread beside the partition peaked 60-80 MB higher
+    than with the threshold fixed (docs/performance.md). Only for a process badput owns
+    (``badput report``): a library call never changes its host process's allocator.
+    """
+    mallopt = getattr(_c_library(), "mallopt", None)
+    if mallopt is None:
+        return False
+    with suppress(Exception):  # memory housekeeping never fails a command
+        return bool(mallopt(_M_MMAP_THRESHOLD, LARGE_BLOCK_BYTES))
+    return False
 
 
 def give_back() -> None:

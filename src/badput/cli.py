@@ -229,8 +229,11 @@ def report(
             raise click.UsageError("Missing argument 'PATH'.")
         _fail("report", f"expected one PATH, got {len(paths)} (several files: --resiliency)")
     path = paths[0]
+    from badput._heap import map_large_blocks  # noqa: PLC0415
     from badput.analysis import LiveJob  # noqa: PLC0415 (the engine pulls numpy)
     from badput.engine import RankOptions  # noqa: PLC0415
+
+    map_large_blocks()  # this process is ours: its large columns are unmapped when freed
 
     options = RankOptions(straggler_threshold=straggler_threshold, stall_floor=stall_after)
     if window is not None and not window[0] < window[1]:

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterable
+import threading
+from collections.abc import Callable, Iterable
+from typing import Final
 
 from badput._gc import gc_paused
 from badput._heap import TRIM_AFTER_VALUES, give_back
@@ -155,21 +157,33 @@ class Accountant:
     ) -> Report:
         ideal = ideal_step_time if ideal_step_time is not None else self.ideal_step_time
         ing, cache = self._state_as_of(now)
-        # The per-rank derivation first: its temporaries are gone before the partition's
-        # are made, and handed back after a large pass (else they do not all fit the
-        # partition's arrays, and the peak is higher).
-        if window is None and ranks and self._ranks.derive() >= TRIM_AFTER_VALUES:
-            give_back()
-        report = compute_report(
-            ing,
-            now=now,
-            window=window,
-            ideal_step_time=ideal,
-            typical=typical,
-            cache=cache,
-        )
+
+        def partition() -> Report:
+            return compute_report(
+                ing,
+                now=now,
+                window=window,
+                ideal_step_time=ideal,
+                typical=typical,
+                cache=cache,
+            )
+
         if window is not None or not ranks:
-            return report
+            return partition()
+        values, streams = self._ranks.pending()
+        if values >= BESIDE_MIN_VALUES and values >= BESIDE_MIN_VALUES_PER_STREAM * streams:
+            # A few large streams: both passes are mostly numpy, which lets go of the
+            # interpreter while it works, so the per-rank one runs in a thread beside the
+            # partition (a million steps with a data load each: 0.35 s instead of 0.75 s).
+            report = _beside(self._ranks.derive, partition)
+            give_back()
+        else:
+            # The per-rank derivation first: its temporaries are gone before the
+            # partition's are made, and handed back after a large pass (else they do not
+            # all fit the partition's arrays, and the peak is higher).
+            if self._ranks.derive() >= TRIM_AFTER_VALUES:
+                give_back()
+            report = partition()
         return self._with_ranks(report, ing, now, ideal, typical)
 
     def _with_ranks(
@@ -256,6 +270,36 @@ class Accountant:
         ideal step time the spans are coloured with; see :mod:`badput.engine._timeline`.
         """
         return build_timeline(self._ing, report if report is not None else self.report())
+
+
+#: A report's per-rank derivation of at least this many new values, ...
+BESIDE_MIN_VALUES: Final = 1 << 20
+#: ... and as many per stream on average, runs beside its partition (:func:`_beside`).
+#: Many small streams (10,000 attempts) make a pass of Python more than of numpy: there a
+#: thread would only take turns with the partition.
+BESIDE_MIN_VALUES_PER_STREAM: Final = 1 << 16
+
+
+def _beside(side: Callable[[], object], main: Callable[[], Report]) -> Report:
+    """``main()``, with ``side()`` run in a thread meanwhile; ``side``'s exception, if any,
+    is raised once both are done (``main``'s first)."""
+    failed: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            side()
+        except BaseException as exc:  # handed to the caller below
+            failed.append(exc)
+
+    worker = threading.Thread(target=run, name="badput-ranks", daemon=True)
+    worker.start()
+    try:
+        report = main()
+    finally:
+        worker.join()
+    if failed:
+        raise failed[0]
+    return report
 
 
 def _add_run(events: list[Event], runs: list[Run], chunk: Chunk, begin: int, end: int) -> None:
