@@ -24,7 +24,8 @@ Shapes (each written to a temporary store, then read by a fresh process):
 times: ``off``, ``auto``, ``on`` (and says whether ``auto`` was slower than ``off``).
 
 For each: CPU seconds (its own and its read workers') and wall seconds of the cold read and
-report in a fresh process (CPU time is the figure to compare on a shared machine), the peak
+report in a fresh process, with the allocator setting ``badput report`` makes
+(``badput._heap.map_large_blocks``; CPU time is the figure to compare on a shared machine), the peak
 RSS of the largest process, and the median of 20 windowed queries (a rolling hour ending at
 the job's end) on the state it read. With ``--repeat N`` each mode runs N times, the modes
 alternating, and the medians are shown (with the median load average before the runs).
@@ -51,6 +52,12 @@ from make_big_job import write_job as write_mix
 CHILD = r"""
 import json, resource, statistics, sys, time
 from badput.analysis import LiveJob
+try:  # the allocator setting `badput report` makes (older code has none)
+    from badput._heap import map_large_blocks
+except ImportError:
+    pass
+else:
+    map_large_blocks()
 root, job = sys.argv[1], sys.argv[2]
 parallel = {"auto": None, "on": True, "off": False}[sys.argv[3]]
 if len(sys.argv) > 4:  # --slice-bytes: the read's slices and blocks of that size

@@ -8,6 +8,7 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from badput.engine._ingest import StepLog
 from badput.engine._intervals import (
     Coverage,
     IntervalMark,
@@ -258,3 +259,36 @@ def test_covered_by_the_pieces_that_meet_a_span_is_the_coverage_of_all(
     got = covered_by(pieces, a, b)
     assert math.isclose(got, expected, rel_tol=1e-12, abs_tol=1e-9)
     assert (got == 0.0) if b <= a else got >= 0.0
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(
+        st.lists(st.sampled_from([0.0, 1.0, 1.5, 2.0, 3.0]), min_size=1, max_size=6),
+        min_size=1,
+        max_size=5,
+    ),
+    st.lists(st.booleans(), min_size=5, max_size=5),
+    st.lists(st.booleans(), min_size=5, max_size=5),
+)
+def test_a_step_log_told_its_rows_order_knows_it_as_one_that_looks(
+    batches: list[list[float]], lazy: list[bool], asked: list[bool]
+) -> None:
+    """Rows appended with their time order checked by the ingest (``append_checked``)
+    leave ``unsorted`` what looking at every row says, mixed with rows it must look at,
+    asked after any of them or only at the end."""
+    told, looked = StepLog(), StepLog()
+    for i, (rows, look) in enumerate(zip(batches, lazy, strict=False)):
+        ts = np.array(rows)
+        raw = ts.tobytes(), np.zeros(len(rows), np.int64).tobytes(), bytes(len(rows))
+        looked.ts.frombytes(raw[0])
+        if look:  # appended without telling: unsorted looks at them
+            told.ts.frombytes(raw[0])
+            told.step.frombytes(raw[1])
+            told.is_end.frombytes(raw[2])
+        else:
+            descends = bool((ts[1:] < ts[:-1]).any())
+            told.append_checked(*raw, first_ts=float(ts[0]), descends=descends)
+        if asked[i] or i == len(batches) - 1:
+            expected = bool((np.diff(np.frombuffer(looked.ts)) < 0).any())
+            assert told.unsorted == expected
