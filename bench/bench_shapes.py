@@ -24,7 +24,7 @@ Shapes (each written to a temporary store, then read by a fresh process):
 times: ``off``, ``auto``, ``on`` (and says whether ``auto`` was slower than ``off``).
 
 For each: CPU seconds (its own and its read workers') and wall seconds of the cold read and
-report in a fresh process, with the allocator setting ``badput report`` makes
+report in a fresh process, with the allocator setting ``badput report`` makes after its read
 (``badput._heap.map_large_blocks``; CPU time is the figure to compare on a shared machine), the peak
 RSS of the largest process, and the median of 20 windowed queries (a rolling hour ending at
 the job's end) on the state it read. With ``--repeat N`` each mode runs N times, the modes
@@ -52,12 +52,10 @@ from make_big_job import write_job as write_mix
 CHILD = r"""
 import json, resource, statistics, sys, time
 from badput.analysis import LiveJob
-try:  # the allocator setting `badput report` makes (older code has none)
+try:  # the allocator setting `badput report` makes after its read (older code has none)
     from badput._heap import map_large_blocks
 except ImportError:
-    pass
-else:
-    map_large_blocks()
+    map_large_blocks = lambda: False
 root, job = sys.argv[1], sys.argv[2]
 parallel = {"auto": None, "on": True, "off": False}[sys.argv[3]]
 if len(sys.argv) > 4:  # --slice-bytes: the read's slices and blocks of that size
@@ -66,6 +64,7 @@ if len(sys.argv) > 4:  # --slice-bytes: the read's slices and blocks of that siz
 c0, w0 = time.process_time(), time.perf_counter()
 live = LiveJob(root, job, parallel=parallel)
 live.update()
+map_large_blocks()
 r = live.report()
 wall = time.perf_counter() - w0
 kids = resource.getrusage(resource.RUSAGE_CHILDREN)  # the workers of a parallel cold read

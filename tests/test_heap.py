@@ -15,8 +15,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from click.testing import CliRunner
 
 from badput import _heap, analysis
+from badput.cli import main
 from badput.engine import _accountant
 from badput.report import to_json
 
@@ -196,3 +198,28 @@ def test_a_failure_beside_is_raised_after_both_are_done() -> None:
 
     with pytest.raises(KeyError):  # the partition's own failure comes first
         _accountant._beside(side, main_fails)
+
+
+def test_badput_report_maps_large_blocks_after_its_read(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The command owns its process: after the read (whose blocks of a megabyte or two
+    are quicker left to the heap), before the report."""
+    write_steps(tmp_path, "j", 50, per_attempt=True)
+    order: list[str] = []
+    update, report = analysis.LiveJob.update, analysis.LiveJob.report
+
+    def updated(self: analysis.LiveJob) -> int:
+        order.append("read")
+        return update(self)
+
+    def reported(self: analysis.LiveJob, **kwargs: Any) -> Any:
+        order.append("report")
+        return report(self, **kwargs)
+
+    monkeypatch.setattr(analysis.LiveJob, "update", updated)
+    monkeypatch.setattr(analysis.LiveJob, "report", reported)
+    monkeypatch.setattr(_heap, "map_large_blocks", lambda: order.append("map") or True)
+    result = CliRunner().invoke(main, ["report", str(tmp_path), "--job", "j", "--json"])
+    assert result.exit_code == 0, result.output
+    assert order == ["read", "map", "report"]

@@ -60,8 +60,10 @@ def map_large_blocks() -> bool:
     columns a report makes and drops (8 to 32 MB each for a million steps) come from the
     heap and stay resident; and a thread allocates from an arena of its own. A cold report
     that runs its per-rank pass in a thread beside the partition peaked 60-80 MB higher
-    than with the threshold fixed (docs/performance.md). Only for a process badput owns
-    (``badput report``): a library call never changes its host process's allocator.
+    than with the threshold fixed (docs/performance.md). ``badput report`` sets it after
+    the read, before the report: set before, it made the read of that log 0.5 s slower
+    (its blocks of a megabyte or two each mapped afresh). Only for a process badput owns:
+    a library call never changes its host process's allocator.
     """
     mallopt = getattr(_c_library(), "mallopt", None)
     if mallopt is None:

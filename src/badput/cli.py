@@ -233,8 +233,6 @@ def report(
     from badput.analysis import LiveJob  # noqa: PLC0415 (the engine pulls numpy)
     from badput.engine import RankOptions  # noqa: PLC0415
 
-    map_large_blocks()  # this process is ours: its large columns are unmapped when freed
-
     options = RankOptions(straggler_threshold=straggler_threshold, stall_floor=stall_after)
     if window is not None and not window[0] < window[1]:
         _fail("report", f"--window: the start must be before the end, got {window[0]} {window[1]}")
@@ -244,6 +242,9 @@ def report(
             path, job, ideal_step_time=ideal_step_time, on_progress=progress, rank_options=options
         )
         live.update()
+        # This process is ours: the report's large columns are unmapped when freed (after
+        # the read, whose many blocks of a megabyte or two are quicker left to the heap).
+        map_large_blocks()
         result = live.report(now=now, window=window)
     except (ValueError, OSError) as exc:
         progress.done()
