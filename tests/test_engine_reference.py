@@ -10,13 +10,16 @@ from __future__ import annotations
 import math
 from typing import Any
 
+import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from _reference import RefReport, reference_report
 from badput.engine import Accountant, Report, _inside, _sealing, _steps
+from badput.engine._intervals import Marks, Spans
 from badput.engine._rows import AttemptRows
+from badput.engine._steps import Rows, TailIntervals
 from badput.events import Event
 from badput.report import to_json
 from test_engine_properties import KINDS_WEIGHTED, same
@@ -213,3 +216,83 @@ def test_segments_of_closed_attempts_are_summed_together(monkeypatch: pytest.Mon
     assert together == alone
     assert '"wasted"' in together[0]  # steps redone after each restart: thresholds at work
     assert '"startup"' in together[0]  # the slow first steps
+
+
+def _plain_quiet_cut(
+    starts: list[float],
+    spans: list[tuple[float, float]],
+    unpaired: list[float],
+    exact: list[float],
+    min_keep: int,
+) -> int:
+    """quiet_cut's rule, row by row: the last row r in [min_keep, n - 2] whose start no
+    interval is open across (more started before it than ended at or before it), before
+    every unpaired start, with no mark or unmatched end at that very time, and later than
+    the row before it."""
+    best = 0
+    for r in range(min_keep, len(starts) - 1):
+        t = starts[r]
+        if sum(a < t for a, _ in spans) - sum(b <= t for _, b in spans) > 0:
+            continue
+        if unpaired and t >= min(unpaired):
+            continue
+        if t in exact or r == 0 or not t > starts[r - 1]:
+            continue
+        best = r
+    return best
+
+
+@settings(max_examples=400, deadline=None)
+@given(
+    st.lists(st.integers(0, 30), min_size=0, max_size=40),
+    st.lists(st.tuples(st.integers(0, 30), st.integers(0, 6)), max_size=8),
+    st.lists(st.integers(0, 30), max_size=2),
+    st.lists(st.integers(0, 30), max_size=4),
+    st.lists(st.integers(0, 30), max_size=3),
+    st.integers(0, 3),
+    st.sampled_from([1, 2, 3, 256]),
+)
+def test_the_quiet_cut_is_the_last_quiet_row(  # noqa: PLR0917 (one strategy per input)
+    gaps: list[int],
+    intervals: list[tuple[int, int]],
+    unpaired: list[int],
+    marks: list[int],
+    unmatched: list[int],
+    min_keep: int,
+    window: int,
+) -> None:
+    """Looked for from the last row a window at a time (of any size), the cut is the last
+    row the rule allows, as looking at every row in turn finds it."""
+    starts = np.cumsum(np.array(gaps, np.float64) / 2)  # in time order, ties included
+    n = len(starts)
+    no = np.zeros(n, bool)
+    rows = Rows(starts, starts, starts, np.ones(n), np.arange(n), np.ones(n), no, no)
+    spans = [(a / 2, (a + d) / 2) for a, d in intervals]
+    ivs = TailIntervals.empty()
+    m = len(spans)
+    ivs.intervals = Spans(
+        np.array([a for a, _ in spans]),
+        np.array([b for _, b in spans]),
+        np.zeros(m, np.int32),
+        np.ones(m, bool),
+        np.zeros(m, np.int64),
+    )
+    ivs.unpaired_starts = Marks.empty()
+    if unpaired:
+        ts = np.array(unpaired, np.float64) / 2
+        k = len(ts)
+        ones, ints = np.ones(k, bool), np.zeros(k, np.int64)
+        ivs.unpaired_starts = Marks(ts, ints, ints.astype(np.int32), ones, ones, ints, ints)
+    mark_ts = np.sort(np.array(marks, np.float64) / 2)
+    unmatched_ts = np.array(unmatched, np.float64) / 2
+    saved = _steps._QUIET_WINDOW
+    _steps._QUIET_WINDOW = window
+    try:
+        got = _steps.quiet_cut(rows, ivs, mark_ts, min_keep, unmatched_ts)
+    finally:
+        _steps._QUIET_WINDOW = saved
+    exact = [*mark_ts.tolist(), *unmatched_ts.tolist()]
+    expected = _plain_quiet_cut(
+        starts.tolist(), spans, (np.array(unpaired) / 2).tolist(), exact, min_keep
+    )
+    assert got == expected

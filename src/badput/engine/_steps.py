@@ -306,6 +306,10 @@ def tail_intervals(marks: Marks, lo: float, hi: float) -> TailIntervals:
     )
 
 
+#: Candidates looked at first by :func:`quiet_cut`, from the last (then 4x as many before).
+_QUIET_WINDOW = 256
+
+
 def quiet_cut(
     rows: Rows, ivs: TailIntervals, mark_ts: F64, min_keep: int, unmatched_ts: F64
 ) -> int:
@@ -314,32 +318,44 @@ def quiet_cut(
     Quiet: no interval open across it, no mark and no unmatched step end exactly at it
     (the seal counts unmatched ends by time, so one at the cut would be lost). Returns 0
     if none.
+
+    The candidates are looked at from the last, a window at a time (256, then four times
+    as many before it...): the last row is nearly always quiet, and a block of a large
+    closed attempt has 262,144 candidates (all of them looked at took 0.12 s of the
+    report of a million steps with a data load each).
     """
     n = rows.n
     if n - 2 < min_keep:
         return 0
-    cand = rows.start[min_keep : n - 1]
+    starts = rows.start
     if len(ivs.intervals):
         # near time order already: timsort ("stable") is many times faster than quicksort
         s = np.sort(ivs.intervals.start, kind="stable")
         e = np.sort(ivs.intervals.end, kind="stable")
-        active = np.searchsorted(s, cand, "left") - np.searchsorted(e, cand, "right")
-        quiet = active <= 0
-    else:
-        quiet = np.ones(cand.shape[0], dtype=np.bool_)
-    if len(ivs.unpaired_starts):
-        quiet &= cand < float(ivs.unpaired_starts.ts.min())
-    for at in (mark_ts, np.sort(unmatched_ts, kind="stable")):
-        if at.shape[0]:
+    first_unpaired = float(ivs.unpaired_starts.ts.min()) if len(ivs.unpaired_starts) else None
+    exact = [at for at in (mark_ts, np.sort(unmatched_ts, kind="stable")) if at.shape[0]]
+    hi, width = n - 1, _QUIET_WINDOW  # candidates: rows [min_keep, n - 1)
+    while hi > min_keep:
+        lo = max(min_keep, hi - width)
+        cand = starts[lo:hi]
+        if len(ivs.intervals):
+            active = np.searchsorted(s, cand, "left") - np.searchsorted(e, cand, "right")
+            quiet = active <= 0
+        else:
+            quiet = np.ones(cand.shape[0], dtype=np.bool_)
+        if first_unpaired is not None:
+            quiet &= cand < first_unpaired
+        for at in exact:
             quiet &= np.searchsorted(at, cand, "left") == np.searchsorted(at, cand, "right")
-    # a start equal to the previous row's start would split a tie: not a cut
-    quiet &= (
-        cand > rows.start[min_keep - 1 : n - 2]
-        if min_keep > 0
-        else np.append(False, cand[1:] > cand[:-1])
-    )
-    hits = np.flatnonzero(quiet)
-    return int(hits[-1]) + min_keep if hits.shape[0] else 0
+        # a start equal to the previous row's start would split a tie: not a cut
+        quiet &= (
+            cand > starts[lo - 1 : hi - 1] if lo > 0 else np.append(False, cand[1:] > cand[:-1])
+        )
+        hits = np.flatnonzero(quiet)
+        if hits.shape[0]:
+            return int(hits[-1]) + lo
+        hi, width = lo, width * 4
+    return 0
 
 
 @dataclass
