@@ -52,6 +52,7 @@ screenshots: $(STAMP) browser
 	BADPUT_SCREENSHOTS=docs/images $(BIN)/python -m pytest -q tests/test_views_browser.py
 
 bench: $(STAMP)
+	$(BIN)/python bench/host_speed.py
 	$(BIN)/python bench/bench_record.py
 	$(BIN)/python bench/bench_report.py
 

@@ -23,12 +23,16 @@ Shapes (each written to a temporary store, then read by a fresh process):
 (forced on; ``auto``, the default, starts workers only on idle cores); ``--parallel all`` three
 times: ``off``, ``auto``, ``on`` (and says whether ``auto`` was slower than ``off``).
 
-For each: CPU seconds (its own and its read workers') and wall seconds of the cold read and
-report in a fresh process, with the allocator setting ``badput report`` makes after its read
-(``badput._heap.map_large_blocks``; CPU time is the figure to compare on a shared machine), the peak
-RSS of the largest process, and the median of 20 windowed queries (a rolling hour ending at
-the job's end) on the state it read. With ``--repeat N`` each mode runs N times, the modes
-alternating, and the medians are shown (with the median load average before the runs).
+The host index (``host_speed.py``: a fixed workload, lower is faster) is printed before
+and after the runs: compare figures measured at like indexes.
+
+For each shape: CPU seconds (its own and its read workers') and wall seconds of the cold
+read and report in a fresh process, with the allocator setting ``badput report`` makes
+after its read (``badput._heap.map_large_blocks``; CPU time is the figure to compare on a
+shared machine), the peak RSS of the largest process, and the median of 20 windowed
+queries (a rolling hour ending at the job's end) on the state it read. With
+``--repeat N`` each mode runs N times, the modes alternating, and the medians are shown
+(with the median load average before the runs).
 """
 
 from __future__ import annotations
@@ -47,6 +51,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 from badput._codec import encode_lines
 from badput.events import Event
 from bench_attempts import write_job as write_attempts
+from host_speed import host_index
 from make_big_job import write_job as write_mix
 
 CHILD = r"""
@@ -191,6 +196,8 @@ def main() -> None:
         ),
         ("10k-attempts", lambda root: write_attempts(root, 10_000, id_less=False) and "many"),
     ]
+    # how fast the shared machine is at the moment (bench/host_speed.py), before and after
+    print(f"host index before: {host_index(3):.2f} s", flush=True)
     mix: list[tuple[int, float]] = []
     for name, make in shapes:
         if args.only and name not in args.only:
@@ -238,6 +245,7 @@ def main() -> None:
             f"growth exponent of cold CPU time, {n0:,} -> {n1:,} steps: "
             f"{math.log(c1 / c0) / math.log(n1 / n0):.2f}"
         )
+    print(f"host index after: {host_index(3):.2f} s")
 
 
 if __name__ == "__main__":
