@@ -759,3 +759,29 @@ def test_loads_plain_looks_at_the_data_loading_marks(
         for i, kind in enumerate(kinds)
     ]
     assert Batch(evs).loads_plain() is plain
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 3), st.booleans()), min_size=1, max_size=40))
+def test_one_large_stream_pairs_its_marks_as_streams_paired_together(
+    marks: list[tuple[int, bool]],
+) -> None:
+    """A stream with a pass of its own (a large one; here, the only one) pairs its
+    blocking data-load marks as it would in a pass shared with others: at equal times
+    starts first (so an end and the next start at one time nest), every bucket alone."""
+    t = T0
+    alone, shared, other = _RankStream("0", 0), _RankStream("0", 0), _RankStream("1", 0)
+    for gap, is_start in marks:
+        t += gap  # a gap of 0: the same time as the mark before
+        for s in (alone, shared):
+            s.pair_ts.append(t)
+            s.pair_code.append(int(is_start))  # bucket 0: data loading
+    other.pair_ts.extend([T0, T0 + 1.0])
+    other.pair_code.extend([1, 0])
+    _settle([alone])
+    _settle([shared, other])
+    assert list(alone.loads.view()) == list(shared.loads.view())
+    assert {b: (p.total, p.paired, p.irregular, p.stack) for b, p in alone.pairing.items()} == {
+        b: (p.total, p.paired, p.irregular, p.stack) for b, p in shared.pairing.items()
+    }
+    assert (alone.buckets, alone.open) == (shared.buckets, shared.open)
