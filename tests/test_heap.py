@@ -106,8 +106,8 @@ def test_large_blocks_mapped_on_their_own_are_unmapped_when_freed() -> None:
                 return int(f.read().split()[1]) * 4096 >> 20
         if sys.argv[1] == "mapped":
             assert _heap.map_large_blocks()
-        first = bytearray(2 << 20)
-        del first  # a first large block freed: glibc raises its own threshold to its size
+        first = bytearray(4 << 20)
+        del first  # a large block freed: glibc raises its own threshold to its size (4 MB)
         blocks = [bytearray(b"x" * (2 << 20)) for _ in range(100)]
         kept = blocks[::8]
         before = rss()

@@ -1441,13 +1441,18 @@ class RankTracker:
         times, _ = joined.join([s.covered.times for s in streams])
         return last, seen, joined.median(times)
 
-    def pending(self) -> tuple[int, int]:
-        """``(values, streams)``: what :meth:`derive` would go through now (the values that
-        arrived since the last call, and the streams they arrived in)."""
+    def _changed(self) -> tuple[list[_RankStream], int]:
+        """The streams that changed since the last :meth:`derive`, and their values."""
         changed = [s for s in self.streams.values() if s.derived_at != s.changes]
         values = sum(
             len(s.step_ts) + len(s.end_ts) + len(s.pair_ts) + len(s.extra_ts) for s in changed
         )
+        return changed, values
+
+    def pending(self) -> tuple[int, int]:
+        """``(values, streams)``: what :meth:`derive` would go through now (the values that
+        arrived since the last call, and the streams they arrived in)."""
+        changed, values = self._changed()
         return values, len(changed)
 
     def derive(self) -> int:
@@ -1455,18 +1460,15 @@ class RankTracker:
         :meth:`analyze` does; each stream once per change, all changed streams at once).
 
         The :class:`~badput.engine.Accountant` calls it before a report's partition, so
-        that the temporary columns of a cold pass over a large stream (a million steps
-        with their data loads: about 170 MB) are freed before the partition's are made,
-        instead of sitting on top of the report it keeps. Returns how many values it
-        went through (what its temporaries were made of).
+        that the temporary columns of a cold pass over many streams are freed before the
+        partition's are made, or, for a few large streams (mostly numpy: a million steps
+        with their data loads), in a thread beside the partition. It touches only this
+        tracker's streams. Returns how many values it went through (what its temporaries
+        were made of).
         """
-        everything = list(self.streams.values())
-        changed = [s for s in everything if s.derived_at != s.changes]
-        values = sum(
-            len(s.step_ts) + len(s.end_ts) + len(s.pair_ts) + len(s.extra_ts) for s in changed
-        )
+        changed, values = self._changed()
         _derive(changed)
-        _settle(everything)
+        _settle(list(self.streams.values()))
         return values
 
     def analyze(
