@@ -27,8 +27,8 @@ The host index (``host_speed.py``: a fixed workload, lower is faster) is printed
 and after the runs: compare figures measured at like indexes.
 
 For each shape: CPU seconds (its own and its read workers') and wall seconds of the cold
-read and report in a fresh process, with the allocator setting ``badput report`` makes
-after its read (``badput._heap.map_large_blocks``; CPU time is the figure to compare on a
+read and report in a fresh process, with the allocator setting ``badput report`` makes for
+its report (``badput._heap.large_blocks_mapped``; CPU time is the figure to compare on a
 shared machine), the peak RSS of the largest process, and the median of 20 windowed
 queries (a rolling hour ending at the job's end) on the state it read. With
 ``--repeat N`` each mode runs N times, the modes alternating, and the medians are shown
@@ -57,10 +57,11 @@ from make_big_job import write_job as write_mix
 CHILD = r"""
 import json, resource, statistics, sys, time
 from badput.analysis import LiveJob
-try:  # the allocator setting `badput report` makes after its read (older code has none)
-    from badput._heap import map_large_blocks
+import contextlib
+try:  # the allocator setting `badput report` makes for its report (older code has none)
+    from badput._heap import large_blocks_mapped
 except ImportError:
-    map_large_blocks = lambda: False
+    large_blocks_mapped = contextlib.nullcontext
 root, job = sys.argv[1], sys.argv[2]
 parallel = {"auto": None, "on": True, "off": False}[sys.argv[3]]
 if len(sys.argv) > 4:  # --slice-bytes: the read's slices and blocks of that size
@@ -69,8 +70,8 @@ if len(sys.argv) > 4:  # --slice-bytes: the read's slices and blocks of that siz
 c0, w0 = time.process_time(), time.perf_counter()
 live = LiveJob(root, job, parallel=parallel)
 live.update()
-map_large_blocks()
-r = live.report()
+with large_blocks_mapped():
+    r = live.report()
 wall = time.perf_counter() - w0
 kids = resource.getrusage(resource.RUSAGE_CHILDREN)  # the workers of a parallel cold read
 cpu = time.process_time() - c0 + kids.ru_utime + kids.ru_stime

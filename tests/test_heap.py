@@ -6,11 +6,13 @@ large streams run beside the partition."""
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import platform
 import subprocess
 import sys
 import textwrap
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -66,7 +68,8 @@ def test_off_linux_nothing_is_looked_up_or_called(monkeypatch: pytest.MonkeyPatc
     _heap.give_back()
     assert _heap._looked  # it looked once, and will not again
     assert _heap._malloc_trim() is None
-    assert _heap.map_large_blocks() is False
+    with _heap.large_blocks_mapped() as mapped:
+        assert mapped is False
     assert loaded == []  # no C library opened off Linux
 
 
@@ -88,42 +91,73 @@ def test_a_failing_c_library_never_fails_the_caller(monkeypatch: pytest.MonkeyPa
     monkeypatch.setattr(_heap, "_looked", True)
     monkeypatch.setattr(_heap, "_libc", libc)
     _heap.give_back()  # raises nothing
-    assert _heap.map_large_blocks() is False  # nor this
-    # each was called: the trim with no padding kept, the threshold at 1 MiB
+    with _heap.large_blocks_mapped() as mapped:  # nor this
+        assert mapped is False
+    # each was called: the trim with no padding kept, the threshold at 1 MiB (and, as it
+    # could not be set, not set back)
     assert libc.calls == [("malloc_trim", (0,)), ("mallopt", (-3, 1 << 20))]
+
+
+class _Libc:
+    def __init__(self) -> None:
+        self.calls: list[tuple[int, int]] = []
+
+    def mallopt(self, param: int, value: int) -> int:
+        self.calls.append((param, value))
+        return 1
+
+
+def test_large_blocks_are_mapped_inside_the_block_only(monkeypatch: pytest.MonkeyPatch) -> None:
+    libc = _Libc()
+    monkeypatch.setattr(_heap, "_looked", True)
+    monkeypatch.setattr(_heap, "_libc", libc)
+    with pytest.raises(RuntimeError), _heap.large_blocks_mapped() as mapped:
+        assert mapped is True
+        assert libc.calls == [(-3, 1 << 20)]
+        raise RuntimeError("the report failed")
+    assert libc.calls == [(-3, 1 << 20), (-3, 32 << 20)]  # set back, whatever happened
 
 
 @glibc_only
 def test_large_blocks_mapped_on_their_own_are_unmapped_when_freed() -> None:
     """Once a large block was freed, glibc serves blocks that size from the heap, where
-    freed ones stay resident; after map_large_blocks() each is unmapped when freed."""
+    freed ones stay resident; inside large_blocks_mapped() each is unmapped when freed, and
+    after it they come from the heap again."""
     script = textwrap.dedent(
         """
-        import sys
+        import contextlib, sys
         from badput import _heap
         def rss():
             with open("/proc/self/statm") as f:
                 return int(f.read().split()[1]) * 4096 >> 20
-        if sys.argv[1] == "mapped":
-            assert _heap.map_large_blocks()
+        def churn():
+            blocks = [bytearray(b"x" * (2 << 20)) for _ in range(100)]
+            kept = blocks[::8]
+            before = rss()
+            del blocks
+            return before - rss()
         first = bytearray(4 << 20)
         del first  # a large block freed: glibc raises its own threshold to its size (4 MB)
-        blocks = [bytearray(b"x" * (2 << 20)) for _ in range(100)]
-        kept = blocks[::8]
-        before = rss()
-        del blocks
-        print(before - rss())
+        mapped = sys.argv[1] == "mapped"
+        with _heap.large_blocks_mapped() if mapped else contextlib.nullcontext(True) as done:
+            assert done
+            inside = churn()
+        print(inside, churn())
         """
     )
 
-    def freed(how: str) -> int:
+    def freed(how: str) -> tuple[int, int]:
         out = subprocess.run(
             [sys.executable, "-c", script, how], check=True, capture_output=True, text=True
         ).stdout
-        return int(out)
+        inside, after = map(int, out.split())
+        return inside, after
 
-    assert freed("mapped") >= 150  # of the 175 MB freed
-    assert freed("default") <= 50  # holes in the heap, kept resident
+    inside, after = freed("mapped")
+    assert inside >= 150  # of the 175 MB freed
+    assert after <= 50  # set back: from the heap again, holes kept resident
+    inside, after = freed("default")
+    assert inside <= 50 and after <= 50
 
 
 def _count_give_backs(monkeypatch: pytest.MonkeyPatch, module: object) -> list[int]:
@@ -200,11 +234,11 @@ def test_a_failure_beside_is_raised_after_both_are_done() -> None:
         _accountant._beside(side, main_fails)
 
 
-def test_badput_report_maps_large_blocks_after_its_read(
+def test_badput_report_maps_large_blocks_for_its_report_only(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """The command owns its process: after the read (whose blocks of a megabyte or two
-    are quicker left to the heap), before the report."""
+    """The command owns its process: its report, not its read nor what follows (their
+    blocks of a megabyte or two are quicker left to the heap)."""
     write_steps(tmp_path, "j", 50, per_attempt=True)
     order: list[str] = []
     update, report = analysis.LiveJob.update, analysis.LiveJob.report
@@ -219,7 +253,14 @@ def test_badput_report_maps_large_blocks_after_its_read(
 
     monkeypatch.setattr(analysis.LiveJob, "update", updated)
     monkeypatch.setattr(analysis.LiveJob, "report", reported)
-    monkeypatch.setattr(_heap, "map_large_blocks", lambda: order.append("map") or True)
+
+    @contextlib.contextmanager
+    def mapped() -> Iterator[bool]:
+        order.append("map")
+        yield True
+        order.append("heap")
+
+    monkeypatch.setattr(_heap, "large_blocks_mapped", mapped)
     result = CliRunner().invoke(main, ["report", str(tmp_path), "--job", "j", "--json"])
     assert result.exit_code == 0, result.output
-    assert order == ["read", "map", "report"]
+    assert order == ["read", "map", "report", "heap"]

@@ -13,19 +13,28 @@ Windows) this does nothing.
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable
-from contextlib import suppress
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager, suppress
 from typing import Any, Final
 
-__all__ = ["LARGE_BLOCK_BYTES", "TRIM_AFTER_VALUES", "give_back", "map_large_blocks"]
+__all__ = [
+    "HEAP_BLOCK_BYTES",
+    "LARGE_BLOCK_BYTES",
+    "TRIM_AFTER_VALUES",
+    "give_back",
+    "large_blocks_mapped",
+]
 
 #: Values (8 bytes each, several temporary columns of them) a pass goes through before the
 #: memory it freed is handed back: a million make temporaries of tens of megabytes.
 TRIM_AFTER_VALUES: Final = 1_000_000
 
-#: Blocks of at least this many bytes are mapped on their own once :func:`map_large_blocks`
-#: was called (a column of 131,072 values and more).
+#: Blocks of at least this many bytes are mapped on their own inside
+#: :func:`large_blocks_mapped` (a column of 131,072 values and more), ...
 LARGE_BLOCK_BYTES: Final = 1 << 20
+#: ... and blocks up to this many come from the heap after it (glibc's own ceiling for its
+#: moving threshold on 64-bit systems).
+HEAP_BLOCK_BYTES: Final = 32 << 20
 _M_MMAP_THRESHOLD: Final = -3  # glibc's mallopt() parameter
 
 _libc: Any = None
@@ -52,25 +61,41 @@ def _malloc_trim() -> Callable[[int], int] | None:
     return trim
 
 
-def map_large_blocks() -> bool:
-    """Have glibc map every block of :data:`LARGE_BLOCK_BYTES` or more on its own, and unmap
-    it when it is freed (``mallopt(M_MMAP_THRESHOLD)``); False where that cannot be set.
+def _mmap_threshold(size: int) -> bool:
+    """``mallopt(M_MMAP_THRESHOLD, size)``; False where that cannot be set."""
+    mallopt = getattr(_c_library(), "mallopt", None)
+    if mallopt is None:
+        return False
+    with suppress(Exception):  # memory housekeeping never fails a command
+        return bool(mallopt(_M_MMAP_THRESHOLD, size))
+    return False
+
+
+@contextmanager
+def large_blocks_mapped() -> Iterator[bool]:
+    """Inside the block, glibc maps every block of :data:`LARGE_BLOCK_BYTES` or more on its
+    own and unmaps it when it is freed (``mallopt(M_MMAP_THRESHOLD)``); after it, blocks
+    up to :data:`HEAP_BLOCK_BYTES` come from the heap again. Yields whether the setting
+    could be made (False off glibc: then nothing changes).
 
     By default the threshold rises to 32 MB once a large block is freed, after which the
     columns a report makes and drops (8 to 32 MB each for a million steps) come from the
     heap and stay resident; and a thread allocates from an arena of its own. A cold report
     that runs its per-rank pass in a thread beside the partition peaked 60-80 MB higher
-    than with the threshold fixed (docs/performance.md). ``badput report`` sets it after
-    the read, before the report: set before, it made the read of that log 0.5 s slower
-    (its blocks of a megabyte or two each mapped afresh). Only for a process badput owns:
-    a library call never changes its host process's allocator.
+    than inside this block (docs/performance.md). ``badput report`` makes its report here,
+    after its read: its read and what follows the report (the windowed reports of an HTML
+    page) make and drop blocks of a megabyte or two by the thousand, which mapped afresh
+    each took 0.5 s longer for the read of that log and 0.25 s for the page. glibc cannot
+    be handed back its own moving threshold once one was set: after the block it is set
+    to that threshold's ceiling, where the moving one settles after large frees. Only for
+    a process badput owns: a library call never changes its host process's allocator.
     """
-    mallopt = getattr(_c_library(), "mallopt", None)
-    if mallopt is None:
-        return False
-    with suppress(Exception):  # memory housekeeping never fails a command
-        return bool(mallopt(_M_MMAP_THRESHOLD, LARGE_BLOCK_BYTES))
-    return False
+    mapped = _mmap_threshold(LARGE_BLOCK_BYTES)
+    try:
+        yield mapped
+    finally:
+        if mapped:
+            _mmap_threshold(HEAP_BLOCK_BYTES)
 
 
 def give_back() -> None:

@@ -229,7 +229,7 @@ def report(
             raise click.UsageError("Missing argument 'PATH'.")
         _fail("report", f"expected one PATH, got {len(paths)} (several files: --resiliency)")
     path = paths[0]
-    from badput._heap import map_large_blocks  # noqa: PLC0415
+    from badput._heap import large_blocks_mapped  # noqa: PLC0415
     from badput.analysis import LiveJob  # noqa: PLC0415 (the engine pulls numpy)
     from badput.engine import RankOptions  # noqa: PLC0415
 
@@ -242,10 +242,10 @@ def report(
             path, job, ideal_step_time=ideal_step_time, on_progress=progress, rank_options=options
         )
         live.update()
-        # This process is ours: the report's large columns are unmapped when freed (after
-        # the read, whose many blocks of a megabyte or two are quicker left to the heap).
-        map_large_blocks()
-        result = live.report(now=now, window=window)
+        # This process is ours: the report's large columns are unmapped when freed (not
+        # the read's nor an HTML page's many blocks of a megabyte or two: see _heap).
+        with large_blocks_mapped():
+            result = live.report(now=now, window=window)
     except (ValueError, OSError) as exc:
         progress.done()
         _fail("report", str(exc))
