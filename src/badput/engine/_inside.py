@@ -119,15 +119,9 @@ def fill_inside_memos(
     has_keep = j_keep >= first
     k_keep = np.where(has_keep, count[np.maximum(g_first + (j_keep - first), 0)], 0.0)
     step_keep = step[np.maximum(g_first + (j_keep - first), 0)]
-    kept_count = np.where(
-        j_keep + 1 <= first,
-        0.0,
-        np.where(
-            has_keep,
-            (cum(cum_k, j_keep + 1) - cum(cum_k, first)) - k_keep,
-            cum(cum_k, j_keep + 1) - cum(cum_k, first),
-        ),
-    )
+    # plain_sum(K, first, j_keep + 1, [j_keep]): nothing when no row is kept, else the
+    # prefix sums less the special row
+    kept_count = np.where(has_keep, (cum(cum_k, j_keep + 1) - cum(cum_k, first)) - k_keep, 0.0)
     kept_count = np.where(
         has_keep, kept_count + _frac(keep, step_keep, k_keep) * k_keep, kept_count
     )
