@@ -12,6 +12,8 @@ import platform
 import subprocess
 import sys
 import textwrap
+import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -265,3 +267,31 @@ def test_badput_report_maps_large_blocks_for_its_report_only(
     result = CliRunner().invoke(main, ["report", str(tmp_path), "--job", "j", "--json"])
     assert result.exit_code == 0, result.output
     assert order == ["read", "map", "report", "heap"]
+
+
+def test_an_interrupted_wait_for_the_pass_beside_waits_it_out(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Ctrl-C while the partition waits for the per-rank pass: the pass ends before the
+    interruption is raised (a query that follows must not run beside it)."""
+    joins: list[str] = []
+    real_join = threading.Thread.join
+
+    def join(self: threading.Thread, timeout: float | None = None) -> None:
+        if not joins:
+            joins.append("interrupted")
+            raise KeyboardInterrupt
+        joins.append("waited")
+        real_join(self, timeout)
+
+    monkeypatch.setattr(threading.Thread, "join", join)
+    ended = threading.Event()
+
+    def side() -> None:
+        time.sleep(0.05)
+        ended.set()
+
+    with pytest.raises(KeyboardInterrupt):
+        _accountant._beside(side, lambda: "report")  # type: ignore[arg-type,return-value]
+    assert joins == ["interrupted", "waited"]
+    assert ended.is_set()  # the pass had ended when the interruption came out

@@ -296,10 +296,25 @@ def _beside(side: Callable[[], object], main: Callable[[], Report]) -> Report:
     try:
         report = main()
     finally:
-        worker.join()
+        _join(worker)
     if failed:
         raise failed[0]
     return report
+
+
+def _join(worker: threading.Thread) -> None:
+    """Wait for ``worker`` to end, even when the wait is interrupted (Ctrl-C): the state it
+    works on is the caller's, and must not change under a query that follows. The
+    interruption is raised once it has ended."""
+    interrupted: BaseException | None = None
+    while True:
+        try:
+            worker.join()
+            break
+        except BaseException as exc:  # KeyboardInterrupt while waiting: wait on, then raise
+            interrupted = exc
+    if interrupted is not None:
+        raise interrupted
 
 
 def _add_run(events: list[Event], runs: list[Run], chunk: Chunk, begin: int, end: int) -> None:
