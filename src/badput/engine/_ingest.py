@@ -650,7 +650,6 @@ class Ingestor:
             )
         )
         ts_b, step_b = ts.tobytes(), steps.tobytes()
-        ts_list_at = ts.item  # a stream's first step time, as a Python float
         is_end_b = (kind == _STEP_END).astype(np.int8).tobytes()
         descends = _MarkBytes.out_of_order(ts, edges[1:-1:_CATEGORIES], edges[2::_CATEGORIES])
         step_descends = _MarkBytes.out_of_order(ts, edges[0:-1:_CATEGORIES], edges[1::_CATEGORIES])
@@ -670,7 +669,7 @@ class Ingestor:
                     ts_b[8 * a : 8 * b],
                     step_b[8 * a : 8 * b],
                     is_end_b[a:b],
-                    first_ts=ts_list_at(a),
+                    first_ts=ts.item(a),  # as a Python float
                     descends=step_descends[k],
                 )
             if c > b:

@@ -607,14 +607,11 @@ def _derive_fresh(s: _RankStream) -> list[_RankStream]:
         for col in (s.step_ts, s.end_ts, s.pair_ts, s.extra_ts)
         if len(col)
     ]
-    c = np.concatenate(parts) if parts else _EMPTY
-    del parts  # views of the stream's columns (they cannot grow while one is held)
+    c = np.concatenate(parts) if parts else _EMPTY  # a copy: sorted in place
+    del parts  # views of the stream's columns (which cannot grow while one is held)
     s_ts = np.frombuffer(s.step_ts, dtype=np.float64) if len(s.step_ts) else _EMPTY
     s_no = np.frombuffer(s.step_no, dtype=np.int64) if len(s.step_no) else np.zeros(0, np.int64)
-    try:
-        return _derive_columns([s], c, [len(c)], s_ts, s_no, [len(s_ts)], [])
-    finally:
-        del s_ts, s_no
+    return _derive_columns([s], c, [len(c)], s_ts, s_no, [len(s_ts)], [])
 
 
 #: Values whose gaps are taken at a time (a sorted column of millions is not differenced whole).

@@ -622,15 +622,7 @@ def seal_whole_many(  # noqa: PLR0917 (each attempt's parts, cut apart by the ca
                 marks_seen=seen_marks,
                 whole=True,
                 whole_end=whole_end[k],
-                cols={
-                    "start": _Col.of(mine.start),
-                    "end": _Col.of(mine.end),
-                    "count": _Col.of(mine.count),
-                    "step": _Col.of(mine.step),
-                    "d": _Col.of(mine.d),
-                    "first": _Col.of(mine.first),
-                    "clean": _Col.of(mine.clean),
-                },  # the columns of _ROW_COLUMNS
+                cols={name: _Col.of(getattr(mine, name)) for name, _ in _ROW_COLUMNS},
                 cum_d=_Col.of(rel_d[rel_from[k] : rel_from[k] + b - a + 1]),
                 cum_k=_Col.of(rel_k[rel_from[k] : rel_from[k] + b - a + 1]),
                 cum_kpos=_Col.of(rel_kpos[rel_from[k] : rel_from[k] + b - a + 1]),
