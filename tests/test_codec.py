@@ -14,12 +14,13 @@ from badput._codec import (
     _VECTOR_CHECK_BYTES,
     _lines_if_one_object_each,
     decode_block,
+    decode_block_coded,
     decode_line,
     decode_lines,
     encode_line,
     encode_lines,
 )
-from badput.events import KINDS, Event, EventError, Kind
+from badput.events import KIND_CODE, KINDS, Event, EventError, Kind
 
 _STEP_KINDS = {
     Kind.STEP_START,
@@ -336,3 +337,37 @@ def test_large_block_of_events_is_decoded_whole() -> None:
     two = block.replace(b"}\n{", b"}{", 1)  # two objects on the first line: the lines
     assert _lines_if_one_object_each(two) == 2_999  # look right, the decoded count does not
     assert decode_block(two) is None
+
+
+_STEPLESS = [b'{"ts":%d,"kind":"%s","job":"j"}' % (i, k.encode()) for i, k in enumerate(ALL_KINDS)]
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    picks=st.lists(
+        st.one_of(
+            st.sampled_from(ALL_KINDS).map(lambda k: encode_line(full_event(k)).rstrip(b"\n")),
+            st.sampled_from(_STEPLESS),  # a step kind without step, a named kind without name
+            st.sampled_from(
+                [
+                    b'{"ts":1,"kind":"future_kind","job":"j"}',
+                    b'{"ts":1,"kind":"custom_start","job":"j","name":""}',
+                    b'{"ts":1,"kind":"elastic_slices","job":"j","active":1}',
+                ]
+            ),
+        ),
+        min_size=1,
+        max_size=40,
+    )
+)
+def test_a_block_decodes_as_its_lines_do_with_each_kind_code(picks: list[bytes]) -> None:
+    """The block decoder checks the per-kind rules on kind codes, not event by event: it
+    must still give exactly the per-line results, and each item's code (-1: an error, or
+    a kind schema v1 lacks)."""
+    coded = decode_block_coded(b"\n".join(picks) + b"\n", "f.jsonl", 7)
+    assert coded is not None
+    items, kinds = coded
+    _same(items, _per_line(picks, "f.jsonl", 7))
+    expected = [-1 if isinstance(x, EventError) else KIND_CODE[x.kind] for x in items]
+    assert kinds.tolist() == expected
+    assert kinds.dtype == "int16"

@@ -7,15 +7,18 @@ standard library and msgspec (the fast codec), so ``import badput`` stays light.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass
-from typing import Annotated, Final
+from typing import Annotated, Any, Final
 
 import msgspec
 
 __all__ = [
     "INTERVAL_KINDS",
     "KINDS",
+    "KIND_CODE",
+    "KIND_NAMES",
     "LIFECYCLE_KINDS",
     "MAX_INT",
     "MAX_TS",
@@ -97,6 +100,20 @@ LIFECYCLE_KINDS: Final[frozenset[str]] = frozenset(
 KINDS: Final[frozenset[str]] = frozenset(
     v for k, v in vars(Kind).items() if k.isupper() and isinstance(v, str)
 )
+
+#: Every kind of schema v1 in a fixed order: what a kind code (:data:`KIND_CODE`) indexes.
+KIND_NAMES: Final[tuple[str, ...]] = tuple(sorted(KINDS))
+
+
+class _KindCodes(dict[str, int]):
+    """Kind -> code; an unknown kind is -1 (without being added)."""
+
+    def __missing__(self, key: str) -> int:
+        return -1
+
+
+#: The code of each kind of :data:`KIND_NAMES` (its index); -1 for a kind schema v1 lacks.
+KIND_CODE: Final[dict[str, int]] = _KindCodes({k: i for i, k in enumerate(KIND_NAMES)})
 
 #: Kinds that must carry ``step``.
 STEP_KINDS: Final = frozenset(
@@ -193,6 +210,10 @@ class Chunk:
     source: str
     first_line: int
     items: list[Event | EventError]
+    #: The :data:`KIND_CODE` of each item (int16 numpy array; an error's is -1) when the
+    #: decoder worked them out (it does for a block of plain lines), else None: the engine
+    #: then reads them from the events. Kept here so that no one hashes a kind twice.
+    kinds: Any = dataclasses.field(default=None, compare=False, repr=False)
 
 
 def validate(event: Event) -> str | None:

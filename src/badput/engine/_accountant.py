@@ -7,6 +7,9 @@ import threading
 from collections.abc import Callable, Iterable
 from typing import Final
 
+import numpy as np
+import numpy.typing as npt
+
 from badput._gc import gc_paused
 from badput._heap import TRIM_AFTER_VALUES, give_back
 from badput.engine._batch import Batch
@@ -19,6 +22,8 @@ from badput.engine._segments import Typical
 from badput.engine._steptime import DEFAULT_SLOWDOWN_FACTOR, StepTimeStats, step_time_stats
 from badput.engine._timeline import Timeline, build_timeline
 from badput.events import Chunk, Event, EventError
+
+I16 = npt.NDArray[np.int16]
 
 __all__ = ["Accountant"]
 
@@ -97,19 +102,25 @@ class Accountant:
         lines split runs; they are reported in line order with the other diagnostics."""
         events: list[Event] = []
         runs: list[Run] = []
+        kinds: list[I16] | None = []  # the runs' kind codes while every chunk has them
         for chunk in chunks:
             items = chunk.items
+            if chunk.kinds is None:
+                kinds = None
             if EventError not in set(map(type, items)):  # the usual chunk: one run of events
-                _add_run(events, runs, chunk, 0, len(items))
+                _add_run(events, runs, chunk, 0, len(items), kinds)
                 continue
             begin = 0
             for i, item in enumerate(items):
                 if isinstance(item, EventError):
-                    _add_run(events, runs, chunk, begin, i)
+                    _add_run(events, runs, chunk, begin, i, kinds)
                     self._ing.malformed(item.message, item.file or chunk.source, item.line)
                     begin = i + 1
-            _add_run(events, runs, chunk, begin, len(items))
-        self._ingest_batch(events, runs)
+            _add_run(events, runs, chunk, begin, len(items), kinds)
+        coded = None
+        if kinds is not None and events:
+            coded = kinds[0] if len(kinds) == 1 else np.concatenate(kinds)
+        self._ingest_batch(events, runs, coded)
 
     def ingest_events(self, events: Iterable[Event], source: str | None = None) -> None:
         """Ingest events that did not come from a store (tests, other tools)."""
@@ -117,12 +128,12 @@ class Accountant:
             run = list(events)
             self._ingest_batch(run, [Run(source, 1 if source else None, 0, len(run))])
 
-    def _ingest_batch(self, events: list[Event], runs: list[Run]) -> None:
+    def _ingest_batch(self, events: list[Event], runs: list[Run], kinds: I16 | None = None) -> None:
         """Events read together (``runs`` say from where): their columns are read once,
-        for both trackers."""
+        for both trackers. ``kinds``: their kind codes, when the decoder gave them."""
         if not events:
             return
-        batch = Batch(events, [(run.begin, run.end) for run in runs])
+        batch = Batch(events, [(run.begin, run.end) for run in runs], kinds)
         self._ing.ingest_batch(batch, runs)
         self._ranks.ingest_batch(batch, self._ing.job)
 
@@ -317,9 +328,19 @@ def _join(worker: threading.Thread) -> None:
         raise interrupted
 
 
-def _add_run(events: list[Event], runs: list[Run], chunk: Chunk, begin: int, end: int) -> None:
-    """Append ``chunk.items[begin:end]`` (events only) to ``events`` as one run."""
+def _add_run(  # noqa: PLR0917 (the pieces of one run, all needed)
+    events: list[Event],
+    runs: list[Run],
+    chunk: Chunk,
+    begin: int,
+    end: int,
+    kinds: list[I16] | None,
+) -> None:
+    """Append ``chunk.items[begin:end]`` (events only) to ``events`` as one run, and their
+    kind codes to ``kinds`` (when not None: every chunk so far had them)."""
     if end > begin:
         first = len(events)
         runs.append(Run(chunk.source, chunk.first_line + begin, first, first + end - begin))
         events += chunk.items[begin:end]  # type: ignore[arg-type]
+        if kinds is not None:
+            kinds.append(chunk.kinds[begin:end])

@@ -22,9 +22,9 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from badput.events import KINDS, Event
+from badput.events import KIND_CODE, Event
 
-__all__ = ["KIND_CODE", "KIND_NAMES", "Batch"]
+__all__ = ["Batch"]
 
 F64 = npt.NDArray[np.float64]
 I64 = npt.NDArray[np.int64]
@@ -32,18 +32,6 @@ I32 = npt.NDArray[np.int32]
 I16 = npt.NDArray[np.int16]
 BoolArray = npt.NDArray[np.bool_]
 
-#: Every kind of schema v1, in a fixed order; ``Batch.kind`` indexes it (-1: unknown).
-KIND_NAMES: tuple[str, ...] = tuple(sorted(KINDS))
-
-
-class _Codes(dict[str, int]):
-    """Kind -> code; an unknown kind is -1 (without being added)."""
-
-    def __missing__(self, key: str) -> int:
-        return -1
-
-
-KIND_CODE: dict[str, int] = _Codes({k: i for i, k in enumerate(KIND_NAMES)})
 _STEP_START_CODE = KIND_CODE["step_start"]
 _STEP_END_CODE = KIND_CODE["step_end"]
 _LOAD_START_CODE = KIND_CODE["data_loading_start"]
@@ -128,15 +116,21 @@ class Batch:
     )
 
     def __init__(
-        self, events: Sequence[Event], runs: Sequence[tuple[int, int]] | None = None
+        self,
+        events: Sequence[Event],
+        runs: Sequence[tuple[int, int]] | None = None,
+        kinds: I16 | None = None,
     ) -> None:
         """``runs``: ``(begin, end)`` of the batch's runs of consecutive lines of one file,
-        when known (each file is usually written by one process)."""
+        when known (each file is usually written by one process). ``kinds``: the events'
+        kind codes, when the decoder worked them out (``Chunk.kinds``)."""
         n = len(events)
         self.events = events
         self.n = n
         self.ts: F64 = np.fromiter(map(_ts, events), np.float64, n)
-        self.kind: I16 = np.fromiter(map(KIND_CODE.__getitem__, map(_kind, events)), np.int16, n)
+        if kinds is None:
+            kinds = np.fromiter(map(KIND_CODE.__getitem__, map(_kind, events)), np.int16, n)
+        self.kind: I16 = kinds
         attempts = list(map(_attempt, events))
         ranks = list(map(_rank, events))
         pids = list(map(_pid, events))

@@ -11,14 +11,17 @@ import math
 from array import array
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import numpy as np
 import numpy.typing as npt
 
-from badput.engine._batch import KIND_CODE, KIND_NAMES, Batch
+from badput.engine._batch import Batch
 from badput.engine._intervals import Marks
+from badput.engine._pack import pack, unpack
 from badput.events import (
+    KIND_CODE,
+    KIND_NAMES,
     KINDS,
     LIFECYCLE_KINDS,
     NAMED_INTERVAL_KINDS,
@@ -463,6 +466,29 @@ class Ingestor:
         #: Interval buckets and sources by code (the marks' columns hold codes).
         self.buckets = NameTable()
         self.sources = NameTable()
+
+    def __getstate__(self) -> dict[str, Any]:
+        """What a pickle keeps: the streams packed by field (:mod:`._pack`: a parallel
+        read's worker sends its state of thousands of streams back in a few columns);
+        ``_by_raw`` as places among them (it names the same streams)."""
+        state = dict(vars(self))
+        streams = list(self.streams.values())
+        place = {id(s): i for i, s in enumerate(streams)}
+        if any(id(s) not in place for s in self._by_raw.values()):
+            return state  # not expected; pickled as it is
+        state["streams"] = (list(self.streams), pack(streams))
+        state["_by_raw"] = [(raw, place[id(s)]) for raw, s in self._by_raw.items()]
+        state["lifecycle"] = pack(self.lifecycle)
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        if isinstance(state["streams"], tuple):
+            keys, packed = state["streams"]
+            streams = unpack(packed)
+            state["streams"] = dict(zip(keys, streams, strict=True))
+            state["_by_raw"] = {raw: streams[i] for raw, i in state["_by_raw"]}
+            state["lifecycle"] = unpack(state["lifecycle"])
+        vars(self).update(state)
 
     def absorb(self, other: Ingestor) -> None:
         """Add the state of ``other``, which ingested *later* sources of the same job.

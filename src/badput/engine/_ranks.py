@@ -37,8 +37,11 @@ from typing import Any, cast
 import numpy as np
 import numpy.typing as npt
 
-from badput.engine._batch import KIND_CODE, KIND_NAMES, Batch
+from badput.engine._batch import Batch
+from badput.engine._pack import pack, unpack
 from badput.events import (
+    KIND_CODE,
+    KIND_NAMES,
     MAX_INT,
     NAMED_INTERVAL_KINDS,
     Event,
@@ -1059,6 +1062,21 @@ class RankTracker:
             ]
             | None
         ) = None
+
+    def __getstate__(self) -> dict[str, Any]:
+        """What a pickle keeps: the streams packed by field (see ``Ingestor.__getstate__``),
+        when nothing was derived from them yet (a parallel read's worker): what a query
+        derives may be shared between streams, and is pickled as it is."""
+        state = dict(vars(self))
+        if not self._joined and self._analysis is None:
+            state["streams"] = (list(self.streams), pack(list(self.streams.values())))
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        if isinstance(state["streams"], tuple):
+            keys, packed = state["streams"]
+            state["streams"] = dict(zip(keys, unpack(packed), strict=True))
+        vars(self).update(state)
 
     def _stream(self, key: tuple[str | None, int]) -> _RankStream:
         s = self.streams.get(key)

@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Final, NamedTuple
 
-from badput._codec import decode_block, decode_line, decode_lines
+from badput._codec import decode_block_coded, decode_line, decode_lines
 from badput.events import EventError
 from badput.store._base import Chunk, Unread
 
@@ -148,10 +148,14 @@ def parse_stream(
         if written_length(carry) > MAX_LINE_BYTES:
             skipping, carry = len(carry), b""
         # A region longer than a line may be holds a line that is too long: line by line.
-        fast = decode_block(region, source, lineno + 1) if len(region) <= MAX_LINE_BYTES else None
-        if fast is not None:
+        coded = None
+        if len(region) <= MAX_LINE_BYTES:
+            coded = decode_block_coded(region, source, lineno + 1)
+        if coded is not None:
+            fast, kinds = coded
             for k in range(0, len(fast), chunk_lines):
-                chunks.append(Chunk(source, lineno + 1 + k, fast[k : k + chunk_lines]))
+                part = slice(k, k + chunk_lines)
+                chunks.append(Chunk(source, lineno + 1 + k, fast[part], kinds[part]))
             lineno += len(fast)
             continue
         lineno = _parse_lines(region.split(b"\n")[:-1], source, lineno, chunk_lines, chunks)
