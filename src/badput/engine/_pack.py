@@ -122,7 +122,7 @@ def unpack(packed: Packed | list[Any]) -> list[Any]:
         return packed
     cls = packed.cls
     new = object.__new__
-    objects = [new(cls) for _ in range(packed.n)]
+    objects: list[Any] = [new(cls) for _ in range(packed.n)]
     for name, column in packed.fields:
         for obj, value in zip(objects, _values(column), strict=True):
             object.__setattr__(obj, name, value)
@@ -142,8 +142,13 @@ def _values(column: Any) -> list[Any]:
         return out
     if isinstance(column, _NdArrays):
         lengths = np.frombuffer(column.lengths, np.int64)
-        flat = np.frombuffer(column.data, np.dtype(column.dtype)).copy()  # writable
-        return np.split(flat, np.cumsum(lengths)[:-1]) if lengths.shape[0] else []
+        dtype = np.dtype(column.dtype)
+        if not column.data:  # all empty (a column not grown yet): one read-only empty array
+            empty = np.empty(0, dtype)
+            empty.flags.writeable = False
+            return [empty] * int(lengths.shape[0])
+        flat = np.frombuffer(column.data, dtype).copy()  # writable
+        return np.split(flat, np.cumsum(lengths)[:-1])
     if isinstance(column, _Lists):
         items = unpack(column.items)
         lists: list[Any] = []
