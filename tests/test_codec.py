@@ -362,12 +362,18 @@ _STEPLESS = [b'{"ts":%d,"kind":"%s","job":"j"}' % (i, k.encode()) for i, k in en
 )
 def test_a_block_decodes_as_its_lines_do_with_each_kind_code(picks: list[bytes]) -> None:
     """The block decoder checks the per-kind rules on kind codes, not event by event: it
-    must still give exactly the per-line results, and each item's code (-1: an error, or
-    a kind schema v1 lacks)."""
+    must still give exactly the per-line results, each item's code (-1: an error, or a
+    kind schema v1 lacks) and the step of each event of a step kind (0 elsewhere)."""
     coded = decode_block_coded(b"\n".join(picks) + b"\n", "f.jsonl", 7)
     assert coded is not None
-    items, kinds = coded
+    items, columns = coded
     _same(items, _per_line(picks, "f.jsonl", 7))
     expected = [-1 if isinstance(x, EventError) else KIND_CODE[x.kind] for x in items]
-    assert kinds.tolist() == expected
-    assert kinds.dtype == "int16"
+    assert columns.kinds.tolist() == expected
+    assert columns.kinds.dtype == "int16"
+    steps = [
+        x.step if isinstance(x, Event) and x.kind in _STEP_KINDS and x.step is not None else 0
+        for x in items
+    ]
+    assert columns.steps.tolist() == steps
+    assert columns.rows(1, 3).steps.tolist() == steps[1:3]

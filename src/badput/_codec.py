@@ -18,6 +18,7 @@ from badput.events import (
     KIND_NAMES,
     NAMED_KINDS,
     STEP_KINDS,
+    DecodedColumns,
     Event,
     EventError,
     Kind,
@@ -147,9 +148,9 @@ def _code_tables() -> tuple[Any, Any]:
 
 def decode_block_coded(
     block: bytes, file: str | None = None, first_lineno: int = 1
-) -> tuple[list[Event | EventError], Any] | None:
-    """:func:`decode_block`, with the :data:`~badput.events.KIND_CODE` of each item (an
-    int16 numpy array; an error's is -1), which the checks work out anyway."""
+) -> tuple[list[Event | EventError], DecodedColumns] | None:
+    """:func:`decode_block`, with the columns its checks work out anyway (the kind code of
+    each item, the steps of the step kinds: :class:`~badput.events.DecodedColumns`)."""
     n_lines = _lines_if_one_object_each(block)
     if not n_lines:
         return None
@@ -171,17 +172,21 @@ def decode_block_coded(
     # Worked out on the kind codes: a loop over the events' kinds cost more than decoding.
     check = np.flatnonzero(check_codes[kinds])
     at_steps = np.flatnonzero(step_codes[kinds])
+    steps = np.zeros(n_lines, np.int64)
     if at_steps.shape[0]:
-        steps = list(map(_step, map(events.__getitem__, at_steps.tolist())))
-        if steps.count(None):
-            missing = [i for i, step in zip(at_steps.tolist(), steps, strict=True) if step is None]
+        found = list(map(_step, map(events.__getitem__, at_steps.tolist())))
+        if found.count(None):
+            missing = [i for i, step in zip(at_steps.tolist(), found, strict=True) if step is None]
             check = np.union1d(check, np.array(missing, np.intp))
+            found = [0 if step is None else step for step in found]
+        steps[at_steps] = found  # within +-MAX_INT: msgspec checked
     for i in check.tolist():
         problem = validate(events[i])
         if problem is not None:
             out[i] = EventError(problem, file, first_lineno + i)
             kinds[i] = -1
-    return out, kinds
+            steps[i] = 0
+    return out, DecodedColumns(kinds, steps)
 
 
 def decode_lines(

@@ -10,7 +10,7 @@ from __future__ import annotations
 import dataclasses
 import math
 from dataclasses import dataclass
-from typing import Annotated, Any, Final
+from typing import Annotated, Any, Final, NamedTuple
 
 import msgspec
 
@@ -28,6 +28,7 @@ __all__ = [
     "SECTION_QUANTILES",
     "STEP_KINDS",
     "Chunk",
+    "DecodedColumns",
     "Event",
     "EventError",
     "Kind",
@@ -198,6 +199,20 @@ class EventError(ValueError):
         super().__init__(f"{where}{message}")
 
 
+class DecodedColumns(NamedTuple):
+    """Columns the decoder works out of a block's items anyway (numpy arrays, one value an
+    item), handed to the engine with each :class:`Chunk` so that no one reads them twice."""
+
+    #: int16: the :data:`KIND_CODE` of each item; -1 for an error (or a kind v1 lacks).
+    kinds: Any
+    #: int64: the step of each valid event of a kind of :data:`STEP_KINDS`; 0 elsewhere.
+    steps: Any
+
+    def rows(self, begin: int, end: int) -> DecodedColumns:
+        """The columns of items ``begin:end``."""
+        return DecodedColumns(self.kinds[begin:end], self.steps[begin:end])
+
+
 @dataclass(frozen=True)
 class Chunk:
     """Consecutive complete lines of one stream, decoded.
@@ -210,10 +225,9 @@ class Chunk:
     source: str
     first_line: int
     items: list[Event | EventError]
-    #: The :data:`KIND_CODE` of each item (int16 numpy array; an error's is -1) when the
-    #: decoder worked them out (it does for a block of plain lines), else None: the engine
-    #: then reads them from the events. Kept here so that no one hashes a kind twice.
-    kinds: Any = dataclasses.field(default=None, compare=False, repr=False)
+    #: What the decoder worked out of the items (it does for a block of plain lines), else
+    #: None: the engine then reads it from the events.
+    columns: DecodedColumns | None = dataclasses.field(default=None, compare=False, repr=False)
 
 
 def validate(event: Event) -> str | None:

@@ -8,7 +8,6 @@ from collections.abc import Callable, Iterable
 from typing import Final
 
 import numpy as np
-import numpy.typing as npt
 
 from badput._gc import gc_paused
 from badput._heap import TRIM_AFTER_VALUES, give_back
@@ -21,9 +20,7 @@ from badput.engine._ranks import RankOptions, RankTracker, Stall
 from badput.engine._segments import Typical
 from badput.engine._steptime import DEFAULT_SLOWDOWN_FACTOR, StepTimeStats, step_time_stats
 from badput.engine._timeline import Timeline, build_timeline
-from badput.events import Chunk, Event, EventError
-
-I16 = npt.NDArray[np.int16]
+from badput.events import Chunk, DecodedColumns, Event, EventError
 
 __all__ = ["Accountant"]
 
@@ -102,25 +99,30 @@ class Accountant:
         lines split runs; they are reported in line order with the other diagnostics."""
         events: list[Event] = []
         runs: list[Run] = []
-        kinds: list[I16] | None = []  # the runs' kind codes while every chunk has them
+        columns: list[DecodedColumns] | None = []  # the runs' while every chunk has them
         for chunk in chunks:
             items = chunk.items
-            if chunk.kinds is None:
-                kinds = None
+            if chunk.columns is None:
+                columns = None
             if EventError not in set(map(type, items)):  # the usual chunk: one run of events
-                _add_run(events, runs, chunk, 0, len(items), kinds)
+                _add_run(events, runs, chunk, 0, len(items), columns)
                 continue
             begin = 0
             for i, item in enumerate(items):
                 if isinstance(item, EventError):
-                    _add_run(events, runs, chunk, begin, i, kinds)
+                    _add_run(events, runs, chunk, begin, i, columns)
                     self._ing.malformed(item.message, item.file or chunk.source, item.line)
                     begin = i + 1
-            _add_run(events, runs, chunk, begin, len(items), kinds)
-        coded = None
-        if kinds is not None and events:
-            coded = kinds[0] if len(kinds) == 1 else np.concatenate(kinds)
-        self._ingest_batch(events, runs, coded)
+            _add_run(events, runs, chunk, begin, len(items), columns)
+        joined = None
+        if columns and events:
+            joined = columns[0]
+            if len(columns) > 1:
+                joined = DecodedColumns(
+                    np.concatenate([c.kinds for c in columns]),
+                    np.concatenate([c.steps for c in columns]),
+                )
+        self._ingest_batch(events, runs, joined)
 
     def ingest_events(self, events: Iterable[Event], source: str | None = None) -> None:
         """Ingest events that did not come from a store (tests, other tools)."""
@@ -128,12 +130,14 @@ class Accountant:
             run = list(events)
             self._ingest_batch(run, [Run(source, 1 if source else None, 0, len(run))])
 
-    def _ingest_batch(self, events: list[Event], runs: list[Run], kinds: I16 | None = None) -> None:
+    def _ingest_batch(
+        self, events: list[Event], runs: list[Run], columns: DecodedColumns | None = None
+    ) -> None:
         """Events read together (``runs`` say from where): their columns are read once,
-        for both trackers. ``kinds``: their kind codes, when the decoder gave them."""
+        for both trackers. ``columns``: what the decoder worked out of them, if it did."""
         if not events:
             return
-        batch = Batch(events, [(run.begin, run.end) for run in runs], kinds)
+        batch = Batch(events, [(run.begin, run.end) for run in runs], columns)
         self._ing.ingest_batch(batch, runs)
         self._ranks.ingest_batch(batch, self._ing.job)
 
@@ -334,13 +338,13 @@ def _add_run(  # noqa: PLR0917 (the pieces of one run, all needed)
     chunk: Chunk,
     begin: int,
     end: int,
-    kinds: list[I16] | None,
+    columns: list[DecodedColumns] | None,
 ) -> None:
     """Append ``chunk.items[begin:end]`` (events only) to ``events`` as one run, and their
-    kind codes to ``kinds`` (when not None: every chunk so far had them)."""
+    decoded columns to ``columns`` (when not None: every chunk so far had them)."""
     if end > begin:
         first = len(events)
         runs.append(Run(chunk.source, chunk.first_line + begin, first, first + end - begin))
         events += chunk.items[begin:end]  # type: ignore[arg-type]
-        if kinds is not None:
-            kinds.append(chunk.kinds[begin:end])
+        if columns is not None and chunk.columns is not None:
+            columns.append(chunk.columns.rows(begin, end))

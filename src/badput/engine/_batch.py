@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from badput.events import KIND_CODE, Event
+from badput.events import KIND_CODE, DecodedColumns, Event
 
 __all__ = ["Batch"]
 
@@ -119,24 +119,30 @@ class Batch:
         self,
         events: Sequence[Event],
         runs: Sequence[tuple[int, int]] | None = None,
-        kinds: I16 | None = None,
+        columns: DecodedColumns | None = None,
     ) -> None:
         """``runs``: ``(begin, end)`` of the batch's runs of consecutive lines of one file,
-        when known (each file is usually written by one process). ``kinds``: the events'
-        kind codes, when the decoder worked them out (``Chunk.kinds``)."""
+        when known (each file is usually written by one process). ``columns``: the events'
+        kind codes and steps, when the decoder worked them out (``Chunk.columns``)."""
         n = len(events)
         self.events = events
         self.n = n
         self.ts: F64 = np.fromiter(map(_ts, events), np.float64, n)
-        if kinds is None:
-            kinds = np.fromiter(map(KIND_CODE.__getitem__, map(_kind, events)), np.int16, n)
-        self.kind: I16 = kinds
+        self._steps: tuple[I64, BoolArray, BoolArray] | None = None
+        if columns is None:
+            self.kind: I16 = np.fromiter(
+                map(KIND_CODE.__getitem__, map(_kind, events)), np.int16, n
+            )
+        else:
+            self.kind = columns.kinds
+            # the decoder's steps of every step event (valid: each has one, within 64 bits)
+            is_step = (self.kind == _STEP_START_CODE) | (self.kind == _STEP_END_CODE)
+            self._steps = (columns.steps, np.ones(n, np.bool_), is_step)
         attempts = list(map(_attempt, events))
         ranks = list(map(_rank, events))
         pids = list(map(_pid, events))
         self._jobs: list[str] | None = None
         self._same_job: dict[str, BoolArray | None] = {}
-        self._steps: tuple[I64, BoolArray, BoolArray] | None = None
         self._loads_plain: bool | None = None
         if (
             n

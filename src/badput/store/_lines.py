@@ -152,10 +152,10 @@ def parse_stream(
         if len(region) <= MAX_LINE_BYTES:
             coded = decode_block_coded(region, source, lineno + 1)
         if coded is not None:
-            fast, kinds = coded
+            fast, columns = coded
             for k in range(0, len(fast), chunk_lines):
-                part = slice(k, k + chunk_lines)
-                chunks.append(Chunk(source, lineno + 1 + k, fast[part], kinds[part]))
+                part = columns.rows(k, k + chunk_lines)
+                chunks.append(Chunk(source, lineno + 1 + k, fast[k : k + chunk_lines], part))
             lineno += len(fast)
             continue
         lineno = _parse_lines(region.split(b"\n")[:-1], source, lineno, chunk_lines, chunks)
