@@ -7,6 +7,7 @@ that a log of a few hundred kilobytes has dozens of slices.
 
 from __future__ import annotations
 
+import dataclasses
 import multiprocessing
 import os
 import pickle
@@ -31,6 +32,7 @@ from badput.store import (
     JsonlStore,
     ReadResult,
     SingleFileStore,
+    Unread,
 )
 from badput.store import _jsonl as jsonl_store
 
@@ -270,7 +272,21 @@ def test_a_worker_whose_slice_no_longer_ends_where_planned_says_so(tmp_path: Pat
     assert good.ok
     assert good.n > 0
     assert s.end is not None
-    assert good.offsets["all/h-0-0.jsonl"] == (s.end, jsonl_store._count_newlines(path, s.end))
+    # its lines counted from the slice's start; the parent, knowing those before, moves them
+    assert good.relative
+    between = jsonl_store._count_newlines(path, s.end, start=s.offset)
+    assert good.offsets["all/h-0-0.jsonl"] == (s.end, between)
+    before = jsonl_store._count_newlines(path, s.offset)
+    torn = Unread("torn_line", s.first_source, between + 1, 12)  # as a last slice's might be
+    elsewhere = Unread("torn_line", "other.jsonl", 3, 12)
+    good = good._replace(unread=[torn, elsewhere])
+    placed = analysis._placed(good, s, {"all/h-0-0.jsonl": (s.offset, before)})
+    assert placed is not None
+    assert placed.offsets["all/h-0-0.jsonl"] == (s.end, before + between)
+    assert placed.unread == [dataclasses.replace(torn, line=before + between + 1), elsewhere]
+    assert not placed.relative
+    # read so far up to another place than the slice's start: not placed (read serially)
+    assert analysis._placed(good, s, {"all/h-0-0.jsonl": (s.offset - 1, before)}) is None
     data = path.read_bytes()  # the file is rewritten with one line longer before the cut
     cut = data.index(b"\n", s.offset) + 1
     path.write_bytes(data[:cut] + b"\n" + data[cut:])
@@ -724,32 +740,41 @@ def test_planning_a_job_of_more_files_than_may_be_open_at_once(tmp_path: Path) -
     assert plan[-1].last == 119
 
 
+def _no_counting(*args: object, **kwargs: object) -> int:
+    raise AssertionError("a parallel read counts no lines")
+
+
+@linux_only
 @pytest.mark.usefixtures("small_slices")
-def test_a_worker_counts_the_lines_before_its_slices_from_the_back(tmp_path: Path) -> None:
-    """The plan leaves the lines before each stop to whoever starts there: a worker counts
-    them once for its first slice, then only the bytes between two of its slices."""
-    write_steps(tmp_path, "o", 600, attempts=2, per_attempt=True)
-    store = JsonlStore(tmp_path)
-    plan = analysis._parallel_plan(store, "o")
-    assert plan is not None
-    assert all(s.lines is None for s in plan if s.offset)  # not counted by the plan
-    counted: list[tuple[int, int]] = []
-    count = store.count_lines
-
-    def counting(job: str, stream: str, upto: int, *, start: int = 0) -> int:
-        counted.append((start, upto))
-        return count(job, stream, upto, start=start)
-
-    store.count_lines = counting  # type: ignore[method-assign]
-    known: dict[int, tuple[int, int]] = {}
-    for s in reversed(plan):  # as one worker takes them
-        data = (tmp_path / "o" / s.names[s.first]).read_bytes()
-        assert analysis._lines_before(store, "o", s, known) == data[: s.offset].count(b"\n")
-    in_files = [s for s in plan if s.offset]
-    assert len({s.first for s in in_files}) == 2  # slices start inside both files
-    # one count from each file's start (its last slice), then the gaps between slices
-    assert sum(1 for start, _ in counted if start == 0) == 2
-    assert len(counted) == len(in_files)
+@pytest.mark.parametrize("per_attempt", [False, True], ids=["one-file", "file-per-attempt"])
+def test_a_worker_counts_no_lines_and_the_parent_numbers_them(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, per_attempt: bool
+) -> None:
+    """Slices start inside files whose lines before them nobody counts: a worker numbers
+    its lines from its slice's start and the parent moves them when it merges. Every
+    file:line is the serial read's: malformed lines, interval marks, the cursor, a torn
+    last line."""
+    write_steps(tmp_path, "o", 1_200, attempts=2, per_attempt=per_attempt)
+    for path in sorted((tmp_path / "o").rglob("*.jsonl")):
+        lines = path.read_bytes().split(b"\n")[:-1]
+        for k in range(len(lines) - 50, 0, -len(lines) // 7):
+            lines.insert(k, b'{"ts": 1, "kind": 7}')
+        torn = lines.pop()
+        path.write_bytes(b"\n".join(lines) + b"\n" + torn[:15])
+    workers(monkeypatch, 2)
+    monkeypatch.setattr(JsonlStore, "count_lines", _no_counting)
+    serial = cold(tmp_path, "o", parallel=False)
+    parallel, _n, sent = shared_read(SlowFront(tmp_path), "o")
+    assert sent >= 3  # the workers read slices, inside files
+    assert parallel._cursor == serial._cursor
+    assert parallel._unread == serial._unread
+    same(serial.report(final=True), parallel.report(final=True))
+    flagged = [d for d in serial.report(final=True).diagnostics if d.code == "malformed_line"]
+    assert len(flagged) >= 7
+    for key, stream in serial.accountant._ing.streams.items():
+        theirs = parallel.accountant._ing.streams[key].marks
+        assert list(theirs.line) == list(stream.marks.line)
+        assert min(stream.marks.line) > 0
 
 
 def test_a_single_file_store_counts_lines_of_its_one_stream(tmp_path: Path) -> None:

@@ -77,6 +77,14 @@ class Accountant:
         """Timestamp of the newest event ingested, or ``None`` before any."""
         return self._ing.last_ts if self._ing.n_events else None
 
+    def shift_lines(self, source: str, by: int) -> None:
+        """Number the lines read from ``source`` ``by`` further: what was read from a place
+        inside it with lines counted from there (a parallel read's worker) is numbered
+        from the file's start once the lines before that place are known."""
+        self._ing.shift_lines(source, by)
+        self._cache.clear()
+        self._as_of = None
+
     def merge(self, other: Accountant) -> None:
         """Add what ``other`` ingested: other sources (files) of the same job, read after ours.
 

@@ -7,6 +7,7 @@ in a form that costs a few bytes per step (``array`` columns, not objects).
 from __future__ import annotations
 
 import bisect
+import dataclasses
 import math
 from array import array
 from collections.abc import Iterable, Sequence
@@ -188,6 +189,19 @@ class MarkLog:
         if n:
             stored = _MarkBytes(marks)
             stored.append_to(self, 0, n, _MarkBytes.out_of_order(marks.ts, [0], [n])[0])
+
+    def shift_lines(self, source: int, by: int) -> None:
+        """Number the known lines of marks of source code ``source`` ``by`` further (one
+        past 2**31 - 1 becomes unknown, as when ingested)."""
+        if not len(self.ts):
+            return
+        line = np.frombuffer(self.line, np.int32).astype(np.int64)
+        at = (np.frombuffer(self.source, np.int32) == source) & (line >= 0)
+        if not at.any():
+            return
+        line[at] += by
+        line[line > _MAX_LINE] = -1
+        self.line = array("i", line.astype(np.int32).tobytes())
 
     def recode(self, buckets: npt.NDArray[np.int32], sources: npt.NDArray[np.int32]) -> None:
         """Map bucket and source codes through ``buckets``/``sources`` (index -1: none)."""
@@ -489,6 +503,31 @@ class Ingestor:
             state["_by_raw"] = {raw: streams[i] for raw, i in state["_by_raw"]}
             state["lifecycle"] = unpack(state["lifecycle"])
         vars(self).update(state)
+
+    def shift_lines(self, source: str, by: int) -> None:
+        """See ``Accountant.shift_lines``: every line number of ``source`` kept anywhere
+        (diagnostics, lifecycle events, interval marks, the first id-less event)."""
+        if not by:
+            return
+
+        def moved(where: str | None, line: int | None) -> int | None:
+            return line + by if where == source and line is not None else line
+
+        for entries in self.diagnostics.entries.values():
+            entries[:] = [(msg, where, moved(where, line)) for msg, where, line in entries]
+        self.lifecycle = [
+            dataclasses.replace(e, line=moved(e.source, e.line)) if e.source == source else e
+            for e in self.lifecycle
+        ]
+        if self.first_idless is not None:
+            where, line = self.first_idless
+            self.first_idless = (where, moved(where, line))
+        codes = self.sources.known([source])
+        if not codes:
+            return
+        code = codes[0]
+        for stream in self.streams.values():
+            stream.marks.shift_lines(code, by)
 
     def absorb(self, other: Ingestor) -> None:
         """Add the state of ``other``, which ingested *later* sources of the same job.
