@@ -13,7 +13,8 @@ PUBLIC: dict[str, set[str]] = {
         "analyze", "open_store",
     },
     "badput.events": {
-        "Chunk", "Event", "EventError", "INTERVAL_KINDS", "KINDS", "Kind", "LIFECYCLE_KINDS",
+        "Chunk", "DecodedColumns", "Event", "EventError", "INTERVAL_KINDS", "KINDS", "KIND_CODE",
+        "KIND_NAMES", "Kind", "LIFECYCLE_KINDS",
         "MAX_INT", "MAX_TS", "MIN_TS", "NAMED_KINDS", "SCHEMA_VERSION", "SECTION_QUANTILES",
         "STEP_KINDS", "attempt_id", "bucket_of", "interval_base", "validate",
     },

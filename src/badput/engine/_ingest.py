@@ -697,6 +697,8 @@ class Ingestor:
                     )
         bucket, blocking, line, source = self._mark_fields(kind, category, pos, batch, origin)
         key = stream * _CATEGORIES + category
+        if len(streams) * _CATEGORIES <= np.iinfo(np.int16).max:
+            key = key.astype(np.int16)  # sorted by radix, 3x faster than as int64
         order = np.argsort(key, kind="stable")
         edges = np.searchsorted(key[order], np.arange(len(streams) * _CATEGORIES + 1)).tolist()
         ts, kind, seq, steps = ts[order], kind[order], seq[order], steps[order]
