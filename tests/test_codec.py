@@ -10,6 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from badput import _codec as codec
 from badput._codec import (
     _VECTOR_CHECK_BYTES,
     _lines_if_one_object_each,
@@ -363,10 +364,19 @@ _STEPLESS = [b'{"ts":%d,"kind":"%s","job":"j"}' % (i, k.encode()) for i, k in en
 def test_a_block_decodes_as_its_lines_do_with_each_kind_code(picks: list[bytes]) -> None:
     """The block decoder checks the per-kind rules on kind codes, not event by event: it
     must still give exactly the per-line results, each item's code (-1: an error, or a
-    kind schema v1 lacks) and the step of each event of a step kind (0 elsewhere)."""
-    coded = decode_block_coded(b"\n".join(picks) + b"\n", "f.jsonl", 7)
+    kind schema v1 lacks) and the step of each event of a step kind (0 elsewhere). A small
+    block is checked event by event, and gives no columns."""
+    block = b"\n".join(picks) + b"\n"
+    small = decode_block_coded(block, "f.jsonl", 7)
+    assert small is not None
+    assert small[1] is None
+    _same(small[0], _per_line(picks, "f.jsonl", 7))
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(codec, "_VECTOR_CHECK_BYTES", 0)
+        coded = decode_block_coded(block, "f.jsonl", 7)
     assert coded is not None
     items, columns = coded
+    assert columns is not None
     _same(items, _per_line(picks, "f.jsonl", 7))
     expected = [-1 if isinstance(x, EventError) else KIND_CODE[x.kind] for x in items]
     assert columns.kinds.tolist() == expected

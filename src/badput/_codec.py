@@ -148,9 +148,12 @@ def _code_tables() -> tuple[Any, Any]:
 
 def decode_block_coded(
     block: bytes, file: str | None = None, first_lineno: int = 1
-) -> tuple[list[Event | EventError], DecodedColumns] | None:
+) -> tuple[list[Event | EventError], DecodedColumns | None] | None:
     """:func:`decode_block`, with the columns its checks work out anyway (the kind code of
-    each item, the steps of the step kinds: :class:`~badput.events.DecodedColumns`)."""
+    each item, the steps of the step kinds: :class:`~badput.events.DecodedColumns`) for a
+    block of :data:`_VECTOR_CHECK_BYTES` or more; None for a smaller one, whose events are
+    checked one by one (numpy's cost per call is more than the loop over a few dozen, and
+    more than the engine's columns of them: the file of an attempt of a job of 10,000)."""
     n_lines = _lines_if_one_object_each(block)
     if not n_lines:
         return None
@@ -160,10 +163,20 @@ def decode_block_coded(
         return None
     if len(events) != n_lines:
         return None
+    out = cast("list[Event | EventError]", events)  # ours: an error takes its event's place
+    if len(block) < _VECTOR_CHECK_BYTES:
+        for i in [
+            i
+            for i, e in enumerate(events)
+            if e.kind in _CHECK_ALWAYS or (e.step is None and e.kind in STEP_KINDS)
+        ]:
+            problem = validate(events[i])
+            if problem is not None:
+                out[i] = EventError(problem, file, first_lineno + i)
+        return out, None
     import numpy as np  # noqa: PLC0415 (the recorder encodes with this module: numpy stays out)
 
     check_codes, step_codes = _code_tables()
-    out = cast("list[Event | EventError]", events)  # ours: an error takes its event's place
     kinds = np.fromiter(map(KIND_CODE.__getitem__, map(_kind, events)), np.int16, n_lines)
     # JSON cannot spell NaN or infinity and msgspec already enforced the non-empty
     # strings, the version and the ranges of times and integers, so only the per-kind

@@ -154,7 +154,7 @@ def parse_stream(
         if coded is not None:
             fast, columns = coded
             for k in range(0, len(fast), chunk_lines):
-                part = columns.rows(k, k + chunk_lines)
+                part = None if columns is None else columns.rows(k, k + chunk_lines)
                 chunks.append(Chunk(source, lineno + 1 + k, fast[k : k + chunk_lines], part))
             lineno += len(fast)
             continue
