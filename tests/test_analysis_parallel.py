@@ -485,6 +485,37 @@ def test_many_small_attempts_are_not_shared(
     assert analysis._parallel_plan(store, "o") is not None
 
 
+@linux_only
+@pytest.mark.usefixtures("small_slices")
+def test_small_files_planned_by_size_torn_or_not_give_the_serial_read(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The plan takes a small file as read whole from its size. A file whose writer died
+    mid-line (or left a mapped file's NUL tail) is not: the slices from there are read
+    serially, and the result is the serial read's."""
+    write_attempts(tmp_path, 120, id_less=False)
+    store = JsonlStore(tmp_path)
+    names = store.streams("many")
+    for k, tail in ((30, b'{"ts": 17'), (70, b"\0" * 300)):
+        path = tmp_path / "many" / names[k]
+        path.write_bytes(path.read_bytes() + tail)
+    workers(monkeypatch, 2)
+    planned = analysis._parallel_plan(store, "many")
+    assert planned is not None
+    assert len(planned) > 20
+    serial = cold(tmp_path, "many", parallel=False)
+    parallel, _n, _sent = shared_read(SlowFront(tmp_path), "many")
+    assert parallel._cursor == serial._cursor
+    assert parallel._unread == serial._unread
+    same(serial.report(final=True), parallel.report(final=True))
+    intact = JsonlStore(tmp_path / "intact")
+    write_attempts(tmp_path / "intact", 120, id_less=False)
+    files = intact.files("many")
+    assert intact.read_stops("many", SLICE, files, by_size=True) == intact.read_stops(
+        "many", SLICE, files
+    )
+
+
 LINE = st.one_of(
     st.binary(min_size=1, max_size=60).map(lambda b: b.replace(b"\n", b"x")),
     st.just(b""),  # a blank line
@@ -556,6 +587,15 @@ def test_read_stops_are_where_the_serial_reads_stop(  # noqa: PLR0917
         assert (name, at) == (store.files("j")[i][0], offset)
         assert c.offsets[name] == (offset, lines)
         assert all(c.offsets.get(n, (0, 0)) == (0, 0) for n, _ in store.files("j")[i + 1 :])
+    # files their writers closed (each ends with its last line): their sizes say as much
+    closed = all(not tail and not nuls for _lines, tail, nuls in files)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(jsonl_store, "READ_BLOCK", block)
+        mp.setattr(jsonl_store, "_FIRST_BLOCK", first)
+        mp.setattr(jsonl_store, "_PROBE", probe)
+        by_size = jsonl_store._stops(paths, slice_bytes, by_size=True)
+    if closed:
+        assert by_size == found
 
 
 EVENT_KINDS = ["step_start", "step_end", "data_loading_start", "data_loading_end", "heartbeat"]
