@@ -475,8 +475,8 @@ def test_a_small_log_is_never_shared(tmp_path: Path) -> None:
 def test_many_small_attempts_are_not_shared(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """What a worker sends back grows with the attempts it read: a job of many small
-    attempts is read by one process, however large (PARALLEL_MIN_BYTES_PER_ATTEMPT)."""
+    """What a worker sends back grows with the attempts it read: a job of attempts smaller
+    than PARALLEL_MIN_BYTES_PER_ATTEMPT is read by one process, however large."""
     write_attempts(tmp_path, 40, id_less=False)  # 40 attempts of about 5 KB
     write_steps(tmp_path, "o", 2_000, attempts=2, per_attempt=True)  # 2 of about 200 KB
     monkeypatch.setattr(analysis, "PARALLEL_MIN_BYTES_PER_ATTEMPT", 100_000)
