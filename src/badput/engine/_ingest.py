@@ -642,7 +642,8 @@ class Ingestor:
         self._seq = int(seq[-1])
 
         # Streams: events with the same (attempt, rank) share one, whatever their pid.
-        groups = np.unique(group) if len(batch.keys) > 1 else np.zeros(1, np.int32)
+        # the groups present, in order (bincount: O(n) where np.unique sorts)
+        groups = np.flatnonzero(np.bincount(group)) if len(batch.keys) > 1 else np.zeros(1, np.intp)
         streams: list[Stream] = []
         index: dict[int, int] = {}  # id(stream) -> its place in `streams`
         stream_of_group = np.zeros(len(batch.keys), np.int64)
@@ -771,7 +772,7 @@ class Ingestor:
         if not marks.shape[0]:
             return bucket, blocking, line, source
         mk = kind[marks]
-        for code in np.unique(mk).tolist():
+        for code in np.flatnonzero(np.bincount(mk)).tolist():  # the kinds present, in order
             at = marks[mk == code]
             base, _ = _SPLIT[code]
             if base in NAMED_INTERVAL_KINDS:

@@ -1196,7 +1196,9 @@ class RankTracker:
                 starts, no = starts[ok], no[ok]
             self._hand(slots, slot, starts, ("step_ts", ts[starts]), ("step_no", no))
             if len(starts):
-                for g in np.unique(group[starts]).tolist() if len(keys) > 1 else [0]:
+                one = len(keys) == 1  # (else the groups present, in order: O(n), no sort)
+                present = [0] if one else np.flatnonzero(np.bincount(group[starts])).tolist()
+                for g in present:
                     slots[slot_of[g]].worker_pids.add(_pid(keys[g]))
         step_ends = of(_STEP_END)
         self._hand(slots, slot, step_ends, ("end_ts", ts[step_ends]))
