@@ -21,7 +21,7 @@ from badput._codec import (
     encode_line,
     encode_lines,
 )
-from badput.events import KIND_CODE, KINDS, Event, EventError, Kind
+from badput.events import KIND_CODE, KINDS, DecodedColumns, Event, EventError, Kind
 
 _STEP_KINDS = {
     Kind.STEP_START,
@@ -340,6 +340,20 @@ def test_large_block_of_events_is_decoded_whole() -> None:
     assert decode_block(two) is None
 
 
+def decoded_with_columns(
+    block: bytes, file: str, first_lineno: int
+) -> tuple[list[Event | EventError], DecodedColumns]:
+    """``decode_block_coded`` of ``block`` with its columns, whatever its size (below
+    ``_VECTOR_CHECK_BYTES`` a block's events are checked one by one, without columns)."""
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(codec, "_VECTOR_CHECK_BYTES", 0)
+        coded = decode_block_coded(block, file, first_lineno)
+    assert coded is not None
+    items, columns = coded
+    assert columns is not None
+    return items, columns
+
+
 _STEPLESS = [b'{"ts":%d,"kind":"%s","job":"j"}' % (i, k.encode()) for i, k in enumerate(ALL_KINDS)]
 
 
@@ -371,12 +385,7 @@ def test_a_block_decodes_as_its_lines_do_with_each_kind_code(picks: list[bytes])
     assert small is not None
     assert small[1] is None
     _same(small[0], _per_line(picks, "f.jsonl", 7))
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(codec, "_VECTOR_CHECK_BYTES", 0)
-        coded = decode_block_coded(block, "f.jsonl", 7)
-    assert coded is not None
-    items, columns = coded
-    assert columns is not None
+    items, columns = decoded_with_columns(block, "f.jsonl", 7)
     _same(items, _per_line(picks, "f.jsonl", 7))
     expected = [-1 if isinstance(x, EventError) else KIND_CODE[x.kind] for x in items]
     assert columns.kinds.tolist() == expected

@@ -3,14 +3,13 @@ engine must reach the state it reaches reading them from the events."""
 
 from __future__ import annotations
 
-import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from badput import _codec as codec
-from badput._codec import decode_block_coded, encode_lines
+from badput._codec import encode_lines
 from badput.engine import Accountant
 from badput.events import Chunk, Event
+from test_codec import decoded_with_columns
 from test_engine_properties import event_logs
 from test_pack import _state
 
@@ -23,12 +22,7 @@ def test_decoded_columns_give_the_state_the_events_give(
     lines = encode_lines(events).split(b"\n")[:-1]
     for at in bad:  # invalid events (a step kind without step) split the runs
         lines.insert(min(at, len(lines)), b'{"ts":1,"kind":"step_end","job":"p"}')
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(codec, "_VECTOR_CHECK_BYTES", 0)  # columns for a block of any size
-        coded = decode_block_coded(b"\n".join(lines) + b"\n", "0/a.jsonl", 1)
-    assert coded is not None
-    items, columns = coded
-    assert columns is not None
+    items, columns = decoded_with_columns(b"\n".join(lines) + b"\n", "0/a.jsonl", 1)
     with_columns, without = Accountant("p"), Accountant("p")
     half = len(items) // 2
     with_columns.ingest(
@@ -49,12 +43,7 @@ def test_a_read_without_columns_in_one_chunk_reads_them_all_from_the_events() ->
     lines = encode_lines(
         [Event(ts=1.0 + i, kind="step_start", job="p", step=i, attempt=0) for i in range(4)]
     )
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(codec, "_VECTOR_CHECK_BYTES", 0)
-        coded = decode_block_coded(lines, "0/a.jsonl", 1)
-    assert coded is not None
-    items, columns = coded
-    assert columns is not None
+    items, columns = decoded_with_columns(lines, "0/a.jsonl", 1)
     wrong = columns._replace(steps=columns.steps + 100)  # would show if used
     acc, ref = Accountant("p"), Accountant("p")
     acc.ingest(

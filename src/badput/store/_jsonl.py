@@ -549,8 +549,8 @@ def _stops(paths: list[Path], max_bytes: int, *, by_size: bool = False) -> list[
     changes meanwhile makes a worker stop elsewhere, which the worker checks).
 
     ``by_size``: a file that fits in what is left of a read's budget is taken as read whole
-    from its size alone, without opening it (one ``stat`` instead of five calls: 10,000
-    attempt files planned in 0.13 s, now a third of that). That is exact for a file whose
+    from its size alone, without opening it (one ``stat`` instead of five calls: the plan of
+    10,000 attempt files took 0.13 s, now 0.08 s). That is exact for a file whose
     writer closed it (it ends with its last line); for one that does not (a torn last
     line, a mapped file's unwritten tail) the stops after it are not where the reads stop,
     which whoever starts a read at them finds out.
