@@ -5,12 +5,16 @@ is never taken for one it was computed over, however the memory is reused."""
 from __future__ import annotations
 
 import gc
+import math
 import weakref
 
 import numpy as np
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
+from badput.engine import _ideal
 from badput.engine._cache import IdealCache
-from badput.engine._ideal import best_sustained_step_time
+from badput.engine._ideal import best_sustained_step_time, min_block_median
 
 
 class Part:
@@ -49,3 +53,46 @@ def test_the_cache_keeps_the_parts_it_was_computed_over_alive() -> None:
     cache.estimate([(Part(), np.full(2_000, 1.5))], np.zeros(0))
     gc.collect()
     assert alive() is None  # let go once the cache moved on
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    st.lists(st.floats(0.01, 100.0), min_size=0, max_size=1_200),
+    st.sampled_from([5, 7, 100]),
+    st.sampled_from([1, 3, 2048]),
+)
+def test_block_medians_taken_a_few_blocks_at_a_time_are_those_of_every_block(
+    values: list[float], w: int, at_once: int
+) -> None:
+    """min_block_median takes its blocks' medians a few thousand at a time (a million clean
+    steps are not copied whole): the smallest of them is the smallest of all."""
+    v = np.array(values, np.float64)
+    full = (len(values) // w) * w
+    every = [float(np.median(v[i : i + w])) for i in range(0, full, w)]
+    saved, _ideal._BLOCKS_AT_ONCE = _ideal._BLOCKS_AT_ONCE, at_once
+    try:
+        assert min_block_median(v, w) == min(every, default=math.inf)
+    finally:
+        _ideal._BLOCKS_AT_ONCE = saved
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    st.lists(st.integers(0, 900), min_size=1, max_size=5),
+    st.integers(0, 300),
+    st.integers(0, 2**32 - 1),
+)
+def test_the_estimate_of_sealed_parts_grown_query_by_query_is_the_cold_one(
+    grown: list[int], n_tail: int, seed: int
+) -> None:
+    """One part growing by ``grown`` values query after query (a running attempt's sealed
+    rows, read where they are, not copied; the values after the last complete block carried
+    to the next query): each estimate is that of the whole sequence."""
+    rng = np.random.default_rng(seed)
+    values = rng.uniform(0.5, 2.0, sum(grown))
+    tail = rng.uniform(0.5, 2.0, n_tail)
+    part, cache, n = Part(), IdealCache(), 0
+    for more in grown:
+        n += more
+        cold = best_sustained_step_time(np.concatenate((values[:n], tail)))
+        assert cache.estimate([(part, values[:n])], tail) == cold

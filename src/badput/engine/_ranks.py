@@ -784,11 +784,42 @@ def _settle(streams: list[_RankStream]) -> None:
     paired again from its first mark."""
     todo = [s for s in streams if s.settled != len(s.pair_ts)]
     for chunk in _in_chunks(todo, [len(s.pair_ts) - s.settled for s in todo]):
-        late = _settle_chunk(chunk)
+        late = _settle_in_pieces(chunk[0]) if len(chunk) == 1 else _settle_chunk(chunk)
         if late:
             for s in late:
                 s.settled, s.settled_hi, s.pairing, s.loads = 0, -math.inf, {}, _Growing()
             _settle_chunk(late)
+
+
+#: Marks of one stream paired in one vectorised pass at most (each pass's temporaries
+#: are a dozen columns of its marks: for the 2 M marks of a million data loads, 60 MB at
+#: once against 8 MB in passes of this size).
+_SETTLE_PIECE = 1 << 18
+
+
+def _settle_in_pieces(s: _RankStream) -> list[_RankStream]:
+    """:func:`_settle_chunk` of one stream, its new marks taken a piece at a time as a
+    running job's arrive (each piece carries the open starts of the ones before). A piece
+    ends before a mark later than every mark before it, so that no mark of the next piece
+    comes before one taken; where the marks are not in time order no such end is found
+    near and the rest is taken in one pass (the stream is paired again from its first
+    mark if it must be, as for marks that arrive late)."""
+    n = len(s.pair_ts)
+    while n - s.settled > _SETTLE_PIECE + _SETTLE_PIECE // 2:
+        ts = np.frombuffer(s.pair_ts, dtype=np.float64)
+        stop = s.settled + _SETTLE_PIECE
+        newest = float(ts[s.settled : stop].max())
+        after = ts[stop : stop + _SETTLE_PIECE // 2]
+        # the next piece's first mark must be later than this one's newest, and no later
+        # mark earlier (checked by the pass that takes it: else paired again, whole)
+        later = np.flatnonzero(after > newest)
+        del ts, after
+        if not len(later):
+            break
+        late = _settle_chunk([s], stop + int(later[0]))
+        if late:
+            return late
+    return _settle_chunk([s])
 
 
 def _read_pairing(s: _RankStream) -> None:
@@ -806,22 +837,24 @@ def _read_bucket(s: _RankStream, b: int, p: _Pairing) -> None:
         s.open[name] = list(p.stack)
 
 
-def _settle_chunk(todo: list[_RankStream]) -> list[_RankStream]:
+def _settle_chunk(todo: list[_RankStream], upto: int | None = None) -> list[_RankStream]:
     """One vectorised pass; returns the streams whose new marks came out of time order
-    (left as they were)."""
+    (left as they were). ``upto``: of a single stream, its marks before this index only."""
     if len(todo) == 1 and not todo[0].pairing:  # one stream from its first mark: in place
         s = todo[0]
         s.buckets, s.open = {}, {}
         if not len(s.pair_ts):
             return []
+        top = len(s.pair_ts) if upto is None else upto
         return _settle_columns(
             todo,
-            np.frombuffer(s.pair_ts, dtype=np.float64),
-            np.frombuffer(s.pair_code, dtype=np.int32),
-            [len(s.pair_ts)],
+            np.frombuffer(s.pair_ts, dtype=np.float64)[:top],
+            np.frombuffer(s.pair_code, dtype=np.int32)[:top],
+            [top],
             [0],
             resumed=False,
             fresh=[True],
+            upto=top,
         )
     marks, codes = array("d"), array("i")
     counts: list[int] = []
@@ -837,15 +870,19 @@ def _settle_chunk(todo: list[_RankStream]) -> list[_RankStream]:
                 marks.extend(p.stack)
                 codes.extend([2 * b + 1] * len(p.stack))
         carried.append(len(marks) - before)
-        marks += _tail(s.pair_ts, s.settled)
-        codes += s.pair_code[s.settled :] if s.settled else s.pair_code
+        if upto is not None:  # (one stream)
+            marks += s.pair_ts[s.settled : upto]
+            codes += s.pair_code[s.settled : upto]
+        else:
+            marks += _tail(s.pair_ts, s.settled)
+            codes += s.pair_code[s.settled :] if s.settled else s.pair_code
         counts.append(len(marks) - before)
         resumed = resumed or s.settled > 0
     if not len(marks):
         return []
     ts = np.frombuffer(marks, dtype=np.float64)
     code = np.frombuffer(codes, dtype=np.int32)
-    return _settle_columns(todo, ts, code, counts, carried, resumed=resumed, fresh=fresh)
+    return _settle_columns(todo, ts, code, counts, carried, resumed=resumed, fresh=fresh, upto=upto)
 
 
 def _settle_columns(
@@ -857,11 +894,13 @@ def _settle_columns(
     *,
     resumed: bool,
     fresh: list[bool],
+    upto: int | None = None,
 ) -> list[_RankStream]:
     """The rest of :func:`_settle_chunk`: ``ts``/``code`` hold each stream's carried open
     starts (``carried`` each) then its new marks, ``counts`` in all; ``resumed``: some
     stream goes on from marks taken before; ``fresh``: which streams are paired from
-    their first mark. Neither column is written to."""
+    their first mark; ``upto``: where the marks taken of a single stream end (else at its
+    last). Neither column is written to."""
     which, seg = _segments(counts)  # every stream has new marks
     newest = np.maximum.reduceat(ts, seg).tolist()  # (the carried starts are older)
     late: set[int] = set()
@@ -961,7 +1000,8 @@ def _settle_columns(
             _read_bucket(s, b, p)  # (its buckets come in order: all of them are here)
     for i, s in enumerate(todo):
         if i not in late:
-            s.settled, s.settled_hi = len(s.pair_ts), max(s.settled_hi, newest[i])
+            s.settled = len(s.pair_ts) if upto is None else upto
+            s.settled_hi = max(s.settled_hi, newest[i])
             if not fresh[i]:
                 _read_pairing(s)
     return [todo[i] for i in sorted(late)]
