@@ -316,7 +316,11 @@ MERGE_AFTER = 4096
 
 
 def _concat(columns: list[_Growing]) -> F64:
+    """The columns end to end; the one itself when only one has values (a view, which
+    nobody writes into: the step times of a million-step attempt are not copied)."""
     views = [c.view() for c in columns if len(c)]
+    if len(views) == 1:
+        return views[0]
     return np.concatenate(views) if views else _EMPTY
 
 
