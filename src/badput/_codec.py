@@ -44,12 +44,6 @@ _CHECK_CODES = [k in _CHECK_ALWAYS for k in KIND_NAMES] + [False]
 _STEP_CODES = [k in STEP_KINDS for k in KIND_NAMES] + [False]
 _kind = attrgetter("kind")
 _step = attrgetter("step")
-_ts = attrgetter("ts")
-_attempt = attrgetter("attempt")
-_rank = attrgetter("rank")
-_pid = attrgetter("pid")
-_job = attrgetter("job")
-_blocking = attrgetter("blocking")
 
 
 def encode_line(event: Event) -> bytes:
@@ -199,39 +193,13 @@ def decode_block_coded(
             check = np.union1d(check, np.array(missing, np.intp))
             found = [0 if step is None else step for step in found]
         steps[at_steps] = np.fromiter(found, np.int64, len(found))  # msgspec checked: 53 bits
-    # What the engine reads of every event, read now, while the events are in the cache
-    # (of all of them, measured: 230-250 ns an event here against 350-375 ns later). The
-    # shared values are those of every decoded event, an invalid one too: what they all
-    # share, the valid ones share.
-    ts = np.fromiter(map(_ts, events), np.float64, n_lines)
-    writer = _shared(events, _attempt), _shared(events, _rank), _shared(events, _pid)
-    job = _shared(events, _job)
-    plain = list(map(_blocking, events)).count(None) == n_lines
     for i in check.tolist():
         problem = validate(events[i])
         if problem is not None:
             out[i] = EventError(problem, file, first_lineno + i)  # (events[i] is not asked again)
             kinds[i] = -1
             steps[i] = 0
-            ts[i] = 0.0
-    return out, DecodedColumns(
-        kinds,
-        steps,
-        ts,
-        writer=None if _MIXED in writer else cast("tuple[Any, Any, Any]", writer),
-        job=None if job is _MIXED else cast("str", job),
-        loads_plain=plain,
-    )
-
-
-_MIXED = object()  # (not a value any field of an event can have)
-
-
-def _shared(events: list[Event], field: attrgetter[Any]) -> object:
-    """The value of ``field`` of every event when it is equal (``==``, as a dict key would
-    find it) in all, else :data:`_MIXED`."""
-    values = list(map(field, events))
-    return values[0] if values.count(values[0]) == len(values) else _MIXED
+    return out, DecodedColumns(kinds, steps)
 
 
 def decode_lines(

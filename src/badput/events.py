@@ -200,34 +200,17 @@ class EventError(ValueError):
 
 
 class DecodedColumns(NamedTuple):
-    """Columns the decoder works out of a block's items (numpy arrays, one value an item),
-    handed to the engine with each :class:`Chunk` so that no one reads them twice: read
-    while the block's events are fresh in the processor's cache, they cost about a third
-    less than read later from the millions of a large read.
-
-    The last three fields say what every event of the block shares (``None``/``False``:
-    not known to); what holds for every event holds for any run of them."""
+    """Columns the decoder works out of a block's items anyway (numpy arrays, one value an
+    item), handed to the engine with each :class:`Chunk` so that no one reads them twice."""
 
     #: int16: the :data:`KIND_CODE` of each item; -1 for an error (or a kind v1 lacks).
     kinds: Any
     #: int64: the step of each valid event of a kind of :data:`STEP_KINDS`; 0 elsewhere.
     steps: Any
-    #: float64: the ``ts`` of each event (0.0 for an error); None when not worked out.
-    ts: Any = None
-    #: ``(attempt, rank, pid)`` of every event, when they are all equal.
-    writer: tuple[Any, Any, Any] | None = None
-    #: ``job`` of every event, when they are all equal.
-    job: str | None = None
-    #: True when no event sets ``blocking``.
-    loads_plain: bool = False
 
     def rows(self, begin: int, end: int) -> DecodedColumns:
         """The columns of items ``begin:end``."""
-        return self._replace(
-            kinds=self.kinds[begin:end],
-            steps=self.steps[begin:end],
-            ts=None if self.ts is None else self.ts[begin:end],
-        )
+        return DecodedColumns(self.kinds[begin:end], self.steps[begin:end])
 
 
 @dataclass(frozen=True)

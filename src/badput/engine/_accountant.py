@@ -7,6 +7,8 @@ import threading
 from collections.abc import Callable, Iterable
 from typing import Final
 
+import numpy as np
+
 from badput._gc import gc_paused
 from badput._heap import TRIM_AFTER_VALUES, give_back
 from badput.engine._batch import Batch
@@ -120,7 +122,15 @@ class Accountant:
                     self._ing.malformed(item.message, item.file or chunk.source, item.line)
                     begin = i + 1
             _add_run(events, runs, chunk, begin, len(items), columns)
-        self._ingest_batch(events, runs, columns or None)
+        joined = None
+        if columns and events:
+            joined = columns[0]
+            if len(columns) > 1:
+                joined = DecodedColumns(
+                    np.concatenate([c.kinds for c in columns]),
+                    np.concatenate([c.steps for c in columns]),
+                )
+        self._ingest_batch(events, runs, joined)
 
     def ingest_events(self, events: Iterable[Event], source: str | None = None) -> None:
         """Ingest events that did not come from a store (tests, other tools)."""
@@ -129,10 +139,10 @@ class Accountant:
             self._ingest_batch(run, [Run(source, 1 if source else None, 0, len(run))])
 
     def _ingest_batch(
-        self, events: list[Event], runs: list[Run], columns: list[DecodedColumns] | None = None
+        self, events: list[Event], runs: list[Run], columns: DecodedColumns | None = None
     ) -> None:
         """Events read together (``runs`` say from where): their columns are read once,
-        for both trackers. ``columns``: what the decoder worked out of each run, if it did."""
+        for both trackers. ``columns``: what the decoder worked out of them, if it did."""
         if not events:
             return
         batch = Batch(events, [(run.begin, run.end) for run in runs], columns)

@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from itertools import repeat
 from operator import attrgetter, eq, is_not
-from typing import Any, cast
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -58,23 +58,6 @@ class _KeyIndex(dict[RawKey, int]):
 
 #: Events per run, on average, from which a batch's writers are looked up run by run.
 _EVENTS_PER_RUN_MIN = 8
-
-
-def _one_after_another(runs: Sequence[tuple[int, int]], n: int, n_columns: int) -> bool:
-    """Whether ``runs`` cover ``0..n`` one after the other, one for each of ``n_columns``."""
-    if len(runs) != n_columns:
-        return False
-    covered = 0
-    for begin, end in runs:
-        if begin != covered or end < begin:
-            return False
-        covered = end
-    return covered == n
-
-
-def _joined(parts: list[Any]) -> Any:
-    """Arrays end to end (the one itself when there is one)."""
-    return parts[0] if len(parts) == 1 else np.concatenate(parts)
 
 
 def _groups_by_run(
@@ -122,8 +105,6 @@ class Batch:
     __slots__ = (
         "_jobs",
         "_loads_plain",
-        "_run_jobs",
-        "_run_sizes",
         "_same_job",
         "_steps",
         "events",
@@ -138,50 +119,31 @@ class Batch:
         self,
         events: Sequence[Event],
         runs: Sequence[tuple[int, int]] | None = None,
-        columns: Sequence[DecodedColumns] | None = None,
+        columns: DecodedColumns | None = None,
     ) -> None:
         """``runs``: ``(begin, end)`` of the batch's runs of consecutive lines of one file,
-        when known (each file is usually written by one process). ``columns``: what the
-        decoder worked out of each run's events (``Chunk.columns``), one per run, when it
-        did for every run: the kinds and steps, the times, and what each run's events
-        share (one writer, one job, no ``blocking``), so the events are not read again."""
+        when known (each file is usually written by one process). ``columns``: the events'
+        kind codes and steps, when the decoder worked them out (``Chunk.columns``)."""
         n = len(events)
         self.events = events
         self.n = n
+        self.ts: F64 = np.fromiter(map(_ts, events), np.float64, n)
         self._steps: tuple[I64, BoolArray, BoolArray] | None = None
-        self._jobs: list[str] | None = None
-        self._same_job: dict[str, BoolArray | None] = {}
-        self._loads_plain: bool | None = None
-        self._run_sizes: list[int] | None = None
-        self._run_jobs: list[str] | None = None
-        cols = list(columns) if columns else None
-        if cols is not None and (runs is None or not _one_after_another(runs, n, len(cols))):
-            cols = None  # (not a layout to take them from: read from the events)
-        ts = _joined([c.ts for c in cols]) if cols and all(c.ts is not None for c in cols) else None
-        self.ts: F64 = np.fromiter(map(_ts, events), np.float64, n) if ts is None else ts
-        if cols is None:
+        if columns is None:
             self.kind: I16 = np.fromiter(
                 map(KIND_CODE.__getitem__, map(_kind, events)), np.int16, n
             )
         else:
-            self.kind = _joined([c.kinds for c in cols])
+            self.kind = columns.kinds
             # the decoder's steps of every step event (valid: each has one, within 64 bits)
             is_step = (self.kind == _STEP_START_CODE) | (self.kind == _STEP_END_CODE)
-            self._steps = (_joined([c.steps for c in cols]), np.ones(n, np.bool_), is_step)
-            assert runs is not None  # (checked above)
-            self._run_sizes = [end - begin for begin, end in runs]
-            jobs = [c.job for c in cols]
-            if None not in jobs:
-                self._run_jobs = cast("list[str]", jobs)
-            if all(c.loads_plain for c in cols):
-                self._loads_plain = True
-            writers = [c.writer for c in cols]
-            if None not in writers:
-                self._group_by_writers(cast("list[RawKey]", writers), self._run_sizes)
-                return
+            self._steps = (columns.steps, np.ones(n, np.bool_), is_step)
         attempts = list(map(_attempt, events))
         ranks = list(map(_rank, events))
         pids = list(map(_pid, events))
+        self._jobs: list[str] | None = None
+        self._same_job: dict[str, BoolArray | None] = {}
+        self._loads_plain: bool | None = None
         if (
             n
             and attempts.count(attempts[0]) == n
@@ -200,26 +162,10 @@ class Batch:
         self.group = group
         self.keys = list(index)
 
-    def _group_by_writers(self, writers: list[RawKey], sizes: list[int]) -> None:
-        """:attr:`keys` and :attr:`group` from the one writer of each run (numbered when
-        first met, as a lookup of every event in order numbers them)."""
-        index = _KeyIndex()
-        codes = [index[w] for w in writers]
-        self.keys = list(index)
-        if len(self.keys) == 1:
-            self.group = np.zeros(self.n, np.int32)
-        else:
-            self.group = np.repeat(np.array(codes, np.int32), sizes)
-
     def same_job(self, job: str) -> BoolArray | None:
         """Which events are of ``job``; ``None`` when all of them are (the usual case)."""
         if job in self._same_job:
             return self._same_job[job]
-        if self._run_jobs is not None and self._run_sizes is not None:  # each run's one job
-            same = [j == job for j in self._run_jobs]
-            found = None if all(same) else np.repeat(np.array(same, np.bool_), self._run_sizes)
-            self._same_job[job] = found
-            return found
         if self._jobs is None:
             self._jobs = list(map(_job, self.events))
         jobs = self._jobs
