@@ -343,10 +343,15 @@ def _parallel_plan(
         attempts = {name.partition("/")[0] for name in names if "/" in name}
         if size < len(attempts) * PARALLEL_MIN_BYTES_PER_ATTEMPT:
             return None
-        files = [(name, base / name) for name in names]
+        # as strings: a Path join each cost 2 µs of the 10,000 files of 10,000 attempts
+        prefix = str(base) + os.sep
+        files: list[tuple[str, str | os.PathLike[str]]] = [
+            (name, prefix + (name if os.sep == "/" else name.replace("/", os.sep)))
+            for name in names
+        ]
     else:
-        files = store.files(job)
-        size = _estimated_bytes([path for _, path in files], len(files))
+        files = list(store.files(job))
+        size = _estimated_bytes([Path(path) for _, path in files], len(files))
         if size is None or size < PARALLEL_MIN_BYTES:
             return None
     # By size: the workers check that their slices end where planned (a torn last line
