@@ -24,6 +24,7 @@ from badput.engine._ranks import (
     RankTracker,
     _derive,
     _Growing,
+    _in_chunks,
     _Joined,
     _may_stall,
     _RankStream,
@@ -795,3 +796,26 @@ def test_one_large_stream_pairs_its_marks_as_streams_paired_together(
         b: (p.total, p.paired, p.irregular, p.stack) for b, p in shared.pairing.items()
     }
     assert (alone.buckets, alone.open) == (shared.buckets, shared.open)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.sampled_from([0, 1, 7, 50, 99, 100, 250]), max_size=12))
+def test_streams_are_taken_in_runs_and_a_large_one_has_a_run_of_its_own(sizes: list[int]) -> None:
+    """Runs of about CHUNK values, in order, every stream once; a stream of CHUNK values or
+    more alone in its run, even after a small one (its passes then read its columns in
+    place and pair its marks in pieces: a launcher's few marks before a trainer's two
+    million made one pass over both, and its temporaries 60 MB)."""
+    streams = [_RankStream(str(i), 0) for i in range(len(sizes))]
+    saved, _ranks.CHUNK = _ranks.CHUNK, 100
+    try:
+        chunks = _in_chunks(streams, sizes)
+    finally:
+        _ranks.CHUNK = saved
+    assert [s for chunk in chunks for s in chunk] == streams
+    size_of = {id(s): n for s, n in zip(streams, sizes, strict=True)}
+    for chunk in chunks:
+        assert chunk
+        if any(size_of[id(s)] >= 100 for s in chunk):
+            assert len(chunk) == 1
+        # a run is closed once it holds CHUNK values (each stream counts one more)
+        assert sum(size_of[id(s)] + 1 for s in chunk[:-1]) < 100

@@ -516,11 +516,13 @@ def _spread(out: list[Any], which: list[int], values: npt.NDArray[Any]) -> None:
 
 def _in_chunks(streams: list[_RankStream], sizes: list[int]) -> list[list[_RankStream]]:
     """``streams`` in runs of about :data:`CHUNK` new values (``sizes``: each one's; a
-    vectorised pass over a few columns of each keeps its temporary arrays small)."""
+    vectorised pass over a few columns of each keeps its temporary arrays small). A stream
+    of :data:`CHUNK` values or more has a run of its own, whatever comes before it: the
+    passes over one stream read its columns in place and pair its marks in pieces."""
     chunks: list[list[_RankStream]] = []
     size = CHUNK
     for s, n in zip(streams, sizes, strict=True):
-        if size >= CHUNK:
+        if size >= CHUNK or (n >= CHUNK and size > 0):
             chunks.append([])
             size = 0
         chunks[-1].append(s)
