@@ -10,6 +10,9 @@ Shapes (each written to a temporary store, then read by a fresh process):
 - ``dataload``: every step ``step_start``, ``data_loading_start``/``_end``, ``step_end``,
   all four at distinct timestamps (the loop of docs/events.md), 1e6 steps (``--max-steps``
   lowers it), 4 M events.
+- ``with-launcher``: ``dataload`` and, in a file read before the trainer's, the three data
+  loads of a launcher process recording as another rank (a small stream before the large
+  one: the per-rank view once paired both in one pass, 405-432 MB).
 - ``one-file`` / ``file-per-attempt``: the same 1e6-step, 4-attempt log in one file and in
   one file per attempt.
 - ``8-ranks``: 8 ranks, each its own file, each recording every step with its data load,
@@ -98,9 +101,18 @@ print(json.dumps({
 
 
 def write_steps(
-    root: Path, job: str, steps: int, *, attempts: int = 1, ranks: int = 1, per_attempt: bool
+    root: Path,
+    job: str,
+    steps: int,
+    *,
+    attempts: int = 1,
+    ranks: int = 1,
+    per_attempt: bool,
+    launcher: bool = False,
 ) -> None:
-    """Steps with a blocking load inside each (distinct timestamps); crashes lose 37 steps."""
+    """Steps with a blocking load inside each (distinct timestamps); crashes lose 37 steps.
+    ``launcher``: a file read first (``0/a-launcher.jsonl``) holds three data loads of a
+    launcher process recording as rank 99 of the first attempt."""
     t = 1_732_000_000.0
     step = 0
     crash = [steps * (a + 1) // attempts for a in range(attempts)]
@@ -130,6 +142,12 @@ def write_steps(
                 e("job_end", tt + 1.0)
             if rank == ranks - 1:
                 t, step = tt + 30.0, s
+    if launcher:
+        files[root / job / "0" / "a-launcher.jsonl"] = [
+            Event(ts=1_732_000_001.0 + i + dt, kind=kind, job=job, attempt=0, rank=99)
+            for i in range(3)
+            for kind, dt in (("data_loading_start", 0.0), ("data_loading_end", 0.5))
+        ]
     for path, evs in files.items():
         path.parent.mkdir(parents=True, exist_ok=True)
         with path.open("ab") as fh:
@@ -183,6 +201,10 @@ def main() -> None:
     big = min(args.max_steps, 1_000_000)  # the issue's size for every shape
     shapes += [
         ("dataload", lambda root: write_steps(root, "d", big, per_attempt=True) or "d"),
+        (
+            "with-launcher",
+            lambda root: write_steps(root, "l", big, per_attempt=True, launcher=True) or "l",
+        ),
         (
             "one-file",
             lambda root: write_steps(root, "o", big, attempts=4, per_attempt=False) or "o",

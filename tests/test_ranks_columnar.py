@@ -819,3 +819,48 @@ def test_streams_are_taken_in_runs_and_a_large_one_has_a_run_of_its_own(sizes: l
             assert len(chunk) == 1
         # a run is closed once it holds CHUNK values (each stream counts one more)
         assert sum(size_of[id(s)] + 1 for s in chunk[:-1]) < 100
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.integers(0, 2**32 - 1),
+    st.integers(20, 400),
+    st.sampled_from([3, 16, 1 << 18]),
+    st.booleans(),
+)
+def test_marks_of_two_processes_of_one_rank_paired_a_piece_at_a_time_in_time_order(
+    seed: int, n_loads: int, piece: int, ties: bool
+) -> None:
+    """Two data-loader processes of one rank, each writing its own file: the stream's
+    marks arrive as one file's loads then the other's, out of time order. Paired a piece at
+    a time in time order (``piece``), with loads that sometimes nest or touch (``ties``:
+    an end and the next start at one time), they give what one pass over all of them gives,
+    and the reference: seconds, open starts and each load's duration in time order."""
+    rng = np.random.default_rng(seed)
+    by_pid: dict[int, list[Event]] = {2: [], 3: []}
+    t = T0
+    for i in range(n_loads):
+        t += float(rng.choice([0.0, 0.5])) if ties else float(rng.uniform(0.1, 1.0))
+        pid = 2 + int(rng.integers(0, 2))
+        length = float(rng.choice([0.0, 0.2, 3.0]))  # 3 s: overlaps the next loads
+        for kind, at in (("data_loading_start", t), ("data_loading_end", t + length)):
+            by_pid[pid].append(Event(ts=at, kind=kind, job=JOB, attempt=0, rank=0, pid=pid))
+        if i == n_loads - 1 and rng.integers(0, 2):
+            by_pid[pid].pop()  # the last load still open
+    events = by_pid[2] + by_pid[3]  # one file, then the other
+    pieces, whole = RankTracker(), RankTracker()
+    pieces.ingest(events, JOB)
+    whole.ingest(events, JOB)
+    (s,) = pieces.streams.values()
+    (w,) = whole.streams.values()
+    saved = _ranks._SETTLE_PIECE
+    try:
+        _ranks._SETTLE_PIECE = piece
+        _settle([s])
+        _ranks._SETTLE_PIECE = 1 << 30  # one pass
+        _settle([w])
+    finally:
+        _ranks._SETTLE_PIECE = saved
+    got = (s.buckets, s.open, s.loads.view().tolist())
+    assert got == (w.buckets, w.open, w.loads.view().tolist())
+    assert got == reference_settle(s)

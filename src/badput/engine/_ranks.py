@@ -794,7 +794,11 @@ def _settle(streams: list[_RankStream]) -> None:
         if late:
             for s in late:
                 s.settled, s.settled_hi, s.pairing, s.loads = 0, -math.inf, {}, _Growing()
-            _settle_chunk(late)
+            large = [s for s in late if len(s.pair_ts) > _settle_whole_max()]
+            for s in large:
+                _settle_in_time_order(s)
+            if len(large) < len(late):
+                _settle_chunk([s for s in late if len(s.pair_ts) <= _settle_whole_max()])
 
 
 #: Marks of one stream paired in one vectorised pass at most (each pass's temporaries
@@ -803,15 +807,31 @@ def _settle(streams: list[_RankStream]) -> None:
 _SETTLE_PIECE = 1 << 18
 
 
+def _settle_whole_max() -> int:
+    """New marks of one stream paired in one pass (more are taken a piece at a time)."""
+    return _SETTLE_PIECE + _SETTLE_PIECE // 2
+
+
 def _settle_in_pieces(s: _RankStream) -> list[_RankStream]:
     """:func:`_settle_chunk` of one stream, its new marks taken a piece at a time as a
     running job's arrive (each piece carries the open starts of the ones before). A piece
     ends before a mark later than every mark before it, so that no mark of the next piece
-    comes before one taken; where the marks are not in time order no such end is found
-    near and the rest is taken in one pass (the stream is paired again from its first
-    mark if it must be, as for marks that arrive late)."""
+    comes before one taken. New marks that did not arrive in time order (two processes of
+    one rank, each writing its own file) are taken in time order instead
+    (:func:`_settle_in_time_order`) when the stream is paired from its first mark; else in
+    one pass (the stream is paired again from its first mark if it must be, as for marks
+    that arrive late)."""
     n = len(s.pair_ts)
-    while n - s.settled > _SETTLE_PIECE + _SETTLE_PIECE // 2:
+    if n - s.settled > _settle_whole_max():
+        ts = np.frombuffer(s.pair_ts, dtype=np.float64)[s.settled :]
+        in_order = bool((ts[1:] >= ts[:-1]).all())
+        del ts
+        if not in_order:
+            if s.pairing:
+                return _settle_chunk([s])
+            _settle_in_time_order(s)
+            return []
+    while n - s.settled > _settle_whole_max():
         ts = np.frombuffer(s.pair_ts, dtype=np.float64)
         stop = s.settled + _SETTLE_PIECE
         newest = float(ts[s.settled : stop].max())
@@ -826,6 +846,56 @@ def _settle_in_pieces(s: _RankStream) -> list[_RankStream]:
         if late:
             return late
     return _settle_chunk([s])
+
+
+def _settle_in_time_order(s: _RankStream) -> None:
+    """Pair all the marks of ``s`` (paired from its first mark: no pairing yet) a piece of
+    :data:`_SETTLE_PIECE` at a time in time order, whatever order they arrived in: what one
+    pass over all of them gives (it sorts them by time too, stably: marks of one time in
+    the order they arrived), without a dozen temporary columns of two million marks. A
+    piece ends before a time later than every time in it (marks of one time are in one
+    piece), so each piece takes its bucket's marks in the order the one pass takes them and
+    carries the open starts over, as a running job's next marks do."""
+    ts_all = np.frombuffer(s.pair_ts, dtype=np.float64)
+    code_all = np.frombuffer(s.pair_code, dtype=np.int32)
+    n = len(ts_all)
+    order = np.argsort(ts_all, kind="stable")
+    s.buckets, s.open = {}, {}
+    a = 0
+    while a < n:
+        stop = min(a + _SETTLE_PIECE, n)
+        while stop < n:  # past the marks of the piece's last time
+            more = ts_all[order[stop : stop + _SETTLE_PIECE]]
+            k = int(np.searchsorted(more, ts_all[order[stop - 1]], side="right"))
+            stop += k
+            if k < len(more):
+                break
+        at = order[a:stop]
+        piece_ts, piece_code = ts_all[at], code_all[at]
+        del at
+        if not s.pairing:  # the first piece
+            late = _settle_columns(
+                [s], piece_ts, piece_code, [stop], [0], resumed=False, fresh=[True], upto=stop
+            )
+        else:
+            starts = [(b, p.stack) for b, p in s.pairing.items() if p.stack]
+            open_ts = np.array([t for _, stack in starts for t in stack], np.float64)
+            open_code = np.array([2 * b + 1 for b, stack in starts for _ in stack], np.int32)
+            late = _settle_columns(
+                [s],
+                np.concatenate((open_ts, piece_ts)),
+                np.concatenate((open_code, piece_code)),
+                [len(open_ts) + stop - a],
+                [len(open_ts)],
+                resumed=True,
+                fresh=[False],
+                upto=stop,
+            )
+        if late:  # (never: each piece is later than the last) paired whole, as before
+            s.settled, s.settled_hi, s.pairing, s.loads = 0, -math.inf, {}, _Growing()
+            _settle_chunk([s])
+            return
+        a = stop
 
 
 def _read_pairing(s: _RankStream) -> None:
