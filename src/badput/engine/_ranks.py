@@ -860,6 +860,8 @@ def _settle_in_time_order(s: _RankStream) -> None:
     code_all = np.frombuffer(s.pair_code, dtype=np.int32)
     n = len(ts_all)
     order = np.argsort(ts_all, kind="stable")
+    if n < 2**31:  # kept through the pieces: half the bytes
+        order = order.astype(np.int32)
     s.buckets, s.open = {}, {}
     a = 0
     while a < n:

@@ -14,7 +14,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from operator import attrgetter, itemgetter
-from typing import Literal
+from typing import Any, Literal
 
 import numpy as np
 import numpy.typing as npt
@@ -32,6 +32,7 @@ __all__ = [
     "AttemptRows",
     "ClosedMemo",
     "Segment",
+    "SortedMarks",
     "StreamView",
     "Structure",
     "Sums",
@@ -39,6 +40,7 @@ __all__ = [
     "attempt_diagnostics",
     "between",
     "inside_key",
+    "narrowed",
     "slice_range",
     "sorted_step_arrays",
 ]
@@ -489,6 +491,46 @@ def slice_range(
     return ts[a:b], step[a:b], is_end[a:b]
 
 
+class SortedMarks:
+    """Marks that arrived out of time order, read in ``(ts, seq)`` order without a sorted
+    copy of every column: their times are sorted once, and each slice taken gathers its
+    own rows (two processes of one rank writing two million marks: 32 MB for the order
+    and the times, not 68 MB for all seven columns). ``take(k)`` is
+    ``marks.sorted().take(k)``."""
+
+    __slots__ = ("_order", "_raw", "ts")
+
+    def __init__(
+        self,
+        raw: Marks,
+        order: npt.NDArray[np.signedinteger[Any]] | None = None,
+        ts: F64 | None = None,
+    ) -> None:
+        if order is None:
+            order = np.lexsort((raw.seq, raw.ts))
+            if len(raw) < 2**31:  # kept through the query: half the bytes
+                order = order.astype(np.int32)
+        self._order = order
+        self._raw = raw
+        self.ts: F64 = raw.ts[self._order] if ts is None else ts
+
+    def __len__(self) -> int:
+        return int(self.ts.shape[0])
+
+    def take(self, rows: slice) -> Marks:
+        """Rows ``rows`` (in ``(ts, seq)`` order) as columns of their own."""
+        return self._raw.take(self._order[rows])
+
+    def narrowed(self, a: int, b: int) -> SortedMarks:
+        """Rows ``a:b``, still read through the order (no copy)."""
+        return SortedMarks(self._raw, self._order[a:b], self.ts[a:b])
+
+
+def narrowed(marks: Marks | SortedMarks, a: int, b: int) -> Marks | SortedMarks:
+    """Rows ``a:b`` of marks in ``(ts, seq)`` order, without copying them (views)."""
+    return marks.narrowed(a, b) if isinstance(marks, SortedMarks) else marks.take(slice(a, b))
+
+
 class StreamView:
     """One stream's events in time order, sorted once per query (attempts slice it), each
     part on first use: most queries of a sealed attempt need its restores only."""
@@ -498,7 +540,7 @@ class StreamView:
     def __init__(self, stream: Stream) -> None:
         self._stream = stream
         self._steps: tuple[F64, I64, npt.NDArray[np.int8]] | None = None
-        self._marks: Marks | None = None
+        self._marks: Marks | SortedMarks | None = None
         self._restores: tuple[list[RestoreMark], list[float]] | None = None
         self._checkpoints: tuple[list[tuple[float, int, bool]], list[float]] | None = None
 
@@ -509,10 +551,12 @@ class StreamView:
         return self._steps
 
     @property
-    def marks(self) -> Marks:
-        """Interval marks, in ``(ts, seq)`` order."""
+    def marks(self) -> Marks | SortedMarks:
+        """Interval marks, in ``(ts, seq)`` order (read where they are when they arrived
+        in that order; else through their order: :class:`SortedMarks`)."""
         if self._marks is None:
-            self._marks = self._stream.marks.columns()
+            log = self._stream.marks
+            self._marks = SortedMarks(log.raw()) if log.unsorted else log.raw()
         return self._marks
 
     @property

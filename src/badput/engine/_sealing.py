@@ -23,7 +23,15 @@ from badput.engine._attempts import Attempt
 from badput.engine._cache import QueryCache
 from badput.engine._ingest import Ingestor, Stream
 from badput.engine._intervals import Coverage, Marks
-from badput.engine._rows import NO_INTERVALS, NO_ROWS, AttemptRows, attempt_bounds, slice_range
+from badput.engine._rows import (
+    NO_INTERVALS,
+    NO_ROWS,
+    AttemptRows,
+    SortedMarks,
+    attempt_bounds,
+    narrowed,
+    slice_range,
+)
 from badput.engine._steps import (
     CLEAN_EXEMPT,
     AttemptSteps,
@@ -83,7 +91,7 @@ class Sealer:
             ts, step, is_end = slice_range(ts, step, is_end, range_lo, top)
             a, b = marks.ts.searchsorted((range_lo, top), "left").tolist()
             if a > 0 or b < len(marks):
-                marks = marks.take(slice(a, b))
+                marks = narrowed(marks, a, b)
         if closed and int(ts.shape[0]) - steps.raw_done > CLOSED_BLOCK:
             steps.reserve(int((is_end[steps.raw_done :] == 0).sum()))
             size = CLOSED_BLOCK
@@ -134,7 +142,7 @@ class Sealer:
         ts: F64,
         step: I64,
         is_end: npt.NDArray[np.int8],
-        marks: Marks,
+        marks: Marks | SortedMarks,
         lo: float,
         hi: float,
         size: int,
