@@ -13,6 +13,9 @@ Shapes (each written to a temporary store, then read by a fresh process):
 - ``with-launcher``: ``dataload`` and, in a file read before the trainer's, the three data
   loads of a launcher process recording as another rank (a small stream before the large
   one: the per-rank view once paired both in one pass, 405-432 MB).
+- ``two-loaders``: ``dataload`` with its loads written by two loader processes of the
+  rank, each to its own file (the rank's marks arrive one file's after the other's, out of
+  time order: 467-473 MB before they were paired and read in time order a piece at a time).
 - ``one-file`` / ``file-per-attempt``: the same 1e6-step, 4-attempt log in one file and in
   one file per attempt.
 - ``8-ranks``: 8 ranks, each its own file, each recording every step with its data load,
@@ -109,10 +112,13 @@ def write_steps(
     ranks: int = 1,
     per_attempt: bool,
     launcher: bool = False,
+    loaders: int = 0,
 ) -> None:
     """Steps with a blocking load inside each (distinct timestamps); crashes lose 37 steps.
     ``launcher``: a file read first (``0/a-launcher.jsonl``) holds three data loads of a
-    launcher process recording as rank 99 of the first attempt."""
+    launcher process recording as rank 99 of the first attempt. ``loaders``: the loads are
+    written by that many loader processes of the rank, each to its own file (``-l<k>``;
+    by turns), not by the trainer."""
     t = 1_732_000_000.0
     step = 0
     crash = [steps * (a + 1) // attempts for a in range(attempts)]
@@ -130,12 +136,22 @@ def write_steps(
             ) -> None:
                 out.append(Event(ts=ts, kind=kind, job=job, attempt=a, rank=r, **f))  # type: ignore[arg-type]
 
+            loader_files = [
+                files.setdefault(root / job / name.replace(".jsonl", f"-l{k}.jsonl"), [])
+                for k in range(loaders)
+            ]
+
             e("job_start", tt)
             while s < crash[a]:
                 s += 1
                 e("step_start", tt, step=s)
-                e("data_loading_start", tt + 0.001)
-                e("data_loading_end", tt + 0.021)
+                if loaders:
+                    into = loader_files[s % loaders]
+                    e("data_loading_start", tt + 0.001, out=into)
+                    e("data_loading_end", tt + 0.021, out=into)
+                else:
+                    e("data_loading_start", tt + 0.001)
+                    e("data_loading_end", tt + 0.021)
                 e("step_end", tt + 0.1, step=s)
                 tt += 0.1 + 0.0001 * rank
             if a == attempts - 1:
@@ -204,6 +220,10 @@ def main() -> None:
         (
             "with-launcher",
             lambda root: write_steps(root, "l", big, per_attempt=True, launcher=True) or "l",
+        ),
+        (
+            "two-loaders",
+            lambda root: write_steps(root, "t", big, per_attempt=True, loaders=2) or "t",
         ),
         (
             "one-file",
