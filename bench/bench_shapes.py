@@ -62,6 +62,11 @@ from make_big_job import write_job as write_mix
 
 CHILD = r"""
 import json, resource, statistics, sys, time
+try:  # numpy as `badput report` imports it: one BLAS thread (older code has no such step)
+    from badput._blas import import_numpy_single_threaded
+    import_numpy_single_threaded()
+except ImportError:
+    pass
 from badput.analysis import LiveJob
 import contextlib
 try:  # the allocator setting `badput report` makes for its report (older code has none)

@@ -230,6 +230,8 @@ def report(
         _fail("report", f"expected one PATH, got {len(paths)} (several files: --resiliency)")
     path = paths[0]
     from badput._heap import large_blocks_mapped  # noqa: PLC0415
+
+    _import_engine()
     from badput.analysis import LiveJob  # noqa: PLC0415 (the engine pulls numpy)
     from badput.engine import RankOptions  # noqa: PLC0415
 
@@ -847,6 +849,7 @@ def watch(*, path: str, job: str | None, interval: float, stall_after: float) ->
 
 def _read_job(command: str, path: str, job: str | None) -> Any:
     """A LiveJob that has read the whole log at ``path`` (exits with a usage error if bad)."""
+    _import_engine()
     from badput.analysis import LiveJob  # noqa: PLC0415 (the engine pulls numpy)
 
     try:
@@ -923,6 +926,7 @@ def jobs(*, store: str | None, sort_key: str, reverse: bool, as_json: bool) -> N
     minutes; stopped: no job_end and silent since), span, goodput, observed goodput,
     attempts and the time of its last event.
     """
+    _import_engine()
     from badput.analysis import LiveJob  # noqa: PLC0415
     from badput.report import JobRow, job_row, render_jobs, sort_rows  # noqa: PLC0415
     from badput.store import JsonlStore, open_store  # noqa: PLC0415
@@ -995,6 +999,14 @@ def compare(*, job_a: str, job_b: str, store: str | None, as_json: bool) -> None
 
 #: What a command built that the process may leave to the operating system to free (see
 #: :func:`console_main`); None when ``main`` runs inside another program (tests, ``CliRunner``).
+def _import_engine() -> None:
+    """numpy for the engine, imported with one BLAS thread: this process is the command's
+    (:mod:`badput._blas` says why); the commands that read a log call this first."""
+    from badput._blas import import_numpy_single_threaded  # noqa: PLC0415
+
+    import_numpy_single_threaded()
+
+
 _left_for_exit: list[object] | None = None
 
 
