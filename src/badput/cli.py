@@ -997,8 +997,6 @@ def compare(*, job_a: str, job_b: str, store: str | None, as_json: bool) -> None
     render_compare(a, b, Console())
 
 
-#: What a command built that the process may leave to the operating system to free (see
-#: :func:`console_main`); None when ``main`` runs inside another program (tests, ``CliRunner``).
 def _import_engine() -> None:
     """numpy for the engine, imported with one BLAS thread: this process is the command's
     (:mod:`badput._blas` says why); the commands that read a log call this first."""
@@ -1007,6 +1005,8 @@ def _import_engine() -> None:
     import_numpy_single_threaded()
 
 
+#: What a command built that the process may leave to the operating system to free (see
+#: :func:`console_main`); None when ``main`` runs inside another program (tests, ``CliRunner``).
 _left_for_exit: list[object] | None = None
 
 
