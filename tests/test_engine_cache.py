@@ -96,3 +96,18 @@ def test_the_estimate_of_sealed_parts_grown_query_by_query_is_the_cold_one(
         n += more
         cold = best_sustained_step_time(np.concatenate((values[:n], tail)))
         assert cache.estimate([(part, values[:n])], tail) == cold
+
+
+def test_a_nan_median_in_any_group_of_blocks_is_the_result_as_in_one_min() -> None:
+    """(Clean step times are finite; should one not be, the result is numpy's min over all
+    the medians, whichever group of blocks holds it.)"""
+    for at in (0, 250, 999):
+        v = np.full(1_000, 1.0)
+        v[at] = np.nan
+        saved, _ideal._BLOCKS_AT_ONCE = _ideal._BLOCKS_AT_ONCE, 1
+        try:
+            got = min_block_median(v, 100)
+        finally:
+            _ideal._BLOCKS_AT_ONCE = saved
+        assert math.isnan(got)
+        assert math.isnan(float(np.median(v.reshape(-1, 100), axis=1).min()))

@@ -39,7 +39,9 @@ def min_block_median(values: npt.NDArray[np.float64], w: int) -> float:
     step = w * _BLOCKS_AT_ONCE
     for lo in range(0, full, step):
         blocks = values[lo : min(lo + step, full)].reshape(-1, w)
-        best = min(best, float(np.median(blocks, axis=1).min()))
+        # np.minimum, as one min over all the medians: a NaN median stays (Python's min
+        # would drop it after the first group)
+        best = float(np.minimum(best, np.median(blocks, axis=1).min()))
     return best
 
 
