@@ -733,3 +733,17 @@ def test_a_read_stops_where_blocks_cut_every_read_block_bytes_would(tmp_path: Pa
     assert result.cursor.offsets == {"a.jsonl": (228, 4)}
     assert stops[0] == ("a.jsonl", 228, 4)
     assert [len(c.items) for c in result.chunks] == [2, 2]  # two blocks, each whole lines
+
+
+def test_paths_are_what_a_read_opens_and_its_chunks_name(tmp_path: Path) -> None:
+    """JsonlStore.paths: the plan of a parallel read names each file by it, and a worker's
+    chunks must carry the same name as the serial read's."""
+    store = JsonlStore(tmp_path)
+    for stream in ("0/h-0-1.jsonl", "1/h-0-2.jsonl", "1/sub/h-1-3.jsonl"):
+        path = tmp_path / "j" / stream
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(encode_line(Event(ts=1.0, kind="heartbeat", job="j")))
+    streams = store.streams("j")
+    sources = [chunk.source for chunk in store.read("j").chunks]
+    assert store.paths("j", streams) == sources
+    assert store.paths("j", streams) == [str(path) for _, path in store.files("j")]

@@ -343,12 +343,9 @@ def _parallel_plan(
         attempts = {name.partition("/")[0] for name in names if "/" in name}
         if size < len(attempts) * PARALLEL_MIN_BYTES_PER_ATTEMPT:
             return None
-        # as strings: a Path join each cost 2 µs of the 10,000 files of 10,000 attempts
-        prefix = str(base) + os.sep
-        files: list[tuple[str, str | os.PathLike[str]]] = [
-            (name, prefix + (name if os.sep == "/" else name.replace("/", os.sep)))
-            for name in names
-        ]
+        files: list[tuple[str, str | os.PathLike[str]]] = list(
+            zip(names, store.paths(job, names), strict=True)
+        )
     else:
         files = list(store.files(job))
         size = _estimated_bytes([Path(path) for _, path in files], len(files))
