@@ -864,3 +864,118 @@ def test_marks_of_two_processes_of_one_rank_paired_a_piece_at_a_time_in_time_ord
     got = (s.buckets, s.open, s.loads.view().tolist())
     assert got == (w.buckets, w.open, w.loads.view().tolist())
     assert got == reference_settle(s)
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    st.integers(0, 2**32 - 1),
+    st.integers(10, 120),
+    st.lists(st.integers(0, 3), min_size=1, max_size=30),
+    st.booleans(),
+)
+def test_marks_that_arrive_late_at_every_look_are_paired_from_an_earlier_pairing(
+    seed: int, n_loads: int, lags: list[int], ties: bool
+) -> None:
+    """A running rank written by two processes, each its own file, one read a few looks
+    after the other (``lags``: how many looks each flush of the second one waits): its
+    marks arrive late at most looks. Paired after every look, the stream goes back to an
+    earlier pairing instead of its first mark, and gives the reference of the marks so far:
+    seconds, open starts and each load's duration in time order (a compile interval of the
+    second process beside the loads: another bucket)."""
+    rng = np.random.default_rng(seed)
+    t = T0
+    looks: list[list[Event]] = [[] for _ in range(n_loads + max(lags) + 2)]
+    for i in range(n_loads):
+        t += float(rng.choice([0.0, 0.5])) if ties else float(rng.uniform(0.1, 1.0))
+        pid = 2 + int(rng.integers(0, 2))
+        wait = lags[i % len(lags)] if pid == 3 else 0
+        # 3 s: overlaps the next loads, and its end is written a look later (a start is
+        # open at a look); with ties, ends and starts of both processes meet at one time
+        length = float(rng.choice([0.0, 0.5 if ties else 0.2, 3.0]))
+        kinds = ["data_loading_start", "data_loading_end"]
+        if pid == 3 and rng.integers(0, 4) == 0:
+            kinds = ["compile_start", "compile_end"]
+        for kind, at, later in zip(kinds, (t, t + length), (0, int(length > 1)), strict=True):
+            looks[i + wait + later].append(
+                Event(ts=at, kind=kind, job=JOB, attempt=0, rank=0, pid=pid)
+            )
+    live = RankTracker()
+    went_back = 0
+    real_rewind = _ranks._rewind
+
+    def counted(s: _RankStream) -> bool:
+        nonlocal went_back
+        back = real_rewind(s)
+        went_back += back
+        return back
+
+    _ranks._rewind = counted  # type: ignore[assignment]
+    try:
+        for look in looks:
+            if not look:
+                continue
+            live.ingest(sorted(look, key=lambda e: (e.pid, e.ts)), JOB)
+            (s,) = live.streams.values()
+            s.settle()
+            assert (s.buckets, s.open, s.loads.view().tolist()) == reference_settle(s)
+    finally:
+        _ranks._rewind = real_rewind
+    if lags == [2] and not ties and n_loads >= 40:  # late flushes meet a pairing before them
+        assert went_back, "the late marks were never paired from an earlier pairing"
+
+
+def test_a_late_look_pairs_again_only_the_marks_since_an_earlier_pairing() -> None:
+    """The property above on the shape it is for, counted: a loader process read two looks
+    after the trainer's, 300 loads. Every look after the first few goes back, and the marks
+    paired over all the looks are a few times the marks (pairing all of them again at each
+    look: about looks x marks / 2)."""
+    looks: list[list[Event]] = [[] for _ in range(303)]
+    for i in range(300):
+        t = T0 + i
+        pid = 2 + i % 2
+        for kind, at in (("data_loading_start", t), ("data_loading_end", t + 0.5)):
+            looks[i + (2 if pid == 3 else 0)].append(
+                Event(ts=at, kind=kind, job=JOB, attempt=0, rank=0, pid=pid)
+            )
+    live = RankTracker()
+    paired = 0
+    real = _ranks._settle_columns
+
+    def counted(todo: list[_RankStream], ts: Any, *args: Any, **kwargs: Any) -> Any:
+        nonlocal paired
+        paired += len(ts)
+        return real(todo, ts, *args, **kwargs)
+
+    _ranks._settle_columns = counted  # type: ignore[assignment]
+    try:
+        for look in looks:
+            live.ingest(look, JOB)
+            (s,) = live.streams.values()
+            s.settle()
+    finally:
+        _ranks._settle_columns = real
+    assert s.loads.view().tolist() == [0.5] * 300
+    assert s.buckets == {"data_loading": 150.0}
+    assert paired < 5 * 600, paired
+
+
+def test_a_late_start_at_the_time_of_the_newest_mark_taken_is_paired_from_the_first() -> None:
+    """A late start at the very time of the newest mark taken (an end of the other process)
+    comes before that end in time order (starts first at equal times): no earlier pairing
+    ends before it, so the stream is paired again from its first mark, as one pass pairs
+    it (the pairing kept at that time would take the end first)."""
+    a, b = 2, 3
+
+    def load(pid: int, start: float, end: float) -> list[Event]:
+        return [
+            Event(ts=T0 + start, kind="data_loading_start", job=JOB, attempt=0, rank=0, pid=pid),
+            Event(ts=T0 + end, kind="data_loading_end", job=JOB, attempt=0, rank=0, pid=pid),
+        ]
+
+    live = RankTracker()
+    for look in (load(a, 0.0, 1.0), load(a, 3.0, 4.0), load(b, 1.0, 2.0)):
+        live.ingest(look, JOB)
+        (s,) = live.streams.values()
+        s.settle()
+    # in time order: start 0, start 1, end 1 (pairs the start at 1), end 2, start 3, end 4
+    assert s.loads.view().tolist() == [0.0, 2.0, 1.0] == reference_settle(s)[2]

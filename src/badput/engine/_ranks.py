@@ -210,6 +210,7 @@ class _RankStream:
         "names",
         "open",
         "pair_code",
+        "pair_points",
         "pair_ts",
         "pairing",
         "pid_seen",
@@ -242,6 +243,8 @@ class _RankStream:
         self.settled = 0
         self.settled_hi = -math.inf
         self.pairing: dict[int, _Pairing] = {}
+        # Earlier pairings to go back to when marks arrive late (see :func:`_rewind`).
+        self.pair_points: list[_PairPoint] = []
         self.loads = _Growing()  # blocking data-load durations
         self.open: dict[str, list[float]] = {}  # interval starts not ended (yet)
         self.buckets: dict[str, float] = {}  # seconds inside each kind of interval
@@ -309,6 +312,14 @@ class _Growing:
 
     def view(self) -> F64:
         return self.buf[: self.n]
+
+    def cut(self, n: int) -> _Growing:
+        """A column of this one's first ``n`` values (the same buffer, which the new one
+        copies before it grows: views taken of this one stay as they were)."""
+        out = _Growing()
+        if n:
+            out.buf, out.n = self.buf[:n], n
+        return out
 
 
 #: Values set aside (unsorted) before a kept-sorted column is sorted again (:class:`_Joined`).
@@ -432,6 +443,22 @@ class _Pairing:
         self.paired = False
         self.irregular = False
         self.stack: list[float] = []
+
+
+class _PairPoint:
+    """A stream's pairing as it was before a pass took more marks: the marks taken then
+    (``settled``, the newest at ``settled_hi``), each bucket's pairing and how many data
+    loads it had found."""
+
+    __slots__ = ("n_loads", "pairing", "settled", "settled_hi")
+
+    def __init__(self, s: _RankStream) -> None:
+        self.settled = s.settled
+        self.settled_hi = s.settled_hi
+        self.pairing = [
+            (b, p.total, p.paired, p.irregular, tuple(p.stack)) for b, p in s.pairing.items()
+        ]
+        self.n_loads = len(s.loads)
 
 
 class _Covered:
@@ -792,8 +819,13 @@ def _settle(streams: list[_RankStream]) -> None:
     for chunk in _in_chunks(todo, [len(s.pair_ts) - s.settled for s in todo]):
         late = _settle_in_pieces(chunk[0]) if len(chunk) == 1 else _settle_chunk(chunk)
         if late:
+            back = [s for s in late if _rewind(s)]
+            if back:
+                again = _settle_chunk(back)  # (never late: see _rewind)
+                late = [s for s in late if s not in back or s in again]
             for s in late:
                 s.settled, s.settled_hi, s.pairing, s.loads = 0, -math.inf, {}, _Growing()
+                s.pair_points = []
             large = [s for s in late if len(s.pair_ts) > _settle_whole_max()]
             for s in large:
                 _settle_in_time_order(s)
@@ -810,6 +842,43 @@ _SETTLE_PIECE = 1 << 18
 def _settle_whole_max() -> int:
     """New marks of one stream paired in one pass (more are taken a piece at a time)."""
     return _SETTLE_PIECE + _SETTLE_PIECE // 2
+
+
+#: Earlier pairings kept per stream (:func:`_rewind`): a monitor that looks once a second
+#: goes back up to this many looks.
+PAIR_POINTS = 16
+
+
+def _rewind(s: _RankStream) -> bool:
+    """Go back to the newest earlier pairing of ``s`` that its late marks all come after,
+    so that only the marks taken since are paired again; False when none is kept.
+
+    Why that is the pairing of every mark in time order: each pass took marks all later
+    than the newest taken before it (else it was late and went back), so when a pairing
+    was kept, the marks taken were those up to its newest, and every mark that arrived
+    since is later, the late ones too (the point is chosen so). Paired again from there
+    in time order, they give what one pass over all of them gives. (A rank written by
+    two processes whose files a monitor reads at different moments: their marks arrive
+    late at every look, and pairing all of them again each time cost O(marks) a look.)"""
+    new = np.frombuffer(s.pair_ts, dtype=np.float64)[s.settled :]
+    if not len(new) or not s.pair_points:
+        return False
+    first = float(new.min())
+    points = s.pair_points
+    k = len(points) - 1
+    while k >= 0 and not points[k].settled_hi < first:
+        k -= 1
+    if k < 0:
+        return False
+    point = points[k]
+    del points[k:]  # the newer ones hold marks that now come after late ones
+    s.settled, s.settled_hi = point.settled, point.settled_hi
+    s.pairing = {}
+    for b, total, paired, irregular, stack in point.pairing:
+        p = s.pairing[b] = _Pairing()
+        p.total, p.paired, p.irregular, p.stack = total, paired, irregular, list(stack)
+    s.loads = s.loads.cut(point.n_loads)
+    return True
 
 
 def _settle_in_pieces(s: _RankStream) -> list[_RankStream]:
@@ -895,6 +964,7 @@ def _settle_in_time_order(s: _RankStream) -> None:
             )
         if late:  # (never: each piece is later than the last) paired whole, as before
             s.settled, s.settled_hi, s.pairing, s.loads = 0, -math.inf, {}, _Growing()
+            s.pair_points = []
             _settle_chunk([s])
             return
         a = stop
@@ -934,6 +1004,11 @@ def _settle_chunk(todo: list[_RankStream], upto: int | None = None) -> list[_Ran
             fresh=[True],
             upto=top,
         )
+    for s in todo:
+        if s.settled:  # what the stream may have to go back to (see _rewind)
+            s.pair_points.append(_PairPoint(s))
+            if len(s.pair_points) > PAIR_POINTS:
+                del s.pair_points[0]
     marks, codes = array("d"), array("i")
     counts: list[int] = []
     carried: list[int] = []
