@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from badput.engine import _batch, _ranks
@@ -616,7 +616,7 @@ _VALUES = st.lists(
 
 @settings(max_examples=300, deadline=None)
 @given(
-    st.lists(st.tuples(st.integers(0, 3), _VALUES), max_size=12),
+    st.lists(st.tuples(st.integers(0, 5), _VALUES), max_size=12),
     st.sampled_from([0, 3, 4096]),
     st.booleans(),
 )
@@ -624,9 +624,10 @@ def test_a_joined_column_kept_sorted_gives_numpys_median(
     steps: list[tuple[int, list[float]]], merge_after: int, nan: bool
 ) -> None:
     """Columns of a few streams grow (mostly the last, the running one; sometimes an
-    earlier one, or a stream is added): the median of the joined columns, and the data
-    load figures of a rank (block medians taken once per full block), are those found
-    from scratch: numpy's median, to the bit."""
+    earlier one, or a stream is added; the last is cut back first, once or twice, as a
+    rank paired again from an earlier pairing cuts its loads): the median of the joined
+    columns, and the data load figures of a rank (block medians taken once per full
+    block), are those found from scratch: numpy's median, to the bit."""
     columns = [_Growing()]
     kept, sections = _Joined(), _Joined()
     options = RankOptions(min_samples=1)
@@ -636,7 +637,12 @@ def test_a_joined_column_kept_sorted_gives_numpys_median(
         for which, values in steps:
             if which == 3:
                 columns.append(_Growing())
-            target = columns[-1] if which in (0, 1, 3) else columns[which % len(columns)]
+            if which in (4, 5):
+                columns[-1].cut(len(columns[-1]) // 2)
+            if which == 5:  # grown again, then cut back less far than the first cut
+                columns[-1].extend(np.array(values))
+                columns[-1].cut(len(columns[-1]) - len(values) // 2)
+            target = columns[-1] if which in (0, 1, 3, 4, 5) else columns[which % len(columns)]
             target.extend(np.array(values + ([math.nan] if nan and which == 2 else [])))
             joined, _ = kept.join(columns)
             want = np.concatenate([c.view() for c in columns])
@@ -979,3 +985,55 @@ def test_a_late_start_at_the_time_of_the_newest_mark_taken_is_paired_from_the_fi
         s.settle()
     # in time order: start 0, start 1, end 1 (pairs the start at 1), end 2, start 3, end 4
     assert s.loads.view().tolist() == [0.0, 2.0, 1.0] == reference_settle(s)[2]
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    st.integers(0, 2**32 - 1),
+    st.integers(10, 150),
+    st.lists(st.integers(0, 3), min_size=1, max_size=20),
+    st.booleans(),
+)
+@example(seed=1, n_steps=120, lags=[2], ties=False)
+@example(seed=2, n_steps=120, lags=[2], ties=True)
+def test_values_that_arrive_late_at_every_look_are_derived_from_a_gap_point(
+    seed: int, n_steps: int, lags: list[int], ties: bool
+) -> None:
+    """A running rank: its trainer writes steps at once, a loader process writes the loads
+    a few looks later (``lags``), sometimes with a long silence. Derived after every look,
+    the stream goes on from a gap point before the late loads, not from its first value,
+    and its derived values are the reference's: span, step times, count, first and last
+    progress, longest gap (``ties``: times on a coarse grid, many equal)."""
+    rng = np.random.default_rng(seed)
+    looks: list[list[Event]] = [[] for _ in range(n_steps + max(lags) + 1)]
+    t = T0
+    for i in range(n_steps):
+        t += float(rng.choice([0.0, 0.5, 1.0])) if ties else float(rng.uniform(0.1, 1.0))
+        if rng.integers(0, 20) == 0:
+            t += 30.0  # a silence: the longest gap moves
+        looks[i].append(Event(ts=t, kind="step_start", job=JOB, attempt=0, rank=0, step=i))
+        wait = lags[i % len(lags)]
+        for kind, at in (("data_loading_start", t), ("data_loading_end", t + 0.5)):
+            looks[i + wait].append(Event(ts=at, kind=kind, job=JOB, attempt=0, rank=0, pid=7))
+    live = RankTracker()
+    from_point = 0
+    real = _ranks._derive_from_point
+
+    def counted(s: _RankStream) -> bool:
+        nonlocal from_point
+        went = real(s)
+        from_point += went
+        return went
+
+    _ranks._derive_from_point = counted  # type: ignore[assignment]
+    try:
+        for look in looks:
+            if not look:
+                continue
+            live.ingest(look, JOB)
+            (s,) = live.streams.values()
+            assert _derived_state(s) == reference_derived(s)
+    finally:
+        _ranks._derive_from_point = real
+    if lags == [2] and n_steps >= 60:  # late at every look, with points 8+ values back
+        assert from_point, "the late values were never derived from a gap point"

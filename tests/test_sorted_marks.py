@@ -10,6 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from badput.engine import Accountant, _rows, _sealing
+from badput.engine._ingest import MarkLog
 from badput.engine._intervals import Marks
 from badput.engine._rows import SortedMarks, narrowed
 from badput.events import Chunk, Event
@@ -126,3 +127,44 @@ def test_a_report_through_the_order_is_the_report_of_the_sorted_copy(
     )
     assert reports == [copy.report(), copy.report(window=(T0 + 100.0, T0 + 300.0))]
     assert reports[0].buckets["data_loading"] == pytest.approx(600 * 0.2)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(
+        st.tuples(
+            st.lists(st.sampled_from([0.0, 0.5, 1.0, 2.5, 7.0]), min_size=0, max_size=30),
+            st.floats(-8.0, 8.0),
+            st.booleans(),
+        ),
+        min_size=1,
+        max_size=12,
+    )
+)
+def test_the_kept_time_order_of_a_growing_log_is_the_sort_of_all_its_marks(
+    pieces: list[tuple[list[float], float, bool]],
+) -> None:
+    """Marks appended piece by piece, each piece a little earlier or later than the last
+    (a late file), sometimes numbered before marks already there (``older``: a worker's
+    read merged): after every piece the kept ``(ts, seq)`` order and times are those of a
+    sort of all the marks (merged in, written over the kept buffers, or sorted again)."""
+    log = MarkLog()
+    base, seq_hi, seq_lo = 0.0, 0, -1
+    for gaps, shift, older in pieces:
+        base += shift
+        ts = base + np.cumsum(np.array(gaps, np.float64))
+        if older:
+            seq = np.arange(seq_lo - len(ts), seq_lo, dtype=np.int64)
+            seq_lo -= len(ts)
+        else:
+            seq = np.arange(seq_hi, seq_hi + len(ts), dtype=np.int64)
+            seq_hi += len(ts)
+        log.ts.frombytes((T0 + ts).tobytes())
+        log.seq.frombytes(seq.tobytes())
+        if not len(log):
+            continue
+        order, times = log.time_order()
+        all_ts = np.array(log.ts)  # (a copy: a view would keep the log from growing)
+        want = np.lexsort((np.array(log.seq), all_ts))
+        assert order.tolist() == want.tolist()
+        assert times.tolist() == all_ts[want].tolist()

@@ -32,7 +32,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from itertools import repeat
 from operator import attrgetter, is_not
-from typing import Any, cast
+from typing import Any, NamedTuple, cast
 
 import numpy as np
 import numpy.typing as npt
@@ -287,11 +287,15 @@ class _Growing:
     """A float column that grows at its end; a view taken of it stays as it was (a longer
     one is copied into a new buffer, twice the size: appending is amortised O(1))."""
 
-    __slots__ = ("buf", "n")
+    __slots__ = ("buf", "cuts", "n", "n_cuts")
 
     def __init__(self) -> None:
         self.buf: F64 = _EMPTY
         self.n = 0
+        # The lengths it was cut back to (the newest few), and how many cuts there were:
+        # what a _Joined of it took before a cut may be kept up to there.
+        self.cuts: list[int] = []
+        self.n_cuts = 0
 
     def __len__(self) -> int:
         return self.n
@@ -313,13 +317,27 @@ class _Growing:
     def view(self) -> F64:
         return self.buf[: self.n]
 
-    def cut(self, n: int) -> _Growing:
-        """A column of this one's first ``n`` values (the same buffer, which the new one
-        copies before it grows: views taken of this one stay as they were)."""
-        out = _Growing()
-        if n:
-            out.buf, out.n = self.buf[:n], n
-        return out
+    def cut(self, n: int) -> None:
+        """Keep the first ``n`` values only (the buffer is copied before it grows again:
+        views taken of it stay as they were)."""
+        self.buf, self.n = self.buf[:n], min(self.n, n)
+        self.cuts = [*self.cuts[-(_CUTS_KEPT - 1) :], self.n]
+        self.n_cuts += 1
+
+    def unchanged_since(self, n: int, n_cuts: int) -> int | None:
+        """How many of its first values are as they were when it was ``n`` long after
+        ``n_cuts`` cuts; None when that is no longer known."""
+        k = self.n_cuts - n_cuts
+        if k == 0:
+            return n
+        if k > len(self.cuts) or k < 0:
+            return None
+        return min(n, *self.cuts[-k:])
+
+
+#: Cut lengths a :class:`_Growing` keeps (a rank paired again at every monitor cycle is
+#: joined at every cycle too).
+_CUTS_KEPT = 16
 
 
 #: Values set aside (unsorted) before a kept-sorted column is sorted again (:class:`_Joined`).
@@ -349,9 +367,9 @@ class _Joined:
     numpy)."""
 
     __slots__ = (
-        "best",
         "block",
-        "blocks",
+        "kept",
+        "medians",
         "n_pending",
         "nan",
         "parts",
@@ -361,36 +379,47 @@ class _Joined:
     )
 
     def __init__(self) -> None:
-        self.parts: list[tuple[_Growing, int]] = []  # each stream's column, and its length
+        # each stream's column, its length and cuts (see _Growing.cut)
+        self.parts: list[tuple[_Growing, int, int]] = []
+        self.kept = 0  # the first values as they were at the join before the last
         self.values: _Growing | None = None  # kept once the column grew
         self.sorted: F64 | None = None
         self.pending: list[F64] = []
         self.n_pending = 0
         self.nan = False  # a NaN among the values: numpy.median's own rule
-        # Data loads: the block size, the full blocks whose medians were taken, the least.
+        # Data loads: the block size, the medians of the full blocks taken.
         self.block = 0
-        self.blocks = 0
-        self.best = math.inf
+        self.medians = _Growing()
 
     def join(self, columns: list[_Growing]) -> tuple[F64, bool]:
         """The columns joined, and whether only the last one grew since the last join."""
         parts = self.parts
         last = len(columns) - 1
-        grew = (
+        unchanged = None
+        if (
             len(parts) == len(columns) > 0
             and columns[last] is parts[last][0]
             and all(
-                c is p and len(c) == n
-                for (p, n), c in zip(parts[:last], columns[:last], strict=True)
+                c is p and len(c) == n and c.n_cuts == k
+                for (p, n, k), c in zip(parts[:last], columns[:last], strict=True)
             )
-        )
-        if not grew:
-            self.parts = [(c, len(c)) for c in columns]
+        ):
+            # (the last column may have been cut back since: a rank paired again from an
+            # earlier pairing; what comes before the cut is kept)
+            unchanged = columns[last].unchanged_since(parts[last][1], parts[last][2])
+        if unchanged is None:
+            self.parts = [(c, len(c), c.n_cuts) for c in columns]
             self.values, self.sorted, self.pending, self.n_pending = None, None, [], 0
-            self.block = 0
+            self.block, self.kept = 0, 0
             return _concat(columns), False
-        col, n = parts[last]
-        parts[last] = (col, len(col))
+        col, n, _ = parts[last]
+        parts[last] = (col, len(col), col.n_cuts)
+        offset = sum(p[1] for p in parts[:last])
+        self.kept = offset + unchanged
+        if unchanged < n and self.values is not None:  # cut back: its values taken again
+            self.values.cut(offset + unchanged)
+            self.sorted, self.pending, self.n_pending = None, [], 0
+            n = unchanged
         if self.values is None:  # a second look: from now on, kept
             self.values = _Growing()
             self.values.extend(_concat(columns))
@@ -461,12 +490,40 @@ class _PairPoint:
         self.n_loads = len(s.loads)
 
 
+class _GapPoint(NamedTuple):
+    """What :func:`_derive` had taken of a stream's values up to the time ``t``: how many,
+    the least and the newest of them, the longest gap between them in time order. It
+    holds while no value at or before ``t`` arrives after it was made; a pass whose new
+    values arrived late goes on from the newest point before them
+    (:func:`_derive_from_point`), not from the stream's first value."""
+
+    t: float
+    n: int
+    lo: float
+    hi: float
+    gap: float
+    #: the lengths of the stream's four columns before which no value is after ``t``
+    since: tuple[int, int, int, int]
+
+
 class _Covered:
     """What :func:`_derive` took from a stream's columns: how much of each, their span,
     the longest time between two of their values in time order, the step numbers' range,
     the last step in time order, and the step times so far."""
 
-    __slots__ = ("at", "gap", "hi", "last_no", "last_ts", "lo", "n", "step_hi", "step_lo", "times")
+    __slots__ = (
+        "at",
+        "gap",
+        "hi",
+        "last_no",
+        "last_ts",
+        "lo",
+        "n",
+        "points",
+        "step_hi",
+        "step_lo",
+        "times",
+    )
 
     def __init__(self) -> None:
         self.at = (0, 0, 0, 0)  # len of step_ts, end_ts, pair_ts, extra_ts
@@ -479,6 +536,8 @@ class _Covered:
         self.last_ts = -math.inf
         self.last_no = 0
         self.times = _Growing()
+        # What was taken up to earlier times, oldest first: see _GapPoint
+        self.points: list[_GapPoint] = []
 
 
 class _Derived:
@@ -583,12 +642,122 @@ def _derive(streams: list[_RankStream]) -> None:
     ]
     for chunk in _in_chunks(streams, sizes):
         late = _derive_chunk(chunk)
+        late = [s for s in late if not _derive_from_point(s)]
         if late:
             for s in late:
                 s.covered = _Covered()
             _derive_chunk(late)
     for s in streams:
         _finish(s)
+
+
+#: Newest values of a pass a stream's gap points are made among (:func:`_sorted_gaps`): a
+#: late value goes back this far at most (a million-step job with a data load a step:
+#: about 11 minutes at 100 steps/s); each pass's temporaries are two columns of this many.
+GAP_POINTS_SPAN = 1 << 18
+#: The gap points kept nearest the newest (older ones are thinned out: see _kept_points).
+GAP_POINTS_NEAR = 4
+
+
+def _derive_from_point(s: _RankStream) -> bool:
+    """Take the values of ``s`` after the newest gap point before its late ones again, and
+    its new step starts as a pass takes them; False (derive it again from its first value)
+    when no point is before them, or step starts arrived late, or ``s`` was derived with
+    other streams (a pass of many small streams keeps no points).
+
+    A rank written by two processes whose files a monitor reads at different moments: the
+    marks of one arrive late at every look, and deriving the stream again from its first
+    value sorted all its values at every look (a million steps with a data load each:
+    4 M values, 60 ms). From a point, the values after it are found with one comparison
+    per value, and only they are sorted."""
+    cov = s.covered
+    at = cov.at
+    cols = (s.step_ts, s.end_ts, s.pair_ts, s.extra_ts)
+    new_steps = np.frombuffer(s.step_ts, dtype=np.float64)[at[0] :]
+    if len(new_steps) and cov.step_lo is not None and float(new_steps.min()) < cov.last_ts:
+        return False
+    first = math.inf
+    for col, k in zip(cols, at, strict=True):
+        if len(col) > k:
+            first = min(first, float(np.frombuffer(col, dtype=np.float64)[k:].min()))
+    while cov.points and not cov.points[-1].t < first:
+        cov.points.pop()  # a value at or before it arrived since: it no longer holds
+    if not cov.points:
+        return False
+    point = cov.points[-1]
+    after: list[F64] = []
+    since: list[int] = []  # where the first value after the point is, in each column
+    for col, k in zip(cols, point.since, strict=True):
+        v = np.frombuffer(col, dtype=np.float64)[k:] if len(col) > k else _EMPTY
+        later = v > point.t
+        after.append(v[later])
+        since.append(k + int(later.argmax()) if len(v) and later.any() else len(col))
+    c = np.concatenate([np.array([point.hi]), *after])  # the newest taken, carried over
+    cov.n, cov.lo, cov.hi, cov.gap = point.n, point.lo, point.hi, point.gap
+    # (the points this pass makes, all after this one, find their later values there)
+    cov.at = (since[0], since[1], since[2], since[3])
+    step_ts, step_no = array("d"), array("q")
+    if cov.step_lo is not None:  # the last step taken: the next step time from it
+        step_ts.append(cov.last_ts)
+        step_no.append(cov.last_no)
+    step_ts += _tail(s.step_ts, at[0])
+    step_no += s.step_no[at[0] :] if at[0] else s.step_no
+    late = _derive_columns(
+        [s],
+        c,
+        [len(c)],
+        np.frombuffer(step_ts, dtype=np.float64) if len(step_ts) else _EMPTY,
+        np.frombuffer(step_no, dtype=np.int64) if len(step_no) else np.zeros(0, np.int64),
+        [len(step_ts)],
+        [0],
+    )
+    return not late  # (never late: every value is after the point's newest, steps in order)
+
+
+def _sorted_gaps(v: F64, carried: bool, before: _Covered) -> tuple[float, list[_GapPoint]]:
+    """The longest gap between consecutive values of ``v`` (sorted; ``carried``: its first
+    is the newest value taken before, ``before`` what was taken), and gap points at its
+    8th, 16th, 32nd... newest values (:class:`_GapPoint`)."""
+    if len(v) < 2:
+        return -math.inf, []
+    h = max(0, len(v) - 1 - GAP_POINTS_SPAN)
+    best = _max_gap(v[: h + 1]) if h else -math.inf
+    prefix = np.maximum.accumulate(np.diff(v[h:]))  # gap up to v[h + 1 + j], from v[h]
+    gap = max(best, float(prefix[-1]))
+    n0 = before.n - 1 if carried else 0  # values counted before v[0]
+    since = before.at  # (the columns before it hold no value after v[0])
+    lo0 = before.lo if carried else math.inf
+    points: list[_GapPoint] = []
+    back = 8
+    while back < len(v) - h:
+        t = float(v[len(v) - 1 - back])
+        i = int(v.searchsorted(t, "right")) - 1  # the last of its time: all of t taken
+        if i > h and (not points or points[-1].t != t):
+            points.append(
+                _GapPoint(
+                    t,
+                    n0 + i + 1,
+                    min(lo0, float(v[0])),
+                    t,
+                    max(before.gap, best, float(prefix[i - h - 1])),
+                    since,
+                )
+            )
+        back *= 2
+    points.reverse()  # oldest first
+    return gap, points
+
+
+def _kept_points(points: list[_GapPoint], newest_n: int) -> list[_GapPoint]:
+    """``points`` (oldest first) thinned: the :data:`GAP_POINTS_NEAR` newest, and older
+    ones each at least twice as far (in values) from the newest as the next kept."""
+    if len(points) <= GAP_POINTS_NEAR:
+        return points
+    kept = points[-GAP_POINTS_NEAR:]
+    for p in reversed(points[:-GAP_POINTS_NEAR]):
+        if newest_n - p.n >= 2 * (newest_n - kept[0].n):
+            kept.insert(0, p)
+    return kept
 
 
 def _derive_chunk(streams: list[_RankStream]) -> list[_RankStream]:
@@ -695,15 +864,15 @@ def _derive_columns(  # noqa: PLR0917 (the gathered columns and their layout)
     }
     # Progress, sorted per stream: the longest gap between consecutive values.
     gaps_of: list[float] = [-math.inf] * len(streams)
+    new_points: list[_GapPoint] = []
     if which and len(streams) == 1:  # a large stream has a pass of its own: no owners
         # "stable" (timsort) merges the columns' runs, each in time order already: 0.02 s
         # for the 4 M times of a million steps with their data loads, against 0.4 s
         # (the whole report: 1.0 s) for the default quicksort; the values are the same.
         # Sorted in place and differenced block by block: of a million steps with their
         # data loads, 32 MB at a time instead of 96.
-        if len(c) > 1:
-            c.sort(kind="stable")
-            gaps_of[0] = _max_gap(c)
+        c.sort(kind="stable")
+        gaps_of[0], new_points = _sorted_gaps(c, bool(resumed), streams[0].covered)
     elif which:
         owner = np.repeat(ids, n_cols)
         v = c[np.lexsort((c, owner))]
@@ -756,6 +925,9 @@ def _derive_columns(  # noqa: PLR0917 (the gathered columns and their layout)
             continue
         cov = s.covered
         cov.at = (len(s.step_ts), len(s.end_ts), len(s.pair_ts), len(s.extra_ts))
+        if len(streams) == 1:  # (the values taken once this pass is: the newest point's)
+            newest = cov.n + n_cols[i] - 1 if cov.n else n_cols[i]
+            cov.points = _kept_points([*cov.points, *new_points], newest)
         if not cov.n:  # the first pass over the stream (nothing to combine with)
             cov.n, cov.lo, cov.hi, cov.gap = n_cols[i], lows[i], highs[i], gaps_of[i]
             if has_steps[i]:
@@ -877,7 +1049,7 @@ def _rewind(s: _RankStream) -> bool:
     for b, total, paired, irregular, stack in point.pairing:
         p = s.pairing[b] = _Pairing()
         p.total, p.paired, p.irregular, p.stack = total, paired, irregular, list(stack)
-    s.loads = s.loads.cut(point.n_loads)
+    s.loads.cut(point.n_loads)
     return True
 
 
@@ -1832,14 +2004,19 @@ def _sections_of(
     if len(loads) >= options.min_samples and DATA_LOADING not in out:
         block = min(LOAD_BLOCK, max(options.min_samples, len(loads) // 4))
         n_full = len(loads) // block
-        if not (grew and joined.block == block and joined.blocks <= n_full):
-            joined.blocks, joined.best = 0, math.inf  # the blocks are not those taken
-        new = loads[joined.blocks * block : n_full * block].reshape(-1, block)
-        if len(new):  # (np.minimum: a NaN median stays, as in one min over all blocks)
-            joined.best = float(np.minimum(joined.best, np.median(new, axis=1).min()))
-        joined.block, joined.blocks = block, n_full
+        medians = joined.medians
+        if not (grew and joined.block == block):
+            medians.cut(0)  # the blocks are not those taken
+        # the blocks taken that are as they were (a cut back loses those after it)
+        medians.cut(min(len(medians), joined.kept // block))
+        new = loads[len(medians) * block : n_full * block].reshape(-1, block)
+        if len(new):
+            medians.extend(np.median(new, axis=1))
+        joined.block = block
+        # (min: a NaN median is the least, as in np.minimum over the blocks taken in turn)
+        best = float(medians.view().min()) if len(medians) else math.inf
         recent_l = float(np.median(loads[-block:]))
-        best_l = float(min(joined.best, recent_l)) if n_full else recent_l
+        best_l = float(min(best, recent_l)) if n_full else recent_l
         out[DATA_LOADING] = SectionView(
             len(loads),
             float(loads.sum()),

@@ -556,7 +556,7 @@ class StreamView:
         in that order; else through their order: :class:`SortedMarks`)."""
         if self._marks is None:
             log = self._stream.marks
-            self._marks = SortedMarks(log.raw()) if log.unsorted else log.raw()
+            self._marks = SortedMarks(log.raw(), *log.time_order()) if log.unsorted else log.raw()
         return self._marks
 
     @property
