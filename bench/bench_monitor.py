@@ -18,10 +18,16 @@ inside every step (``data_loading_start`` 20 µs after the ``step_start``, ``dat
 20 ms later, the next step 30 µs after the ``step_end``: ``make_big_job.py --mix dataload``),
 the log ``with rec.data_loading()`` writes: 4 events a step instead of 2 (issue 11).
 
+``--mix loaders``: the same loads, written by two data-loader processes of the rank, by
+turns, each to its own file (``make_big_job.py --mix loaders``); while the job runs, the
+first loader's file is written every 0.5 s and the second's every 1.15 s, as two
+processes' recorders flush on their own clocks. The monitor's reads then find one
+loader's marks late at most cycles (before the marks of the other it already took).
+
 The figure is the monitor's CPU time over ``--seconds`` (default 30) of wall time,
-as a percentage of one core: ``time.thread_time`` summed inside its cycles
-(:attr:`Monitor.cpu_seconds`), cross-checked with the process CPU time minus the
-writer thread's own ``thread_time``. Target: < 2 % (issue 11).
+as a percentage of one core: the CPU time of its cycles (:attr:`Monitor.cpu_seconds`:
+its thread's, and the per-rank analysis thread's a cycle starts), cross-checked with the
+process CPU time minus the writer thread's own ``thread_time``. Target: < 2 % (issue 11).
 
 ``--keep DIR`` writes the job once and reuses it (give the same ``--mix``); each run
 appends its ~3,300 steps to it (the job keeps running, as a real one would).
@@ -46,10 +52,11 @@ sys.path.insert(0, str(Path(__file__).parent))
 from badput._codec import encode_lines
 from badput.events import Event
 from badput.monitor import Monitor, Snapshot
-from make_big_job import JOB, LOAD_AFTER_S, LOAD_S, STEP_GAP_S, STEP_S, write_job
+from make_big_job import JOB, LOAD_AFTER_S, LOAD_S, STEP_GAP_S, STEP_S, loader_pid, write_job
 
 SPEED = 10.0  # job seconds per wall second: 100 steps/s of 0.1 s steps
 STEPS_PER_S = 100
+LOADER_FLUSH_S = (0.5, 1.15)  # wall seconds between two writes of each loader's file
 
 
 def last_event(path: Path) -> tuple[dict[str, Any], int]:
@@ -88,11 +95,19 @@ class Writer(threading.Thread):
     """Appends the running attempt's next steps as job time passes."""
 
     def __init__(
-        self, path: Path, clock: VirtualClock, step: int, attempt: int, *, data_loading: bool
+        self,
+        path: Path,
+        clock: VirtualClock,
+        step: int,
+        attempt: int,
+        *,
+        data_loading: bool,
+        loader_paths: list[Path] | None = None,
     ) -> None:
         super().__init__(name="bench-writer", daemon=True)
         self.path = path
         self.data_loading = data_loading
+        self.loader_paths = loader_paths or []
         self.gap = STEP_GAP_S if data_loading else 0.0
         self.clock = clock
         self.step = step
@@ -103,7 +118,7 @@ class Writer(threading.Thread):
         self.steps_written = 0
         self.cpu = 0.0
 
-    def event(self, kind: str, ts: float, **fields: Any) -> Event:
+    def event(self, kind: str, ts: float, pid: int | None = None, **fields: Any) -> Event:
         return Event(
             ts=ts,
             kind=kind,
@@ -111,12 +126,15 @@ class Writer(threading.Thread):
             attempt=self.attempt,
             host="bench",
             rank=0,
-            pid=1000 + self.attempt,
+            pid=1000 + self.attempt if pid is None else pid,
             **fields,
         )
 
     def run(self) -> None:
         t0 = time.thread_time()
+        loaders = [p.open("ab", buffering=0) for p in self.loader_paths]
+        pending: list[list[Event]] = [[] for _ in loaders]
+        flushed = [time.monotonic()] * len(loaders)
         with self.path.open("ab", buffering=0) as fh:
             while not self.stop.wait(0.05):
                 now = self.clock()
@@ -126,8 +144,12 @@ class Writer(threading.Thread):
                     batch.append(self.event("step_start", self.ts, step=self.step))
                     if self.data_loading:
                         load = self.ts + LOAD_AFTER_S
-                        batch.append(self.event("data_loading_start", load))
-                        batch.append(self.event("data_loading_end", load + LOAD_S))
+                        into, pid = batch, None
+                        if loaders:
+                            k = self.step % len(loaders)
+                            into, pid = pending[k], loader_pid(self.attempt, k)
+                        into.append(self.event("data_loading_start", load, pid))
+                        into.append(self.event("data_loading_end", load + LOAD_S, pid))
                     self.ts += STEP_S
                     batch.append(self.event("step_end", self.ts, step=self.step))
                     self.step += 1
@@ -137,6 +159,13 @@ class Writer(threading.Thread):
                         self.next_beat += 10.0
                 if batch:
                     fh.write(encode_lines(batch))
+                for k, out in enumerate(loaders):
+                    if pending[k] and time.monotonic() - flushed[k] >= LOADER_FLUSH_S[k]:
+                        out.write(encode_lines(pending[k]))
+                        pending[k].clear()
+                        flushed[k] = time.monotonic()
+        for out in loaders:
+            out.close()
         self.cpu = time.thread_time() - t0
 
 
@@ -173,18 +202,22 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=1_000_000)
     parser.add_argument("--seconds", type=float, default=30.0)
     parser.add_argument("--exporters", choices=("none", "prometheus", "all"), default="none")
-    parser.add_argument("--mix", choices=("benchmark", "dataload"), default="benchmark")
+    parser.add_argument("--mix", choices=("benchmark", "dataload", "loaders"), default="benchmark")
     parser.add_argument("--keep", type=Path, help="write the job here and keep it (reused)")
     args = parser.parse_args()
-    data_loading = args.mix == "dataload"
+    data_loading = args.mix != "benchmark"
+    loaders = 2 if args.mix == "loaders" else 0
     root = args.keep or Path(tempfile.mkdtemp(prefix="badput-bench-"))
     try:
         if not (root / JOB).exists():
             t0 = time.perf_counter()
-            n = write_job(root, args.steps, finished=False, data_loading=data_loading)
+            n = write_job(
+                root, args.steps, finished=False, data_loading=data_loading, loaders=loaders
+            )
             print(f"job: {n:,} events written in {time.perf_counter() - t0:.1f} s")
         running = max((root / JOB).iterdir(), key=lambda p: int(p.name))
-        path = next(running.glob("*.jsonl"))
+        path = next(p for p in running.glob("*.jsonl") if "-l" not in p.stem)
+        loader_paths = [path.with_name(f"{path.stem}-l{k}.jsonl") for k in range(loaders)]
         last, last_step = last_event(path)
         clock = VirtualClock(float(last["ts"]))
         timing = Timing()
@@ -209,7 +242,14 @@ def main() -> None:
             f"{children_cpu() - k0:.2f} s of its read workers'"
         )
         # Steady state: the job runs on; the monitor follows it once a second.
-        writer = Writer(path, clock, last_step + 1, int(last["attempt"]), data_loading=data_loading)
+        writer = Writer(
+            path,
+            clock,
+            last_step + 1,
+            int(last["attempt"]),
+            data_loading=data_loading,
+            loader_paths=loader_paths,
+        )
         clock.start()
         writer.start()
         time.sleep(3.0)  # warm-up: the first windows and sealing after new data

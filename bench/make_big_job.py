@@ -10,7 +10,10 @@ checkpoint every 1,000 steps, heartbeats every 10 s.
 (distinct timestamps, as a real loop records them): the log users of ``with
 rec.data_loading()`` write (issue 11).
 
-    python bench/make_big_job.py OUT_DIR [--steps N] [--mix benchmark|dataload]
+``--mix loaders`` (``loaders=2``): the same, but the loads are written by two data-loader
+processes of the rank, by turns, each to its own file (``bench-0-<pid>-l<k>.jsonl``).
+
+    python bench/make_big_job.py OUT_DIR [--steps N] [--mix benchmark|dataload|loaders]
 """
 
 from __future__ import annotations
@@ -32,6 +35,11 @@ SAVE_S = 2.0
 RESTORE_S = 5.0
 
 
+def loader_pid(attempt: int, k: int) -> int:
+    """The process id of loader ``k`` of ``attempt`` (``--mix loaders``)."""
+    return 2000 + 10 * attempt + k
+
+
 def write_job(
     root: Path,
     steps: int,
@@ -39,11 +47,14 @@ def write_job(
     *,
     finished: bool = True,
     data_loading: bool = False,
+    loaders: int = 0,
 ) -> int:
     """Write the job under ``root/big``; return the number of events.
 
     ``finished=False`` leaves out the final ``job_end``: a job still running.
-    ``data_loading=True``: a blocking data load inside every step (``--mix dataload``).
+    ``data_loading=True``: a blocking data load inside every step (``--mix dataload``);
+    ``loaders``: written by that many loader processes of the rank, each to its own file,
+    by turns (``--mix loaders``: 2).
     """
     job_dir = root / JOB
     crash_at = [steps * (i + 1) // (restarts + 1) + 437 for i in range(restarts)]
@@ -55,9 +66,16 @@ def write_job(
         out.mkdir(parents=True, exist_ok=True)
         path = out / f"bench-0-{1000 + attempt}.jsonl"
         buf: list[Event] = []
+        loader_bufs: list[list[Event]] = [[] for _ in range(loaders)]
 
         def emit(
-            kind: str, ts: float, *, buf: list[Event] = buf, attempt: int = attempt, **f: object
+            kind: str,
+            ts: float,
+            *,
+            buf: list[Event] = buf,
+            attempt: int = attempt,
+            pid: int | None = None,
+            **f: object,
         ) -> None:
             buf.append(
                 Event(
@@ -67,7 +85,7 @@ def write_job(
                     attempt=attempt,
                     host="bench",
                     rank=0,
-                    pid=1000 + attempt,
+                    pid=1000 + attempt if pid is None else pid,
                     **f,
                 )
             )  # type: ignore[arg-type]
@@ -84,7 +102,12 @@ def write_job(
             stop = crash_at[attempt] if attempt < restarts else steps
             while step <= stop:
                 emit("step_start", t, step=step)
-                if data_loading:
+                if data_loading and loaders:
+                    k = step % loaders
+                    into, pid = loader_bufs[k], loader_pid(attempt, k)
+                    emit("data_loading_start", t + LOAD_AFTER_S, buf=into, pid=pid)
+                    emit("data_loading_end", t + LOAD_AFTER_S + LOAD_S, buf=into, pid=pid)
+                elif data_loading:
                     emit("data_loading_start", t + LOAD_AFTER_S)
                     emit("data_loading_end", t + LOAD_AFTER_S + LOAD_S)
                 t += STEP_S
@@ -112,6 +135,12 @@ def write_job(
             fh.write(encode_lines(buf))
             n_events += len(buf)
             buf.clear()
+        for k, loads in enumerate(loader_bufs):
+            loads_path = path.with_name(f"{path.stem}-l{k}.jsonl")
+            with loads_path.open("wb") as fh:
+                for i in range(0, len(loads), 200_000):
+                    fh.write(encode_lines(loads[i : i + 200_000]))
+            n_events += len(loads)
         t += 60.0  # recovery before the next attempt
     return n_events
 
@@ -121,11 +150,15 @@ def main() -> None:
     parser.add_argument("out", type=Path)
     parser.add_argument("--steps", type=int, default=1_000_000)
     parser.add_argument("--running", action="store_true", help="no final job_end")
-    parser.add_argument("--mix", choices=("benchmark", "dataload"), default="benchmark")
+    parser.add_argument("--mix", choices=("benchmark", "dataload", "loaders"), default="benchmark")
     args = parser.parse_args()
     t0 = time.perf_counter()
     n = write_job(
-        args.out, args.steps, finished=not args.running, data_loading=args.mix == "dataload"
+        args.out,
+        args.steps,
+        finished=not args.running,
+        data_loading=args.mix != "benchmark",
+        loaders=2 if args.mix == "loaders" else 0,
     )
     size = sum(f.stat().st_size for f in (args.out / JOB).rglob("*.jsonl"))
     print(

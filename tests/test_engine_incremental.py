@@ -63,7 +63,10 @@ def same(a: Report, b: Report) -> None:
     for k in a.buckets:
         assert math.isclose(a.buckets[k], b.buckets[k], rel_tol=1e-9, abs_tol=1e-6), k
     assert math.isclose(a.at_risk_seconds, b.at_risk_seconds, abs_tol=1e-6)
-    assert a.ideal_step_time == pytest.approx(b.ideal_step_time, rel=1e-12)
+    if b.ideal_step_time is None:
+        assert a.ideal_step_time is None
+    else:
+        assert a.ideal_step_time == pytest.approx(b.ideal_step_time, rel=1e-12)
     assert a.steps == b.steps
     assert [x.restore_step for x in a.attempts] == [x.restore_step for x in b.attempts]
 
@@ -195,3 +198,54 @@ def test_clock_steps_back_are_found_alike_in_one_batch_of_many_files_or_file_by_
 
     assert flagged(together) == flagged(alone)
     assert together._ing._source_last_ts == alone._ing._source_last_ts
+
+
+def test_a_rank_whose_loader_is_read_late_is_sealed_before_the_loaders_newest(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A running rank: the trainer's steps are read at once, the loads of a loader process
+    of the rank (its own pid and file) a few looks later. Rows are sealed only up to the
+    loader's newest event, so its late loads never unseal them (before, every look after
+    the first seal found the sealed rows stale and computed the attempt whole); each
+    report is the cold one. A loader silent for longer than ``WRITER_QUIET_AFTER`` no
+    longer holds sealing back."""
+    from badput.engine import _ingest, _sealing, _steps
+
+    monkeypatch.setattr(_steps, "SEAL_MIN_TAIL", 8)
+    stale: list[bool] = []
+    real = _sealing._stale
+
+    def counted(*args: object) -> bool:
+        found = real(*args)  # type: ignore[arg-type]
+        stale.append(found)
+        return found
+
+    monkeypatch.setattr(_sealing, "_stale", counted)
+    looks: list[list[Event]] = [[Event(ts=0.0, kind="job_start", job=JOB, attempt=0, pid=1)]]
+    looks += [[] for _ in range(60)]
+    for s in range(1, 200):
+        t = float(s)
+        look = s // 4
+        looks[look].append(Event(ts=t, kind="step_start", job=JOB, attempt=0, step=s, pid=1))
+        looks[look].append(Event(ts=t + 0.9, kind="step_end", job=JOB, attempt=0, step=s, pid=1))
+        for kind, at in (("data_loading_start", t + 0.1), ("data_loading_end", t + 0.4)):
+            # (its first loads read at once: a writer not seen yet cannot hold sealing back)
+            looks[look + 3 if s > 3 else 0].append(
+                Event(ts=at, kind=kind, job=JOB, attempt=0, pid=2)
+            )
+    live = Accountant(JOB)
+    fed: list[Event] = []
+    for look in looks:
+        if not look:
+            continue
+        live.ingest_events(look, source="x.jsonl")
+        fed += look
+        got = live.report(now=fed[-1].ts + 1.0)
+        cold = Accountant(JOB)
+        cold.ingest_events(fed, source="x.jsonl")
+        same(got, cold.report(now=fed[-1].ts + 1.0))
+    assert stale and not any(stale)  # sealed, and never unsealed
+    (stream,) = live._ing.streams.values()  # (the engine's own state)
+    assert stream.settled_before() == stream.writers[2] < stream.writers[1]
+    stream.saw(1, stream.writers[2] + _ingest.WRITER_QUIET_AFTER + 1.0)
+    assert stream.settled_before() == stream.writers[1]  # the loader stopped: not waited for

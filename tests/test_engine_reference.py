@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from _reference import RefReport, reference_report
@@ -224,14 +224,18 @@ def _plain_quiet_cut(
     unpaired: list[float],
     exact: list[float],
     min_keep: int,
+    *,
+    before: float = math.inf,
 ) -> int:
     """quiet_cut's rule, row by row: the last row r in [min_keep, n - 2] whose start no
     interval is open across (more started before it than ended at or before it), before
-    every unpaired start, with no mark or unmatched end at that very time, and later than
-    the row before it."""
+    every unpaired start, with no mark or unmatched end at that very time, later than
+    the row before it, and at or before ``before``."""
     best = 0
     for r in range(min_keep, len(starts) - 1):
         t = starts[r]
+        if t > before:
+            continue
         if sum(a < t for a, _ in spans) - sum(b <= t for _, b in spans) > 0:
             continue
         if unpaired and t >= min(unpaired):
@@ -251,7 +255,9 @@ def _plain_quiet_cut(
     st.lists(st.integers(0, 30), max_size=3),
     st.integers(0, 3),
     st.sampled_from([1, 2, 3, 256]),
+    st.one_of(st.just(math.inf), st.integers(0, 40).map(lambda x: x / 4)),
 )
+@example([1, 1, 1, 1], [], [], [], [], 0, 256, 1.5)  # a row starting at `before` is a cut
 def test_the_quiet_cut_is_the_last_quiet_row(  # noqa: PLR0917 (one strategy per input)
     gaps: list[int],
     intervals: list[tuple[int, int]],
@@ -260,9 +266,11 @@ def test_the_quiet_cut_is_the_last_quiet_row(  # noqa: PLR0917 (one strategy per
     unmatched: list[int],
     min_keep: int,
     window: int,
+    before: float,
 ) -> None:
     """Looked for from the last row a window at a time (of any size), the cut is the last
-    row the rule allows, as looking at every row in turn finds it."""
+    row the rule allows, as looking at every row in turn finds it (``before``: no later
+    than a time, when a writer of the stream may still add events before it)."""
     starts = np.cumsum(np.array(gaps, np.float64) / 2)  # in time order, ties included
     n = len(starts)
     no = np.zeros(n, bool)
@@ -288,11 +296,11 @@ def test_the_quiet_cut_is_the_last_quiet_row(  # noqa: PLR0917 (one strategy per
     saved = _steps._QUIET_WINDOW
     _steps._QUIET_WINDOW = window
     try:
-        got = _steps.quiet_cut(rows, ivs, mark_ts, min_keep, unmatched_ts)
+        got = _steps.quiet_cut(rows, ivs, mark_ts, min_keep, unmatched_ts, before=before)
     finally:
         _steps._QUIET_WINDOW = saved
     exact = [*mark_ts.tolist(), *unmatched_ts.tolist()]
     expected = _plain_quiet_cut(
-        starts.tolist(), spans, (np.array(unpaired) / 2).tolist(), exact, min_keep
+        starts.tolist(), spans, (np.array(unpaired) / 2).tolist(), exact, min_keep, before=before
     )
     assert got == expected

@@ -16,14 +16,15 @@ import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pytest
 from click.testing import CliRunner
 
 from badput import _heap, analysis
 from badput.cli import main
-from badput.engine import _accountant
+from badput.engine import _accountant, cpu_time_with_helpers
+from badput.monitor import Monitor
 from badput.report import to_json
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "bench"))
@@ -295,3 +296,41 @@ def test_an_interrupted_wait_for_the_pass_beside_waits_it_out(
         _accountant._beside(side, lambda: "report")  # type: ignore[arg-type,return-value]
     assert joins == ["interrupted", "waited"]
     assert ended.is_set()  # the pass had ended when the interruption came out
+
+
+def test_the_cpu_time_of_a_pass_beside_is_the_callers(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The CPU time of the thread beside is added to what the calling thread's queries
+    cost (``cpu_time_with_helpers``), which a monitor counts as its cycles' CPU time: the
+    per-rank pass of a cycle that runs beside is not left out of the monitor's figure."""
+
+    def side() -> None:
+        t0 = time.thread_time()
+        while time.thread_time() - t0 < 0.05:
+            pass
+
+    before, mine = cpu_time_with_helpers(), time.thread_time()
+    _accountant._beside(side, lambda: cast(Any, "report"))
+    assert time.thread_time() - mine < 0.05  # (this thread only waited)
+    assert cpu_time_with_helpers() - before >= 0.05
+    # and a monitor's cycles count it
+    write_steps(tmp_path, "j", 300, per_attempt=True)
+    monkeypatch.setattr(_accountant, "BESIDE_MIN_VALUES", 0)
+    monkeypatch.setattr(_accountant, "BESIDE_MIN_VALUES_PER_STREAM", 0)
+    real = _accountant._beside
+    spent: list[float] = []
+
+    def slow(side_: Any, main: Any) -> Any:
+        def slower() -> object:
+            side()
+            spent.append(0.05)
+            return side_()
+
+        return real(slower, main)
+
+    monkeypatch.setattr(_accountant, "_beside", slow)
+    mon = Monitor("j", tmp_path, [], include_step_deviation=True)
+    mon.run_once()
+    assert spent
+    assert mon.cpu_seconds >= 0.05

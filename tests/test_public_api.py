@@ -27,7 +27,7 @@ PUBLIC: dict[str, set[str]] = {
         "Accountant", "AttemptSummary", "DEFAULT_SLOWDOWN_FACTOR", "Diagnostic", "IntervalSpan",
         "Lane", "PRODUCTIVE", "RankOptions",
         "RankView", "Report", "STEP_BUCKETS", "SectionView", "Stall", "StepCounts", "StepSpans",
-        "StepTimeStats", "Straggler", "Timeline", "step_time_stats",
+        "StepTimeStats", "Straggler", "Timeline", "cpu_time_with_helpers", "step_time_stats",
     },
     "badput.report": {
         "JobRow", "MAX_ATTEMPT_ROWS", "compare_dict", "dumps_finite", "format_duration",

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from badput.engine._accountant import Accountant
+from badput.engine._accountant import Accountant, cpu_time_with_helpers
 from badput.engine._model import PRODUCTIVE, AttemptSummary, Diagnostic, Report, StepCounts
 from badput.engine._ranks import RankOptions, RankView, SectionView, Stall, Straggler
 from badput.engine._steptime import DEFAULT_SLOWDOWN_FACTOR, StepTimeStats, step_time_stats
@@ -33,5 +33,6 @@ __all__ = [
     "StepTimeStats",
     "Straggler",
     "Timeline",
+    "cpu_time_with_helpers",
     "step_time_stats",
 ]

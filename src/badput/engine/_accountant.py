@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import threading
+import time
 from collections.abc import Callable, Iterable
 from typing import Final
 
@@ -303,16 +304,31 @@ BESIDE_MIN_VALUES: Final = 1 << 20
 BESIDE_MIN_VALUES_PER_STREAM: Final = 1 << 16
 
 
+_helpers = threading.local()  # per calling thread: .seconds, its helper threads' CPU time
+
+
+def cpu_time_with_helpers() -> float:
+    """This thread's CPU time (``time.thread_time``) and that of the helper threads its
+    queries ran (the per-rank analysis beside a partition: :func:`_beside`), so far: what
+    its queries cost, wherever they ran."""
+    return time.thread_time() + getattr(_helpers, "seconds", 0.0)
+
+
 def _beside(side: Callable[[], object], main: Callable[[], Report]) -> Report:
     """``main()``, with ``side()`` run in a thread meanwhile; ``side``'s exception, if any,
-    is raised once both are done (``main``'s first)."""
+    is raised once both are done (``main``'s first). The thread's CPU time is added to
+    the caller's helpers' (:func:`cpu_time_with_helpers`)."""
     failed: list[BaseException] = []
+    spent = [0.0]
 
     def run() -> None:
+        t0 = time.thread_time()
         try:
             side()
         except BaseException as exc:  # handed to the caller below
             failed.append(exc)
+        finally:
+            spent[0] = time.thread_time() - t0
 
     worker = threading.Thread(target=run, name="badput-ranks", daemon=True)
     worker.start()
@@ -320,6 +336,7 @@ def _beside(side: Callable[[], object], main: Callable[[], Report]) -> Report:
         report = main()
     finally:
         _join(worker)
+        _helpers.seconds = getattr(_helpers, "seconds", 0.0) + spent[0]
     if failed:
         raise failed[0]
     return report

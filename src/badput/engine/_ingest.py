@@ -267,6 +267,12 @@ class MarkLog:
             self.source = array("i", source.tobytes())
 
 
+#: A writer of a stream silent this long (job seconds) before its newest event is taken to
+#: have stopped (:meth:`Stream.settled_before`): a launcher's few events, a loader that
+#: ended. Should it write again before what was sealed, the rows are computed again.
+WRITER_QUIET_AFTER = 300.0
+
+
 @dataclass
 class Stream:
     """Everything one (attempt, rank) wrote that the partition needs."""
@@ -283,6 +289,27 @@ class Stream:
     other_ts: array[float] = field(default_factory=lambda: array("d"))
     first_ts: float = math.inf
     last_ts: float = -math.inf
+    # the newest event of each writer (process id as written), when it has two or more
+    writers: dict[object, float] = field(default_factory=dict)
+
+    def saw(self, writer: object, newest: float) -> None:
+        """``writer`` wrote an event at ``newest`` (its newest in a batch)."""
+        old = self.writers.get(writer)
+        if old is None or newest > old:
+            self.writers[writer] = newest
+
+    def settled_before(self) -> float:
+        """A time before which no more events are expected: the oldest of the newest
+        events of the writers that wrote within :data:`WRITER_QUIET_AFTER` of the newest
+        (each writes in time order). Two processes of one rank whose files are read at
+        different moments: the one read less recently may still add events before the
+        newest of the other, not before its own newest. Sealed rows end before it, so
+        that what the slower writer adds does not unseal them (each cycle of a monitor
+        sealing the running attempt, then finding it stale and computing it whole)."""
+        if len(self.writers) < 2:
+            return math.inf
+        newest = max(self.writers.values())
+        return min(t for t in self.writers.values() if t >= newest - WRITER_QUIET_AFTER)
 
     @property
     def has_work(self) -> bool:
@@ -614,6 +641,8 @@ class Ingestor:
             mine.other_ts.extend(theirs.other_ts)
             mine.first_ts = min(mine.first_ts, theirs.first_ts)
             mine.last_ts = max(mine.last_ts, theirs.last_ts)
+            for writer, newest in theirs.writers.items():
+                mine.saw(writer, newest)
         self._by_raw = {
             raw: self.streams[(st.attempt, st.rank)]
             for raw, st in {**self._by_raw, **other._by_raw}.items()
@@ -702,8 +731,9 @@ class Ingestor:
         streams: list[Stream] = []
         index: dict[int, int] = {}  # id(stream) -> its place in `streams`
         stream_of_group = np.zeros(len(batch.keys), np.int64)
+        writers_of: list[list[tuple[int, object]]] = []  # per stream: (group, its pid)
         for g in groups.tolist():
-            attempt, rank, _pid = batch.keys[g]
+            attempt, rank, pid = batch.keys[g]
             raw = (attempt, rank)
             s = self._by_raw.get(raw)
             if s is None:
@@ -715,8 +745,19 @@ class Ingestor:
             k = index.setdefault(id(s), len(streams))
             if k == len(streams):
                 streams.append(s)
+                writers_of.append([])
             stream_of_group[g] = k
-        self._add_columns(streams, stream_of_group[group], ts, kind, seq, pos, batch, origin)
+            writers_of[k].append((g, pid))
+        lasts = self._add_columns(
+            streams, stream_of_group[group], ts, kind, seq, pos, batch, origin
+        )
+        for s, writers, newest in zip(streams, writers_of, lasts, strict=True):
+            if len(writers) == 1:  # (the usual: one process a stream in a batch)
+                if newest > -math.inf:
+                    s.saw(writers[0][1], newest)
+                continue
+            for g, pid in writers:
+                s.saw(pid, float(ts[group == g].max()))
 
     def _add_columns(  # noqa: PLR0917 (the batch's columns, passed down once)
         self,
@@ -728,11 +769,11 @@ class Ingestor:
         pos: npt.NDArray[np.intp],
         batch: Batch,
         origin: _Origin,
-    ) -> None:
+    ) -> list[float]:
         """Append each stream's steps, marks and other times, as slices of the batch's
         columns: one stable sort by (stream, category) puts each stream's events of each
         category together, in arrival order, so a file of thousands of small streams costs
-        a few slices each."""
+        a few slices each. Returns each stream's newest event of the batch (-inf: none)."""
         m = int(ts.shape[0])
         category = _CATEGORY[kind]  # 0 step, 1 interval mark, 2 other
         steps = np.zeros(m, np.int64)
@@ -807,6 +848,7 @@ class Ingestor:
             for r in range(rare_at[k], rare_at[k + 1]):
                 p = rare_pos_list[r]
                 self._rare(batch.events[p], s, rare_seq[r], *rare_where[r])
+        return lasts
 
     def _mark_fields(
         self,

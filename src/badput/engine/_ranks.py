@@ -285,7 +285,10 @@ class _RankStream:
 
 class _Growing:
     """A float column that grows at its end; a view taken of it stays as it was (a longer
-    one is copied into a new buffer, twice the size: appending is amortised O(1))."""
+    one is copied into a new buffer, twice the size: appending is amortised O(1)), unless
+    it is cut back (:meth:`cut`): then what grows after the cut is written where the
+    values cut were (a rank paired again at every monitor cycle from an earlier pairing:
+    a copy of its million loads at every cycle, otherwise)."""
 
     __slots__ = ("buf", "cuts", "n", "n_cuts")
 
@@ -318,9 +321,9 @@ class _Growing:
         return self.buf[: self.n]
 
     def cut(self, n: int) -> None:
-        """Keep the first ``n`` values only (the buffer is copied before it grows again:
-        views taken of it stay as they were)."""
-        self.buf, self.n = self.buf[:n], min(self.n, n)
+        """Keep the first ``n`` values only. Views taken of the values cut see what grows
+        in their place: whoever kept one learns of the cut (:meth:`unchanged_since`)."""
+        self.n = min(self.n, n)
         self.cuts = [*self.cuts[-(_CUTS_KEPT - 1) :], self.n]
         self.n_cuts += 1
 

@@ -118,7 +118,14 @@ class Sealer:
             tail, ivs = Rows.empty(), TailIntervals.empty()
             unmatched_ts = np.zeros(0)
         elif tail.n >= _steps.SEAL_MIN_TAIL:
-            r = _steps.quiet_cut(tail, ivs, mark_ts, min_keep=1, unmatched_ts=unmatched_ts)
+            r = _steps.quiet_cut(
+                tail,
+                ivs,
+                mark_ts,
+                min_keep=1,
+                unmatched_ts=unmatched_ts,
+                before=s.settled_before(),
+            )
             if r > 0:
                 cut = float(tail.start[r])
                 raw_used = int(np.flatnonzero(is_end == 0)[r])

@@ -311,9 +311,17 @@ _QUIET_WINDOW = 256
 
 
 def quiet_cut(
-    rows: Rows, ivs: TailIntervals, mark_ts: F64, min_keep: int, unmatched_ts: F64
+    rows: Rows,
+    ivs: TailIntervals,
+    mark_ts: F64,
+    min_keep: int,
+    unmatched_ts: F64,
+    *,
+    before: float = math.inf,
 ) -> int:
-    """Largest row index r (r <= n - 2, r >= min_keep) whose start is a quiet moment.
+    """Largest row index r (r <= n - 2, r >= min_keep) whose start is a quiet moment, and
+    at or before ``before`` (when more events may still come before that: see
+    :meth:`~badput.engine._ingest.Stream.settled_before`).
 
     Quiet: no interval open across it, no mark and no unmatched step end exactly at it
     (the seal counts unmatched ends by time, so one at the cut would be lost). Returns 0
@@ -335,6 +343,8 @@ def quiet_cut(
     first_unpaired = float(ivs.unpaired_starts.ts.min()) if len(ivs.unpaired_starts) else None
     exact = [at for at in (mark_ts, np.sort(unmatched_ts, kind="stable")) if at.shape[0]]
     hi, width = n - 1, _QUIET_WINDOW  # candidates: rows [min_keep, n - 1)
+    if before < math.inf:
+        hi = min(hi, int(np.searchsorted(starts, before, "right")))
     while hi > min_keep:
         lo = max(min_keep, hi - width)
         cand = starts[lo:hi]
