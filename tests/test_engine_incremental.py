@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import pytest
 from hypothesis import given, settings
@@ -249,3 +250,41 @@ def test_a_rank_whose_loader_is_read_late_is_sealed_before_the_loaders_newest(
     assert stream.settled_before() == stream.writers[2] < stream.writers[1]
     stream.saw(1, stream.writers[2] + _ingest.WRITER_QUIET_AFTER + 1.0)
     assert stream.settled_before() == stream.writers[1]  # the loader stopped: not waited for
+
+
+def _written(pid: int | None, times: list[float]) -> list[Event]:
+    return [
+        Event(ts=t, kind="step_start", job=JOB, attempt=0, rank=0, step=int(t), pid=pid)
+        for t in times
+    ]
+
+
+@pytest.mark.parametrize("merged", [False, True])
+def test_the_writers_of_a_stream_and_their_newest_events(merged: bool) -> None:
+    """A stream written by one process keeps its writer only; by two, each one's newest
+    event, whether both come in one batch (the first's earlier groups included), in later
+    batches, or from a worker's read merged (``merged``)."""
+
+    def fed(*runs: list[Event]) -> Accountant:
+        acc = Accountant(JOB)
+        for k, run in enumerate(runs):
+            if merged and k:
+                part = Accountant(JOB)
+                part.ingest_events(run)
+                acc.merge(part)
+            else:
+                acc.ingest_events(run)
+        return acc
+
+    def stream(acc: Accountant) -> Any:
+        (s,) = acc._ing.streams.values()  # (the engine's own state)
+        return s
+
+    one = stream(fed(_written(7, [1.0, 2.0]), _written(7, [3.0])))
+    assert (one.writer, one.writers, one.settled_before()) == (7, None, math.inf)
+    both = stream(fed(_written(7, [1.0, 5.0]) + _written(None, [2.0, 3.0]) + _written(7, [6.0])))
+    assert both.writers == {7: 6.0, None: 3.0}
+    assert both.settled_before() == 3.0
+    later = stream(fed(_written(7, [1.0, 5.0]), _written(8, [2.0, 4.0]), _written(8, [4.5])))
+    assert later.writers == {7: 5.0, 8: 4.5}
+    assert later.settled_before() == 4.5

@@ -267,6 +267,9 @@ class MarkLog:
             self.source = array("i", source.tobytes())
 
 
+#: ``Stream.writer`` of a stream no event was routed to yet (a process id is an int or None)
+NO_WRITER = "no writer yet"
+
 #: A writer of a stream silent this long (job seconds) before its newest event is taken to
 #: have stopped (:meth:`Stream.settled_before`): a launcher's few events, a loader that
 #: ended. Should it write again before what was sealed, the rows are computed again.
@@ -289,11 +292,15 @@ class Stream:
     other_ts: array[float] = field(default_factory=lambda: array("d"))
     first_ts: float = math.inf
     last_ts: float = -math.inf
-    # the newest event of each writer (process id as written), when it has two or more
-    writers: dict[object, float] = field(default_factory=dict)
+    # Its writer (process id as written) while it has one; once it has two or more, the
+    # newest event of each (None until then: a job of 10,000 attempts has 10,000 streams)
+    writer: object = NO_WRITER
+    writers: dict[object, float] | None = None
 
     def saw(self, writer: object, newest: float) -> None:
-        """``writer`` wrote an event at ``newest`` (its newest in a batch)."""
+        """``writer`` wrote an event at ``newest`` (a stream of several writers)."""
+        if self.writers is None:
+            self.writers = {}
         old = self.writers.get(writer)
         if old is None or newest > old:
             self.writers[writer] = newest
@@ -306,7 +313,7 @@ class Stream:
         newest of the other, not before its own newest. Sealed rows end before it, so
         that what the slower writer adds does not unseal them (each cycle of a monitor
         sealing the running attempt, then finding it stale and computing it whole)."""
-        if len(self.writers) < 2:
+        if self.writers is None or len(self.writers) < 2:
             return math.inf
         newest = max(self.writers.values())
         return min(t for t in self.writers.values() if t >= newest - WRITER_QUIET_AFTER)
@@ -480,6 +487,27 @@ def _fits(step: int) -> bool:
     return -(2**63) <= step < 2**63
 
 
+def _join_writers(mine: Stream, theirs: Stream) -> None:
+    """``mine`` (read first) and ``theirs`` (its later events, read by another process),
+    one stream: their writers together."""
+    if theirs.writer == NO_WRITER:
+        return
+    if mine.writer == NO_WRITER:
+        mine.writer, mine.writers = theirs.writer, theirs.writers
+        return
+    if mine.writers is None and theirs.writers is None and mine.writer == theirs.writer:
+        return
+    if mine.writers is None:
+        mine.writers = {mine.writer: mine.last_ts} if mine.last_ts > -math.inf else {}
+    if theirs.writers is None:
+        if theirs.last_ts > -math.inf:
+            mine.saw(theirs.writer, theirs.last_ts)
+    else:
+        for writer, newest in theirs.writers.items():
+            mine.saw(writer, newest)
+    mine.writer = theirs.writer
+
+
 def _span_extremes(ts: F64, bounds: list[int]) -> tuple[list[float], list[float]]:
     """Least and greatest of ``ts[bounds[k]:bounds[k + 1]]`` for every k, NaN left out
     (inf and -inf when there is none)."""
@@ -641,8 +669,7 @@ class Ingestor:
             mine.other_ts.extend(theirs.other_ts)
             mine.first_ts = min(mine.first_ts, theirs.first_ts)
             mine.last_ts = max(mine.last_ts, theirs.last_ts)
-            for writer, newest in theirs.writers.items():
-                mine.saw(writer, newest)
+            _join_writers(mine, theirs)
         self._by_raw = {
             raw: self.streams[(st.attempt, st.rank)]
             for raw, st in {**self._by_raw, **other._by_raw}.items()
@@ -731,7 +758,8 @@ class Ingestor:
         streams: list[Stream] = []
         index: dict[int, int] = {}  # id(stream) -> its place in `streams`
         stream_of_group = np.zeros(len(batch.keys), np.int64)
-        writers_of: list[list[tuple[int, object]]] = []  # per stream: (group, its pid)
+        several: dict[int, list[tuple[int, object]]] = {}  # streams of several writers
+        routed: list[tuple[int, int, object]] = []  # (group, stream, pid) so far
         for g in groups.tolist():
             attempt, rank, pid = batch.keys[g]
             raw = (attempt, rank)
@@ -745,19 +773,20 @@ class Ingestor:
             k = index.setdefault(id(s), len(streams))
             if k == len(streams):
                 streams.append(s)
-                writers_of.append([])
             stream_of_group[g] = k
-            writers_of[k].append((g, pid))
-        lasts = self._add_columns(
-            streams, stream_of_group[group], ts, kind, seq, pos, batch, origin
-        )
-        for s, writers, newest in zip(streams, writers_of, lasts, strict=True):
-            if len(writers) == 1:  # (the usual: one process a stream in a batch)
-                if newest > -math.inf:
-                    s.saw(writers[0][1], newest)
-                continue
+            if s.writers is None and s.writer not in (pid, NO_WRITER):
+                # a second writer: the events before this batch were the first's, and so
+                # are this batch's groups of the stream before this one
+                s.writers = {s.writer: s.last_ts} if s.last_ts > -math.inf else {}
+                several[k] = [(h, p) for h, j, p in routed if j == k]
+            s.writer = pid
+            if s.writers is not None:
+                several.setdefault(k, []).append((g, pid))
+            routed.append((g, k, pid))
+        self._add_columns(streams, stream_of_group[group], ts, kind, seq, pos, batch, origin)
+        for k, writers in several.items():
             for g, pid in writers:
-                s.saw(pid, float(ts[group == g].max()))
+                streams[k].saw(pid, float(ts[group == g].max()))
 
     def _add_columns(  # noqa: PLR0917 (the batch's columns, passed down once)
         self,
@@ -769,11 +798,11 @@ class Ingestor:
         pos: npt.NDArray[np.intp],
         batch: Batch,
         origin: _Origin,
-    ) -> list[float]:
+    ) -> None:
         """Append each stream's steps, marks and other times, as slices of the batch's
         columns: one stable sort by (stream, category) puts each stream's events of each
         category together, in arrival order, so a file of thousands of small streams costs
-        a few slices each. Returns each stream's newest event of the batch (-inf: none)."""
+        a few slices each."""
         m = int(ts.shape[0])
         category = _CATEGORY[kind]  # 0 step, 1 interval mark, 2 other
         steps = np.zeros(m, np.int64)
@@ -848,7 +877,6 @@ class Ingestor:
             for r in range(rare_at[k], rare_at[k + 1]):
                 p = rare_pos_list[r]
                 self._rare(batch.events[p], s, rare_seq[r], *rare_where[r])
-        return lasts
 
     def _mark_fields(
         self,
