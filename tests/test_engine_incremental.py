@@ -9,6 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from _spy import spy
 from badput.engine import Accountant, Report
 from badput.events import Chunk, Event, EventError
 
@@ -213,15 +214,6 @@ def test_a_rank_whose_loader_is_read_late_is_sealed_before_the_loaders_newest(
     from badput.engine import _ingest, _sealing, _steps
 
     monkeypatch.setattr(_steps, "SEAL_MIN_TAIL", 8)
-    stale: list[bool] = []
-    real = _sealing._stale
-
-    def counted(*args: object) -> bool:
-        found = real(*args)  # type: ignore[arg-type]
-        stale.append(found)
-        return found
-
-    monkeypatch.setattr(_sealing, "_stale", counted)
     looks: list[list[Event]] = [[Event(ts=0.0, kind="job_start", job=JOB, attempt=0, pid=1)]]
     looks += [[] for _ in range(60)]
     for s in range(1, 200):
@@ -236,15 +228,16 @@ def test_a_rank_whose_loader_is_read_late_is_sealed_before_the_loaders_newest(
             )
     live = Accountant(JOB)
     fed: list[Event] = []
-    for look in looks:
-        if not look:
-            continue
-        live.ingest_events(look, source="x.jsonl")
-        fed += look
-        got = live.report(now=fed[-1].ts + 1.0)
-        cold = Accountant(JOB)
-        cold.ingest_events(fed, source="x.jsonl")
-        same(got, cold.report(now=fed[-1].ts + 1.0))
+    with spy(_sealing, "_stale") as stale:
+        for look in looks:
+            if not look:
+                continue
+            live.ingest_events(look, source="x.jsonl")
+            fed += look
+            got = live.report(now=fed[-1].ts + 1.0)
+            cold = Accountant(JOB)
+            cold.ingest_events(fed, source="x.jsonl")
+            same(got, cold.report(now=fed[-1].ts + 1.0))
     assert stale and not any(stale)  # sealed, and never unsealed
     (stream,) = live._ing.streams.values()  # (the engine's own state)
     assert stream.settled_before() == stream.writers[2] < stream.writers[1]

@@ -5,12 +5,14 @@ marks are taken from an earlier pairing and gap point, not by unsealing rows."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import sys
 from pathlib import Path
 
 import pytest
 
+from _spy import spy
 from badput.analysis import LiveJob
 from badput.engine import _ranks, _sealing, _steps
 from badput.report import to_json
@@ -45,21 +47,11 @@ def test_a_live_rank_whose_loaders_are_read_late_reports_as_a_cold_read(
     for f in files:
         (dst / f.relative_to(src)).parent.mkdir(parents=True, exist_ok=True)
         (dst / f.relative_to(src)).write_bytes(b"")
-    counts = {"rewind": 0, "point": 0, "stale": 0}
-    for name, module, key in (
-        ("_rewind", _ranks, "rewind"),
-        ("_derive_from_point", _ranks, "point"),
-        ("_stale", _sealing, "stale"),
-    ):
-        real = getattr(module, name)
-
-        def counted(*args: object, _real: object = real, _key: str = key) -> bool:
-            found = bool(_real(*args))  # type: ignore[operator]
-            counts[_key] += found
-            return found
-
-        monkeypatch.setattr(module, name, counted)
     live = LiveJob(dst, JOB, parallel=False)
+    watched = contextlib.ExitStack()
+    rewinds = watched.enter_context(spy(_ranks, "_rewind"))
+    from_points = watched.enter_context(spy(_ranks, "_derive_from_point"))
+    stale = watched.enter_context(spy(_sealing, "_stale"))
     pos = dict.fromkeys(files, 0)
     written = dict.fromkeys(files, -1e18)
     t = min(min(v) for v in times.values())
@@ -81,9 +73,10 @@ def test_a_live_rank_whose_loaders_are_read_late_reports_as_a_cold_read(
         if looks % 4 == 0:
             assert got == _report(dst), f"look {looks}"
     assert _report(dst, live) == _report(dst)
+    watched.close()
     # the second loader was late at about every other look: taken from earlier states
-    assert counts["rewind"] > looks // 4
-    assert counts["point"] > looks // 4
+    assert sum(rewinds) > looks // 4
+    assert sum(from_points) > looks // 4
     # rows unsealed once only: when the running attempt's second loader first wrote (a
     # writer not seen yet cannot hold sealing back); at every look after it otherwise
-    assert counts["stale"] <= 1
+    assert sum(stale) <= 1
