@@ -974,6 +974,8 @@ def test_a_late_start_at_the_time_of_the_newest_mark_taken_is_paired_from_the_fi
 )
 @example(seed=1, n_steps=120, lags=[2], ties=False)
 @example(seed=2, n_steps=120, lags=[2], ties=True)
+# a point at a pass's newest time, then values of that time in a later pass (not late)
+@example(seed=1152369, n_steps=105, lags=[1], ties=True)
 def test_values_that_arrive_late_at_every_look_are_derived_from_a_gap_point(
     seed: int, n_steps: int, lags: list[int], ties: bool
 ) -> None:

@@ -735,7 +735,9 @@ def _sorted_gaps(v: F64, carried: bool, before: _Covered) -> tuple[float, list[_
     while back < len(v) - h:
         t = float(v[len(v) - 1 - back])
         i = int(v.searchsorted(t, "right")) - 1  # the last of its time: all of t taken
-        if i > h and (not points or points[-1].t != t):
+        # Not at the newest time: a later pass may take values equal to the newest (they
+        # are not late), which a point there would not count.
+        if h < i < len(v) - 1 and (not points or points[-1].t != t):
             points.append(
                 _GapPoint(
                     t,
