@@ -700,11 +700,7 @@ def _derive_from_point(s: _RankStream) -> bool:
     # (the points this pass makes, all after this one, find their later values there)
     cov.at = (since[0], since[1], since[2], since[3])
     step_ts, step_no = array("d"), array("q")
-    if cov.step_lo is not None:  # the last step taken: the next step time from it
-        step_ts.append(cov.last_ts)
-        step_no.append(cov.last_no)
-    step_ts += _tail(s.step_ts, at[0])
-    step_no += s.step_no[at[0] :] if at[0] else s.step_no
+    _add_new_steps(s, at[0], step_ts, step_no)
     late = _derive_columns(
         [s],
         c,
@@ -765,6 +761,16 @@ def _kept_points(points: list[_GapPoint], newest_n: int) -> list[_GapPoint]:
     return kept
 
 
+def _add_new_steps(s: _RankStream, k: int, step_ts: array[float], step_no: array[int]) -> None:
+    """Append the step starts of ``s`` from index ``k`` on, after the last step taken (the
+    next step time is taken from it), to the columns of a pass."""
+    if s.covered.step_lo is not None:
+        step_ts.append(s.covered.last_ts)
+        step_no.append(s.covered.last_no)
+    step_ts += _tail(s.step_ts, k)
+    step_no += s.step_no[k:] if k else s.step_no
+
+
 def _derive_chunk(streams: list[_RankStream]) -> list[_RankStream]:
     """One vectorised pass; returns the streams whose new values came out of order (left
     as they were)."""
@@ -793,11 +799,7 @@ def _derive_chunk(streams: list[_RankStream]) -> list[_RankStream]:
             cols += _tail(s.end_ts, at[1])
             cols += _tail(s.pair_ts, at[2])
             cols += _tail(s.extra_ts, at[3])
-            if cov.step_lo is not None:  # the last step taken: the next step time from it
-                step_ts.append(cov.last_ts)
-                step_no.append(cov.last_no)
-            step_ts += _tail(s.step_ts, at[0])
-            step_no += s.step_no[at[0] :] if at[0] else s.step_no
+            _add_new_steps(s, at[0], step_ts, step_no)
             resumed.append(i)
         n_cols.append(len(cols) - before)
         n_steps.append(len(step_ts) - before_steps)
