@@ -733,7 +733,10 @@ class LiveJob:
             complete = r.reached_end
             if s.end is not None:
                 newest[s.last] = max(newest.get(s.last, -math.inf), r.last_max)
-        self._cursor = Cursor(offsets)
+        # Not read to its end (a slice left to the serial read: a torn last line where a slice
+        # was planned to end, a file written meanwhile): the serial read goes on through the
+        # files listed, as a read that stopped at its budget does; it lists the job no more.
+        self._cursor = Cursor(offsets) if complete else Cursor(offsets, resume=(self.job, names))
         got.clear()  # parts not merged (read again serially from the cursor) are dropped
         if merged:  # the workers' parts, merged, are freed: hand their memory back
             del r
