@@ -21,7 +21,7 @@ from badput._codec import (
     encode_line,
     encode_lines,
 )
-from badput.events import KIND_CODE, KINDS, DecodedColumns, Event, EventError, Kind
+from badput.events import KIND_CODE, KINDS, DecodedColumns, Event, EventError, Kind, LeanRows
 
 _STEP_KINDS = {
     Kind.STEP_START,
@@ -348,9 +348,28 @@ def decoded_with_columns(
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(codec, "_VECTOR_CHECK_BYTES", 0)
         coded = decode_block_coded(block, file, first_lineno)
+        in_full = decode_block_coded(block, file, first_lineno, lean=False)
     assert coded is not None
+    assert in_full is not None
     items, columns = coded
+    full, full_columns = in_full
     assert columns is not None
+    assert full_columns is not None
+    assert isinstance(full, list)
+    assert full_columns.writer is None
+    # Decoded lean (one writer's lines) or not, the same items and columns.
+    assert columns.kinds.tolist() == full_columns.kinds.tolist()
+    assert columns.steps.tolist() == full_columns.steps.tolist()
+    if isinstance(items, LeanRows):
+        assert columns.writer is not None
+        _same(items.events(), full)
+        _same([x if isinstance(x, EventError) else x.event() for x in items.rows], full)
+        for x in full:  # the writer the columns name is every event's, decoded in full
+            if not isinstance(x, EventError):
+                assert (x.job, x.attempt, x.host, x.rank, x.pid) == columns.writer
+        return full, columns
+    assert columns.writer is None
+    _same(items, full)
     return items, columns
 
 

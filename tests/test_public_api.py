@@ -14,7 +14,7 @@ PUBLIC: dict[str, set[str]] = {
     },
     "badput.events": {
         "Chunk", "DecodedColumns", "Event", "EventError", "INTERVAL_KINDS", "KINDS", "KIND_CODE",
-        "KIND_NAMES", "Kind", "LIFECYCLE_KINDS",
+        "KIND_NAMES", "Kind", "LIFECYCLE_KINDS", "LeanEvent", "LeanRows", "Writer",
         "MAX_INT", "MAX_TS", "MIN_TS", "NAMED_KINDS", "SCHEMA_VERSION", "SECTION_QUANTILES",
         "STEP_KINDS", "attempt_id", "bucket_of", "interval_base", "validate",
     },

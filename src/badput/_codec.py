@@ -9,7 +9,7 @@ from __future__ import annotations
 import functools
 from collections.abc import Sequence
 from operator import attrgetter
-from typing import Any, cast
+from typing import Any, Final, Literal, cast
 
 import msgspec
 
@@ -22,6 +22,9 @@ from badput.events import (
     Event,
     EventError,
     Kind,
+    LeanEvent,
+    LeanRows,
+    Writer,
     validate,
 )
 
@@ -134,8 +137,8 @@ def decode_block(
     ``None`` means the block is not the common case (a blank, malformed or odd
     line is in it): decode it line by line with :func:`decode_lines` instead.
     """
-    coded = decode_block_coded(block, file, first_lineno)
-    return None if coded is None else coded[0]
+    coded = decode_block_coded(block, file, first_lineno, lean=False)
+    return None if coded is None else cast("list[Event | EventError]", coded[0])
 
 
 @functools.cache
@@ -147,16 +150,25 @@ def _code_tables() -> tuple[Any, Any]:
 
 
 def decode_block_coded(
-    block: bytes, file: str | None = None, first_lineno: int = 1
-) -> tuple[list[Event | EventError], DecodedColumns | None] | None:
+    block: bytes, file: str | None = None, first_lineno: int = 1, *, lean: bool = True
+) -> tuple[list[Event | EventError] | LeanRows, DecodedColumns | None] | None:
     """:func:`decode_block`, with the columns its checks work out anyway (the kind code of
     each item, the steps of the step kinds: :class:`~badput.events.DecodedColumns`) for a
     block of :data:`_VECTOR_CHECK_BYTES` or more; None for a smaller one, whose events are
     checked one by one (numpy's cost per call is more than the loop over a few dozen, and
-    more than the engine's columns of them: the file of an attempt of a job of 10,000)."""
+    more than the engine's columns of them: the file of an attempt of a job of 10,000).
+
+    A block of :data:`_VECTOR_CHECK_BYTES` or more whose lines all have its first line's
+    writer is decoded as :class:`~badput.events.LeanEvent` s (``lean``, the default; the
+    items are then :class:`~badput.events.LeanRows` and the columns name the writer).
+    """
     n_lines = _lines_if_one_object_each(block)
     if not n_lines:
         return None
+    if lean and len(block) >= _VECTOR_CHECK_BYTES:
+        decoded = _decode_lean(block, file, first_lineno, n_lines)
+        if decoded is not None:
+            return decoded
     try:
         events = _decoder.decode_lines(block)
     except Exception:  # any bad line (bad UTF-8, deep nesting...): the per-line path names it
@@ -174,10 +186,23 @@ def decode_block_coded(
             if problem is not None:
                 out[i] = EventError(problem, file, first_lineno + i)
         return out, None
+    return out, _checked_columns(events, out, file, first_lineno)
+
+
+def _checked_columns(
+    decoded: Sequence[Event | LeanEvent],
+    out: list[Any],
+    file: str | None,
+    first_lineno: int,
+) -> DecodedColumns:
+    """The kind codes and steps of the events ``decoded`` from a block; each that breaks a
+    rule of :func:`~badput.events.validate` is replaced in ``out`` (the same list, or its
+    copy) by its error, with kind code -1 and step 0."""
     import numpy as np  # noqa: PLC0415 (the recorder encodes with this module: numpy stays out)
 
+    n_lines = len(decoded)
     check_codes, step_codes = _code_tables()
-    kinds = np.fromiter(map(KIND_CODE.__getitem__, map(_kind, events)), np.int16, n_lines)
+    kinds = np.fromiter(map(KIND_CODE.__getitem__, map(_kind, decoded)), np.int16, n_lines)
     # JSON cannot spell NaN or infinity and msgspec already enforced the non-empty
     # strings, the version and the ranges of times and integers, so only the per-kind
     # rules of validate() remain: a step kind without its step, and the kinds of
@@ -187,19 +212,67 @@ def decode_block_coded(
     at_steps = np.flatnonzero(step_codes[kinds])
     steps = np.zeros(n_lines, np.int64)
     if at_steps.shape[0]:
-        found = list(map(_step, map(events.__getitem__, at_steps.tolist())))
+        found = list(map(_step, map(decoded.__getitem__, at_steps.tolist())))
         if found.count(None):
             missing = [i for i, step in zip(at_steps.tolist(), found, strict=True) if step is None]
             check = np.union1d(check, np.array(missing, np.intp))
             found = [0 if step is None else step for step in found]
         steps[at_steps] = np.fromiter(found, np.int64, len(found))  # msgspec checked: 53 bits
+    clean = True
     for i in check.tolist():
-        problem = validate(events[i])
+        problem = validate(decoded[i])
         if problem is not None:
-            out[i] = EventError(problem, file, first_lineno + i)  # (events[i] is not asked again)
+            out[i] = EventError(problem, file, first_lineno + i)  # (decoded[i] is not asked again)
             kinds[i] = -1
             steps[i] = 0
-    return out, DecodedColumns(kinds, steps)
+            clean = False
+    return DecodedColumns(kinds, steps, clean=clean)
+
+
+#: Names of the writer's fields of an event, in the order of :data:`~badput.events.Writer`.
+_WRITER_FIELDS: Final = ("job", "attempt", "host", "rank", "pid")
+_writer_of = attrgetter(*_WRITER_FIELDS)
+
+
+@functools.lru_cache(maxsize=64)
+def _lean_decoder(writer: Writer) -> msgspec.json.Decoder[LeanEvent]:
+    """A decoder of events of ``writer`` only: its fields are typed as exactly its values
+    (``Literal``; ``None`` for an absent one), so a line of any other writer, or one that
+    repeats a writer's field with another value, fails the decode (the block is then
+    decoded as :class:`Event` s), and each value is one object, not one a line."""
+    fields: list[tuple[str, Any] | tuple[str, Any, Any]] = [
+        (name, None, None) if value is None else (name, Literal[value])
+        for name, value in zip(_WRITER_FIELDS, writer, strict=True)
+    ]
+    lean = msgspec.defstruct("LeanEventOf", fields, bases=(LeanEvent,), kw_only=True, gc=False)
+    return msgspec.json.Decoder(lean)
+
+
+def _decode_lean(
+    block: bytes, file: str | None, first_lineno: int, n_lines: int
+) -> tuple[LeanRows, DecodedColumns] | None:
+    """The lines of ``block`` (``n_lines`` plain one-object lines) as lean events of its
+    first line's writer, with their columns; None when a line is of another writer or
+    not a valid event (the caller decodes the block in full then: the same outcome)."""
+    try:
+        writer = cast("Writer", _writer_of(_decoder.decode(block[: block.index(b"\n")])))
+        rows = _lean_decoder(writer).decode_lines(block)
+    except Exception:  # another writer, a bad line...: the full decode sorts it out
+        return None
+    if len(rows) != n_lines:
+        return None
+    out = cast("list[LeanEvent | EventError]", rows)
+    columns = _checked_columns(rows, out, file, first_lineno)
+    full = functools.partial(_decoded_in_full, block, file, first_lineno)
+    return LeanRows(out, full), columns._replace(writer=writer)
+
+
+def _decoded_in_full(block: bytes, file: str | None, first_lineno: int) -> list[Event | EventError]:
+    """The items of a block decoded as :class:`Event` s (what a lean decode stands for)."""
+    coded = decode_block_coded(block, file, first_lineno, lean=False)
+    if coded is not None and isinstance(coded[0], list):
+        return coded[0]
+    return decode_lines(block.split(b"\n")[:-1], file, first_lineno)  # never, as a rule
 
 
 def decode_lines(

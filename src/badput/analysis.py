@@ -14,7 +14,7 @@ import queue
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from itertools import islice
 from operator import attrgetter
@@ -24,7 +24,7 @@ from typing import Any, Final, NamedTuple
 from badput._gc import gc_paused
 from badput._heap import give_back
 from badput.engine import Accountant, Diagnostic, RankOptions, Report
-from badput.events import Chunk, Event, EventError
+from badput.events import Chunk, Event, EventError, LeanEvent
 from badput.store import (
     Cursor,
     EventStore,
@@ -170,9 +170,10 @@ class _SliceRead(NamedTuple):
 _TS: Final = attrgetter("ts")
 
 
-def _times(items: list[Event | EventError], job: str) -> Iterator[float]:
-    """Times of the events of ``job`` among ``items``, in order (what the engine sees)."""
-    return (e.ts for e in items if isinstance(e, Event) and e.job == job)
+def _times(rows: Sequence[Event | LeanEvent | EventError], job: str) -> Iterator[float]:
+    """Times of the events of ``job`` among ``rows`` (a chunk's), in order (what the
+    engine sees)."""
+    return (e.ts for e in rows if not isinstance(e, EventError) and e.job == job)
 
 
 def _newest(chunks: list[Chunk], source: str) -> float:
@@ -180,12 +181,13 @@ def _newest(chunks: list[Chunk], source: str) -> float:
     other jobs included (an upper bound is all :func:`_clock_continues` needs)."""
     best = -math.inf
     for chunk in chunks:
-        if chunk.source != source or not chunk.items:
+        rows = chunk.rows
+        if chunk.source != source or not rows:
             continue
         try:
-            newest = max(map(_TS, chunk.items))
+            newest = max(map(_TS, rows))
         except AttributeError:  # a malformed line among them
-            newest = max((e.ts for e in chunk.items if isinstance(e, Event)), default=best)
+            newest = max((e.ts for e in rows if not isinstance(e, EventError)), default=best)
         best = max(best, newest)
     return best
 
@@ -244,7 +246,7 @@ def _read_slice(store: EventStore, job: str, s: _Slice) -> _SliceRead:
     if s.offset:
         for chunk in result.chunks:
             if chunk.source == s.first_source and (head is None or len(head) < _HEAD_EVENTS):
-                more = islice(_times(chunk.items, job), _HEAD_EVENTS - len(head or []))
+                more = islice(_times(chunk.rows, job), _HEAD_EVENTS - len(head or []))
                 head = (head or []) + list(more)
     accountant.ingest(result.chunks)
     last_max = -math.inf

@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from typing import Final
 
 import numpy as np
@@ -21,7 +21,7 @@ from badput.engine._ranks import RankOptions, RankTracker, Stall
 from badput.engine._segments import Typical
 from badput.engine._steptime import DEFAULT_SLOWDOWN_FACTOR, StepTimeStats, step_time_stats
 from badput.engine._timeline import Timeline, build_timeline
-from badput.events import Chunk, DecodedColumns, Event, EventError
+from badput.events import Chunk, DecodedColumns, Event, EventError, LeanEvent
 
 __all__ = ["Accountant"]
 
@@ -106,14 +106,15 @@ class Accountant:
         """All the chunks of one read as one batch: a read of many small files (a job of
         thousands of attempts) costs one pass over columns, not one per file. Malformed
         lines split runs; they are reported in line order with the other diagnostics."""
-        events: list[Event] = []
+        events: list[Event | LeanEvent] = []
         runs: list[Run] = []
         columns: list[DecodedColumns] | None = []  # the runs' while every chunk has them
         for chunk in chunks:
-            items = chunk.items
+            items = chunk.rows  # lean events when the decoder made them (never materialised)
             if chunk.columns is None:
                 columns = None
-            if EventError not in set(map(type, items)):  # the usual chunk: one run of events
+            clean = chunk.columns is not None and chunk.columns.clean  # the decoder knows
+            if clean or EventError not in set(map(type, items)):  # the usual: one run of events
                 _add_run(events, runs, chunk, 0, len(items), columns)
                 continue
             begin = 0
@@ -127,9 +128,13 @@ class Accountant:
         if columns and events:
             joined = columns[0]
             if len(columns) > 1:
+                writer = joined.writer
+                if any(c.writer != writer for c in columns):
+                    writer = None  # several writers (or events read in full): read them
                 joined = DecodedColumns(
                     np.concatenate([c.kinds for c in columns]),
                     np.concatenate([c.steps for c in columns]),
+                    writer,
                 )
         self._ingest_batch(events, runs, joined)
 
@@ -140,7 +145,10 @@ class Accountant:
             self._ingest_batch(run, [Run(source, 1 if source else None, 0, len(run))])
 
     def _ingest_batch(
-        self, events: list[Event], runs: list[Run], columns: DecodedColumns | None = None
+        self,
+        events: Sequence[Event | LeanEvent],
+        runs: list[Run],
+        columns: DecodedColumns | None = None,
     ) -> None:
         """Events read together (``runs`` say from where): their columns are read once,
         for both trackers. ``columns``: what the decoder worked out of them, if it did."""
@@ -358,18 +366,18 @@ def _join(worker: threading.Thread) -> None:
 
 
 def _add_run(  # noqa: PLR0917 (the pieces of one run, all needed)
-    events: list[Event],
+    events: list[Event | LeanEvent],
     runs: list[Run],
     chunk: Chunk,
     begin: int,
     end: int,
     columns: list[DecodedColumns] | None,
 ) -> None:
-    """Append ``chunk.items[begin:end]`` (events only) to ``events`` as one run, and their
+    """Append ``chunk.rows[begin:end]`` (events only) to ``events`` as one run, and their
     decoded columns to ``columns`` (when not None: every chunk so far had them)."""
     if end > begin:
         first = len(events)
         runs.append(Run(chunk.source, chunk.first_line + begin, first, first + end - begin))
-        events += chunk.items[begin:end]  # type: ignore[arg-type]
+        events += chunk.rows[begin:end]  # type: ignore[arg-type]  # no error in begin:end
         if columns is not None and chunk.columns is not None:
             columns.append(chunk.columns.rows(begin, end))

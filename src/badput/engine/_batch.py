@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from badput.events import KIND_CODE, DecodedColumns, Event
+from badput.events import KIND_CODE, DecodedColumns, Event, LeanEvent
 
 __all__ = ["Batch"]
 
@@ -103,6 +103,7 @@ class Batch:
     """
 
     __slots__ = (
+        "_job",
         "_jobs",
         "_loads_plain",
         "_same_job",
@@ -117,13 +118,18 @@ class Batch:
 
     def __init__(
         self,
-        events: Sequence[Event],
+        events: Sequence[Event | LeanEvent],
         runs: Sequence[tuple[int, int]] | None = None,
         columns: DecodedColumns | None = None,
     ) -> None:
         """``runs``: ``(begin, end)`` of the batch's runs of consecutive lines of one file,
         when known (each file is usually written by one process). ``columns``: the events'
-        kind codes and steps, when the decoder worked them out (``Chunk.columns``)."""
+        kind codes and steps, when the decoder worked them out (``Chunk.columns``), and
+        their writer when they are all :class:`~badput.events.LeanEvent` s of one: its
+        fields are then not read event by event.
+
+        ``events`` may hold lean events: the engine reads their fields, and keeps values,
+        never an event (its state is pickled: the class of a lean event cannot be)."""
         n = len(events)
         self.events = events
         self.n = n
@@ -138,20 +144,27 @@ class Batch:
             # the decoder's steps of every step event (valid: each has one, within 64 bits)
             is_step = (self.kind == _STEP_START_CODE) | (self.kind == _STEP_END_CODE)
             self._steps = (columns.steps, np.ones(n, np.bool_), is_step)
+        self._jobs: list[str] | None = None
+        self._job: str | None = None  # every event's job, when the decoder said so
+        self._same_job: dict[str, BoolArray | None] = {}
+        self._loads_plain: bool | None = None
+        writer = None if columns is None else columns.writer
+        if writer is not None and n:
+            self._job = writer[0]
+            self.keys: list[RawKey] = [(writer[1], writer[3], writer[4])]
+            self.group: I32 = np.zeros(n, np.int32)
+            return
         attempts = list(map(_attempt, events))
         ranks = list(map(_rank, events))
         pids = list(map(_pid, events))
-        self._jobs: list[str] | None = None
-        self._same_job: dict[str, BoolArray | None] = {}
-        self._loads_plain: bool | None = None
         if (
             n
             and attempts.count(attempts[0]) == n
             and ranks.count(ranks[0]) == n
             and pids.count(pids[0]) == n
         ):
-            self.keys: list[RawKey] = [(attempts[0], ranks[0], pids[0])]
-            self.group: I32 = np.zeros(n, np.int32)
+            self.keys = [(attempts[0], ranks[0], pids[0])]
+            self.group = np.zeros(n, np.int32)
             return
         index = _KeyIndex()
         group = _groups_by_run(attempts, ranks, pids, index, runs) if runs else None
@@ -166,17 +179,22 @@ class Batch:
         """Which events are of ``job``; ``None`` when all of them are (the usual case)."""
         if job in self._same_job:
             return self._same_job[job]
+        mask: BoolArray | None = None
+        if self._job is not None:  # one writer's events: all of its job
+            if self._job != job:
+                mask = np.zeros(self.n, np.bool_)
+            self._same_job[job] = mask
+            return mask
         if self._jobs is None:
             self._jobs = list(map(_job, self.events))
         jobs = self._jobs
-        mask: BoolArray | None = None
         if jobs.count(job) != self.n:
             # `==` as Python compares (a job of another type is simply not this job)
             mask = np.fromiter(map(eq, jobs, repeat(job)), np.bool_, self.n)
         self._same_job[job] = mask
         return mask
 
-    def rows(self, idx: npt.NDArray[np.intp]) -> list[Event]:
+    def rows(self, idx: npt.NDArray[np.intp]) -> list[Event | LeanEvent]:
         """The events at positions ``idx``."""
         get = self.events.__getitem__
         return list(map(get, idx.tolist()))

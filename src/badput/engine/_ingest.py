@@ -28,6 +28,7 @@ from badput.events import (
     NAMED_INTERVAL_KINDS,
     Event,
     Kind,
+    LeanEvent,
     bucket_of,
     interval_base,
 )
@@ -1006,7 +1007,12 @@ class Ingestor:
         return sorted({s.attempt for s in self.streams.values() if s.attempt is not None})
 
     def _checkpoint(
-        self, s: Stream, ev: Event, committed: bool, source: str | None, line: int | None
+        self,
+        s: Stream,
+        ev: Event | LeanEvent,
+        committed: bool,
+        source: str | None,
+        line: int | None,
     ) -> None:
         step = ev.step or 0
         if not _fits(step):
@@ -1020,7 +1026,9 @@ class Ingestor:
         (self.checkpoints_committed if committed else self.checkpoints_saved).append(step)
         s.checkpoints.append((ev.ts, step, committed))
 
-    def _rare(self, ev: Event, s: Stream, seq: int, source: str | None, line: int | None) -> None:
+    def _rare(
+        self, ev: Event | LeanEvent, s: Stream, seq: int, source: str | None, line: int | None
+    ) -> None:
         """What a lifecycle, checkpoint, restore or unknown event adds besides its time and
         its interval mark (those are added with the batch)."""
         kind = ev.kind

@@ -46,6 +46,7 @@ from badput.events import (
     NAMED_INTERVAL_KINDS,
     Event,
     Kind,
+    LeanEvent,
     bucket_of,
     interval_base,
 )
@@ -1692,7 +1693,7 @@ class RankTracker:
             if hi > s.pid_seen.get(pid, -math.inf):
                 s.pid_seen[pid] = hi
 
-    def _ingest_few(self, events: Sequence[Event], job: str | None) -> None:
+    def _ingest_few(self, events: Sequence[Event | LeanEvent], job: str | None) -> None:
         """:meth:`ingest_batch` one event at a time (a short run)."""
         writer: tuple[object, object, object] | None = None
         s: _RankStream | None = None
@@ -1779,7 +1780,7 @@ class RankTracker:
             slots[i].host = hosts[pos]
 
     @staticmethod
-    def _other(s: _RankStream, ev: Event) -> int | None:
+    def _other(s: _RankStream, ev: Event | LeanEvent) -> int | None:
         """A section summary, an interval mark other than a blocking data load, or an
         overlapped load: its pair code when it is to be paired, else ``None``."""
         kind = ev.kind

@@ -122,7 +122,7 @@ class ReadResult:
 
     @property
     def n_items(self) -> int:
-        return sum(len(c.items) for c in self.chunks)
+        return sum(map(len, self.chunks))
 
 
 class EventWriter(Protocol):

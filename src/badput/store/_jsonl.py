@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import BinaryIO, Final, TypeAlias
 
 from badput._codec import decode_block_coded, decode_lines
-from badput.events import DecodedColumns, Event, EventError
+from badput.events import DecodedColumns, Event, EventError, LeanRows
 from badput.store._base import (
     Chunk,
     Cursor,
@@ -383,7 +383,7 @@ def _read_fd(
 
 def _plain_lines(
     data: bytes, source: str
-) -> tuple[list[Event | EventError], DecodedColumns | None] | None:
+) -> tuple[list[Event | EventError] | LeanRows, DecodedColumns | None] | None:
     """The events of ``data``, a whole file, when it is the common case: one JSON object a
     line, every line ended (no BOM, blank line, torn or NUL tail), with their columns;
     else None. A job of

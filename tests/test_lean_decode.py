@@ -1,0 +1,290 @@
+"""Blocks of one writer's lines are decoded as lean events (events.LeanEvent): the writer's
+fields typed as exactly the first line's values, so that any line of another writer, or
+one that repeats a writer's field with another value, sends the block to the full decode.
+
+What is checked: whatever the lines, the lean decode gives the items, columns and writer
+the full decode gives (or falls back to it); the engine reaches the same report from
+either, on the read-path fuzzer's damaged logs, read serially and in parallel; and the
+items a store hands its readers are plain :class:`Event` s.
+"""
+
+from __future__ import annotations
+
+import json
+import pickle
+import random
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from _log_fuzz import JOB, make_case, write_case
+from _spy import spy
+from badput import _codec as codec
+from badput._codec import decode_block_coded, encode_lines
+from badput.analysis import LiveJob, analyze
+from badput.engine import Accountant
+from badput.events import Event, LeanRows
+from badput.report import to_json
+from badput.store import JsonlStore
+from test_codec import decoded_with_columns
+
+_WRITER_FIELDS = ("job", "attempt", "host", "rank", "pid")
+
+# Writers as their fields (None: the field is left out), and values of the wrong type.
+_WRITERS: list[dict[str, Any]] = [
+    {"job": "j", "attempt": 0, "host": "h", "rank": 0, "pid": 7},
+    {"job": "j", "attempt": None, "host": None, "rank": 0, "pid": 7},
+    {"job": "j", "attempt": "a0", "host": "h", "rank": None, "pid": None},
+]
+_OTHER_VALUES: dict[str, list[Any]] = {
+    "job": ["k", "J", ""],
+    "attempt": [1, "0", None, True, 0.0, 2**60],
+    "host": ["g", None, 5],
+    "rank": [1, "0", None, 0.5, -1],
+    "pid": [8, 7.0, None, "7"],
+}
+_BODIES = [
+    '"kind":"step_start","step":3',
+    '"kind":"step_end","step":3',
+    '"kind":"step_end"',  # a step kind without its step: an error item
+    '"kind":"data_loading_start"',
+    '"kind":"data_loading_end","blocking":true',
+    '"kind":"custom_start","name":"eval"',
+    '"kind":"custom_end"',  # a named kind without its name: an error item
+    '"kind":"heartbeat","extra":{"rank":9}',  # a writer's name inside an unknown field
+    '"kind":"future_kind"',
+    '"kind":"checkpoint_committed","step":2',
+]
+
+
+def _pairs(writer: dict[str, Any]) -> list[str]:
+    return [f'"{k}":{json.dumps(v)}' for k, v in writer.items() if v is not None]
+
+
+# How a line's writer is spelled: as the block's writer, or not quite.
+_SPELLINGS = ["same", "other", "again_same", "again_other", "before_other", "escaped", "null"]
+
+
+@st.composite
+def _block(draw: st.DrawFn) -> tuple[bytes, bool]:
+    """A block of lines and whether every line is plainly of its first line's writer."""
+    writer = draw(st.sampled_from(_WRITERS))
+    n = draw(st.integers(1, 12))
+    lines = []
+    plain = True
+    for i in range(n):
+        body = draw(st.sampled_from(_BODIES))
+        spelling = "same" if i == 0 else draw(st.sampled_from(_SPELLINGS))
+        field = draw(st.sampled_from(_WRITER_FIELDS))
+        other = draw(st.sampled_from(_OTHER_VALUES[field]))
+        fields = dict(writer)
+        head = [f'"ts":{1.5 + i}', body]
+        tail: list[str] = []
+        if spelling == "other":
+            fields[field] = other
+        elif spelling == "again_same" and writer[field] is not None:
+            tail.append(f'"{field}":{json.dumps(writer[field])}')
+        elif spelling == "again_other":  # the later value is the one that counts
+            tail.append(f'"{field}":{json.dumps(other)}')
+        elif spelling == "before_other":  # ... so this one is overridden (not lean, though)
+            head.insert(0, f'"{field}":{json.dumps(other)}')
+        elif spelling == "escaped":  # the same name, spelled with an escape
+            escaped = f"\\u{ord(field[0]):04x}{field[1:]}"
+            tail.append(f'"{escaped}":{json.dumps(other)}')
+        elif spelling == "null":
+            tail.append(f'"{field}":null')
+        lines.append("{" + ",".join(head + _pairs(fields) + tail) + "}")
+        plain = plain and spelling == "same"
+    return ("\n".join(lines) + "\n").encode(), plain
+
+
+@settings(max_examples=400, deadline=None)
+@given(block=_block())
+def test_a_block_decodes_lean_as_it_decodes_in_full(block: tuple[bytes, bool]) -> None:
+    """``decoded_with_columns`` checks the lean items, columns and writer against the full
+    decode's; a block whose every line plainly has its first line's writer is decoded lean
+    (the speed of the common case is not lost without notice)."""
+    data, plain = block
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(codec, "_VECTOR_CHECK_BYTES", 0)
+        if decode_block_coded(data, "f.jsonl", 3, lean=False) is None:  # a line is no event
+            assert decode_block_coded(data, "f.jsonl", 3) is None  # (line by line, then)
+            return
+    items, columns = decoded_with_columns(data, "f.jsonl", 3)
+    if plain and isinstance(items[0], Event):
+        assert columns.writer is not None
+
+
+def test_each_way_of_not_being_the_writer_falls_back() -> None:
+    """Explicit examples: the second line is of another writer, repeats a writer's field
+    with another value (before or after), spells it with an escape, or gives it the wrong
+    type; a field repeated with the same value is still the writer's."""
+    first = '{"ts":1,"kind":"heartbeat","job":"j","attempt":0,"rank":0,"pid":7}'
+    seconds = [
+        '{"ts":2,"kind":"heartbeat","job":"j","attempt":1,"rank":0,"pid":7}',
+        '{"ts":2,"kind":"heartbeat","job":"j","attempt":0,"rank":0,"pid":7,"pid":8}',
+        '{"ts":2,"kind":"heartbeat","job":"j","attempt":0,"rank":0,"\\u0070id":8}',
+        '{"ts":2,"kind":"heartbeat","job":"j","attempt":0,"rank":0,"pid":7.0}',
+        '{"ts":2,"kind":"heartbeat","job":"j","attempt":"0","rank":0,"pid":7}',
+        '{"ts":2,"kind":"heartbeat","job":"j","rank":0,"pid":7}',
+        '{"ts":2,"kind":"heartbeat","job":"j","attempt":0,"rank":0,"pid":7,"host":"h"}',
+    ]
+    for second in seconds:
+        block = f"{first}\n{second}\n".encode()
+        if second.endswith("7.0}"):  # not an event at all: the block is read line by line
+            with pytest.MonkeyPatch.context() as mp:
+                mp.setattr(codec, "_VECTOR_CHECK_BYTES", 0)
+                assert decode_block_coded(block, "f", 1) is None
+            continue
+        _, columns = decoded_with_columns(block, "f", 1)
+        assert columns.writer is None, second
+    same = '{"ts":2,"kind":"heartbeat","job":"j","pid":7,"attempt":0,"rank":0,"pid":7}'
+    _, columns = decoded_with_columns(f"{first}\n{same}\n".encode(), "f", 1)
+    assert columns.writer == ("j", 0, None, 0, 7)
+
+
+def test_a_store_hands_out_events_not_lean_ones(tmp_path: Path) -> None:
+    """A large file is decoded lean for the engine; its chunks' ``items`` are the
+    :class:`Event` s a full decode gives (``==``, the same type, encoded the same)."""
+    events = [
+        Event(ts=1.0 + i, kind="step_start", job="j", attempt=0, host="h", rank=0, pid=7, step=i)
+        for i in range(5000)
+    ]
+    path = tmp_path / "j" / "0" / "h-0-7.jsonl"
+    path.parent.mkdir(parents=True)
+    path.write_bytes(encode_lines(events))
+    result = JsonlStore(tmp_path).read("j")
+    assert result.chunks[0].columns is not None
+    assert result.chunks[0].columns.writer == ("j", 0, "h", 0, 7)
+    items = [item for chunk in result.chunks for item in chunk.items]
+    assert all(type(item) is Event for item in items)
+    assert items == events
+    assert encode_lines(items) == path.read_bytes()  # type: ignore[arg-type]
+    assert result.n_items == 5000
+
+
+def test_the_engine_keeps_values_of_lean_events_not_the_events(tmp_path: Path) -> None:
+    """The engine reads lean events (the rare kinds too: lifecycle, checkpoints, named
+    intervals, section summaries) and keeps values: its state pickles (a worker of a
+    parallel read sends it back so; the class of a lean event, made at run time, cannot
+    be pickled) and gives the same report once unpickled."""
+    ident: dict[str, Any] = {"job": "j", "attempt": 0, "host": "h", "rank": 0, "pid": 7}
+    events = [Event(ts=1.0, kind="job_start", **ident)]
+    for i in range(3000):
+        events.append(Event(ts=2.0 + i, kind="step_start", step=i, **ident))
+        events.append(Event(ts=2.1 + i, kind="custom_start", name="eval", **ident))
+        events.append(Event(ts=2.2 + i, kind="custom_end", name="eval", **ident))
+        events.append(Event(ts=2.5 + i, kind="step_end", step=i, **ident))
+        if i % 500 == 0:
+            events.append(Event(ts=2.6 + i, kind="checkpoint_committed", step=i, **ident))
+            events.append(
+                Event(ts=2.6 + i, kind="section_summary", name="fwd", count=1, seconds=0.1, **ident)
+            )
+    path = tmp_path / "j" / "0" / "h-0-7.jsonl"
+    path.parent.mkdir(parents=True)
+    path.write_bytes(encode_lines(events))
+    with spy(codec, "_decode_lean", lambda args, result: result is not None) as lean_blocks:
+        live = LiveJob(tmp_path, "j", parallel=False)
+        live.update()
+    assert lean_blocks and all(lean_blocks)
+    copy = pickle.loads(pickle.dumps(live.accountant))
+    assert copy.report() == live.accountant.report()
+
+
+def test_a_lean_chunk_decodes_its_events_once_for_all_its_slices() -> None:
+    block = encode_lines([Event(ts=float(i), kind="heartbeat", job="j", pid=1) for i in range(10)])
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(codec, "_VECTOR_CHECK_BYTES", 0)
+        coded = decode_block_coded(block, "f", 1)
+    assert coded is not None
+    rows = coded[0]
+    assert isinstance(rows, LeanRows)
+    calls = []
+    full = rows._full
+    rows._full = lambda: calls.append(1) or full()  # type: ignore[method-assign]
+    a, b = rows[0:4], rows[4:10]
+    assert [e.ts for e in a.events()] == [0.0, 1.0, 2.0, 3.0]  # type: ignore[union-attr]
+    assert [e.ts for e in b.events()] == [float(i) for i in range(4, 10)]  # type: ignore[union-attr]
+    assert len(calls) == 1
+
+
+def _reports(root: Path, *, parallel: bool | None = False) -> tuple[str, str]:
+    """The report of the fuzzed job with every block decoded lean where it can be, and with
+    no block decoded lean."""
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(codec, "_VECTOR_CHECK_BYTES", 0)
+        lean = to_json(analyze(root, JOB, parallel=parallel))
+        mp.setattr(codec, "_decode_lean", lambda *args: None)
+        full = to_json(analyze(root, JOB, parallel=parallel))
+    return lean, full
+
+
+@settings(
+    max_examples=60,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
+@given(st.randoms(use_true_random=False))
+def test_damaged_logs_give_the_same_report_lean_or_not(rnd: random.Random) -> None:
+    """The read-path fuzzer's damaged logs (byte flips in writers' fields, swapped and
+    duplicated lines, wrong types...): the engine's report is the same either way."""
+    import tempfile
+
+    case = make_case(rnd)
+    with tempfile.TemporaryDirectory() as tmp:
+        write_case(case, Path(tmp))
+        lean, full = _reports(Path(tmp))
+    assert lean == full, case.mutations
+
+
+def test_a_parallel_read_of_lean_blocks_gives_the_serial_report(tmp_path: Path) -> None:
+    """Workers decode lean too, and send back only what the engine keeps (events, not
+    lean ones: those cannot be pickled). Four attempt files of a few thousand lines."""
+    rnd = random.Random(3)
+    lines: dict[str, list[Event]] = {}
+    ts = 1_732_000_000.0
+    for attempt in range(4):
+        evs = lines.setdefault(f"{attempt}/h-0-{100 + attempt}.jsonl", [])
+        ident: dict[str, Any] = {"job": JOB, "attempt": attempt, "host": "h", "rank": 0}
+        ident["pid"] = 100 + attempt
+        evs.append(Event(ts=ts, kind="job_start", **ident))
+        for step in range(800):
+            evs.append(Event(ts=ts, kind="step_start", step=step, **ident))
+            evs.append(Event(ts=ts + 0.01, kind="data_loading_start", **ident))
+            evs.append(Event(ts=ts + 0.03, kind="data_loading_end", **ident))
+            if step % 100 == 50:
+                evs.append(Event(ts=ts + 0.04, kind="custom_start", name="eval", **ident))
+                evs.append(Event(ts=ts + 0.06, kind="custom_end", name="eval", **ident))
+            if step % 200 == 199:
+                evs.append(Event(ts=ts + 0.07, kind="checkpoint_committed", step=step, **ident))
+            ts += 0.1 + rnd.random() * 0.01
+            evs.append(Event(ts=ts, kind="step_end", step=step, **ident))
+        evs.append(Event(ts=ts + 1, kind="attempt_end", status="failed", exit_code=1, **ident))
+        ts += 5
+    for rel, evs in lines.items():
+        path = tmp_path / JOB / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(encode_lines(evs))
+    with pytest.MonkeyPatch.context() as mp:
+        from badput import analysis
+
+        mp.setattr(analysis, "PARALLEL_MIN_BYTES", 0)
+        mp.setattr(analysis, "PARALLEL_MIN_BYTES_PER_ATTEMPT", 0)
+        mp.setattr(analysis, "READ_SLICE_BYTES", 64 * 1024)
+        with spy(Accountant, "merge") as merged:
+            lean_parallel, full_parallel = _reports(tmp_path, parallel=True)
+    # the workers' parts were merged (a part holding a lean event cannot be sent back, and
+    # its slices would be read again serially: the same report, without a word)
+    assert len(merged) >= 2
+    with spy(codec, "_decode_lean", lambda args, result: result is not None) as lean_blocks:
+        lean_serial, full_serial = _reports(tmp_path)
+    assert lean_parallel == full_serial
+    assert full_parallel == full_serial
+    assert lean_serial == full_serial
+    assert lean_blocks.count(True) >= 4  # each attempt's file (and not only the full decode)
+    report = json.loads(lean_serial)
+    assert len(report["attempts"]) == 4
+    assert report["buckets"]["data_loading"] > 0
