@@ -347,6 +347,7 @@ def decoded_with_columns(
     ``_VECTOR_CHECK_BYTES`` a block's events are checked one by one, without columns)."""
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(codec, "_VECTOR_CHECK_BYTES", 0)
+        mp.setattr(codec, "_LEAN_NEW_BYTES", 0)
         coded = decode_block_coded(block, file, first_lineno)
         in_full = decode_block_coded(block, file, first_lineno, lean=False)
     assert coded is not None

@@ -110,6 +110,7 @@ def test_a_block_decodes_lean_as_it_decodes_in_full(block: tuple[bytes, bool]) -
     data, plain = block
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(codec, "_VECTOR_CHECK_BYTES", 0)
+        mp.setattr(codec, "_LEAN_NEW_BYTES", 0)
         if decode_block_coded(data, "f.jsonl", 3, lean=False) is None:  # a line is no event
             assert decode_block_coded(data, "f.jsonl", 3) is None  # (line by line, then)
             return
@@ -137,6 +138,7 @@ def test_each_way_of_not_being_the_writer_falls_back() -> None:
         if second.endswith("7.0}"):  # not an event at all: the block is read line by line
             with pytest.MonkeyPatch.context() as mp:
                 mp.setattr(codec, "_VECTOR_CHECK_BYTES", 0)
+                mp.setattr(codec, "_LEAN_NEW_BYTES", 0)
                 assert decode_block_coded(block, "f", 1) is None
             continue
         _, columns = decoded_with_columns(block, "f", 1)
@@ -198,6 +200,7 @@ def test_a_lean_chunk_decodes_its_events_once_for_all_its_slices() -> None:
     block = encode_lines([Event(ts=float(i), kind="heartbeat", job="j", pid=1) for i in range(10)])
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(codec, "_VECTOR_CHECK_BYTES", 0)
+        mp.setattr(codec, "_LEAN_NEW_BYTES", 0)
         coded = decode_block_coded(block, "f", 1)
     assert coded is not None
     rows = coded[0]
@@ -216,6 +219,7 @@ def _reports(root: Path, *, parallel: bool | None = False) -> tuple[str, str]:
     no block decoded lean."""
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(codec, "_VECTOR_CHECK_BYTES", 0)
+        mp.setattr(codec, "_LEAN_NEW_BYTES", 0)
         lean = to_json(analyze(root, JOB, parallel=parallel))
         mp.setattr(codec, "_decode_lean", lambda *args: None)
         full = to_json(analyze(root, JOB, parallel=parallel))
@@ -288,3 +292,22 @@ def test_a_parallel_read_of_lean_blocks_gives_the_serial_report(tmp_path: Path) 
     report = json.loads(lean_serial)
     assert len(report["attempts"]) == 4
     assert report["buckets"]["data_loading"] > 0
+
+
+def test_a_writer_s_decoder_is_made_for_a_block_that_pays_for_it() -> None:
+    """Making a writer's decoder costs what decoding some 1,400 lines lean saves: a small
+    block of a new writer is decoded in full; once a large block made it, small blocks of
+    that writer are decoded lean too."""
+    ident: dict[str, Any] = {"job": "pays", "attempt": 0, "host": "h", "rank": 0, "pid": 4321}
+    small = encode_lines([Event(ts=float(i), kind="heartbeat", **ident) for i in range(900)])
+    large = encode_lines([Event(ts=float(i), kind="heartbeat", **ident) for i in range(3000)])
+    assert 64 * 1024 <= len(small) < codec._LEAN_NEW_BYTES <= len(large)
+    first = decode_block_coded(small, "f", 1)
+    assert first is not None
+    assert first[1] is not None
+    assert first[1].writer is None
+    assert decode_block_coded(large, "f", 1)[1].writer == tuple(ident.values())  # type: ignore[index]
+    again = decode_block_coded(small, "f", 1)
+    assert again is not None
+    assert again[1] is not None
+    assert again[1].writer == tuple(ident.values())
