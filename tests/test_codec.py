@@ -348,8 +348,8 @@ def decoded_with_columns(
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(codec, "_VECTOR_CHECK_BYTES", 0)
         mp.setattr(codec, "_LEAN_NEW_BYTES", 0)
-        coded = decode_block_coded(block, file, first_lineno)
-        in_full = decode_block_coded(block, file, first_lineno, lean=False)
+        coded = decode_block_coded(block, file, first_lineno, lean=True)
+        in_full = decode_block_coded(block, file, first_lineno)
     assert coded is not None
     assert in_full is not None
     items, columns = coded

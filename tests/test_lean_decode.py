@@ -111,8 +111,8 @@ def test_a_block_decodes_lean_as_it_decodes_in_full(block: tuple[bytes, bool]) -
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(codec, "_VECTOR_CHECK_BYTES", 0)
         mp.setattr(codec, "_LEAN_NEW_BYTES", 0)
-        if decode_block_coded(data, "f.jsonl", 3, lean=False) is None:  # a line is no event
-            assert decode_block_coded(data, "f.jsonl", 3) is None  # (line by line, then)
+        if decode_block_coded(data, "f.jsonl", 3) is None:  # a line is no event
+            assert decode_block_coded(data, "f.jsonl", 3, lean=True) is None  # (line by line)
             return
     items, columns = decoded_with_columns(data, "f.jsonl", 3)
     if plain and isinstance(items[0], Event):
@@ -139,7 +139,7 @@ def test_each_way_of_not_being_the_writer_falls_back() -> None:
             with pytest.MonkeyPatch.context() as mp:
                 mp.setattr(codec, "_VECTOR_CHECK_BYTES", 0)
                 mp.setattr(codec, "_LEAN_NEW_BYTES", 0)
-                assert decode_block_coded(block, "f", 1) is None
+                assert decode_block_coded(block, "f", 1, lean=True) is None
             continue
         _, columns = decoded_with_columns(block, "f", 1)
         assert columns.writer is None, second
@@ -158,7 +158,7 @@ def test_a_store_hands_out_events_not_lean_ones(tmp_path: Path) -> None:
     path = tmp_path / "j" / "0" / "h-0-7.jsonl"
     path.parent.mkdir(parents=True)
     path.write_bytes(encode_lines(events))
-    result = JsonlStore(tmp_path).read("j")
+    result = JsonlStore(tmp_path).read("j", lean=True)
     assert result.chunks[0].columns is not None
     assert result.chunks[0].columns.writer == ("j", 0, "h", 0, 7)
     items = [item for chunk in result.chunks for item in chunk.items]
@@ -201,7 +201,7 @@ def test_a_lean_chunk_decodes_its_events_once_for_all_its_slices() -> None:
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(codec, "_VECTOR_CHECK_BYTES", 0)
         mp.setattr(codec, "_LEAN_NEW_BYTES", 0)
-        coded = decode_block_coded(block, "f", 1)
+        coded = decode_block_coded(block, "f", 1, lean=True)
     assert coded is not None
     rows = coded[0]
     assert isinstance(rows, LeanRows)
@@ -302,12 +302,12 @@ def test_a_writer_s_decoder_is_made_for_a_block_that_pays_for_it() -> None:
     small = encode_lines([Event(ts=float(i), kind="heartbeat", **ident) for i in range(900)])
     large = encode_lines([Event(ts=float(i), kind="heartbeat", **ident) for i in range(3000)])
     assert 64 * 1024 <= len(small) < codec._LEAN_NEW_BYTES <= len(large)
-    first = decode_block_coded(small, "f", 1)
+    first = decode_block_coded(small, "f", 1, lean=True)
     assert first is not None
     assert first[1] is not None
     assert first[1].writer is None
-    assert decode_block_coded(large, "f", 1)[1].writer == tuple(ident.values())  # type: ignore[index]
-    again = decode_block_coded(small, "f", 1)
+    assert decode_block_coded(large, "f", 1, lean=True)[1].writer == tuple(ident.values())  # type: ignore[index]
+    again = decode_block_coded(small, "f", 1, lean=True)
     assert again is not None
     assert again[1] is not None
     assert again[1].writer == tuple(ident.values())

@@ -137,7 +137,7 @@ def decode_block(
     ``None`` means the block is not the common case (a blank, malformed or odd
     line is in it): decode it line by line with :func:`decode_lines` instead.
     """
-    coded = decode_block_coded(block, file, first_lineno, lean=False)
+    coded = decode_block_coded(block, file, first_lineno)
     return None if coded is None else cast("list[Event | EventError]", coded[0])
 
 
@@ -150,7 +150,7 @@ def _code_tables() -> tuple[Any, Any]:
 
 
 def decode_block_coded(
-    block: bytes, file: str | None = None, first_lineno: int = 1, *, lean: bool = True
+    block: bytes, file: str | None = None, first_lineno: int = 1, *, lean: bool = False
 ) -> tuple[list[Event | EventError] | LeanRows, DecodedColumns | None] | None:
     """:func:`decode_block`, with the columns its checks work out anyway (the kind code of
     each item, the steps of the step kinds: :class:`~badput.events.DecodedColumns`) for a
@@ -158,9 +158,10 @@ def decode_block_coded(
     checked one by one (numpy's cost per call is more than the loop over a few dozen, and
     more than the engine's columns of them: the file of an attempt of a job of 10,000).
 
-    A block of :data:`_VECTOR_CHECK_BYTES` or more whose lines all have its first line's
-    writer is decoded as :class:`~badput.events.LeanEvent` s (``lean``, the default; the
-    items are then :class:`~badput.events.LeanRows` and the columns name the writer).
+    With ``lean`` (the engine's reads), a block of :data:`_VECTOR_CHECK_BYTES` or more whose
+    lines all have its first line's writer is decoded as :class:`~badput.events.LeanEvent` s
+    (the items are then :class:`~badput.events.LeanRows`, and the columns name the writer).
+    Their events cost a second decode: a reader of events leaves ``lean`` off.
     """
     n_lines = _lines_if_one_object_each(block)
     if not n_lines:
@@ -298,7 +299,7 @@ def _decode_lean(
 
 def _decoded_in_full(block: bytes, file: str | None, first_lineno: int) -> list[Event | EventError]:
     """The items of a block decoded as :class:`Event` s (what a lean decode stands for)."""
-    coded = decode_block_coded(block, file, first_lineno, lean=False)
+    coded = decode_block_coded(block, file, first_lineno)
     if coded is not None and isinstance(coded[0], list):
         return coded[0]
     return decode_lines(block.split(b"\n")[:-1], file, first_lineno)  # never, as a rule

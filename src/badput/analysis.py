@@ -29,6 +29,7 @@ from badput.store import (
     Cursor,
     EventStore,
     JsonlStore,
+    ReadResult,
     SingleFileStore,
     Unread,
     open_source,
@@ -97,7 +98,7 @@ def _catch_up(  # noqa: PLR0917
     left: dict[str, Unread] = {}
     while True:
         resumed = cursor is not None and cursor.resume is not None
-        result = store.read(job, cursor, max_bytes=_slice_bytes(store))
+        result = _read(store, job, cursor, _slice_bytes(store))
         progressed = resumed or result.cursor.offsets != (cursor.offsets if cursor else {})
         if not resumed:  # a read that listed the job: a new pass
             left = {}
@@ -111,6 +112,18 @@ def _catch_up(  # noqa: PLR0917
             if unread is not None:
                 unread[:] = left.values()
             return cursor, n
+
+
+def _read(store: EventStore, job: str, cursor: Cursor | None, max_bytes: int) -> ReadResult:
+    """One read of the engine's: of a store of files, its large blocks of one writer's
+    lines decoded lean (``JsonlStore.read(lean=True)``: the engine reads no event's
+    ``items``). A subclass that has a ``read`` of its own is read as any store is."""
+    if type(store).read in _LEAN_READS:
+        return store.read(job, cursor, max_bytes=max_bytes, lean=True)  # type: ignore[call-arg]
+    return store.read(job, cursor, max_bytes=max_bytes)
+
+
+_LEAN_READS: Final = (JsonlStore.read, SingleFileStore.read)
 
 
 def _slice_bytes(store: EventStore) -> int:
@@ -235,7 +248,7 @@ def _read_slice(store: EventStore, job: str, s: _Slice) -> _SliceRead:
     # The stores a plan is made for read only the streams the cursor's ``resume`` lists: the
     # cursor names no other file (a job of 10,000 attempt files has 10,000 names; a slice
     # holds hundreds of them, and each slice went through all of them three times).
-    result = store.read(job, Cursor(dict(start), (job, mine)), max_bytes=READ_SLICE_BYTES)
+    result = _read(store, job, Cursor(dict(start), (job, mine)), READ_SLICE_BYTES)
     cursor = result.cursor
     strayed = any(name not in own for name in cursor.offsets)  # a store that listed anyway
     reached = cursor.offsets.get(s.names[s.last], (0, 0))[0]
@@ -681,7 +694,7 @@ class LiveJob:
         try:
             while (i := _claim(claims, front=True)) is not None:
                 s = plan[i]
-                result = self.store.read(self.job, cursor, max_bytes=READ_SLICE_BYTES)
+                result = _read(self.store, self.job, cursor, READ_SLICE_BYTES)
                 cursor = result.cursor
                 self.accountant.ingest(result.chunks)
                 n += result.n_items

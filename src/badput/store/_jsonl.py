@@ -382,7 +382,7 @@ def _read_fd(
 
 
 def _plain_lines(
-    data: bytes, source: str
+    data: bytes, source: str, *, lean: bool = False
 ) -> tuple[list[Event | EventError] | LeanRows, DecodedColumns | None] | None:
     """The events of ``data``, a whole file, when it is the common case: one JSON object a
     line, every line ended (no BOM, blank line, torn or NUL tail), with their columns;
@@ -391,7 +391,7 @@ def _plain_lines(
     :func:`~badput.store._lines.parse_stream` would, without its per-block bookkeeping."""
     if data[:1] != b"{" or data[-2:] != b"}\n" or len(data) > MAX_LINE_BYTES:
         return None
-    return decode_block_coded(data, source, 1)
+    return decode_block_coded(data, source, 1, lean=lean)
 
 
 _OPEN_FLAGS: Final = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
@@ -407,6 +407,7 @@ def _read_path(  # noqa: PLR0917 (one call site per store kind)
     *,
     limit: int | None,
     regular: bool = False,
+    lean: bool = False,
 ) -> int:
     """Append the new chunks of the file ``path`` (stream ``stream``); advance ``out``.
 
@@ -419,6 +420,8 @@ def _read_path(  # noqa: PLR0917 (one call site per store kind)
     ``stat``-ed first, so that a FIFO or device is never opened and a file with nothing
     new is not opened either. It is opened non-blocking whichever way, and read only if
     ``fstat`` says it is a regular file (it may have been replaced since).
+
+    ``lean``: decode as the engine reads (:meth:`JsonlStore.read`).
     """
     offset, lines = cursor.offsets.get(stream, (0, 0))
     if not (regular and offset == 0):
@@ -453,7 +456,7 @@ def _read_path(  # noqa: PLR0917 (one call site per store kind)
         first = None
         if offset == 0 and st.st_size <= READ_BLOCK:  # read whole, as one block
             first = os.pread(fd, st.st_size, 0)
-            coded = _plain_lines(first, path)
+            coded = _plain_lines(first, path, lean=lean)
             if coded is not None:  # what parse_stream makes of it, without its generality
                 whole, columns = coded
                 for k in range(0, len(whole), CHUNK_LINES):
@@ -462,7 +465,7 @@ def _read_path(  # noqa: PLR0917 (one call site per store kind)
                 out.offsets[stream] = (len(first), lines + len(whole))
                 return len(first)
         blocks = _read_fd(fd, offset, st.st_size, limit, first)
-        parsed = parse_stream(blocks, path, lines, at_start=offset == 0)
+        parsed = parse_stream(blocks, path, lines, at_start=offset == 0, lean=lean)
     finally:
         os.close(fd)
     chunks.extend(parsed.chunks)
@@ -817,10 +820,21 @@ class JsonlStore:
         return _count_newlines(self.job_dir(job) / stream, upto, start=start)
 
     def read(
-        self, job: str, cursor: Cursor | None = None, *, max_bytes: int | None = None
+        self,
+        job: str,
+        cursor: Cursor | None = None,
+        *,
+        max_bytes: int | None = None,
+        lean: bool = False,
     ) -> ReadResult:
         """See :meth:`EventStore.read`. A cursor whose ``resume`` names ``job`` is read on
-        through the streams it lists, without listing the job (:attr:`Cursor.resume`)."""
+        through the streams it lists, without listing the job (:attr:`Cursor.resume`).
+
+        ``lean``: a large block of one writer's lines is decoded as the engine reads it
+        (:class:`~badput.events.LeanEvent` s, :attr:`Chunk.rows <badput.events.Chunk.rows>`:
+        a third less work a line); its :attr:`~badput.events.Chunk.items` then cost a second
+        decode. What :class:`~badput.analysis.LiveJob` asks for; a reader of events leaves
+        it off."""
         cursor = cursor or Cursor()
         out = Cursor(dict(cursor.offsets))
         chunks: list[Chunk] = []
@@ -839,7 +853,15 @@ class JsonlStore:
                 break
             path = _stream_path(prefix, stream)
             used = _read_path(
-                path, stream, cursor, out, chunks, unread, limit=budget, regular=stream in regular
+                path,
+                stream,
+                cursor,
+                out,
+                chunks,
+                unread,
+                limit=budget,
+                regular=stream in regular,
+                lean=lean,
             )
             if budget is not None:
                 budget -= used
@@ -903,8 +925,14 @@ class SingleFileStore:
         return _count_newlines(self.path, upto, start=start)
 
     def read(
-        self, job: str, cursor: Cursor | None = None, *, max_bytes: int | None = None
+        self,
+        job: str,
+        cursor: Cursor | None = None,
+        *,
+        max_bytes: int | None = None,
+        lean: bool = False,
     ) -> ReadResult:
+        """See :meth:`EventStore.read`; ``lean`` as :meth:`JsonlStore.read`."""
         cursor = cursor or Cursor()
         out = Cursor(dict(cursor.offsets))
         chunks: list[Chunk] = []
@@ -912,7 +940,14 @@ class SingleFileStore:
         used = 0
         if job == self.job:
             used = _read_path(
-                str(self.path), self.path.name, cursor, out, chunks, unread, limit=max_bytes
+                str(self.path),
+                self.path.name,
+                cursor,
+                out,
+                chunks,
+                unread,
+                limit=max_bytes,
+                lean=lean,
             )
         # a read that used up its budget may have stopped before the end
         return ReadResult(chunks, out, unread, reached_end=max_bytes is None or used < max_bytes)

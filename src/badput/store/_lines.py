@@ -76,6 +76,7 @@ def parse_stream(
     chunk_lines: int = CHUNK_LINES,
     *,
     at_start: bool | None = None,
+    lean: bool = False,
 ) -> Parsed:
     """Decode the complete lines of ``blocks`` (consecutive bytes of one stream).
 
@@ -90,6 +91,7 @@ def parse_stream(
     blank line is skipped but counted and a bad line is reported with its number.
     A line longer than :data:`MAX_LINE_BYTES` is never held whole: it becomes an
     error item naming its length (or, unterminated, a tail of known size).
+    ``lean``: see :func:`~badput._codec.decode_block_coded` (the engine's reads).
     """
     chunks: list[Chunk] = []
     consumed = 0
@@ -150,7 +152,7 @@ def parse_stream(
         # A region longer than a line may be holds a line that is too long: line by line.
         coded = None
         if len(region) <= MAX_LINE_BYTES:
-            coded = decode_block_coded(region, source, lineno + 1)
+            coded = decode_block_coded(region, source, lineno + 1, lean=lean)
         if coded is not None:
             fast, columns = coded
             for k in range(0, len(fast), chunk_lines):
