@@ -1,6 +1,7 @@
 """The long read-path fuzzer: N mutated real logs, each reported as ``badput report`` does.
 
     python bench/fuzz_read.py [--cases 10000] [--seed 1] [--timeout 20] [--cli-every 100]
+                              [--lean-everywhere]
 
 Each case (tests/_log_fuzz.py) is one or two real logs, each damaged by 1-4 random
 mutations (byte flips, truncation, lost/duplicated/swapped lines, values of the
@@ -17,6 +18,11 @@ in a fresh process. Counted:
 
 and the peak memory (RSS) of this process and of the CLI children. All four counts
 must be 0 and the peak under 2 GB.
+
+``--lean-everywhere``: every block of plain lines the engine reads is decoded lean
+(``events.LeanEvent``; by default only blocks of 64 KB or more are, and the fuzzer's logs
+are smaller), and each case is reported a second time with no block decoded lean:
+``lean_mismatch`` counts the cases whose two reports differ (it must be 0).
 """
 
 from __future__ import annotations
@@ -37,6 +43,9 @@ from types import FrameType
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 from _log_fuzz import JOB, Case, check_case, make_case, write_case
+from badput import _codec as codec
+from badput.analysis import analyze
+from badput.report import to_json
 
 
 class CaseTimeoutError(Exception):
@@ -70,13 +79,31 @@ def run_cli(case: Case, timeout: float) -> str | None:
     return None
 
 
+def _same_report_lean_or_not(case: Case) -> bool:
+    """Whether the case's report is the same with its blocks decoded lean and in full."""
+    with tempfile.TemporaryDirectory() as tmp:
+        write_case(case, Path(tmp))
+        lean = to_json(analyze(tmp, JOB))
+        real = codec._decode_lean
+        codec._decode_lean = lambda *args: None  # type: ignore[assignment]
+        try:
+            full = to_json(analyze(tmp, JOB))
+        finally:
+            codec._decode_lean = real
+    return lean == full
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--cases", type=int, default=10_000)
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--timeout", type=float, default=20.0, help="seconds per case")
     parser.add_argument("--cli-every", type=int, default=100)
+    parser.add_argument("--lean-everywhere", action="store_true")
     args = parser.parse_args()
+    if args.lean_everywhere:
+        codec._VECTOR_CHECK_BYTES = 0  # type: ignore[misc]
+        codec._LEAN_NEW_BYTES = 0  # type: ignore[misc]
 
     signal.signal(signal.SIGALRM, _alarm)
     counts: Counter[str] = Counter()
@@ -112,6 +139,9 @@ def main() -> int:
         if problems:
             counts["unnamed"] += 1
             examples.append(f"case {i}: {problems[:3]} ({case.mutations})")
+        if args.lean_everywhere and not _same_report_lean_or_not(case):
+            counts["lean_mismatch"] += 1
+            examples.append(f"case {i}: lean and full decodes disagree ({case.mutations})")
         if args.cli_every and i % args.cli_every == 0:
             counts["cli_cases"] += 1
             wrong = run_cli(case, args.timeout)
@@ -130,6 +160,7 @@ def main() -> int:
         "aborts": counts["abort"] + counts["cli_abort"],
         "hangs": counts["hang"] + counts["cli_hang"],
         "unnamed_bad_lines": counts["unnamed"],
+        "lean_mismatch": counts["lean_mismatch"] if args.lean_everywhere else None,
         "cli_cases": counts["cli_cases"],
         "wall_seconds": round(wall, 1),
         "slowest_case_seconds": round(slowest, 2),
@@ -142,6 +173,7 @@ def main() -> int:
     for example in examples[:10]:
         print(example, file=sys.stderr)
     bad = summary["tracebacks"] or summary["aborts"] or summary["hangs"] or counts["unnamed"]
+    bad = bad or counts["lean_mismatch"]
     return 1 if bad or peak_self > 2048 else 0
 
 
