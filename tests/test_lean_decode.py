@@ -311,3 +311,31 @@ def test_a_writer_s_decoder_is_made_for_a_block_that_pays_for_it() -> None:
     assert again is not None
     assert again[1] is not None
     assert again[1].writer == tuple(ident.values())
+
+
+def test_kinds_of_v1_are_one_object_each_and_a_new_kind_is_still_read_lean() -> None:
+    """A writer's decoder takes the kinds of schema v1 only (each kind one object: no new
+    string a line); the first block with a kind v1 lacks (a newer recorder's) makes it take
+    any kind, for that block and the writer's later ones, which are still decoded lean."""
+    ident: dict[str, Any] = {"job": "kinds", "attempt": 0, "host": "h", "rank": 0, "pid": 98}
+    plain = [Event(ts=float(i), kind="step_start", step=i, **ident) for i in range(3000)]
+    block = encode_lines(plain)
+    coded = decode_block_coded(block, "f", 1, lean=True)
+    assert coded is not None
+    assert isinstance(coded[0], LeanRows)
+    rows = coded[0].rows
+    assert rows[0].kind is rows[1].kind  # type: ignore[union-attr]
+    newer = [*plain[:10], Event(ts=11.0, kind="future_kind", **ident), *plain[10:]]
+    with spy(codec, "_lean_decoder", lambda args, result: args) as made:
+        coded = decode_block_coded(encode_lines(newer), "f", 1, lean=True)
+        assert coded is not None
+        assert coded[1] is not None
+        assert coded[1].writer == tuple(ident.values())
+        items, columns = decoded_with_columns(encode_lines(newer), "f", 1)
+        assert [e.kind for e in items if isinstance(e, Event)][10] == "future_kind"
+        assert columns.kinds.tolist()[10] == -1
+        again = decode_block_coded(block, "f", 1, lean=True)
+        assert again is not None
+        assert again[1] is not None
+        assert again[1].writer == tuple(ident.values())
+    assert made == [(tuple(ident.values()),)]  # made once more, taking any kind

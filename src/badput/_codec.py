@@ -262,17 +262,25 @@ def _lean_decoder_for(writer: Writer, size: int) -> msgspec.json.Decoder[LeanEve
     return decoder
 
 
-def _lean_decoder(writer: Writer) -> msgspec.json.Decoder[LeanEvent]:
+def _lean_decoder(writer: Writer, *, any_kind: bool = False) -> msgspec.json.Decoder[LeanEvent]:
     """A decoder of events of ``writer`` only: its fields are typed as exactly its values
     (``Literal``; ``None`` for an absent one), so a line of any other writer, or one that
     repeats a writer's field with another value, fails the decode (the block is then
-    decoded as :class:`Event` s), and each value is one object, not one a line."""
+    decoded as :class:`Event` s), and each value is one object, not one a line.
+
+    So is ``kind``, one of schema v1's (:data:`_KIND_OF_V1`: each kind one object, whose
+    code is then looked up without hashing a new string), unless ``any_kind``."""
     fields: list[tuple[str, Any] | tuple[str, Any, Any]] = [
         (name, None, None) if value is None else (name, Literal[value])
         for name, value in zip(_WRITER_FIELDS, writer, strict=True)
     ]
+    if not any_kind:
+        fields.append(("kind", _KIND_OF_V1))
     lean = msgspec.defstruct("LeanEventOf", fields, bases=(LeanEvent,), kw_only=True, gc=False)
     return msgspec.json.Decoder(lean)
+
+
+_KIND_OF_V1: Final[Any] = Literal[KIND_NAMES]
 
 
 def _decode_lean(
@@ -286,7 +294,15 @@ def _decode_lean(
         decoder = _lean_decoder_for(writer, len(block))
         if decoder is None:
             return None
-        rows = decoder.decode_lines(block)
+        try:
+            rows = decoder.decode_lines(block)
+        except msgspec.ValidationError as exc:
+            if not str(exc).endswith(".kind`"):
+                raise
+            # A kind schema v1 lacks (a newer recorder's): this writer's blocks are decoded
+            # with kinds as strings from now on, and this one again.
+            decoder = _lean_decoders[writer] = _lean_decoder(writer, any_kind=True)
+            rows = decoder.decode_lines(block)
     except Exception:  # another writer, a bad line...: the full decode sorts it out
         return None
     if len(rows) != n_lines:
