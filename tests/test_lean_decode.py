@@ -339,3 +339,32 @@ def test_kinds_of_v1_are_one_object_each_and_a_new_kind_is_still_read_lean() -> 
         assert again[1] is not None
         assert again[1].writer == tuple(ident.values())
     assert made == [(tuple(ident.values()),)]  # made once more, taking any kind
+
+
+def test_a_lean_event_has_every_field_of_an_event_of_the_same_type() -> None:
+    """``LeanEvent`` mirrors ``Event`` field for field (names, order, types, defaults): a
+    field added to one and not the other would be dropped, or not checked, by a lean
+    decode. ``event()`` gives back the same event."""
+    from msgspec.structs import fields
+
+    from badput.events import LeanEvent
+
+    def described(cls: type) -> list[tuple[str, object, object, bool]]:
+        return [(f.name, f.type, f.default, f.required) for f in fields(cls)]
+
+    assert described(LeanEvent) == described(Event)
+    e = Event(
+        ts=1.0,
+        kind="custom_start",
+        job="j",
+        attempt="a",
+        host="h",
+        rank=1,
+        pid=2,
+        name="eval",
+        quantiles={"p50": 0.5},
+        v=1,
+    )
+    lean = LeanEvent(**{f.name: getattr(e, f.name) for f in fields(Event)})
+    assert lean.event() == e
+    assert type(lean.event()) is Event

@@ -163,7 +163,8 @@ class Event(msgspec.Struct, kw_only=True, omit_defaults=True, gc=False):
     """One event of the log. Field meanings are those of ``EVENTS.md``.
 
     Unknown fields in a line are accepted and ignored; absent optional fields
-    are ``None`` (and are left out when encoded).
+    are ``None`` (and are left out when encoded). :class:`LeanEvent` has the same
+    fields: a field added here is added there too (a test compares them).
     """
 
     ts: Timestamp
