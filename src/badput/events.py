@@ -159,13 +159,9 @@ Timestamp = Annotated[float, msgspec.Meta(ge=MIN_TS, le=MAX_TS)]
 Int = Annotated[int, msgspec.Meta(ge=-MAX_INT, le=MAX_INT)]
 
 
-class Event(msgspec.Struct, kw_only=True, omit_defaults=True, gc=False):
-    """One event of the log. Field meanings are those of ``EVENTS.md``.
-
-    Unknown fields in a line are accepted and ignored; absent optional fields
-    are ``None`` (and are left out when encoded). :class:`LeanEvent` has the same
-    fields: a field added here is added there too (a test compares them).
-    """
+class _EventFields(msgspec.Struct, kw_only=True, omit_defaults=True, gc=False):
+    """The fields of an event, shared by :class:`Event` and :class:`LeanEvent` (meanings:
+    ``EVENTS.md``)."""
 
     ts: Timestamp
     kind: NonEmptyStr
@@ -191,6 +187,14 @@ class Event(msgspec.Struct, kw_only=True, omit_defaults=True, gc=False):
     v: SchemaVersion = SCHEMA_VERSION
 
 
+class Event(_EventFields, kw_only=True, omit_defaults=True, gc=False):
+    """One event of the log. Field meanings are those of ``EVENTS.md``.
+
+    Unknown fields in a line are accepted and ignored; absent optional fields
+    are ``None`` (and are left out when encoded).
+    """
+
+
 class EventError(ValueError):
     """An event line that is not a valid event. Carries where it came from."""
 
@@ -202,7 +206,7 @@ class EventError(ValueError):
         super().__init__(f"{where}{message}")
 
 
-class LeanEvent(msgspec.Struct, kw_only=True, gc=False):
+class LeanEvent(_EventFields, kw_only=True, gc=False):
     """An event as the engine reads it from a large block of one writer's lines: the
     fields of :class:`Event`, of the same types, but its writer's fields (``job``,
     ``attempt``, ``host``, ``rank``, ``pid``) are the same objects in every event of the
@@ -215,28 +219,6 @@ class LeanEvent(msgspec.Struct, kw_only=True, gc=False):
     event to learn that. Only the engine sees one, and only reads its fields (it keeps
     values, never events). Stores hand readers :class:`Event` s (:attr:`Chunk.items`).
     """
-
-    ts: Timestamp
-    kind: NonEmptyStr
-    job: NonEmptyStr
-    attempt: str | Int | None = None
-    host: str | None = None
-    rank: Int | None = None
-    pid: Int | None = None
-    step: Int | None = None
-    name: str | None = None
-    blocking: bool | None = None
-    status: str | None = None
-    exit_code: Int | None = None
-    active: Int | None = None
-    total: Int | None = None
-    available: Int | None = None
-    count: Int | None = None
-    seconds: float | None = None
-    quantiles: dict[str, float] | None = None
-    last: Timestamp | None = None
-    open_since: Timestamp | None = None
-    v: SchemaVersion = SCHEMA_VERSION
 
     def event(self) -> Event:
         """The same event as an :class:`Event` (what a full decode of its line gives)."""
