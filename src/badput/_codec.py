@@ -257,9 +257,9 @@ _lean_decoders: dict[Writer, _LeanDecoder] = {}
 def _lean_decoder_for(writer: Writer, size: int) -> _LeanDecoder | None:
     """The decoder of ``writer``'s events, made if the block (``size`` bytes) pays for
     it (:data:`_LEAN_NEW_BYTES`); None otherwise."""
-    decoder = _lean_decoders.get(writer)
-    if decoder is None and size >= _LEAN_NEW_BYTES:
-        decoder = _lean_decoder(writer)
+    lean = _lean_decoders.get(writer)
+    if lean is None and size >= _LEAN_NEW_BYTES:
+        lean = _lean_decoder(writer)
         # No lock (a reader may run in any thread, and a parallel read forks): at worst two
         # threads drop the same oldest one, or one more is kept for a while.
         while len(_lean_decoders) >= _LEAN_KEPT:
@@ -267,8 +267,8 @@ def _lean_decoder_for(writer: Writer, size: int) -> _LeanDecoder | None:
                 _lean_decoders.pop(next(iter(_lean_decoders)), None)
             except (RuntimeError, StopIteration):  # changed meanwhile by another thread
                 break
-        _lean_decoders[writer] = decoder
-    return decoder
+        _lean_decoders[writer] = lean
+    return lean
 
 
 def _lean_decoder(writer: Writer, opened: frozenset[str] = frozenset()) -> _LeanDecoder:
