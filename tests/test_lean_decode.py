@@ -13,20 +13,23 @@ from __future__ import annotations
 import json
 import pickle
 import random
+import tempfile
 from pathlib import Path
 from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from msgspec.structs import fields
 
 from _log_fuzz import JOB, make_case, write_case
 from _spy import spy
 from badput import _codec as codec
+from badput import analysis
 from badput._codec import decode_block_coded, encode_lines
 from badput.analysis import LiveJob, analyze
 from badput.engine import Accountant
-from badput.events import Event, LeanRows
+from badput.events import Event, LeanEvent, LeanRows
 from badput.report import to_json
 from badput.store import JsonlStore
 from test_codec import decoded_with_columns
@@ -235,8 +238,6 @@ def _reports(root: Path, *, parallel: bool | None = False) -> tuple[str, str]:
 def test_damaged_logs_give_the_same_report_lean_or_not(rnd: random.Random) -> None:
     """The read-path fuzzer's damaged logs (byte flips in writers' fields, swapped and
     duplicated lines, wrong types...): the engine's report is the same either way."""
-    import tempfile
-
     case = make_case(rnd)
     with tempfile.TemporaryDirectory() as tmp:
         write_case(case, Path(tmp))
@@ -273,8 +274,6 @@ def test_a_parallel_read_of_lean_blocks_gives_the_serial_report(tmp_path: Path) 
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_bytes(encode_lines(evs))
     with pytest.MonkeyPatch.context() as mp:
-        from badput import analysis
-
         mp.setattr(analysis, "PARALLEL_MIN_BYTES", 0)
         mp.setattr(analysis, "PARALLEL_MIN_BYTES_PER_ATTEMPT", 0)
         mp.setattr(analysis, "READ_SLICE_BYTES", 64 * 1024)
@@ -345,9 +344,6 @@ def test_a_lean_event_has_every_field_of_an_event_of_the_same_type() -> None:
     """``LeanEvent`` mirrors ``Event`` field for field (names, order, types, defaults): a
     field added to one and not the other would be dropped, or not checked, by a lean
     decode. ``event()`` gives back the same event."""
-    from msgspec.structs import fields
-
-    from badput.events import LeanEvent
 
     def described(cls: type) -> list[tuple[str, object, object, bool]]:
         return [(f.name, f.type, f.default, f.required) for f in fields(cls)]
