@@ -16,12 +16,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from click.testing import CliRunner
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from badput import Recorder
 from badput._codec import decode_block, decode_line, decode_lines
 from badput.analysis import TORN_AFTER_SECONDS, LiveJob, analyze
+from badput.cli import main
 from badput.engine import Report
 from badput.events import MAX_INT, MAX_TS, Event, EventError, attempt_id, validate
 from badput.report._format import format_duration, format_percent, format_ts
@@ -226,6 +228,32 @@ def test_a_live_reader_reports_a_line_torn_for_long(monkeypatch: pytest.MonkeyPa
     store.append(JOB, "s.jsonl", b"xx")  # it grew: a writer is alive after all
     live.update()
     assert "torn_line" not in codes(live.report())
+
+
+def test_a_live_reader_reports_at_once_a_line_torn_in_a_file_left_for_long(
+    tmp_path: Path,
+) -> None:
+    # A reader that starts after the writer died (badput watch, the jobs list) needs not
+    # wait a minute more: the file's time says how long the line has been as it is.
+    path = write_job(tmp_path, CLEAN[:-20])
+    live = LiveJob(tmp_path, JOB)
+    live.update()
+    assert "torn_line" not in codes(live.report())  # written just now: a write in progress
+    old = time.time() - TORN_AFTER_SECONDS - 1
+    os.utime(path, (old, old))
+    live = LiveJob(tmp_path, JOB)
+    live.update()
+    assert codes(live.report())["torn_line"] == [(str(path), N_CLEAN)]
+
+
+def test_badput_report_names_a_torn_last_line_at_once(tmp_path: Path) -> None:
+    # The command reads the log once, as it is (docs/events.md): it lost this diagnostic
+    # when it began to read through a LiveJob.
+    path = write_job(tmp_path, CLEAN + b'{"ts":1732000095,"kind":"heart')
+    result = CliRunner().invoke(main, ["report", str(tmp_path), "--job", JOB, "--json"])
+    assert result.exit_code == 0, result.output
+    torn = [d for d in json.loads(result.stdout)["diagnostics"] if d["code"] == "torn_line"]
+    assert [(d["file"], d["line"]) for d in torn] == [(str(path), N_CLEAN + 1)]
 
 
 def test_a_100_mb_line_without_newline_is_a_torn_line(tmp_path: Path) -> None:

@@ -133,6 +133,12 @@ def _slice_bytes(store: EventStore) -> int:
     return OTHER_STORE_SLICE_BYTES
 
 
+def _stale(u: Unread) -> bool:
+    """Whether the file of a torn line was last written :data:`TORN_AFTER_SECONDS` ago or
+    more (by the file's time: a reader that starts late needs not wait as long again)."""
+    return u.modified is not None and time.time() - u.modified >= TORN_AFTER_SECONDS
+
+
 def _note_unread(left: dict[str, Unread], unread: list[Unread], read_from: Iterable[str]) -> None:
     """Keep what a read left ``unread``, by file, in ``left``: each file's from the last read
     that went through it (a read that goes on from a budget stop reads its first file again;
@@ -626,7 +632,7 @@ class LiveJob:
                 out.append(Diagnostic("not_a_file", why, u.source))
                 continue
             since = self._torn_since.get((u.source, u.line, u.size), now)
-            if not final and now - since < TORN_AFTER_SECONDS:
+            if not final and now - since < TORN_AFTER_SECONDS and not _stale(u):
                 continue  # a write in progress, most likely: read it once its newline comes
             if u.complete:
                 why = "a complete event, but no newline ends it: not read"
@@ -776,7 +782,8 @@ class LiveJob:
         ``torn_line`` (file:line) at once when ``final`` (the log is complete:
         :func:`analyze`, ``badput report``), else only once it has stayed
         unchanged for :data:`TORN_AFTER_SECONDS` (a live writer completes its
-        line within milliseconds). A ``*.jsonl`` that is a FIFO, socket or
+        line within milliseconds): seen so by this reader, or its file last
+        written that long ago. A ``*.jsonl`` that is a FIFO, socket or
         device is never opened and is reported as ``not_a_file``.
         """
         report = self.accountant.report(now=now, window=window, ideal_step_time=ideal_step_time)

@@ -247,7 +247,8 @@ def report(
         # This process is ours: the report's large columns are unmapped when freed (not
         # the read's nor an HTML page's many blocks of a megabyte or two: see _heap).
         with large_blocks_mapped():
-            result = live.report(now=now, window=window)
+            # final: the log as it is now is the report's (a torn last line is said at once)
+            result = live.report(now=now, window=window, final=True)
     except (ValueError, OSError) as exc:
         progress.done()
         _fail("report", str(exc))

@@ -95,7 +95,10 @@ class Unread:
     - ``torn_line``: the stream ends with ``size`` bytes and no ``\\n`` (line
       ``line``): a write in progress, or the last line of a writer that died.
       It is not consumed: a later read takes it once its newline is written.
-      ``complete`` tells whether those bytes already decode as one valid event.
+      ``complete`` tells whether those bytes already decode as one valid event;
+      ``modified`` is when the file was last written (seconds since the epoch, as the
+      read saw it; None from a store that does not know): a writer that has not touched
+      its file for a minute is not in the middle of a line.
     - ``not_a_file``: the ``*.jsonl`` entry is a FIFO, socket, device or
       directory (``detail`` says which); it is never opened.
     - ``unreadable``: opening the file failed (``detail``: why, e.g. permission denied).
@@ -107,6 +110,7 @@ class Unread:
     size: int = 0
     complete: bool = False
     detail: str = ""
+    modified: float | None = None
 
 
 @dataclass(frozen=True)

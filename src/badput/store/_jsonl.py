@@ -471,7 +471,7 @@ def _read_path(  # noqa: PLR0917 (one call site per store kind)
     chunks.extend(parsed.chunks)
     if parsed.n_bytes:
         out.offsets[stream] = (offset + parsed.n_bytes, lines + parsed.n_lines)
-    torn = torn_tail(parsed, path, lines + parsed.n_lines + 1)
+    torn = torn_tail(parsed, path, lines + parsed.n_lines + 1, st.st_mtime)
     if torn is not None:
         unread.append(torn)
     return parsed.n_bytes

@@ -169,8 +169,11 @@ def parse_stream(
     return Parsed(chunks, consumed, lineno - lines_done, tail, len(tail))
 
 
-def torn_tail(parsed: Parsed, source: str, line: int) -> Unread | None:
-    """The :class:`Unread` record of an unterminated tail (``None`` when there is none)."""
+def torn_tail(
+    parsed: Parsed, source: str, line: int, modified: float | None = None
+) -> Unread | None:
+    """The :class:`Unread` record of an unterminated tail (``None`` when there is none);
+    ``modified``: when its file was last written, if known."""
     tail = parsed.tail
     if not parsed.tail_size:
         return None
@@ -182,7 +185,7 @@ def torn_tail(parsed: Parsed, source: str, line: int) -> Unread | None:
             pass
         else:
             complete = True
-    return Unread("torn_line", source, line, parsed.tail_size, complete)
+    return Unread("torn_line", source, line, parsed.tail_size, complete, modified=modified)
 
 
 def _parse_lines(
