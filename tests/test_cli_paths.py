@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import json
 import os
 import re
 from pathlib import Path
@@ -140,3 +141,106 @@ def test_100_000_custom_names_fold_into_one_row(tmp_path: Path) -> None:
     folded = re.search(r"\(([0-9,]+) more\)", watched)
     assert folded is not None and int(folded.group(1).replace(",", "")) > 99_000
     assert watched.count("custom:n") <= MAX_BUCKET_ROWS
+
+
+# ------------------------------------- renamed and copied job directories, odd names
+
+
+def test_an_attempt_directory_of_a_renamed_copy_reports_the_whole_job(tmp_path: Path) -> None:
+    root = a_job(tmp_path / "store")
+    whole = analyze(root, "good")
+    copy = tmp_path / "backup-of-good"
+    (root / "good").rename(copy)
+    for path in (copy / "0", copy / "1", copy):
+        report = analyze(path)
+        assert report.job == "good" and report.total_seconds == whole.total_seconds == 25.0
+        assert report.buckets == whole.buckets and report.end_reason == "job_end"
+
+
+def test_a_job_named_like_its_attempts(tmp_path: Path) -> None:
+    root = a_job(tmp_path / "store", job="0")  # <root>/0/0/..., <root>/0/1/...
+    for path in (root, root / "0", root / "0" / "0", root / "0" / "1"):
+        report = analyze(path)
+        assert report.job == "0" and report.total_seconds == 25.0, path
+        assert len(report.attempts) == 2
+
+
+def test_job_given_for_an_attempt_directory_must_name_its_job(tmp_path: Path) -> None:
+    root = a_job(tmp_path / "store")
+    code, _, err = run("report", str(root / "good" / "0"), "--job", "other")
+    assert code == 2 and "job 'good'" in err and "'other' was asked for" in err
+    assert analyze(root / "good" / "0", "good").total_seconds == 25.0
+
+
+def test_a_renamed_job_directory_in_a_store_is_read_by_either_name(tmp_path: Path) -> None:
+    root = a_job(tmp_path / "store")
+    (root / "good").rename(root / "renamed")
+    for job in (None, "renamed", "good"):
+        report = analyze(root, job)
+        assert report.job == "good" and report.total_seconds == 25.0, job
+        assert not [d for d in report.diagnostics if d.code in ("foreign_job", "empty_log")]
+    a_job(root, "other", attempts=1)
+    with pytest.raises(ValueError, match="several jobs"):
+        analyze(root)
+    assert analyze(root, "good").total_seconds == 25.0
+
+
+def test_job_directories_not_named_as_the_recorder_names_them_are_jobs(tmp_path: Path) -> None:
+    # Written by another tool: <root>/<job name as it is>/<stream>.jsonl
+    root = tmp_path / "store"
+    names = ["team\\llama", "x" * 200, "ok"]
+    for name in names:
+        tl = Timeline(name, start=T0)
+        tl.emit("job_start")
+        tl.steps(10, 1.0)
+        tl.emit("job_end", status="completed")
+        events_to_jsonl(root / name / "a.jsonl", tl.events)
+    with pytest.raises(ValueError, match="several jobs"):
+        analyze(root)
+    for name in names:
+        report = analyze(root, name)
+        assert report.job == name and report.total_seconds == 10.0
+        assert not [d for d in report.diagnostics if d.code == "foreign_job"]
+    code, out, err = run("jobs", str(root), "--json")
+    assert code == 0, err
+    assert sorted(row["job"] for row in json.loads(out)) == sorted(names)
+    assert {row["status"] for row in json.loads(out)} == {"completed"}
+
+
+def test_jobs_lists_the_job_a_job_or_attempt_directory_or_file_holds_once(
+    tmp_path: Path,
+) -> None:
+    root = a_job(tmp_path / "store")
+    a_job(root, "other", attempts=1)
+    code, out, _ = run("jobs", str(root), "--json")
+    assert code == 0 and [r["job"] for r in json.loads(out)] == ["good", "other"]
+    for path in (root / "good", root / "good" / "1", root / "good" / "1" / "h-0-1.jsonl"):
+        code, out, err = run("jobs", str(path), "--json")
+        assert code == 0, err
+        rows = json.loads(out)
+        assert [r["job"] for r in rows] == ["good"], path
+        expected = 2 if path.suffix != ".jsonl" else 1  # a file holds its attempt only
+        assert rows[0]["attempts"] == expected
+
+
+def test_jobs_on_a_typo_fails_and_on_a_default_store_not_made_yet_says_none(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    code, _, err = run("jobs", str(tmp_path / "typo"))
+    assert code == 2 and "no such file or directory" in err
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("BADPUT_STORE", raising=False)
+    code, out, _ = run("jobs")
+    assert code == 0 and out.startswith("no jobs in")
+
+
+def test_a_report_with_no_events_shows_no_span_dated_1970(tmp_path: Path) -> None:
+    root = a_job(tmp_path / "store")
+    for args in (["--now", "1000"], []):  # before the job began; an empty file
+        path = root if args else tmp_path / "empty.jsonl"
+        if not args:
+            path.write_bytes(b"")
+        code, out, err = run("report", str(path), *args)
+        assert code == 0, err
+        assert "1970" not in out and "none: no events to account for" in out
+        assert "ended by" not in out

@@ -256,3 +256,18 @@ def test_a_hung_multi_rank_job_shows_rank_lanes_stragglers_and_the_stall() -> No
     assert hung.sum() == len(ranks)
     assert (steps.end - steps.start)[hung] == pytest.approx(1.0)
     assert all(STEP_BUCKETS[b] == "productive" for b in steps.bucket[hung])
+
+
+def test_control_characters_of_a_name_are_shown_as_escapes_and_no_span_is_1970(
+    tmp_path: Path,
+) -> None:
+    job = "evil\x1b]0;title\x07\x1b[2J"
+    path = tmp_path / "j.jsonl"
+    path.write_text(json.dumps({"ts": 1.0e9, "kind": "job_start", "job": job}) + "\n")
+    lj = live(path)
+    page = html_report(lj.accountant, lj.report(now=0.0))  # before its only event: empty
+    assert "\x1b" not in page and "\x07" not in page
+    assert "<title>badput: evil\\x1b]0;title\\x07\\x1b[2J</title>" in page
+    assert page_data(page)["job"] == job  # the data keeps the name as it is
+    assert "1970" not in page.split("<script")[0]
+    assert "no span: no events to account for" in page

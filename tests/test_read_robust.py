@@ -451,3 +451,15 @@ def test_formatters_on_absurd_values() -> None:
     assert format_ts(-62_135_596_800.0) == "0001-01-01T00:00:00.000Z"
     assert format_duration(1e300) == "1.157e+295d"
     assert format_duration(-1e300) == "-1.157e+295d"
+
+
+def test_a_jsonl_that_cannot_be_looked_at_is_named_not_skipped(tmp_path: Path) -> None:
+    # A symbolic link loop named *.jsonl: stat fails; a file gone since the listing is
+    # skipped, but one that is there and cannot be looked at is said.
+    path = write_job(tmp_path, CLEAN)
+    loop = path.parent / "loop.jsonl"
+    loop.symlink_to(loop.name)
+    report = analyze(tmp_path, JOB)
+    (d,) = [d for d in report.diagnostics if d.code == "unreadable_file"]
+    assert d.file == str(loop) and "symbolic links" in d.message
+    assert report.total_seconds == 90.0

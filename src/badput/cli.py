@@ -930,25 +930,20 @@ def jobs(*, store: str | None, sort_key: str, reverse: bool, as_json: bool) -> N
     _import_engine()
     from badput.analysis import LiveJob  # noqa: PLC0415
     from badput.report import JobRow, job_row, render_jobs, sort_rows  # noqa: PLC0415
-    from badput.store import JsonlStore, open_store  # noqa: PLC0415
+    from badput.store import job_sources  # noqa: PLC0415
 
     root = store or DEFAULT_STORE
-    try:
-        opened = open_store(root)
-        names = opened.jobs()
-    except (ValueError, OSError) as exc:
-        _fail("jobs", str(exc))
+    sources = []
+    if store is not None or os.path.exists(root):  # the default store: none yet, no jobs
+        try:
+            sources = job_sources(root)
+        except (ValueError, OSError) as exc:
+            _fail("jobs", str(exc))
     now = time.time()
     rows = []
-    for name in names:
+    for opened, name in sources:
         try:
-            # A directory store names a job's directory after the job, sanitised: read the
-            # directory, whose events say the job's real name.
-            live = (
-                LiveJob(opened.job_dir(name))
-                if isinstance(opened, JsonlStore)
-                else LiveJob(opened, name)
-            )
+            live = LiveJob(opened, name)
             live.update()
             report = live.report()
             shown = report.job or name

@@ -25,7 +25,7 @@ import json
 import math
 from dataclasses import dataclass
 from importlib import resources
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Final
 
 import numpy as np
 import numpy.typing as npt
@@ -33,7 +33,7 @@ import numpy.typing as npt
 from badput import __version__
 from badput.engine import STEP_BUCKETS, Accountant, IntervalSpan, Report, Timeline
 from badput.report._csv import wasted_steps
-from badput.report._format import format_duration, format_percent, format_ts
+from badput.report._format import format_duration, format_percent, format_ts, inert
 from badput.report._table import bucket_description, ordered_buckets
 
 if TYPE_CHECKING:
@@ -297,7 +297,12 @@ def _sha256(script: str) -> str:
 
 
 def _e(text: object) -> str:
-    return html.escape(str(text), quote=True)
+    """``text`` as inert HTML: markup escaped, and control characters (ESC, BEL...) shown
+    as escapes (``\\x1b``), as the terminal views show them."""
+    return html.escape(inert(text, limit=_WHOLE), quote=True)
+
+
+_WHOLE: Final = 1 << 40  # a page shows log strings whole (its tables scroll)
 
 
 def _cell(key: str, value: object) -> str:
@@ -491,6 +496,12 @@ def render_html(report: Report, timeline: Timeline, goodput: GoodputSeries) -> s
     if reason == "job_end" and report.attempts and report.attempts[-1].status:
         reason = f"job_end (status: {report.attempts[-1].status})"
     total = report.total_seconds
+    span = (
+        f"{_e(format_ts(report.start))} → {_e(format_ts(report.end))} "
+        f"({_e(format_duration(total))}), ended by {_e(reason)}"
+        if report.attempts
+        else "no span: no events to account for"  # (not one dated 1970)
+    )
     bucket_rows = "\n".join(
         f'<tr><td><span class="sw" style="background:{bucket_color(n)}"></span>{_e(n)}</td>'
         f"<td class=num>{_e(format_duration(v))}</td>"
@@ -516,8 +527,7 @@ def render_html(report: Report, timeline: Timeline, goodput: GoodputSeries) -> s
 <body>
 <header>
 <h1>badput report: <span id="job">{_e(report.job)}</span></h1>
-<div class="span">{_e(format_ts(report.start))} → {_e(format_ts(report.end))}
- ({_e(format_duration(total))}), ended by {_e(reason)}</div>
+<div class="span">{span}</div>
 </header>
 <section class="headline">
 {_card("goodput", format_percent(report.goodput), "productive / total", "good")}

@@ -132,6 +132,9 @@ def _header(report: Report) -> Table:
     grid.add_column(style="bold")
     grid.add_column()
     grid.add_row("job", log_text(report.job, "bold cyan"))
+    if not report.attempts:  # no event to account for: no span (not one dated 1970)
+        grid.add_row("span", Text("none: no events to account for", style="yellow"))
+        return grid
     span = f"{format_ts(report.start)} → {format_ts(report.end)}"
     grid.add_row("span", f"{span}  ({format_duration(report.end - report.start)})")
     reason = _END_REASONS.get(report.end_reason, report.end_reason)

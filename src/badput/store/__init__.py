@@ -16,6 +16,7 @@ from pathlib import Path
 from urllib.parse import unquote, urlsplit
 
 from badput._env import BADPUT_STORE, DEFAULT_STORE
+from badput.events import Event
 from badput.store._base import (
     Chunk,
     Cursor,
@@ -24,11 +25,13 @@ from badput.store._base import (
     ReadResult,
     Unread,
     WriterKey,
+    safe_name,
 )
 from badput.store._jsonl import (
     JsonlStore,
     MappedWriter,
     SingleFileStore,
+    first_event_below,
     first_job_below,
     safe_job_dir,
 )
@@ -46,6 +49,7 @@ __all__ = [
     "SingleFileStore",
     "Unread",
     "WriterKey",
+    "job_sources",
     "open_source",
     "open_store",
     "safe_job_dir",
@@ -143,7 +147,7 @@ def open_source(
     or ``job`` is missing, ambiguous or unknown.
     """
     if not isinstance(path, (str, os.PathLike)):
-        return path, _pick_job(path, str(path.uri), job)
+        return _pick_job(path, str(path.uri), job)
     text = os.fspath(path)
     if "://" in text and not text.lower().startswith("file://"):
         store = open_store(text)
@@ -153,7 +157,7 @@ def open_source(
             # Checking one job is one small request; listing the jobs reads the whole log.
             if isinstance(store, CloudLoggingStore) and store.has_job(job):
                 return store, job
-        return store, _pick_job(store, text, job)
+        return _pick_job(store, text, job)
     if text.lower().startswith("file://"):
         store = open_store(text)
         if isinstance(store, SingleFileStore):
@@ -170,35 +174,103 @@ def open_source(
         if p.exists():  # a FIFO, socket or device: never opened (it could block forever)
             raise ValueError(f"{text}: not a regular file or a directory")
         raise ValueError(f"{text}: no such file or directory")
-    p = p.absolute()
+    found = _locate(p.absolute(), text, job)
+    return _pick_job(found, text, job) if isinstance(found, JsonlStore) else found
+
+
+def job_sources(
+    uri_or_path: str | os.PathLike[str] | EventStore,
+) -> list[tuple[EventStore, str]]:
+    """Every job ``uri_or_path`` designates, each as the store and job to read it by:
+    a store's jobs (a renamed job directory read as the job its events name), or the one
+    job of a job directory, an attempt's directory or a file (see :func:`open_source`).
+    Raises ``ValueError`` for a path that does not exist or is neither."""
+    if not isinstance(uri_or_path, (str, os.PathLike)):
+        return [(uri_or_path, name) for name in uri_or_path.jobs()]
+    text = os.fspath(uri_or_path)
+    if "://" in text and not text.lower().startswith("file://"):
+        store = open_store(text)
+        return [(store, name) for name in store.jobs()]
+    opened = open_store(text)
+    if isinstance(opened, JsonlStore) and opened.root.is_dir():
+        found = _locate(opened.root.absolute(), text, None)
+        if isinstance(found, JsonlStore):
+            return [_held(found, name) for name in found.jobs()]
+    return [open_source(text)]
+
+
+def _locate(p: Path, text: str, job: str | None) -> JsonlStore | tuple[EventStore, str]:
+    """What the directory ``p`` is: a store root (returned as a :class:`JsonlStore`), or
+    the directory of a job or inside one (its store and job)."""
     if (
         job is not None
         and p.name != safe_job_dir(job)
         and _has_jsonl_at_depth(p / safe_job_dir(job), 1)
     ):
-        root = JsonlStore(p)  # a store root holding --job (whatever else lies in it)
-        return root, _pick_job(root, text, job)
-    first = first_job_below(p)
+        return JsonlStore(p)  # a store root holding --job
+    first = first_event_below(p)
     if first is not None:
-        name = safe_job_dir(first[1])
+        rel, event = first
+        name = safe_job_dir(event.job)
+        if _is_attempt_dir(p, rel, event):
+            return _job_dir(p.parent, text, job, (rel, event.job))
         # Neither the job's directory nor a root holding it: maybe a directory inside it.
-        inside = (
-            None if name in (p.name, first[0].split("/", 1)[0]) else _enclosing_job_dir(p, name)
-        )
+        inside = None if name in (p.name, rel.split("/", 1)[0]) else _enclosing_job_dir(p, name)
         if inside is not None:
-            return JsonlStore(inside.parent), first[1]
+            return _job_dir(inside, text, job, (rel, event.job))
+    named = None if first is None else (first[0], first[1].job)
     if _has_jsonl_directly(p):
-        return _job_dir(p, text, job, first)
+        return _job_dir(p, text, job, named)
     deepest_root = _has_jsonl_at_depth(p, 3)
     if first is None and not deepest_root and not _has_jsonl_at_depth(p, 2):
         raise ValueError(f"{text}: no .jsonl event files found below this directory")
-    is_root = deepest_root or (
-        first is not None and first[0].split("/", 1)[0] == safe_job_dir(first[1])
-    )
-    if is_root:
-        root = JsonlStore(p)
-        return root, _pick_job(root, text, job)
-    return _job_dir(p, text, job, first)
+    if deepest_root or (first is not None and _names_a_job_below(p, *first)):
+        return JsonlStore(p)
+    return _job_dir(p, text, job, named)
+
+
+def _attempt_dir_name(event: Event) -> str | None:
+    """The directory the recorder keeps ``event``'s attempt in (None: no attempt id)."""
+    return None if event.attempt is None else safe_name(str(event.attempt), "0")
+
+
+def _is_attempt_dir(p: Path, rel: str, event: Event) -> bool:
+    """Whether ``p``, which holds the file ``rel`` whose first event is ``event``, is an
+    attempt's directory (``<job>/<attempt>/<stream>.jsonl``: named after the attempt),
+    whatever its job's directory is called (a renamed or copied job). A directory named
+    after both the attempt and the job is an attempt's only inside one named after the job
+    too (``<root>/0/0``); else it is the job's (``<root>/0/<stream>.jsonl``)."""
+    if "/" in rel or p.name != _attempt_dir_name(event):
+        return False
+    job_dir = safe_job_dir(event.job)
+    return p.name != job_dir or p.parent.name == job_dir
+
+
+def _names_a_job_below(p: Path, rel: str, event: Event) -> bool:
+    """Whether ``p`` is a store root by its first file, ``rel`` (first event ``event``):
+    in a sub-directory named after that event's job (``<root>/<job>/<stream>.jsonl``, the
+    name sanitised or not), or beside one holding another job. One named after both the job
+    and its attempt, inside a directory named after the job, is an attempt's
+    (``<job>/<attempt>/<stream>.jsonl``: job "0", attempt 0)."""
+    top = rel.split("/", 1)[0]
+    if top in (safe_job_dir(event.job), event.job):
+        return not (top == _attempt_dir_name(event) and p.name == top and rel.count("/") == 1)
+    return _next_job_beside(p, top) not in (None, event.job)
+
+
+def _next_job_beside(p: Path, top: str) -> str | None:
+    """The job of the first event of the sub-directory of ``p`` after ``top`` that has
+    one (None: none has): two sub-directories of different jobs are two jobs' directories."""
+    try:
+        names = sorted(e.name for e in os.scandir(p) if e.is_dir(follow_symlinks=False))
+    except OSError:
+        return None
+    for name in names:
+        if name > top:
+            first = first_job_below(p / name)
+            if first is not None:
+                return first[1]
+    return None
 
 
 def _enclosing_job_dir(p: Path, name: str) -> Path | None:
@@ -233,28 +305,44 @@ def _has_jsonl_at_depth(base: Path, depth: int) -> bool:
     return False
 
 
-def _pick_job(store: EventStore, text: str, job: str | None) -> str:
+def _pick_job(store: EventStore, text: str, job: str | None) -> tuple[EventStore, str]:
+    """The store and job ``job`` names in ``store`` (the only one when None). In a
+    directory store, a job is a directory: named after the job (sanitised), or renamed or
+    copied, when it is read as the job its events name (``job_dirs``); ``job`` may give
+    either name."""
     jobs = store.jobs()
     if job is not None:
-        if job in jobs and isinstance(store, JsonlStore):
-            return _real_job_name(store.root / job)  # a directory name: the job it holds
-        if job in jobs or safe_job_dir(job) in jobs:
-            # The events name the job as given; its directory is only its sanitised name.
-            return job
+        if isinstance(store, JsonlStore):
+            if job in jobs:
+                return _held(store, job)
+            if safe_job_dir(job) in jobs:
+                return store, job  # its events name it as given; its directory is sanitised
+            holding = [d for d in jobs if _real_job_name(store.root / d) == job]
+            if len(holding) == 1:  # a renamed job directory, asked for by its job's name
+                return _held(store, holding[0])
+        elif job in jobs or safe_job_dir(job) in jobs:
+            return store, job
         listing = ", ".join(jobs) if jobs else "none"
         raise ValueError(f"{text}: no job {job!r} in this store (jobs: {listing})")
     if len(jobs) == 1:
         if isinstance(store, JsonlStore):
-            return _real_job_name(store.root / jobs[0])
-        return jobs[0]
+            return _held(store, jobs[0])
+        return store, jobs[0]
     if not jobs:
         raise ValueError(f"{text}: the store holds no jobs")
     raise ValueError(f"{text} holds several jobs; choose one with --job/job=: {', '.join(jobs)}")
 
 
+def _held(store: JsonlStore, directory: str) -> tuple[JsonlStore, str]:
+    """The job the directory ``directory`` of ``store`` holds, and a store that reads it
+    there (one with ``job_dirs`` when the directory is not named after the job)."""
+    real = _real_job_name(store.root / directory)
+    if safe_job_dir(real) == directory or store.job_dirs.get(real) == directory:
+        return store, real
+    return JsonlStore(store.root, job_dirs={**store.job_dirs, real: directory}), real
+
+
 def _real_job_name(directory: Path) -> str:
-    """The job a store's directory holds: its events' ``job`` if the name is its sanitised form."""
+    """The job a store's directory holds: its events' ``job`` (else the directory's name)."""
     first = first_job_below(directory)
-    if first is not None and safe_job_dir(first[1]) == directory.name:
-        return first[1]
-    return directory.name
+    return directory.name if first is None else first[1]

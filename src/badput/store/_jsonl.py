@@ -48,6 +48,7 @@ __all__ = [
     "JsonlWriter",
     "MappedWriter",
     "SingleFileStore",
+    "first_event_below",
     "first_job_below",
     "safe_job_dir",
 ]
@@ -427,7 +428,10 @@ def _read_path(  # noqa: PLR0917 (one call site per store kind)
     if not (regular and offset == 0):
         try:
             st = os.stat(path)
-        except OSError:
+        except FileNotFoundError:  # removed since it was listed
+            return 0
+        except OSError as exc:  # a symbolic link loop, permission denied...: say so
+            unread.append(Unread("unreadable", path, detail=exc.strerror or str(exc)))
             return 0
         if not stat.S_ISREG(st.st_mode):
             unread.append(Unread("not_a_file", path, detail=_what_is(st.st_mode)))
@@ -439,11 +443,13 @@ def _read_path(  # noqa: PLR0917 (one call site per store kind)
     except FileNotFoundError:  # removed since it was listed
         return 0
     except OSError as exc:  # permission denied, I/O error...: say so, never skip silently
-        if regular and offset == 0:  # not stat-ed: what could not be stat-ed is skipped
+        if regular and offset == 0:  # not stat-ed: what is gone since is skipped
             try:
                 os.stat(path)
-            except OSError:
+            except FileNotFoundError:
                 return 0
+            except OSError:
+                pass
         unread.append(Unread("unreadable", path, detail=exc.strerror or str(exc)))
         return 0
     try:
@@ -882,7 +888,10 @@ class SingleFileStore:
 
     def __init__(self, path: str | os.PathLike[str], job: str | None = None) -> None:
         self.path = Path(path)
-        self.job = job if job is not None else _first_job(self.path) or self.path.stem
+        if job is None:
+            first = _first_event(self.path)
+            job = first.job if first is not None else self.path.stem
+        self.job = job
 
     def __repr__(self) -> str:
         return f"SingleFileStore({str(self.path)!r}, job={self.job!r})"
@@ -956,8 +965,8 @@ class SingleFileStore:
 _FIRST_LINE_MAX: Final = 1 << 20
 
 
-def _first_job(path: Path, max_lines: int = 1000) -> str | None:
-    """The ``job`` of the first valid event among the first lines of ``path``."""
+def _first_event(path: Path, max_lines: int = 1000) -> Event | None:
+    """The first valid event among the first lines of ``path``."""
     try:
         f = open_regular(path)
         if f is None:
@@ -974,20 +983,26 @@ def _first_job(path: Path, max_lines: int = 1000) -> str | None:
                     continue
                 item = decode_lines([line])[0]
                 if not isinstance(item, Exception):
-                    return item.job
+                    return item
     except OSError:
         return None
     return None
 
 
-def first_job_below(directory: Path) -> tuple[str, str] | None:
-    """``(relative stream path, job)`` of the first decodable event below ``directory``."""
+def first_event_below(directory: Path) -> tuple[str, Event] | None:
+    """``(relative stream path, event)`` of the first decodable event below ``directory``."""
     for dirpath, dirnames, filenames in os.walk(directory):
         dirnames.sort()
         for f in sorted(filenames):
             if f.endswith(".jsonl"):
                 path = Path(dirpath) / f
-                job = _first_job(path)
-                if job is not None:
-                    return os.path.relpath(path, directory).replace(os.sep, "/"), job
+                event = _first_event(path)
+                if event is not None:
+                    return os.path.relpath(path, directory).replace(os.sep, "/"), event
     return None
+
+
+def first_job_below(directory: Path) -> tuple[str, str] | None:
+    """``(relative stream path, job)`` of the first decodable event below ``directory``."""
+    first = first_event_below(directory)
+    return None if first is None else (first[0], first[1].job)
