@@ -1,12 +1,14 @@
 """Report time against the number of attempts (issue 9: it grew as attempts squared).
 
-    python bench/bench_attempts.py [--attempts 2500 10000] [--id-less]
+    python bench/bench_attempts.py [--attempts 2500 10000] [--id-less] [--serial]
 
 Each attempt: job_start, a checkpoint restore, 20 steps (start and end), a checkpoint
 save, then a crash (an ``attempt_end``); the last attempt ends with ``job_end``. One
 file per attempt (``<attempt>/host-0-pid.jsonl``), as the recorder writes them; with
 ``--id-less`` one file of events without attempt ids (an imported log). Prints the
-time of ``analyze()`` (read + report) and of a second report on the same state.
+time of the read and of the report (what ``analyze()`` does), their sum, and of a second
+report on the same state. The read is shared with a worker process when a core is idle,
+as ``analyze()`` and ``badput report`` read (``--serial``: one process reads).
 """
 
 from __future__ import annotations
@@ -82,13 +84,14 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--attempts", type=int, nargs="+", default=[2_500, 10_000])
     parser.add_argument("--id-less", action="store_true")
+    parser.add_argument("--serial", action="store_true", help="read in one process")
     args = parser.parse_args()
     for attempts in args.attempts:
         with tempfile.TemporaryDirectory() as tmp:
             root = Path(tmp)
             n = write_job(root, attempts, id_less=args.id_less)
             t0 = time.perf_counter()
-            live = LiveJob(root, JOB, parallel=False)
+            live = LiveJob(root, JOB, parallel=False if args.serial else None)
             live.update()
             t1 = time.perf_counter()
             r = live.report()
@@ -98,7 +101,8 @@ def main() -> None:
             assert len(r.attempts) == attempts, len(r.attempts)
             print(
                 f"{attempts:>7,} attempts ({n:,} events{', id-less' if args.id_less else ''}): "
-                f"read {t1 - t0:.2f} s, report {t2 - t1:.2f} s, again {t3 - t2:.2f} s, "
+                f"read {t1 - t0:.2f} s{' (serial)' if args.serial else ''}, report "
+                f"{t2 - t1:.2f} s, both {t2 - t0:.2f} s, again {t3 - t2:.2f} s, "
                 f"goodput {r.goodput:.4f}",
                 flush=True,
             )

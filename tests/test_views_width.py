@@ -13,8 +13,9 @@ import pytest
 from rich.console import Console
 
 from _browser import ensure_debian
+from badput.analysis import analyze
 from badput.engine import AttemptSummary
-from badput.report import render_table
+from badput.report import JobRow, render_jobs, render_table
 from badput.report._watch import render_watch
 from badput.testing import Timeline, events_to_jsonl
 from test_report_view import T0, worked_example_report
@@ -168,3 +169,46 @@ def test_badput_watch_in_an_80x24_tmux(tmp_path: Path) -> None:
     assert "finished (completed)" in screen
     assert any(line.split()[:1] == ["productive"] for line in lines), screen
     assert max(len(line) for line in lines) <= 80
+
+
+LONG = "a_really_long_custom_interval_name_that_goes_on_and_on_" * 2
+
+
+@pytest.mark.parametrize("width", WIDTHS)
+def test_a_long_bucket_name_folds_and_takes_no_figure_away(width: int, tmp_path: Path) -> None:
+    # A name of 80 characters made rich drop the time and share columns at 80 columns.
+    tl = Timeline("wide", start=T0)
+    tl.emit("job_start")
+    tl.steps(19, 1.0)
+    tl.span("custom", 5.0, name=LONG)
+    tl.emit("job_end", status="completed")
+    report = analyze(events_to_jsonl(tmp_path / "wide.jsonl", tl.events))
+    text = text_at(width, lambda con: render_table(report, console=con))  # type: ignore[arg-type]
+    assert max(len(line.rstrip()) for line in text.splitlines()) <= width
+    custom = next(line for line in text.splitlines() if "custom:a_really" in line)
+    assert "5.0s" in custom and "20.8%" in custom and "█" in custom
+    productive = next(line for line in text.splitlines() if line.lstrip().startswith("productive"))
+    assert productive.split()[1:3] == ["19.0s", "79.2%"]
+    lines = text.splitlines()
+    at = lines.index(custom)
+    folded = [line.split()[0] for line in lines[at : at + 8] if line.strip()]
+    assert "".join(folded).startswith("custom:" + LONG)  # folded, whole
+
+
+@pytest.mark.parametrize("width", WIDTHS)
+def test_the_job_list_folds_long_names_and_statuses_and_cuts_no_figure(width: int) -> None:
+    rows = [
+        JobRow(LONG, "completed_" + LONG, T0, 24.0, 0.792, 0.8, 12345, T0 + 24),
+        JobRow("j", "running", T0, 3600.0, 1.0, 1.0, 1, T0 + 3600),
+    ]
+    text = text_at(width, lambda con: render_jobs(rows, con))
+    assert max(len(line.rstrip()) for line in text.splitlines()) <= width
+    first = next(line for line in text.splitlines() if line.lstrip().startswith("a_really"))
+    figures = first.split()[3 if width >= 110 else 2 :]
+    assert figures[:4] == ["24.0s", "79.2%", "80.0%", "12345"]
+    last = "2024-11-19T07:07:04Z" if width >= 110 else "11-19 07:07:04"
+    assert first.rstrip().endswith(last)
+    lines = text.splitlines()
+    at = lines.index(first)
+    parts = [line.split() for line in lines[at : at + 12] if line.strip()]
+    assert "".join(p[0] for p in parts).startswith(LONG)  # the job, folded, whole

@@ -133,29 +133,35 @@ def _ts(ts: float | None, short: bool = False) -> str:
 def render_jobs(rows: list[JobRow], console: Console) -> None:
     """The job list as a table (narrow consoles drop the start column)."""
     wide = console.width >= 110
-    table = Table(box=box.SIMPLE_HEAD, pad_edge=False)
+    # Padding collapsed: eight columns of figures and times fit 80 columns, uncut.
+    table = Table(box=box.SIMPLE_HEAD, pad_edge=False, collapse_padding=True)
     longest = max([len(inert(r.job)) for r in rows] + [3])
-    table.add_column("job", overflow="fold", min_width=min(longest, 16))
-    table.add_column("status", no_wrap=True)
+    table.add_column("job", overflow="fold", min_width=min(longest, 16 if wide else 12))
+    statuses = max([len(inert(r.status)) for r in rows] + [6])
+    table.add_column("status", overflow="fold", min_width=min(statuses, 10))  # from the log
     if wide:
         table.add_column("start (UTC)", no_wrap=True)
-    table.add_column("span", justify="right", no_wrap=True)
-    table.add_column("goodput", justify="right", no_wrap=True)
-    table.add_column("observed", justify="right", no_wrap=True)
-    table.add_column("attempts", justify="right", no_wrap=True)
-    table.add_column("last event (UTC)", no_wrap=True)
-    for r in rows:
-        style = {"running": "green", "stopped": "yellow", "error": "red"}.get(r.status, "")
-        cells: list[str | Text] = [log_text(r.job), log_text(r.status, style)]
-        if wide:
-            cells.append(_ts(r.start))
-        cells += [
+    figures = [
+        [
             format_duration(r.span_seconds),
             format_percent(r.goodput),
             format_percent(r.observed_goodput),
             str(r.attempts),
             _ts(r.last_event, short=not wide),
         ]
+        for r in rows
+    ]
+    # figures and times are never cut: the job and its status (log text) fold instead
+    last = "last event (UTC)" if wide else "last (UTC)"
+    for i, col in enumerate(("span", "goodput", "observed", "attempts", last)):
+        widest = max([len(col), *(len(f[i]) for f in figures)])
+        table.add_column(col, justify="left" if i == 4 else "right", no_wrap=True, min_width=widest)
+    for r, cells_of in zip(rows, figures, strict=True):
+        style = {"running": "green", "stopped": "yellow", "error": "red"}.get(r.status, "")
+        cells: list[str | Text] = [log_text(r.job), log_text(r.status, style)]
+        if wide:
+            cells.append(_ts(r.start))
+        cells += cells_of
         table.add_row(*cells)
     console.print(table)
     for r in rows:

@@ -158,14 +158,20 @@ def _header(report: Report) -> Table:
 
 def _bucket_table(report: Report, wide: bool) -> Table:
     table = Table(title="Where the time went", box=box.SIMPLE_HEAD, title_justify="left")
-    table.add_column("bucket", no_wrap=True)
-    table.add_column("time", justify="right", no_wrap=True)
-    table.add_column("% of total", justify="right", no_wrap=True)
-    table.add_column("", no_wrap=True)
-    if wide:
-        table.add_column("what it is", style="dim")
     total = report.total_seconds
     rows, n_folded, folded = fold_buckets(ordered_buckets(report.buckets))
+    # A long custom bucket name folds onto more lines; figures never do, and the bar keeps
+    # its width (a name of 80 characters took the time and share columns away at 80).
+    widest = max([len("bucket"), *(len(inert(name)) for name, _ in rows)])
+    table.add_column("bucket", overflow="fold", min_width=min(widest, 24))
+    durations = [format_duration(s) for _, s in rows] + [format_duration(total)]
+    table.add_column(
+        "time", justify="right", no_wrap=True, min_width=max(map(len, [*durations, "time"]))
+    )
+    table.add_column("% of total", justify="right", no_wrap=True, min_width=len("% of total"))
+    table.add_column("", no_wrap=True, min_width=BAR_WIDTH)
+    if wide:
+        table.add_column("what it is", style="dim")
     for name, seconds in rows:
         fraction = seconds / total if total > 0 else 0.0
         style = "green" if name == PRODUCTIVE else "red"
