@@ -6,6 +6,8 @@ import io
 import json
 import os
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -244,3 +246,26 @@ def test_a_report_with_no_events_shows_no_span_dated_1970(tmp_path: Path) -> Non
         assert code == 0, err
         assert "1970" not in out and "none: no events to account for" in out
         assert "ended by" not in out
+
+
+def test_watch_says_when_the_job_it_waits_for_is_not_in_the_store(tmp_path: Path) -> None:
+    root = a_job(tmp_path / "store")
+    badput = Path(sys.executable).with_name("badput")
+
+    def first_words(job: str) -> str:
+        with subprocess.Popen(
+            [str(badput), "watch", str(root), "--job", job, "--interval", "0.2"],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        ) as proc:
+            try:
+                _, err = proc.communicate(timeout=4)
+            except subprocess.TimeoutExpired:
+                proc.terminate()
+                _, err = proc.communicate()
+        return err
+
+    err = first_words("nosuch")
+    assert "no job 'nosuch' in" in err and "(jobs: good); waiting for it to start" in err
+    assert "no job" not in first_words("good")

@@ -833,6 +833,8 @@ def watch(*, path: str, job: str | None, interval: float, stall_after: float) ->
         # A job that has not started yet is waited for inside an existing store;
         # a path that does not exist at all is a typo, not a job to wait for.
         _fail("watch", f"{path}: no such file or directory")
+    if job is not None:
+        _say_if_not_there_yet(path, job)
 
     def interrupt(*_: object) -> None:
         raise KeyboardInterrupt
@@ -846,6 +848,31 @@ def watch(*, path: str, job: str | None, interval: float, stall_after: float) ->
         pass
     finally:
         signal.signal(signal.SIGTERM, old)
+
+
+def _say_if_not_there_yet(path: str, job: str) -> None:
+    """Say once, on stderr, that ``job`` is not at ``path`` yet (``watch`` waits for a job
+    that has not started: a typo in its name would wait silently)."""
+    from badput.report import inert  # noqa: PLC0415
+    from badput.store import JsonlStore, job_sources, safe_job_dir  # noqa: PLC0415
+
+    try:
+        sources = job_sources(path)
+    except (ValueError, OSError):
+        return
+    jobs = [name for _, name in sources]
+    dirs = {  # --job may name a job's directory (a renamed one too)
+        store.job_dirs.get(name, safe_job_dir(name))
+        for store, name in sources
+        if isinstance(store, JsonlStore)
+    }
+    if jobs and job not in jobs and job not in dirs:
+        listing = ", ".join(inert(name) for name in jobs[:20]) + (" ..." if len(jobs) > 20 else "")
+        click.echo(
+            f"badput watch: no job '{inert(job)}' in {inert(path)} yet (jobs: {listing}); "
+            "waiting for it to start",
+            err=True,
+        )
 
 
 def _read_job(command: str, path: str, job: str | None) -> Any:
