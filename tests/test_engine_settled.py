@@ -406,6 +406,10 @@ def test_every_known_bucket_reads_zero_and_json_leaves_zeros_out() -> None:
         r.buckets["no-such-bucket"]
     assert r.to_dict()["buckets"] == {"productive": 20.0}
     assert "wasted" not in r.buckets
+    # get() agrees with []: 0.0 for a bucket the report knows, the default for no bucket
+    assert r.buckets.get("wasted") == r.buckets.get("custom:eval", 7.0) == 0.0
+    assert r.buckets.get("productive") == 20.0
+    assert r.buckets.get("no-such-bucket") is None and r.buckets.get("no-such", 1.5) == 1.5
 
 
 def test_step_beyond_64_bits_is_a_diagnostic_not_a_crash() -> None:

@@ -49,9 +49,21 @@ class Buckets(dict[str, float]):
     that never crashed is 0.0, not a KeyError. A name that is no bucket still raises."""
 
     def __missing__(self, key: str) -> float:
-        if key in BUCKETS or (isinstance(key, str) and key.startswith(_NAMED_PREFIXES)):
+        if _known(key):
             return 0.0
         raise KeyError(key)
+
+    def get(self, key: str, default: Any = None) -> Any:
+        """``buckets.get("wasted")`` is 0.0 as ``buckets["wasted"]`` is, not None; ``default``
+        only for a name that is no bucket."""
+        if key in self:
+            return self[key]
+        return 0.0 if _known(key) else default
+
+
+def _known(key: object) -> bool:
+    """Whether ``key`` names a bucket a report may hold (fixed, or named by the log)."""
+    return key in BUCKETS or (isinstance(key, str) and key.startswith(_NAMED_PREFIXES))
 
 
 @dataclass(frozen=True)
@@ -124,7 +136,8 @@ class Report:
 
     def bucket(self, name: str) -> float:
         """Seconds in ``name`` (0.0 when the bucket is empty)."""
-        return self.buckets.get(name, 0.0)
+        value: float = self.buckets.get(name, 0.0)
+        return value
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON object of ``badput report --json``."""
