@@ -208,14 +208,15 @@ class _Builder:
         """Per attempt: its recorded intervals added to their buckets, the leader's step
         rows and their segments (a closed attempt's from what earlier queries remembered);
         and what is left of its span once the intervals are taken out."""
-        self._seal_closed_together(attempts)
+        cold = not self.cache.closed  # no memo to find (a first query): none is looked for
+        self._seal_closed_together(attempts, cold=cold)
         rows: list[AttemptRows | None] = []
         segments: list[Segment] = []
         rest: list[float] = []
         for i, att in enumerate(attempts):
             span = self.clip(att.eff_start, att.eff_end)
             closed = i < len(attempts) - 1 or att.ended
-            memo = self.memos.get(i, att) if closed else None
+            memo = self.memos.get(i, att) if closed and not cold else None
             if memo is not None:
                 ar = memo.rows
                 in_pieces = self._memo_sums(att, memo)
@@ -374,15 +375,16 @@ class _Builder:
 
     # ------------------------------------------------------------- step rows
 
-    def _seal_closed_together(self, attempts: list[Attempt]) -> None:
+    def _seal_closed_together(self, attempts: list[Attempt], *, cold: bool) -> None:
         """Seal every closed attempt that has nothing cached or remembered yet in one
-        vectorised pass; the per-attempt path then finds them sealed."""
+        vectorised pass; the per-attempt path then finds them sealed. ``cold``: the cache
+        remembers no attempt (none is looked for)."""
         todo: list[tuple[Attempt, Stream]] = []
         for i, att in enumerate(attempts):
             closed = i < len(attempts) - 1 or att.ended
             if not closed or att.key is None or (att.key, att.range_lo) in self.cache.attempts:
                 continue
-            if self.memos.get(i, att) is not None:
+            if not cold and self.memos.get(i, att) is not None:
                 continue
             s = self.streams.leader(att)
             if s is not None:

@@ -59,10 +59,16 @@ class Sealer:
         self.ing = ing
         self.cache = cache
         self.streams = streams
+        # id(attempt) -> what seal_closed() sealed of it whole in this query, from the
+        # stream rows() is then asked with (nothing in it is stale: no check needed)
+        self._sealed_now: dict[int, AttemptSteps] = {}
 
     def rows(self, att: Attempt, s: Stream, closed: bool) -> AttemptRows:
         """Rows of ``att`` from its leader ``s``: what is sealed reused, the tail computed,
         what is settled sealed (all of it when the attempt is ``closed``)."""
+        sealed = self._sealed_now.pop(id(att), None)
+        if sealed is not None and closed:
+            return AttemptRows(sealed, NO_ROWS, NO_INTERVALS, 0)  # all sealed, just now
         key = (att.key, att.range_lo)
         sig = _signature(att, s)
         lo, hi = att.eff_start, att.eff_end
@@ -231,6 +237,7 @@ class Sealer:
         sealed = seal_together(closed, n_buckets, self.ing.buckets.known(CLEAN_EXEMPT))
         for (att, _s), steps in zip(todo, sealed, strict=True):
             self.cache.attempts[(att.key, att.range_lo)] = steps
+            self._sealed_now[id(att)] = steps
 
 
 def _signature(att: Attempt, s: Stream) -> tuple[Any, ...]:
