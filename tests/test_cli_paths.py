@@ -269,3 +269,19 @@ def test_watch_says_when_the_job_it_waits_for_is_not_in_the_store(tmp_path: Path
     err = first_words("nosuch")
     assert "no job 'nosuch' in" in err and "(jobs: good); waiting for it to start" in err
     assert "no job" not in first_words("good")
+
+
+def test_a_flat_job_directory_named_like_its_attempt_is_its_job_s(tmp_path: Path) -> None:
+    # <runs>/1/s.jsonl holds job x, attempt 1, beside <runs>/other of job y: not an
+    # attempt's directory of a job kept in <runs> (which would read y's events as x's).
+    runs = tmp_path / "runs"
+    for name, job, attempt in (("1", "x", 1), ("other", "y", 0)):
+        tl = Timeline(job, start=T0)
+        tl.identity["attempt"] = attempt
+        tl.emit("job_start")
+        tl.steps(3, 1.0)
+        tl.emit("job_end", status="completed")
+        events_to_jsonl(runs / name / "s.jsonl", tl.events)
+    report = analyze(runs / "1")
+    assert report.job == "x" and report.total_seconds == 3.0
+    assert not [d for d in report.diagnostics if d.code == "foreign_job"]

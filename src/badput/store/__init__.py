@@ -243,7 +243,10 @@ def _is_attempt_dir(p: Path, rel: str, event: Event) -> bool:
     if "/" in rel or p.name != _attempt_dir_name(event):
         return False
     job_dir = safe_job_dir(event.job)
-    return p.name != job_dir or p.parent.name == job_dir
+    if p.name == job_dir and p.parent.name != job_dir:
+        return False
+    # beside another job's directory, it is a job's own directory in a store (flat layout)
+    return _next_job_beside(p.parent, p.name, after=False) in (None, event.job)
 
 
 def _names_a_job_below(p: Path, rel: str, event: Event) -> bool:
@@ -258,15 +261,16 @@ def _names_a_job_below(p: Path, rel: str, event: Event) -> bool:
     return _next_job_beside(p, top) not in (None, event.job)
 
 
-def _next_job_beside(p: Path, top: str) -> str | None:
-    """The job of the first event of the sub-directory of ``p`` after ``top`` that has
-    one (None: none has): two sub-directories of different jobs are two jobs' directories."""
+def _next_job_beside(p: Path, top: str, *, after: bool = True) -> str | None:
+    """The job of the first event of the sub-directory of ``p`` after ``top`` (any other
+    than ``top`` when not ``after``) that has one (None: none has): two sub-directories of
+    different jobs are two jobs' directories."""
     try:
         names = sorted(e.name for e in os.scandir(p) if e.is_dir(follow_symlinks=False))
     except OSError:
         return None
     for name in names:
-        if name > top:
+        if name > top or (not after and name != top):
             first = first_job_below(p / name)
             if first is not None:
                 return first[1]
