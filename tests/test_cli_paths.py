@@ -6,6 +6,7 @@ import io
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -19,6 +20,7 @@ from badput.cli import main
 from badput.report import render_table
 from badput.report._table import MAX_BUCKET_ROWS
 from badput.report._watch import render_watch
+from badput.store import JsonlStore, job_sources
 from badput.testing import Timeline, events_to_jsonl
 
 T0 = 1_732_000_000.0
@@ -234,6 +236,9 @@ def test_jobs_on_a_typo_fails_and_on_a_default_store_not_made_yet_says_none(
     monkeypatch.delenv("BADPUT_STORE", raising=False)
     code, out, _ = run("jobs")
     assert code == 0 and out.startswith("no jobs in")
+    monkeypatch.setenv("BADPUT_STORE", str(a_job(tmp_path / "store")))  # as the help says
+    code, out, _ = run("jobs", "--json")
+    assert code == 0 and [r["job"] for r in json.loads(out)] == ["good"]
 
 
 def test_a_report_with_no_events_shows_no_span_dated_1970(tmp_path: Path) -> None:
@@ -252,23 +257,25 @@ def test_watch_says_when_the_job_it_waits_for_is_not_in_the_store(tmp_path: Path
     root = a_job(tmp_path / "store")
     badput = Path(sys.executable).with_name("badput")
 
-    def first_words(job: str) -> str:
+    def first_words(job: str) -> tuple[str, str]:
+        """Its first status line, and what it said on stderr before it (the note, if any)."""
         with subprocess.Popen(
             [str(badput), "watch", str(root), "--job", job, "--interval", "0.2"],
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
         ) as proc:
-            try:
-                _, err = proc.communicate(timeout=4)
-            except subprocess.TimeoutExpired:
-                proc.terminate()
-                _, err = proc.communicate()
-        return err
+            assert proc.stdout is not None
+            line = proc.stdout.readline()  # piped: one status line per refresh
+            proc.terminate()
+            _, err = proc.communicate(timeout=10)
+        return line, err
 
-    err = first_words("nosuch")
+    line, err = first_words("nosuch")
+    assert "nosuch: no events yet" in line
     assert "no job 'nosuch' in" in err and "(jobs: good); waiting for it to start" in err
-    assert "no job" not in first_words("good")
+    line, err = first_words("good")
+    assert "good: goodput" in line and "no job" not in err
 
 
 def test_a_flat_job_directory_named_like_its_attempt_is_its_job_s(tmp_path: Path) -> None:
@@ -285,3 +292,50 @@ def test_a_flat_job_directory_named_like_its_attempt_is_its_job_s(tmp_path: Path
     report = analyze(runs / "1")
     assert report.job == "x" and report.total_seconds == 3.0
     assert not [d for d in report.diagnostics if d.code == "foreign_job"]
+
+
+def test_a_stray_file_of_another_job_renames_no_job(tmp_path: Path) -> None:
+    root = a_job(tmp_path / "store")
+    a_job(root, "other", attempts=1)
+    stray = Timeline("zeta", start=T0)
+    stray.identity["attempt"] = 0
+    stray.emit("job_start")
+    events_to_jsonl(root / "good" / "0" / "a-stray.jsonl", stray.events)  # sorts first
+    for source, job in ((root, "good"), (root / "good", None), (root / "good" / "1", None)):
+        report = analyze(source, job)
+        assert report.job == "good" and report.total_seconds == 25.0, source
+        assert len(report.attempts) == 2
+    (root / "other").rename(tmp_path / "other")
+    assert analyze(root).job == "good"  # the only job of the store, stray file or not
+
+
+def test_a_lone_copy_or_link_of_an_attempt_directory_is_read_as_itself(tmp_path: Path) -> None:
+    root = a_job(tmp_path / "store")
+    scratch = tmp_path / "scratch"
+    shutil.copytree(root / "good" / "1", scratch / "1")
+    (scratch / "metrics.jsonl").write_text('{"not": "an event"}\n')
+    (scratch / "notes").mkdir()
+    (scratch / "notes" / "app.jsonl").write_text("plain text\n")
+    copy = analyze(scratch / "1")
+    assert copy.job == "good" and len(copy.attempts) == 1 and copy.total_seconds == 10.0
+    assert not [d for d in copy.diagnostics if d.code == "malformed_line"]  # scratch unread
+    (tmp_path / "links").mkdir()
+    (tmp_path / "links" / "0").symlink_to(root / "good" / "0")
+    linked = analyze(tmp_path / "links" / "0")
+    assert linked.job == "good" and linked.total_seconds == 10.0
+
+
+def test_job_given_as_an_attempt_of_a_job_directory_is_refused(tmp_path: Path) -> None:
+    root = a_job(tmp_path / "store")
+    with pytest.raises(ValueError, match="directory of job 'good', but job '0' was asked"):
+        analyze(root / "good", "0")
+
+
+def test_job_sources_of_a_store_object_reads_renamed_directories_as_their_jobs(
+    tmp_path: Path,
+) -> None:
+    root = a_job(tmp_path / "store")
+    (root / "good").rename(root / "renamed")
+    for source in (root, str(root), JsonlStore(root)):
+        ((store, job),) = job_sources(source)
+        assert job == "good" and analyze(store, job).total_seconds == 25.0

@@ -459,7 +459,11 @@ def test_a_jsonl_that_cannot_be_looked_at_is_named_not_skipped(tmp_path: Path) -
     path = write_job(tmp_path, CLEAN)
     loop = path.parent / "loop.jsonl"
     loop.symlink_to(loop.name)
+    dangling = path.parent / "gone.jsonl"
+    dangling.symlink_to("nowhere.jsonl")
     report = analyze(tmp_path, JOB)
-    (d,) = [d for d in report.diagnostics if d.code == "unreadable_file"]
-    assert d.file == str(loop) and "symbolic links" in d.message
+    found = {d.file: d.message for d in report.diagnostics if d.code == "unreadable_file"}
+    assert set(found) == {str(loop), str(dangling)}
+    assert "symbolic links" in found[str(loop)]
+    assert "a symbolic link to nothing" in found[str(dangling)]
     assert report.total_seconds == 90.0

@@ -32,7 +32,7 @@ from typing import Any, NoReturn
 import click
 
 from badput import __version__
-from badput._env import DEFAULT_STORE
+from badput._env import BADPUT_STORE, DEFAULT_STORE
 
 __all__ = ["main", "parse_timestamp"]
 
@@ -853,9 +853,11 @@ def watch(*, path: str, job: str | None, interval: float, stall_after: float) ->
 def _say_if_not_there_yet(path: str, job: str) -> None:
     """Say once, on stderr, that ``job`` is not at ``path`` yet (``watch`` waits for a job
     that has not started: a typo in its name would wait silently)."""
-    from badput.report import inert  # noqa: PLC0415
-    from badput.store import JsonlStore, job_sources, safe_job_dir  # noqa: PLC0415
+    from badput.report import inert  # noqa: PLC0415 (rich stays unloaded until a view)
+    from badput.store import JsonlStore, job_sources, safe_job_dir  # noqa: PLC0415 (as above)
 
+    if "://" in path and not path.lower().startswith("file://"):
+        return  # listing the jobs of a Cloud Logging log reads all of it: not for a note
     try:
         sources = job_sources(path)
     except (ValueError, OSError):
@@ -959,7 +961,7 @@ def jobs(*, store: str | None, sort_key: str, reverse: bool, as_json: bool) -> N
     from badput.report import JobRow, job_row, render_jobs, sort_rows  # noqa: PLC0415
     from badput.store import job_sources  # noqa: PLC0415
 
-    root = store or DEFAULT_STORE
+    root = store or os.environ.get(BADPUT_STORE) or DEFAULT_STORE
     sources = []
     if store is not None or os.path.exists(root):  # the default store: none yet, no jobs
         try:

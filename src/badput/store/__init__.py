@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Final
 from urllib.parse import unquote, urlsplit
 
 from badput._env import BADPUT_STORE, DEFAULT_STORE
@@ -32,6 +33,7 @@ from badput.store._jsonl import (
     MappedWriter,
     SingleFileStore,
     first_event_below,
+    first_event_of,
     first_job_below,
     safe_job_dir,
 )
@@ -132,14 +134,19 @@ def open_source(
        layout is ``<root>/<job>/...``. It is recognised when a ``.jsonl`` file lies
        three or more levels below it (``<root>/<job>/<attempt>/<stream>.jsonl``, the
        recorder's layout), or when the first decodable event below it lies in a
-       sub-directory named after that event's ``job`` (``<root>/<job>/<stream>.jsonl``).
-       ``job`` selects the job; it may be omitted when the root holds exactly one.
+       sub-directory named after that event's ``job`` (``<root>/<job>/<stream>.jsonl``,
+       the name sanitised or as it is), or beside one named after another job.
+       ``job`` selects the job (by its name, or by its directory's); it may be omitted
+       when the root holds exactly one. A job directory named after no job it holds
+       (renamed, copied) is read as the job its events name (``JsonlStore.job_dirs``).
     3. **a job directory**: any other directory with ``.jsonl`` files below it (directly,
        or one level down as ``<job>/<attempt>/<stream>.jsonl``). The job is the ``job``
        of its first event (else the directory's name), whatever the directory is
        called; a ``job`` argument, if given, must name it.
     3b. **a directory inside a job directory** (an attempt's, ``<root>/<job>/0``): the
-       whole job it belongs to, when a parent directory is named after its events' job.
+       whole job it belongs to, when a parent directory is named after its events' job,
+       or when it is named after its events' attempt beside another attempt's directory
+       of the same job (a renamed job's attempt). A ``job`` argument must name that job.
     4. **a store URI** (``memory://name``, ``file:///dir``, ``gcl://project/log``) or an
        :class:`EventStore`: treated as a store root.
 
@@ -186,6 +193,8 @@ def job_sources(
     job of a job directory, an attempt's directory or a file (see :func:`open_source`).
     Raises ``ValueError`` for a path that does not exist or is neither."""
     if not isinstance(uri_or_path, (str, os.PathLike)):
+        if isinstance(uri_or_path, JsonlStore):
+            return [_held(uri_or_path, name) for name in uri_or_path.jobs()]
         return [(uri_or_path, name) for name in uri_or_path.jobs()]
     text = os.fspath(uri_or_path)
     if "://" in text and not text.lower().startswith("file://"):
@@ -206,6 +215,7 @@ def _locate(p: Path, text: str, job: str | None) -> JsonlStore | tuple[EventStor
         job is not None
         and p.name != safe_job_dir(job)
         and _has_jsonl_at_depth(p / safe_job_dir(job), 1)
+        and not _an_attempt_of_another_job(p / safe_job_dir(job), job)
     ):
         return JsonlStore(p)  # a store root holding --job
     first = first_event_below(p)
@@ -236,44 +246,100 @@ def _attempt_dir_name(event: Event) -> str | None:
 
 def _is_attempt_dir(p: Path, rel: str, event: Event) -> bool:
     """Whether ``p``, which holds the file ``rel`` whose first event is ``event``, is an
-    attempt's directory (``<job>/<attempt>/<stream>.jsonl``: named after the attempt),
-    whatever its job's directory is called (a renamed or copied job). A directory named
-    after both the attempt and the job is an attempt's only inside one named after the job
-    too (``<root>/0/0``); else it is the job's (``<root>/0/<stream>.jsonl``)."""
-    if "/" in rel or p.name != _attempt_dir_name(event):
+    attempt's directory inside its job's (``<job>/<attempt>/<stream>.jsonl``): named
+    after the attempt, and either inside a directory named after the job, or beside
+    another attempt's directory of the same job (a renamed or copied job). A copy of one
+    attempt's directory on its own, or a link to one, is read as a job's directory."""
+    if "/" in rel or p.name != _attempt_dir_name(event) or p.is_symlink():
         return False
     job_dir = safe_job_dir(event.job)
-    if p.name == job_dir and p.parent.name != job_dir:
+    if p.parent.name == job_dir:
+        return True
+    return p.name != job_dir and _another_attempt_beside(p, event.job)
+
+
+#: Sub-directories beside a directory looked at for another attempt of its job.
+_SIBLINGS_LOOKED_AT: Final = 4
+
+
+def _another_attempt_beside(p: Path, job: str) -> bool:
+    """Whether a sub-directory of ``p``'s parent other than ``p`` is an attempt's directory
+    of ``job`` (its first file's first event of ``job``, named after that event's attempt).
+    The first few holding ``.jsonl`` files directly are looked at, nothing below them."""
+    try:
+        names = sorted(e.name for e in os.scandir(p.parent) if e.is_dir(follow_symlinks=False))
+    except OSError:
         return False
-    # beside another job's directory, it is a job's own directory in a store (flat layout)
-    return _next_job_beside(p.parent, p.name, after=False) in (None, event.job)
+    looked = 0
+    for name in names:
+        if name == p.name:
+            continue
+        event = _first_event_directly_in(p.parent / name)
+        if event is None:
+            continue
+        if event.job == job and name == _attempt_dir_name(event):
+            return True
+        looked += 1
+        if looked >= _SIBLINGS_LOOKED_AT:
+            return False
+    return False
+
+
+def _an_attempt_of_another_job(directory: Path, job: str) -> bool:
+    """Whether ``directory`` holds, directly, the files of an attempt named like it of a
+    job other than ``job`` (``<job>/0`` when ``--job 0`` was asked of a job's directory)."""
+    event = _first_event_directly_in(directory)
+    return event is not None and event.job != job and directory.name == _attempt_dir_name(event)
+
+
+def _first_event_directly_in(directory: Path) -> Event | None:
+    """The first decodable event of the first ``.jsonl`` file directly in ``directory``
+    (in name order) that has one; None when none has."""
+    try:
+        files = sorted(
+            e.name
+            for e in os.scandir(directory)
+            if e.name.endswith(".jsonl") and e.is_file(follow_symlinks=False)
+        )
+    except OSError:
+        return None
+    for name in files:
+        first = first_event_of(directory / name)
+        if first is not None:
+            return first
+    return None
 
 
 def _names_a_job_below(p: Path, rel: str, event: Event) -> bool:
     """Whether ``p`` is a store root by its first file, ``rel`` (first event ``event``):
     in a sub-directory named after that event's job (``<root>/<job>/<stream>.jsonl``, the
-    name sanitised or not), or beside one holding another job. One named after both the job
-    and its attempt, inside a directory named after the job, is an attempt's
+    name sanitised or as it is), or beside one named after another job. One named after
+    both the job and its attempt, inside a directory named after the job, is an attempt's
     (``<job>/<attempt>/<stream>.jsonl``: job "0", attempt 0)."""
     top = rel.split("/", 1)[0]
     if top in (safe_job_dir(event.job), event.job):
         return not (top == _attempt_dir_name(event) and p.name == top and rel.count("/") == 1)
-    return _next_job_beside(p, top) not in (None, event.job)
+    beside = _next_job_beside(p, top)
+    return beside is not None and beside[1] != event.job and beside[0] in _dir_names(beside[1])
 
 
-def _next_job_beside(p: Path, top: str, *, after: bool = True) -> str | None:
-    """The job of the first event of the sub-directory of ``p`` after ``top`` (any other
-    than ``top`` when not ``after``) that has one (None: none has): two sub-directories of
-    different jobs are two jobs' directories."""
+def _dir_names(job: str) -> tuple[str, str]:
+    """The names a directory of ``job`` may have: its sanitised name, or the job as it is."""
+    return safe_job_dir(job), job
+
+
+def _next_job_beside(p: Path, top: str) -> tuple[str, str] | None:
+    """``(directory, job)``: the first sub-directory of ``p`` after ``top`` with an event
+    below it, and that event's job (None: none has one)."""
     try:
         names = sorted(e.name for e in os.scandir(p) if e.is_dir(follow_symlinks=False))
     except OSError:
         return None
     for name in names:
-        if name > top or (not after and name != top):
+        if name > top:
             first = first_job_below(p / name)
             if first is not None:
-                return first[1]
+                return name, first[1]
     return None
 
 
@@ -290,7 +356,7 @@ def _enclosing_job_dir(p: Path, name: str) -> Path | None:
 def _job_dir(
     p: Path, text: str, job: str | None, first: tuple[str, str] | None
 ) -> tuple[EventStore, str]:
-    real = first[1] if first is not None else p.name
+    real = p.name if first is None else _real_job_name(p, otherwise=first[1])
     if job is not None and job != real and safe_job_dir(job) != p.name:
         raise ValueError(f"{text} is the directory of job {real!r}, but job {job!r} was asked for")
     if safe_job_dir(real) == p.name:
@@ -346,7 +412,37 @@ def _held(store: JsonlStore, directory: str) -> tuple[JsonlStore, str]:
     return JsonlStore(store.root, job_dirs={**store.job_dirs, real: directory}), real
 
 
-def _real_job_name(directory: Path) -> str:
-    """The job a store's directory holds: its events' ``job`` (else the directory's name)."""
-    first = first_job_below(directory)
-    return directory.name if first is None else first[1]
+#: Sub-directories of a job's directory whose first events say which job it holds.
+_JOB_SAMPLE: Final = 8
+
+
+def _real_job_name(directory: Path, otherwise: str | None = None) -> str:
+    """The job a job's directory holds: the one it is named after, if one of its first
+    files' events is of it (a stray file of another job renames no directory); else the
+    one job its first files' events are all of (a renamed or copied directory); else
+    ``otherwise``, or the directory's name."""
+    jobs = _jobs_sampled(directory)
+    named = [job for job in sorted(jobs) if directory.name in _dir_names(job)]
+    if named:
+        return named[0]
+    if len(jobs) == 1:
+        return jobs.pop()
+    return otherwise if otherwise is not None else directory.name
+
+
+def _jobs_sampled(directory: Path) -> set[str]:
+    """The jobs of the first events of the first file directly in ``directory`` and of
+    the first files of its first :data:`_JOB_SAMPLE` sub-directories."""
+    jobs: set[str] = set()
+    direct = _first_event_directly_in(directory)
+    if direct is not None:
+        jobs.add(direct.job)
+    try:
+        names = sorted(e.name for e in os.scandir(directory) if e.is_dir(follow_symlinks=False))
+    except OSError:
+        names = []
+    for name in names[:_JOB_SAMPLE]:
+        first = first_job_below(directory / name)
+        if first is not None:
+            jobs.add(first[1])
+    return jobs

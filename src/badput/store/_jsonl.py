@@ -49,6 +49,7 @@ __all__ = [
     "MappedWriter",
     "SingleFileStore",
     "first_event_below",
+    "first_event_of",
     "first_job_below",
     "safe_job_dir",
 ]
@@ -428,7 +429,9 @@ def _read_path(  # noqa: PLR0917 (one call site per store kind)
     if not (regular and offset == 0):
         try:
             st = os.stat(path)
-        except FileNotFoundError:  # removed since it was listed
+        except FileNotFoundError:  # removed since it was listed, or a link to nothing
+            if os.path.islink(path):
+                unread.append(Unread("unreadable", path, detail="a symbolic link to nothing"))
             return 0
         except OSError as exc:  # a symbolic link loop, permission denied...: say so
             unread.append(Unread("unreadable", path, detail=exc.strerror or str(exc)))
@@ -1000,6 +1003,11 @@ def first_event_below(directory: Path) -> tuple[str, Event] | None:
                 if event is not None:
                     return os.path.relpath(path, directory).replace(os.sep, "/"), event
     return None
+
+
+def first_event_of(path: Path) -> Event | None:
+    """The first decodable event among the first lines of the file ``path``."""
+    return _first_event(path)
 
 
 def first_job_below(directory: Path) -> tuple[str, str] | None:
