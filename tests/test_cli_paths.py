@@ -339,3 +339,58 @@ def test_job_sources_of_a_store_object_reads_renamed_directories_as_their_jobs(
     for source in (root, str(root), JsonlStore(root)):
         ((store, job),) = job_sources(source)
         assert job == "good" and analyze(store, job).total_seconds == 25.0
+
+
+def test_an_ancestor_named_like_the_job_is_not_its_directory(tmp_path: Path) -> None:
+    # /tmp/<x>/.../store/renamed holding job <x>: the store, not /tmp/<x>, is read.
+    job = tmp_path.name
+    root = a_job(tmp_path / "deep" / "store", job=job)
+    (root / job).rename(root / "renamed")
+    (tmp_path / "junk.jsonl").write_text("not an event\n")
+    for path in (root / "renamed", root / "renamed" / "0", root):
+        report = analyze(path)
+        assert report.job == job and report.total_seconds == 25.0, path
+        assert not report.diagnostics, path
+
+
+def test_a_job_directory_whose_first_sub_directories_are_empty(tmp_path: Path) -> None:
+    root = a_job(tmp_path / "store", job="team/llama")
+    for k in range(10):
+        (root / "team_llama" / f"+empty{k}").mkdir()  # (sorted before the attempts)
+    (root / "team_llama").rename(root / "copy")
+    for path in (root, root / "copy", root / "copy" / "1"):
+        report = analyze(path)
+        assert report.job == "team/llama" and report.total_seconds == 25.0, path
+
+
+def test_a_stray_file_at_the_top_of_a_store_makes_no_job_of_it(tmp_path: Path) -> None:
+    root = a_job(tmp_path / "store")
+    a_job(root, "other", attempts=1)
+    (root / "h-x-1.jsonl").write_text('{"ts":1,"kind":"job_start","job":"bad"}\n')
+    code, out, err = run("jobs", str(root), "--json")
+    assert code == 0, err
+    assert [r["job"] for r in json.loads(out)] == ["good", "other"]
+    with pytest.raises(ValueError, match="several jobs"):
+        analyze(root)
+
+
+def test_two_jobs_sharing_a_sanitised_directory_are_told_apart_by_job(tmp_path: Path) -> None:
+    root = tmp_path / "store"
+    for job, attempt in (("team/llama", 0), ("team_llama", 1)):
+        tl = Timeline(job, start=T0)
+        tl.identity["attempt"] = attempt
+        tl.emit("job_start")
+        tl.steps(4 + attempt, 1.0)
+        tl.emit("job_end", status="completed")
+        events_to_jsonl(root / "team_llama" / str(attempt) / "h-0-1.jsonl", tl.events)
+    for job, seconds in (("team/llama", 4.0), ("team_llama", 5.0)):
+        report = analyze(root, job)
+        assert (report.job, report.total_seconds) == (job, seconds)
+
+
+def test_analyze_of_a_store_object_reads_a_renamed_job_directory(tmp_path: Path) -> None:
+    root = a_job(tmp_path / "store")
+    (root / "good").rename(root / "renamed")
+    for job in (None, "good", "renamed"):
+        report = analyze(JsonlStore(root), job)
+        assert report.job == "good" and report.total_seconds == 25.0, job

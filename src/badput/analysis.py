@@ -539,8 +539,14 @@ def _parallel_allowed() -> bool:
 def _resolve(source: Source, job: str | None) -> tuple[EventStore, str]:
     if isinstance(source, (str, os.PathLike)):
         return open_source(os.fspath(source), job)
+    if isinstance(source, JsonlStore):
+        try:  # a renamed job directory is read as the job its events name
+            return open_source(source, job)
+        except ValueError:
+            if job is None:
+                raise
     if job is not None:
-        return source, job
+        return source, job  # (a job that has not written yet: followed from its first event)
     jobs = source.jobs()
     if len(jobs) != 1:
         names = ", ".join(jobs) if jobs else "none"

@@ -224,14 +224,19 @@ def _locate(p: Path, text: str, job: str | None) -> JsonlStore | tuple[EventStor
         name = safe_job_dir(event.job)
         if _is_attempt_dir(p, rel, event):
             return _job_dir(p.parent, text, job, (rel, event.job))
-        # Neither the job's directory nor a root holding it: maybe a directory inside it.
-        inside = None if name in (p.name, rel.split("/", 1)[0]) else _enclosing_job_dir(p, name)
+        # Neither the job's directory nor a root holding it: maybe a directory inside it
+        # (one holding its files: an attempt's, or one below it).
+        inside = (
+            _enclosing_job_dir(p, name)
+            if "/" not in rel and name not in (p.name, rel.split("/", 1)[0])
+            else None
+        )
         if inside is not None:
             return _job_dir(inside, text, job, (rel, event.job))
     named = None if first is None else (first[0], first[1].job)
-    if _has_jsonl_directly(p):
-        return _job_dir(p, text, job, named)
     deepest_root = _has_jsonl_at_depth(p, 3)
+    if _has_jsonl_directly(p) and not deepest_root:  # (a store root's stray file: still one)
+        return _job_dir(p, text, job, named)
     if first is None and not deepest_root and not _has_jsonl_at_depth(p, 2):
         raise ValueError(f"{text}: no .jsonl event files found below this directory")
     if deepest_root or (first is not None and _names_a_job_below(p, *first)):
@@ -343,13 +348,18 @@ def _next_job_beside(p: Path, top: str) -> tuple[str, str] | None:
     return None
 
 
+#: How far above a directory holding event files its job's directory may be (an attempt's
+#: directory is one below; a directory of its own inside it, two). Never further: an
+#: ancestor that happens to be named like the job (``/tmp/<job>/...``) is not its directory.
+_JOB_DIR_ABOVE: Final = 2
+
+
 def _enclosing_job_dir(p: Path, name: str) -> Path | None:
-    """The directory above ``p`` called ``name`` (a job's directory ``p`` is inside), if any."""
-    for parent in p.parents:
+    """The directory just above ``p`` called ``name`` (a job's directory ``p`` is inside,
+    :data:`_JOB_DIR_ABOVE` levels up at most), if any."""
+    for parent in p.parents[:_JOB_DIR_ABOVE]:
         if parent.name == name:
             return parent
-        if parent == parent.parent:
-            break
     return None
 
 
@@ -367,9 +377,11 @@ def _job_dir(
 
 def _has_jsonl_at_depth(base: Path, depth: int) -> bool:
     """True if a ``.jsonl`` file lies ``depth`` or more levels below ``base``."""
-    base_depth = len(base.parts)
-    for dirpath, _dirnames, filenames in os.walk(base):
-        level = len(Path(dirpath).parts) - base_depth + 1
+    top = os.fspath(base)
+    base_seps = top.rstrip(os.sep).count(os.sep)
+    for dirpath, _dirnames, filenames in os.walk(top):
+        # separators counted, not a Path made per directory (a job of 10,000 attempts)
+        level = dirpath.rstrip(os.sep).count(os.sep) - base_seps + 1
         if level >= depth and any(f.endswith(".jsonl") for f in filenames):
             return True
     return False
@@ -384,7 +396,7 @@ def _pick_job(store: EventStore, text: str, job: str | None) -> tuple[EventStore
     if job is not None:
         if isinstance(store, JsonlStore):
             if job in jobs:
-                return _held(store, job)
+                return _held(store, job, prefer=job)
             if safe_job_dir(job) in jobs:
                 return store, job  # its events name it as given; its directory is sanitised
             holding = [d for d in jobs if _real_job_name(store.root / d) == job]
@@ -403,10 +415,12 @@ def _pick_job(store: EventStore, text: str, job: str | None) -> tuple[EventStore
     raise ValueError(f"{text} holds several jobs; choose one with --job/job=: {', '.join(jobs)}")
 
 
-def _held(store: JsonlStore, directory: str) -> tuple[JsonlStore, str]:
+def _held(store: JsonlStore, directory: str, prefer: str | None = None) -> tuple[JsonlStore, str]:
     """The job the directory ``directory`` of ``store`` holds, and a store that reads it
-    there (one with ``job_dirs`` when the directory is not named after the job)."""
-    real = _real_job_name(store.root / directory)
+    there (one with ``job_dirs`` when the directory is not named after the job). ``prefer``:
+    that job, if the directory holds it (two jobs, ``team/llama`` and ``team_llama``, share
+    the directory ``team_llama``)."""
+    real = _real_job_name(store.root / directory, prefer=prefer)
     if safe_job_dir(real) == directory or store.job_dirs.get(real) == directory:
         return store, real
     return JsonlStore(store.root, job_dirs={**store.job_dirs, real: directory}), real
@@ -416,12 +430,16 @@ def _held(store: JsonlStore, directory: str) -> tuple[JsonlStore, str]:
 _JOB_SAMPLE: Final = 8
 
 
-def _real_job_name(directory: Path, otherwise: str | None = None) -> str:
-    """The job a job's directory holds: the one it is named after, if one of its first
-    files' events is of it (a stray file of another job renames no directory); else the
-    one job its first files' events are all of (a renamed or copied directory); else
-    ``otherwise``, or the directory's name."""
+def _real_job_name(
+    directory: Path, otherwise: str | None = None, *, prefer: str | None = None
+) -> str:
+    """The job a job's directory holds: ``prefer`` if its first files' events are of it;
+    else the one it is named after, if one of them is of it (a stray file of another job
+    renames no directory); else the one job they are all of (a renamed or copied
+    directory); else ``otherwise``, or the directory's name."""
     jobs = _jobs_sampled(directory)
+    if prefer is not None and prefer in jobs:
+        return prefer
     named = [job for job in sorted(jobs) if directory.name in _dir_names(job)]
     if named:
         return named[0]
@@ -431,8 +449,8 @@ def _real_job_name(directory: Path, otherwise: str | None = None) -> str:
 
 
 def _jobs_sampled(directory: Path) -> set[str]:
-    """The jobs of the first events of the first file directly in ``directory`` and of
-    the first files of its first :data:`_JOB_SAMPLE` sub-directories."""
+    """The jobs of the first event of the first file directly in ``directory`` and of
+    the first events below its first :data:`_JOB_SAMPLE` sub-directories that hold one."""
     jobs: set[str] = set()
     direct = _first_event_directly_in(directory)
     if direct is not None:
@@ -441,8 +459,12 @@ def _jobs_sampled(directory: Path) -> set[str]:
         names = sorted(e.name for e in os.scandir(directory) if e.is_dir(follow_symlinks=False))
     except OSError:
         names = []
-    for name in names[:_JOB_SAMPLE]:
+    sampled = 0
+    for name in names:
         first = first_job_below(directory / name)
         if first is not None:
             jobs.add(first[1])
+            sampled += 1
+            if sampled >= _JOB_SAMPLE:
+                break
     return jobs
