@@ -20,7 +20,7 @@ from badput.cli import main
 from badput.report import render_table
 from badput.report._table import MAX_BUCKET_ROWS
 from badput.report._watch import render_watch
-from badput.store import JsonlStore, job_sources
+from badput.store import JsonlStore, is_job_path, job_sources
 from badput.testing import Timeline, events_to_jsonl
 
 T0 = 1_732_000_000.0
@@ -394,3 +394,16 @@ def test_analyze_of_a_store_object_reads_a_renamed_job_directory(tmp_path: Path)
     for job in (None, "good", "renamed"):
         report = analyze(JsonlStore(root), job)
         assert report.job == "good" and report.total_seconds == 25.0, job
+
+
+@pytest.mark.timeout(20)
+def test_watch_of_a_job_directory_with_another_job_fails_at_once(tmp_path: Path) -> None:
+    # No job "other" will start inside the directory of job "good": not waited for.
+    root = a_job(tmp_path / "store")
+    for path in (root / "good", root / "good" / "0"):
+        code, _, err = run("watch", str(path), "--job", "other")
+        assert code == 2, err
+        assert "directory of job 'good', but job 'other' was asked for" in err
+        assert "waiting" not in err
+    assert is_job_path(root / "good") and is_job_path(root / "good" / "0" / "h-0-1.jsonl")
+    assert not is_job_path(root) and not is_job_path(tmp_path / "empty-store-to-be")

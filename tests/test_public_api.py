@@ -20,7 +20,8 @@ PUBLIC: dict[str, set[str]] = {
     },
     "badput.store": {
         "Chunk", "Cursor", "EventStore", "EventWriter", "JsonlStore", "MappedWriter",
-        "MemoryStore", "ReadResult", "SingleFileStore", "Unread", "WriterKey", "job_sources",
+        "MemoryStore", "ReadResult", "SingleFileStore", "Unread", "WriterKey", "is_job_path",
+        "job_sources",
         "open_source",
         "open_store", "safe_job_dir",
     },

@@ -854,10 +854,17 @@ def _say_if_not_there_yet(path: str, job: str) -> None:
     """Say once, on stderr, that ``job`` is not at ``path`` yet (``watch`` waits for a job
     that has not started: a typo in its name would wait silently)."""
     from badput.report import inert  # noqa: PLC0415 (rich stays unloaded until a view)
-    from badput.store import JsonlStore, job_sources, safe_job_dir  # noqa: PLC0415 (as above)
+    from badput.store import (  # noqa: PLC0415 (as above)
+        JsonlStore,
+        is_job_path,
+        job_sources,
+        safe_job_dir,
+    )
 
     if "://" in path and not path.lower().startswith("file://"):
         return  # listing the jobs of a Cloud Logging log reads all of it: not for a note
+    if is_job_path(path):
+        return  # one job's path: a --job that is not its job is refused, not waited for
     try:
         sources = job_sources(path)
     except (ValueError, OSError):

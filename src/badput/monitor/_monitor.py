@@ -51,7 +51,7 @@ from badput._worker import PeriodicWorker
 from badput.analysis import LiveJob
 from badput.engine import DEFAULT_SLOWDOWN_FACTOR, RankOptions, cpu_time_with_helpers
 from badput.monitor._base import Exporter, Snapshot
-from badput.store import EventStore, open_store
+from badput.store import EventStore, is_job_path, open_store
 
 __all__ = [
     "EXIT_TIMEOUT",
@@ -187,8 +187,8 @@ def _open_live(
             return LiveJob(store, job, ideal_step_time=ideal, rank_options=rank_options)
         except ValueError:
             path = Path(store)
-            if job is None or path.is_file() or _has_job_events(path, job):
-                raise
+            if job is None or path.is_file() or _has_job_events(path, job) or is_job_path(path):
+                raise  # (another job's directory: no job of that name will start in it)
             # The job has not written its first event yet: follow <path>/<job>/...
             store = open_store(path)
     return LiveJob(store, job, ideal_step_time=ideal, rank_options=rank_options)

@@ -51,6 +51,7 @@ __all__ = [
     "SingleFileStore",
     "Unread",
     "WriterKey",
+    "is_job_path",
     "job_sources",
     "open_source",
     "open_store",
@@ -206,6 +207,17 @@ def job_sources(
         if isinstance(found, JsonlStore):
             return [_held(found, name) for name in found.jobs()]
     return [open_source(text)]
+
+
+def is_job_path(path: str | os.PathLike[str]) -> bool:
+    """Whether ``path`` designates one job: a file, a job's directory or a directory inside
+    one; False for a store root, or a directory that holds no job yet (in which a job that
+    has not written can be waited for)."""
+    try:
+        store, _job = open_source(path)
+    except ValueError:  # no job yet, or several: a store root
+        return False
+    return not (isinstance(store, JsonlStore) and store.root.absolute() == Path(path).absolute())
 
 
 def _locate(p: Path, text: str, job: str | None) -> JsonlStore | tuple[EventStore, str]:
