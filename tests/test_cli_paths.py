@@ -384,8 +384,9 @@ def test_two_jobs_sharing_a_sanitised_directory_are_told_apart_by_job(tmp_path: 
         tl.emit("job_end", status="completed")
         events_to_jsonl(root / "team_llama" / str(attempt) / "h-0-1.jsonl", tl.events)
     for job, seconds in (("team/llama", 4.0), ("team_llama", 5.0)):
-        report = analyze(root, job)
-        assert (report.job, report.total_seconds) == (job, seconds)
+        for source in (root, root / "team_llama"):
+            report = analyze(source, job)
+            assert (report.job, report.total_seconds) == (job, seconds), source
 
 
 def test_analyze_of_a_store_object_reads_a_renamed_job_directory(tmp_path: Path) -> None:

@@ -246,7 +246,7 @@ def _locate(p: Path, text: str, job: str | None) -> JsonlStore | tuple[EventStor
         if inside is not None:
             return _job_dir(inside, text, job, (rel, event.job))
     named = None if first is None else (first[0], first[1].job)
-    deepest_root = _has_jsonl_at_depth(p, 3)
+    deepest_root = _has_jsonl_at_depth(p, 3, first_dirs=_ROOT_SAMPLE)
     if _has_jsonl_directly(p) and not deepest_root:  # (a store root's stray file: still one)
         return _job_dir(p, text, job, named)
     if first is None and not deepest_root and not _has_jsonl_at_depth(p, 2):
@@ -378,7 +378,7 @@ def _enclosing_job_dir(p: Path, name: str) -> Path | None:
 def _job_dir(
     p: Path, text: str, job: str | None, first: tuple[str, str] | None
 ) -> tuple[EventStore, str]:
-    real = p.name if first is None else _real_job_name(p, otherwise=first[1])
+    real = p.name if first is None else _real_job_name(p, otherwise=first[1], prefer=job)
     if job is not None and job != real and safe_job_dir(job) != p.name:
         raise ValueError(f"{text} is the directory of job {real!r}, but job {job!r} was asked for")
     if safe_job_dir(real) == p.name:
@@ -387,11 +387,21 @@ def _job_dir(
     return JsonlStore(p.parent, job_dirs={real: p.name}), real
 
 
-def _has_jsonl_at_depth(base: Path, depth: int) -> bool:
-    """True if a ``.jsonl`` file lies ``depth`` or more levels below ``base``."""
+#: Sub-directories of a directory looked into to tell a store root by the depth of its
+#: files: a store's first jobs show its layout, and a job's directory of 10,000 attempts
+#: is not walked whole to learn that none of its files lies three levels down (0.15 s).
+_ROOT_SAMPLE: Final = 8
+
+
+def _has_jsonl_at_depth(base: Path, depth: int, *, first_dirs: int | None = None) -> bool:
+    """True if a ``.jsonl`` file lies ``depth`` or more levels below ``base`` (within its
+    first ``first_dirs`` sub-directories in name order, when given)."""
     top = os.fspath(base)
     base_seps = top.rstrip(os.sep).count(os.sep)
-    for dirpath, _dirnames, filenames in os.walk(top):
+    for dirpath, dirnames, filenames in os.walk(top):
+        if first_dirs is not None and dirpath == top:
+            dirnames.sort()
+            del dirnames[first_dirs:]
         # separators counted, not a Path made per directory (a job of 10,000 attempts)
         level = dirpath.rstrip(os.sep).count(os.sep) - base_seps + 1
         if level >= depth and any(f.endswith(".jsonl") for f in filenames):
