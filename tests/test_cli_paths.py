@@ -408,3 +408,4 @@ def test_watch_of_a_job_directory_with_another_job_fails_at_once(tmp_path: Path)
         assert "waiting" not in err
     assert is_job_path(root / "good") and is_job_path(root / "good" / "0" / "h-0-1.jsonl")
     assert not is_job_path(root) and not is_job_path(tmp_path / "empty-store-to-be")
+    assert not is_job_path(f"file://{root}") and is_job_path(f"file://{root / 'good'}")

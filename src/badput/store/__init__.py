@@ -217,7 +217,12 @@ def is_job_path(path: str | os.PathLike[str]) -> bool:
         store, _job = open_source(path)
     except ValueError:  # no job yet, or several: a store root
         return False
-    return not (isinstance(store, JsonlStore) and store.root.absolute() == Path(path).absolute())
+    given = open_store(path)  # (a file:// URI names its directory)
+    return not (
+        isinstance(store, JsonlStore)
+        and isinstance(given, JsonlStore)
+        and store.root.absolute() == given.root.absolute()
+    )
 
 
 def _locate(p: Path, text: str, job: str | None) -> JsonlStore | tuple[EventStore, str]:
