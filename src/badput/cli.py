@@ -970,7 +970,8 @@ def jobs(*, store: str | None, sort_key: str, reverse: bool, as_json: bool) -> N
 
     root = store or os.environ.get(BADPUT_STORE) or DEFAULT_STORE
     sources = []
-    if store is not None or os.path.exists(root):  # the default store: none yet, no jobs
+    # The default store not made yet has no jobs; a URI is always asked.
+    if store is not None or "://" in root or os.path.exists(root):
         try:
             sources = job_sources(root)
         except (ValueError, OSError) as exc:
