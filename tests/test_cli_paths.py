@@ -43,6 +43,18 @@ def a_job(root: Path, job: str = "good", attempts: int = 2) -> Path:
     return root
 
 
+def one_file_job(path: Path, job: str, steps: int, attempt: int | None = None) -> None:
+    """A job (one attempt: ``attempt`` if given, else none) of ``steps`` steps of 1 s, that
+    completes, in the one file ``path``."""
+    tl = Timeline(job, start=T0)
+    if attempt is not None:
+        tl.identity["attempt"] = attempt
+    tl.emit("job_start")
+    tl.steps(steps, 1.0)
+    tl.emit("job_end", status="completed")
+    events_to_jsonl(path, tl.events)
+
+
 def run(*args: str) -> tuple[int, str, str]:
     result = CliRunner().invoke(main, list(args))
     return result.exit_code, result.stdout, result.stderr
@@ -194,11 +206,7 @@ def test_job_directories_not_named_as_the_recorder_names_them_are_jobs(tmp_path:
     root = tmp_path / "store"
     names = ["team\\llama", "x" * 200, "ok"]
     for name in names:
-        tl = Timeline(name, start=T0)
-        tl.emit("job_start")
-        tl.steps(10, 1.0)
-        tl.emit("job_end", status="completed")
-        events_to_jsonl(root / name / "a.jsonl", tl.events)
+        one_file_job(root / name / "a.jsonl", name, 10)
     with pytest.raises(ValueError, match="several jobs"):
         analyze(root)
     for name in names:
@@ -283,12 +291,7 @@ def test_a_flat_job_directory_named_like_its_attempt_is_its_job_s(tmp_path: Path
     # attempt's directory of a job kept in <runs> (which would read y's events as x's).
     runs = tmp_path / "runs"
     for name, job, attempt in (("1", "x", 1), ("other", "y", 0)):
-        tl = Timeline(job, start=T0)
-        tl.identity["attempt"] = attempt
-        tl.emit("job_start")
-        tl.steps(3, 1.0)
-        tl.emit("job_end", status="completed")
-        events_to_jsonl(runs / name / "s.jsonl", tl.events)
+        one_file_job(runs / name / "s.jsonl", job, 3, attempt)
     report = analyze(runs / "1")
     assert report.job == "x" and report.total_seconds == 3.0
     assert not [d for d in report.diagnostics if d.code == "foreign_job"]
@@ -377,12 +380,7 @@ def test_a_stray_file_at_the_top_of_a_store_makes_no_job_of_it(tmp_path: Path) -
 def test_two_jobs_sharing_a_sanitised_directory_are_told_apart_by_job(tmp_path: Path) -> None:
     root = tmp_path / "store"
     for job, attempt in (("team/llama", 0), ("team_llama", 1)):
-        tl = Timeline(job, start=T0)
-        tl.identity["attempt"] = attempt
-        tl.emit("job_start")
-        tl.steps(4 + attempt, 1.0)
-        tl.emit("job_end", status="completed")
-        events_to_jsonl(root / "team_llama" / str(attempt) / "h-0-1.jsonl", tl.events)
+        one_file_job(root / "team_llama" / str(attempt) / "h-0-1.jsonl", job, 4 + attempt, attempt)
     for job, seconds in (("team/llama", 4.0), ("team_llama", 5.0)):
         for source in (root, root / "team_llama"):
             report = analyze(source, job)

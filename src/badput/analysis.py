@@ -133,7 +133,7 @@ def _slice_bytes(store: EventStore) -> int:
     return OTHER_STORE_SLICE_BYTES
 
 
-def _stale(u: Unread) -> bool:
+def _written_long_ago(u: Unread) -> bool:
     """Whether the file of a torn line was last written :data:`TORN_AFTER_SECONDS` ago or
     more (by the file's time: a reader that starts late needs not wait as long again)."""
     return u.modified is not None and time.time() - u.modified >= TORN_AFTER_SECONDS
@@ -638,7 +638,7 @@ class LiveJob:
                 out.append(Diagnostic("not_a_file", why, u.source))
                 continue
             since = self._torn_since.get((u.source, u.line, u.size), now)
-            if not final and now - since < TORN_AFTER_SECONDS and not _stale(u):
+            if not final and now - since < TORN_AFTER_SECONDS and not _written_long_ago(u):
                 continue  # a write in progress, most likely: read it once its newline comes
             if u.complete:
                 why = "a complete event, but no newline ends it: not read"

@@ -288,12 +288,8 @@ def _another_attempt_beside(p: Path, job: str) -> bool:
     """Whether a sub-directory of ``p``'s parent other than ``p`` is an attempt's directory
     of ``job`` (its first file's first event of ``job``, named after that event's attempt).
     The first few holding ``.jsonl`` files directly are looked at, nothing below them."""
-    try:
-        names = sorted(e.name for e in os.scandir(p.parent) if e.is_dir(follow_symlinks=False))
-    except OSError:
-        return False
     looked = 0
-    for name in names:
+    for name in _subdirs(p.parent):
         if name == p.name:
             continue
         event = _first_event_directly_in(p.parent / name)
@@ -312,6 +308,15 @@ def _an_attempt_of_another_job(directory: Path, job: str) -> bool:
     job other than ``job`` (``<job>/0`` when ``--job 0`` was asked of a job's directory)."""
     event = _first_event_directly_in(directory)
     return event is not None and event.job != job and directory.name == _attempt_dir_name(event)
+
+
+def _subdirs(directory: Path) -> list[str]:
+    """The names of the sub-directories of ``directory`` (links to one not followed), in
+    name order; none when it cannot be listed."""
+    try:
+        return sorted(e.name for e in os.scandir(directory) if e.is_dir(follow_symlinks=False))
+    except OSError:
+        return []
 
 
 def _first_event_directly_in(directory: Path) -> Event | None:
@@ -353,11 +358,7 @@ def _dir_names(job: str) -> tuple[str, str]:
 def _next_job_beside(p: Path, top: str) -> tuple[str, str] | None:
     """``(directory, job)``: the first sub-directory of ``p`` after ``top`` with an event
     below it, and that event's job (None: none has one)."""
-    try:
-        names = sorted(e.name for e in os.scandir(p) if e.is_dir(follow_symlinks=False))
-    except OSError:
-        return None
-    for name in names:
+    for name in _subdirs(p):
         if name > top:
             first = first_job_below(p / name)
             if first is not None:
@@ -482,12 +483,8 @@ def _jobs_sampled(directory: Path) -> set[str]:
     direct = _first_event_directly_in(directory)
     if direct is not None:
         jobs.add(direct.job)
-    try:
-        names = sorted(e.name for e in os.scandir(directory) if e.is_dir(follow_symlinks=False))
-    except OSError:
-        names = []
     sampled = 0
-    for name in names:
+    for name in _subdirs(directory):
         first = first_job_below(directory / name)
         if first is not None:
             jobs.add(first[1])
