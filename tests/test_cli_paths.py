@@ -407,3 +407,25 @@ def test_watch_of_a_job_directory_with_another_job_fails_at_once(tmp_path: Path)
     assert is_job_path(root / "good") and is_job_path(root / "good" / "0" / "h-0-1.jsonl")
     assert not is_job_path(root) and not is_job_path(tmp_path / "empty-store-to-be")
     assert not is_job_path(f"file://{root}") and is_job_path(f"file://{root / 'good'}")
+
+
+@pytest.mark.parametrize("attempt", [None, 0])
+def test_flat_job_directories_under_other_names_in_one_directory_are_its_jobs(
+    tmp_path: Path, attempt: int | None
+) -> None:
+    # <root>/dirA/a.jsonl of job alpha beside <root>/dirB/a.jsonl of job beta (another
+    # tool's layout, or renamed): two jobs, not one job alpha with beta's events foreign.
+    root = tmp_path / "runs"
+    one_file_job(root / "dirA" / "a.jsonl", "alpha", 4, attempt)
+    one_file_job(root / "dirB" / "a.jsonl", "beta", 6, attempt)
+    with pytest.raises(ValueError, match="several jobs"):
+        analyze(root)
+    for job, seconds in (("alpha", 4.0), ("beta", 6.0)):
+        report = analyze(root, job)
+        assert report.job == job and report.total_seconds == seconds
+        assert not [d for d in report.diagnostics if d.code == "foreign_job"]
+    assert analyze(root, "dirB").job == "beta"  # by its directory's name too
+    assert analyze(root / "dirA").job == "alpha"
+    code, out, err = run("jobs", str(root), "--json")
+    assert code == 0, err
+    assert [row["job"] for row in json.loads(out)] == ["alpha", "beta"]

@@ -136,7 +136,9 @@ def open_source(
        three or more levels below it (``<root>/<job>/<attempt>/<stream>.jsonl``, the
        recorder's layout), or when the first decodable event below it lies in a
        sub-directory named after that event's ``job`` (``<root>/<job>/<stream>.jsonl``,
-       the name sanitised or as it is), or beside one named after another job.
+       the name sanitised or as it is), or beside one named after another job, or
+       when two sub-directories hold files of two jobs directly, neither named after
+       its events' attempt (job directories another tool named, or renamed).
        ``job`` selects the job (by its name, or by its directory's); it may be omitted
        when the root holds exactly one. A job directory named after no job it holds
        (renamed, copied) is read as the job its events name (``JsonlStore.job_dirs``).
@@ -340,14 +342,27 @@ def _first_event_directly_in(directory: Path) -> Event | None:
 def _names_a_job_below(p: Path, rel: str, event: Event) -> bool:
     """Whether ``p`` is a store root by its first file, ``rel`` (first event ``event``):
     in a sub-directory named after that event's job (``<root>/<job>/<stream>.jsonl``, the
-    name sanitised or as it is), or beside one named after another job. One named after
+    name sanitised or as it is), or beside one named after another job, or beside one
+    holding another job's files directly, neither named after its attempt. One named after
     both the job and its attempt, inside a directory named after the job, is an attempt's
     (``<job>/<attempt>/<stream>.jsonl``: job "0", attempt 0)."""
     top = rel.split("/", 1)[0]
     if top in (safe_job_dir(event.job), event.job):
         return not (top == _attempt_dir_name(event) and p.name == top and rel.count("/") == 1)
-    beside = _next_job_beside(p, top)
-    return beside is not None and beside[1] != event.job and beside[0] in _dir_names(beside[1])
+    beside = _next_event_beside(p, top)
+    if beside is None or beside[2].job == event.job:
+        return False
+    name, beside_rel, beside_event = beside
+    if name in _dir_names(beside_event.job):
+        return True
+    # Two directories holding files of two jobs directly, neither named after its events'
+    # attempt (so neither is an attempt's directory): jobs' directories under other names.
+    return (
+        rel.count("/") == 1
+        and beside_rel.count("/") == 0
+        and top != _attempt_dir_name(event)
+        and name != _attempt_dir_name(beside_event)
+    )
 
 
 def _dir_names(job: str) -> tuple[str, str]:
@@ -355,14 +370,15 @@ def _dir_names(job: str) -> tuple[str, str]:
     return safe_job_dir(job), job
 
 
-def _next_job_beside(p: Path, top: str) -> tuple[str, str] | None:
-    """``(directory, job)``: the first sub-directory of ``p`` after ``top`` with an event
-    below it, and that event's job (None: none has one)."""
+def _next_event_beside(p: Path, top: str) -> tuple[str, str, Event] | None:
+    """``(directory, stream, event)``: the first sub-directory of ``p`` after ``top`` with
+    an event below it, the file below it that holds the first, and that event (None: none
+    has one)."""
     for name in _subdirs(p):
         if name > top:
-            first = first_job_below(p / name)
+            first = first_event_below(p / name)
             if first is not None:
-                return name, first[1]
+                return name, *first
     return None
 
 
