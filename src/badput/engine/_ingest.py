@@ -323,6 +323,18 @@ class Stream:
     def has_work(self) -> bool:
         return bool(len(self.steps) or len(self.marks))
 
+    def sizes(self) -> tuple[int, int, int, int, int]:
+        """How many step events, marks, restores, checkpoints and other events it holds
+        (what a closed attempt's memo is keyed by: read from the columns themselves, as a
+        query of 10,000 attempts asks it of each)."""
+        return (
+            len(self.steps.ts),
+            len(self.marks.ts),
+            len(self.restores),
+            len(self.checkpoints),
+            len(self.other_ts),
+        )
+
     def has_work_in(self, lo: float, hi: float, until: float) -> bool:
         """Whether a step or interval event falls in ``[lo, hi)`` and at or before ``until``."""
         top = min(hi, math.nextafter(until, math.inf))

@@ -41,10 +41,7 @@ class ClosedMemos:
         known = self._keys.get(i)
         if known is not None and known[0] is att:
             return known[1]
-        sizes = tuple(
-            (len(s.steps), len(s.marks), len(s.restores), len(s.checkpoints), len(s.other_ts))
-            for _rank, s in self.streams.of(att)
-        )
+        sizes = tuple(s.sizes() for _rank, s in self.streams.of(att))
         key = (
             i,
             att.eff_start,

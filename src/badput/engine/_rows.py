@@ -435,6 +435,15 @@ def attempt_diagnostics(
     steps, ivs = ar.steps, ar.tail_ivs
     shown: list[tuple[str, str, str | None, int | None]] = []
     hidden: dict[str, int] = {}
+    if not (
+        steps.unpaired_start_parts
+        or steps.unpaired_end_parts
+        or len(ivs.unpaired_starts)
+        or len(ivs.unpaired_ends)
+        or steps.unmatched_ends
+        or ar.unmatched
+    ):
+        return shown, hidden  # nothing to say (most attempts): no parts looked through
 
     def first(code: str, parts: list[Marks]) -> list[IntervalMark]:
         room = MAX_DIAGNOSTICS_PER_CODE

@@ -41,11 +41,13 @@ def add_segments(ai: int, ar: AttemptRows, restores: list[RestoreMark]) -> None:
     for j in range(len(firsts)):
         lo, hi = bounds[j], bounds[j + 1]
         first_ts = ar.at("start", lo)
-        prev_last_start = ar.at("start", lo - 1) if lo > 0 else -math.inf
-        in_gap = [r for r in restores if prev_last_start < r.ts <= first_ts]
-        ends = [r for r in in_gap if r.is_end]
-        chosen = (ends or in_gap)[-1] if in_gap else None
         first_step = int(ar.at("step", lo))
+        chosen = None
+        if restores:  # (none: most segments of a job of many attempts begin no restore)
+            prev_last_start = ar.at("start", lo - 1) if lo > 0 else -math.inf
+            in_gap = [r for r in restores if prev_last_start < r.ts <= first_ts]
+            ends = [r for r in in_gap if r.is_end]
+            chosen = (ends or in_gap)[-1] if in_gap else None
         ar.segments.append(
             Segment(
                 attempt=ai,
