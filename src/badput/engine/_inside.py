@@ -22,6 +22,7 @@ import numpy as np
 import numpy.typing as npt
 
 from badput.engine._rows import AttemptRows, Segment, Sums, inside_key
+from badput.engine._steps import SealedTogether
 
 __all__ = ["MIN_SEGMENTS", "fill_inside_memos"]
 
@@ -41,6 +42,20 @@ def _frac(keep_upto: F64, step: F64, count: F64) -> F64:
         x = (keep_upto - step + 1.0) / count
     x = np.where(x > 0.0, x, 0.0)
     return np.where(x < 1.0, x, 1.0)
+
+
+def _sealed_together(attempts: list[AttemptRows]) -> SealedTogether | None:
+    """The columns ``attempts`` were sealed in, when they are all the attempts of one
+    :class:`SealedTogether`, in its order (what joining their sealed columns would give)."""
+    first = attempts[0].steps.together
+    if first is None or first[0].attempts != len(attempts):
+        return None
+    together = first[0]
+    for k, ar in enumerate(attempts):
+        mine = ar.steps.together
+        if mine is None or mine[0] is not together or mine[1] != k:
+            return None
+    return together
 
 
 def fill_inside_memos(
@@ -72,15 +87,22 @@ def fill_inside_memos(
     row_base = np.concatenate(([0], np.cumsum(sizes)))
     cum_base = row_base + np.arange(len(attempts) + 1)  # each attempt's prefix sums: n + 1
 
-    def joined(name: str) -> F64:
-        """Column ``name`` of every attempt's rows, as floats (``at()`` gives a step so)."""
-        parts = [getattr(ar.sealed, name) for ar in attempts]
-        return np.concatenate(parts).astype(np.float64, copy=False)
+    together = _sealed_together(attempts)
+    if together is not None:  # (a first query of many closed attempts): as sealed
+        start, end, count, d = together.start, together.end, together.count, together.d
+        step = together.step.astype(np.float64)
+        cum_d, cum_k, cum_kpos = together.cum_d, together.cum_k, together.cum_kpos
+    else:
 
-    start, end, count, d = joined("start"), joined("end"), joined("count"), joined("d")
-    step = joined("step")
-    cums = [ar.sealed_cums() for ar in attempts]
-    cum_d, cum_k, cum_kpos = (np.concatenate([c[which] for c in cums]) for which in range(3))
+        def joined(name: str) -> F64:
+            """Column ``name`` of every attempt's rows, as floats (``at()`` gives a step so)."""
+            parts = [getattr(ar.sealed, name) for ar in attempts]
+            return np.concatenate(parts).astype(np.float64, copy=False)
+
+        start, end, count, d = joined("start"), joined("end"), joined("count"), joined("d")
+        step = joined("step")
+        cums = [ar.sealed_cums() for ar in attempts]
+        cum_d, cum_k, cum_kpos = (np.concatenate([c[which] for c in cums]) for which in range(3))
 
     owner = np.array([owners[id(ar)] for ar, _seg, _k in ok], np.int64)
     first = np.array([seg.lo for _ar, seg, _k in ok], np.int64)  # local row numbers

@@ -49,7 +49,7 @@ from badput.engine._rows import (
     attempt_diagnostics,
 )
 from badput.engine._sealing import Sealer
-from badput.engine._segments import Typical, add_segments, estimate_ideal, resolve
+from badput.engine._segments import Typical, add_segments, estimate_ideal, resolve_many
 from badput.engine._steps import (
     add_sums,
     clipped_piece_sums,
@@ -241,13 +241,19 @@ class _Builder:
     def _resolve_segments(self, rows: list[AttemptRows | None], ideal: float | None) -> None:
         """Every segment's typical step time, open rows and startup (§4), except where an
         earlier query resolved them with what they need unchanged."""
+        todo: list[int] = []
+        todo_rows: list[AttemptRows] = []
         for i, attempt_rows in enumerate(rows):
             if attempt_rows is None:
                 continue
             memo = self.memos.by_index.get(i)
             if memo is not None and memo.resolved and (memo.ideal == ideal or not memo.needs_ideal):
                 continue
-            needs_ideal = resolve(attempt_rows, ideal, self.typical)
+            todo.append(i)
+            todo_rows.append(attempt_rows)
+        found = resolve_many(todo_rows, ideal, self.typical)
+        for i, needs_ideal in zip(todo, found, strict=True):
+            memo = self.memos.by_index.get(i)
             if memo is not None:
                 memo.resolved, memo.ideal, memo.needs_ideal = True, ideal, needs_ideal
 

@@ -19,9 +19,9 @@ from badput.engine._cache import IdealCache
 from badput.engine._ideal import best_sustained_step_time
 from badput.engine._ingest import RestoreMark
 from badput.engine._rows import AttemptRows, Segment
-from badput.engine._steps import median_of_sorted
+from badput.engine._steps import SealedTogether, median_of_sorted
 
-__all__ = ["Typical", "add_segments", "estimate_ideal", "resolve"]
+__all__ = ["Typical", "add_segments", "estimate_ideal", "resolve", "resolve_many"]
 
 F64 = npt.NDArray[np.float64]
 #: How a segment's typical step time is taken from its steps (see compute_report).
@@ -78,6 +78,84 @@ def estimate_ideal(rows: list[AttemptRows | None], cache: IdealCache) -> float |
         seq = [v for pair in zip([v for _, v in sealed], tails, strict=False) for v in pair]
         return best_sustained_step_time(np.concatenate(seq) if seq else np.zeros(0))
     return cache.estimate(sealed, tails[-1] if tails else np.zeros(0))
+
+
+def resolve_many(rows: list[AttemptRows], ideal: float | None, typical: Typical) -> list[bool]:
+    """:func:`resolve` of each of ``rows``: whether each had a segment without a typical
+    step of its own. The medians and startups of attempts sealed together, with no open
+    row and nothing after what was sealed, are computed for all their segments at once
+    (the same floats: the middle values of each segment's sorted values, or the mean of
+    the two, then ``d - m·count`` of its first row, floored at 0 as ``max`` does)."""
+    needs = [False] * len(rows)
+    groups: dict[int, tuple[SealedTogether, list[int], list[int]]] = {}
+    for i, ar in enumerate(rows):
+        together = ar.steps.together
+        if typical != "median" or together is None or ar.tail.n or ar.steps.open_rows:
+            needs[i] = resolve(ar, ideal, typical)
+        else:
+            found = groups.setdefault(id(together[0]), (together[0], [], []))
+            found[1].append(i)
+            found[2].append(together[1])
+    for sealed, members, which in groups.values():
+        _resolve_together(sealed, [rows[i] for i in members], which, ideal, needs, members)
+    return needs
+
+
+def _resolve_together(  # noqa: PLR0917 (the attempts, where they are sealed, and their results)
+    together: SealedTogether,
+    rows: list[AttemptRows],
+    which: list[int],
+    ideal: float | None,
+    needs: list[bool],
+    indices: list[int],
+) -> None:
+    """The median ``m`` and startup of every segment of ``rows`` (attempts ``which`` of
+    ``together``, no open row, no tail); ``needs[indices[k]]``: whether a segment of
+    ``rows[k]`` took the ideal step time."""
+    segments = [seg for ar in rows for seg in ar.segments]
+    if not segments:
+        return
+    first_segment = together.first_segment
+    bounds = together.bounds
+    g = np.fromiter(
+        (
+            first_segment[k] + seg.sid
+            for k, ar in zip(which, rows, strict=True)
+            for seg in ar.segments
+        ),
+        np.int64,
+        len(segments),
+    )
+    row = np.fromiter(
+        (bounds[k] + seg.lo for k, ar in zip(which, rows, strict=True) for seg in ar.segments),
+        np.int64,
+        len(segments),
+    )
+    at, vals = together.typical_at, together.typical
+    lo = at[g]
+    n = at[g + 1] - lo
+    upper = np.minimum(lo + n // 2, vals.shape[0] - 1)
+    lower = np.maximum(upper - 1, 0)
+    if vals.shape[0]:
+        m = np.where(n % 2 == 1, vals[upper], (vals[lower] + vals[upper]) / 2.0)
+    else:
+        m = np.zeros(len(segments))
+    has_own = n > 0
+    if ideal is not None:
+        m = np.where(has_own, m, ideal)
+    excess = together.d[row] - m * together.count[row]
+    startup = np.where(excess > 0.0, excess, 0.0)
+    own = has_own.tolist()
+    for seg, m_s, up, mine in zip(segments, m.tolist(), startup.tolist(), own, strict=True):
+        if mine or ideal is not None:
+            seg.m, seg.startup = m_s, up
+        else:
+            seg.m = None
+    j = 0
+    for ar, i in zip(rows, indices, strict=True):
+        k = len(ar.segments)
+        needs[i] = not all(own[j : j + k])
+        j += k
 
 
 def resolve(ar: AttemptRows, ideal: float | None, typical: Typical) -> bool:

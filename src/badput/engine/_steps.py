@@ -35,6 +35,7 @@ __all__ = [
     "SEAL_MIN_TAIL",
     "AttemptSteps",
     "Rows",
+    "SealedTogether",
     "TailIntervals",
     "add_sums",
     "clipped_piece_sums",
@@ -371,6 +372,36 @@ def quiet_cut(
     return 0
 
 
+@dataclass(frozen=True, slots=True)
+class SealedTogether:
+    """The columns of many attempts sealed in one pass (:func:`seal_whole_many`), as that
+    pass made them: every attempt's rows one after the other (attempt k's are
+    ``bounds[k]:bounds[k + 1]``), and each attempt's prefix sums D, K and KPOS, each
+    ``n + 1`` values long, one after the other. Each attempt's sealed columns are views
+    of these; a pass over all of them (:func:`~badput.engine._inside.fill_inside_memos`)
+    takes them whole instead of joining 10,000 views again."""
+
+    start: F64
+    end: F64
+    count: F64
+    step: I64
+    d: F64
+    cum_d: F64
+    cum_k: F64
+    cum_kpos: F64
+    bounds: list[int]
+    # Each segment's typical-time values, sorted within it, one segment after the other
+    # (segment g's are ``typical[typical_at[g]:typical_at[g + 1]]``); attempt k's segments
+    # are ``first_segment[k]:first_segment[k + 1]``.
+    typical: F64
+    typical_at: I64
+    first_segment: list[int]
+
+    @property
+    def attempts(self) -> int:
+        return len(self.bounds) - 1
+
+
 @dataclass
 class AttemptSteps:
     """The sealed part of one attempt's rows and intervals, and where it was cut."""
@@ -402,6 +433,9 @@ class AttemptSteps:
     unpaired_end_parts: list[Marks] = field(default_factory=list)
     unpaired_start_parts: list[Marks] = field(default_factory=list)
     _rows: Rows | None = None  # rows() as last made (valid while n is unchanged)
+    # Sealed with others in one pass: their shared columns, and which attempt it is there
+    # (None once it has rows of its own: sealed alone, or in blocks).
+    together: tuple[SealedTogether, int] | None = None
 
     def __post_init__(self) -> None:
         if not self.cols:
@@ -460,6 +494,7 @@ class AttemptSteps:
     ) -> None:
         """Append ``rows`` (all before ``cut``) and the intervals before ``cut``."""
         base = self.n
+        self.together = None  # (never sealed further once whole; said for the next reader)
         self.unmatched_ends += int((unmatched_ts < cut).sum())
         if math.isinf(cut) and len(ivs.unpaired_starts):
             self.unpaired_start_parts.append(ivs.unpaired_starts)
@@ -596,6 +631,20 @@ def seal_whole_many(  # noqa: PLR0917 (each attempt's parts, cut apart by the ca
     # The cap column of every attempt (not kept: see open_cap), as slices of one zero-stride
     # column of NaN (a slice of it is made in a fifth of the time of a column of its own).
     no_caps = _repeated(_NAN_CELL, int(np.diff(at).max(initial=0)))
+    together = SealedTogether(
+        rows.start,
+        rows.end,
+        rows.count,
+        rows.step,
+        d,
+        rel_d,
+        rel_k,
+        rel_kpos,
+        row_bounds,
+        sorted_vals,
+        np.asarray(seg_at, np.int64),
+        first_at,
+    )
     out: list[AttemptSteps] = []
     for k, sig in enumerate(signatures):
         a, b = row_bounds[k], row_bounds[k + 1]
@@ -652,6 +701,7 @@ def seal_whole_many(  # noqa: PLR0917 (each attempt's parts, cut apart by the ca
                 unpaired_end_parts=[unpaired_ends[k]] if len(unpaired_ends[k]) else [],
                 unpaired_start_parts=[unpaired_starts[k]] if len(unpaired_starts[k]) else [],
                 _rows=mine,
+                together=(together, k),
             )
         )
     return out

@@ -1,0 +1,103 @@
+"""A first query of many closed attempts takes them together (sealed in one pass, their
+segments resolved and summed at once): every float of its report is the one the
+attempt-by-attempt code makes, and so is every query after it.
+
+The logs here are what such jobs write: many short attempts, each restoring, stepping a
+few times (ties in step time, sparse steps, data loads and evals inside steps, an open
+last step now and then), committing checkpoints and ending; with a second rank at times.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from badput.engine import Accountant, _inside, _sealing
+from badput.events import Event
+from badput.report import to_json
+
+Typical = Literal["median", "mean"]
+_INSIDE: dict[str, tuple[str, str, dict[str, object]]] = {
+    "data": ("data_loading_start", "data_loading_end", {"blocking": True}),
+    "eval": ("custom_start", "custom_end", {"name": "eval"}),
+    "save": ("checkpoint_save_start", "checkpoint_save_end", {}),
+}
+
+
+@st.composite
+def many_short_attempts(draw: st.DrawFn) -> list[Event]:
+    events: list[Event] = []
+    ts = 1_700_000_000.0
+    step = 0
+    attempts = draw(st.integers(2, 14))
+    for a in range(attempts):
+        ranks = [0, 1] if draw(st.integers(0, 4)) == 0 else [0]
+
+        def emit(kind: str, at: float, a: int = a, ranks: list[int] = ranks, **f: object) -> None:
+            for rank in ranks:
+                events.append(Event(ts=at, kind=kind, job="r", attempt=a, rank=rank, **f))  # type: ignore[arg-type]
+
+        emit("job_start", ts)
+        if a and draw(st.booleans()):
+            restored = draw(st.integers(0, step))
+            emit("checkpoint_restore_start", ts, step=restored)
+            ts += draw(st.sampled_from([0.0, 2.0]))
+            emit("checkpoint_restore_end", ts, step=restored)
+            step = restored
+        n_steps = draw(st.integers(0, 7))
+        for s in range(n_steps):
+            step += draw(st.sampled_from([1, 1, 1, 3]))  # now and then a sparse record
+            ts += draw(st.sampled_from([0.0, 0.0, 0.5]))
+            emit("step_start", ts, step=step)
+            took = draw(st.sampled_from([1.0, 1.0, 1.25, 2.0, 3.75]))
+            inside = draw(st.sampled_from([None, None, "data", "eval", "save"]))
+            if inside is not None:
+                start, end, fields = _INSIDE[inside]
+                if inside == "save":
+                    fields = {"step": step}
+                emit(start, ts + 0.125, **fields)
+                emit(end, ts + 0.375, **fields)
+            if s < n_steps - 1 or draw(st.integers(0, 4)):  # else an open last step
+                emit("step_end", ts + took, step=step)
+            ts += took
+            if draw(st.integers(0, 3)) == 0:
+                emit("checkpoint_committed", ts, step=step)
+        ts += draw(st.sampled_from([0.5, 3.0]))
+        if a < attempts - 1:
+            emit("attempt_end", ts, status="failed", exit_code=1)
+            ts += draw(st.sampled_from([0.0, 30.0]))
+        elif draw(st.booleans()):
+            emit("job_end", ts, status="completed")
+    return events
+
+
+def _reports(
+    events: list[Event], together: bool, typical: Typical, window: tuple[float, float]
+) -> list[str]:
+    """The whole report, the same again, and a window, as JSON, with closed attempts
+    sealed and summed together (always) or one by one (never)."""
+    saved = _sealing.BULK_MIN_ATTEMPTS, _inside.MIN_SEGMENTS
+    _sealing.BULK_MIN_ATTEMPTS, _inside.MIN_SEGMENTS = (1, 1) if together else (10**9, 10**9)
+    try:
+        acc = Accountant("r")
+        acc.ingest_events(events)
+        return [
+            to_json(acc.report(typical=typical)),
+            to_json(acc.report(typical=typical)),
+            to_json(acc.report(typical=typical, window=window)),
+        ]
+    finally:
+        _sealing.BULK_MIN_ATTEMPTS, _inside.MIN_SEGMENTS = saved
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(many_short_attempts(), st.sampled_from(["median", "mean"]), st.data())
+def test_many_closed_attempts_taken_together_report_every_float_as_one_by_one(
+    events: list[Event], typical: Typical, data: st.DataObject
+) -> None:
+    first, last = events[0].ts, events[-1].ts
+    a = data.draw(st.floats(first - 5, last + 5), label="window start")
+    b = data.draw(st.floats(a, last + 5), label="window end")
+    assert _reports(events, True, typical, (a, b)) == _reports(events, False, typical, (a, b))
