@@ -27,7 +27,7 @@ _EPS = 1e-6
 DiagnosticSink = Callable[..., None]  # (code, message, file=None, line=None)
 
 
-@dataclass
+@dataclass(slots=True)
 class Attempt:
     key: str | None  # stream key (None: events without attempt id)
     id: str | int

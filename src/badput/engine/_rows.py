@@ -49,7 +49,7 @@ F64 = npt.NDArray[np.float64]
 I64 = npt.NDArray[np.int64]
 
 
-@dataclass
+@dataclass(slots=True)
 class Segment:
     attempt: int
     sid: int  # segment number within its attempt
@@ -83,7 +83,7 @@ def _frac(keep_upto: float, step: float, count: float) -> float:
     return min(1.0, max(0.0, (keep_upto - step + 1.0) / count))
 
 
-@dataclass
+@dataclass(slots=True)
 class Sums:
     """What the rows of one query add up to (seconds, and steps for n·I)."""
 
@@ -112,28 +112,49 @@ class AttemptRows:
         self, steps: AttemptSteps, tail: Rows, tail_ivs: TailIntervals, unmatched: int
     ) -> None:
         self.steps = steps
-        self.sealed = steps.rows()
         self.n_sealed = steps.n
         self.tail = tail
         self.tail_ivs = tail_ivs
         self.unmatched = unmatched
         self.n = self.n_sealed + tail.n
+        self._sealed: Rows | None = None
+        self._cum_pairs: tuple[tuple[F64, F64], ...] | None = None
         if tail.n == 0 and not len(tail_ivs.pieces):
-            self._cums = (
-                (steps.cum_d.a, _ZERO_CUM),
-                (steps.cum_k.a, _ZERO_CUM),
-                (steps.cum_kpos.a, _ZERO_CUM),
-            )
+            # Sealed whole with others (never to grow): its rows and prefix sums are views
+            # made when first asked for. Else they are taken now, as the rows are now.
+            if steps.together is None:
+                self._sealed = steps.rows()
+                _ = self._cums
         else:
+            self._sealed = steps.rows()
             d0 = np.nan_to_num(tail.d)
             kpos = np.where(tail.d > 0, tail.count, 0.0)
-            self._cums = (
+            self._cum_pairs = (
                 (steps.cum_d.a, np.concatenate(([0.0], np.cumsum(d0)))),
                 (steps.cum_k.a, np.concatenate(([0.0], np.cumsum(tail.count)))),
                 (steps.cum_kpos.a, np.concatenate(([0.0], np.cumsum(kpos)))),
             )
         self.open: dict[int, tuple[float, float, float]] = {}  # row -> (end, d, count)
         self.segments: list[Segment] = []
+
+    @property
+    def sealed(self) -> Rows:
+        """The sealed rows (views; of an attempt sealed with others, made when first asked)."""
+        if self._sealed is None:
+            self._sealed = self.steps.rows()
+        return self._sealed
+
+    @property
+    def _cums(self) -> tuple[tuple[F64, F64], ...]:
+        """Per prefix sum (D, K, KPOS): the sealed rows' and the tail's."""
+        if self._cum_pairs is None:
+            steps = self.steps
+            self._cum_pairs = (
+                (steps.cum_d.a, _ZERO_CUM),
+                (steps.cum_k.a, _ZERO_CUM),
+                (steps.cum_kpos.a, _ZERO_CUM),
+            )
+        return self._cum_pairs
 
     def at(self, name: str, i: int) -> float:
         if i < self.n_sealed:
@@ -355,7 +376,7 @@ class AttemptRows:
 AttemptDiagnostics = tuple[list[tuple[str, str, str | None, int | None]], dict[str, int]]
 
 
-@dataclass
+@dataclass(slots=True)
 class ClosedMemo:
     """What queries made of a closed attempt, reused while ``key`` (its place among the
     attempts, its span and end, the sizes of its streams) is unchanged.

@@ -121,7 +121,7 @@ class _Col:
         return buf if buf.shape[0] == self.n else buf[: self.n]
 
 
-@dataclass
+@dataclass(slots=True)
 class Rows:
     """Contiguous rows (one per step start). ``end``/``d`` are NaN for an open row."""
 
@@ -377,32 +377,79 @@ class SealedTogether:
     """The columns of many attempts sealed in one pass (:func:`seal_whole_many`), as that
     pass made them: every attempt's rows one after the other (attempt k's are
     ``bounds[k]:bounds[k + 1]``), and each attempt's prefix sums D, K and KPOS, each
-    ``n + 1`` values long, one after the other. Each attempt's sealed columns are views
-    of these; a pass over all of them (:func:`~badput.engine._inside.fill_inside_memos`)
-    takes them whole instead of joining 10,000 views again."""
+    ``n + 1`` values long, one after the other (attempt k's from ``cum_from[k]``).
+
+    Each attempt's sealed columns are views of these, made when first asked for
+    (:class:`AttemptSteps`): a first query of 10,000 attempts asks few of them, and a pass
+    over all of them (:func:`~badput.engine._inside.fill_inside_memos`, the segments'
+    medians, their first rows) takes these whole instead of 10,000 views."""
 
     start: F64
     end: F64
     count: F64
     step: I64
     d: F64
+    first: B
+    clean: B
     cum_d: F64
     cum_k: F64
     cum_kpos: F64
+    cum_from: list[int]
     bounds: list[int]
     # Each segment's typical-time values, sorted within it, one segment after the other
     # (segment g's are ``typical[typical_at[g]:typical_at[g + 1]]``); attempt k's segments
-    # are ``first_segment[k]:first_segment[k + 1]``.
+    # are ``first_segment[k]:first_segment[k + 1]``, beginning at rows ``segment_rows``.
     typical: F64
     typical_at: I64
     first_segment: list[int]
+    segment_rows: list[int]
+    # The clean rows' step times per step, attempt k's ``clean_vals[clean_at[k]:...]``.
+    clean_vals: F64
+    clean_at: list[int]
+    no_caps: F64  # a zero-stride column of NaN, as long as the longest attempt
 
     @property
     def attempts(self) -> int:
         return len(self.bounds) - 1
 
+    def rows(self, k: int) -> Rows:
+        """Attempt ``k``'s rows (views)."""
+        a, b = self.bounds[k], self.bounds[k + 1]
+        return Rows(
+            self.start[a:b],
+            self.end[a:b],
+            self.no_caps[: b - a],
+            self.count[a:b],
+            self.step[a:b],
+            self.d[a:b],
+            self.first[a:b],
+            self.clean[a:b],
+        )
 
-@dataclass
+    def cums(self, k: int) -> tuple[F64, F64, F64]:
+        """Attempt ``k``'s prefix sums D, K and KPOS (``n + 1`` values each, views)."""
+        a = self.cum_from[k]
+        b = a + self.bounds[k + 1] - self.bounds[k] + 1
+        return self.cum_d[a:b], self.cum_k[a:b], self.cum_kpos[a:b]
+
+    def seg_first(self, k: int) -> list[int]:
+        """The rows of attempt ``k`` that begin a segment."""
+        base = self.bounds[k]
+        rows = self.segment_rows[self.first_segment[k] : self.first_segment[k + 1]]
+        return [x - base for x in rows]
+
+    def seg_sorted(self, k: int) -> dict[int, F64]:
+        """Attempt ``k``'s typical-time values of each segment (by its number), sorted."""
+        out: dict[int, F64] = {}
+        at = self.typical_at
+        for sid, g in enumerate(range(self.first_segment[k], self.first_segment[k + 1])):
+            lo, hi = int(at[g]), int(at[g + 1])
+            if hi > lo:
+                out[sid] = self.typical[lo:hi]
+        return out
+
+
+@dataclass(slots=True)
 class AttemptSteps:
     """The sealed part of one attempt's rows and intervals, and where it was cut."""
 
@@ -414,16 +461,9 @@ class AttemptSteps:
     marks_seen: int = 0
     whole: bool = False  # sealed to the end (a closed attempt)
     whole_end: float = math.inf
-    cols: dict[str, _Col] = field(default_factory=dict)
-    cum_d: _Col = field(default_factory=lambda: _Col.of(_ZERO))  # cum_d[i] = Σ d[:i]
-    cum_k: _Col = field(default_factory=lambda: _Col.of(_ZERO))
-    cum_kpos: _Col = field(default_factory=lambda: _Col.of(_ZERO))  # Σ count where d > 0
-    clean_vals: _Col = field(default_factory=lambda: _Col(np.float64))
     open_rows: list[int] = field(default_factory=list)
     # The cap of each open row; the column itself is not kept (only open rows use it).
     open_cap: dict[int, float] = field(default_factory=dict)
-    seg_first: list[int] = field(default_factory=list)
-    seg_sorted: dict[int, F64] = field(default_factory=dict)  # typical-time values per segment
     # Sealed intervals, as parts appended per seal (joined on demand).
     piece_parts: list[Spans] = field(default_factory=list)
     piece_sums: dict[int, float] = field(default_factory=dict)  # bucket code -> seconds
@@ -433,21 +473,99 @@ class AttemptSteps:
     unpaired_end_parts: list[Marks] = field(default_factory=list)
     unpaired_start_parts: list[Marks] = field(default_factory=list)
     _rows: Rows | None = None  # rows() as last made (valid while n is unchanged)
-    # Sealed with others in one pass: their shared columns, and which attempt it is there
-    # (None once it has rows of its own: sealed alone, or in blocks).
+    # Sealed with others in one pass: their shared columns, and which attempt it is there.
+    # Its columns below are views of those, made when first asked for (None until then).
     together: tuple[SealedTogether, int] | None = None
+    _cols: dict[str, _Col] | None = None
+    _cum_d: _Col | None = None  # cum_d[i] = Σ d[:i]
+    _cum_k: _Col | None = None
+    _cum_kpos: _Col | None = None  # Σ count where d > 0
+    _clean_vals: _Col | None = None
+    _seg_first: list[int] | None = None
+    _seg_sorted: dict[int, F64] | None = None  # typical-time values per segment
 
-    def __post_init__(self) -> None:
-        if not self.cols:
-            for name, dtype in _ROW_COLUMNS:
-                self.cols[name] = _Col(dtype)
+    @property
+    def cols(self) -> dict[str, _Col]:
+        if self._cols is None:
+            if self.together is None:
+                self._cols = {name: _Col(dtype) for name, dtype in _ROW_COLUMNS}
+            else:
+                rows = self.rows()
+                self._cols = {name: _Col.of(getattr(rows, name)) for name, _ in _ROW_COLUMNS}
+        return self._cols
+
+    def _cum(self, which: int) -> _Col:
+        """Prefix sum ``which`` (0: D, 1: K, 2: KPOS) as a column, made when first asked."""
+        if self.together is None:
+            return _Col.of(_ZERO)
+        sealed, k = self.together
+        return _Col.of(sealed.cums(k)[which])
+
+    @property
+    def cum_d(self) -> _Col:
+        if self._cum_d is None:
+            self._cum_d = self._cum(0)
+        return self._cum_d
+
+    @property
+    def cum_k(self) -> _Col:
+        if self._cum_k is None:
+            self._cum_k = self._cum(1)
+        return self._cum_k
+
+    @property
+    def cum_kpos(self) -> _Col:
+        if self._cum_kpos is None:
+            self._cum_kpos = self._cum(2)
+        return self._cum_kpos
+
+    @property
+    def clean_vals(self) -> _Col:
+        if self._clean_vals is None:
+            if self.together is None:
+                self._clean_vals = _Col(np.float64)
+            else:
+                sealed, k = self.together
+                at = sealed.clean_at
+                self._clean_vals = _Col.of(sealed.clean_vals[at[k] : at[k + 1]])
+        return self._clean_vals
+
+    @property
+    def seg_first(self) -> list[int]:
+        if self._seg_first is None:
+            together = self.together
+            self._seg_first = [] if together is None else together[0].seg_first(together[1])
+        return self._seg_first
+
+    @property
+    def seg_sorted(self) -> dict[int, F64]:
+        if self._seg_sorted is None:
+            together = self.together
+            self._seg_sorted = {} if together is None else together[0].seg_sorted(together[1])
+        return self._seg_sorted
+
+    def _own(self) -> None:
+        """Make every column its own before it grows (never so once sealed whole)."""
+        if self.together is not None:
+            # each made from the shared columns by asking for it (a column grows into a
+            # buffer of its own: nothing writes into the shared ones)
+            _ = (self.cols, self.cum_d, self.cum_k, self.cum_kpos, self.clean_vals)
+            _ = (self.seg_first, self.seg_sorted)
+            self.together = None
 
     @property
     def n(self) -> int:
+        together = self.together
+        if together is not None and self._cols is None:
+            bounds, k = together[0].bounds, together[1]
+            return bounds[k + 1] - bounds[k]
         return self.cols["start"].n
 
     def rows(self) -> Rows:
         if self._rows is not None and self._rows.n == self.n:
+            return self._rows
+        if self.together is not None and self._cols is None:
+            self._rows = self.together[0].rows(self.together[1])
             return self._rows
         c = self.cols
         self._rows = Rows(
@@ -476,6 +594,7 @@ class AttemptSteps:
 
     def reserve(self, rows: int) -> None:
         """Room for ``rows`` more rows in every column (a closed attempt sealed in blocks)."""
+        self._own()
         for col in (*self.cols.values(), self.cum_d, self.cum_k, self.cum_kpos, self.clean_vals):
             col.reserve(rows)
 
@@ -493,8 +612,8 @@ class AttemptSteps:
         unmatched_ts: F64,
     ) -> None:
         """Append ``rows`` (all before ``cut``) and the intervals before ``cut``."""
+        self._own()
         base = self.n
-        self.together = None  # (never sealed further once whole; said for the next reader)
         self.unmatched_ends += int((unmatched_ts < cut).sum())
         if math.isinf(cut) and len(ivs.unpaired_starts):
             self.unpaired_start_parts.append(ivs.unpaired_starts)
@@ -612,7 +731,6 @@ def seal_whole_many(  # noqa: PLR0917 (each attempt's parts, cut apart by the ca
     open_at = np.searchsorted(open_pos, at).tolist()
     first_pos = np.flatnonzero(rows.first)
     first_at = np.searchsorted(first_pos, at).tolist()
-    first_list = first_pos.tolist()
     # typical-time values, sorted within each (global) segment
     seg_id = np.cumsum(rows.first) - 1
     typical = np.flatnonzero(~nan & ~rows.first)
@@ -620,14 +738,6 @@ def seal_whole_many(  # noqa: PLR0917 (each attempt's parts, cut apart by the ca
     order = np.lexsort((per, seg_id[typical]))
     sorted_vals, sorted_seg = per[order], seg_id[typical][order]
     seg_at = np.searchsorted(sorted_seg, np.arange(first_pos.shape[0] + 1)).tolist()
-    start, end, count, step, first, clean = (
-        rows.start,
-        rows.end,
-        rows.count,
-        rows.step,
-        rows.first,
-        rows.clean,
-    )
     # The cap column of every attempt (not kept: see open_cap), as slices of one zero-stride
     # column of NaN (a slice of it is made in a fifth of the time of a column of its own).
     no_caps = _repeated(_NAN_CELL, int(np.diff(at).max(initial=0)))
@@ -637,73 +747,53 @@ def seal_whole_many(  # noqa: PLR0917 (each attempt's parts, cut apart by the ca
         rows.count,
         rows.step,
         d,
+        rows.first,
+        rows.clean,
         rel_d,
         rel_k,
         rel_kpos,
+        rel_from,
         row_bounds,
         sorted_vals,
         np.asarray(seg_at, np.int64),
         first_at,
+        first_pos.tolist(),
+        clean_vals,
+        clean_at,
+        no_caps,
     )
+    # Each attempt's columns are made from `together` when first asked for (AttemptSteps).
     out: list[AttemptSteps] = []
     for k, sig in enumerate(signatures):
-        a, b = row_bounds[k], row_bounds[k + 1]
-        open_rows: list[int] = []
-        open_cap: dict[int, float] = {}
+        steps = AttemptSteps(
+            sig,
+            cut=math.inf,
+            raw_done=used[k][0],
+            marks_done=used[k][1],
+            raw_seen=seen[k][0],
+            marks_seen=seen[k][1],
+            whole=True,
+            whole_end=whole_end[k],
+            piece_sums=piece_sums[k],
+            unmatched_ends=unmatched[k],
+            together=(together, k),
+        )
         if open_at[k + 1] > open_at[k]:
+            a = row_bounds[k]
             opened = open_pos[open_at[k] : open_at[k + 1]]
-            open_rows = (opened - a).tolist()
-            open_cap = dict(zip(open_rows, rows.cap[opened].tolist(), strict=True))
-        seg_sorted: dict[int, F64] = {}
-        for sid, g in enumerate(range(first_at[k], first_at[k + 1])):
-            if seg_at[g + 1] > seg_at[g]:
-                seg_sorted[sid] = sorted_vals[seg_at[g] : seg_at[g + 1]]
+            steps.open_rows = (opened - a).tolist()
+            steps.open_cap = dict(zip(steps.open_rows, rows.cap[opened].tolist(), strict=True))
+        if len(pieces[k]):
+            steps.piece_parts.append(pieces[k])
         found_nonblocking = nonblocking[k]
-        nonblocking_sums: dict[int, float] = {}
         if len(found_nonblocking):
-            add_sums(nonblocking_sums, found_nonblocking)
-        used_raw, used_marks = used[k]
-        seen_raw, seen_marks = seen[k]
-        mine = Rows(
-            start[a:b],
-            end[a:b],
-            no_caps[: b - a],
-            count[a:b],
-            step[a:b],
-            d[a:b],
-            first[a:b],
-            clean[a:b],
-        )
-        out.append(
-            AttemptSteps(
-                sig,
-                cut=math.inf,
-                raw_done=used_raw,
-                marks_done=used_marks,
-                raw_seen=seen_raw,
-                marks_seen=seen_marks,
-                whole=True,
-                whole_end=whole_end[k],
-                cols={name: _Col.of(getattr(mine, name)) for name, _ in _ROW_COLUMNS},
-                cum_d=_Col.of(rel_d[rel_from[k] : rel_from[k] + b - a + 1]),
-                cum_k=_Col.of(rel_k[rel_from[k] : rel_from[k] + b - a + 1]),
-                cum_kpos=_Col.of(rel_kpos[rel_from[k] : rel_from[k] + b - a + 1]),
-                clean_vals=_Col.of(clean_vals[clean_at[k] : clean_at[k + 1]]),
-                open_rows=open_rows,
-                open_cap=open_cap,
-                seg_first=[x - a for x in first_list[first_at[k] : first_at[k + 1]]],
-                seg_sorted=seg_sorted,
-                piece_parts=[pieces[k]] if len(pieces[k]) else [],
-                piece_sums=piece_sums[k],
-                nonblocking_parts=[found_nonblocking] if len(found_nonblocking) else [],
-                nonblocking_sums=nonblocking_sums,
-                unmatched_ends=unmatched[k],
-                unpaired_end_parts=[unpaired_ends[k]] if len(unpaired_ends[k]) else [],
-                unpaired_start_parts=[unpaired_starts[k]] if len(unpaired_starts[k]) else [],
-                _rows=mine,
-                together=(together, k),
-            )
-        )
+            steps.nonblocking_parts.append(found_nonblocking)
+            add_sums(steps.nonblocking_sums, found_nonblocking)
+        if len(unpaired_ends[k]):
+            steps.unpaired_end_parts.append(unpaired_ends[k])
+        if len(unpaired_starts[k]):
+            steps.unpaired_start_parts.append(unpaired_starts[k])
+        out.append(steps)
     return out
 
 
