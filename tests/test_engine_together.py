@@ -101,3 +101,51 @@ def test_many_closed_attempts_taken_together_report_every_float_as_one_by_one(
     a = data.draw(st.floats(first - 5, last + 5), label="window start")
     b = data.draw(st.floats(a, last + 5), label="window end")
     assert _reports(events, True, typical, (a, b)) == _reports(events, False, typical, (a, b))
+
+
+def _long_job(attempts: int, steps: int) -> list[Event]:
+    """``attempts`` attempts of ``steps`` steps each (step times varying, a restore and a
+    slow first step in each): over 1,000 clean steps, so the ideal step time is taken over
+    blocks of 100 and its block medians are kept for the next query."""
+    events: list[Event] = []
+    ts = 1_700_000_000.0
+    step = 0
+    for a in range(attempts):
+        f: dict[str, object] = {"job": "r", "attempt": a, "rank": 0}
+        events.append(Event(ts=ts, kind="job_start", **f))  # type: ignore[arg-type]
+        step -= step % 10
+        events.append(Event(ts=ts, kind="checkpoint_restore_end", step=step, **f))  # type: ignore[arg-type]
+        for s in range(steps):
+            step += 1
+            took = 1.0 + 0.01 * ((a * 7 + s * 3) % 11) + (2.5 if s == 0 else 0.0)
+            events.append(Event(ts=ts, kind="step_start", step=step, **f))  # type: ignore[arg-type]
+            ts += took
+            events.append(Event(ts=ts, kind="step_end", step=step, **f))  # type: ignore[arg-type]
+            if step % 10 == 0:
+                events.append(Event(ts=ts, kind="checkpoint_committed", step=step, **f))  # type: ignore[arg-type]
+        events.append(Event(ts=ts + 1.0, kind="attempt_end", status="failed", **f))  # type: ignore[arg-type]
+        ts += 20.0
+    return events
+
+
+def test_over_a_thousand_clean_steps_taken_together_and_after_a_new_attempt() -> None:
+    events = _long_job(60, 21)
+    window = (events[0].ts + 300.0, events[-1].ts - 300.0)
+    together = _reports(events, True, "median", window)
+    assert together == _reports(events, False, "median", window)
+    assert '"ideal_step_time": 1.0' in together[0]  # the best block of 100 (by its median)
+    # A new attempt after a first query of 60 sealed together: the block medians kept
+    # from it are extended, and the report is the cold one.
+    more = _long_job(61, 21)
+    saved = _sealing.BULK_MIN_ATTEMPTS, _inside.MIN_SEGMENTS
+    _sealing.BULK_MIN_ATTEMPTS, _inside.MIN_SEGMENTS = 1, 1
+    try:
+        live = Accountant("r")
+        live.ingest_events(more[: len(events)])
+        live.report()
+        live.ingest_events(more[len(events) :])
+        cold = Accountant("r")
+        cold.ingest_events(more)
+        assert to_json(live.report()) == to_json(cold.report())
+    finally:
+        _sealing.BULK_MIN_ATTEMPTS, _inside.MIN_SEGMENTS = saved

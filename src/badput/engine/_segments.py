@@ -34,6 +34,10 @@ def add_segments(ai: int, ar: AttemptRows, restores: list[RestoreMark]) -> None:
     restore point: the step of the last restore between the row before it and its first
     row (an end event preferred), else its first step - 1 (§1). ``restores``: those the
     attempt accounts for, in time order."""
+    together = ar.steps.together
+    if together is not None and not ar.tail.n:
+        _add_segments_together(ai, ar, restores, *together)
+        return
     firsts = list(ar.steps.seg_first)
     if ar.tail.n:
         firsts += (np.flatnonzero(ar.tail.first) + ar.n_sealed).tolist()
@@ -63,6 +67,36 @@ def add_segments(ai: int, ar: AttemptRows, restores: list[RestoreMark]) -> None:
         )
 
 
+def _add_segments_together(
+    ai: int, ar: AttemptRows, restores: list[RestoreMark], sealed: SealedTogether, k: int
+) -> None:
+    """:func:`add_segments` of attempt ``k`` of the attempts ``sealed`` together, from what
+    their segments begin and end with (no view of its rows made)."""
+    table = sealed.segments()
+    first = sealed.first_segment[k]
+    for sid, g in enumerate(range(first, sealed.first_segment[k + 1])):
+        first_ts, first_step = table.first_ts[g], table.first_step[g]
+        chosen = None
+        if restores:
+            before = table.before_ts[g]
+            in_gap = [r for r in restores if before < r.ts <= first_ts]
+            ends = [r for r in in_gap if r.is_end]
+            chosen = (ends or in_gap)[-1] if in_gap else None
+        ar.segments.append(
+            Segment(
+                attempt=ai,
+                sid=sid,
+                lo=table.lo[g],
+                hi=table.hi[g],
+                first_ts=first_ts,
+                first_step=first_step,
+                last_step=table.last_step[g],
+                restore_point=chosen.step if chosen is not None else first_step - 1,
+                restored=chosen is not None,
+            )
+        )
+
+
 def estimate_ideal(rows: list[AttemptRows | None], cache: IdealCache) -> float | None:
     """The best sustained step time over every attempt's clean steps, in order (§1);
     ``cache`` carries the block medians of the sealed ones from the last query."""
@@ -72,12 +106,41 @@ def estimate_ideal(rows: list[AttemptRows | None], cache: IdealCache) -> float |
         ar.tail.d[ar.tail.clean] / ar.tail.count[ar.tail.clean] if ar.tail.n else _EMPTY
         for ar in present
     ]
-    sealed: list[tuple[object, F64]] = [(ar.steps, ar.steps.clean_vals.a) for ar in present]
     if any(t.shape[0] for t in tails[:-1]):
         # Tails in the middle of the sequence: no cache can help; compute directly.
-        seq = [v for pair in zip([v for _, v in sealed], tails, strict=False) for v in pair]
+        values = [ar.steps.clean_vals.a for ar in present]
+        seq = [v for pair in zip(values, tails, strict=False) for v in pair]
         return best_sustained_step_time(np.concatenate(seq) if seq else np.zeros(0))
-    return cache.estimate(sealed, tails[-1] if tails else np.zeros(0))
+    return cache.estimate(_sealed_parts(present), tails[-1] if tails else np.zeros(0))
+
+
+def _sealed_parts(present: list[AttemptRows]) -> list[tuple[object, F64]]:
+    """``(key, clean values)`` of each attempt's sealed rows, in order; all the attempts
+    sealed together in one pass, in its order, as one part (its values as the pass made
+    them, not 10,000 views joined again), keyed by what they were sealed in."""
+    parts: list[tuple[object, F64]] = []
+    i, n = 0, len(present)
+    while i < n:
+        steps = present[i].steps
+        together = steps.together
+        if together is not None and together[1] == 0 and _all_of(present, i, together[0]):
+            parts.append((together[0], together[0].clean_vals))
+            i += together[0].attempts
+            continue
+        parts.append((steps, steps.clean_vals.a))
+        i += 1
+    return parts
+
+
+def _all_of(present: list[AttemptRows], i: int, sealed: SealedTogether) -> bool:
+    """Whether ``present[i:]`` begins with every attempt of ``sealed``, in its order."""
+    if i + sealed.attempts > len(present):
+        return False
+    for k in range(sealed.attempts):
+        together = present[i + k].steps.together
+        if together is None or together[0] is not sealed or together[1] != k:
+            return False
+    return True
 
 
 def resolve_many(rows: list[AttemptRows], ideal: float | None, typical: Typical) -> list[bool]:

@@ -16,7 +16,7 @@ from __future__ import annotations
 import itertools
 import math
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 import numpy.typing as npt
@@ -372,7 +372,20 @@ def quiet_cut(
     return 0
 
 
-@dataclass(frozen=True, slots=True)
+class SegmentTable(NamedTuple):
+    """Per segment of the attempts sealed together (in their order): its rows ``[lo, hi)``
+    in its attempt, its first row's start, the start of the row before it (-inf: none),
+    and its first and last step."""
+
+    lo: list[int]
+    hi: list[int]
+    first_ts: list[float]
+    before_ts: list[float]
+    first_step: list[int]
+    last_step: list[int]
+
+
+@dataclass(slots=True)
 class SealedTogether:
     """The columns of many attempts sealed in one pass (:func:`seal_whole_many`), as that
     pass made them: every attempt's rows one after the other (attempt k's are
@@ -407,10 +420,32 @@ class SealedTogether:
     clean_vals: F64
     clean_at: list[int]
     no_caps: F64  # a zero-stride column of NaN, as long as the longest attempt
+    _segments: SegmentTable | None = None
 
     @property
     def attempts(self) -> int:
         return len(self.bounds) - 1
+
+    def segments(self) -> SegmentTable:
+        """What each segment begins and ends with, for all of them (made once)."""
+        if self._segments is None:
+            first_rows = np.asarray(self.segment_rows, np.int64)
+            # the segments tile the rows (none when no attempt has a row)
+            ends = np.append(first_rows[1:], self.start.shape[0])[: first_rows.shape[0]]
+            first_segment = np.asarray(self.first_segment, np.int64)
+            per_attempt: I64 = first_segment[1:] - first_segment[:-1]
+            base = np.repeat(np.asarray(self.bounds[:-1], np.int64), per_attempt)
+            lo = first_rows - base
+            before = np.maximum(first_rows - 1, 0)
+            self._segments = SegmentTable(
+                lo.tolist(),
+                (ends - base).tolist(),
+                self.start[first_rows].tolist(),
+                np.where(lo > 0, self.start[before], -math.inf).tolist(),
+                self.step[first_rows].tolist(),
+                self.step[np.maximum(ends - 1, 0)].tolist(),
+            )
+        return self._segments
 
     def rows(self, k: int) -> Rows:
         """Attempt ``k``'s rows (views)."""
