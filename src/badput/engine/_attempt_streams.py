@@ -65,6 +65,9 @@ class AttemptStreams:
 
     def restores(self, att: Attempt, s: Stream) -> list[RestoreMark]:
         """The checkpoint restores of stream ``s`` that ``att`` accounts for, in time order."""
+        if len(s.restores) < 2:  # none or one (most attempts): nothing to put in order
+            lo, top = attempt_bounds(att)
+            return [r for r in s.restores if lo <= r.ts < top]
         view = self.view(s)
         return view.restores[between(view.restore_ts, *attempt_bounds(att))]
 

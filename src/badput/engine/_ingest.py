@@ -321,7 +321,7 @@ class Stream:
 
     @property
     def has_work(self) -> bool:
-        return bool(len(self.steps) or len(self.marks))
+        return bool(len(self.steps.ts) or len(self.marks.ts))
 
     def sizes(self) -> tuple[int, int, int, int, int]:
         """How many step events, marks, restores, checkpoints and other events it holds
@@ -340,7 +340,7 @@ class Stream:
         top = min(hi, math.nextafter(until, math.inf))
         if top <= lo:
             return False
-        if len(self.steps):
+        if len(self.steps.ts):
             if self.steps.unsorted:
                 ts = np.frombuffer(self.steps.ts, dtype=np.float64)
                 if bool(((ts >= lo) & (ts < top)).any()):

@@ -420,6 +420,9 @@ class SealedTogether:
     clean_vals: F64
     clean_at: list[int]
     no_caps: F64  # a zero-stride column of NaN, as long as the longest attempt
+    # The flattened blocking intervals of all of them (attempt k's ``piece_at[k]:...``).
+    pieces: Spans
+    piece_at: list[int]
     _segments: SegmentTable | None = None
 
     @property
@@ -473,6 +476,11 @@ class SealedTogether:
         rows = self.segment_rows[self.first_segment[k] : self.first_segment[k + 1]]
         return [x - base for x in rows]
 
+    def piece_parts(self, k: int) -> list[Spans]:
+        """Attempt ``k``'s flattened blocking intervals, as the parts of one seal."""
+        a, b = self.piece_at[k], self.piece_at[k + 1]
+        return [self.pieces.take(slice(a, b))] if b > a else []
+
     def seg_sorted(self, k: int) -> dict[int, F64]:
         """Attempt ``k``'s typical-time values of each segment (by its number), sorted."""
         out: dict[int, F64] = {}
@@ -500,7 +508,6 @@ class AttemptSteps:
     # The cap of each open row; the column itself is not kept (only open rows use it).
     open_cap: dict[int, float] = field(default_factory=dict)
     # Sealed intervals, as parts appended per seal (joined on demand).
-    piece_parts: list[Spans] = field(default_factory=list)
     piece_sums: dict[int, float] = field(default_factory=dict)  # bucket code -> seconds
     nonblocking_parts: list[Spans] = field(default_factory=list)
     nonblocking_sums: dict[int, float] = field(default_factory=dict)
@@ -518,6 +525,18 @@ class AttemptSteps:
     _clean_vals: _Col | None = None
     _seg_first: list[int] | None = None
     _seg_sorted: dict[int, F64] | None = None  # typical-time values per segment
+    _piece_parts: list[Spans] | None = None
+
+    @property
+    def piece_parts(self) -> list[Spans]:
+        if self._piece_parts is None:
+            together = self.together
+            self._piece_parts = [] if together is None else together[0].piece_parts(together[1])
+        return self._piece_parts
+
+    @piece_parts.setter
+    def piece_parts(self, parts: list[Spans]) -> None:
+        self._piece_parts = parts
 
     @property
     def cols(self) -> dict[str, _Col]:
@@ -585,7 +604,7 @@ class AttemptSteps:
             # each made from the shared columns by asking for it (a column grows into a
             # buffer of its own: nothing writes into the shared ones)
             _ = (self.cols, self.cum_d, self.cum_k, self.cum_kpos, self.clean_vals)
-            _ = (self.seg_first, self.seg_sorted)
+            _ = (self.seg_first, self.seg_sorted, self.piece_parts)
             self.together = None
 
     @property
@@ -720,7 +739,7 @@ def seal_whole_many(  # noqa: PLR0917 (each attempt's parts, cut apart by the ca
     signatures: list[tuple[Any, ...]],
     rows: Rows,
     row_bounds: list[int],
-    pieces: list[Spans],
+    pieces: tuple[Spans, list[int]],
     nonblocking: list[Spans],
     unpaired_starts: list[Marks],
     unpaired_ends: list[Marks],
@@ -796,6 +815,7 @@ def seal_whole_many(  # noqa: PLR0917 (each attempt's parts, cut apart by the ca
         clean_vals,
         clean_at,
         no_caps,
+        *pieces,
     )
     # Each attempt's columns are made from `together` when first asked for (AttemptSteps).
     out: list[AttemptSteps] = []
@@ -818,8 +838,6 @@ def seal_whole_many(  # noqa: PLR0917 (each attempt's parts, cut apart by the ca
             opened = open_pos[open_at[k] : open_at[k + 1]]
             steps.open_rows = (opened - a).tolist()
             steps.open_cap = dict(zip(steps.open_rows, rows.cap[opened].tolist(), strict=True))
-        if len(pieces[k]):
-            steps.piece_parts.append(pieces[k])
         found_nonblocking = nonblocking[k]
         if len(found_nonblocking):
             steps.nonblocking_parts.append(found_nonblocking)

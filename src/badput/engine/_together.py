@@ -160,7 +160,7 @@ def seal_together(
         [a.signature for a in attempts],
         rows,
         row_bounds,
-        pieces=_split_spans(without_order(pieces), n_buckets, g),
+        pieces=_apart(without_order(pieces), n_buckets, g),
         nonblocking=_split_spans(without_order(nonblocking), n_buckets, g),
         unpaired_starts=_split_marks(paired.unpaired_starts, n_buckets, g),
         unpaired_ends=_split_marks(paired.unpaired_ends, n_buckets, g),
@@ -189,17 +189,26 @@ def _sums_per_attempt(spans: Spans, n_buckets: int, g: int) -> list[dict[int, fl
     return out
 
 
-def _split_spans(spans: Spans, n_buckets: int, g: int) -> list[Spans]:
-    """``spans`` (bucket = attempt x n_buckets + bucket) cut into one Spans per attempt,
-    with their own bucket codes, each in its original order."""
-    if not len(spans):  # the usual case for non-blocking intervals: one shared empty
-        return [_NO_SPANS] * g
+def _apart(spans: Spans, n_buckets: int, g: int) -> tuple[Spans, list[int]]:
+    """``spans`` (bucket = attempt x n_buckets + bucket) with their own bucket codes, in
+    attempt order (each attempt's in its original order), and where each attempt's begin:
+    attempt k's are ``[bounds[k], bounds[k + 1])``."""
+    if not len(spans):
+        return _NO_SPANS, [0] * (g + 1)
     group = spans.bucket // n_buckets
     if bool((group[1:] < group[:-1]).any()):  # attempts whose spans interleave in time
         order = np.argsort(group, kind="stable")
         spans, group = spans.take(order), group[order]
     plain = Spans(spans.start, spans.end, spans.bucket % n_buckets, spans.blocking, spans.order)
-    bounds = np.searchsorted(group, np.arange(g + 1)).tolist()
+    return plain, np.searchsorted(group, np.arange(g + 1)).tolist()
+
+
+def _split_spans(spans: Spans, n_buckets: int, g: int) -> list[Spans]:
+    """``spans`` (bucket = attempt x n_buckets + bucket) cut into one Spans per attempt,
+    with their own bucket codes, each in its original order."""
+    if not len(spans):  # the usual case for non-blocking intervals: one shared empty
+        return [_NO_SPANS] * g
+    plain, bounds = _apart(spans, n_buckets, g)
     return [plain.take(slice(bounds[k], bounds[k + 1])) for k in range(g)]
 
 
