@@ -403,7 +403,10 @@ class _Builder:
         lo, hi = self.clip_bounds
         names = self.ing.buckets.names
         total = 0.0
-        if att.eff_start >= lo and att.eff_end <= hi:
+        inside = att.eff_start >= lo and att.eff_end <= hi
+        if inside and not (len(ivs.pieces) or len(ivs.nonblocking)):  # (a closed attempt)
+            pieces, overlapped = steps.piece_sums, steps.nonblocking_sums  # (only read here)
+        elif inside:
             pieces = dict(steps.piece_sums)
             add_sums(pieces, ivs.pieces)
             overlapped = dict(steps.nonblocking_sums)
