@@ -12,12 +12,16 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
+from itertools import pairwise
 
 from badput.engine._attempts import Attempt
 from badput.engine._ingest import Ingestor, RestoreMark, Stream
 from badput.engine._rows import StreamView, attempt_bounds, between
 
 __all__ = ["AttemptStreams"]
+
+#: Restores of a stream taken as they arrived when they did in time order (no view sorted).
+_FEW = 4
 
 
 class AttemptStreams:
@@ -65,9 +69,11 @@ class AttemptStreams:
 
     def restores(self, att: Attempt, s: Stream) -> list[RestoreMark]:
         """The checkpoint restores of stream ``s`` that ``att`` accounts for, in time order."""
-        if len(s.restores) < 2:  # none or one (most attempts): nothing to put in order
+        few = s.restores
+        if len(few) <= _FEW and all((a.ts, a.seq) <= (b.ts, b.seq) for a, b in pairwise(few)):
+            # a few in time order already (an attempt's restore: its start and its end)
             lo, top = attempt_bounds(att)
-            return [r for r in s.restores if lo <= r.ts < top]
+            return [r for r in few if lo <= r.ts < top]
         view = self.view(s)
         return view.restores[between(view.restore_ts, *attempt_bounds(att))]
 
