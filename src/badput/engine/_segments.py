@@ -45,26 +45,48 @@ def add_segments(ai: int, ar: AttemptRows, restores: list[RestoreMark]) -> None:
     for j in range(len(firsts)):
         lo, hi = bounds[j], bounds[j + 1]
         first_ts = ar.at("start", lo)
-        first_step = int(ar.at("step", lo))
         chosen = None
         if restores:  # (none: most segments of a job of many attempts begin no restore)
-            prev_last_start = ar.at("start", lo - 1) if lo > 0 else -math.inf
-            in_gap = [r for r in restores if prev_last_start < r.ts <= first_ts]
-            ends = [r for r in in_gap if r.is_end]
-            chosen = (ends or in_gap)[-1] if in_gap else None
-        ar.segments.append(
-            Segment(
-                attempt=ai,
-                sid=j,
-                lo=lo,
-                hi=hi,
-                first_ts=first_ts,
-                first_step=first_step,
-                last_step=int(ar.at("step", hi - 1)),
-                restore_point=chosen.step if chosen is not None else first_step - 1,
-                restored=chosen is not None,
-            )
-        )
+            before = ar.at("start", lo - 1) if lo > 0 else -math.inf
+            chosen = _resumed_from(restores, before, first_ts)
+        first_step = int(ar.at("step", lo))
+        last_step = int(ar.at("step", hi - 1))
+        ar.segments.append(_segment(ai, j, lo, hi, first_ts, first_step, last_step, chosen))
+
+
+def _resumed_from(
+    restores: list[RestoreMark], before: float, first_ts: float
+) -> RestoreMark | None:
+    """The restore a segment resumed from: the last after the start of the row before it
+    (``before``) and at or before its first row's start, an end event preferred (§1)."""
+    in_gap = [r for r in restores if before < r.ts <= first_ts]
+    ends = [r for r in in_gap if r.is_end]
+    return (ends or in_gap)[-1] if in_gap else None
+
+
+def _segment(  # noqa: PLR0917 (a segment's fields, as add_segments finds them)
+    ai: int,
+    sid: int,
+    lo: int,
+    hi: int,
+    first_ts: float,
+    first_step: int,
+    last_step: int,
+    chosen: RestoreMark | None,
+) -> Segment:
+    """Segment ``sid`` of attempt ``ai``, resumed from the restore ``chosen`` (None: none;
+    its restore point is then the step before its first)."""
+    return Segment(
+        attempt=ai,
+        sid=sid,
+        lo=lo,
+        hi=hi,
+        first_ts=first_ts,
+        first_step=first_step,
+        last_step=last_step,
+        restore_point=chosen.step if chosen is not None else first_step - 1,
+        restored=chosen is not None,
+    )
 
 
 def _add_segments_together(
@@ -75,24 +97,18 @@ def _add_segments_together(
     table = sealed.segments()
     first = sealed.first_segment[k]
     for sid, g in enumerate(range(first, sealed.first_segment[k + 1])):
-        first_ts, first_step = table.first_ts[g], table.first_step[g]
-        chosen = None
-        if restores:
-            before = table.before_ts[g]
-            in_gap = [r for r in restores if before < r.ts <= first_ts]
-            ends = [r for r in in_gap if r.is_end]
-            chosen = (ends or in_gap)[-1] if in_gap else None
+        first_ts = table.first_ts[g]
+        chosen = _resumed_from(restores, table.before_ts[g], first_ts) if restores else None
         ar.segments.append(
-            Segment(
-                attempt=ai,
-                sid=sid,
-                lo=table.lo[g],
-                hi=table.hi[g],
-                first_ts=first_ts,
-                first_step=first_step,
-                last_step=table.last_step[g],
-                restore_point=chosen.step if chosen is not None else first_step - 1,
-                restored=chosen is not None,
+            _segment(
+                ai,
+                sid,
+                table.lo[g],
+                table.hi[g],
+                first_ts,
+                table.first_step[g],
+                table.last_step[g],
+                chosen,
             )
         )
 
