@@ -20,7 +20,8 @@ from badput.engine._rows import StreamView, attempt_bounds, between
 
 __all__ = ["AttemptStreams"]
 
-#: Restores of a stream taken as they arrived when they did in time order (no view sorted).
+#: A stream's restores, at most this many and arrived in time order, are taken as they are
+#: (no sorted view of the stream made: an attempt's restore is its start and its end).
 _FEW = 4
 
 

@@ -507,7 +507,7 @@ class AttemptSteps:
     open_rows: list[int] = field(default_factory=list)
     # The cap of each open row; the column itself is not kept (only open rows use it).
     open_cap: dict[int, float] = field(default_factory=dict)
-    # Sealed intervals, as parts appended per seal (joined on demand).
+    # Sealed intervals, as parts appended per seal (joined on demand), and their seconds.
     piece_sums: dict[int, float] = field(default_factory=dict)  # bucket code -> seconds
     nonblocking_parts: list[Spans] = field(default_factory=list)
     nonblocking_sums: dict[int, float] = field(default_factory=dict)
@@ -525,7 +525,7 @@ class AttemptSteps:
     _clean_vals: _Col | None = None
     _seg_first: list[int] | None = None
     _seg_sorted: dict[int, F64] | None = None  # typical-time values per segment
-    _piece_parts: list[Spans] | None = None
+    _piece_parts: list[Spans] | None = None  # the blocking intervals' parts (piece_parts)
 
     @property
     def piece_parts(self) -> list[Spans]:
