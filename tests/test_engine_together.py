@@ -149,3 +149,73 @@ def test_over_a_thousand_clean_steps_taken_together_and_after_a_new_attempt() ->
         assert to_json(live.report()) == to_json(cold.report())
     finally:
         _sealing.BULK_MIN_ATTEMPTS, _inside.MIN_SEGMENTS = saved
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(many_short_attempts(), st.data())
+def test_a_live_job_fed_in_pieces_reports_as_the_cold_one_by_one(
+    events: list[Event], data: st.DataObject
+) -> None:
+    """Attempts sealed together at one query, then more events (a new attempt, the end of a
+    running one, late events of a closed one, arriving out of order): each later query
+    reuses, extends or drops what the earlier ones sealed, and the last gives every float
+    of the cold report computed one by one."""
+    cuts = sorted(data.draw(st.lists(st.integers(0, len(events)), max_size=3), label="cuts"))
+    late = data.draw(st.integers(0, 2), label="late events")
+    order = list(events)
+    for _ in range(late):  # an event of an earlier attempt arriving after later ones
+        i = data.draw(st.integers(0, len(order) - 1))
+        order.append(order.pop(i))
+    saved = _sealing.BULK_MIN_ATTEMPTS, _inside.MIN_SEGMENTS
+    try:
+        _sealing.BULK_MIN_ATTEMPTS, _inside.MIN_SEGMENTS = 1, 1
+        live = Accountant("r")
+        start = 0
+        for cut in [*cuts, len(order)]:
+            live.ingest_events(order[start:cut])
+            start = max(start, cut)
+            live.report()
+        got = to_json(live.report())
+        _sealing.BULK_MIN_ATTEMPTS, _inside.MIN_SEGMENTS = 10**9, 10**9
+        cold = Accountant("r")
+        cold.ingest_events(order)
+        assert got == to_json(cold.report())
+    finally:
+        _sealing.BULK_MIN_ATTEMPTS, _inside.MIN_SEGMENTS = saved
+
+
+def test_equal_buckets_come_in_the_same_order_however_the_report_was_asked_for() -> None:
+    """A data load and an eval of 0.25 s each, written by two ranks: a live job first asked
+    while the load was open and the cold report listed them in different orders (the JSON
+    differed by that alone). Equal buckets now come by name."""
+    events: list[Event] = []
+
+    def emit(at: float, kind: str, attempt: int = 0, **f: object) -> None:
+        for rank in (0, 1):
+            events.append(
+                Event(ts=1_700_000_000.0 + at, kind=kind, job="r", attempt=attempt, rank=rank, **f)  # type: ignore[arg-type]
+            )
+
+    emit(0.0, "job_start")
+    emit(0.0, "step_start", step=1)
+    emit(0.125, "data_loading_start", blocking=True)
+    emit(0.375, "data_loading_end", blocking=True)
+    emit(1.0, "step_end", step=1)
+    emit(1.0, "step_start", step=2)
+    emit(1.125, "custom_start", name="eval")
+    emit(1.375, "custom_end", name="eval")
+    emit(2.0, "step_end", step=2)
+    emit(2.5, "attempt_end", status="failed", exit_code=1)
+    emit(2.5, "job_start", attempt=1)
+    emit(3.0, "attempt_end", attempt=1, status="failed", exit_code=1)
+    live = Accountant("r")
+    live.ingest_events(events[:5])  # the load open, not yet ended
+    live.report()
+    live.ingest_events(events[5:])
+    cold = Accountant("r")
+    cold.ingest_events(events)
+    got, expected = live.report(), cold.report()
+    assert to_json(got) == to_json(expected)
+    names = list(got.buckets)
+    assert names.index("custom:eval") < names.index("data_loading")
+    assert got.buckets["custom:eval"] == got.buckets["data_loading"] == 0.25

@@ -164,7 +164,7 @@ class Report:
         buckets = pd.DataFrame(
             [
                 (name, seconds, seconds / total if total > 0 else 0.0)
-                for name, seconds in sorted(self.buckets.items(), key=lambda kv: -kv[1])
+                for name, seconds in sorted(self.buckets.items(), key=lambda kv: (-kv[1], kv[0]))
             ],
             columns=["bucket", "seconds", "fraction"],
         )

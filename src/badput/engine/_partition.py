@@ -299,7 +299,7 @@ class _Builder:
             total_seconds=total,
             goodput=productive_s / total if total > 0 else 0.0,
             observed_goodput=(productive_s + slowdown_s) / total if total > 0 else 0.0,
-            buckets=Buckets(sorted(buckets.items(), key=lambda kv: -kv[1])),
+            buckets=Buckets(sorted(buckets.items(), key=_largest_first)),
             overlapped={k: v for k, v in self.overlapped.items() if v > 0.0},
             at_risk_seconds=at_risk,
             ideal_step_time=structure.ideal,
@@ -586,6 +586,13 @@ class _Builder:
             status=att.status,
             exit_code=att.exit_code,
         )
+
+
+def _largest_first(bucket: tuple[str, float]) -> tuple[float, str]:
+    """Buckets largest first, equal ones by name: the same order however the state was
+    built (in the order names were first met, equal buckets of a live job's report and of
+    the cold one came out in different orders)."""
+    return -bucket[1], bucket[0]
 
 
 def compute_report(

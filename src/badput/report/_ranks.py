@@ -90,7 +90,7 @@ def stall_lines(stalls: list[Stall], limit: int = MAX_LIST) -> list[str]:
         if st.inside:
             line += f"; inside recorded {', '.join(inert(b) for b in st.inside)}"
         if st.buckets:
-            parts = sorted(st.buckets.items(), key=lambda kv: -kv[1])
+            parts = sorted(st.buckets.items(), key=lambda kv: (-kv[1], kv[0]))
             counted = ", ".join(f"{inert(k)} {format_duration(v)}" for k, v in parts)
             line += f"; counted as {counted} (a hang, not ordinary slowdown)"
         out.append(line)
