@@ -519,9 +519,7 @@ class AttemptSteps:
     # Its columns below are views of those, made when first asked for (None until then).
     together: tuple[SealedTogether, int] | None = None
     _cols: dict[str, _Col] | None = None
-    _cum_d: _Col | None = None  # cum_d[i] = Σ d[:i]
-    _cum_k: _Col | None = None
-    _cum_kpos: _Col | None = None  # Σ count where d > 0
+    _cum_cols: tuple[_Col, _Col, _Col] | None = None  # cum_d, cum_k, cum_kpos
     _clean_vals: _Col | None = None
     _seg_first: list[int] | None = None
     _seg_sorted: dict[int, F64] | None = None  # typical-time values per segment
@@ -548,30 +546,28 @@ class AttemptSteps:
                 self._cols = {name: _Col.of(getattr(rows, name)) for name, _ in _ROW_COLUMNS}
         return self._cols
 
-    def _cum(self, which: int) -> _Col:
-        """Prefix sum ``which`` (0: D, 1: K, 2: KPOS) as a column, made when first asked."""
-        if self.together is None:
-            return _Col.of(_ZERO)
-        sealed, k = self.together
-        return _Col.of(sealed.cums(k)[which])
+    def _cums(self) -> tuple[_Col, _Col, _Col]:
+        """The prefix sums D, K and KPOS as columns, made when first asked for."""
+        if self._cum_cols is None:
+            if self.together is None:
+                self._cum_cols = (_Col.of(_ZERO), _Col.of(_ZERO), _Col.of(_ZERO))
+            else:
+                sealed, k = self.together
+                d, count, kpos = sealed.cums(k)
+                self._cum_cols = (_Col.of(d), _Col.of(count), _Col.of(kpos))
+        return self._cum_cols
 
     @property
-    def cum_d(self) -> _Col:
-        if self._cum_d is None:
-            self._cum_d = self._cum(0)
-        return self._cum_d
+    def cum_d(self) -> _Col:  # cum_d[i] = Σ d[:i]
+        return self._cums()[0]
 
     @property
     def cum_k(self) -> _Col:
-        if self._cum_k is None:
-            self._cum_k = self._cum(1)
-        return self._cum_k
+        return self._cums()[1]
 
     @property
-    def cum_kpos(self) -> _Col:
-        if self._cum_kpos is None:
-            self._cum_kpos = self._cum(2)
-        return self._cum_kpos
+    def cum_kpos(self) -> _Col:  # Σ count where d > 0
+        return self._cums()[2]
 
     @property
     def clean_vals(self) -> _Col:
