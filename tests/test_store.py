@@ -24,6 +24,7 @@ from badput.store import (
     open_source,
     open_store,
 )
+from badput.store._jsonl import has_jsonl_below
 from badput.store._lines import BOM, parse_stream, torn_tail
 
 JOB = "job-a"
@@ -747,3 +748,50 @@ def test_paths_are_what_a_read_opens_and_its_chunks_name(tmp_path: Path) -> None
     sources = [chunk.source for chunk in store.read("j").chunks]
     assert store.paths("j", streams) == sources
     assert store.paths("j", streams) == [str(path) for _, path in store.files("j")]
+
+
+def _walk_finds_jsonl(top: str, depth: int) -> bool:
+    """The rule ``has_jsonl_below`` keeps, as ``os.walk`` states it: a ``.jsonl`` name
+    among the non-directories ``depth`` or more levels below ``top``."""
+    base = top.rstrip(os.sep).count(os.sep)
+    for dirpath, _dirnames, filenames in os.walk(top):
+        level = dirpath.rstrip(os.sep).count(os.sep) - base + 1
+        if level >= depth and any(f.endswith(".jsonl") for f in filenames):
+            return True
+    return False
+
+
+_TREE_ENTRY = st.tuples(
+    st.integers(0, 20),  # parent: an index among the directories made so far
+    st.sampled_from(["dir", "file", "link_to_dir", "fifo", "dangling"]),
+    st.sampled_from(["a", "b", "a.jsonl", "b.jsonl", "0", "x.jsonl.bak"]),
+)
+
+
+@settings(max_examples=150, deadline=None)
+@given(entries=st.lists(_TREE_ENTRY, max_size=14), depth=st.integers(1, 3))
+def test_has_jsonl_below_finds_what_os_walk_finds(
+    tmp_path_factory: pytest.TempPathFactory, entries: list[tuple[int, str, str]], depth: int
+) -> None:
+    """Depth first and stopping at the first file, it answers as a whole walk does, for
+    every directory of any tree of files, directories, FIFOs and links (to directories,
+    which are not entered, and to nothing)."""
+    root = tmp_path_factory.mktemp("tree")
+    dirs = [root]
+    for parent, what, name in entries:
+        path = dirs[parent % len(dirs)] / name
+        if path.exists() or path.is_symlink():
+            continue
+        if what == "dir":
+            path.mkdir()
+            dirs.append(path)
+        elif what == "file":
+            path.write_bytes(b"")
+        elif what == "link_to_dir":
+            path.symlink_to(dirs[parent % len(dirs)])  # a loop, if it were entered
+        elif what == "fifo":
+            os.mkfifo(path)
+        else:
+            path.symlink_to(path.with_name(name + ".gone"))
+    for d in dirs:
+        assert has_jsonl_below(d, depth) == _walk_finds_jsonl(str(d), depth), (d, depth)

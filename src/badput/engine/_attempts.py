@@ -13,6 +13,8 @@ import math
 from collections import defaultdict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from operator import attrgetter
+from typing import Final
 
 import numpy as np
 
@@ -23,6 +25,9 @@ from badput.events import Kind
 __all__ = ["Attempt", "DiagnosticSink", "place_attempts", "reconstruct_attempts"]
 
 _EPS = 1e-6
+#: Lifecycle events in the order they happened (arrival breaks ties).
+_TIME_ORDER = attrgetter("ts", "seq")
+_END_KINDS: Final = frozenset((Kind.JOB_END, Kind.ATTEMPT_END))
 
 DiagnosticSink = Callable[..., None]  # (code, message, file=None, line=None)
 
@@ -47,7 +52,7 @@ class Attempt:
 
 def reconstruct_attempts(ing: Ingestor, diag: DiagnosticSink) -> list[Attempt]:
     """The job's attempts in start order."""
-    life = sorted(ing.lifecycle, key=lambda e: (e.ts, e.seq))
+    life = sorted(ing.lifecycle, key=_TIME_ORDER)
     explicit = ing.attempt_keys()
     if not explicit:
         return _derive_attempts(ing, life, diag)
@@ -57,9 +62,10 @@ def reconstruct_attempts(ing: Ingestor, diag: DiagnosticSink) -> list[Attempt]:
             by_key[e.attempt].append(e)
     attempts: list[Attempt] = []
     spans = ing.attempt_spans()
+    job_start = Kind.JOB_START
     for key in explicit:
-        evs = by_key.get(key, [])
-        starts = [e.ts for e in evs if e.kind == Kind.JOB_START]
+        evs = by_key.get(key, ())
+        starts = [e.ts for e in evs if e.kind == job_start]
         first_ts, last_ts = spans[key]
         start = min(starts) if starts else first_ts
         attempts.append(_finish_attempt(key, attempt_id(key), start, evs, last_ts, diag=diag))
@@ -76,7 +82,7 @@ def reconstruct_attempts(ing: Ingestor, diag: DiagnosticSink) -> list[Attempt]:
     # Id-less end events (a launcher that writes no id) end the attempt running at their time.
     starts_sorted = [a.start for a in attempts]
     for e in life:
-        if e.attempt is None and e.kind in (Kind.JOB_END, Kind.ATTEMPT_END):
+        if e.attempt is None and e.kind in _END_KINDS:
             target = _attempt_at(attempts, starts_sorted, e.ts)
             if target is not None and not target.ended:
                 _apply_end(target, e)
@@ -100,7 +106,7 @@ def _finish_attempt(
 ) -> Attempt:
     att = Attempt(key, aid, start, last_ts, "last_event", False, False)
     for e in evs:
-        if e.kind in (Kind.JOB_END, Kind.ATTEMPT_END):
+        if e.kind in _END_KINDS:
             _apply_end(att, e)
     if att.ended and last_ts > att.end + _EPS:
         diag(
@@ -160,7 +166,7 @@ def _derive_attempts(
                 )
                 seen = set()
             seen.add(who)
-        elif e.kind in (Kind.JOB_END, Kind.ATTEMPT_END):
+        elif e.kind in _END_KINDS:
             if not attempts:
                 first = float(idless[0]) if idless.shape[0] else e.ts
                 attempts.append(

@@ -988,8 +988,11 @@ class Ingestor:
         """First and last event time of every attempt key (all its streams), in one pass."""
         spans: dict[str | None, tuple[float, float]] = {}
         for s in self.streams.values():
-            first, last = spans.get(s.attempt, (math.inf, -math.inf))
-            spans[s.attempt] = (min(first, s.first_ts), max(last, s.last_ts))
+            known = spans.get(s.attempt)
+            if known is None:  # (one stream an attempt: a job of one rank)
+                spans[s.attempt] = (s.first_ts, s.last_ts)
+            else:
+                spans[s.attempt] = (min(known[0], s.first_ts), max(known[1], s.last_ts))
         return spans
 
     def as_of(self, t: float) -> Ingestor:

@@ -73,15 +73,6 @@ class ClosedMemos:
         key = self.key(i, att)
         if key is None or not ar.steps.whole or ar.tail.n:
             return
-        names = self.ing.buckets.names
-        pieces = {names[c]: v for c, v in ar.steps.piece_sums.items()}
-        memo = ClosedMemo(
-            key=key,
-            rows=ar,
-            pieces=pieces,
-            overlapped={names[c]: v for c, v in ar.steps.nonblocking_sums.items()},
-            in_pieces=sum(pieces.values()),
-            diagnostics=diagnostics,
-        )
+        memo = ClosedMemo(key, ar, diagnostics)
         self.cache.closed[(att.key, att.range_lo)] = memo
         self.by_index[i] = memo

@@ -435,17 +435,15 @@ class _Builder:
     # ------------------------------------------------------ closed attempts' memo
 
     def _memo_sums(self, att: Attempt, memo: ClosedMemo, *, diagnose: bool = True) -> float:
-        """:meth:`_interval_sums` of a remembered attempt (from its totals when the window
-        holds it whole)."""
+        """:meth:`_interval_sums` of a remembered attempt (its diagnostics as remembered
+        when the window holds it whole)."""
         lo, hi = self.clip_bounds
         if att.eff_start >= lo and att.eff_end <= hi:
-            for bucket, v in memo.pieces.items():
-                self.buckets[bucket] += v
-            for bucket, v in memo.overlapped.items():
-                self.overlapped[bucket] += v
+            # its rows' sums per bucket, as its sealing made them (nothing clipped)
+            total = self._interval_sums(att, memo.rows, diagnose=False)
             if diagnose:
                 self.log.replay(memo.diagnostics)
-            return memo.in_pieces
+            return total
         return self._interval_sums(att, memo.rows, diagnose=diagnose)
 
     def _summary_of(self, i: int, att: Attempt, segs: list[Segment]) -> AttemptSummary:

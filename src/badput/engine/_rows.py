@@ -387,10 +387,7 @@ class ClosedMemo:
     """
 
     key: tuple[object, ...]
-    rows: AttemptRows  # sealed whole, with its segments
-    pieces: dict[str, float]  # seconds per bucket of its blocking intervals
-    overlapped: dict[str, float]  # and of its non-blocking ones
-    in_pieces: float
+    rows: AttemptRows  # sealed whole, with its segments and its sums per bucket
     diagnostics: AttemptDiagnostics
     resolved: bool = False  # segments' typical times, open rows and startup are set
     ideal: float | None = None  # the ideal step time they were resolved with

@@ -21,7 +21,7 @@ import stat
 from collections.abc import Iterator, Sequence
 from contextlib import suppress
 from pathlib import Path
-from typing import BinaryIO, Final, TypeAlias
+from typing import Any, BinaryIO, Final, TypeAlias
 
 from badput._codec import decode_block_coded, decode_lines
 from badput.events import DecodedColumns, Event, EventError, LeanRows
@@ -51,6 +51,7 @@ __all__ = [
     "first_event_below",
     "first_event_of",
     "first_job_below",
+    "has_jsonl_below",
     "safe_job_dir",
 ]
 
@@ -688,10 +689,48 @@ def _read_stops(
     return out
 
 
-def _has_jsonl(directory: Path) -> bool:
-    for _dirpath, _dirnames, filenames in os.walk(directory):
-        if any(f.endswith(".jsonl") for f in filenames):
-            return True
+def has_jsonl_below(directory: str | os.PathLike[str], depth: int = 1) -> bool:
+    """Whether a ``.jsonl`` file lies ``depth`` or more levels below ``directory`` (1: in
+    it, or in any directory below): what ``os.walk`` finds (symbolic links to directories
+    not entered, what cannot be listed skipped).
+
+    Depth first, each sub-directory entered as soon as it is met: a job of 10,000 attempt
+    directories is answered from its first one, not after listing all of them (5 ms a
+    listing; telling which job a path names listed it four times)."""
+    open_dirs: list[tuple[Any, int]] = []  # (os.scandir's iterator, its level)
+
+    def enter(path: str, level: int) -> None:
+        with suppress(OSError):  # what cannot be listed is skipped, as os.walk does
+            open_dirs.append((os.scandir(path), level))
+
+    enter(os.fspath(directory), 1)
+    try:
+        while open_dirs:
+            entries, level = open_dirs[-1]
+            try:
+                entry = next(entries, None)
+            except OSError:  # the listing failed part way: what os.walk does, skip it
+                entry = None
+            if entry is None:
+                open_dirs.pop()[0].close()
+                continue
+            try:
+                is_dir = entry.is_dir()
+            except OSError:
+                is_dir = False
+            if not is_dir:
+                if level >= depth and entry.name.endswith(".jsonl"):
+                    return True
+                continue
+            try:
+                is_link = entry.is_symlink()
+            except OSError:
+                is_link = False
+            if not is_link:
+                enter(entry.path, level + 1)
+    finally:
+        for entries, _ in open_dirs:
+            entries.close()
     return False
 
 
@@ -739,7 +778,7 @@ class JsonlStore:
             entries = sorted(os.scandir(self.root), key=lambda e: e.name)
         except (FileNotFoundError, NotADirectoryError):
             return []
-        return [e.name for e in entries if e.is_dir() and _has_jsonl(Path(e.path))]
+        return [e.name for e in entries if e.is_dir() and has_jsonl_below(e.path)]
 
     def streams(self, job: str) -> list[str]:
         """Stream names of ``job`` (paths relative to its directory, ``/``-separated), sorted.
