@@ -14,6 +14,7 @@ import pickle
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, example, given, settings
@@ -33,6 +34,7 @@ from badput.store import (
     ReadResult,
     SingleFileStore,
     Unread,
+    list_job,
 )
 from badput.store import _jsonl as jsonl_store
 
@@ -756,6 +758,26 @@ def test_a_job_of_many_files_gives_the_serial_report_whoever_reads_it(  # noqa: 
             assert other._cursor == serial._cursor
             assert other._unread == serial._unread
             same(serial.report(final=True), other.report(final=True))
+            # Listed ahead (what `badput report` has a helper do): not listed again, the same
+            listed_again: list[str] = []
+            real = JsonlStore.streams
+
+            def counted(
+                store: JsonlStore, job: str, listed: list[str] = listed_again, real: Any = real
+            ) -> list[str]:
+                listed.append(job)
+                return list(real(store, job))
+
+            for ahead_mode in (mode, False):
+                listing = list_job(root, "many")
+                mp.setattr(JsonlStore, "streams", counted)
+                ahead = analysis.LiveJob(root, "many", parallel=ahead_mode, listing=listing)
+                ahead.update()
+                mp.setattr(JsonlStore, "streams", real)
+                assert listed_again == []
+                assert ahead._cursor == serial._cursor
+                assert ahead._unread == serial._unread
+                same(serial.report(final=True), ahead.report(final=True))
     if torn:
         assert any(d.code == "torn_line" for d in serial.report(final=True).diagnostics)
 

@@ -19,9 +19,9 @@ PUBLIC: dict[str, set[str]] = {
         "STEP_KINDS", "attempt_id", "bucket_of", "interval_base", "validate",
     },
     "badput.store": {
-        "Chunk", "Cursor", "EventStore", "EventWriter", "JsonlStore", "MappedWriter",
-        "MemoryStore", "ReadResult", "SingleFileStore", "Unread", "WriterKey", "is_job_path",
-        "job_sources",
+        "Chunk", "Cursor", "EventStore", "EventWriter", "JobListing", "JsonlStore",
+        "MappedWriter", "MemoryStore", "ReadResult", "SingleFileStore", "Unread", "WriterKey",
+        "is_job_path", "job_sources", "list_job",
         "open_source",
         "open_store", "safe_job_dir",
     },

@@ -28,6 +28,7 @@ from badput.events import Chunk, Event, EventError, LeanEvent
 from badput.store import (
     Cursor,
     EventStore,
+    JobListing,
     JsonlStore,
     ReadResult,
     SingleFileStore,
@@ -345,20 +346,27 @@ def _listing(store: EventStore, job: str) -> tuple[str, ...] | None:
 
 
 def _parallel_plan(
-    store: EventStore, job: str, names: tuple[str, ...] | None = None
+    store: EventStore,
+    job: str,
+    names: tuple[str, ...] | None = None,
+    sizes: tuple[int, ...] | None = None,
 ) -> list[_Slice] | None:
     """The slices of a serial cold read of ``job``; None when not worth sharing (fewer
     than :data:`PARALLEL_MIN_BYTES`, or than :data:`PARALLEL_MIN_BYTES_PER_ATTEMPT` per
     attempt directory, a store other than files, or a single read).
-    ``names``: the streams, if the caller has listed them (:func:`_listing`)."""
+    ``names``: the streams, if the caller has listed them (:func:`_listing`); ``sizes``:
+    their files' sizes, if it took them too (:class:`~badput.store.JobListing`)."""
     if not isinstance(store, (JsonlStore, SingleFileStore)):
         return None
     if names is None:
-        names = _listing(store, job) or ()
+        names, sizes = _listing(store, job) or (), None
     if isinstance(store, JsonlStore):
-        base = store.job_dir(job)
-        sample = [base / name for name in names[:: max(1, len(names) // _SIZE_SAMPLE)]]
-        size = _estimated_bytes(sample, len(names))
+        if sizes is not None:
+            size: int | None = sum(sizes)
+        else:
+            base = store.job_dir(job)
+            sample = [base / name for name in names[:: max(1, len(names) // _SIZE_SAMPLE)]]
+            size = _estimated_bytes(sample, len(names))
         if size is None or size < PARALLEL_MIN_BYTES:
             return None
         attempts = {name.partition("/")[0] for name in names if "/" in name}
@@ -374,7 +382,12 @@ def _parallel_plan(
             return None
     # By size: the workers check that their slices end where planned (a torn last line
     # or a file still written makes the slices from there the serial read's).
-    stops = store.read_stops(job, READ_SLICE_BYTES, files, count_lines=False, by_size=True)
+    if isinstance(store, JsonlStore):
+        stops = store.read_stops(
+            job, READ_SLICE_BYTES, files, count_lines=False, by_size=True, sizes=sizes
+        )
+    else:
+        stops = store.read_stops(job, READ_SLICE_BYTES, files, count_lines=False, by_size=True)
     names = tuple(name for name, _ in files)
     index = {name: k for k, name in enumerate(names)}
     if not stops or any(name not in index for name, _, _ in stops):  # none, or files came
@@ -572,8 +585,17 @@ class LiveJob:
         on_progress: Callable[[int], None] | None = None,
         parallel: bool | None = None,
         rank_options: RankOptions | None = None,
+        listing: JobListing | None = None,
     ) -> None:
-        self.store, self.job = _resolve(source, job)
+        """``listing``: what :func:`~badput.store.list_job` gave for ``source`` and ``job``,
+        listed ahead (``badput report`` has a helper process list the job while it imports
+        the engine): its store and job are taken, and the first read goes through the files
+        it lists, planned from their sizes, without listing the job again."""
+        if listing is not None:
+            self.store, self.job = listing.store, listing.job
+        else:
+            self.store, self.job = _resolve(source, job)
+        self._listing = listing if listing is not None and listing.streams is not None else None
         self.accountant = Accountant(self.job, ideal_step_time=ideal_step_time)
         self.rank_options = rank_options or RankOptions()
         self.accountant.rank_options = self.rank_options
@@ -610,6 +632,9 @@ class LiveJob:
                     self._left(left)
                     return n
                 return n + self._update()
+        if self._cursor is None and self._listing is not None:  # read what was listed ahead
+            self._cursor = Cursor(resume=(self.job, self._listing.streams or ()))
+        self._listing = None  # (a later pass lists the job again)
         unread: list[Unread] = []
         self._cursor, n = _catch_up(
             self.store, self.job, self.accountant, self._cursor, self._on_progress, unread
@@ -676,11 +701,15 @@ class LiveJob:
         helpers = _workers() - 1 if self._parallel else _idle_helpers()
         if helpers < 1:
             return None
-        names = _listing(self.store, self.job)
+        listed, self._listing = self._listing, None
+        if listed is not None:
+            names, sizes = listed.streams, listed.sizes
+        else:
+            names, sizes = _listing(self.store, self.job), None
         if names is None:
             return None
         start = Cursor(resume=(self.job, names))
-        plan = _parallel_plan(self.store, self.job, names)
+        plan = _parallel_plan(self.store, self.job, names, sizes)
         if plan is None:
             self._cursor = start
             return None

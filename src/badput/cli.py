@@ -27,12 +27,15 @@ import shlex
 import sys
 import time
 from datetime import datetime, timezone
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
 import click
 
 from badput import __version__
 from badput._env import BADPUT_STORE, DEFAULT_STORE
+
+if TYPE_CHECKING:
+    from badput._list_ahead import ListingAhead
 
 __all__ = ["main", "parse_timestamp"]
 
@@ -229,19 +232,26 @@ def report(
             raise click.UsageError("Missing argument 'PATH'.")
         _fail("report", f"expected one PATH, got {len(paths)} (several files: --resiliency)")
     path = paths[0]
+    if window is not None and not window[0] < window[1]:
+        _fail("report", f"--window: the start must be before the end, got {window[0]} {window[1]}")
     from badput._heap import large_blocks_mapped  # noqa: PLC0415
 
+    # A directory's job is listed by a helper process while this one imports the engine.
+    ahead = _list_ahead(path, job) if os.path.isdir(path) else None
     _import_engine()
     from badput.analysis import LiveJob  # noqa: PLC0415 (the engine pulls numpy)
     from badput.engine import RankOptions  # noqa: PLC0415
 
     options = RankOptions(straggler_threshold=straggler_threshold, stall_floor=stall_after)
-    if window is not None and not window[0] < window[1]:
-        _fail("report", f"--window: the start must be before the end, got {window[0]} {window[1]}")
     progress = _ReadProgress(enabled=sys.stderr.isatty())
     try:
         live = LiveJob(
-            path, job, ideal_step_time=ideal_step_time, on_progress=progress, rank_options=options
+            path,
+            job,
+            ideal_step_time=ideal_step_time,
+            on_progress=progress,
+            rank_options=options,
+            listing=ahead.result() if ahead is not None else None,
         )
         live.update()
         # This process is ours: the report's large columns are unmapped when freed (not
@@ -1028,6 +1038,13 @@ def compare(*, job_a: str, job_b: str, store: str | None, as_json: bool) -> None
     from rich.console import Console  # noqa: PLC0415
 
     render_compare(a, b, Console())
+
+
+def _list_ahead(path: str, job: str | None) -> ListingAhead | None:
+    """A helper process listing the job ``path`` designates (:mod:`badput._list_ahead`)."""
+    from badput._list_ahead import list_ahead  # noqa: PLC0415 (only the report reads)
+
+    return list_ahead(path, job)
 
 
 def _import_engine() -> None:

@@ -1,0 +1,84 @@
+"""A job listed by a helper process while the command imports the engine.
+
+``badput report`` spends its first 0.1 s importing numpy and the engine on one core. A job
+of 10,000 attempt files then takes another 0.15 s to resolve, list and ``stat`` (the plan of
+its parallel read needs every file's size), mostly waiting on system calls. Forked before
+the imports, a helper does that beside them (:func:`badput.store.list_job`) and hands the
+listing back through a pipe; the read plans from it (``LiveJob(listing=...)``).
+
+Only where the parallel read itself may fork (Linux, two cores or more, this process's only
+thread); anything that goes wrong in the helper leaves the command to list the job itself,
+as it did before. The helper imports nothing beyond what the command already holds.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import threading
+from multiprocessing.connection import Connection
+from typing import Any
+
+from badput.store import JobListing, list_job
+
+__all__ = ["ListingAhead", "list_ahead"]
+
+
+class ListingAhead:
+    """:func:`~badput.store.list_job` of ``path`` and ``job``, running in a forked helper."""
+
+    def __init__(self, path: str | os.PathLike[str], job: str | None) -> None:
+        import multiprocessing  # noqa: PLC0415 (the parallel read imports it anyway)
+
+        ctx = multiprocessing.get_context("fork")
+        self._got, sent = ctx.Pipe(duplex=False)
+        self._helper: Any = ctx.Process(target=_helper, args=(path, job, sent), daemon=True)
+        self._helper.start()
+        sent.close()  # the helper's end: its exit ends the pipe (recv raises, never hangs)
+        self._result: JobListing | None = None
+        self._done = False
+
+    def result(self) -> JobListing | None:
+        """The listing, once the helper sends it (waits); None when the helper failed (the
+        path names no job, a file could not be looked at...): the caller lists itself."""
+        if not self._done:
+            self._done = True
+            try:
+                got = self._got.recv()
+            except (EOFError, OSError, ValueError, TypeError, AttributeError):
+                got = None  # the helper died, or sent what cannot be read back
+            finally:
+                self._got.close()
+                self._helper.join(timeout=5.0)
+                if self._helper.is_alive():
+                    self._helper.kill()
+                    self._helper.join()
+            self._result = got if isinstance(got, JobListing) else None
+        return self._result
+
+
+def _helper(path: str | os.PathLike[str], job: str | None, sent: Connection) -> None:
+    """The helper process: list the job, send the listing (or None), exit."""
+    try:
+        listing: JobListing | None = list_job(path, job)
+    except Exception:  # the command resolves the path itself, and says what is wrong
+        listing = None
+    try:
+        sent.send(listing)
+    except Exception:  # e.g. the command is gone: nobody is waiting
+        pass
+    finally:
+        sent.close()
+
+
+def list_ahead(path: str | os.PathLike[str], job: str | None) -> ListingAhead | None:
+    """A helper listing the job ``path`` designates, when one may be forked now (Linux, two
+    cores or more, no other thread in this process); None otherwise."""
+    if not sys.platform.startswith("linux") or (os.cpu_count() or 1) < 2:
+        return None
+    if threading.active_count() != 1:  # forking copies other threads' locks held
+        return None
+    try:
+        return ListingAhead(path, job)
+    except OSError:  # no process could be started: list in this one
+        return None

@@ -1,0 +1,106 @@
+"""``badput report`` lists a directory's job in a helper process while it imports the engine.
+
+The listing it hands back is what ``list_job`` gives in this process; a helper that fails
+or dies leaves the command to list the job itself, with the same report and errors.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from badput import _list_ahead
+from badput.cli import main
+from badput.store import JobListing, JsonlStore, list_job
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "bench"))
+from bench_attempts import write_job as write_attempts
+
+linux_only = pytest.mark.skipif(
+    not sys.platform.startswith("linux"), reason="the helper is forked: Linux only"
+)
+
+
+def fields(listing: JobListing) -> tuple[object, ...]:
+    store = listing.store
+    assert isinstance(store, JsonlStore)
+    return store.root, store.job_dirs, listing.job, listing.streams, listing.sizes
+
+
+def test_list_job_lists_the_streams_in_read_order_with_their_sizes(tmp_path: Path) -> None:
+    write_attempts(tmp_path, 12, id_less=False)
+    fifo = tmp_path / "many" / "3" / "odd.jsonl"
+    os.mkfifo(fifo)  # listed as a stream (its read says it is not a file), size 0
+    listing = list_job(tmp_path, "many")
+    store = JsonlStore(tmp_path)
+    assert listing.job == "many"
+    assert listing.streams == tuple(store.streams("many"))
+    assert listing.streams is not None and listing.sizes is not None
+    sizes = dict(zip(listing.streams, listing.sizes, strict=True))
+    assert sizes["3/odd.jsonl"] == 0
+    assert sizes["0/h-0-1.jsonl"] == (tmp_path / "many" / "0" / "h-0-1.jsonl").stat().st_size > 0
+    one_file = list_job(tmp_path / "many" / "0" / "h-0-1.jsonl")
+    assert one_file.streams is None and one_file.sizes is None  # nothing to list ahead
+
+
+@linux_only
+def test_the_helper_hands_back_what_list_job_gives(tmp_path: Path) -> None:
+    write_attempts(tmp_path, 30, id_less=False)
+    ahead = _list_ahead.list_ahead(tmp_path, "many")
+    assert ahead is not None
+    got = ahead.result()
+    assert got is not None
+    assert fields(got) == fields(list_job(tmp_path, "many"))
+    assert ahead.result() is got  # asked again: the same, the helper long gone
+    assert not ahead._helper.is_alive()
+
+
+@linux_only
+def test_a_helper_that_fails_or_dies_leaves_the_listing_to_the_command(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    nothing_there = _list_ahead.list_ahead(tmp_path / "missing", None)
+    assert nothing_there is not None and nothing_there.result() is None
+    write_attempts(tmp_path, 3, id_less=False)
+    monkeypatch.setattr(_list_ahead, "list_job", lambda *_: os._exit(3))
+    died = _list_ahead.list_ahead(tmp_path, "many")
+    assert died is not None and died.result() is None
+
+
+def test_no_helper_while_another_thread_runs(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Forking copies the locks other threads hold: with one running, no helper."""
+    monkeypatch.setattr(_list_ahead.threading, "active_count", lambda: 2)
+    assert _list_ahead.list_ahead(tmp_path, None) is None
+
+
+@linux_only
+def test_the_report_is_the_same_listed_ahead_or_not(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    write_attempts(tmp_path, 40, id_less=False)
+    (tmp_path / "many" / "7" / "h-0-1.jsonl").open("ab").write(b'{"ts": 17')  # torn
+    made: list[object] = []
+    real = _list_ahead.list_ahead
+
+    def counted(path: str, job: str | None) -> object:
+        made.append(path)
+        return real(path, job)
+
+    monkeypatch.setattr(_list_ahead, "list_ahead", counted)
+    runner = CliRunner()
+    ahead = runner.invoke(main, ["report", str(tmp_path), "--job", "many", "--json"])
+    assert made == [str(tmp_path)]
+    monkeypatch.setattr(_list_ahead, "list_ahead", lambda *_: None)
+    alone = runner.invoke(main, ["report", str(tmp_path), "--job", "many", "--json"])
+    assert ahead.exit_code == alone.exit_code == 0, ahead.output
+    assert ahead.stdout == alone.stdout
+    assert '"torn_line"' in ahead.stdout
+    no_job = runner.invoke(main, ["report", str(tmp_path), "--job", "nope"])
+    assert no_job.exit_code == 2
+    assert "no job 'nope' in this store (jobs: many)" in no_job.output
