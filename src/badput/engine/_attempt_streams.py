@@ -71,6 +71,8 @@ class AttemptStreams:
     def restores(self, att: Attempt, s: Stream) -> list[RestoreMark]:
         """The checkpoint restores of stream ``s`` that ``att`` accounts for, in time order."""
         few = s.restores
+        if not few:
+            return []
         if len(few) <= _FEW and all((a.ts, a.seq) <= (b.ts, b.seq) for a, b in pairwise(few)):
             # a few in time order already (an attempt's restore: its start and its end)
             lo, top = attempt_bounds(att)

@@ -41,7 +41,12 @@ class ClosedMemos:
         known = self._keys.get(i)
         if known is not None and known[0] is att:
             return known[1]
-        sizes = tuple(s.sizes() for _rank, s in self.streams.of(att))
+        streams = self.streams.of(att)
+        sizes = (  # (one stream: an attempt of one rank)
+            (streams[0][1].sizes(),)
+            if len(streams) == 1
+            else tuple(s.sizes() for _rank, s in streams)
+        )
         key = (
             i,
             att.eff_start,
