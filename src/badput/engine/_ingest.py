@@ -7,7 +7,6 @@ in a form that costs a few bytes per step (``array`` columns, not objects).
 from __future__ import annotations
 
 import bisect
-import dataclasses
 import math
 from array import array
 from collections.abc import Iterable, Sequence
@@ -378,8 +377,11 @@ class Stream:
         return out
 
 
-@dataclass(frozen=True, slots=True)
-class LifecycleEvent:
+class LifecycleEvent(NamedTuple):
+    """A job_start, job_end, attempt_end or job_scheduled, as the partition reads it (a
+    tuple: made for every attempt's start and end, 0.3 µs against 1.2 µs as a frozen
+    dataclass)."""
+
     ts: float
     seq: int
     kind: str
@@ -615,7 +617,6 @@ class Ingestor:
             return state  # not expected; pickled as it is
         state["streams"] = (list(self.streams), pack(streams))
         state["_by_raw"] = [(raw, place[id(s)]) for raw, s in self._by_raw.items()]
-        state["lifecycle"] = pack(self.lifecycle)
         return state
 
     def __setstate__(self, state: dict[str, Any]) -> None:
@@ -624,7 +625,6 @@ class Ingestor:
             streams = unpack(packed)
             state["streams"] = dict(zip(keys, streams, strict=True))
             state["_by_raw"] = {raw: streams[i] for raw, i in state["_by_raw"]}
-            state["lifecycle"] = unpack(state["lifecycle"])
         vars(self).update(state)
 
     def shift_lines(self, source: str, by: int) -> None:
@@ -639,7 +639,7 @@ class Ingestor:
         for entries in self.diagnostics.entries.values():
             entries[:] = [(msg, where, moved(where, line)) for msg, where, line in entries]
         self.lifecycle = [
-            dataclasses.replace(e, line=moved(e.source, e.line)) if e.source == source else e
+            e._replace(line=moved(e.source, e.line)) if e.source == source else e
             for e in self.lifecycle
         ]
         if self.first_idless is not None:
