@@ -14,6 +14,7 @@ as it did before. The helper imports nothing beyond what the command already hol
 from __future__ import annotations
 
 import os
+import signal
 import sys
 import threading
 from multiprocessing.connection import Connection
@@ -58,7 +59,10 @@ class ListingAhead:
 
 
 def _helper(path: str | os.PathLike[str], job: str | None, sent: Connection) -> None:
-    """The helper process: list the job, send the listing (or None), exit."""
+    """The helper process: list the job, send the listing (or None), exit. Ctrl-C is the
+    command's to handle (it reaches the whole process group): the helper ignores it, and
+    ends when its listing is sent or nobody is left to take it."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     try:
         listing: JobListing | None = list_job(path, job)
     except Exception:  # the command resolves the path itself, and says what is wrong
