@@ -50,8 +50,8 @@ def test_list_job_lists_the_streams_in_read_order_with_their_sizes(tmp_path: Pat
 @linux_only
 def test_the_helper_hands_back_what_list_job_gives(tmp_path: Path) -> None:
     write_attempts(tmp_path, 30, id_less=False)
-    ahead = _list_ahead.list_ahead(tmp_path, "many")
-    assert ahead is not None
+    # (made directly: list_ahead() declines while another test's thread runs in this process)
+    ahead = _list_ahead.ListingAhead(tmp_path, "many")
     got = ahead.result()
     assert got is not None
     assert fields(got) == fields(list_job(tmp_path, "many"))
@@ -63,12 +63,12 @@ def test_the_helper_hands_back_what_list_job_gives(tmp_path: Path) -> None:
 def test_a_helper_that_fails_or_dies_leaves_the_listing_to_the_command(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    nothing_there = _list_ahead.list_ahead(tmp_path / "missing", None)
-    assert nothing_there is not None and nothing_there.result() is None
+    assert _list_ahead.ListingAhead(tmp_path / "missing", None).result() is None
     write_attempts(tmp_path, 3, id_less=False)
     monkeypatch.setattr(_list_ahead, "list_job", lambda *_: os._exit(3))
-    died = _list_ahead.list_ahead(tmp_path, "many")
-    assert died is not None and died.result() is None
+    died = _list_ahead.ListingAhead(tmp_path, "many")
+    assert died.result() is None
+    assert died._helper.exitcode == 3
 
 
 def test_no_helper_while_another_thread_runs(
@@ -86,11 +86,10 @@ def test_the_report_is_the_same_listed_ahead_or_not(
     write_attempts(tmp_path, 40, id_less=False)
     (tmp_path / "many" / "7" / "h-0-1.jsonl").open("ab").write(b'{"ts": 17')  # torn
     made: list[object] = []
-    real = _list_ahead.list_ahead
 
     def counted(path: str, job: str | None) -> object:
         made.append(path)
-        return real(path, job)
+        return _list_ahead.ListingAhead(path, job)  # (whatever other threads this process has)
 
     monkeypatch.setattr(_list_ahead, "list_ahead", counted)
     runner = CliRunner()
