@@ -103,3 +103,31 @@ def test_the_report_is_the_same_listed_ahead_or_not(
     no_job = runner.invoke(main, ["report", str(tmp_path), "--job", "nope"])
     assert no_job.exit_code == 2
     assert "no job 'nope' in this store (jobs: many)" in no_job.output
+
+
+@linux_only
+def test_export_and_compare_read_a_job_listed_ahead_as_they_read_it_alone(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The other commands that read a whole job (``export``, ``compare``) list a
+    directory's job ahead too, and write what they write without it."""
+    write_attempts(tmp_path / "store", 25, id_less=False)
+    job_dir = str(tmp_path / "store" / "many")
+    made: list[object] = []
+
+    def counted(path: str, job: str | None) -> object:
+        made.append(path)
+        return _list_ahead.ListingAhead(path, job)
+
+    runner = CliRunner()
+    outputs = []
+    for helper in (counted, lambda *_: None):
+        monkeypatch.setattr(_list_ahead, "list_ahead", helper)
+        trace = tmp_path / f"trace-{len(outputs)}.json"
+        done = runner.invoke(main, ["export", "trace", job_dir, str(trace)])
+        assert done.exit_code == 0, done.output
+        compared = runner.invoke(main, ["compare", job_dir, job_dir, "--json"])
+        assert compared.exit_code == 0, compared.output
+        outputs.append((trace.read_bytes(), compared.stdout))
+    assert made == [job_dir] * 3  # export, and each side of compare
+    assert outputs[0] == outputs[1]

@@ -895,12 +895,15 @@ def _say_if_not_there_yet(path: str, job: str) -> None:
 
 
 def _read_job(command: str, path: str, job: str | None) -> Any:
-    """A LiveJob that has read the whole log at ``path`` (exits with a usage error if bad)."""
+    """A LiveJob that has read the whole log at ``path`` (exits with a usage error if bad);
+    a directory's job listed by a helper process while the engine is imported, as
+    ``report`` lists it."""
+    ahead = _list_ahead(path, job) if os.path.isdir(path) else None
     _import_engine()
     from badput.analysis import LiveJob  # noqa: PLC0415 (the engine pulls numpy)
 
     try:
-        live = LiveJob(path, job)
+        live = LiveJob(path, job, listing=ahead.result() if ahead is not None else None)
         live.update()
     except (ValueError, OSError) as exc:
         _fail(command, str(exc))
