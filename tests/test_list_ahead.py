@@ -131,3 +131,35 @@ def test_export_and_compare_read_a_job_listed_ahead_as_they_read_it_alone(
         outputs.append((trace.read_bytes(), compared.stdout))
     assert made == [job_dir] * 3  # export, and each side of compare
     assert outputs[0] == outputs[1]
+
+
+def test_a_helper_only_for_a_job_of_many_directories(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The fork costs about 5 ms: a job is listed ahead only when its directory (or, in a
+    store root, one of its first jobs') has MANY_DIRECTORIES sub-directories or more, by
+    link counts; on a file system that does not count them, always."""
+    many = _list_ahead.MANY_DIRECTORIES
+    write_attempts(tmp_path / "small", 3, id_less=False)
+    big = tmp_path / "big" / "many"
+    for a in range(many):
+        (big / str(a)).mkdir(parents=True)
+    guess = _list_ahead._many_directories
+    assert not guess(str(tmp_path / "small"), "many")
+    assert not guess(str(tmp_path / "small" / "many"), None)
+    assert guess(str(tmp_path / "big"), "many")  # a store root and its job
+    assert guess(str(tmp_path / "big"), None)  # a store root of one job
+    assert guess(str(big), None)  # the job's directory
+    assert not guess(str(tmp_path / "missing"), None)
+    (big / "0" / "h.jsonl").write_bytes(b"")
+    assert not guess(str(big / "0" / "h.jsonl"), None)  # a file: nothing to list
+    (big / str(many - 1)).rmdir()
+    assert not guess(str(big), None)  # one short
+    assert _list_ahead.list_ahead(tmp_path / "small", "many") is None
+
+    class Uncounted:  # a file system that does not count sub-directories (btrfs)
+        st_mode = os.stat(tmp_path).st_mode
+        st_nlink = 1
+
+    monkeypatch.setattr(_list_ahead.os, "stat", lambda _path: Uncounted())
+    assert guess(str(tmp_path / "small"), "many")
