@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import io
 import re
+import textwrap
 from pathlib import Path
 
 import pytest
@@ -93,3 +94,28 @@ def test_ranks_worked_example_prints_its_documented_output(
     assert out.getvalue().strip() == expected.strip()
     stall = badput.analyze(tmp_path / "ranks-example", "llama").stalls[0]
     assert sum(stall.buckets.values()) == pytest.approx(stall.seconds)
+
+
+def test_performance_list_job_example_runs_on_the_demo_job(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """docs/performance.md's example of a job listed once and handed to its reader."""
+    from badput.demo import DemoConfig, run_demo
+
+    run_demo(tmp_path / "badput-runs", "demo", DemoConfig.fast(), say=lambda _m: None)
+    monkeypatch.chdir(tmp_path)
+    text = (DOCS / "performance.md").read_text(encoding="utf-8")
+    code = next(
+        body
+        for lang, body in blocks(text[text.index("## The job listed beside the imports") :])
+        if lang == "python"
+    )
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        exec(compile(textwrap.dedent(code), "docs/performance.md", "exec"), {})
+    found = re.fullmatch(r"(\d+) files; (\d+) lines read\ngoodput ([\d.]+)%\n", out.getvalue())
+    assert found is not None, out.getvalue()
+    files, lines, goodput = found.groups()
+    assert int(files) >= 2
+    assert int(lines) > 100
+    assert 0 < float(goodput) < 100

@@ -382,12 +382,9 @@ def _parallel_plan(
             return None
     # By size: the workers check that their slices end where planned (a torn last line
     # or a file still written makes the slices from there the serial read's).
-    if isinstance(store, JsonlStore):
-        stops = store.read_stops(
-            job, READ_SLICE_BYTES, files, count_lines=False, by_size=True, sizes=sizes
-        )
-    else:
-        stops = store.read_stops(job, READ_SLICE_BYTES, files, count_lines=False, by_size=True)
+    stops = store.read_stops(
+        job, READ_SLICE_BYTES, files, count_lines=False, by_size=True, sizes=sizes
+    )
     names = tuple(name for name, _ in files)
     index = {name: k for k, name in enumerate(names)}
     if not stops or any(name not in index for name, _, _ in stops):  # none, or files came

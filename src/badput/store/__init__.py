@@ -459,10 +459,11 @@ def _has_jsonl_at_depth(base: Path, depth: int, *, first_dirs: int | None = None
     first ``first_dirs`` sub-directories in name order, when given)."""
     if first_dirs is None:
         return has_jsonl_below(base, depth)
+    # A whole walk of the first few: the sub-directories' name order needs the top listed.
     top = os.fspath(base)
     base_seps = top.rstrip(os.sep).count(os.sep)
     for dirpath, dirnames, filenames in os.walk(top):
-        if first_dirs is not None and dirpath == top:
+        if dirpath == top:
             dirnames.sort()
             del dirnames[first_dirs:]
         # separators counted, not a Path made per directory (a job of 10,000 attempts)

@@ -979,6 +979,7 @@ class SingleFileStore:
         *,
         count_lines: bool = True,
         by_size: bool = False,
+        sizes: Sequence[int] | None = None,
     ) -> list[tuple[str, int, int | None]]:
         """See :meth:`JsonlStore.read_stops`."""
         return _read_stops(
@@ -986,6 +987,7 @@ class SingleFileStore:
             max_bytes,
             count_lines=count_lines,
             by_size=by_size,
+            sizes=sizes,
         )
 
     def count_lines(self, job: str, stream: str, upto: int, *, start: int = 0) -> int:
