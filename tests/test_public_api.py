@@ -20,10 +20,10 @@ PUBLIC: dict[str, set[str]] = {
     },
     "badput.store": {
         "Chunk", "Cursor", "EventStore", "EventWriter", "JobListing", "JsonlStore",
-        "MappedWriter", "MemoryStore", "ReadResult", "SingleFileStore", "Unread", "WriterKey",
-        "is_job_path", "job_sources", "list_job",
+        "MemoryStore", "Orphans", "ReadResult", "SingleFileStore", "SpooledWriter", "Unread",
+        "WriterKey", "is_job_path", "job_sources", "list_job",
         "open_source",
-        "open_store", "safe_job_dir",
+        "open_store", "safe_job_dir", "ship_orphaned",
     },
     "badput.engine": {
         "Accountant", "AttemptSummary", "DEFAULT_SLOWDOWN_FACTOR", "Diagnostic", "IntervalSpan",

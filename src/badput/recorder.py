@@ -3,17 +3,24 @@
 Recording is nearly free, never hurts training, and loses nothing it acknowledged:
 
 - **Durable when the call returns.** On a directory store (the default) each
-  process writes one pre-allocated, memory-mapped file
-  (:class:`~badput.store.MappedWriter`). A ``record_*`` call reads the clock,
-  formats one JSON line and copies it into the mapping under a lock: no
-  syscall, no I/O wait. Once the call has returned, the line is in the kernel's
-  page cache, so it survives ``SIGKILL``, ``SIGTERM`` or a crash of the process
-  (not a crash of the machine). Measured cost: ``bench/bench_record.py``.
-- **Background thread.** Started on the first record: it writes heartbeats every
-  ``heartbeat_interval`` seconds, grows the file ahead of the writer, and every
-  ``flush_interval`` seconds checks that the file is still in place; if the
-  directory was deleted or the file replaced, it warns once and rewrites every
-  event of this process to a new file.
+  process copies its lines into a pre-allocated, memory-mapped spool segment
+  (:class:`~badput.store.SpooledWriter`). A ``record_*`` call reads the clock,
+  formats one JSON line and copies it into the mapping: no lock, no syscall, no
+  I/O wait. Once the call has returned, the line is in the kernel's page cache,
+  so it survives ``SIGKILL``, ``SIGTERM`` or a crash of the process (not a crash
+  of the machine). Measured cost: ``bench/bench_record.py``.
+- **Background thread.** Started on the first record: every 50 ms (at once after
+  lifecycle and checkpoint events) it ships the spool to the process's event file
+  with ``write()`` and deletes the segments shipped (the mapped, resident part
+  stays a few MiB however long the job); it writes heartbeats every
+  ``heartbeat_interval`` seconds and makes the next pages and segment ready ahead
+  of the writer. If the event file was deleted or replaced, it warns once and
+  writes every event of this process to a new file; if it was cut short from
+  outside (``> file``, logrotate's ``copytruncate``), it counts the events cut
+  away (:attr:`Recorder.lost_events`), warns once and goes on: the training
+  process never maps the file others can touch, so no ``SIGBUS``. What a killed
+  process left in its spool is shipped by the next recorder of the job,
+  ``badput run`` and readers of the job.
 - **Other stores** (``memory://``, ``gcl://``, custom ones), and a directory store
   that cannot be written (read-only, full, missing): lines wait in a bounded
   buffer (:data:`MAX_BUFFERED_BYTES`) that the thread writes every
@@ -95,7 +102,7 @@ from badput.events import (
     Kind,
     validate,
 )
-from badput.store import EventStore, EventWriter, MappedWriter, WriterKey, open_store
+from badput.store import EventStore, EventWriter, SpooledWriter, WriterKey, open_store
 
 __all__ = ["DEFAULT_HEARTBEAT_INTERVAL", "SPANS", "NullRecorder", "Recorder"]
 
@@ -109,12 +116,14 @@ MIN_FLUSH_INTERVAL: Final = 0.005
 CLOSE_TIMEOUT: Final = 5.0
 #: Most bytes of lines held in memory while the store does not take them.
 MAX_BUFFERED_BYTES: Final = 16 * 1024 * 1024
-#: First size of a mapped event file; it grows by doubling, at most GROW_MAX at a time.
-INITIAL_CAPACITY: Final = 256 * 1024
-GROW_MAX: Final = 64 * 1024 * 1024
+#: Bytes of lines in one spool segment (a mapped file; a line longer than this gets one of
+#: its own). The resident memory of recording is a few of them, however long the job.
+SEGMENT_BYTES: Final = 4 * 1024 * 1024
+#: Most spool segments not yet shipped to the event file before lines wait in memory.
+MAX_SEGMENTS: Final = 16
 #: Bytes of a mapped file made writable ahead of the writer (besides its recent rate).
 POPULATE_AHEAD: Final = 1024 * 1024
-#: Seconds between checks of a mapped file (room, populated pages, still in place).
+#: Seconds between shipments of the spool to the event file (and checks that it is in place).
 MAINTAIN_INTERVAL: Final = 0.05
 #: Bytes populated per madvise call (the GIL is released meanwhile).
 POPULATE_STEP: Final = 1024 * 1024
@@ -432,10 +441,15 @@ class Recorder:
         self._dropped = 0
         self._lock = threading.Lock()  # guards the stream state below
         self._state = _CLOSED if self._closed else _NEW
-        # Mapped file (state _MAPPED): ``_write`` is its ``mmap.write``, else _put_locked.
-        self._seg: MappedWriter | None = None
+        # Spooled stream (state _MAPPED): ``_write`` is its current segment's ``mmap.write``,
+        # else _put_locked.
+        self._seg: SpooledWriter | None = None
         self._write: Callable[[bytes], object] = self._put_locked
-        self._n_mapped = 0  # lines of mapped files already closed
+        self._n_mapped = 0  # lines of spooled streams already closed
+        self._cut = 0  # events cut away from the event file from outside (truncation)
+        self._shipped = threading.Condition(threading.Lock())  # a shipment happened
+        self._orphans_looked = False
+        self._ship_failed = False  # the last shipment failed (a flush stops waiting)
         # Buffered lines (state _BUFFERED), and their progress for flush().
         self._buf: list[bytes] = []
         self._buf_bytes = 0
@@ -463,9 +477,7 @@ class Recorder:
         # The parent's mapping is shared with the parent: never write to it, only let go.
         seg = self._seg
         if seg is not None:
-            with suppress(Exception):
-                seg.mm.close()
-                os.close(seg.fd)
+            seg.forget()
         self._setup_process()
 
     def _warn_once(self, key: str, msg: str, *args: object) -> None:
@@ -524,8 +536,14 @@ class Recorder:
         return self._dropped
 
     @property
+    def lost_events(self) -> int:
+        """Events that were written to the event file and later cut away from it by
+        someone else (a truncation from outside, e.g. logrotate's ``copytruncate``)."""
+        return self._cut
+
+    @property
     def recorded_events(self) -> int:
-        """Events handed to the store by this process (copied into its mapped file,
+        """Events handed to the store by this process (copied into its spool,
         or written by a buffered store's writer)."""
         seg = self._seg
         mapped = 0
@@ -638,10 +656,11 @@ class Recorder:
         return out
 
     def _prompt(self) -> None:
-        """A lifecycle or checkpoint event: a buffered store writes it at once."""
+        """A lifecycle or checkpoint event: written to the store at once (readers and the
+        launcher see it without waiting for the next shipment)."""
         if self._state != _MAPPED:
             self._prompt_wanted = True
-            self._nudge()
+        self._nudge()
 
     def _nudge(self) -> None:
         worker = self._worker
@@ -854,12 +873,17 @@ class Recorder:
         """Block until everything recorded so far is handled: written, or dropped and
         counted. ``False`` if ``timeout`` expired first (a store that hangs).
 
-        Lines in a mapped file are handled as soon as they are recorded."""
+        Lines in the spool are safe as soon as they are recorded; a flush waits until they
+        are in the event file too (where readers see them)."""
         try:
             if not self._closed and self._sections.timers:
                 self._record_section_summaries()
             with self._lock:
                 target = self._n_queued
+                seg = self._seg
+                spooled = seg.recorded_bytes() if seg is not None else 0
+            if seg is not None and not self._wait_shipped(seg, spooled, timeout):
+                return False
             if self._n_handled >= target:
                 return True
             thread = self._thread
@@ -874,9 +898,27 @@ class Recorder:
             self._warn_once("bug", "badput: unexpected error in flush: %r", exc)
             return False
 
+    def _wait_shipped(self, seg: SpooledWriter, upto: int, timeout: float | None) -> bool:
+        """Wait until the spool's first ``upto`` bytes are in the event file (the thread
+        ships them); False when ``timeout`` expired first or they cannot be written."""
+        if seg.shipped_bytes() >= upto:
+            return True
+        thread = self._thread
+        if thread is None or not thread.is_alive():
+            with suppress(OSError):
+                seg.ship()
+            return seg.shipped_bytes() >= upto
+        self._flush_wanted = True
+        self._nudge()
+        with self._shipped:
+            return self._shipped.wait_for(
+                lambda: self._seg is not seg or seg.shipped_bytes() >= upto or self._ship_failed,
+                timeout,
+            ) and (self._seg is not seg or seg.shipped_bytes() >= upto)
+
     def close(self, timeout: float | None = CLOSE_TIMEOUT) -> None:
-        """Write what is buffered, stop heartbeats and the background thread, close the
-        file (truncated to what was written). Idempotent; bounded by ``timeout``.
+        """Write what is buffered, stop heartbeats and the background thread, ship the
+        spool to the event file. Idempotent; bounded by ``timeout``.
 
         Events recorded after ``close()`` are dropped (and counted).
         """
@@ -915,16 +957,15 @@ class Recorder:
                         lost,
                     )
                     return
-            seg = self._seg
-            if seg is not None and seg.detached():  # deleted since the thread last looked
-                self._reattach(seg)
-                if self._seg is None:
-                    state = _BUFFERED
             with self._lock:
                 seg, self._seg = self._seg, None
-                if seg is not None:  # first: a buffered remainder may be appended to it
-                    seg.close()
-                    self._n_mapped += seg.lines
+                if seg is not None:
+                    seg.current.seal()  # a late write of another thread is counted as dropped
+                    lines = seg.count_lines()
+            if seg is not None:  # first: a buffered remainder may be appended to its file
+                self._n_mapped += lines
+                self._note_shipment(seg, seg.close)
+                self._notify_shipped()
             if state == _BUFFERED:
                 self._drain()
             writer, self._writer = self._writer, None
@@ -944,28 +985,28 @@ class Recorder:
     # ------------------------------------------------------ stream management
 
     def _put_slow(self, line: bytes) -> None:
-        """A put that the mapped file did not take (caller holds ``_lock``): first
-        line, full file, buffered or closed stream."""
+        """A put that the spool did not take (caller holds ``_lock``): first line, full
+        segment, buffered or closed stream."""
         state = self._state
         if state == _MAPPED:
             seg = self._seg
             assert seg is not None
             # Other threads write without the lock: they may fill the room we make
-            # before our turn comes, so grow until the line fits.
+            # before our turn comes, so rotate until the line fits.
             for _ in range(64):
                 with suppress(ValueError):
-                    seg.mm.write(line)
+                    seg.current.mm.write(line)
                     return
-                if not self._grow_locked(len(line)):
+                if not self._rotate_locked(len(line)):
                     break
         elif state == _NEW:
             self._start_thread()
             self._state = _BUFFERED
             lines = self._with_process_init(line)
-            if self._open_mapped_locked():
+            if self._open_spool_locked():
                 assert self._seg is not None
                 for one in lines:
-                    self._seg.mm.write(one)
+                    self._seg.current.mm.write(one)
                 return
             self._buffer_locked(lines)
             return
@@ -998,7 +1039,7 @@ class Recorder:
     def _start_thread(self) -> None:
         if self._worker is not None:  # already running (e.g. started by section())
             return
-        # Ticks often enough for the mapped file's upkeep, the heartbeats and the buffer.
+        # Ticks often enough for the spool's shipments, the heartbeats and the buffer.
         interval = min(self._flush_interval, MAINTAIN_INTERVAL)
         if self._heartbeat > 0:
             interval = min(interval, self._heartbeat)
@@ -1013,15 +1054,18 @@ class Recorder:
             self._worker = worker
             self._thread = worker.thread
 
-    def _open_mapped_locked(self) -> bool:
-        """Open this process's mapped file (state -> _MAPPED); False if the store has
+    def _open_spool_locked(self) -> bool:
+        """Open this process's spooled stream (state -> _MAPPED); False if the store has
         none or it cannot be opened now (state stays _BUFFERED, retried later)."""
-        opener = getattr(self._store, "open_mapped_writer", None)
+        opener = getattr(self._store, "open_spooled_writer", None)
         if opener is None:
             return False
-        seg: MappedWriter | None = None
+        seg: SpooledWriter | None = None
         try:
-            seg = opener(self._job, self._key, INITIAL_CAPACITY)
+            seg = opener(
+                self._job, self._key, SEGMENT_BYTES, lock=self._lock, max_segments=MAX_SEGMENTS
+            )
+            assert seg is not None
             self._attach_locked(seg)
         except Exception as exc:
             if seg is not None:
@@ -1032,43 +1076,40 @@ class Recorder:
             return False
         return True
 
-    def _attach_locked(self, seg: MappedWriter) -> None:
+    def _attach_locked(self, seg: SpooledWriter) -> None:
         """Write into ``seg`` from now on; the lines waiting in memory go first (they were
-        recorded first). May raise (the file cannot grow): then nothing changed."""
+        recorded first). May raise (no segment can take them): then nothing changed."""
         waiting = self._buf
         data = b"".join(waiting)
-        need = seg.mm.tell() + len(data)
-        if need > seg.capacity:
-            seg.reserve(need + seg.capacity)
-            seg.remap(need + seg.capacity)
-        seg.mm.write(data)
+        cur = seg.current
+        if data and cur.written() + len(data) > cur.capacity:
+            cur = seg.rotate(len(data))
+        cur.mm.write(data)
         self._buf, self._buf_bytes = [], 0
         self._seg = seg
         self._state = _MAPPED
         self._mark_handled(len(waiting))
-        self._write = seg.mm.write
+        self._write = cur.mm.write
 
     def _leave_mapped_locked(self) -> None:
-        """The mapped file cannot take more: buffer until a new one can be opened."""
+        """The spool cannot take more now: buffer until it can."""
         self._state = _BUFFERED
         self._write = self._put_locked
         self._next_reopen = time.monotonic() + REOPEN_INTERVAL
 
-    def _grow_locked(self, need: int) -> bool:
-        """Make room for ``need`` more bytes in the mapped file; False (and state
-        _BUFFERED) when the file cannot grow (full disk, file-size limit)."""
+    def _rotate_locked(self, need: int) -> bool:
+        """Start the spool's next segment for a line of ``need`` bytes; False (and state
+        _BUFFERED) when none can be made (full disk, too many not shipped yet)."""
         seg = self._seg
         if seg is None:
             return False
-        cap = seg.capacity
-        new_cap = cap + max(min(cap, GROW_MAX), need)
         try:
-            seg.reserve(new_cap)
-            seg.remap(new_cap)
+            cur = seg.rotate(need)
         except Exception as exc:
             self._warn_write(exc)
             self._leave_mapped_locked()
             return False
+        self._write = cur.mm.write
         return True
 
     def _warn_write(self, exc: BaseException) -> None:
@@ -1095,6 +1136,9 @@ class Recorder:
         """One tick of the background thread (badput's periodic worker)."""
         if self._stop:
             return  # close() does the last drain
+        if not self._orphans_looked:
+            self._orphans_looked = True
+            self._ship_orphans()
         if self._next_beat is not None:
             now = _time()
             if now >= self._next_beat:
@@ -1105,121 +1149,127 @@ class Recorder:
             self._record_section_summaries()
         self._maintain()
 
+    def _ship_orphans(self) -> None:
+        """Ship what killed processes of this job left in its spool (their lock is free)."""
+        shipper = getattr(self._store, "ship_orphaned", None)
+        if shipper is not None:
+            with suppress(Exception):
+                shipper(self._job)
+
     def _maintain(self) -> None:
+        seg = self._seg
+        if seg is not None:
+            self._ship(seg)
         state = self._state
         if state == _MAPPED:
-            seg = self._seg
-            if seg is None:
+            if seg is None or self._stop:
                 return
-            if seg.detached():
-                self._reattach(seg)
-                return
-            pos = seg.mm.tell()
-            # Stay ahead of the writer by twice what it wrote since the last check.
-            ahead = 2 * max(pos - self._last_pos, 0) + POPULATE_AHEAD
-            self._last_pos = pos
-            if seg.capacity - pos < min(seg.capacity // 4, ahead):
-                self._grow_ahead(seg)
-            # In small steps: madvise holds the GIL, so one big call would stall the
-            # training thread; between steps it runs.
-            target = min(pos + ahead, seg.capacity)
-            while self._seg is seg and seg.populated < target and not self._stop:
-                with self._lock:  # no resize or close while the kernel populates
-                    if self._seg is not seg or self._state != _MAPPED:
-                        return
-                    seg.populate(min(seg.populated + POPULATE_STEP, target))
-                if not seg.can_populate:
-                    return
+            self._keep_ahead(seg)
         elif state == _BUFFERED:
             flush_wanted, self._flush_wanted = self._flush_wanted, False
             prompt, self._prompt_wanted = self._prompt_wanted, False
             now = time.monotonic()
             due = prompt or flush_wanted or now >= self._next_drain
-            mappable = getattr(self._store, "open_mapped_writer", None) is not None
-            if mappable and (flush_wanted or time.monotonic() >= self._next_reopen):
+            spooled = getattr(self._store, "open_spooled_writer", None) is not None
+            if spooled and (flush_wanted or time.monotonic() >= self._next_reopen):
                 with self._lock:
                     if self._state == _BUFFERED:
-                        if self._seg is not None:  # a file that could not grow: start anew
-                            self._seg.close()
-                            self._n_mapped += self._seg.lines
-                            self._seg = None
-                        self._open_mapped_locked()
-            if (not mappable and due) or (flush_wanted and self._state == _BUFFERED):
-                # A directory store's lines wait for a new file, unless a flush asks
+                        if self._seg is not None:  # the spool caught up: rotate, write on
+                            with suppress(Exception):
+                                self._seg.rotate(0)
+                                self._attach_locked(self._seg)
+                        else:
+                            self._open_spool_locked()
+                        if self._state == _BUFFERED:
+                            self._next_reopen = time.monotonic() + REOPEN_INTERVAL
+            if (not spooled and due) or (flush_wanted and self._state == _BUFFERED):
+                # A directory store's lines wait for the spool, unless a flush asks
                 # for them to be handled now: then written (appended) or dropped.
                 self._next_drain = now + self._flush_interval
                 self._drain()
 
-    def _grow_ahead(self, seg: MappedWriter) -> None:
-        """Grow the file before the hot path needs to: allocation (which may block)
-        outside the lock, only the remap under it."""
-        cap = seg.capacity
-        new_cap = cap + min(cap, GROW_MAX)
-        try:
-            seg.reserve(new_cap)
-        except OSError as exc:
-            self._warn_write(exc)
-            return  # the hot path switches to the buffer when the room runs out
-        with self._lock:
-            if self._seg is seg and self._state == _MAPPED and seg.capacity < new_cap:
-                try:
-                    seg.remap(new_cap)
-                except OSError as exc:
-                    self._warn_write(exc)
+    def _ship(self, seg: SpooledWriter) -> None:
+        """Ship the spool to the event file; a failure keeps the lines in the spool (retried
+        at the next tick) and warns once."""
+        self._ship_failed = False
+        self._note_shipment(seg, seg.ship)
+        self._notify_shipped()
 
-    def _reattach(self, old: MappedWriter) -> None:
-        """The file was deleted or replaced: write this process's events to a new one."""
-        opener = getattr(self._store, "open_mapped_writer", None)
-        assert opener is not None
-        error: BaseException | None = None
+    def _note_shipment(self, seg: SpooledWriter, ship: Callable[[], object]) -> None:
+        """Run one shipment (``seg.ship`` or ``seg.close``) and say what it found."""
+        old_path, replaced_before, cut_before = seg.path, seg.replaced, seg.cut
         try:
-            new: MappedWriter | None = opener(self._job, self._key, old.capacity)
+            done = ship()
         except Exception as exc:
-            new, error = None, exc
-        with self._lock:
-            if self._seg is not old:
-                if new is not None:
-                    new.close()
-                return
-            closing = self._state == _CLOSED
-            self._write = self._put_locked
-            data = old.take()  # unmapped first: a racing write lands before, or retries here
-            if new is not None:
-                try:
-                    new.mm.write(data)  # fits: the new file is as large as the old one
-                    self._attach_locked(new)
-                except Exception as exc:
-                    with suppress(Exception):
-                        new.close()
-                        os.unlink(new.path)  # its lines are buffered instead: no duplicates
-                    new, error = None, exc
-            if new is None:  # keep the events in memory until the store can be written again
-                self._seg = None
-                self._leave_mapped_locked()
-                self._buffer_locked([line + b"\n" for line in data.split(b"\n")[:-1]])
-            if closing:
-                self._state = _CLOSED
-                self._write = self._put_locked
-        if new is not None:
+            self._ship_failed = True
+            self._warn_once(
+                "ship",
+                "badput: cannot write events of job %r to %s (%s); they are kept in its "
+                "spool and written when it can take them. The training run is not affected.",
+                self._job,
+                seg.path,
+                exc,
+            )
+            return
+        if done is False:  # close() left segments for a later recovery
+            self._warn_once(
+                "ship",
+                "badput: events of job %r could not be written to %s at close; they are kept "
+                "in %s and written by the next recorder, `badput run` or reader of the job",
+                self._job,
+                seg.path,
+                seg.spool,
+            )
+        if seg.replaced != replaced_before:
             self._warn_once(
                 "detached",
-                "badput: the event file %s of job %r was deleted or replaced; its %d events "
+                "badput: the event file %s of job %r was deleted or replaced; its events "
                 "were written again to %s",
-                old.path,
+                old_path,
                 self._job,
-                old.lines,
-                new.path,
+                seg.path,
             )
-        else:
+        cut = seg.cut - cut_before
+        if cut:
+            self._cut += cut
             self._warn_once(
-                "detached",
-                "badput: the event file %s of job %r was deleted or replaced and a new one "
-                "cannot be created (%s); its %d events are kept in memory and retried",
-                old.path,
+                "truncated",
+                "badput: the event file %s of job %r was cut short from outside; %d events "
+                "recorded before are no longer in it (counted in lost_events). Recording "
+                "goes on; the training run is not affected.",
+                seg.path,
                 self._job,
-                error,
-                old.lines,
+                cut,
             )
+
+    def _notify_shipped(self) -> None:
+        with self._shipped:
+            self._shipped.notify_all()
+
+    def _keep_ahead(self, seg: SpooledWriter) -> None:
+        """Make the current segment's next pages writable ahead of the writer, and the next
+        segment before it is needed, so that the hot path takes no page fault and does no
+        file system work."""
+        cur = seg.current
+        pos = cur.written()
+        # Stay ahead of the writer by twice what it wrote since the last check.
+        ahead = 2 * max(pos - self._last_pos, 0) + POPULATE_AHEAD
+        self._last_pos = pos
+        if pos > cur.capacity // 2:
+            try:
+                seg.prepare()
+            except OSError as exc:
+                self._warn_write(exc)  # the hot path buffers when the segment is full
+        # In small steps: madvise holds the GIL, so one big call would stall the
+        # training thread; between steps it runs.
+        target = min(pos + ahead, cur.capacity)
+        while cur.populated < target and not self._stop:
+            with self._lock:  # no close while the kernel populates
+                if self._seg is not seg or seg.current is not cur or self._state != _MAPPED:
+                    return
+                cur.populate(min(cur.populated + POPULATE_STEP, target))
+            if not cur.can_populate:
+                return
 
     def _drain(self) -> None:
         """Write the buffered lines through the store's writer (the thread, or close)."""
@@ -1307,6 +1357,10 @@ class NullRecorder(Recorder):
 
     @property
     def dropped_events(self) -> int:
+        return 0
+
+    @property
+    def lost_events(self) -> int:
         return 0
 
     @property

@@ -30,7 +30,6 @@ from badput.store._base import (
 )
 from badput.store._jsonl import (
     JsonlStore,
-    MappedWriter,
     SingleFileStore,
     first_event_below,
     first_event_of,
@@ -39,6 +38,7 @@ from badput.store._jsonl import (
     safe_job_dir,
 )
 from badput.store._memory import MemoryStore, memory_store
+from badput.store._spool import Orphans, SpooledWriter, ship_orphaned
 
 __all__ = [
     "Chunk",
@@ -47,10 +47,11 @@ __all__ = [
     "EventWriter",
     "JobListing",
     "JsonlStore",
-    "MappedWriter",
     "MemoryStore",
+    "Orphans",
     "ReadResult",
     "SingleFileStore",
+    "SpooledWriter",
     "Unread",
     "WriterKey",
     "is_job_path",
@@ -59,6 +60,7 @@ __all__ = [
     "open_source",
     "open_store",
     "safe_job_dir",
+    "ship_orphaned",
 ]
 
 _SUPPORTED = (

@@ -5,19 +5,20 @@ Layout (``EVENTS.md``)::
     <root>/<job>/<attempt>/<host>-<rank>-<pid>.jsonl
 
 One file per writer process, never rewritten. The recorder writes it through a
-:class:`MappedWriter` (a pre-allocated, memory-mapped file: an event is in the
-page cache, so it survives the death of the process, as soon as it is copied in);
-other writers append with :class:`JsonlWriter`. Readers take every ``*.jsonl``
-file below ``<root>/<job>/`` (any depth), in sorted order of their path relative
-to the job directory (the stream name), and stop at a file's trailing run of NUL
-bytes (the unwritten tail of a mapped file).
+:class:`~badput.store.SpooledWriter` (lines are copied into a mapped spool segment in
+``<root>/<job>/.spool/``, which outlives the process, and shipped to the event file
+with ``write()``); other writers append with :class:`JsonlWriter`. Readers take every
+``*.jsonl`` file below ``<root>/<job>/`` (any depth, the spool excepted), in sorted
+order of their path relative to the job directory (the stream name), and stop at a
+file's trailing run of NUL bytes (the unwritten tail of a mapped file: what badput
+wrote before 0.1 and other tools that map their files leave).
 """
 
 from __future__ import annotations
 
-import mmap
 import os
 import stat
+import threading
 from collections.abc import Iterator, Sequence
 from contextlib import suppress
 from pathlib import Path
@@ -42,11 +43,11 @@ from badput.store._lines import (
     torn_tail,
     written_length,
 )
+from badput.store._spool import SPOOL_DIR, Orphans, SpooledWriter, ship_orphaned
 
 __all__ = [
     "JsonlStore",
     "JsonlWriter",
-    "MappedWriter",
     "SingleFileStore",
     "first_event_below",
     "first_event_of",
@@ -64,37 +65,6 @@ FilePath: TypeAlias = "str | os.PathLike[str]"
 #: of the last block's; see ``badput.analysis.READ_SLICE_BYTES``).
 READ_BLOCK: Final = 1024 * 1024
 _FIRST_BLOCK: Final = 64 * 1024
-
-
-# madvise(MADV_POPULATE_WRITE) (Linux 5.14+; not named by Python 3.11's mmap module).
-_MADV_POPULATE_WRITE: Final = getattr(mmap, "MADV_POPULATE_WRITE", 23)
-
-
-def _madvise_unlocked(mm: mmap.mmap, start: int, length: int) -> bool:
-    """``MADV_POPULATE_WRITE`` through libc, which releases the GIL while the kernel
-    faults the pages in (``mmap.madvise`` holds it, stalling every other thread).
-    False when libc cannot be called. The caller keeps the mapping from being
-    resized or closed meanwhile."""
-    import ctypes  # noqa: PLC0415 (only a writer needs it; keeps `import badput` light)
-
-    try:
-        libc = ctypes.CDLL(None, use_errno=True)
-        view = ctypes.c_char.from_buffer(mm)
-    except (OSError, TypeError, ValueError, AttributeError):
-        return False
-    address = ctypes.addressof(view)
-    del view  # no buffer export left: the mapping may be resized later
-    page = mmap.PAGESIZE
-    aligned = start - start % page
-    rc = libc.madvise(
-        ctypes.c_void_p(address + aligned),
-        ctypes.c_size_t(length + start - aligned),
-        ctypes.c_int(_MADV_POPULATE_WRITE),
-    )
-    if rc != 0:
-        errno = ctypes.get_errno()
-        raise OSError(errno, os.strerror(errno))
-    return True
 
 
 def safe_job_dir(job: str) -> str:
@@ -135,129 +105,6 @@ def open_regular(path: Path) -> BinaryIO | None:
     except BaseException:
         os.close(fd)
         raise
-
-
-class MappedWriter:
-    """One writer stream as a pre-allocated, memory-mapped file (the recorder's).
-
-    The file is created new (``O_EXCL``: a file left by an earlier process of the
-    same pid is never appended to; ``<name>.1.jsonl`` etc. is used instead) and
-    allocated to ``capacity`` bytes with ``posix_fallocate``, so that a full disk
-    fails here, at creation or growth, and never as a ``SIGBUS`` while writing.
-    The caller copies complete lines into :attr:`mm`; bytes copied are in the
-    page cache, so they outlive the process. :meth:`close` truncates the file to
-    the bytes written; a killed writer leaves a NUL tail that readers skip.
-    """
-
-    def __init__(self, directory: Path, name: str, capacity: int) -> None:
-        directory.mkdir(parents=True, exist_ok=True)
-        stem = name.removesuffix(".jsonl")
-        for n in range(1000):
-            path = directory / (name if n == 0 else f"{stem}.{n}.jsonl")
-            try:
-                fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o644)
-            except FileExistsError:
-                continue
-            break
-        else:
-            raise FileExistsError(f"no free event file name like {directory / name}")
-        try:
-            os.posix_fallocate(fd, 0, capacity)
-            self.mm = mmap.mmap(fd, capacity)
-            st = os.fstat(fd)
-        except BaseException:
-            os.close(fd)
-            with suppress(OSError):
-                os.unlink(path)
-            raise
-        self.path = path
-        self.fd = fd
-        self.capacity = capacity
-        self.lines = 0
-        self._counted = 0
-        self.populated = 0
-        self.can_populate = True
-        self.populate(min(capacity, 256 * 1024))
-        self._identity = (st.st_dev, st.st_ino)
-
-    def populate(self, upto: int) -> None:
-        """Map the pages up to ``upto`` writable now (``MADV_POPULATE_WRITE``), so that the
-        writer's copies take no page fault. Changes no byte; a no-op where unsupported."""
-        upto = min(upto, self.capacity)
-        start = self.populated
-        if upto <= start or not self.can_populate:
-            return
-        try:
-            if not _madvise_unlocked(self.mm, start, upto - start):
-                self.mm.madvise(_MADV_POPULATE_WRITE, start, upto - start)
-        except (OSError, ValueError):
-            self.can_populate = False  # kernel older than 5.14: pages fault on first write
-        else:
-            self.populated = upto
-
-    def reserve(self, capacity: int) -> None:
-        """Allocate the file up to ``capacity`` bytes (may block or fail: not under a lock)."""
-        os.posix_fallocate(self.fd, 0, capacity)
-
-    def remap(self, capacity: int) -> None:
-        """Grow the mapping to ``capacity`` (after :meth:`reserve`); fast."""
-        self.mm.resize(capacity)
-        self.capacity = capacity
-
-    def detached(self) -> bool:
-        """True when the file is no longer at its path (deleted, or replaced by another)."""
-        try:
-            st = os.stat(self.path)
-        except OSError:
-            return True
-        return (st.st_dev, st.st_ino) != self._identity
-
-    def count_lines(self) -> int:
-        """Complete lines written so far (counted incrementally)."""
-        upto = self.mm.tell()
-        if upto > self._counted:
-            self.lines += self.mm[self._counted : upto].count(b"\n")
-            self._counted = upto
-        return self.lines
-
-    def _unmap(self) -> bytes:
-        """Unmap (a write racing this one either lands before or raises) and return the
-        bytes written past the last known position: read back up to the first NUL."""
-        self.count_lines()
-        self.mm.close()
-        tail = b""
-        while True:
-            block = os.pread(self.fd, 65536, self._counted + len(tail))
-            cut = block.find(b"\0")  # the first byte never written
-            tail += block if cut < 0 else block[:cut]
-            if cut >= 0 or len(block) < 65536:
-                break
-        self.lines += tail.count(b"\n")
-        return tail
-
-    def close(self, truncate: bool = True) -> None:
-        """Unmap and close; truncate the file to the bytes written (a clean close)."""
-        try:
-            tail = self._unmap()
-            if truncate:
-                os.ftruncate(self.fd, self._counted + len(tail))
-        finally:
-            os.close(self.fd)
-
-    def take(self) -> bytes:
-        """Unmap and close without truncating; return everything written (for a copy)."""
-        try:
-            tail = self._unmap()
-            written = self._counted
-            head = b""
-            while len(head) < written:
-                block = os.pread(self.fd, written - len(head), len(head))
-                if not block:
-                    break
-                head += block
-            return head + tail
-        finally:
-            os.close(self.fd)
 
 
 class JsonlWriter:
@@ -776,10 +623,29 @@ class JsonlStore:
     def open_writer(self, job: str, key: WriterKey) -> EventWriter:
         return JsonlWriter(self.job_dir(job) / key.stream_name())
 
-    def open_mapped_writer(self, job: str, key: WriterKey, capacity: int) -> MappedWriter:
-        """A new :class:`MappedWriter` for ``key``'s stream of ``job`` (may raise ``OSError``)."""
-        *dirs, name = key.stream_name().split("/")
-        return MappedWriter(self.job_dir(job).joinpath(*dirs), name, capacity)
+    def open_spooled_writer(
+        self,
+        job: str,
+        key: WriterKey,
+        segment_bytes: int,
+        *,
+        lock: threading.Lock | None = None,
+        max_segments: int = 16,
+    ) -> SpooledWriter:
+        """A new :class:`~badput.store.SpooledWriter` for ``key``'s stream of ``job`` (the
+        recorder's; may raise ``OSError``)."""
+        return SpooledWriter(
+            self.job_dir(job),
+            key.stream_name(),
+            segment_bytes,
+            lock=lock,
+            max_segments=max_segments,
+        )
+
+    def ship_orphaned(self, job: str) -> Orphans:
+        """Ship into their event files what killed writers of ``job`` left in its spool
+        (:func:`~badput.store.ship_orphaned`)."""
+        return ship_orphaned(self.job_dir(job))
 
     def jobs(self) -> list[str]:
         try:
@@ -798,7 +664,8 @@ class JsonlStore:
         """
         names: list[str] = []
         regular: set[str] = set()
-        pending = [(str(self.job_dir(job)), "")]
+        top = str(self.job_dir(job))
+        pending = [(top, "")]
         while pending:
             directory, prefix = pending.pop()
             try:
@@ -809,6 +676,12 @@ class JsonlStore:
                 for entry in entries:
                     try:
                         if entry.is_dir(follow_symlinks=False):
+                            if entry.name == SPOOL_DIR and not prefix:
+                                # Lines a killed writer left in its spool go to its file
+                                # before the file is read (a live writer's are its own).
+                                with suppress(Exception):
+                                    ship_orphaned(top)
+                                continue
                             pending.append((entry.path, f"{prefix}{entry.name}/"))
                             continue
                     except OSError:
