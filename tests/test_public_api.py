@@ -19,7 +19,7 @@ PUBLIC: dict[str, set[str]] = {
         "STEP_KINDS", "attempt_id", "bucket_of", "interval_base", "validate",
     },
     "badput.store": {
-        "Chunk", "Cursor", "EventStore", "EventWriter", "JobListing", "JsonlStore",
+        "SPOOL_DIR", "Chunk", "Cursor", "EventStore", "EventWriter", "JobListing", "JsonlStore",
         "MemoryStore", "Orphans", "ReadResult", "SingleFileStore", "SpooledWriter", "Unread",
         "WriterKey", "is_job_path", "job_sources", "list_job",
         "open_source",

@@ -958,6 +958,10 @@ class Recorder:
                     )
                     return
             with self._lock:
+                if state == _BUFFERED and self._seg is not None:
+                    # Lines waiting for the spool go into it, or are dropped and counted:
+                    # never into the event file ahead of the spool's lines.
+                    state = self._spool_or_drop_buffer_locked()
                 seg, self._seg = self._seg, None
                 if seg is not None:
                     seg.current.seal()  # a late write of another thread is counted as dropped
@@ -1091,6 +1095,20 @@ class Recorder:
         self._mark_handled(len(waiting))
         self._write = cur.mm.write
 
+    def _spool_or_drop_buffer_locked(self) -> int:
+        """Put the lines waiting in memory into the spool (a new segment); when none can be
+        made, drop and count them. The state after."""
+        seg = self._seg
+        assert seg is not None
+        try:
+            self._attach_locked(seg)
+        except Exception:
+            lost = len(self._buf)
+            self._buf, self._buf_bytes = [], 0
+            self._dropped += lost
+            self._mark_handled(lost)
+        return self._state
+
     def _leave_mapped_locked(self) -> None:
         """The spool cannot take more now: buffer until it can."""
         self._state = _BUFFERED
@@ -1174,14 +1192,17 @@ class Recorder:
             if spooled and (flush_wanted or time.monotonic() >= self._next_reopen):
                 with self._lock:
                     if self._state == _BUFFERED:
-                        if self._seg is not None:  # the spool caught up: rotate, write on
+                        if self._seg is not None:  # the spool may take them again
                             with suppress(Exception):
-                                self._seg.rotate(0)
                                 self._attach_locked(self._seg)
                         else:
                             self._open_spool_locked()
                         if self._state == _BUFFERED:
                             self._next_reopen = time.monotonic() + REOPEN_INTERVAL
+                    if flush_wanted and self._state == _BUFFERED and self._seg is not None:
+                        # A flush asks for them to be handled now, and the event file must
+                        # not get them ahead of the spool's lines: dropped and counted.
+                        self._spool_or_drop_buffer_locked()
             if (not spooled and due) or (flush_wanted and self._state == _BUFFERED):
                 # A directory store's lines wait for the spool, unless a flush asks
                 # for them to be handled now: then written (appended) or dropped.

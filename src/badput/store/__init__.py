@@ -38,9 +38,10 @@ from badput.store._jsonl import (
     safe_job_dir,
 )
 from badput.store._memory import MemoryStore, memory_store
-from badput.store._spool import Orphans, SpooledWriter, ship_orphaned
+from badput.store._spool import SPOOL_DIR, Orphans, SpooledWriter, ship_orphaned
 
 __all__ = [
+    "SPOOL_DIR",
     "Chunk",
     "Cursor",
     "EventStore",

@@ -287,12 +287,12 @@ class SpooledWriter:
         if len(self.segments) >= self.max_segments:
             raise OSError(errno.ENOSPC, f"{len(self.segments)} spool segments not shipped yet")
         old = self.current
-        end = old.seal()
         spare, self._spare = self._spare, None
         if spare is None or spare.capacity < need:
             if spare is not None:
                 spare.close(remove=True)
             spare = self._new_segment(max(self.segment_bytes, need))
+        end = old.seal()  # only now: when no segment can be made, the current one goes on
         spare.base = old.base + end
         spare.write_header(self.target, old.start + end)
         self.segments.append(spare)

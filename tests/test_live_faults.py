@@ -1,0 +1,336 @@
+"""Right while it runs: live reads of files other processes are writing, an event file cut
+short under a recording process, the resident memory of a long recording, and what a killed
+writer leaves in its spool.
+
+Each test drives the real thing: recording processes started with ``subprocess``, readers
+in this process, truncations with ``os.truncate`` as ``> file`` and logrotate's
+``copytruncate`` do them.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+from badput.analysis import LiveJob, analyze
+from badput.report import to_json
+from badput.store import SPOOL_DIR, JsonlStore, ship_orphaned
+from badput.testing import read_all
+
+JOB = "live-faults"
+NOW = 4_000_000_000.0  # every report is asked as of one time after the job's events
+
+# A rank recording in bursts of 20 steps for ``seconds``: steps with a custom span of a long
+# (200-byte) or short name in each, then a clean close.
+_WRITER = textwrap.dedent(
+    """
+    import sys, time
+    from badput.recorder import Recorder
+
+    root, job = sys.argv[1], sys.argv[2]
+    rank, name_bytes, seconds = int(sys.argv[3]), int(sys.argv[4]), float(sys.argv[5])
+    rec = Recorder(job, root, attempt=0, rank=rank, host="h", heartbeat_interval=0)
+    rec.record_job_start()
+    name = "n" * name_bytes
+    step = 0
+    print("go", flush=True)
+    t_end = time.monotonic() + seconds
+    while time.monotonic() < t_end:
+        for _ in range(20):
+            with rec.step(step):
+                with rec.custom(name):
+                    pass
+            step += 1
+        time.sleep(0.002)  # (a reader on a loaded machine keeps up: many looks at the tail)
+    rec.record_job_end("completed")
+    rec.close()
+    print(step, rec.dropped_events, flush=True)
+    """
+)
+
+
+def _start_writers(
+    root: Path, ranks: int, name_bytes: int, seconds: float
+) -> list[subprocess.Popen[str]]:
+    procs = [
+        subprocess.Popen(
+            [
+                sys.executable,
+                "-c",
+                _WRITER,
+                str(root),
+                JOB,
+                str(rank),
+                str(name_bytes),
+                str(seconds),
+            ],
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        for rank in range(ranks)
+    ]
+    for proc in procs:
+        assert proc.stdout is not None and proc.stdout.readline() == "go\n"
+    return procs
+
+
+def _json(report: object) -> dict[str, object]:
+    out = json.loads(to_json(report))  # type: ignore[arg-type]
+    out.pop("diagnostics")  # torn tails seen at one moment: not a number of the partition
+    return out
+
+
+def _snapshot(root: Path, live: LiveJob, into: Path) -> Path:
+    """The job's files as far as ``live`` has read them (its cursor), copied to ``into``."""
+    assert live._cursor is not None
+    job_dir = root / JOB
+    for stream, (offset, _lines) in live._cursor.offsets.items():
+        dst = into / JOB / stream
+        dst.parent.mkdir(parents=True, exist_ok=True)
+        with open(job_dir / stream, "rb") as f:
+            dst.write_bytes(f.read(offset))
+    return into
+
+
+@pytest.mark.parametrize(("ranks", "name_bytes"), [(1, 200), (4, 200), (4, 8)])
+def test_live_reads_of_running_writers_equal_a_fresh_analysis_at_every_update(
+    tmp_path: Path, ranks: int, name_bytes: int
+) -> None:
+    root = tmp_path / "store"
+    procs = _start_writers(root, ranks, name_bytes, seconds=2.5)
+    live = LiveJob(root, JOB, parallel=False)
+    updates = compared = 0
+    try:
+        while any(p.poll() is None for p in procs):
+            live.update()
+            updates += 1
+            if updates % 10 == 0:
+                report = live.report(now=NOW)
+                codes = [d.code for d in report.diagnostics]
+                assert "malformed_line" not in codes, (updates, report.diagnostics)
+            if updates % 100 == 0:  # the live numbers are those of a fresh look at what it read
+                snap = _snapshot(root, live, tmp_path / f"snap{updates}")
+                assert _json(report) == _json(analyze(snap, JOB, now=NOW, parallel=False))
+                shutil.rmtree(snap)
+                compared += 1
+    finally:
+        outs = [p.communicate(timeout=60)[0] for p in procs]
+    assert all(p.returncode == 0 for p in procs), outs
+    steps = [int(o.split()[0]) for o in outs]
+    assert [int(o.split()[1]) for o in outs] == [0] * ranks
+    live.update()
+    final = live.report(now=NOW, final=True)
+    assert [d for d in final.diagnostics if d.code == "malformed_line"] == []
+    assert _json(final) == _json(analyze(root, JOB, now=NOW, parallel=False))
+    evs, errors = read_all(JsonlStore(root), JOB)
+    assert errors == []
+    assert sum(e.kind == "step_end" for e in evs) == sum(steps)
+    assert updates >= 100 and compared >= 1, updates
+    assert not (root / JOB / SPOOL_DIR).exists()  # every segment shipped and deleted
+
+
+# A process recording as fast as it can, for ``seconds``, then a clean close; what it
+# recorded, dropped and lost is printed, with its peak and final resident memory.
+_RECORDING = textwrap.dedent(
+    """
+    import sys, time
+    from badput.recorder import Recorder
+
+    root, seconds = sys.argv[1], float(sys.argv[2])
+    rec = Recorder("cut", root, attempt=0, rank=0, host="h", heartbeat_interval=0)
+    print("go", flush=True)
+    t_end = time.monotonic() + seconds
+    i = 0
+    while time.monotonic() < t_end:
+        for _ in range(1000):
+            rec.record_step_start(i)
+            i += 1
+    rec.close()
+    print(i, rec.recorded_events, rec.dropped_events, rec.lost_events, flush=True)
+    """
+)
+
+
+@pytest.mark.parametrize("how", ["truncate", "copytruncate"])
+def test_an_event_file_cut_short_while_recording_never_kills_the_process(
+    tmp_path: Path, how: str
+) -> None:
+    root = tmp_path / "store"
+    proc = subprocess.Popen(
+        [sys.executable, "-c", _RECORDING, str(root), "3"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert proc.stdout is not None and proc.stdout.readline() == "go\n"
+    store = JsonlStore(root)
+    copies = tmp_path / "rotated"
+    copies.mkdir()
+    for k in range(10):  # ten cuts over the run, each while it writes at full speed
+        time.sleep(0.2)
+        (stream,) = store.streams("cut")
+        path = root / "cut" / stream
+        if how == "copytruncate":  # what logrotate does: copy, then cut the original to 0
+            shutil.copyfile(path, copies / f"{k}.jsonl")
+        os.truncate(path, 0)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 0, err  # alive (before: SIGBUS, -7, nothing on stderr)
+    calls, recorded, dropped, lost = map(int, out.split())
+    assert calls == recorded and dropped == 0
+    evs, errors = read_all(store, "cut")
+    assert errors == []
+    kept = len(evs)
+    assert 0 < lost < calls and kept + lost == calls  # every event in the file or counted
+    steps = [e.step for e in evs]
+    assert steps == list(range(calls - kept, calls))  # what is kept: the last ones, in order
+    assert err.count("cut short from outside") == 1  # one warning
+    if how == "copytruncate":  # the copies hold what was cut, but what was shipped meanwhile
+        copied = sum(len(p.read_bytes().splitlines()) for p in copies.iterdir())
+        assert 0 < copied <= lost
+
+
+_LONG_RECORDING = textwrap.dedent(
+    """
+    import sys
+    from badput.recorder import Recorder
+
+    def resident():
+        fields = {}
+        with open("/proc/self/status") as f:
+            for line in f:
+                key, _, value = line.partition(":")
+                if key in ("VmRSS", "RssFile"):
+                    fields[key] = int(value.split()[0]) * 1024
+        return fields["VmRSS"], fields["RssFile"]
+
+    root, n = sys.argv[1], int(sys.argv[2])
+    rec = Recorder("long", root, attempt=0, rank=0, host="h", heartbeat_interval=0)
+    samples = []
+    for i in range(n):
+        rec.record_step_start(i)
+        if i % 500_000 == 0:
+            samples.append(resident())
+    samples.append(resident())
+    rec.close()
+    print(rec.recorded_events, rec.dropped_events, samples)
+    """
+)
+
+
+def test_resident_memory_of_ten_million_events_stays_bounded(tmp_path: Path) -> None:
+    n = 10_000_000
+    out = subprocess.run(
+        [sys.executable, "-c", _LONG_RECORDING, str(tmp_path), str(n)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=True,
+    ).stdout
+    recorded, dropped, samples_text = out.split(" ", 2)
+    assert int(recorded) == n and int(dropped) == 0
+    samples = eval(samples_text)  # a list of (VmRSS, RssFile) tuples printed by the child
+    rss = [s[0] for s in samples]
+    rss_file = [s[1] for s in samples]
+    mib = 1 << 20
+    # The bound: the mapped part is a few 4 MiB spool segments (the current one, one not yet
+    # shipped and the next made ahead), not the ~1 GB of lines (before: RssFile grew by
+    # ~108 bytes an event, 434 MB for 4 M events).
+    assert max(rss_file) - rss_file[0] <= 24 * mib, [f / mib for f in rss_file]
+    assert max(rss) - rss[1] <= 32 * mib, [r / mib for r in rss]
+    (stream,) = JsonlStore(tmp_path).streams("long")
+    assert (tmp_path / "long" / stream).read_bytes().count(b"\n") == n
+
+
+# ---------------------------------------------------------- what a killed writer leaves
+
+_KILLED = textwrap.dedent(
+    """
+    import sys
+    from badput.recorder import Recorder
+
+    rec = Recorder("killed", sys.argv[1], attempt=0, rank=0, host="h", heartbeat_interval=0,
+                   flush_interval=60)
+    for i in range(int(sys.argv[2])):
+        rec.record_step_start(i)
+    print("recorded", flush=True)
+    sys.stdin.read()  # until killed
+    """
+)
+
+
+def _record_and_kill(root: Path, n: int) -> None:
+    proc = subprocess.Popen(
+        [sys.executable, "-c", _KILLED, str(root), str(n)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert proc.stdout is not None and proc.stdout.readline() == "recorded\n"
+    proc.send_signal(signal.SIGKILL)
+    proc.wait(timeout=30)
+
+
+def test_a_killed_writers_spool_is_shipped_once_by_whoever_comes_next(tmp_path: Path) -> None:
+    # 300,000 lines: several segments, the last ones not shipped when the kill comes
+    n = 300_000
+    _record_and_kill(tmp_path, n)
+    job_dir = tmp_path / "killed"
+    left = sorted((job_dir / SPOOL_DIR).iterdir())
+    assert left and all(p.suffix == ".spool" for p in left)
+    (event_file,) = (job_dir / "0").iterdir()
+    before = event_file.read_bytes().count(b"\n")
+    first = ship_orphaned(job_dir)
+    assert first.problems == [] and first.segments == len(left)
+    assert event_file.read_bytes().count(b"\n") == n  # every line, each once
+    assert ship_orphaned(job_dir) == (0, 0, [])  # nothing twice
+    assert not (job_dir / SPOOL_DIR).exists()
+    evs, errors = read_all(JsonlStore(tmp_path), "killed")
+    assert errors == [] and [e.step for e in evs] == list(range(n))
+    assert before < n or first.shipped == 0
+
+
+def test_readers_and_the_next_recorder_ship_what_a_killed_writer_left(tmp_path: Path) -> None:
+    _record_and_kill(tmp_path, 50_000)
+    # a reader: the report has every event without anyone else's help
+    report = analyze(tmp_path, "killed", now=NOW, parallel=False)
+    assert report.diagnostics == [] or all(d.code != "torn_line" for d in report.diagnostics)
+    evs, _ = read_all(JsonlStore(tmp_path), "killed")
+    assert len(evs) == 50_000
+    # the next recorder of the job, without a reader in between
+    other = tmp_path / "again"
+    _record_and_kill(other, 50_000)
+    assert (other / "killed" / SPOOL_DIR).exists()
+    from badput.recorder import Recorder
+
+    rec = Recorder("killed", other, attempt=1, rank=0, host="h", heartbeat_interval=0)
+    rec.record_job_start()
+    rec.flush()
+    rec.close()
+    files = sorted((other / "killed").rglob("*.jsonl"))
+    counts = [f.read_bytes().count(b"\n") for f in files]
+    assert counts == [50_000, 1]  # the killed attempt's file whole, the new one's job_start
+    assert not (other / "killed" / SPOOL_DIR).exists()
+
+
+def test_a_spool_header_naming_a_path_outside_the_job_is_never_followed(tmp_path: Path) -> None:
+    _record_and_kill(tmp_path, 10)
+    job_dir = tmp_path / "killed"
+    (seg,) = (job_dir / SPOOL_DIR).iterdir()
+    data = bytearray(seg.read_bytes())
+    header = b'badput-spool 1\n{"target":"../../outside.jsonl","start":0}\n\x00'
+    data[: len(header)] = header
+    seg.write_bytes(bytes(data))
+    result = ship_orphaned(job_dir)
+    assert result.segments == 0 and len(result.problems) == 1
+    assert "not an event file of the job" in result.problems[0][1]
+    assert not (tmp_path.parent / "outside.jsonl").exists()
+    assert seg.exists()  # left in place, for a person to look at
