@@ -302,3 +302,66 @@ def test_relative_store_is_made_absolute_for_the_command(
     assert run_job(py(code), JOB, "runs", cwd=elsewhere) == 0
     assert (elsewhere / "store.txt").read_text() == str(tmp_path / "runs")
     assert lifecycle(tmp_path / "runs")[-1] == ("job_end", "0", "completed", None)
+
+
+# -- faults of the real `badput run` (issue 32) ------------------------------------
+
+BADPUT = Path(sys.executable).with_name("badput")
+
+
+def badput_run(tmp_path: Path, *args: str, stderr: int | None = None) -> subprocess.Popen[bytes]:
+    """A real ``badput run`` of job JOB into ``tmp_path / "runs"``; ``args``: options, then
+    ``--`` and the command."""
+    cmd = [str(BADPUT), "run", "--job", JOB, "--store", str(tmp_path / "runs"), *args]
+    return subprocess.Popen(cmd, stderr=stderr)
+
+
+#: A command that saves a checkpoint in ``finally`` when SIGTERM ends it: 50 chunks of
+#: 1,000 bytes, 20 ms apart (about 1 s), then renamed into place. Every SIGTERM it gets
+#: is counted (a second one, as the first did, raises SystemExit and cuts the save short).
+_CHECKPOINT_ON_SIGTERM = """
+    import os, signal, sys, time
+    terms = 0
+    def on_term(signum, frame):
+        global terms
+        terms += 1
+        with open({count!r}, "w") as f:
+            f.write(str(terms))
+        raise SystemExit(128 + signum)
+    signal.signal(signal.SIGTERM, on_term)
+    try:
+        open({ready!r}, "w").write(str(os.getpid()))
+        while True:
+            time.sleep(0.01)
+    finally:
+        with open({ckpt!r} + ".tmp", "wb") as f:
+            for _ in range(50):
+                f.write(b"w" * 1000)
+                f.flush()
+                time.sleep(0.02)
+        os.replace({ckpt!r} + ".tmp", {ckpt!r})
+"""
+
+
+def test_one_sigterm_reaches_the_command_once_and_its_checkpoint_is_whole(
+    tmp_path: Path,
+) -> None:
+    ready, count, ckpt = tmp_path / "ready", tmp_path / "terms", tmp_path / "ckpt"
+    child = _CHECKPOINT_ON_SIGTERM.format(ready=str(ready), count=str(count), ckpt=str(ckpt))
+    proc = badput_run(tmp_path, "--max-restarts", "2", "--", *py(child))
+    try:
+        wait_for(ready)
+        os.kill(proc.pid, signal.SIGTERM)
+        rc = proc.wait(timeout=60)
+    finally:
+        proc.kill()
+    part = ckpt.with_name("ckpt.tmp")
+    saved = ckpt.stat().st_size if ckpt.exists() else 0
+    cut = part.stat().st_size if part.exists() else 0  # a save cut short stays here
+    # Before the fix: (0, 1000 or 2000, "2"): the wait loop's first poll sent a second SIGTERM.
+    assert (saved, cut, count.read_text()) == (50_000, 0, "1")
+    assert rc == 128 + signal.SIGTERM
+    assert lifecycle(tmp_path / "runs") == [
+        ("job_start", "0", None, None),
+        ("job_end", "0", "preempted", None),
+    ]

@@ -8,8 +8,8 @@ store and attempt id in ``BADPUT_JOB``, ``BADPUT_STORE`` and ``BADPUT_ATTEMPT``,
 so a :class:`~badput.recorder.Recorder` inside it writes into the same attempt.
 
 SIGINT and SIGTERM sent to the launcher are forwarded to the command's process
-group; the job then ends (``cancelled`` for SIGINT, ``preempted`` for SIGTERM)
-without a restart.
+group, each signal once (SIGKILL follows only after ``kill_timeout``); the job
+then ends (``cancelled`` for SIGINT, ``preempted`` for SIGTERM) without a restart.
 
 Faults (``docs/reliability.md``):
 
@@ -308,25 +308,37 @@ class Launcher:
         self.backoff_max = backoff_max
         self._proc: subprocess.Popen[bytes] | None = None
         self._signal: int | None = None
+        self._signal_at = 0.0  # time.monotonic() of the first signal
+        # The command the handler forwarded the signal to: the wait loop forwards it only
+        # to a command the handler did not reach (started as the signal came), never twice.
+        self._signalled: subprocess.Popen[bytes] | None = None
         self._hang: HangWatch | None = None
         self._hung: str | None = None  # why the running attempt was killed as hung
 
     # -- signals ---------------------------------------------------------------
 
-    def _forward(self, signum: int) -> None:
+    def _forward(self, signum: int) -> subprocess.Popen[bytes] | None:
+        """Send ``signum`` to the running attempt; the command signalled, if any."""
         proc = self._proc
-        if proc is not None and proc.poll() is None:
-            with contextlib.suppress(ProcessLookupError):
-                if signum == signal.SIGKILL:
-                    # The keeper kills every process of the attempt (setsid ones too).
-                    os.kill(proc.pid, _keeper.PARENT_DEATH_SIGNAL)
-                else:
-                    os.killpg(proc.pid, signum)
+        if proc is None or proc.poll() is not None:
+            return None
+        with contextlib.suppress(ProcessLookupError):
+            if signum == signal.SIGKILL:
+                # The keeper kills every process of the attempt (setsid ones too).
+                os.kill(proc.pid, _keeper.PARENT_DEATH_SIGNAL)
+            else:
+                os.killpg(proc.pid, signum)
+        return proc
 
     def _handle(self, signum: int, frame: FrameType | None) -> None:
         if self._signal is None:  # the first signal decides the status
             self._signal = signum
-        self._forward(signum)
+            self._signal_at = time.monotonic()
+        # Each signal received is forwarded once, here: a second SIGTERM would cut short
+        # what the command does on the first (a preemption checkpoint saved in `finally`).
+        signalled = self._forward(signum)
+        if signalled is not None:
+            self._signalled = signalled
 
     def _install(self) -> dict[int, Any]:
         if threading.current_thread() is not threading.main_thread():
@@ -375,8 +387,9 @@ class Launcher:
                 pass
             if self._signal is not None:
                 if deadline is None:
-                    self._forward(self._signal)  # a signal that raced the child's start
-                    deadline = time.monotonic() + self.kill_timeout
+                    if self._signalled is not proc:  # it came as the child was started
+                        self._signalled = self._forward(self._signal)
+                    deadline = self._signal_at + self.kill_timeout
                 elif time.monotonic() > deadline:
                     self._forward(signal.SIGKILL)
                     if time.monotonic() > deadline + 5:  # the keeper did not do it
