@@ -365,3 +365,75 @@ def test_one_sigterm_reaches_the_command_once_and_its_checkpoint_is_whole(
         ("job_start", "0", None, None),
         ("job_end", "0", "preempted", None),
     ]
+
+
+def failing_twice(counter: Path) -> str:
+    """A command that fails on its first two runs and succeeds on the third (``counter``:
+    how many times it ran)."""
+    return f"""
+        import os, sys
+        runs = int(open({str(counter)!r}).read()) + 1 if os.path.exists({str(counter)!r}) else 1
+        open({str(counter)!r}, "w").write(str(runs))
+        sys.exit(1 if runs <= 2 else 0)
+    """
+
+
+@pytest.mark.parametrize("lines_read", [0, 1])
+def test_a_closed_stderr_drops_the_status_lines_and_the_job_goes_on(
+    tmp_path: Path, lines_read: int
+) -> None:
+    """`badput run ... 2>&1 | head -n N` once head has exited (or a `tee` that died):
+    every later status line meets EPIPE."""
+    counter = tmp_path / "runs-of-the-command"
+    read_end, write_end = os.pipe()
+    reader = os.fdopen(read_end, "rb")
+    if not lines_read:
+        reader.close()  # gone before the first status line
+    try:
+        args = ("--max-restarts", "3", "--backoff", "0", "--", *py(failing_twice(counter)))
+        proc = badput_run(tmp_path, *args, stderr=write_end)
+    finally:
+        os.close(write_end)
+    try:
+        for _ in range(lines_read):
+            assert reader.readline().startswith(b"badput run: ")
+        reader.close()  # head -n lines_read exits
+        rc = proc.wait(timeout=60)
+    finally:
+        reader.close()
+        proc.kill()
+    # Before the fix: (1, no counter file): the launcher died at its first status line,
+    # before it started the command, and recorded no job_end.
+    assert (rc, counter.read_text() if counter.exists() else None) == (0, "3")
+    assert lifecycle(tmp_path / "runs") == [
+        ("job_start", "0", None, None),
+        ("attempt_end", "0", "failed", 1),
+        ("job_start", "1", None, None),
+        ("attempt_end", "1", "failed", 1),
+        ("job_start", "2", None, None),
+        ("job_end", "2", "completed", None),
+    ]
+
+
+def test_a_failing_progress_callback_does_not_stop_the_job(tmp_path: Path) -> None:
+    def broken(message: str) -> None:
+        raise BrokenPipeError(32, "Broken pipe")
+
+    counter = tmp_path / "runs-of-the-command"
+    rc = run_job(py(failing_twice(counter)), JOB, tmp_path / "runs", 3, 0, on_event=broken)
+    assert (rc, counter.read_text()) == (0, "3")
+    assert lifecycle(tmp_path / "runs")[-1] == ("job_end", "2", "completed", None)
+
+
+def test_the_keeper_says_it_cannot_start_the_command_even_to_a_closed_stderr() -> None:
+    from badput import _keeper
+
+    read_end, write_end = os.pipe()
+    os.close(read_end)
+    try:
+        keeper = [sys.executable, "-I", "-S", _keeper.__file__, str(os.getpid())]
+        proc = subprocess.Popen([*keeper, "/nonexistent/program"], stderr=write_end)
+    finally:
+        os.close(write_end)
+    # Before the fix: -13, killed by SIGPIPE as it said so (the launcher reported 141).
+    assert proc.wait(timeout=30) == 127

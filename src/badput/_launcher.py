@@ -357,7 +357,10 @@ class Launcher:
 
     def _say(self, message: str) -> None:
         if self.on_event is not None:
-            self.on_event(message)
+            # A progress line that cannot be shown (a closed stderr, a callback's bug)
+            # must not stop the job: the command would be left without restarts or end.
+            with contextlib.suppress(Exception):
+                self.on_event(message)
 
     def _child_env(self, attempt: str) -> dict[str, str]:
         env = dict(self.base_env)

@@ -21,6 +21,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 import shlex
@@ -427,6 +428,14 @@ class _ReadProgress:
             self._shown = False
 
 
+def _run_status_line(message: str) -> None:
+    """One ``badput run`` status line on stderr. A stderr that cannot take it (a closed
+    pipe: ``| head`` exited, a ``tee`` died) loses the line, never the job: the launcher
+    must go on restarting and record the job's end."""
+    with contextlib.suppress(OSError):  # EPIPE (Python ignores SIGPIPE), EIO, ENOSPC
+        click.echo(f"badput run: {message}", err=True)
+
+
 @main.command(
     context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False},
 )
@@ -520,7 +529,7 @@ def run(
             max_restarts,
             restart_delay,
             kill_timeout=kill_timeout,
-            on_event=lambda msg: click.echo(f"badput run: {msg}", err=True),
+            on_event=_run_status_line,
             hang_timeout=timeout,
             backoff=backoff,
             backoff_max=backoff_max,
