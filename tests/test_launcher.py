@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import os
 import signal
 import subprocess
@@ -167,6 +168,14 @@ def test_argument_validation(tmp_path: Path) -> None:
         run_job(["true"], JOB, tmp_path, max_restarts=-1)
     with pytest.raises(ValueError, match="restart_delay"):
         run_job(["true"], JOB, tmp_path, restart_delay=-1.0)
+    for name in ("restart_delay", "kill_timeout", "backoff", "backoff_max"):
+        for bad in (math.inf, math.nan, -0.5):
+            with pytest.raises(ValueError, match=rf"^{name} must be a finite number"):
+                run_job(["true"], JOB, tmp_path, **{name: bad})
+    for hang in (math.inf, math.nan, 0.0, -1.0, "soon"):
+        with pytest.raises(ValueError, match=r"^hang_timeout: "):
+            run_job(["true"], JOB, tmp_path, hang_timeout=hang)
+    assert not tmp_path.joinpath(JOB).exists()  # nothing was started, nothing recorded
 
 
 def test_job_and_store_default_to_the_environment(tmp_path: Path) -> None:
@@ -437,3 +446,37 @@ def test_the_keeper_says_it_cannot_start_the_command_even_to_a_closed_stderr() -
         os.close(write_end)
     # Before the fix: -13, killed by SIGPIPE as it said so (the launcher reported 141).
     assert proc.wait(timeout=30) == 127
+
+
+@pytest.mark.parametrize(
+    ("option", "value"),
+    [
+        *(
+            (opt, v)
+            for opt in ("--restart-delay", "--backoff", "--backoff-max")
+            for v in ("inf", "nan")
+        ),
+        ("--restart-delay", "1e999"),  # overflows to inf
+        ("--kill-timeout", "inf"),
+        ("--kill-timeout", "nan"),
+        ("--kill-timeout", "-1"),
+        ("--hang-timeout", "inf"),
+        ("--hang-timeout", "nan"),
+        ("--hang-timeout", "0"),
+        ("--max-restarts", "-1"),
+    ],
+)
+def test_a_bad_number_is_a_usage_error_before_the_command_starts(
+    tmp_path: Path, option: str, value: str
+) -> None:
+    started = tmp_path / "started"
+    command = py(f"open({str(started)!r}, 'w')")  # a command that would succeed at once
+    proc = badput_run(tmp_path, option, value, "--", *command, stderr=subprocess.PIPE)
+    try:
+        _, err = proc.communicate(timeout=60)
+    finally:
+        proc.kill()
+    # Before the fix, inf and nan were taken: the command ran (and completed, exit 0);
+    # a failing one then made the launcher sleep for ever (inf) or fail at the restart (nan).
+    assert (proc.returncode, started.exists(), (tmp_path / "runs").exists()) == (2, False, False)
+    assert option in err.decode()

@@ -38,6 +38,7 @@ so the time between the two runs is not counted as recovery.
 from __future__ import annotations
 
 import contextlib
+import math
 import os
 import queue
 import shutil
@@ -54,7 +55,7 @@ from typing import TYPE_CHECKING, Any
 
 from badput import _env, _keeper
 from badput._codec import decode_lines
-from badput._hangwatch import HangWatch
+from badput._hangwatch import HangWatch, parse_hang_timeout
 from badput.recorder import Recorder
 from badput.store import JsonlStore, open_store
 
@@ -252,10 +253,20 @@ class Launcher:
             raise ValueError("no command to run")
         if max_restarts < 0:
             raise ValueError(f"max_restarts must be >= 0, got {max_restarts}")
-        if restart_delay < 0:
-            raise ValueError(f"restart_delay must be >= 0, got {restart_delay}")
-        if backoff < 0 or backoff_max < 0:
-            raise ValueError(f"backoff and backoff_max must be >= 0, got {backoff}, {backoff_max}")
+        for name, seconds in (
+            ("restart_delay", restart_delay),
+            ("kill_timeout", kill_timeout),
+            ("backoff", backoff),
+            ("backoff_max", backoff_max),
+        ):
+            # inf would sleep or wait for ever; nan would fail only at its first use.
+            if not (math.isfinite(seconds) and seconds >= 0):
+                raise ValueError(f"{name} must be a finite number of seconds >= 0, got {seconds}")
+        if hang_timeout is not None:
+            try:
+                hang_timeout = parse_hang_timeout(str(hang_timeout))
+            except ValueError as exc:
+                raise ValueError(f"hang_timeout: {exc}") from None
         self.command = [os.fspath(c) for c in command]
         base_env = dict(os.environ if env is None else env)
         self.job = job or base_env.get(_env.BADPUT_JOB) or default_job_name(self.command)

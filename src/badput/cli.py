@@ -97,6 +97,19 @@ def _attempt_rows(ctx: click.Context, param: click.Parameter, value: str) -> int
     return rows
 
 
+def _seconds(ctx: click.Context, param: click.Parameter, value: float) -> float:
+    """Click callback of ``badput run``'s delays and timeouts: finite seconds, 0 or more.
+
+    ``click.FloatRange`` lets ``inf`` and ``nan`` through: ``--restart-delay inf`` would
+    sleep for ever after the first crash, ``nan`` fail only then. Both are usage errors
+    naming the option, before the command starts."""
+    if not math.isfinite(value):
+        raise click.BadParameter(f"{value!r} is not a finite number of seconds", ctx, param)
+    if value < 0:
+        raise click.BadParameter(f"{value!r} is negative: expected 0 seconds or more", ctx, param)
+    return value
+
+
 def _fail(command: str, message: str) -> NoReturn:
     """One line on stderr, exit status 2: a user mistake, not a traceback.
 
@@ -452,7 +465,8 @@ def _run_status_line(message: str) -> None:
 )
 @click.option(
     "--restart-delay",
-    type=click.FloatRange(min=0.0),
+    type=float,
+    callback=_seconds,
     default=0.0,
     show_default=True,
     metavar="SECONDS",
@@ -460,7 +474,8 @@ def _run_status_line(message: str) -> None:
 )
 @click.option(
     "--kill-timeout",
-    type=click.FloatRange(min=0.0),
+    type=float,
+    callback=_seconds,
     default=30.0,
     show_default=True,
     metavar="SECONDS",
@@ -474,7 +489,8 @@ def _run_status_line(message: str) -> None:
 )
 @click.option(
     "--backoff",
-    type=click.FloatRange(min=0.0),
+    type=float,
+    callback=_seconds,
     default=0.25,
     show_default=True,
     metavar="SECONDS",
@@ -482,7 +498,8 @@ def _run_status_line(message: str) -> None:
 )
 @click.option(
     "--backoff-max",
-    type=click.FloatRange(min=0.0),
+    type=float,
+    callback=_seconds,
     default=60.0,
     show_default=True,
     metavar="SECONDS",
