@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import os
@@ -480,3 +481,57 @@ def test_a_bad_number_is_a_usage_error_before_the_command_starts(
     # a failing one then made the launcher sleep for ever (inf) or fail at the restart (nan).
     assert (proc.returncode, started.exists(), (tmp_path / "runs").exists()) == (2, False, False)
     assert option in err.decode()
+
+
+#: A command that records steps for 3 s (and at least 2,500 of them: its memory-mapped
+#: event file grows past its first 256 KB), writes its pid to ``marker``, then sleeps.
+_STEPPING = """
+    import os, time
+    from badput.recorder import Recorder
+    rec = Recorder(heartbeat_interval=0)
+    t0, step = time.time(), 0
+    while time.time() - t0 < 3.0 or step < 2500:
+        rec.record_step_start(step)
+        rec.record_step_end(step)
+        step += 1
+        time.sleep(0.0005)
+    with open({marker!r} + ".tmp", "w") as f:
+        f.write(str(os.getpid()))
+    os.replace({marker!r} + ".tmp", {marker!r})
+    time.sleep(120)
+"""
+
+
+def test_an_orphaned_attempt_ends_at_its_last_event(tmp_path: Path) -> None:
+    """The launcher SIGKILLed (its command dies with it): the next launch ends the
+    orphaned attempt in the record at that attempt's last event, however large its
+    event file grew."""
+    from badput.analysis import analyze
+    from test_faults import wait_until_gone
+
+    marker = tmp_path / "command.pid"
+    launcher = badput_run(tmp_path, "--", *py(_STEPPING.format(marker=str(marker))))
+    try:
+        command = int(wait_for(marker))
+        launcher.send_signal(signal.SIGKILL)
+        launcher.wait(timeout=30)
+        assert wait_until_gone([command]) == []  # killed by its keeper, as designed
+    finally:
+        launcher.kill()
+        with contextlib.suppress(ValueError, OSError):
+            os.kill(int(marker.read_text()), signal.SIGKILL)
+    (stream,) = (tmp_path / "runs" / JOB / "0").glob(f"*-{command}.jsonl")
+    assert stream.stat().st_size > 256 * 1024  # its NUL tail: longer than the tail read
+    assert badput_run(tmp_path, "--", *py("pass")).wait(timeout=60) == 0
+
+    first = [e for e in events(tmp_path / "runs") if e.attempt == 0]
+    (start,) = [e.ts for e in first if e.kind == "job_start"]
+    (orphaned,) = [e for e in first if e.kind == "attempt_end"]
+    last = max(e.ts for e in first if e.pid == command)
+    assert (orphaned.status, orphaned.ts) == ("orphaned", last)
+    ran = analyze(tmp_path / "runs", JOB).attempts[0]
+    # Before the fix: 0 s, ended at its job_start (the tail read found only NULs), and
+    # every step of it then counted as after its end.
+    assert (ran.end_reason, ran.end - ran.start) == ("attempt_end:orphaned", last - start)
+    assert ran.end - ran.start >= 3.0
+    assert ran.last_step is not None and ran.last_step >= 2499

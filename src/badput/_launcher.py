@@ -58,6 +58,7 @@ from badput._codec import decode_lines
 from badput._hangwatch import HangWatch, parse_hang_timeout
 from badput.recorder import Recorder
 from badput.store import JsonlStore, open_store
+from badput.store._jsonl import _written_end
 
 if TYPE_CHECKING:
     from badput.store import EventStore
@@ -569,12 +570,7 @@ def end_orphaned_attempt(store: str | EventStore, job: str, attempt: int) -> boo
     directory = opened.job_dir(job) / str(ended)
     last_ts: float | None = None
     for path in sorted(directory.glob("*.jsonl")):
-        with open(path, "rb") as f:
-            size = f.seek(0, os.SEEK_END)
-            f.seek(max(size - _TAIL_BYTES, 0))
-            data = f.read().split(b"\0", 1)[0]
-        lines = data.split(b"\n")[1 if size > _TAIL_BYTES else 0 : -1]
-        for item in decode_lines([line for line in lines if line.strip()]):
+        for item in decode_lines(_tail_lines(path)):
             if isinstance(item, Exception):
                 continue
             if item.kind in ("attempt_end", "job_end"):
@@ -653,15 +649,30 @@ def job_completed(store: str | EventStore, job: str) -> bool:
     return False
 
 
+def _tail_lines(path: Path) -> list[bytes]:
+    """The complete, non-blank lines of the last ``_TAIL_BYTES`` written to the stream at
+    ``path``.
+
+    Written, not last in the file: a recorder's file is pre-allocated and memory-mapped,
+    and one killed with its launcher keeps its unwritten NUL tail. That tail grows with the
+    file (by doubling): past the first 256 KB of events it is longer than ``_TAIL_BYTES``,
+    and the file's last bytes hold no event at all (an orphaned attempt was then ended at
+    its start). The written part ends where the store's readers say it does.
+    """
+    with open(path, "rb") as f:
+        fd = f.fileno()
+        end = _written_end(fd, os.fstat(fd).st_size)
+        start = max(end - _TAIL_BYTES, 0)
+        data = os.pread(fd, end - start, start)
+    # The first line may be cut by the tail's start; the last, torn (written as it was read).
+    lines = data.split(b"\n")[1 if start else 0 : -1]
+    return [line for line in lines if line.strip()]
+
+
 def _tail_status(path: Path) -> str | None:
     """The status of the last ``job_end`` in the tail of the stream at ``path``."""
-    with open(path, "rb") as f:
-        size = f.seek(0, os.SEEK_END)
-        f.seek(max(size - _TAIL_BYTES, 0))
-        data = f.read().split(b"\0", 1)[0]  # a mapped file's unwritten tail is NULs
-    lines = data.split(b"\n")[1 if size > _TAIL_BYTES else 0 : -1]
     status: str | None = None
-    for item in decode_lines([line for line in lines if b'"job_end"' in line]):
+    for item in decode_lines([line for line in _tail_lines(path) if b'"job_end"' in line]):
         if not isinstance(item, Exception) and item.kind == "job_end":
             status = item.status
     return status
