@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
+import math
 import os
 import signal
 import subprocess
@@ -167,6 +169,14 @@ def test_argument_validation(tmp_path: Path) -> None:
         run_job(["true"], JOB, tmp_path, max_restarts=-1)
     with pytest.raises(ValueError, match="restart_delay"):
         run_job(["true"], JOB, tmp_path, restart_delay=-1.0)
+    for name in ("restart_delay", "kill_timeout", "backoff", "backoff_max"):
+        for bad in (math.inf, math.nan, -0.5):
+            with pytest.raises(ValueError, match=rf"^{name} must be a finite number"):
+                run_job(["true"], JOB, tmp_path, **{name: bad})
+    for hang in (math.inf, math.nan, 0.0, -1.0, "soon"):
+        with pytest.raises(ValueError, match=r"^hang_timeout: "):
+            run_job(["true"], JOB, tmp_path, hang_timeout=hang)
+    assert not tmp_path.joinpath(JOB).exists()  # nothing was started, nothing recorded
 
 
 def test_job_and_store_default_to_the_environment(tmp_path: Path) -> None:
@@ -302,3 +312,226 @@ def test_relative_store_is_made_absolute_for_the_command(
     assert run_job(py(code), JOB, "runs", cwd=elsewhere) == 0
     assert (elsewhere / "store.txt").read_text() == str(tmp_path / "runs")
     assert lifecycle(tmp_path / "runs")[-1] == ("job_end", "0", "completed", None)
+
+
+# -- faults of the real `badput run` (issue 32) ------------------------------------
+
+BADPUT = Path(sys.executable).with_name("badput")
+
+
+def badput_run(tmp_path: Path, *args: str, stderr: int | None = None) -> subprocess.Popen[bytes]:
+    """A real ``badput run`` of job JOB into ``tmp_path / "runs"``; ``args``: options, then
+    ``--`` and the command."""
+    cmd = [str(BADPUT), "run", "--job", JOB, "--store", str(tmp_path / "runs"), *args]
+    return subprocess.Popen(cmd, stderr=stderr)
+
+
+#: A command that saves a checkpoint in ``finally`` when SIGTERM ends it: 50 chunks of
+#: 1,000 bytes, 20 ms apart (about 1 s), then renamed into place. Every SIGTERM it gets
+#: is counted (a second one, as the first did, raises SystemExit and cuts the save short).
+_CHECKPOINT_ON_SIGTERM = """
+    import os, signal, sys, time
+    terms = 0
+    def on_term(signum, frame):
+        global terms
+        terms += 1
+        with open({count!r}, "w") as f:
+            f.write(str(terms))
+        raise SystemExit(128 + signum)
+    signal.signal(signal.SIGTERM, on_term)
+    try:
+        open({ready!r}, "w").write(str(os.getpid()))
+        while True:
+            time.sleep(0.01)
+    finally:
+        with open({ckpt!r} + ".tmp", "wb") as f:
+            for _ in range(50):
+                f.write(b"w" * 1000)
+                f.flush()
+                time.sleep(0.02)
+        os.replace({ckpt!r} + ".tmp", {ckpt!r})
+"""
+
+
+def test_one_sigterm_reaches_the_command_once_and_its_checkpoint_is_whole(
+    tmp_path: Path,
+) -> None:
+    ready, count, ckpt = tmp_path / "ready", tmp_path / "terms", tmp_path / "ckpt"
+    child = _CHECKPOINT_ON_SIGTERM.format(ready=str(ready), count=str(count), ckpt=str(ckpt))
+    proc = badput_run(tmp_path, "--max-restarts", "2", "--", *py(child))
+    try:
+        wait_for(ready)
+        os.kill(proc.pid, signal.SIGTERM)
+        rc = proc.wait(timeout=60)
+    finally:
+        proc.kill()
+    part = ckpt.with_name("ckpt.tmp")
+    saved = ckpt.stat().st_size if ckpt.exists() else 0
+    cut = part.stat().st_size if part.exists() else 0  # a save cut short stays here
+    # Before the fix: (0, 1000 or 2000, "2"): the wait loop's first poll sent a second SIGTERM.
+    assert (saved, cut, count.read_text()) == (50_000, 0, "1")
+    assert rc == 128 + signal.SIGTERM
+    assert lifecycle(tmp_path / "runs") == [
+        ("job_start", "0", None, None),
+        ("job_end", "0", "preempted", None),
+    ]
+
+
+def failing_twice(counter: Path) -> str:
+    """A command that fails on its first two runs and succeeds on the third (``counter``:
+    how many times it ran)."""
+    return f"""
+        import os, sys
+        runs = int(open({str(counter)!r}).read()) + 1 if os.path.exists({str(counter)!r}) else 1
+        open({str(counter)!r}, "w").write(str(runs))
+        sys.exit(1 if runs <= 2 else 0)
+    """
+
+
+@pytest.mark.parametrize("lines_read", [0, 1])
+def test_a_closed_stderr_drops_the_status_lines_and_the_job_goes_on(
+    tmp_path: Path, lines_read: int
+) -> None:
+    """`badput run ... 2>&1 | head -n N` once head has exited (or a `tee` that died):
+    every later status line meets EPIPE."""
+    counter = tmp_path / "runs-of-the-command"
+    read_end, write_end = os.pipe()
+    reader = os.fdopen(read_end, "rb")
+    if not lines_read:
+        reader.close()  # gone before the first status line
+    try:
+        args = ("--max-restarts", "3", "--backoff", "0", "--", *py(failing_twice(counter)))
+        proc = badput_run(tmp_path, *args, stderr=write_end)
+    finally:
+        os.close(write_end)
+    try:
+        for _ in range(lines_read):
+            assert reader.readline().startswith(b"badput run: ")
+        reader.close()  # head -n lines_read exits
+        rc = proc.wait(timeout=60)
+    finally:
+        reader.close()
+        proc.kill()
+    # Before the fix: (1, no counter file): the launcher died at its first status line,
+    # before it started the command, and recorded no job_end.
+    assert (rc, counter.read_text() if counter.exists() else None) == (0, "3")
+    assert lifecycle(tmp_path / "runs") == [
+        ("job_start", "0", None, None),
+        ("attempt_end", "0", "failed", 1),
+        ("job_start", "1", None, None),
+        ("attempt_end", "1", "failed", 1),
+        ("job_start", "2", None, None),
+        ("job_end", "2", "completed", None),
+    ]
+
+
+def test_a_failing_progress_callback_does_not_stop_the_job(tmp_path: Path) -> None:
+    def broken(message: str) -> None:
+        raise BrokenPipeError(32, "Broken pipe")
+
+    counter = tmp_path / "runs-of-the-command"
+    rc = run_job(py(failing_twice(counter)), JOB, tmp_path / "runs", 3, 0, on_event=broken)
+    assert (rc, counter.read_text()) == (0, "3")
+    assert lifecycle(tmp_path / "runs")[-1] == ("job_end", "2", "completed", None)
+
+
+def test_the_keeper_says_it_cannot_start_the_command_even_to_a_closed_stderr() -> None:
+    from badput import _keeper
+
+    read_end, write_end = os.pipe()
+    os.close(read_end)
+    try:
+        keeper = [sys.executable, "-I", "-S", _keeper.__file__, str(os.getpid())]
+        proc = subprocess.Popen([*keeper, "/nonexistent/program"], stderr=write_end)
+    finally:
+        os.close(write_end)
+    # Before the fix: -13, killed by SIGPIPE as it said so (the launcher reported 141).
+    assert proc.wait(timeout=30) == 127
+
+
+@pytest.mark.parametrize(
+    ("option", "value"),
+    [
+        *(
+            (opt, v)
+            for opt in ("--restart-delay", "--backoff", "--backoff-max")
+            for v in ("inf", "nan")
+        ),
+        ("--restart-delay", "1e999"),  # overflows to inf
+        ("--kill-timeout", "inf"),
+        ("--kill-timeout", "nan"),
+        ("--kill-timeout", "-1"),
+        ("--hang-timeout", "inf"),
+        ("--hang-timeout", "nan"),
+        ("--hang-timeout", "0"),
+        ("--max-restarts", "-1"),
+    ],
+)
+def test_a_bad_number_is_a_usage_error_before_the_command_starts(
+    tmp_path: Path, option: str, value: str
+) -> None:
+    started = tmp_path / "started"
+    command = py(f"open({str(started)!r}, 'w')")  # a command that would succeed at once
+    proc = badput_run(tmp_path, option, value, "--", *command, stderr=subprocess.PIPE)
+    try:
+        _, err = proc.communicate(timeout=60)
+    finally:
+        proc.kill()
+    # Before the fix, inf and nan were taken: the command ran (and completed, exit 0);
+    # a failing one then made the launcher sleep for ever (inf) or fail at the restart (nan).
+    assert (proc.returncode, started.exists(), (tmp_path / "runs").exists()) == (2, False, False)
+    assert option in err.decode()
+
+
+#: A command that records steps for 3 s (and at least 2,500 of them: its memory-mapped
+#: event file grows past its first 256 KB), writes its pid to ``marker``, then sleeps.
+_STEPPING = """
+    import os, time
+    from badput.recorder import Recorder
+    rec = Recorder(heartbeat_interval=0)
+    t0, step = time.time(), 0
+    while time.time() - t0 < 3.0 or step < 2500:
+        rec.record_step_start(step)
+        rec.record_step_end(step)
+        step += 1
+        time.sleep(0.0005)
+    with open({marker!r} + ".tmp", "w") as f:
+        f.write(str(os.getpid()))
+    os.replace({marker!r} + ".tmp", {marker!r})
+    time.sleep(120)
+"""
+
+
+def test_an_orphaned_attempt_ends_at_its_last_event(tmp_path: Path) -> None:
+    """The launcher SIGKILLed (its command dies with it): the next launch ends the
+    orphaned attempt in the record at that attempt's last event, however large its
+    event file grew."""
+    from badput.analysis import analyze
+    from test_faults import wait_until_gone
+
+    marker = tmp_path / "command.pid"
+    launcher = badput_run(tmp_path, "--", *py(_STEPPING.format(marker=str(marker))))
+    try:
+        command = int(wait_for(marker))
+        launcher.send_signal(signal.SIGKILL)
+        launcher.wait(timeout=30)
+        assert wait_until_gone([command]) == []  # killed by its keeper, as designed
+    finally:
+        launcher.kill()
+        with contextlib.suppress(ValueError, OSError):
+            os.kill(int(marker.read_text()), signal.SIGKILL)
+    (stream,) = (tmp_path / "runs" / JOB / "0").glob(f"*-{command}.jsonl")
+    assert stream.stat().st_size > 256 * 1024  # its NUL tail: longer than the tail read
+    assert badput_run(tmp_path, "--", *py("pass")).wait(timeout=60) == 0
+
+    first = [e for e in events(tmp_path / "runs") if e.attempt == 0]
+    (start,) = [e.ts for e in first if e.kind == "job_start"]
+    (orphaned,) = [e for e in first if e.kind == "attempt_end"]
+    last = max(e.ts for e in first if e.pid == command)
+    assert (orphaned.status, orphaned.ts) == ("orphaned", last)
+    ran = analyze(tmp_path / "runs", JOB).attempts[0]
+    # Before the fix: 0 s, ended at its job_start (the tail read found only NULs), and
+    # every step of it then counted as after its end.
+    assert (ran.end_reason, ran.end - ran.start) == ("attempt_end:orphaned", last - start)
+    assert ran.end - ran.start >= 3.0
+    assert ran.last_step is not None and ran.last_step >= 2499

@@ -93,6 +93,12 @@ def kill_descendants(grace: float) -> None:
             time.sleep(0.02)
 
 
+def _say(message: str) -> None:
+    """A line on stderr; lost, not raised, when stderr is closed (``| head`` exited)."""
+    with contextlib.suppress(OSError):
+        print(message, file=sys.stderr)
+
+
 def main(argv: list[str]) -> int:
     launcher = int(argv[0])
     command = argv[1:]
@@ -108,7 +114,7 @@ def main(argv: list[str]) -> int:
         _prctl(PR_SET_CHILD_SUBREAPER, 1)
         _prctl(PR_SET_PDEATHSIG, PARENT_DEATH_SIGNAL)
     except (OSError, AttributeError) as exc:  # not Linux: run the command unguarded
-        print(f"badput run: cannot guard the command ({exc})", file=sys.stderr)
+        _say(f"badput run: cannot guard the command ({exc})")
     if os.getppid() != launcher:  # the launcher died before the guard was set
         return 128 + signal.SIGKILL
     pid = os.fork()
@@ -126,7 +132,10 @@ def main(argv: list[str]) -> int:
             _prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
             os.execvp(command[0], command)
         except OSError as exc:
-            print(f"badput run: cannot start {command[0]!r}: {exc}", file=sys.stderr)
+            # SIGPIPE was reset for the command: a closed stderr would kill us by it (status
+            # 141) instead of the 126/127 that says the command could not start.
+            signal.signal(signal.SIGPIPE, signal.SIG_IGN)
+            _say(f"badput run: cannot start {command[0]!r}: {exc}")
             os._exit(126 if isinstance(exc, PermissionError) else 127)
         os._exit(127)  # pragma: no cover - execvp returns only by raising
     while True:

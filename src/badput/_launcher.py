@@ -8,8 +8,8 @@ store and attempt id in ``BADPUT_JOB``, ``BADPUT_STORE`` and ``BADPUT_ATTEMPT``,
 so a :class:`~badput.recorder.Recorder` inside it writes into the same attempt.
 
 SIGINT and SIGTERM sent to the launcher are forwarded to the command's process
-group; the job then ends (``cancelled`` for SIGINT, ``preempted`` for SIGTERM)
-without a restart.
+group, each signal once (SIGKILL follows only after ``kill_timeout``); the job
+then ends (``cancelled`` for SIGINT, ``preempted`` for SIGTERM) without a restart.
 
 Faults (``docs/reliability.md``):
 
@@ -38,6 +38,7 @@ so the time between the two runs is not counted as recovery.
 from __future__ import annotations
 
 import contextlib
+import math
 import os
 import queue
 import shutil
@@ -54,9 +55,10 @@ from typing import TYPE_CHECKING, Any
 
 from badput import _env, _keeper
 from badput._codec import decode_lines
-from badput._hangwatch import HangWatch
+from badput._hangwatch import HangWatch, parse_hang_timeout
 from badput.recorder import Recorder
 from badput.store import JsonlStore, open_store
+from badput.store._jsonl import _written_end
 
 if TYPE_CHECKING:
     from badput.store import EventStore
@@ -252,10 +254,20 @@ class Launcher:
             raise ValueError("no command to run")
         if max_restarts < 0:
             raise ValueError(f"max_restarts must be >= 0, got {max_restarts}")
-        if restart_delay < 0:
-            raise ValueError(f"restart_delay must be >= 0, got {restart_delay}")
-        if backoff < 0 or backoff_max < 0:
-            raise ValueError(f"backoff and backoff_max must be >= 0, got {backoff}, {backoff_max}")
+        for name, seconds in (
+            ("restart_delay", restart_delay),
+            ("kill_timeout", kill_timeout),
+            ("backoff", backoff),
+            ("backoff_max", backoff_max),
+        ):
+            # inf would sleep or wait for ever; nan would fail only at its first use.
+            if not (math.isfinite(seconds) and seconds >= 0):
+                raise ValueError(f"{name} must be a finite number of seconds >= 0, got {seconds}")
+        if hang_timeout is not None:
+            try:
+                hang_timeout = parse_hang_timeout(str(hang_timeout))
+            except ValueError as exc:
+                raise ValueError(f"hang_timeout: {exc}") from None
         self.command = [os.fspath(c) for c in command]
         base_env = dict(os.environ if env is None else env)
         self.job = job or base_env.get(_env.BADPUT_JOB) or default_job_name(self.command)
@@ -308,25 +320,37 @@ class Launcher:
         self.backoff_max = backoff_max
         self._proc: subprocess.Popen[bytes] | None = None
         self._signal: int | None = None
+        self._signal_at = 0.0  # time.monotonic() of the first signal
+        # The command the handler forwarded the signal to: the wait loop forwards it only
+        # to a command the handler did not reach (started as the signal came), never twice.
+        self._signalled: subprocess.Popen[bytes] | None = None
         self._hang: HangWatch | None = None
         self._hung: str | None = None  # why the running attempt was killed as hung
 
     # -- signals ---------------------------------------------------------------
 
-    def _forward(self, signum: int) -> None:
+    def _forward(self, signum: int) -> subprocess.Popen[bytes] | None:
+        """Send ``signum`` to the running attempt; the command signalled, if any."""
         proc = self._proc
-        if proc is not None and proc.poll() is None:
-            with contextlib.suppress(ProcessLookupError):
-                if signum == signal.SIGKILL:
-                    # The keeper kills every process of the attempt (setsid ones too).
-                    os.kill(proc.pid, _keeper.PARENT_DEATH_SIGNAL)
-                else:
-                    os.killpg(proc.pid, signum)
+        if proc is None or proc.poll() is not None:
+            return None
+        with contextlib.suppress(ProcessLookupError):
+            if signum == signal.SIGKILL:
+                # The keeper kills every process of the attempt (setsid ones too).
+                os.kill(proc.pid, _keeper.PARENT_DEATH_SIGNAL)
+            else:
+                os.killpg(proc.pid, signum)
+        return proc
 
     def _handle(self, signum: int, frame: FrameType | None) -> None:
         if self._signal is None:  # the first signal decides the status
             self._signal = signum
-        self._forward(signum)
+            self._signal_at = time.monotonic()
+        # Each signal received is forwarded once, here: a second SIGTERM would cut short
+        # what the command does on the first (a preemption checkpoint saved in `finally`).
+        signalled = self._forward(signum)
+        if signalled is not None:
+            self._signalled = signalled
 
     def _install(self) -> dict[int, Any]:
         if threading.current_thread() is not threading.main_thread():
@@ -345,7 +369,10 @@ class Launcher:
 
     def _say(self, message: str) -> None:
         if self.on_event is not None:
-            self.on_event(message)
+            # A progress line that cannot be shown (a closed stderr, a callback's bug)
+            # must not stop the job: the command would be left without restarts or end.
+            with contextlib.suppress(Exception):
+                self.on_event(message)
 
     def _child_env(self, attempt: str) -> dict[str, str]:
         env = dict(self.base_env)
@@ -375,8 +402,9 @@ class Launcher:
                 pass
             if self._signal is not None:
                 if deadline is None:
-                    self._forward(self._signal)  # a signal that raced the child's start
-                    deadline = time.monotonic() + self.kill_timeout
+                    if self._signalled is not proc:  # it came as the child was started
+                        self._signalled = self._forward(self._signal)
+                    deadline = self._signal_at + self.kill_timeout
                 elif time.monotonic() > deadline:
                     self._forward(signal.SIGKILL)
                     if time.monotonic() > deadline + 5:  # the keeper did not do it
@@ -542,12 +570,7 @@ def end_orphaned_attempt(store: str | EventStore, job: str, attempt: int) -> boo
     directory = opened.job_dir(job) / str(ended)
     last_ts: float | None = None
     for path in sorted(directory.glob("*.jsonl")):
-        with open(path, "rb") as f:
-            size = f.seek(0, os.SEEK_END)
-            f.seek(max(size - _TAIL_BYTES, 0))
-            data = f.read().split(b"\0", 1)[0]
-        lines = data.split(b"\n")[1 if size > _TAIL_BYTES else 0 : -1]
-        for item in decode_lines([line for line in lines if line.strip()]):
+        for item in decode_lines(_tail_lines(path)):
             if isinstance(item, Exception):
                 continue
             if item.kind in ("attempt_end", "job_end"):
@@ -626,15 +649,30 @@ def job_completed(store: str | EventStore, job: str) -> bool:
     return False
 
 
+def _tail_lines(path: Path) -> list[bytes]:
+    """The complete, non-blank lines of the last ``_TAIL_BYTES`` written to the stream at
+    ``path``.
+
+    Written, not last in the file: a recorder's file is pre-allocated and memory-mapped,
+    and one killed with its launcher keeps its unwritten NUL tail. That tail grows with the
+    file (by doubling): past the first 256 KB of events it is longer than ``_TAIL_BYTES``,
+    and the file's last bytes hold no event at all (an orphaned attempt was then ended at
+    its start). The written part ends where the store's readers say it does.
+    """
+    with open(path, "rb") as f:
+        fd = f.fileno()
+        end = _written_end(fd, os.fstat(fd).st_size)
+        start = max(end - _TAIL_BYTES, 0)
+        data = os.pread(fd, end - start, start)
+    # The first line may be cut by the tail's start; the last, torn (written as it was read).
+    lines = data.split(b"\n")[1 if start else 0 : -1]
+    return [line for line in lines if line.strip()]
+
+
 def _tail_status(path: Path) -> str | None:
     """The status of the last ``job_end`` in the tail of the stream at ``path``."""
-    with open(path, "rb") as f:
-        size = f.seek(0, os.SEEK_END)
-        f.seek(max(size - _TAIL_BYTES, 0))
-        data = f.read().split(b"\0", 1)[0]  # a mapped file's unwritten tail is NULs
-    lines = data.split(b"\n")[1 if size > _TAIL_BYTES else 0 : -1]
     status: str | None = None
-    for item in decode_lines([line for line in lines if b'"job_end"' in line]):
+    for item in decode_lines([line for line in _tail_lines(path) if b'"job_end"' in line]):
         if not isinstance(item, Exception) and item.kind == "job_end":
             status = item.status
     return status

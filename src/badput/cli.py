@@ -21,6 +21,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 import shlex
@@ -94,6 +95,19 @@ def _attempt_rows(ctx: click.Context, param: click.Parameter, value: str) -> int
     if rows < 1:
         raise click.BadParameter(f"expected a positive number or 'all', got {value!r}", ctx, param)
     return rows
+
+
+def _seconds(ctx: click.Context, param: click.Parameter, value: float) -> float:
+    """Click callback of ``badput run``'s delays and timeouts: finite seconds, 0 or more.
+
+    ``click.FloatRange`` lets ``inf`` and ``nan`` through: ``--restart-delay inf`` would
+    sleep for ever after the first crash, ``nan`` fail only then. Both are usage errors
+    naming the option, before the command starts."""
+    if not math.isfinite(value):
+        raise click.BadParameter(f"{value!r} is not a finite number of seconds", ctx, param)
+    if value < 0:
+        raise click.BadParameter(f"{value!r} is negative: expected 0 seconds or more", ctx, param)
+    return value
 
 
 def _fail(command: str, message: str) -> NoReturn:
@@ -427,6 +441,14 @@ class _ReadProgress:
             self._shown = False
 
 
+def _run_status_line(message: str) -> None:
+    """One ``badput run`` status line on stderr. A stderr that cannot take it (a closed
+    pipe: ``| head`` exited, a ``tee`` died) loses the line, never the job: the launcher
+    must go on restarting and record the job's end."""
+    with contextlib.suppress(OSError):  # EPIPE (Python ignores SIGPIPE), EIO, ENOSPC
+        click.echo(f"badput run: {message}", err=True)
+
+
 @main.command(
     context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False},
 )
@@ -443,7 +465,8 @@ class _ReadProgress:
 )
 @click.option(
     "--restart-delay",
-    type=click.FloatRange(min=0.0),
+    type=float,
+    callback=_seconds,
     default=0.0,
     show_default=True,
     metavar="SECONDS",
@@ -451,7 +474,8 @@ class _ReadProgress:
 )
 @click.option(
     "--kill-timeout",
-    type=click.FloatRange(min=0.0),
+    type=float,
+    callback=_seconds,
     default=30.0,
     show_default=True,
     metavar="SECONDS",
@@ -465,7 +489,8 @@ class _ReadProgress:
 )
 @click.option(
     "--backoff",
-    type=click.FloatRange(min=0.0),
+    type=float,
+    callback=_seconds,
     default=0.25,
     show_default=True,
     metavar="SECONDS",
@@ -473,7 +498,8 @@ class _ReadProgress:
 )
 @click.option(
     "--backoff-max",
-    type=click.FloatRange(min=0.0),
+    type=float,
+    callback=_seconds,
     default=60.0,
     show_default=True,
     metavar="SECONDS",
@@ -520,7 +546,7 @@ def run(
             max_restarts,
             restart_delay,
             kill_timeout=kill_timeout,
-            on_event=lambda msg: click.echo(f"badput run: {msg}", err=True),
+            on_event=_run_status_line,
             hang_timeout=timeout,
             backoff=backoff,
             backoff_max=backoff_max,
