@@ -23,7 +23,7 @@ PUBLIC: dict[str, set[str]] = {
         "MemoryStore", "Orphans", "ReadResult", "SingleFileStore", "SpooledWriter", "Unread",
         "WriterKey", "is_job_path", "job_sources", "list_job",
         "open_source",
-        "open_store", "safe_job_dir", "ship_orphaned",
+        "open_store", "safe_job_dir", "ship_orphaned", "written_end",
     },
     "badput.engine": {
         "Accountant", "AttemptSummary", "DEFAULT_SLOWDOWN_FACTOR", "Diagnostic", "IntervalSpan",

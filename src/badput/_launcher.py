@@ -57,8 +57,7 @@ from badput import _env, _keeper
 from badput._codec import decode_lines
 from badput._hangwatch import HangWatch, parse_hang_timeout
 from badput.recorder import Recorder
-from badput.store import JsonlStore, open_store
-from badput.store._jsonl import _written_end
+from badput.store import JsonlStore, open_store, written_end
 
 if TYPE_CHECKING:
     from badput.store import EventStore
@@ -510,6 +509,9 @@ class Launcher:
             self._proc = None
             self._hang = None
             codes.append(rc)
+            # What the command's killed processes left in their spool goes to their event
+            # files before the attempt's end is recorded (on the journal's thread).
+            journal.submit(lambda: ship_orphaned_of(self.store, self.job))
             end = self._end_attempt(i)
             if self._signal is not None:
                 return self._cancelled(end, codes, rc)
@@ -557,14 +559,25 @@ class Launcher:
         return LaunchResult(exit_code, status, codes, signum)
 
 
+def ship_orphaned_of(store: str | EventStore, job: str) -> None:
+    """Ship what killed processes of ``job`` left in its spool (directory stores only);
+    never raises."""
+    with contextlib.suppress(Exception):
+        opened = open_store(store)
+        if isinstance(opened, JsonlStore):
+            opened.ship_orphaned(job)
+
+
 def end_orphaned_attempt(store: str | EventStore, job: str, attempt: int) -> bool:
     """If ``attempt`` of ``job`` has no end (its launcher was killed), record its
     ``attempt_end`` (status ``orphaned``) at its last event. True if one was recorded.
 
-    Reads only the tail of that attempt's streams (directory stores only)."""
+    Reads only the tail of that attempt's streams (directory stores only), after shipping
+    what its killed processes left in the job's spool."""
     opened = open_store(store)
     if not isinstance(opened, JsonlStore):
         return False
+    opened.ship_orphaned(job)
     inner = latest_inner_restart(opened, job, attempt)
     ended: int | str = f"{attempt}.{inner}" if inner else attempt  # what was running
     directory = opened.job_dir(job) / str(ended)
@@ -661,7 +674,7 @@ def _tail_lines(path: Path) -> list[bytes]:
     """
     with open(path, "rb") as f:
         fd = f.fileno()
-        end = _written_end(fd, os.fstat(fd).st_size)
+        end = written_end(fd, os.fstat(fd).st_size)
         start = max(end - _TAIL_BYTES, 0)
         data = os.pread(fd, end - start, start)
     # The first line may be cut by the tail's start; the last, torn (written as it was read).

@@ -36,6 +36,7 @@ from badput.store._jsonl import (
     first_job_below,
     has_jsonl_below,
     safe_job_dir,
+    written_end,
 )
 from badput.store._memory import MemoryStore, memory_store
 from badput.store._spool import SPOOL_DIR, Orphans, SpooledWriter, ship_orphaned
@@ -62,6 +63,7 @@ __all__ = [
     "open_store",
     "safe_job_dir",
     "ship_orphaned",
+    "written_end",
 ]
 
 _SUPPORTED = (

@@ -54,6 +54,7 @@ __all__ = [
     "first_job_below",
     "has_jsonl_below",
     "safe_job_dir",
+    "written_end",
 ]
 
 #: A file as ``os`` functions take it (the plan of a parallel read passes strings:
@@ -337,8 +338,9 @@ def _read_path(  # noqa: PLR0917 (one call site per store kind)
 _SCAN: Final = 64 * 1024  # bytes looked at a time when searching for a newline
 
 
-def _written_end(fd: int, size: int) -> int:
-    """Bytes of the file before its trailing run of NULs (:func:`written_length`)."""
+def written_end(fd: int, size: int) -> int:
+    """Bytes of the file ``fd`` (``size`` bytes long) before its trailing run of NULs
+    (:func:`~badput.store._lines.written_length`: the unwritten tail of a mapped file)."""
     if size and os.pread(fd, 1, size - 1) != b"\0":  # the usual file: no NUL tail
         return size
     end = size
@@ -486,7 +488,7 @@ def _open_written(path: FilePath) -> tuple[int, int]:
     try:
         st = os.fstat(fd)
         if stat.S_ISREG(st.st_mode):
-            return fd, _written_end(fd, st.st_size)
+            return fd, written_end(fd, st.st_size)
     except OSError:
         pass
     os.close(fd)
