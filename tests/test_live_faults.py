@@ -17,6 +17,7 @@ import subprocess
 import sys
 import textwrap
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -334,3 +335,108 @@ def test_a_spool_header_naming_a_path_outside_the_job_is_never_followed(tmp_path
     assert "not an event file of the job" in result.problems[0][1]
     assert not (tmp_path.parent / "outside.jsonl").exists()
     assert seg.exists()  # left in place, for a person to look at
+
+
+# ------------------------------------------------------------------- a full disk
+
+_FILLING = textwrap.dedent(
+    """
+    import sys
+    from badput.recorder import Recorder
+
+    rec = Recorder("full", sys.argv[1], attempt=0, rank=0, host="h", heartbeat_interval=0)
+    for i in range(int(sys.argv[2])):
+        rec.record_step_start(i)
+    rec.close()
+    print(rec.recorded_events, rec.dropped_events)
+    """
+)
+
+
+@pytest.fixture
+def small_disk(tmp_path: Path) -> Iterator[Path]:
+    """A 6 MiB file system of its own (tmpfs), so that the disk really fills."""
+    disk = tmp_path / "disk"
+    disk.mkdir()
+    done = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "size=6m", "tmpfs", str(disk)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if done.returncode != 0:
+        pytest.skip(f"cannot mount a small tmpfs here: {done.stderr.strip()}")
+    try:
+        yield disk
+    finally:
+        subprocess.run(["umount", "-l", str(disk)], check=False)
+
+
+def test_a_full_disk_leaves_every_event_written_counted_or_spooled(small_disk: Path) -> None:
+    n = 200_000  # about 19 MB of lines on a 6 MiB disk
+    out = subprocess.run(
+        [sys.executable, "-c", _FILLING, str(small_disk), str(n)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    )
+    recorded, dropped = map(int, out.stdout.split())
+    assert dropped > 0 and recorded + dropped == n  # every call written (or spooled) or counted
+    files = sorted((small_disk / "full").rglob("*.jsonl"))
+    assert len(files) == 1 and files[0].stat().st_size > 0  # no empty .1/.2/.3.jsonl files
+    assert out.stderr.count("badput:") <= 3
+    # While the disk is full, what the spool holds is said, not taken for a lost event.
+    full = analyze(small_disk, "full", now=NOW, parallel=False)
+    codes = {d.code for d in full.diagnostics}
+    assert "torn_line" not in codes and "unshipped_spool" in codes
+    # Room again: the next read ships the spool, and every recorded event is there, once.
+    subprocess.run(["mount", "-o", "remount,size=64m", str(small_disk)], check=True)
+    report = analyze(small_disk, "full", now=NOW, parallel=False)
+    assert not {"torn_line", "unshipped_spool", "malformed_line"} & {
+        d.code for d in report.diagnostics
+    }
+    evs, errors = read_all(JsonlStore(small_disk), "full")
+    assert errors == [] and [e.step for e in evs] == list(range(recorded))
+    assert not (small_disk / "full" / SPOOL_DIR).exists()
+
+
+# ------------------------------------------------- a hand-written file, rotated while followed
+
+
+def _append_steps(path: Path, steps: range) -> None:
+    with open(path, "a") as f:
+        for i in steps:
+            for kind, ts in (("step_start", 100.0 + i), ("step_end", 100.5 + i)):
+                line = {"job": "rot", "attempt": 0, "ts": ts, "kind": kind, "step": i}
+                f.write(json.dumps(line) + "\n")
+
+
+@pytest.mark.parametrize("how", ["copytruncate", "rename"])
+def test_a_rotated_hand_written_file_is_read_again_and_said(tmp_path: Path, how: str) -> None:
+    path = tmp_path / "rot" / "train.jsonl"
+    path.parent.mkdir()
+    path.write_text(
+        json.dumps({"job": "rot", "attempt": 0, "ts": 99.0, "kind": "job_start"}) + "\n"
+    )
+    _append_steps(path, range(100))
+    live = LiveJob(tmp_path, "rot", parallel=False)
+    live.update()
+    assert live.report(now=300.0).steps.kept == 100
+    if how == "copytruncate":  # logrotate's copytruncate: copy away, cut the original to 0
+        shutil.copyfile(path, tmp_path / "train.jsonl.1")
+        os.truncate(path, 0)
+    else:  # rotation by renaming: the writer opens a new file at the same path
+        path.rename(path.with_name("train.jsonl.1"))
+    _append_steps(path, range(100, 130))
+    live.update()
+    report = live.report(now=300.0)
+    assert report.steps.kept == 130  # before: 100, the new lines never read
+    (said,) = [d for d in report.diagnostics if d.code == "rotated_file"]
+    assert said.file == str(path) and "read again from its start" in said.message
+    assert "the 201 lines read before are kept" in said.message  # job_start, 100 x 2
+    _append_steps(path, range(130, 140))  # followed on from there, said once
+    live.update()
+    again = live.report(now=300.0)
+    assert again.steps.kept == 140
+    assert [d.code for d in again.diagnostics].count("rotated_file") == 1

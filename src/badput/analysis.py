@@ -603,6 +603,7 @@ class LiveJob:
         # has been the same: {(source, line, size): first seen}.
         self._unread: list[Unread] = []
         self._torn_since: dict[tuple[str, int | None, int], float] = {}
+        self._rotated: list[Unread] = []  # every rotation seen (said in every report)
 
     def update(self) -> int:
         """Read and ingest what was appended since the last call; return how many lines.
@@ -643,6 +644,8 @@ class LiveJob:
         """Keep what the last pass over the job left unread, and since when each torn line
         has been the same."""
         now = time.monotonic()
+        self._rotated += [u for u in unread if u.code == "rotated"]
+        unread = [u for u in unread if u.code != "rotated"]
         keys = {(u.source, u.line, u.size): u for u in unread if u.code == "torn_line"}
         self._torn_since = {k: self._torn_since.get(k, now) for k in keys}
         self._unread = unread
@@ -650,7 +653,15 @@ class LiveJob:
     def unread_diagnostics(self, *, final: bool = False) -> list[Diagnostic]:
         """Diagnostics for what the reads left alone (see :meth:`report`)."""
         now = time.monotonic()
-        out: list[Diagnostic] = []
+        out: list[Diagnostic] = [
+            Diagnostic(
+                "rotated_file",
+                f"was cut short or replaced while it was followed ({u.detail}): the "
+                f"{u.line or 0:,} lines read before are kept, and it is read again from its start",
+                u.source,
+            )
+            for u in self._rotated
+        ]
         for u in self._unread:
             if u.code == "unreadable":
                 out.append(Diagnostic("unreadable_file", f"cannot be read: {u.detail}", u.source))
@@ -658,6 +669,13 @@ class LiveJob:
             if u.code == "not_a_file":
                 why = f"is {u.detail}, not a regular file: not read"
                 out.append(Diagnostic("not_a_file", why, u.source))
+                continue
+            if u.code == "unshipped":
+                why = (
+                    "holds lines of a writer that is gone, not yet in its event file and so "
+                    f"not in this report: {u.detail} (shipped at the next read that can)"
+                )
+                out.append(Diagnostic("unshipped_spool", why, u.source))
                 continue
             since = self._torn_since.get((u.source, u.line, u.size), now)
             if not final and now - since < TORN_AFTER_SECONDS and not _written_long_ago(u):

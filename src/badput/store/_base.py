@@ -102,9 +102,14 @@ class Unread:
     - ``not_a_file``: the ``*.jsonl`` entry is a FIFO, socket, device or
       directory (``detail`` says which); it is never opened.
     - ``unreadable``: opening the file failed (``detail``: why, e.g. permission denied).
+    - ``unshipped``: a spool segment of a writer that is gone (``source``) could not be
+      shipped into its event file (``detail``: why, e.g. no space left on device): its
+      lines are not read until it can be.
+    - ``rotated``: the file is shorter than what was read of it before (``size`` bytes,
+      ``line`` lines): cut short or replaced (log rotation). It is read again from its start.
     """
 
-    code: Literal["torn_line", "not_a_file", "unreadable"]
+    code: Literal["torn_line", "not_a_file", "unreadable", "unshipped", "rotated"]
     source: str
     line: int | None = None
     size: int = 0

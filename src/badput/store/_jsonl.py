@@ -288,7 +288,7 @@ def _read_path(  # noqa: PLR0917 (one call site per store kind)
         if not stat.S_ISREG(st.st_mode):
             unread.append(Unread("not_a_file", path, detail=_what_is(st.st_mode)))
             return 0
-        if st.st_size <= offset:
+        if st.st_size == offset:
             return 0
     try:
         fd = os.open(path, _OPEN_FLAGS)
@@ -309,6 +309,13 @@ def _read_path(  # noqa: PLR0917 (one call site per store kind)
         if not stat.S_ISREG(st.st_mode):  # replaced since it was listed or stat-ed
             unread.append(Unread("not_a_file", path, detail=_what_is(st.st_mode)))
             return 0
+        if st.st_size < offset:
+            # Shorter than what was read of it: cut short (logrotate's copytruncate, `> file`)
+            # or replaced by a new file (rotated by renaming). Its lines now are new ones:
+            # read from its start, and say so.
+            why = f"{offset:,} bytes were read before; it now has {st.st_size:,}"
+            unread.append(Unread("rotated", path, lines, offset, detail=why))
+            offset = lines = 0
         if st.st_size <= offset:
             return 0
         first = None
@@ -609,6 +616,8 @@ class JsonlStore:
         self.job_dirs = dict(job_dirs or {})
         # job -> the streams its last listing saw as regular files (see streams()).
         self._regular: dict[str, frozenset[str]] = {}
+        # job -> the spool segments of gone writers its last listing could not ship.
+        self._unshipped: dict[str, list[tuple[str, str]]] = {}
 
     def __repr__(self) -> str:
         extra = f", job_dirs={self.job_dirs!r}" if self.job_dirs else ""
@@ -668,6 +677,7 @@ class JsonlStore:
         regular: set[str] = set()
         top = str(self.job_dir(job))
         pending = [(top, "")]
+        unshipped: list[tuple[str, str]] = []
         while pending:
             directory, prefix = pending.pop()
             try:
@@ -682,7 +692,7 @@ class JsonlStore:
                                 # Lines a killed writer left in its spool go to its file
                                 # before the file is read (a live writer's are its own).
                                 with suppress(Exception):
-                                    ship_orphaned(top)
+                                    unshipped = ship_orphaned(top).problems
                                 continue
                             pending.append((entry.path, f"{prefix}{entry.name}/"))
                             continue
@@ -701,6 +711,7 @@ class JsonlStore:
                     names.append(name)
         names.sort()
         self._regular[job] = frozenset(regular)
+        self._unshipped[job] = unshipped
         return names
 
     def files(self, job: str) -> list[tuple[str, Path]]:
@@ -786,7 +797,13 @@ class JsonlStore:
         # Going on after a read that stopped on its budget: the streams it had not finished
         # (a job of 10,000 attempt files is not listed and stat'ed again for every slice).
         resume = cursor.resume
-        streams = resume[1] if resume is not None and resume[0] == job else self.streams(job)
+        if resume is not None and resume[0] == job:
+            streams = resume[1]
+        else:
+            streams = self.streams(job)
+            unread.extend(
+                Unread("unshipped", path, detail=why) for path, why in self._unshipped[job]
+            )
         regular = self._regular.get(job, frozenset())
         for k, stream in enumerate(streams):
             if budget is not None and budget <= 0:

@@ -339,14 +339,20 @@ class SpooledWriter:
         lines = 0
         for seg, end in plan:
             while seg.shipped < end:
-                chunk = seg.data(seg.shipped, min(end, seg.shipped + _SHIP_BLOCK))
-                n = os.write(self.fd, chunk)
-                done = chunk[:n]
-                seg.shipped += n
-                self.size += n
-                k = done.count(b"\n")
-                lines += k
-                self.lines_in_file += k
+                chunk = _whole_lines(seg.data(seg.shipped, min(end, seg.shipped + _SHIP_BLOCK)))
+                if not chunk:  # one line longer than a block: up to its end
+                    chunk = _whole_lines(seg.data(seg.shipped, end))
+                try:
+                    n = _append_lines(self.fd, chunk)
+                except OSError as exc:
+                    n = exc.badput_written  # type: ignore[attr-defined]
+                    raise
+                finally:
+                    seg.shipped += n
+                    self.size += n
+                    k = chunk.count(b"\n", 0, n)
+                    lines += k
+                    self.lines_in_file += k
             if seg.end is not None and seg.shipped >= seg.end and seg is not self.current:
                 with self.lock:
                     self._lines_closed += seg.count_lines()
@@ -445,6 +451,35 @@ class SpooledWriter:
                 os.close(seg.fd)
         with contextlib.suppress(OSError):
             os.close(self.fd)
+
+
+def _whole_lines(data: bytes) -> bytes:
+    """``data`` up to the end of its last line (all of it when it ends with one)."""
+    if not data or data[-1] == 10:
+        return data
+    return data[: data.rfind(b"\n") + 1]
+
+
+def _append_lines(fd: int, data: bytes) -> int:
+    """Append ``data`` (whole lines) to ``fd``, all of it; its length.
+
+    A write that fails part-way (a full disk) leaves no part of a line in the file: the file
+    is cut back to the end of the last whole line written, and the ``OSError`` raised says
+    how many bytes stay (``badput_written``). The rest waits in the spool: a reader never
+    takes an event that is still on its way for one that was lost."""
+    view = memoryview(data)
+    done = 0
+    try:
+        while done < len(data):
+            done += os.write(fd, view[done:])
+    except OSError as exc:
+        keep = data.rfind(b"\n", 0, done) + 1
+        if keep < done:
+            with contextlib.suppress(OSError):
+                os.ftruncate(fd, os.fstat(fd).st_size - (done - keep))
+        exc.badput_written = keep  # type: ignore[attr-defined]
+        raise
+    return done
 
 
 def _identity(fd: int) -> tuple[int, int]:
@@ -589,11 +624,11 @@ def _ship_one(job_dir: Path, fd: int) -> int:
     out = os.open(target, os.O_WRONLY | os.O_APPEND | os.O_CREAT | getattr(os, "O_CLOEXEC", 0))
     try:
         already = min(max(os.fstat(out).st_size - header.start, 0), len(data))
-        view = memoryview(data)[already:]
-        total = len(view)
-        while view:
-            n = os.write(out, view)
-            view = view[n:]
-        return total
+        rest = data[already:]
+        whole = _whole_lines(rest)
+        n = _append_lines(out, whole)
+        if len(whole) < len(rest):  # a line being copied at the kill (never acknowledged):
+            n += os.write(out, rest[len(whole) :])  # kept, torn, as readers report it
+        return n
     finally:
         os.close(out)
