@@ -797,6 +797,7 @@ class JsonlStore:
         # Going on after a read that stopped on its budget: the streams it had not finished
         # (a job of 10,000 attempt files is not listed and stat'ed again for every slice).
         resume = cursor.resume
+        streams: Sequence[str]
         if resume is not None and resume[0] == job:
             streams = resume[1]
         else:
