@@ -440,3 +440,27 @@ def test_a_rotated_hand_written_file_is_read_again_and_said(tmp_path: Path, how:
     again = live.report(now=300.0)
     assert again.steps.kept == 140
     assert [d.code for d in again.diagnostics].count("rotated_file") == 1
+
+
+def test_the_monitor_of_running_writers_reports_what_a_fresh_analysis_does(
+    tmp_path: Path,
+) -> None:
+    from badput.monitor import Monitor
+
+    root = tmp_path / "store"
+    root.mkdir()
+    seen: list[object] = []
+    procs = _start_writers(root, 4, 200, seconds=2.5)
+    monitor = Monitor(JOB, root, interval=0.01, clock=lambda: NOW, on_snapshot=seen.append).start()
+    try:
+        for p in procs:
+            p.communicate(timeout=60)
+        last = monitor.run_once()  # once every rank has closed
+    finally:
+        monitor.stop(final_flush=False)
+    assert all(p.returncode == 0 for p in procs)
+    assert monitor.cycles >= 20
+    for snap in seen:  # every cycle's report, while the ranks wrote
+        codes = [d.code for d in snap.report.diagnostics]  # type: ignore[attr-defined]
+        assert "malformed_line" not in codes, codes
+    assert _json(last.report) == _json(analyze(root, JOB, now=NOW, parallel=False))
