@@ -467,3 +467,22 @@ def test_the_monitor_of_running_writers_reports_what_a_fresh_analysis_does(
         codes = [d.code for d in snap.report.diagnostics]  # type: ignore[attr-defined]
         assert "malformed_line" not in codes, codes
     assert _json(last.report) == _json(analyze(root, JOB, now=NOW, parallel=False))
+
+
+def test_a_spool_header_never_leads_through_a_symbolic_link_out_of_the_job(
+    tmp_path: Path,
+) -> None:
+    root = tmp_path / "store"
+    _record_and_kill(root, 10)
+    job_dir = root / "killed"
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (job_dir / "elsewhere").symlink_to(outside)
+    (seg,) = (job_dir / SPOOL_DIR).iterdir()
+    data = bytearray(seg.read_bytes())
+    header = b'badput-spool 1\n{"target":"elsewhere/x.jsonl","start":0}\n\x00'
+    data[: len(header)] = header
+    seg.write_bytes(bytes(data))
+    result = ship_orphaned(job_dir)
+    assert result.segments == 0 and "not an event file of the job" in result.problems[0][1]
+    assert list(outside.iterdir()) == []

@@ -536,7 +536,10 @@ def _safe_target(job_dir: Path, target: str) -> Path | None:
         or any(p in ("", ".", "..") or "\0" in p or "\\" in p for p in parts)
     ):
         return None
-    return job_dir.joinpath(*parts)
+    path = job_dir.joinpath(*parts)
+    # Nor through a symbolic link out of the job directory.
+    inside = os.path.realpath(job_dir) + os.sep
+    return path if os.path.realpath(path).startswith(inside) else None
 
 
 def ship_orphaned(
@@ -562,7 +565,7 @@ def ship_orphaned(
         if token in alive:
             continue  # a later segment of a live writer
         try:
-            fd = os.open(path, os.O_RDWR | getattr(os, "O_CLOEXEC", 0))
+            fd = os.open(path, os.O_RDWR | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0))
         except OSError as exc:
             if not isinstance(exc, FileNotFoundError):
                 problems.append((str(path), exc.strerror or str(exc)))
@@ -621,7 +624,8 @@ def _ship_one(job_dir: Path, fd: int) -> int:
             break
         offset += len(block)
     target.parent.mkdir(parents=True, exist_ok=True)
-    out = os.open(target, os.O_WRONLY | os.O_APPEND | os.O_CREAT | getattr(os, "O_CLOEXEC", 0))
+    flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
+    out = os.open(target, flags, 0o644)
     try:
         already = min(max(os.fstat(out).st_size - header.start, 0), len(data))
         rest = data[already:]
