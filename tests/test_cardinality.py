@@ -13,6 +13,8 @@ import io
 import json
 import math
 import re
+import urllib.request
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -27,10 +29,12 @@ from badput.engine import (
     PRODUCTIVE,
     GroupedBuckets,
     Report,
+    StepCounts,
     group_buckets,
 )
 from badput.engine._model import BUCKETS
 from badput.monitor import Monitor, Snapshot
+from badput.monitor._base import BucketSeries
 from badput.report import html_report, render_table, render_watch, to_json
 from badput.testing import Timeline
 
@@ -120,6 +124,47 @@ def test_a_log_bucket_named_like_a_group_is_in_the_group() -> None:
     assert g.named == ("custom:a",)
     assert g.groups == {"custom:(other)": (1, 5.0)}
     assert g.label("custom:(other)") == "custom:(1 other)"
+
+
+def test_exporter_series_never_churn_and_stay_bounded() -> None:
+    """Every snapshot brings a new name, larger than all before: the series a job has
+    stay the first 20 names' (no series comes and goes) and the rest is in the group."""
+    series = BucketSeries()
+    shown: set[str] = set()
+    for k in range(60):
+        buckets = {"productive": 100.0, **{f"custom:n{i}": 1.0 + i for i in range(k + 1)}}
+        rep = _report(buckets)
+        series.update(Snapshot("j", T0 + k, rep, windows={60.0: rep}))
+        names = dict(series.cumulative())
+        assert shown <= set(names)  # nothing vanished
+        shown = set(names)
+        assert len(shown) <= MAX_NAMED_BUCKETS + 2
+        assert math.fsum(names.values()) == pytest.approx(math.fsum(buckets.values()))
+        assert dict(series.window(60.0)).keys() == names.keys()
+    assert {n for n in shown if n.startswith("custom:n")} == {
+        f"custom:n{i}" for i in range(MAX_NAMED_BUCKETS)
+    }
+    assert series.grouped == 60 - MAX_NAMED_BUCKETS
+
+
+def _report(buckets: dict[str, float]) -> Report:
+    total = math.fsum(buckets.values())
+    return Report(
+        job="j",
+        start=T0,
+        end=T0 + total,
+        end_reason="last_event",
+        total_seconds=total,
+        goodput=buckets.get(PRODUCTIVE, 0.0) / total,
+        observed_goodput=buckets.get(PRODUCTIVE, 0.0) / total,
+        buckets=buckets,
+        overlapped={},
+        at_risk_seconds=0.0,
+        ideal_step_time=None,
+        ideal_step_time_source=None,
+        attempts=[],
+        steps=StepCounts(0, 0, None),
+    )
 
 
 # ------------------------------------------------- the job of 20,000 custom names
@@ -229,3 +274,90 @@ def _small_report() -> Report:
     acc = Accountant("small")
     acc.ingest_events(tl.events)
     return acc.report()
+
+
+# ------------------------------------------------------- Prometheus, a real scrape
+
+
+def _scrape(url: str) -> list[tuple[str, dict[str, str], float]]:
+    from prometheus_client.parser import text_string_to_metric_families
+
+    with urllib.request.urlopen(url, timeout=10) as resp:
+        text = resp.read().decode()
+    return [
+        (s.name, dict(s.labels), s.value)
+        for fam in text_string_to_metric_families(text)
+        for s in fam.samples
+    ]
+
+
+@pytest.fixture
+def prometheus() -> Iterator[object]:
+    from badput.monitor.prometheus import PrometheusExporter
+
+    exp = PrometheusExporter(host="127.0.0.1", port=0)
+    yield exp
+    exp.close()
+
+
+def test_a_scrape_of_the_job_has_fewer_than_200_series(job: Path, prometheus: object) -> None:
+    from badput.monitor.prometheus import PrometheusExporter
+
+    assert isinstance(prometheus, PrometheusExporter) and prometheus.url is not None
+    mon = Monitor(None, job, [prometheus], rolling_windows=(600.0,), clock=lambda: T0 + 2400)
+    try:
+        mon.run_once()
+        samples = _scrape(prometheus.url)  # (stop closes the exporter)
+    finally:
+        mon.stop(final_flush=False)
+    assert len(samples) <= 200, len(samples)  # was 20,003 (40,000 with the window)
+    seconds = {s[1]["bucket"]: s[2] for s in samples if s[0] == "badput_seconds"}
+    assert len([b for b in seconds if b.startswith("custom:")]) == MAX_NAMED_BUCKETS + 1
+    assert seconds["custom:(other)"] == pytest.approx(_grouped_seconds())
+    elapsed = next(s[2] for s in samples if s[0] == "badput_elapsed_seconds")
+    assert math.fsum(seconds.values()) == pytest.approx(elapsed)  # the partition still sums
+    grouped = next(s[2] for s in samples if s[0] == "badput_grouped_buckets")
+    assert grouped == GROUPED
+    window = [s for s in samples if s[0] == "badput_window_seconds"]
+    assert {s[1]["bucket"] for s in window} <= set(seconds)
+
+
+def test_opentelemetry_and_tensorboard_are_bounded(snapshot: Snapshot, tmp_path: Path) -> None:
+    from opentelemetry.sdk.metrics import MeterProvider
+    from opentelemetry.sdk.metrics.export import InMemoryMetricReader
+
+    from badput.monitor.otel import OpenTelemetryExporter
+    from badput.monitor.tensorboard import TensorBoardExporter
+
+    reader = InMemoryMetricReader()
+    provider = MeterProvider(metric_readers=[reader], shutdown_on_exit=False)
+    otel = OpenTelemetryExporter(meter_provider=provider)
+    otel.export(snapshot)
+    data = reader.get_metrics_data()
+    assert data is not None
+    points = {
+        m.name: [dict(p.attributes or {}) for p in m.data.data_points]
+        for rm in data.resource_metrics
+        for sm in rm.scope_metrics
+        for m in sm.metrics
+    }
+    otel.close()
+    provider.shutdown()
+    assert sum(map(len, points.values())) <= 200
+    custom = {a["bucket"] for a in points["badput.seconds"] if a["bucket"].startswith("custom:")}
+    assert len(custom) == MAX_NAMED_BUCKETS + 1 and "custom:(other)" in custom
+    window = {a["bucket"] for a in points["badput.window.seconds"]}
+    assert window <= {a["bucket"] for a in points["badput.seconds"]}
+
+    tb = TensorBoardExporter(tmp_path / "tb")
+    tb.export(snapshot)
+    tb.close()
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    acc = EventAccumulator(str(tmp_path / "tb"), size_guidance={"scalars": 0})
+    acc.Reload()
+    tags = acc.Tags()["scalars"]
+    assert len(tags) <= 200
+    # (tensorboardX writes ":", "(" and ")" in a tag as "_")
+    assert len([t for t in tags if t.startswith("badput/custom_")]) == MAX_NAMED_BUCKETS + 1
+    assert "badput/custom__other_" in tags

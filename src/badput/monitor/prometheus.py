@@ -8,6 +8,7 @@ Gauges (all labelled ``job``, the training job's name; seconds unless a ratio)::
     badput_goodput_ratio                      Report.goodput
     badput_observed_goodput_ratio             Report.observed_goodput
     badput_seconds{bucket}                    every bucket, productive included
+    badput_grouped_buckets                    named buckets counted in custom:(other)...
     badput_elapsed_seconds                    total time of the job so far
     badput_disruptions_total                  restarts (attempts after the first)
     badput_last_step                          last step reached
@@ -31,7 +32,11 @@ Gauges (all labelled ``job``, the training job's name; seconds unless a ratio)::
 
 A custom collector renders the latest snapshot of each job at scrape time, so no stale
 label set survives. Bucket series form a stable set: once a bucket has appeared for a
-job (or one of its windows), it is exported at 0 while empty rather than vanishing.
+job (or one of its windows), it is exported at 0 while empty rather than vanishing. It is
+bounded too: at most ``MAX_NAMED_BUCKETS`` (20) named buckets (``custom:<name>``,
+``elastic_wait:<kind>``) get a series of their own, the first snapshots' largest, for
+good; every other name's time is in ``custom:(other)`` or ``elastic_wait:(other)``
+(:class:`~badput.monitor._base.BucketSeries`), so the series still sum to the job's time.
 Unknown statistics (no step yet, no ideal step time yet...) are left out.
 
 The ``job`` label collides with the ``job`` target label Prometheus adds itself:
@@ -53,7 +58,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from badput._optional import import_optional
-from badput.monitor._base import Snapshot
+from badput.monitor._base import BucketSeries, Snapshot
 from badput.monitor._rankmetrics import stall_state
 from badput.monitor._vocab import METRICS, window_label
 
@@ -66,17 +71,28 @@ __all__ = ["PrometheusExporter"]
 
 @dataclass
 class _JobState:
-    """The latest snapshot of one job and the buckets it has shown so far."""
+    """The latest snapshot of one job and its bucket series (bounded, stable)."""
 
     snapshot: Snapshot
-    buckets: set[str] = field(default_factory=set)
-    window_buckets: dict[float, set[str]] = field(default_factory=dict)
+    series: BucketSeries = field(default_factory=BucketSeries)
 
     def update(self, snapshot: Snapshot) -> None:
         self.snapshot = snapshot
-        self.buckets.update(snapshot.report.buckets)
-        for w, r in snapshot.windows.items():
-            self.window_buckets.setdefault(w, set()).update(r.buckets)
+        self.series.update(snapshot)
+
+    def rows(self) -> _Rows:
+        """What a scrape shows of this job (taken under the collector's lock)."""
+        s = self.series
+        windows = {w: s.window(w) for w in self.snapshot.windows}
+        return _Rows(self.snapshot, s.cumulative(), windows, s.grouped)
+
+
+@dataclass(frozen=True)
+class _Rows:
+    snapshot: Snapshot
+    buckets: list[tuple[str, float]]
+    windows: dict[float, list[tuple[str, float]]]
+    grouped: int
 
 
 class _SnapshotCollector:
@@ -103,16 +119,11 @@ class _SnapshotCollector:
 
     def collect(self) -> Iterator[Metric]:
         with self._lock:
-            states = [
-                _JobState(
-                    s.snapshot, set(s.buckets), {w: set(b) for w, b in s.window_buckets.items()}
-                )
-                for _, s in sorted(self._states.items())
-            ]
+            states = [s.rows() for _, s in sorted(self._states.items())]
         yield from _families(self._core, states)
 
 
-def _families(core: Any, states: list[_JobState]) -> list[Metric]:
+def _families(core: Any, states: list[_Rows]) -> list[Metric]:
     def gauge(name: str, doc: str, *labels: str) -> Any:
         return core.GaugeMetricFamily(name, doc, labels=["job", *labels])
 
@@ -136,14 +147,16 @@ def _families(core: Any, states: list[_JobState]) -> list[Metric]:
     w_observed = shared("window.observed_goodput", "window")
     w_elapsed = shared("window.elapsed", "window")
     w_seconds = shared("window.seconds", "window", "bucket")
+    grouped = shared("grouped_buckets")
     for state in states:
         snap = state.snapshot
         r = snap.report
         job = snap.job
         goodput.add_metric([job], r.goodput)
         observed.add_metric([job], r.observed_goodput)
-        for b in sorted(state.buckets):
-            seconds.add_metric([job, b], r.bucket(b))
+        for b, value in state.buckets:
+            seconds.add_metric([job, b], value)
+        grouped.add_metric([job], float(state.grouped))
         elapsed.add_metric([job], r.total_seconds)
         disruptions.add_metric([job], float(snap.disruptions))
         if snap.last_step is not None:
@@ -168,8 +181,8 @@ def _families(core: Any, states: list[_JobState]) -> list[Metric]:
             w_goodput.add_metric([job, label], wr.goodput)
             w_observed.add_metric([job, label], wr.observed_goodput)
             w_elapsed.add_metric([job, label], wr.total_seconds)
-            for b in sorted(state.window_buckets.get(w, ())):
-                w_seconds.add_metric([job, label, b], wr.bucket(b))
+            for b, value in state.windows.get(w, ()):
+                w_seconds.add_metric([job, label, b], value)
     families = [
         goodput,
         observed,
@@ -187,12 +200,13 @@ def _families(core: Any, states: list[_JobState]) -> list[Metric]:
         w_observed,
         w_elapsed,
         w_seconds,
+        grouped,
     ]
     families += _rank_families(core, states)
     return [f for f in families if f.samples]
 
 
-def _rank_families(core: Any, states: list[_JobState]) -> list[Metric]:
+def _rank_families(core: Any, states: list[_Rows]) -> list[Metric]:
     """Stall and straggler gauges; per rank, since Prometheus copes with that many series."""
 
     def gauge(name: str, doc: str, *labels: str) -> Any:
