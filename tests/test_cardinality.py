@@ -36,7 +36,7 @@ from badput.engine._model import BUCKETS
 from badput.monitor import Monitor, Snapshot
 from badput.monitor._base import BucketSeries
 from badput.report import html_report, render_table, render_watch, to_json
-from badput.testing import Timeline
+from badput.testing import Timeline, events_to_jsonl
 
 NAMES = 20_000
 GROUPED = NAMES - MAX_NAMED_BUCKETS
@@ -320,6 +320,32 @@ def test_a_scrape_of_the_job_has_fewer_than_200_series(job: Path, prometheus: ob
     assert grouped == GROUPED
     window = [s for s in samples if s[0] == "badput_window_seconds"]
     assert {s[1]["bucket"] for s in window} <= set(seconds)
+    assert next(s[2] for s in samples if s[0] == "badput_up") == 1.0
+
+
+def test_metrics_are_served_before_the_first_cycle(tmp_path: Path, prometheus: object) -> None:
+    """The endpoint answers at once: badput_up 0 until a snapshot of the job is exported
+    (here the job has not started yet), then 1."""
+    from badput.monitor.prometheus import PrometheusExporter
+
+    assert isinstance(prometheus, PrometheusExporter) and prometheus.url is not None
+    store = tmp_path / "store"
+    store.mkdir()
+    assert _scrape(prometheus.url) == [("badput_up", {}, 0.0)]  # before any cycle
+    mon = Monitor("late", store, [prometheus])
+    try:
+        mon.run_once()  # no event yet: nothing exported
+        assert _scrape(prometheus.url) == [("badput_up", {}, 0.0)]
+        tl = Timeline("late", start=T0)
+        tl.emit("job_start")
+        tl.steps(3, 1.0)
+        events_to_jsonl(store / "late" / "0" / "h-0-1.jsonl", tl.events)
+        mon.run_once()
+        samples = _scrape(prometheus.url)
+    finally:
+        mon.stop(final_flush=False)
+    assert ("badput_up", {}, 1.0) in samples
+    assert any(s[0] == "badput_goodput_ratio" and s[1]["job"] == "late" for s in samples)
 
 
 def test_opentelemetry_and_tensorboard_are_bounded(snapshot: Snapshot, tmp_path: Path) -> None:

@@ -117,6 +117,13 @@ METRICS: Final[dict[str, MetricName]] = {
             "Named buckets without a series of their own, counted in custom:(other) or "
             "elastic_wait:(other)",
         ),
+        MetricName(
+            "badput_up",
+            "badput.up",
+            None,
+            "1",
+            "1 once the monitor has exported a snapshot, 0 before",
+        ),
     )
 }
 

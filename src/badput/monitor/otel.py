@@ -5,7 +5,7 @@ stores the snapshot, and the OpenTelemetry SDK reads it whenever its metric
 reader collects (a periodic OTLP push, a Prometheus scrape, a test's
 ``InMemoryMetricReader``). So ``export`` never blocks on the network.
 
-Gauges (every point carries the attribute ``job``):
+Gauges (every point but ``badput.up``'s carries the attribute ``job``):
 
 =================================  ====  ============================================
 name                               unit  value (extra attributes)
@@ -24,6 +24,7 @@ name                               unit  value (extra attributes)
 ``badput.window.seconds``          s     seconds per bucket in a window (``window``, ``bucket``)
 ``badput.window.elapsed``          s     the window's length, clipped to the job
 ``badput.grouped_buckets``         1     named buckets counted in ``custom:(other)``...
+``badput.up``                      1     1 once a snapshot was exported, 0 before (no ``job``)
 ``badput.stalled``                 1     1 while no rank makes progress (docs/ranks.md)
 ``badput.stall_seconds``           s     how long (0 when not stalled)
 ``badput.stragglers``              1     ranks below the straggler score threshold
@@ -141,6 +142,7 @@ class OpenTelemetryExporter:
             "window.seconds": self._w_sec,
             "window.elapsed": self._w_elapsed,
             "grouped_buckets": self._grouped,
+            "up": self._up,
         }
         gauges = [
             (METRICS[key].otel, METRICS[key].unit, METRICS[key].description, callback)
@@ -250,6 +252,12 @@ class OpenTelemetryExporter:
 
     def _grouped(self, _: CallbackOptions) -> Iterable[Observation]:
         return [self._obs(float(st.grouped), st.snapshot.job) for st in self._states()]
+
+    def _up(self, _: CallbackOptions) -> Iterable[Observation]:
+        with self._lock:
+            up = 1.0 if self._jobs else 0.0
+        obs: Observation = self._observation(up, {})
+        return [obs]
 
     def _per_window(self, get: Callable[[Report], float]) -> list[Observation]:
         out = []

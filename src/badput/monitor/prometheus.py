@@ -7,6 +7,7 @@ Gauges (all labelled ``job``, the training job's name; seconds unless a ratio)::
 
     badput_goodput_ratio                      Report.goodput
     badput_observed_goodput_ratio             Report.observed_goodput
+    badput_up                                 1 once a snapshot was exported, 0 before (no job)
     badput_seconds{bucket}                    every bucket, productive included
     badput_grouped_buckets                    named buckets counted in custom:(other)...
     badput_elapsed_seconds                    total time of the job so far
@@ -31,13 +32,15 @@ Gauges (all labelled ``job``, the training job's name; seconds unless a ratio)::
     badput_rank_score{rank,section,score}     every rank's relative / individual score
 
 A custom collector renders the latest snapshot of each job at scrape time, so no stale
-label set survives. Bucket series form a stable set: once a bucket has appeared for a
-job (or one of its windows), it is exported at 0 while empty rather than vanishing. It is
-bounded too: at most ``MAX_NAMED_BUCKETS`` (20) named buckets (``custom:<name>``,
-``elastic_wait:<kind>``) get a series of their own, the first snapshots' largest, for
-good; every other name's time is in ``custom:(other)`` or ``elastic_wait:(other)``
-(:class:`~badput.monitor._base.BucketSeries`), so the series still sum to the job's time.
-Unknown statistics (no step yet, no ideal step time yet...) are left out.
+label set survives. The endpoint answers from the start: before the first snapshot a
+scrape gets ``badput_up 0`` (and nothing else). Bucket series form a stable set: once a
+bucket has appeared for a job (or one of its windows), it is exported at 0 while empty
+rather than vanishing. It is bounded too: at most ``MAX_NAMED_BUCKETS`` (20) named
+buckets (``custom:<name>``, ``elastic_wait:<kind>``) get a series of their own, the first
+snapshots' largest, for good; every other name's time is in ``custom:(other)`` or
+``elastic_wait:(other)`` (:class:`~badput.monitor._base.BucketSeries`), so the series still
+sum to the job's time. Unknown statistics (no step yet, no ideal step time yet...) are
+left out.
 
 The ``job`` label collides with the ``job`` target label Prometheus adds itself:
 scrape with ``honor_labels: true`` to keep the training job's name.
@@ -98,8 +101,11 @@ class _Rows:
 class _SnapshotCollector:
     """A prometheus-client collector (duck-typed: ``collect``/``describe``)."""
 
-    def __init__(self, core: Any, states: Iterable[_JobState] | None = None) -> None:
+    def __init__(
+        self, core: Any, states: Iterable[_JobState] | None = None, *, up: bool = True
+    ) -> None:
         self._core = core  # prometheus_client.metrics_core, imported lazily
+        self._up = up  # serve badput_up (a push is a snapshot: it has none)
         self._lock = threading.Lock()
         self._states: dict[str, _JobState] = {}
         for s in states or ():
@@ -120,7 +126,19 @@ class _SnapshotCollector:
     def collect(self) -> Iterator[Metric]:
         with self._lock:
             states = [s.rows() for _, s in sorted(self._states.items())]
+        if self._up:
+            yield _up(self._core, bool(states))
         yield from _families(self._core, states)
+
+
+def _up(core: Any, up: bool) -> Metric:
+    """``badput_up``: served from the start, before the monitor's first snapshot (0), so
+    that a scrape tells a monitor still starting from a dead target (no answer)."""
+    m = METRICS["up"]
+    family = core.GaugeMetricFamily(m.prometheus, f"{m.description}.")
+    family.add_metric([], 1.0 if up else 0.0)
+    metric: Metric = family
+    return metric
 
 
 def _families(core: Any, states: list[_Rows]) -> list[Metric]:
@@ -315,7 +333,7 @@ class PrometheusExporter:
 
     def _push(self, state: _JobState) -> None:
         registry = self._prom.CollectorRegistry(auto_describe=False)
-        registry.register(_SnapshotCollector(self._core, [state]))
+        registry.register(_SnapshotCollector(self._core, [state], up=False))
         self._prom.push_to_gateway(
             self.pushgateway,
             job=self.push_job or state.snapshot.job,
