@@ -77,3 +77,23 @@ def write_long_job(root: Path, steps: int) -> Path:
     job_dir = root / "long"
     events_to_jsonl(job_dir / "0" / "h-0-1.jsonl", tl.events)
     return job_dir
+
+
+def many_names_seconds(i: int) -> float:
+    """The length of the ``i``-th custom interval of :func:`write_many_names_job`: all
+    different (no tie decides which names are the largest)."""
+    return 0.01 + i * 1e-6
+
+
+def write_many_names_job(root: Path, names: int = 20_000) -> Path:
+    """One rank, ``names`` steps of 0.1 s, each followed by a custom interval of a name
+    used once (``eval-0``, ``eval-1`` ...; issue 32: a name per step)."""
+    tl = Timeline("many-names", start=T0)
+    tl.emit("job_start")
+    for i in range(names):
+        tl.steps(1, 0.1, first=i + 1)
+        tl.span("custom", many_names_seconds(i), name=f"eval-{i}")
+    tl.emit("job_end", status="completed")
+    job_dir = root / "many-names"
+    events_to_jsonl(job_dir / "0" / "h-0-1.jsonl", tl.events)
+    return job_dir

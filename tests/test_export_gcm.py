@@ -268,15 +268,39 @@ def test_min_interval_holds_back_and_close_writes(fake: FakeMetricService) -> No
 
 def test_many_series_are_split_into_requests_of_200(fake: FakeMetricService) -> None:
     snap = make_snapshot()
-    custom = {f"custom:event{i}": 1.0 for i in range(250)}
+    custom = {f"custom:event{i}": 1.0 + i for i in range(19)}  # + custom:eval: 20, no group
+    rep = dataclasses.replace(snap.report, buckets={**snap.report.buckets, **custom})
+    windows = {float(w): rep for w in range(60, 660, 60)}  # ten windows
+    exporter = CloudMonitoringExporter("p", client=fake.client(), location="l")
+    exporter.export(dataclasses.replace(snap, report=rep, windows=windows))
+    assert [len(r.time_series) for r in fake.requests] == [200, len(fake.series()) - 200]
+    # per window: interval_goodput and a source each (20 customs + the standard ones);
+    # cumulative: the same as badput_time, and the six other metrics
+    per = 1 + 20 + len(STANDARD_SOURCES)
+    assert len(fake.series()) == 11 * per + 5
+
+
+def test_named_sources_are_bounded(fake: FakeMetricService) -> None:
+    """250 custom names: 20 sources of their own (the largest), the rest in one."""
+    snap = make_snapshot()
+    custom = {f"custom:event{i}": 1.0 + i for i in range(250)}
     rep = dataclasses.replace(snap.report, buckets={**snap.report.buckets, **custom})
     exporter = CloudMonitoringExporter(
         "p", client=fake.client(), location="l", include_intervals=False
     )
     exporter.export(dataclasses.replace(snap, report=rep))
-    assert [len(r.time_series) for r in fake.requests] == [200, len(fake.series()) - 200]
-    # 250 customs + custom:eval, the standard sources, the six other metrics
-    assert len(fake.series()) == 251 + len(STANDARD_SOURCES) + 6
+    sources = {
+        s["labels"]["badput_source"]: s["value"]
+        for s in fake.series()
+        if s["type"] == W + "badput_time"
+    }
+    named = {k for k in sources if k.startswith("CUSTOM_BADPUT_EVENTS.")}
+    assert named == {f"CUSTOM_BADPUT_EVENTS.EVENT{i}" for i in range(230, 250)} | {
+        "CUSTOM_BADPUT_EVENTS.(OTHER)"
+    }
+    grouped = sum(1.0 + i for i in range(230)) + rep.bucket("custom:eval")
+    assert sources["CUSTOM_BADPUT_EVENTS.(OTHER)"] == pytest.approx(grouped)
+    assert sum(sources.values()) + goodput_seconds(rep) == pytest.approx(sum(rep.buckets.values()))
 
 
 def test_slow_endpoint_times_out() -> None:

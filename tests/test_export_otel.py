@@ -103,10 +103,14 @@ def test_gauges_names_values_and_attributes(
         "badput.window.observed_goodput",
         "badput.window.seconds",
         "badput.window.elapsed",
+        "badput.grouped_buckets",
+        "badput.up",
         "badput.stalled",
         "badput.stall_seconds",
         "badput.stragglers",
     }
+    assert value(got["badput.grouped_buckets"], job=JOB) == 0  # one custom name: not grouped
+    assert got["badput.up"] == [({}, 1)]
     assert value(got["badput.stalled"], job=JOB) == 0
     assert value(got["badput.stragglers"], job=JOB) == 0
     rep = snap.report

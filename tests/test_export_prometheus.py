@@ -77,9 +77,13 @@ def test_is_an_exporter_serving_on_loopback(exporter: PrometheusExporter) -> Non
     assert exporter.name == "prometheus"
     assert exporter.port is not None and exporter.port > 0
     assert exporter._server.server_address[0] == "127.0.0.1"
-    # nothing exported yet: an empty, valid page
+    # nothing exported yet: a valid page that says so, badput_up 0 and nothing else
+    types, samples = scrape(exporter)
+    assert [k for k in samples if k[0].startswith("badput_")] == [("badput_up", ())]
+    assert samples[("badput_up", ())] == 0.0 and types["badput_up"] == "gauge"
+    exporter.export(snapshot_at(180))
     _, samples = scrape(exporter)
-    assert not [k for k in samples if k[0].startswith("badput_")]
+    assert samples[("badput_up", ())] == 1.0
 
 
 def test_scrape_gives_the_snapshot(exporter: PrometheusExporter) -> None:

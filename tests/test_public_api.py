@@ -27,9 +27,10 @@ PUBLIC: dict[str, set[str]] = {
     },
     "badput.engine": {
         "Accountant", "AttemptSummary", "DEFAULT_SLOWDOWN_FACTOR", "Diagnostic", "IntervalSpan",
-        "Lane", "PRODUCTIVE", "RankOptions",
+        "GroupedBuckets", "Lane", "MAX_NAMED_BUCKETS", "PRODUCTIVE", "RankOptions",
         "RankView", "Report", "STEP_BUCKETS", "SectionView", "Stall", "StepCounts", "StepSpans",
-        "StepTimeStats", "Straggler", "Timeline", "cpu_time_with_helpers", "step_time_stats",
+        "StepTimeStats", "Straggler", "Timeline", "cpu_time_with_helpers", "group_buckets",
+        "step_time_stats",
     },
     "badput.report": {
         "JobRow", "MAX_ATTEMPT_ROWS", "compare_dict", "dumps_finite", "format_duration",

@@ -20,9 +20,11 @@ from _views_jobs import (
     HOSTILE_HOST,
     HOSTILE_JOB,
     write_hostile_job,
+    write_many_names_job,
     write_two_rank_job,
 )
 from badput.analysis import LiveJob
+from badput.engine import MAX_NAMED_BUCKETS
 from badput.report import html_report
 
 # slow; and the first test may install chromium with apt-get (minutes on a fresh machine)
@@ -134,6 +136,27 @@ def test_report_page_draws_lanes_charts_and_bars(tmp_path: Path) -> None:
             report.end,
         )
         screenshot(driver, tmp_path, "views-report")
+        assert console_errors(driver) == []
+
+
+def test_a_job_of_20_000_custom_names_draws_20_and_the_group(tmp_path: Path) -> None:
+    page, _ = write_page(write_many_names_job(tmp_path / "store"), tmp_path / "names.html")
+    with browser() as driver:
+        view = open_page(driver, page)
+        assert console_errors(driver) == []
+        assert view["binned"]  # 40,000 spans in one lane: time bins
+        assert view["bucketBars"] == 1 + MAX_NAMED_BUCKETS + 1  # productive, 20, the group
+        legend = driver.execute_script(
+            "return [...document.querySelectorAll('#legend > span')].map(e => e.textContent)"
+        )
+        assert "custom:(19,980 others)" in legend
+        assert len(legend) <= MAX_NAMED_BUCKETS + 6, legend
+        note = driver.find_element("id", "grouped-note").text
+        assert note.startswith("19,980 custom names grouped into custom:(19,980 others)")
+        colours = driver.execute_script(_PIXELS_JS)
+        screenshot(driver, tmp_path, "views-many-names")
+        # the group's colour: a sixth of each time bin's height (anti-aliased at the edges)
+        assert colours.get("#9aa0ac", 0) > 20, colours
         assert console_errors(driver) == []
 
 

@@ -3,7 +3,16 @@
 from __future__ import annotations
 
 from badput.engine._accountant import Accountant, cpu_time_with_helpers
-from badput.engine._model import PRODUCTIVE, AttemptSummary, Diagnostic, Report, StepCounts
+from badput.engine._model import (
+    MAX_NAMED_BUCKETS,
+    PRODUCTIVE,
+    AttemptSummary,
+    Diagnostic,
+    GroupedBuckets,
+    Report,
+    StepCounts,
+    group_buckets,
+)
 from badput.engine._ranks import RankOptions, RankView, SectionView, Stall, Straggler
 from badput.engine._steptime import DEFAULT_SLOWDOWN_FACTOR, StepTimeStats, step_time_stats
 from badput.engine._timeline import (
@@ -16,11 +25,13 @@ from badput.engine._timeline import (
 
 __all__ = [
     "DEFAULT_SLOWDOWN_FACTOR",
+    "MAX_NAMED_BUCKETS",
     "PRODUCTIVE",
     "STEP_BUCKETS",
     "Accountant",
     "AttemptSummary",
     "Diagnostic",
+    "GroupedBuckets",
     "IntervalSpan",
     "Lane",
     "RankOptions",
@@ -34,5 +45,6 @@ __all__ = [
     "Straggler",
     "Timeline",
     "cpu_time_with_helpers",
+    "group_buckets",
     "step_time_stats",
 ]

@@ -2,19 +2,24 @@
 
 from __future__ import annotations
 
+import math
+from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, field, replace
-from typing import Any, Literal
+from typing import Any, Final, Literal
 
 from badput.engine._ranks import RankView, Stall, Straggler
 
 __all__ = [
     "BUCKETS",
+    "MAX_NAMED_BUCKETS",
     "PRODUCTIVE",
     "AttemptSummary",
     "Buckets",
     "Diagnostic",
+    "GroupedBuckets",
     "Report",
     "StepCounts",
+    "group_buckets",
 ]
 
 PRODUCTIVE = "productive"
@@ -64,6 +69,117 @@ class Buckets(dict[str, float]):
 def _known(key: object) -> bool:
     """Whether ``key`` names a bucket a report may hold (fixed, or named by the log)."""
     return key in BUCKETS or (isinstance(key, str) and key.startswith(_NAMED_PREFIXES))
+
+
+#: Named buckets (``custom:<name>``, ``elastic_wait:<kind>``, both families together) that a
+#: view or an exporter shows one by one; the others are added into one bucket per family,
+#: ``custom:(other)`` and ``elastic_wait:(other)`` (:func:`group_buckets`). A job that names
+#: a custom event per step would otherwise draw a legend entry, a table row, a time-bin
+#: column and a Prometheus series per step (issue 32).
+MAX_NAMED_BUCKETS: Final = 20
+#: The name (after the family's prefix) of the bucket that holds the named buckets not
+#: shown one by one. A bucket of the log with that very name is always in it.
+OTHER: Final = "(other)"
+_GROUPS: Final = tuple(prefix + OTHER for prefix in _NAMED_PREFIXES)
+
+
+def _family(name: str) -> str | None:
+    """The group bucket ``name`` goes to when it is not shown by itself (``None``: a fixed
+    bucket, never grouped)."""
+    for prefix in _NAMED_PREFIXES:
+        if name.startswith(prefix):
+            return prefix + OTHER
+    return None
+
+
+@dataclass(frozen=True)
+class GroupedBuckets:
+    """Buckets as views and exporters show them: every fixed bucket, the named buckets
+    kept (:data:`MAX_NAMED_BUCKETS` at most) and the group of each family's others.
+
+    - ``buckets``: seconds per bucket shown; they sum to the seconds grouped (to float
+      rounding: a group's seconds are an exact sum, :func:`math.fsum`).
+    - ``named``: the named buckets kept, in the order they were chosen (the ones asked
+      to be kept first, then largest first).
+    - ``groups``: group bucket (``custom:(other)``) → (how many named buckets it holds,
+      their seconds); only the groups that hold some.
+    """
+
+    buckets: Buckets
+    named: tuple[str, ...]
+    groups: dict[str, tuple[int, float]]
+    _kept: frozenset[str] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "_kept", frozenset(self.named))
+
+    @property
+    def grouped(self) -> int:
+        """How many named buckets are in the groups (0: every one is shown)."""
+        return sum(n for n, _ in self.groups.values())
+
+    def bucket_of(self, name: str) -> str:
+        """The bucket ``name``'s time is shown in: itself, or its family's group (a named
+        bucket not kept, even one these buckets do not hold)."""
+        group = _family(name)
+        if group is None or name in self._kept:
+            return name
+        return group
+
+    def label(self, name: str) -> str:
+        """``name`` as a view writes it: a group says how many names it holds,
+        ``custom:(19,980 others)``; any other bucket is its name."""
+        if name in self.groups:
+            count = self.groups[name][0]
+            return f"{name[: -len(OTHER)]}({count:,} other{'' if count == 1 else 's'})"
+        return name
+
+
+def group_buckets(
+    buckets: Mapping[str, float],
+    limit: int = MAX_NAMED_BUCKETS,
+    *,
+    keep: Iterable[str] = (),
+) -> GroupedBuckets:
+    """``buckets`` with at most ``limit`` named buckets; the others in their family's group.
+
+    Fixed buckets (``productive``, ``wasted``...) are never grouped. The named buckets
+    kept are those of ``keep`` that ``buckets`` holds (each name of ``keep`` takes a place,
+    held or not: an exporter's series, once given, stay; see ``monitor/_base.py``), then the
+    largest of the others (ties: by name) while places are left. With no ``keep`` they are
+    the ``limit`` largest. Nothing is lost: the buckets returned sum to the same seconds,
+    so goodput + every badput share still make 100 %. A bucket of the log named like a
+    group (``custom:(other)``) is always in that group.
+    """
+    places = max(limit, 0)
+    wanted = [n for n in dict.fromkeys(keep) if _family(n) is not None and n not in _GROUPS]
+    wanted = wanted[:places]
+    out: dict[str, float] = {}
+    named: dict[str, float] = {}
+    for name, seconds in buckets.items():
+        if _family(name) is None:
+            out[name] = seconds
+        else:
+            named[name] = seconds
+    kept = [n for n in wanted if n in named]
+    taken = set(kept)
+    rest = sorted(
+        ((n, v) for n, v in named.items() if n not in taken and n not in _GROUPS),
+        key=lambda kv: (-kv[1], kv[0]),
+    )
+    room = places - len(wanted)
+    kept += [n for n, _ in rest[: max(room, 0)]]
+    kept_set = set(kept)
+    members: dict[str, list[float]] = {}
+    for name, seconds in named.items():
+        if name not in kept_set:
+            members.setdefault(_family(name) or name, []).append(seconds)
+    for name in kept:
+        out[name] = named[name]
+    groups = {g: (len(v), math.fsum(v)) for g, v in members.items()}
+    for g, (_, seconds) in groups.items():
+        out[g] = seconds
+    return GroupedBuckets(Buckets(out), tuple(kept), groups)
 
 
 @dataclass(frozen=True)

@@ -10,9 +10,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Protocol, runtime_checkable
 
-from badput.engine import Report, StepTimeStats
+from badput.engine import MAX_NAMED_BUCKETS, Report, StepTimeStats, group_buckets
 
-__all__ = ["Exporter", "Snapshot"]
+__all__ = ["BucketSeries", "Exporter", "Snapshot"]
 
 
 @dataclass(frozen=True)
@@ -60,3 +60,61 @@ class Exporter(Protocol):
 
     def close(self) -> None:
         """Flush and release resources (called once, by ``Monitor.stop``)."""
+
+
+class BucketSeries:
+    """The bucket series that one exporter publishes for one job, cumulative and per rolling
+    window: how many there are is bounded, and none comes and goes.
+
+    - **Named buckets** (``custom:<name>``, ``elastic_wait:<kind>``) get series of their
+      own up to :data:`~badput.engine.MAX_NAMED_BUCKETS`: the first snapshots' largest
+      names take the places, and a name keeps its place for good (no series churn). Every
+      other name's time is in its family's ``custom:(other)`` / ``elastic_wait:(other)``
+      series (:func:`~badput.engine.group_buckets`), so the series still sum to the job's
+      time. A window shows the names the job's series show; its others are in its groups.
+    - **Stable**: a bucket, once shown, is shown at 0 while empty rather than vanishing.
+
+    :meth:`update` takes each snapshot; :meth:`cumulative` and :meth:`window` are what to
+    publish (sorted by bucket). Not thread-safe: the exporter locks around it.
+    """
+
+    __slots__ = ("_named", "_seen", "_values", "_window_seen", "_window_values", "grouped", "limit")
+
+    def __init__(self, limit: int = MAX_NAMED_BUCKETS) -> None:
+        self.limit = limit
+        self._named: dict[str, None] = {}  # named buckets with a series, in order given
+        self._seen: set[str] = set()
+        self._values: dict[str, float] = {}
+        self._window_seen: dict[float, set[str]] = {}
+        self._window_values: dict[float, dict[str, float]] = {}
+        #: Named buckets of the cumulative report in the groups (0: each has its series).
+        self.grouped = 0
+
+    def update(self, snapshot: Snapshot) -> None:
+        """Take ``snapshot``'s cumulative and window buckets."""
+        g = group_buckets(snapshot.report.buckets, self.limit, keep=self._named)
+        self._named.update(dict.fromkeys(g.named))
+        self._values = dict(g.buckets)
+        self._seen.update(g.buckets)
+        self.grouped = g.grouped
+        for w, rep in snapshot.windows.items():
+            gw = group_buckets(rep.buckets, len(self._named), keep=self._named)
+            self._window_values[w] = dict(gw.buckets)
+            self._window_seen.setdefault(w, set()).update(gw.buckets)
+
+    def cumulative(self) -> list[tuple[str, float]]:
+        """Every bucket shown so far and its seconds now (0.0 when empty), by name."""
+        return [(b, self._values.get(b, 0.0)) for b in sorted(self._seen)]
+
+    def window(self, seconds: float) -> list[tuple[str, float]]:
+        """The same for the rolling window of ``seconds``."""
+        values = self._window_values.get(seconds, {})
+        return [(b, values.get(b, 0.0)) for b in sorted(self._window_seen.get(seconds, ()))]
+
+    def current(self) -> dict[str, float]:
+        """The latest snapshot's grouped buckets (only those it holds, as ``Report.buckets``)."""
+        return dict(self._values)
+
+    def current_window(self, seconds: float) -> dict[str, float]:
+        """The same for the rolling window of ``seconds``."""
+        return dict(self._window_values.get(seconds, {}))

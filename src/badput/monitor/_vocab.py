@@ -109,6 +109,21 @@ METRICS: Final[dict[str, MetricName]] = {
             "s",
             "Length of a rolling window (clipped to the job)",
         ),
+        MetricName(
+            "badput_grouped_buckets",
+            "badput.grouped_buckets",
+            None,
+            "1",
+            "Named buckets without a series of their own, counted in custom:(other) or "
+            "elastic_wait:(other)",
+        ),
+        MetricName(
+            "badput_up",
+            "badput.up",
+            None,
+            "1",
+            "1 once the monitor has exported a snapshot, 0 before",
+        ),
     )
 }
 

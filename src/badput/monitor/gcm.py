@@ -33,6 +33,8 @@ wasted, ``INFRASTRUCTURE_RECOVERY_FROM_DISRUPTION`` = recovery,
 ``CUSTOM_BADPUT_EVENTS.<NAME>`` = custom:<name> (name upper-cased, as that
 library flattens it), ``ELASTIC_<KIND>`` = elastic_wait:<kind>,
 ``ELASTIC_REINITIALIZATION`` = elastic_reinit, ``OTHER`` = untracked + queued.
+At most 20 named (custom and elastic) sources per job, ``MAX_NAMED_BUCKETS``: the
+others are added into ``CUSTOM_BADPUT_EVENTS.(OTHER)`` and ``ELASTIC_(OTHER)``.
 ``DATA_LOADING_ASYNC`` (overlapped loads) is not uploaded, as that library does
 not upload it either. The nine standard sources are always sent (0 when empty).
 """
@@ -51,7 +53,7 @@ from typing import Any, Final
 from badput._optional import import_optional
 from badput.engine import Report
 from badput.formats.mgm import SOURCE_OF_BUCKET
-from badput.monitor._base import Snapshot
+from badput.monitor._base import BucketSeries, Snapshot
 
 __all__ = [
     "DOUBLE",
@@ -150,15 +152,18 @@ def goodput_seconds(report: Report) -> float:
     return sum(report.bucket(b) for b in _GOODPUT_BUCKETS)
 
 
-def badput_sources(report: Report, *, include_async: bool = False) -> dict[str, float]:
+def badput_sources(
+    report: Report, *, include_async: bool = False, buckets: Mapping[str, float] | None = None
+) -> dict[str, float]:
     """Seconds per ml-goodput-measurement badput source (its ``BadputType`` names).
 
     The standard sources are always present (0.0 when empty); custom and elastic
     ones when recorded. With ``include_async``, ``DATA_LOADING_ASYNC`` holds the
-    overlapped (non-blocking) loads, which are outside the partition.
+    overlapped (non-blocking) loads, which are outside the partition. ``buckets``: the
+    report's buckets as grouped for publishing (default: ``report.buckets``, every name).
     """
     out = dict.fromkeys(STANDARD_SOURCES, 0.0)
-    for bucket, secs in report.buckets.items():
+    for bucket, secs in (report.buckets if buckets is None else buckets).items():
         if bucket in _GOODPUT_BUCKETS:
             continue
         source = _source_of(bucket)
@@ -236,6 +241,7 @@ class CloudMonitoringExporter:
         self._last_write: float | None = None
         self._pending: Snapshot | None = None
         self._closed = False
+        self._series: dict[str, BucketSeries] = {}  # each job's named sources (bounded)
 
     # -- the Exporter protocol -------------------------------------------------
 
@@ -280,8 +286,15 @@ class CloudMonitoringExporter:
     # -- building the time series ----------------------------------------------
 
     def time_series(self, snapshot: Snapshot) -> list[dict[str, Any]]:
-        """The time series of ``snapshot``, as ``monitoring_v3.TimeSeries`` dicts."""
+        """The time series of ``snapshot``, as ``monitoring_v3.TimeSeries`` dicts.
+
+        At most :data:`~badput.engine.MAX_NAMED_BUCKETS` custom and elastic sources per
+        job (the first snapshots' largest, for good); the other names' time is in
+        ``CUSTOM_BADPUT_EVENTS.(OTHER)`` / ``ELASTIC_(OTHER)`` (``BucketSeries``).
+        """
         rep = snapshot.report
+        named = self._series.setdefault(snapshot.job, BucketSeries())
+        named.update(snapshot)
         resource = self._resource or {
             "type": RESOURCE_TYPE,
             "labels": {
@@ -301,7 +314,7 @@ class CloudMonitoringExporter:
             series("goodput_time", goodput_seconds(rep), DOUBLE, {**common, **_TOTAL}),
             *(
                 series("badput_time", secs, DOUBLE, {**common, "badput_source": source})
-                for source, secs in badput_sources(rep).items()
+                for source, secs in badput_sources(rep, buckets=named.current()).items()
             ),
             series("disruptions", snapshot.disruptions, INT, cumulative),
             series("max_productive_steps", snapshot.last_step or 0, INT, common),
@@ -321,7 +334,7 @@ class CloudMonitoringExporter:
             window = {**common, "rolling_window_size": str(int(w))}
             pct = 100.0 * goodput_seconds(wrep) / total
             out.append(series("interval_goodput", pct, DOUBLE, {**window, **_TOTAL}))
-            for source, secs in badput_sources(wrep).items():
+            for source, secs in badput_sources(wrep, buckets=named.current_window(w)).items():
                 pct = 100.0 * secs / total
                 labels = {**window, "badput_source": source}
                 out.append(series("interval_badput", pct, DOUBLE, labels))

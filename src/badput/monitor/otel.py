@@ -5,7 +5,7 @@ stores the snapshot, and the OpenTelemetry SDK reads it whenever its metric
 reader collects (a periodic OTLP push, a Prometheus scrape, a test's
 ``InMemoryMetricReader``). So ``export`` never blocks on the network.
 
-Gauges (every point carries the attribute ``job``):
+Gauges (every point but ``badput.up``'s carries the attribute ``job``):
 
 =================================  ====  ============================================
 name                               unit  value (extra attributes)
@@ -23,6 +23,8 @@ name                               unit  value (extra attributes)
 ``badput.window.observed_goodput`` 1     observed goodput of a window (``window``)
 ``badput.window.seconds``          s     seconds per bucket in a window (``window``, ``bucket``)
 ``badput.window.elapsed``          s     the window's length, clipped to the job
+``badput.grouped_buckets``         1     named buckets counted in ``custom:(other)``...
+``badput.up``                      1     1 once a snapshot was exported, 0 before (no ``job``)
 ``badput.stalled``                 1     1 while no rank makes progress (docs/ranks.md)
 ``badput.stall_seconds``           s     how long (0 when not stalled)
 ``badput.stragglers``              1     ranks below the straggler score threshold
@@ -31,7 +33,10 @@ name                               unit  value (extra attributes)
 
 ``window`` is the window length as ``"<seconds>s"`` (``"60s"``, ``"3600s"``). A
 bucket once seen keeps being reported (as 0 when empty) so a series does not
-vanish from dashboards; the same for a window's buckets.
+vanish from dashboards; the same for a window's buckets. At most
+:data:`~badput.engine.MAX_NAMED_BUCKETS` named buckets (``custom:<name>``...) have
+points of their own; the others are added into ``custom:(other)`` and
+``elastic_wait:(other)`` (:class:`~badput.monitor._base.BucketSeries`).
 """
 
 from __future__ import annotations
@@ -45,7 +50,7 @@ from typing import TYPE_CHECKING, Any
 from badput import __version__
 from badput._optional import import_optional
 from badput.engine import Report
-from badput.monitor._base import Snapshot
+from badput.monitor._base import BucketSeries, Snapshot
 from badput.monitor._rankmetrics import stall_state
 from badput.monitor._vocab import METRICS, window_label
 
@@ -58,20 +63,24 @@ _EXTRA = "otel"
 
 
 class _JobState:
-    """The latest snapshot of one job and the bucket names seen so far."""
+    """The latest snapshot of one job and its bucket series (bounded, stable)."""
 
-    __slots__ = ("buckets", "snapshot", "window_buckets")
+    __slots__ = ("buckets", "grouped", "series", "snapshot", "windows")
 
     def __init__(self, snapshot: Snapshot) -> None:
         self.snapshot = snapshot
-        self.buckets: set[str] = set()
-        self.window_buckets: dict[float, set[str]] = {}
+        self.series = BucketSeries()
+        self.buckets: list[tuple[str, float]] = []
+        self.windows: dict[float, list[tuple[str, float]]] = {}
+        self.grouped = 0
 
     def update(self, snapshot: Snapshot) -> None:
         self.snapshot = snapshot
-        self.buckets.update(snapshot.report.buckets)
-        for w, rep in snapshot.windows.items():
-            self.window_buckets.setdefault(w, set()).update(rep.buckets)
+        self.series.update(snapshot)
+        # new lists each time: a collection reads them without the lock
+        self.buckets = self.series.cumulative()
+        self.windows = {w: self.series.window(w) for w in snapshot.windows}
+        self.grouped = self.series.grouped
 
 
 class OpenTelemetryExporter:
@@ -132,6 +141,8 @@ class OpenTelemetryExporter:
             "window.observed_goodput": self._w_observed,
             "window.seconds": self._w_sec,
             "window.elapsed": self._w_elapsed,
+            "grouped_buckets": self._grouped,
+            "up": self._up,
         }
         gauges = [
             (METRICS[key].otel, METRICS[key].unit, METRICS[key].description, callback)
@@ -235,10 +246,18 @@ class OpenTelemetryExporter:
     def _seconds(self, _: CallbackOptions) -> Iterable[Observation]:
         out = []
         for st in self._states():
-            rep = st.snapshot.report
-            for bucket in sorted(st.buckets):
-                out.append(self._obs(rep.bucket(bucket), st.snapshot.job, bucket=bucket))
+            for bucket, value in st.buckets:
+                out.append(self._obs(value, st.snapshot.job, bucket=bucket))
         return out
+
+    def _grouped(self, _: CallbackOptions) -> Iterable[Observation]:
+        return [self._obs(float(st.grouped), st.snapshot.job) for st in self._states()]
+
+    def _up(self, _: CallbackOptions) -> Iterable[Observation]:
+        with self._lock:
+            up = 1.0 if self._jobs else 0.0
+        obs: Observation = self._observation(up, {})
+        return [obs]
 
     def _per_window(self, get: Callable[[Report], float]) -> list[Observation]:
         out = []
@@ -277,12 +296,11 @@ class OpenTelemetryExporter:
     def _w_sec(self, _: CallbackOptions) -> Iterable[Observation]:
         out = []
         for st in self._states():
-            for w, rep in sorted(st.snapshot.windows.items()):
+            windows = st.windows
+            for w in sorted(windows):
                 label = window_label(w)
-                for bucket in sorted(st.window_buckets.get(w, ())):
-                    out.append(
-                        self._obs(rep.bucket(bucket), st.snapshot.job, window=label, bucket=bucket)
-                    )
+                for bucket, value in windows[w]:
+                    out.append(self._obs(value, st.snapshot.job, window=label, bucket=bucket))
         return out
 
 

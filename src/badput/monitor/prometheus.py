@@ -7,7 +7,9 @@ Gauges (all labelled ``job``, the training job's name; seconds unless a ratio)::
 
     badput_goodput_ratio                      Report.goodput
     badput_observed_goodput_ratio             Report.observed_goodput
+    badput_up                                 1 once a snapshot was exported, 0 before (no job)
     badput_seconds{bucket}                    every bucket, productive included
+    badput_grouped_buckets                    named buckets counted in custom:(other)...
     badput_elapsed_seconds                    total time of the job so far
     badput_disruptions_total                  restarts (attempts after the first)
     badput_last_step                          last step reached
@@ -30,9 +32,15 @@ Gauges (all labelled ``job``, the training job's name; seconds unless a ratio)::
     badput_rank_score{rank,section,score}     every rank's relative / individual score
 
 A custom collector renders the latest snapshot of each job at scrape time, so no stale
-label set survives. Bucket series form a stable set: once a bucket has appeared for a
-job (or one of its windows), it is exported at 0 while empty rather than vanishing.
-Unknown statistics (no step yet, no ideal step time yet...) are left out.
+label set survives. The endpoint answers from the start: before the first snapshot a
+scrape gets ``badput_up 0`` (and nothing else). Bucket series form a stable set: once a
+bucket has appeared for a job (or one of its windows), it is exported at 0 while empty
+rather than vanishing. It is bounded too: at most ``MAX_NAMED_BUCKETS`` (20) named
+buckets (``custom:<name>``, ``elastic_wait:<kind>``) get a series of their own, the first
+snapshots' largest, for good; every other name's time is in ``custom:(other)`` or
+``elastic_wait:(other)`` (:class:`~badput.monitor._base.BucketSeries`), so the series still
+sum to the job's time. Unknown statistics (no step yet, no ideal step time yet...) are
+left out.
 
 The ``job`` label collides with the ``job`` target label Prometheus adds itself:
 scrape with ``honor_labels: true`` to keep the training job's name.
@@ -53,7 +61,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from badput._optional import import_optional
-from badput.monitor._base import Snapshot
+from badput.monitor._base import BucketSeries, Snapshot
 from badput.monitor._rankmetrics import stall_state
 from badput.monitor._vocab import METRICS, window_label
 
@@ -66,24 +74,38 @@ __all__ = ["PrometheusExporter"]
 
 @dataclass
 class _JobState:
-    """The latest snapshot of one job and the buckets it has shown so far."""
+    """The latest snapshot of one job and its bucket series (bounded, stable)."""
 
     snapshot: Snapshot
-    buckets: set[str] = field(default_factory=set)
-    window_buckets: dict[float, set[str]] = field(default_factory=dict)
+    series: BucketSeries = field(default_factory=BucketSeries)
 
     def update(self, snapshot: Snapshot) -> None:
         self.snapshot = snapshot
-        self.buckets.update(snapshot.report.buckets)
-        for w, r in snapshot.windows.items():
-            self.window_buckets.setdefault(w, set()).update(r.buckets)
+        self.series.update(snapshot)
+
+    def rows(self) -> _Rows:
+        """What a scrape shows of this job (taken under the collector's lock)."""
+        s = self.series
+        windows = {w: s.window(w) for w in self.snapshot.windows}
+        return _Rows(self.snapshot, s.cumulative(), windows, s.grouped)
+
+
+@dataclass(frozen=True)
+class _Rows:
+    snapshot: Snapshot
+    buckets: list[tuple[str, float]]
+    windows: dict[float, list[tuple[str, float]]]
+    grouped: int
 
 
 class _SnapshotCollector:
     """A prometheus-client collector (duck-typed: ``collect``/``describe``)."""
 
-    def __init__(self, core: Any, states: Iterable[_JobState] | None = None) -> None:
+    def __init__(
+        self, core: Any, states: Iterable[_JobState] | None = None, *, up: bool = True
+    ) -> None:
         self._core = core  # prometheus_client.metrics_core, imported lazily
+        self._up = up  # serve badput_up (a push is a snapshot: it has none)
         self._lock = threading.Lock()
         self._states: dict[str, _JobState] = {}
         for s in states or ():
@@ -103,16 +125,23 @@ class _SnapshotCollector:
 
     def collect(self) -> Iterator[Metric]:
         with self._lock:
-            states = [
-                _JobState(
-                    s.snapshot, set(s.buckets), {w: set(b) for w, b in s.window_buckets.items()}
-                )
-                for _, s in sorted(self._states.items())
-            ]
+            states = [s.rows() for _, s in sorted(self._states.items())]
+        if self._up:
+            yield _up(self._core, bool(states))
         yield from _families(self._core, states)
 
 
-def _families(core: Any, states: list[_JobState]) -> list[Metric]:
+def _up(core: Any, up: bool) -> Metric:
+    """``badput_up``: served from the start, before the monitor's first snapshot (0), so
+    that a scrape tells a monitor still starting from a dead target (no answer)."""
+    m = METRICS["up"]
+    family = core.GaugeMetricFamily(m.prometheus, f"{m.description}.")
+    family.add_metric([], 1.0 if up else 0.0)
+    metric: Metric = family
+    return metric
+
+
+def _families(core: Any, states: list[_Rows]) -> list[Metric]:
     def gauge(name: str, doc: str, *labels: str) -> Any:
         return core.GaugeMetricFamily(name, doc, labels=["job", *labels])
 
@@ -136,14 +165,16 @@ def _families(core: Any, states: list[_JobState]) -> list[Metric]:
     w_observed = shared("window.observed_goodput", "window")
     w_elapsed = shared("window.elapsed", "window")
     w_seconds = shared("window.seconds", "window", "bucket")
+    grouped = shared("grouped_buckets")
     for state in states:
         snap = state.snapshot
         r = snap.report
         job = snap.job
         goodput.add_metric([job], r.goodput)
         observed.add_metric([job], r.observed_goodput)
-        for b in sorted(state.buckets):
-            seconds.add_metric([job, b], r.bucket(b))
+        for b, value in state.buckets:
+            seconds.add_metric([job, b], value)
+        grouped.add_metric([job], float(state.grouped))
         elapsed.add_metric([job], r.total_seconds)
         disruptions.add_metric([job], float(snap.disruptions))
         if snap.last_step is not None:
@@ -168,8 +199,8 @@ def _families(core: Any, states: list[_JobState]) -> list[Metric]:
             w_goodput.add_metric([job, label], wr.goodput)
             w_observed.add_metric([job, label], wr.observed_goodput)
             w_elapsed.add_metric([job, label], wr.total_seconds)
-            for b in sorted(state.window_buckets.get(w, ())):
-                w_seconds.add_metric([job, label, b], wr.bucket(b))
+            for b, value in state.windows.get(w, ()):
+                w_seconds.add_metric([job, label, b], value)
     families = [
         goodput,
         observed,
@@ -187,12 +218,13 @@ def _families(core: Any, states: list[_JobState]) -> list[Metric]:
         w_observed,
         w_elapsed,
         w_seconds,
+        grouped,
     ]
     families += _rank_families(core, states)
     return [f for f in families if f.samples]
 
 
-def _rank_families(core: Any, states: list[_JobState]) -> list[Metric]:
+def _rank_families(core: Any, states: list[_Rows]) -> list[Metric]:
     """Stall and straggler gauges; per rank, since Prometheus copes with that many series."""
 
     def gauge(name: str, doc: str, *labels: str) -> Any:
@@ -301,7 +333,7 @@ class PrometheusExporter:
 
     def _push(self, state: _JobState) -> None:
         registry = self._prom.CollectorRegistry(auto_describe=False)
-        registry.register(_SnapshotCollector(self._core, [state]))
+        registry.register(_SnapshotCollector(self._core, [state], up=False))
         self._prom.push_to_gateway(
             self.pushgateway,
             job=self.push_job or state.snapshot.job,

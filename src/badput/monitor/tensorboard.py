@@ -19,7 +19,10 @@ Tags written (fractions are of the job's total time so far)::
 
 Bucket tags form a stable set: once a bucket has appeared (cumulative, or in a given
 window) it is written at every point after, as 0 while it is empty, so that curves do
-not stop. Statistics that are unknown (no ideal step time yet...) are not written.
+not stop. The set is bounded: at most ``MAX_NAMED_BUCKETS`` (20) named buckets
+(``custom:<name>``...) have tags of their own, the others are added into
+``badput/custom:(other)`` (:class:`~badput.monitor._base.BucketSeries`). Statistics that
+are unknown (no ideal step time yet...) are not written.
 
 **Step axis.** The step of every point is the last step reached
 (:attr:`Snapshot.last_step`, 0 before the first step), never going back: after a
@@ -43,8 +46,8 @@ import os
 from typing import Any
 
 from badput._optional import import_optional
-from badput.engine import PRODUCTIVE, Report
-from badput.monitor._base import Snapshot
+from badput.engine import PRODUCTIVE
+from badput.monitor._base import BucketSeries, Snapshot
 from badput.monitor._rankmetrics import rank_scalars
 from badput.monitor._vocab import METRICS, window_label
 
@@ -77,8 +80,7 @@ class TensorBoardExporter:
         self._writer: Any = None
         self._step: int | None = None  # the step of the last point written
         self._last: dict[str, float] = {}  # tag -> the value last written
-        self._buckets: set[str] = set()  # badput buckets seen in the cumulative report
-        self._window_buckets: dict[float, set[str]] = {}
+        self._series = BucketSeries()  # the bucket tags: bounded, stable
         self._closed = False
 
     def export(self, snapshot: Snapshot) -> None:
@@ -120,7 +122,8 @@ class TensorBoardExporter:
             _TAG["observed_goodput"]: r.observed_goodput,
             _TAG["at_risk"]: r.at_risk_seconds,
         }
-        out.update(self._badput("badput/", r, self._buckets))
+        self._series.update(snapshot)
+        out.update(_badput("badput/", self._series.cumulative(), r.total_seconds))
         st = snapshot.step_time
         ideal = r.ideal_step_time
         if ideal is None and st is not None:
@@ -142,11 +145,10 @@ class TensorBoardExporter:
             prefix = f"goodput_window/{window_label(w)}/"
             out[prefix + "goodput"] = wr.goodput
             out[prefix + "observed"] = wr.observed_goodput
-            seen = self._window_buckets.setdefault(w, set())
-            out.update(self._badput(prefix + "badput/", wr, seen))
+            out.update(_badput(prefix + "badput/", self._series.window(w), wr.total_seconds))
         return out
 
-    @staticmethod
-    def _badput(prefix: str, report: Report, seen: set[str]) -> dict[str, float]:
-        seen.update(b for b in report.buckets if b != PRODUCTIVE)
-        return {prefix + b: _fraction(report.bucket(b), report.total_seconds) for b in sorted(seen)}
+
+def _badput(prefix: str, buckets: list[tuple[str, float]], total: float) -> dict[str, float]:
+    """Each badput bucket's tag and fraction of ``total``."""
+    return {prefix + b: _fraction(v, total) for b, v in buckets if b != PRODUCTIVE}

@@ -12,7 +12,11 @@ What no screen can show is aggregated: a lane with more than
 :data:`MAX_SPANS_PER_LANE` spans is drawn as at most that many time bins, each
 coloured by the bucket that holds most of its time and telling its shares on
 hover; the step-time chart keeps at most :data:`MAX_POINTS` points (median and
-maximum per bin). A million-step job gives a file of a few hundred KB.
+maximum per bin). A million-step job gives a file of a few hundred KB. So are names: at
+most :data:`~badput.engine.MAX_NAMED_BUCKETS` named buckets have a table row, a legend
+entry and a column of the time bins; the others are one bucket per family
+(:func:`~badput.engine.group_buckets`, as every view): a job of 20,000 custom names gives
+a 0.3 MB page, not 120 MB.
 """
 
 from __future__ import annotations
@@ -31,10 +35,18 @@ import numpy as np
 import numpy.typing as npt
 
 from badput import __version__
-from badput.engine import STEP_BUCKETS, Accountant, IntervalSpan, Report, Timeline
+from badput.engine import (
+    STEP_BUCKETS,
+    Accountant,
+    GroupedBuckets,
+    IntervalSpan,
+    Report,
+    Timeline,
+    group_buckets,
+)
 from badput.report._csv import wasted_steps
 from badput.report._format import format_duration, format_percent, format_ts, inert
-from badput.report._table import bucket_description, ordered_buckets
+from badput.report._table import bucket_description, grouped_note, ordered_buckets
 
 if TYPE_CHECKING:
     from badput.engine import AttemptSummary
@@ -76,6 +88,8 @@ _COLORS = {
     "compile": "#e6842a",
     "elastic_reinit": "#c75d9c",
     "attempt": "#cfd8e3",
+    "custom:(other)": "#9aa0ac",  # the named buckets not shown one by one (group_buckets)
+    "elastic_wait:(other)": "#b0a090",
 }
 _EXTRA = ("#17becf", "#9467bd", "#e377c2", "#bcbd22", "#8c564b", "#ff9896", "#98df8a", "#c49c94")
 
@@ -391,12 +405,37 @@ def _attempt_rows(report: Report, wasted: list[int]) -> str:
     return "\n".join(rows)
 
 
+def _pictured(grouped: GroupedBuckets, report: Report, timeline: Timeline) -> GroupedBuckets:
+    """The grouping of every bucket the timeline draws: the report's (``grouped``), and the
+    named buckets it does not hold (overlapped intervals, intervals outside a window) in the
+    places it leaves, largest drawn time first; the others in their family's group."""
+    extra: dict[str, float] = {}
+    for iv in timeline.intervals:
+        if iv.bucket not in report.buckets:
+            extra[iv.bucket] = extra.get(iv.bucket, 0.0) + (iv.end - iv.start)
+    if not extra:
+        return grouped
+    return group_buckets({**extra, **report.buckets}, keep=grouped.named)
+
+
+def _label(name: str, grouped: GroupedBuckets, pictured: GroupedBuckets) -> str:
+    """The name the page writes for bucket ``name``: a group says how many names it holds
+    (as the bucket table counts them, when the report has that group)."""
+    return grouped.label(name) if name in grouped.groups else pictured.label(name)
+
+
 def render_html(report: Report, timeline: Timeline, goodput: GoodputSeries) -> str:
     """The page, from what the engine computed (pure: no I/O but reading the assets)."""
     t0 = report.start
-    names = [name for name, _ in ordered_buckets(report.buckets)]
+    # One legend entry, table row and time-bin column per bucket shown: the named buckets
+    # beyond MAX_NAMED_BUCKETS are grouped (a custom name per step made 120 MB pages).
+    grouped = group_buckets(report.buckets)
+    shown = [name for name, _ in ordered_buckets(grouped.buckets)]
+    pictured = _pictured(grouped, report, timeline)
+    names = list(shown)
     # buckets drawn but empty in the report (a step colour, an interval outside a window)
-    extra = sorted((set(STEP_BUCKETS) | {iv.bucket for iv in timeline.intervals}) - set(names))
+    drawn = {pictured.bucket_of(b) for b in {iv.bucket for iv in timeline.intervals}}
+    extra = sorted((set(STEP_BUCKETS) | drawn) - set(names))
     names += [*extra, "attempt"]
     index = {n: i for i, n in enumerate(names)}
     lanes: list[dict[str, Any]] = [{"label": "job", "kind": "job"}]
@@ -421,6 +460,10 @@ def render_html(report: Report, timeline: Timeline, goodput: GoodputSeries) -> s
                 job_lane["a"].append(-1)
     if len(index) > len(names):
         names = sorted(index, key=index.__getitem__)
+    # every bucket an interval or a step is drawn in -> its column (a grouped name: its group's)
+    drawn_at = dict(index)
+    for b in {iv.bucket for iv in timeline.intervals}:
+        drawn_at[b] = index[pictured.bucket_of(b)]
     multi_rank = any(ln.rank is not None for ln in timeline.lanes)
     spans = []
     # steps are sorted by lane: each lane's are one slice
@@ -447,7 +490,7 @@ def render_html(report: Report, timeline: Timeline, goodput: GoodputSeries) -> s
         )
         sel = np.arange(int(bounds[li]), int(bounds[li + 1]), dtype=np.int64)
         spans.append(
-            _lane_spans(timeline, sel, blocking.get(li, []), names=names, index=index, t0=t0)
+            _lane_spans(timeline, sel, blocking.get(li, []), names=names, index=drawn_at, t0=t0)
         )
     attempts_json: list[dict[str, Any]] = [
         {
@@ -464,10 +507,14 @@ def render_html(report: Report, timeline: Timeline, goodput: GoodputSeries) -> s
         "t0": t0,
         "t1": report.end,
         "buckets": [
-            {"name": n, "seconds": _r(report.buckets.get(n, 0.0)), "color": bucket_color(n)}
+            {
+                "name": _label(n, grouped, pictured),
+                "seconds": _r(grouped.buckets.get(n, 0.0)),
+                "color": bucket_color(n),
+            }
             for n in names
         ],
-        "shown": [n for n, _ in ordered_buckets(report.buckets)],
+        "shown": [_label(n, grouped, pictured) for n in shown],
         "total": report.total_seconds,
         "lanes": lanes,
         "jobLane": job_lane,
@@ -503,12 +550,15 @@ def render_html(report: Report, timeline: Timeline, goodput: GoodputSeries) -> s
         else "no span: no events to account for"  # (not one dated 1970)
     )
     bucket_rows = "\n".join(
-        f'<tr><td><span class="sw" style="background:{bucket_color(n)}"></span>{_e(n)}</td>'
+        f'<tr><td><span class="sw" style="background:{bucket_color(n)}"></span>'
+        f"{_e(grouped.label(n))}</td>"
         f"<td class=num>{_e(format_duration(v))}</td>"
         f"<td class=num>{_e(format_percent(v / total if total > 0 else 0.0))}</td>"
-        f"<td class=dim>{_e(bucket_description(n))}</td></tr>"
-        for n, v in ordered_buckets(report.buckets)
+        f"<td class=dim>{_e(bucket_description(n, grouped))}</td></tr>"
+        for n, v in ordered_buckets(grouped.buckets)
     )
+    note = grouped_note(grouped, total)
+    grouped_p = f'<p class="dim" id="grouped-note">{_e(note)}</p>' if note else ""
     diags = "\n".join(f"<li>{_e(str(d))}</li>" for d in report.diagnostics) or "<li>none</li>"
     ideal = "none (fewer than 5 clean steps)"
     if report.ideal_step_time is not None:
@@ -544,6 +594,7 @@ def render_html(report: Report, timeline: Timeline, goodput: GoodputSeries) -> s
 <tbody>
 {bucket_rows}
 </tbody></table></div>
+{grouped_p}
 </section>
 <section>
 <h2>Timeline</h2>

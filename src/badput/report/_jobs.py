@@ -15,9 +15,9 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from badput.engine import Report
+from badput.engine import GroupedBuckets, Report, group_buckets
 from badput.report._format import format_duration, format_percent, format_ts, inert
-from badput.report._table import log_text, ordered_buckets
+from badput.report._table import grouped_note, log_text, ordered_buckets
 
 __all__ = [
     "SORT_KEYS",
@@ -216,7 +216,8 @@ def compare_dict(a: Report, b: Report) -> dict[str, Any]:
 
 
 def render_compare(a: Report, b: Report, console: Console) -> None:
-    """Two reports side by side: headline, then every bucket as time and share, B - A."""
+    """Two reports side by side: headline, then every bucket as time and share, B - A (the
+    named buckets beyond the largest of each job grouped, as the table groups them)."""
     head = Table(box=box.SIMPLE_HEAD, pad_edge=False, title="Compared", title_justify="left")
     head.add_column("")
     head.add_column("A", overflow="fold")
@@ -257,13 +258,14 @@ def render_compare(a: Report, b: Report, console: Console) -> None:
         f"{b.steps.kept - a.steps.kept:+d}",
     )
     console.print(head)
-    order = [n for n, _ in ordered_buckets({**b.buckets, **a.buckets})]
+    ga, gb = _grouped_pair(a, b)
+    order = [n for n, _ in ordered_buckets({**gb.buckets, **ga.buckets})]
     table = Table(box=box.SIMPLE_HEAD, pad_edge=False, title="Buckets", title_justify="left")
     table.add_column("bucket", overflow="fold")
     for col in ("A time", "A %", "B time", "B %", "B - A"):
         table.add_column(col, justify="right", no_wrap=True)
     for n in order:
-        sa, sb = a.bucket(n), b.bucket(n)
+        sa, sb = ga.buckets.get(n, 0.0), gb.buckets.get(n, 0.0)
         fa = sa / a.total_seconds if a.total_seconds > 0 else 0.0
         fb = sb / b.total_seconds if b.total_seconds > 0 else 0.0
         diff = fb - fa
@@ -277,3 +279,17 @@ def render_compare(a: Report, b: Report, console: Console) -> None:
             Text(_pp(fa, fb), style=style if abs(diff) >= 0.0005 else "dim"),
         )
     console.print(table)
+    for side, g, r in (("A", ga, a), ("B", gb, b)):
+        note = grouped_note(g, r.total_seconds)
+        if note is not None:
+            console.print(log_text(f"{side}: {note}", "dim"), soft_wrap=True)
+
+
+def _grouped_pair(a: Report, b: Report) -> tuple[GroupedBuckets, GroupedBuckets]:
+    """Both reports' buckets grouped alike: the named buckets either shows one by one are
+    shown for both (up to 2 x MAX_NAMED_BUCKETS rows); the rest in each one's groups."""
+    keep = dict.fromkeys(group_buckets(a.buckets).named + group_buckets(b.buckets).named)
+    return (
+        group_buckets(a.buckets, len(keep), keep=keep),
+        group_buckets(b.buckets, len(keep), keep=keep),
+    )

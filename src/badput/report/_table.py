@@ -9,6 +9,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from badput.engine import MAX_NAMED_BUCKETS, GroupedBuckets, group_buckets
 from badput.report._format import (
     MAX_ATTEMPT_ROWS,
     format_duration,
@@ -24,6 +25,7 @@ if TYPE_CHECKING:
 __all__ = [
     "bucket_description",
     "fold_buckets",
+    "grouped_note",
     "log_text",
     "ordered_buckets",
     "render_table",
@@ -83,16 +85,43 @@ def fold_buckets(
     return shown, len(rest), sum(v for _, v in rest)
 
 
-def bucket_description(name: str) -> str:
-    """A short phrase saying what bucket ``name`` holds."""
+_FAMILY_WORDS = {"custom": ("custom event", "custom events"), "elastic_wait": ("wait", "waits")}
+
+
+def bucket_description(name: str, grouped: GroupedBuckets | None = None) -> str:
+    """A short phrase saying what bucket ``name`` holds (``grouped``: the grouping it was
+    shown with, which says how many names a group holds)."""
     if name in _DESCRIPTIONS:
         return _DESCRIPTIONS[name]
     base, _, sub = name.partition(":")
+    if grouped is not None and name in grouped.groups:
+        count = grouped.groups[name][0]
+        one, many = _FAMILY_WORDS.get(base, ("name", "names"))
+        return f"{count:,} other {one if count == 1 else many}, added up (--json lists each)"
     if base == "custom":
         return f"custom event {sub!r}"
     if base == "elastic_wait":
         return f"waiting for capacity ({sub})"
     return ""
+
+
+def grouped_note(grouped: GroupedBuckets, total: float) -> str | None:
+    """What a view says under its buckets when names were grouped (``None``: none were):
+    how many, into which bucket, with their total."""
+    if not grouped.groups:
+        return None
+    parts = []
+    for name, (count, seconds) in grouped.groups.items():
+        share = format_percent(seconds / total) if total > 0 else "n/a"
+        family = name.partition(":")[0]
+        parts.append(
+            f"{count:,} {family} name{'' if count == 1 else 's'} grouped into "
+            f"{grouped.label(name)}: {format_duration(seconds)}, {share}"
+        )
+    return (
+        f"{'; '.join(parts)}. The {MAX_NAMED_BUCKETS} largest named buckets are shown one by "
+        "one; --json lists every name."
+    )
 
 
 def ordered_buckets(buckets: dict[str, float]) -> list[tuple[str, float]]:
@@ -156,13 +185,13 @@ def _header(report: Report) -> Table:
     return grid
 
 
-def _bucket_table(report: Report, wide: bool) -> Table:
+def _bucket_table(report: Report, wide: bool, grouped: GroupedBuckets) -> Table:
     table = Table(title="Where the time went", box=box.SIMPLE_HEAD, title_justify="left")
     total = report.total_seconds
-    rows, n_folded, folded = fold_buckets(ordered_buckets(report.buckets))
+    rows, n_folded, folded = fold_buckets(ordered_buckets(grouped.buckets))
     # A long custom bucket name folds onto more lines; figures never do, and the bar keeps
     # its width (a name of 80 characters took the time and share columns away at 80).
-    widest = max([len("bucket"), *(len(inert(name)) for name, _ in rows)])
+    widest = max([len("bucket"), *(len(inert(grouped.label(name))) for name, _ in rows)])
     table.add_column("bucket", overflow="fold", min_width=min(widest, 24))
     durations = [format_duration(s) for _, s in rows] + [format_duration(total)]
     table.add_column(
@@ -176,13 +205,13 @@ def _bucket_table(report: Report, wide: bool) -> Table:
         fraction = seconds / total if total > 0 else 0.0
         style = "green" if name == PRODUCTIVE else "red"
         cells: list[str | Text] = [
-            log_text(name, "bold green" if name == PRODUCTIVE else ""),
+            log_text(grouped.label(name), "bold green" if name == PRODUCTIVE else ""),
             format_duration(seconds),
             format_percent(fraction),
             Text(_bar(fraction), style=style),
         ]
         if wide:
-            cells.append(log_text(bucket_description(name)))
+            cells.append(log_text(bucket_description(name, grouped)))
         table.add_row(*cells)
     if n_folded:
         fraction = folded / total if total > 0 else 0.0
@@ -281,9 +310,12 @@ def _details(report: Report) -> Table:
     grid = Table.grid(padding=(0, 2))
     grid.add_column(style="bold")
     grid.add_column()
-    overlapped = {k: v for k, v in report.overlapped.items() if v > 0}
-    if overlapped:
-        text = ", ".join(f"{k} {format_duration(v)}" for k, v in sorted(overlapped.items()))
+    overlapped = group_buckets({k: v for k, v in report.overlapped.items() if v > 0})
+    if overlapped.buckets:
+        text = ", ".join(
+            f"{overlapped.label(k)} {format_duration(v)}"
+            for k, v in sorted(overlapped.buckets.items())
+        )
         grid.add_row("overlapped", log_text(f"{text}  (non-blocking, outside the partition)"))
     grid.add_row(
         "at risk",
@@ -336,7 +368,12 @@ def render_table(
     con.print(_header(report))
     con.print()
     if report.total_seconds > 0 and report.buckets:
-        con.print(_bucket_table(report, wide=con.width >= WIDE))
+        grouped = group_buckets(report.buckets)
+        con.print(_bucket_table(report, wide=con.width >= WIDE, grouped=grouped))
+        note = grouped_note(grouped, report.total_seconds)
+        if note is not None:
+            con.print(log_text(f"  {note}", "dim"), soft_wrap=True)
+            con.print()
     else:
         con.print(Text(no_time_reason(report), style="yellow"))
     if report.attempts:

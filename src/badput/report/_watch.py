@@ -17,6 +17,7 @@ from rich.segment import Segment
 from rich.table import Table
 from rich.text import Text
 
+from badput.engine import group_buckets
 from badput.report._format import format_duration, format_percent, format_ts, inert
 from badput.report._ranks import ongoing_stall, stall_headline, stall_who, straggler_summary
 from badput.report._table import (
@@ -311,11 +312,13 @@ def _buckets(
     total = rep.total_seconds
     if total <= 0 or not rep.buckets:
         return Text("no time to account for yet", style="yellow")
-    rows: list[tuple[str, str, str, float]] = []
-    shown, n_folded, folded = fold_buckets(ordered_buckets(rep.buckets), max_rows)
+    rows: list[tuple[str, str, str, float, str]] = []
+    grouped = group_buckets(rep.buckets)
+    shown, n_folded, folded = fold_buckets(ordered_buckets(grouped.buckets), max_rows)
     for name, seconds in shown:
         fraction = seconds / total
-        rows.append((inert(name), format_duration(seconds), format_percent(fraction), fraction))
+        label = inert(grouped.label(name))
+        rows.append((label, format_duration(seconds), format_percent(fraction), fraction, name))
     table = Table(
         box=box.SIMPLE_HEAD, title="Where the time went", title_justify="left", show_edge=edges
     )
@@ -328,16 +331,16 @@ def _buckets(
     table.add_column("", no_wrap=True, min_width=BAR_WIDTH)
     if wide:
         table.add_column("what it is", style="dim", no_wrap=True, overflow="ellipsis")
-    for name, duration, percent, fraction in rows:
+    for label, duration, percent, fraction, name in rows:
         productive = name == PRODUCTIVE
         cells: list[str | Text] = [
-            Text(name, style="bold green" if productive else ""),  # inert above
+            Text(label, style="bold green" if productive else ""),  # inert above
             duration,
             percent,
             Text(_bar(fraction), style="green" if productive else "red"),
         ]
         if wide:
-            cells.append(log_text(bucket_description(name)))
+            cells.append(log_text(bucket_description(name, grouped)))
         table.add_row(*cells)
     if n_folded:
         cells = [
