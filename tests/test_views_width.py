@@ -10,6 +10,8 @@ import time
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from rich.console import Console
 
 from _browser import ensure_debian
@@ -212,3 +214,59 @@ def test_the_job_list_folds_long_names_and_statuses_and_cuts_no_figure(width: in
     at = lines.index(first)
     parts = [line.split() for line in lines[at : at + 12] if line.strip()]
     assert "".join(p[0] for p in parts).startswith(LONG)  # the job, folded, whole
+
+
+def _attempts_of(ids: list[str], steps: list[int]) -> object:
+    return worked_example_report(
+        attempts=[
+            AttemptSummary(
+                id=attempt_id,
+                start=T0 + 100 * k,
+                end=T0 + 100 * k + 90,
+                end_reason="attempt_end:crashed" if k < len(ids) - 1 else "job_end",
+                restore_step=None if k == 0 else step // 2,
+                first_step=step // 2 if k else 0,
+                last_step=step,
+                status="crashed" if k < len(ids) - 1 else "completed",
+                exit_code=137 if k < len(ids) - 1 else None,
+            )
+            for k, (attempt_id, step) in enumerate(zip(ids, steps, strict=True))
+        ]
+    )
+
+
+def test_default_attempt_ids_and_steps_past_1000_keep_every_column_at_80() -> None:
+    # Default ids, <UTC start>-<pid>: before, the `last` column was dropped at 80 columns
+    # (shown as `l` / `1`).
+    ids = ["20261129T004500-41230", "20261129T004501-41231"]
+    report = _attempts_of(ids, [1499, 123_451])
+    text = text_at(80, lambda con: render_table(report, console=con))  # type: ignore[arg-type]
+    assert max(len(line.rstrip()) for line in text.splitlines()) <= 80
+    header = next(line for line in text.splitlines() if line.lstrip().startswith("id "))
+    assert header.split()[-4:] == ["by", "restored", "first", "last"]
+    assert "1499" in text.split() and "123451" in text.split()
+    flat = text.replace("\n", "")
+    assert all(i[:13] in flat for i in ids)  # the ids fold, whole, over two lines
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    ids=st.lists(
+        st.text(alphabet="0123456789TZ-abcdefgh.", min_size=1, max_size=40),
+        min_size=1,
+        max_size=4,
+        unique=True,
+    ),
+    magnitude=st.integers(min_value=0, max_value=9),  # up to ten-digit steps (10 billion)
+)
+def test_the_attempts_table_fits_80_columns_and_cuts_no_number(
+    ids: list[str], magnitude: int
+) -> None:
+    steps = [10**magnitude + k for k in range(len(ids))]
+    report = _attempts_of(ids, steps)
+    text = text_at(80, lambda con: render_table(report, console=con))  # type: ignore[arg-type]
+    assert max(len(line.rstrip()) for line in text.splitlines()) <= 80
+    words = text.split()
+    for step in steps:  # every last step, whole
+        assert str(step) in words
+    assert "…" not in text

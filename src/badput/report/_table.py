@@ -291,9 +291,13 @@ def _attempts_table(report: Report, narrow: bool = False, limit: int | None = No
     for i, col in enumerate(headers):
         widest = max([len(col) if col != "ended by" else 8, *(len(r[i]) for r in rows)])
         if col == "ended by":  # the one column that may wrap, at spaces
-            table.add_column(col, min_width=min(widest, 12 if narrow else 22), overflow="fold")
+            table.add_column(col, min_width=min(widest, 8 if narrow else 22), overflow="fold")
         elif col == "id":
-            table.add_column(col, no_wrap=True, overflow="fold", min_width=min(widest, 12))
+            # Folded over two lines when the screen is too narrow for it whole (a default
+            # id, <UTC start>-<pid>, is 21 characters): the numbers' columns never give way.
+            table.add_column(
+                col, overflow="fold", min_width=min(widest, 8 if narrow else 12), max_width=widest
+            )
         else:
             table.add_column(
                 col,
