@@ -270,3 +270,33 @@ def test_the_attempts_table_fits_80_columns_and_cuts_no_number(
     for step in steps:  # every last step, whole
         assert str(step) in words
     assert "…" not in text
+
+
+def test_the_ranks_table_fits_80_columns_and_cuts_no_number(tmp_path: Path) -> None:
+    from badput.recorder import Recorder
+    from badput.report._ranks import render_ranks
+
+    for rank in range(4):  # long host names, steps past 100,000, a slower rank 2
+        t = 1_764_000_000.0
+        rec = Recorder(
+            "r80",
+            tmp_path,
+            attempt="20261129T004500-41230",
+            rank=rank,
+            host=f"node-{rank:03d}.cluster.example.com",
+            heartbeat_interval=0,
+        )
+        rec.record_job_start(ts=t)
+        for s in range(100_000, 100_300):
+            rec.record_step_start(s, ts=t)
+            t += 0.5 + (0.3 if rank == 2 and s % 7 == 0 else 0.0)
+            rec.record_step_end(s, ts=t)
+        rec.close()
+    report = analyze(tmp_path, "r80", now=1_764_000_000.0 + 400)
+    text = text_at(80, lambda con: render_ranks(report, con, full=True))
+    table = text[text.index("Ranks (outliers first)") : text.index("  all:")]
+    assert max(len(line.rstrip()) for line in table.splitlines()) <= 80
+    assert "…" not in table  # before: ra…, ste…, 1002…, 500…, node-000.cluster.example.c…
+    rows = [line.split() for line in table.splitlines() if line.split()[:1] in (["0"], ["2"])]
+    assert [r[2:4] for r in rows] == [["300", "100299"], ["300", "100299"]]
+    assert "".join(line[8:20].strip() for line in table.splitlines()).count("example.com") == 4

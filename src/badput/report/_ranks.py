@@ -132,19 +132,33 @@ def _clock(ts: float) -> str:
 
 
 def _rank_table(rows: list[RankView]) -> Table:
-    table = Table(title="Ranks (outliers first)", box=box.SIMPLE_HEAD, title_justify="left")
-    for col in ("rank", "host", "steps", "last", "step", "load", "last event"):
-        table.add_column(col, no_wrap=True, justify="left" if col == "host" else "right")
-    table.add_column("why listed", overflow="fold", min_width=20)
-    for v in rows:
-        table.add_row(
+    """One row per rank. Numbers are never cut (their columns are as wide as their widest
+    value); the host folds over lines and the reasons wrap, so the table fits 80 columns."""
+    cells = [
+        (
             str(v.rank),
-            Text(inert(v.host or "-"), overflow="ellipsis"),
+            inert(v.host or "-"),  # log text: escaped, and drawn as Text (never markup)
             str(v.steps),
             "-" if v.last_step is None else str(v.last_step),
             "-" if v.typical_step_time is None else format_duration(v.typical_step_time),
             format_duration(v.data_loading_seconds),
             _clock(v.last_event),
+        )
+        for v in rows
+    ]
+    table = Table(
+        title="Ranks (outliers first)", box=box.SIMPLE_HEAD, title_justify="left", pad_edge=False
+    )
+    for i, col in enumerate(("rank", "host", "steps", "last", "step", "load", "last event")):
+        widest = max([len(col), *(len(c[i]) for c in cells)])
+        if col == "host":
+            table.add_column(col, overflow="fold", min_width=min(widest, 8), max_width=widest)
+        else:
+            table.add_column(col, no_wrap=True, justify="right", min_width=widest)
+    table.add_column("why listed", overflow="fold", min_width=10)
+    for v, c in zip(rows, cells, strict=True):
+        table.add_row(
+            *(Text(cell) for cell in c),
             Text("; ".join(v.outlier), style="bold red" if v.outlier else ""),
         )
     return table
