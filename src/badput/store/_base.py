@@ -102,9 +102,11 @@ class Unread:
     - ``not_a_file``: the ``*.jsonl`` entry is a FIFO, socket, device or
       directory (``detail`` says which); it is never opened.
     - ``unreadable``: opening the file failed (``detail``: why, e.g. permission denied).
+    - ``unreadable_directory``: a directory below the job could not be listed (``detail``:
+      why, e.g. permission denied); whatever files it holds were not read.
     """
 
-    code: Literal["torn_line", "not_a_file", "unreadable"]
+    code: Literal["torn_line", "not_a_file", "unreadable", "unreadable_directory"]
     source: str
     line: int | None = None
     size: int = 0
