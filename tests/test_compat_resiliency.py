@@ -453,3 +453,37 @@ def test_a_line_over_the_bound_is_a_problem_naming_it(
     ]
     with pytest.raises(ResiliencyLogError, match=rf"{log}:2: line of"):
         read_resiliency_log(log)
+
+
+def test_a_line_that_is_not_text_is_a_problem_not_a_crash(tmp_path: Path) -> None:
+    # json takes a lone surrogate escape; the import then failed writing it, with no file
+    # or line ("'utf-8' codec can't encode character"), and report --resiliency with a
+    # traceback.
+    lone = '{"timestamp": "2025-01-01T00:00:05", "job_name": "j\\ud800", "event_type": "x"}'
+    log = tmp_path / "log.jsonl"
+    log.write_bytes(
+        "\n".join(
+            [
+                line("2025-01-01T00:00:00", "job_started"),
+                lone,
+                line("2025-01-01T00:00:10", "checkpoint_saved", step=10),
+                line("2025-01-01T00:00:20", "job_terminated"),
+            ]
+        ).encode()
+        + b'\n{"timestamp": "2025-01-01T00:00:30", "job_name": "caf\xe9"}\n'
+    )
+    problems: list[LogProblem] = []
+    events = read_resiliency_log(log, problems=problems)
+    assert [e.line for e in events] == [1, 3, 4]
+    surrogate = (
+        "a lone surrogate escape \\ud800 at byte 52 of the line: half of a UTF-16 pair, "
+        "not a character (UTF-8 cannot hold it)"
+    )
+    not_utf8 = "not valid UTF-8: byte 54 of the line (e9): invalid continuation byte"
+    assert problems == [LogProblem(str(log), 2, surrogate), LogProblem(str(log), 5, not_utf8)]
+    code, out, err = invoke("report", "--resiliency", "--reference-step-time", "1", str(log))
+    assert code == 0, err
+    assert f"{log}:2: {surrogate} (line skipped)" in err
+    code, out, err = invoke("import", "resiliency", str(log), "--store", str(tmp_path / "s"))
+    assert code == 0, err
+    assert "wrote 4 events of job 'j'" in out

@@ -36,6 +36,7 @@ __all__ = [
     "decode_lines",
     "encode_line",
     "encode_lines",
+    "why_not_text",
 ]
 
 _encoder = msgspec.json.Encoder()
@@ -86,7 +87,7 @@ def decode_line(line: bytes | str, file: str | None = None, lineno: int | None =
     except (msgspec.DecodeError, UnicodeError) as exc:
         # msgspec says "Input data was truncated" of a lone surrogate escape, and names the
         # position of a bad byte in its string, not in the line: say what is wrong, where.
-        why = _not_text(line)
+        why = why_not_text(line)
         if why is None:
             why = f"not a JSON object: {exc}"
             if isinstance(exc, UnicodeDecodeError):
@@ -107,7 +108,7 @@ def decode_line(line: bytes | str, file: str | None = None, lineno: int | None =
 _ESCAPE: Final = re.compile(rb"\\(?:u([0-9a-fA-F]{4})|.)", re.DOTALL)
 
 
-def _not_text(line: bytes | str) -> str | None:
+def why_not_text(line: bytes | str) -> str | None:
     """What makes ``line`` not text, if that is why it does not decode: a byte that is
     not UTF-8, or a ``\\uD800``-``\\uDFFF`` escape that is not half of a surrogate pair
     (JSON allows it; no character is, and UTF-8 cannot hold it); None when neither."""

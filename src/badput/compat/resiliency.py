@@ -32,6 +32,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, BinaryIO, Final
 
+from badput._codec import why_not_text
 from badput.events import Event, Kind
 from badput.store._jsonl import _what_is, open_regular
 from badput.store._lines import MAX_LINE_BYTES
@@ -155,6 +156,10 @@ def _parse_line(text: str, file: str, lineno: int) -> ResiliencyEvent:
         obj = json.loads(text)
     except json.JSONDecodeError as exc:
         raise ValueError(f"not JSON: {exc}") from None
+    if "\\u" in text:  # json takes a lone surrogate escape, which no store can write
+        why = why_not_text(text.encode("utf-8"))
+        if why is not None:
+            raise ValueError(why)
     if not isinstance(obj, dict):
         raise ValueError(f"expected a JSON object, got {type(obj).__name__}")
     stamp = obj.get("timestamp")
@@ -209,7 +214,10 @@ def read_resiliency_log(
                         raise ValueError(
                             f"line of {raw:,} bytes, longer than {MAX_LINE_BYTES:,}: not read"
                         )
-                    text = raw.decode("utf-8")
+                    try:
+                        text = raw.decode("utf-8")
+                    except UnicodeDecodeError:
+                        raise ValueError(why_not_text(raw) or "not valid UTF-8") from None
                     if not text.strip():
                         continue
                     events.append(_parse_line(text, name, lineno))
