@@ -8,6 +8,8 @@ import os
 import shutil
 import subprocess
 import sys
+import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -429,3 +431,60 @@ def test_flat_job_directories_under_other_names_in_one_directory_are_its_jobs(
     code, out, err = run("jobs", str(root), "--json")
     assert code == 0, err
     assert [row["job"] for row in json.loads(out)] == ["alpha", "beta"]
+
+
+# ------------------------------------------------ output files that are FIFOs (issue 32)
+
+
+def badput_process(*args: str) -> tuple[int, str, float]:
+    """``badput ARGS`` in another process (a hang fails this test, not the suite): exit
+    status, stderr, seconds taken."""
+    start = time.monotonic()
+    done = subprocess.run(
+        [sys.executable, "-m", "badput.cli", *args],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=False,
+    )
+    return done.returncode, done.stderr, time.monotonic() - start
+
+
+@pytest.mark.parametrize("command", ["report --html", "export trace", "export csv"])
+def test_an_output_fifo_nobody_reads_fails_at_once(tmp_path: Path, command: str) -> None:
+    job = str(a_job(tmp_path / "store") / "good")
+    fifo = tmp_path / "out"
+    if command == "export csv":  # a FIFO where one of the CSV files goes
+        fifo.mkdir()
+        fifo = fifo / "attempts.csv"
+        args = ["export", "csv", job, str(fifo.parent)]
+    elif command == "export trace":
+        args = ["export", "trace", job, str(fifo)]
+    else:
+        args = ["report", job, "--html", str(fifo)]
+    os.mkfifo(fifo)
+    code, err, took = badput_process(*args)  # it blocked for ever, opening the FIFO
+    assert code == 2
+    assert f"a FIFO that no process is reading (start its reader first): '{fifo}'" in err
+    assert took < 10.0  # (an interpreter's start and the report included)
+
+
+def test_an_output_fifo_with_its_reader_is_written(tmp_path: Path) -> None:
+    job = str(a_job(tmp_path / "store") / "good")
+    fifo = tmp_path / "trace.fifo"
+    os.mkfifo(fifo)
+    got: list[bytes] = []
+    reader = threading.Thread(target=lambda: got.append(fifo.read_bytes()), daemon=True)
+    reader.start()
+    code, err, _ = badput_process("export", "trace", job, str(fifo))
+    reader.join(timeout=10)
+    if reader.is_alive():  # never opened: let the reader go
+        os.close(os.open(fifo, os.O_WRONLY | os.O_NONBLOCK))
+    assert code == 0, err
+    code, err, _ = badput_process("export", "trace", job, str(tmp_path / "trace.json"))
+    assert code == 0, err
+    assert got == [(tmp_path / "trace.json").read_bytes()]
+    assert len(json.loads(got[0])["traceEvents"]) > 20
+    code, err, _ = badput_process("report", job, "--html", os.devnull)  # a device: as before
+    assert code == 0, err
+    assert f"wrote {os.devnull}" in err

@@ -4,6 +4,11 @@ from __future__ import annotations
 
 import json
 import math
+import os
+import signal
+import subprocess
+import sys
+import time
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -12,6 +17,7 @@ from click.testing import CliRunner
 
 import badput
 from badput.cli import main
+from badput.compat import resiliency
 from badput.compat.resiliency import (
     LogProblem,
     ResiliencyLogError,
@@ -314,9 +320,6 @@ def test_no_progress_gives_zero_goodput_like_the_calculator(tmp_path: Path) -> N
 
 
 def test_import_badput_is_still_light() -> None:
-    import subprocess
-    import sys
-
     code = "import sys, badput; print(any(m.startswith('badput.compat') for m in sys.modules))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
@@ -340,3 +343,147 @@ def test_denominators_differ_when_events_lie_outside_the_attempts(tmp_path: Path
     # the save of step 20 came after the attempt's end: ignored (ACCOUNTING.md §9.5)
     assert round(report.goodput * 100, 1) == 16.7
     assert "events_out_of_order" in {d.code for d in report.diagnostics}
+
+
+# ------------------------------------------------- files that are not logs (issue 32)
+
+#: A fresh interpreter that runs the command given as its arguments and prints, last, the
+#: command's peak resident set in kB. A child of this small process: ``ru_maxrss`` survives
+#: ``exec``, and a child of the test process would report the test process's own peak.
+_PEAK = (
+    "import resource, subprocess, sys; "
+    "done = subprocess.run(sys.argv[1:]); "
+    "print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss); "
+    "sys.exit(done.returncode)"
+)
+
+
+def badput_cli(*args: str, timeout: float = 20.0) -> tuple[int, str, str, float, float]:
+    """``badput ARGS`` in another process group (a hang fails the test, not the suite, and
+    leaves nothing running): exit status, stdout (without the peak line), stderr, seconds
+    taken, peak RSS in MB."""
+    start = time.monotonic()
+    proc = subprocess.Popen(
+        [sys.executable, "-c", _PEAK, sys.executable, "-m", "badput.cli", *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+    try:
+        stdout, stderr = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)  # the command too, not only its parent
+        proc.communicate()
+        raise
+    took = time.monotonic() - start
+    *out, peak = stdout.splitlines()
+    return proc.returncode, "\n".join(out), stderr, took, int(peak) / 1024
+
+
+def resiliency_command(command: str, path: Path, tmp_path: Path) -> list[str]:
+    if command == "import":
+        return ["import", "resiliency", str(path), "--store", str(tmp_path / "store")]
+    return ["report", "--resiliency", "--reference-step-time", "1", str(path)]
+
+
+@pytest.mark.parametrize("command", ["import", "report"])
+def test_a_fifo_is_refused_at_once(tmp_path: Path, command: str) -> None:
+    fifo = tmp_path / "log.jsonl"
+    os.mkfifo(fifo)  # nobody writes to it: opening it to read blocked for ever
+    code, out, err, took, _ = badput_cli(*resiliency_command(command, fifo, tmp_path))
+    assert (code, out) == (2, "")
+    assert f"{fifo}: a FIFO, not a regular file: not read" in err
+    assert took < 10.0  # (an interpreter's start included)
+    assert not (tmp_path / "store").exists()
+
+
+@pytest.mark.parametrize("command", ["import", "report"])
+def test_a_device_that_never_ends_is_refused_at_once(tmp_path: Path, command: str) -> None:
+    # /dev/zero: one endless line without a newline (memory grew by 0.5 GB a second)
+    code, out, err, took, peak = badput_cli(
+        *resiliency_command(command, Path("/dev/zero"), tmp_path), timeout=5.0
+    )
+    assert (code, out) == (2, "")
+    assert "/dev/zero: a character device, not a regular file: not read" in err
+    assert took < 10.0
+    assert peak < 200
+
+
+def test_a_line_without_end_is_skipped_in_bounded_memory(tmp_path: Path) -> None:
+    big = tmp_path / "big.jsonl"
+    with big.open("wb") as f:
+        f.truncate(1 << 30)  # 1 GiB of NUL bytes, no newline (sparse: no disk taken)
+    small = write(tmp_path / "small.jsonl", line("2025-01-01T00:00:00", "job_started"))
+    code, out, err, _, peak = badput_cli(
+        "import", "resiliency", str(big), str(small), "--store", str(tmp_path / "store")
+    )
+    # The read holds at most one line of MAX_LINE_BYTES (64 MiB): 91 MB at the peak. It
+    # held the whole gigabyte, decoded too (2.15 GB).
+    assert peak < 200
+    assert code == 0, err
+    assert f"{big}:1: line of 1,073,741,824 bytes, longer than 67,108,864: not read" in err
+    assert "wrote 1 events of job 'j'" in out
+
+
+def test_a_line_over_the_bound_is_a_problem_naming_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    bound = (3 << 20) + 5  # a few of the reader's 1 MiB blocks, and not a multiple of them
+    monkeypatch.setattr(resiliency, "MAX_LINE_BYTES", bound)
+    first = line("2025-01-01T00:00:00", "job_started")
+    log = tmp_path / "log.jsonl"
+    log.write_bytes(
+        b"".join(
+            [
+                f"{first}\n".encode(),
+                b"x" * (bound + 1) + b"\n",  # one byte over: skipped, named
+                b" " * bound + b"\n",  # as long as may be: read (blank, so skipped)
+                f"{line('2025-01-01T00:00:10', 'job_terminated')}\n".encode(),
+                b"y" * (5 << 20),  # the last line, unterminated and over the bound
+            ]
+        )
+    )
+    problems: list[LogProblem] = []
+    events = read_resiliency_log(log, problems=problems)
+    assert [(e.event_type, e.line) for e in events] == [("job_started", 1), ("job_terminated", 4)]
+    assert problems == [
+        LogProblem(str(log), 2, f"line of {bound + 1:,} bytes, longer than {bound:,}: not read"),
+        LogProblem(str(log), 5, f"line of {5 << 20:,} bytes, longer than {bound:,}: not read"),
+    ]
+    with pytest.raises(ResiliencyLogError, match=rf"{log}:2: line of"):
+        read_resiliency_log(log)
+
+
+def test_a_line_that_is_not_text_is_a_problem_not_a_crash(tmp_path: Path) -> None:
+    # json takes a lone surrogate escape; the import then failed writing it, with no file
+    # or line ("'utf-8' codec can't encode character"), and report --resiliency with a
+    # traceback.
+    lone = '{"timestamp": "2025-01-01T00:00:05", "job_name": "j\\ud800", "event_type": "x"}'
+    log = tmp_path / "log.jsonl"
+    log.write_bytes(
+        "\n".join(
+            [
+                line("2025-01-01T00:00:00", "job_started"),
+                lone,
+                line("2025-01-01T00:00:10", "checkpoint_saved", step=10),
+                line("2025-01-01T00:00:20", "job_terminated"),
+            ]
+        ).encode()
+        + b'\n{"timestamp": "2025-01-01T00:00:30", "job_name": "caf\xe9"}\n'
+    )
+    problems: list[LogProblem] = []
+    events = read_resiliency_log(log, problems=problems)
+    assert [e.line for e in events] == [1, 3, 4]
+    surrogate = (
+        "a lone surrogate escape \\ud800 at byte 52 of the line: half of a UTF-16 pair, "
+        "not a character (UTF-8 cannot hold it)"
+    )
+    not_utf8 = "not valid UTF-8: byte 54 of the line (e9): invalid continuation byte"
+    assert problems == [LogProblem(str(log), 2, surrogate), LogProblem(str(log), 5, not_utf8)]
+    code, out, err = invoke("report", "--resiliency", "--reference-step-time", "1", str(log))
+    assert code == 0, err
+    assert f"{log}:2: {surrogate} (line skipped)" in err
+    code, out, err = invoke("import", "resiliency", str(log), "--store", str(tmp_path / "s"))
+    assert code == 0, err
+    assert "wrote 4 events of job 'j'" in out

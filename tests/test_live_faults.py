@@ -293,8 +293,9 @@ def test_a_killed_writers_spool_is_shipped_once_by_whoever_comes_next(tmp_path: 
     n = 300_000
     _record_and_kill(tmp_path, n)
     job_dir = tmp_path / "killed"
-    left = sorted((job_dir / SPOOL_DIR).iterdir())
-    assert left and all(p.suffix == ".spool" for p in left)
+    # (a segment being made ahead at the kill, ``.making``, held nothing: removed, not counted)
+    left = sorted(p for p in (job_dir / SPOOL_DIR).iterdir() if p.suffix == ".spool")
+    assert left
     (event_file,) = (job_dir / "0").iterdir()
     before = event_file.read_bytes().count(b"\n")
     first = ship_orphaned(job_dir)

@@ -114,6 +114,66 @@ def test_one_hostile_line_is_a_diagnostic_and_costs_nothing_else(
     same_numbers(report, clean_report)
 
 
+C = H + b'"kind":"custom_start","name":"'  # 60 bytes: byte 61 is the name's first
+SURROGATE = "half of a UTF-16 pair, not a character (UTF-8 cannot hold it)"
+NOT_TEXT = {
+    "lone high surrogate escape": (
+        C + b'\\ud800"}',
+        f"a lone surrogate escape \\ud800 at byte 61 of the line: {SURROGATE}",
+    ),
+    "lone low surrogate escape": (
+        C + b'a\\udc00"}',
+        f"a lone surrogate escape \\udc00 at byte 62 of the line: {SURROGATE}",
+    ),
+    "high surrogate escape, then no low one": (
+        C + b'\\ud800\\u0041"}',
+        f"a lone surrogate escape \\ud800 at byte 61 of the line: {SURROGATE}",
+    ),
+    "raw invalid UTF-8 (Latin-1)": (
+        C + b'caf\xe9"}',
+        "not valid UTF-8: byte 64 of the line (e9): invalid continuation byte",
+    ),
+    "raw surrogate bytes": (
+        C + b'\xed\xa0\x80"}',
+        "not valid UTF-8: byte 61 of the line (ed): invalid continuation byte",
+    ),
+}
+
+
+@pytest.mark.parametrize("bad", list(NOT_TEXT), ids=list(NOT_TEXT))
+def test_a_line_that_is_not_text_says_why_and_where(
+    tmp_path: Path, clean_report: Report, bad: str
+) -> None:
+    # msgspec said "Input data was truncated" of a lone surrogate escape, and numbered a
+    # bad byte from the start of its string, not of the line.
+    line_bytes, message = NOT_TEXT[bad]
+    lines = CLEAN.splitlines(keepends=True)
+    path = write_job(tmp_path, b"".join([*lines[:4], line_bytes + b"\n", *lines[4:]]))
+    report = analyze(tmp_path, JOB)
+    found = [(d.file, d.line, d.message) for d in report.diagnostics if d.code == "malformed_line"]
+    assert found == [(str(path), 5, message)]
+    same_numbers(report, clean_report)
+    result = CliRunner().invoke(main, ["report", str(tmp_path / JOB), "--json"])
+    assert result.exit_code == 0, result.stderr
+    shown = json.loads(result.stdout)["diagnostics"]
+    assert {"code": "malformed_line", "message": message, "file": str(path), "line": 5} in shown
+    # In a block of 64 KiB or more (decoded whole, and lean, until a line fails): the same.
+    many = CLEAN.splitlines(keepends=True)[1:-1] * 200
+    big = write_job(tmp_path, b"".join([*many, line_bytes + b"\n", *many]), "big.jsonl")
+    assert big.stat().st_size >= 64 * 1024
+    report = analyze(tmp_path, JOB)
+    found = [(d.file, d.line, d.message) for d in report.diagnostics if d.code == "malformed_line"]
+    assert (str(big), len(many) + 1, message) in found
+
+
+def test_a_surrogate_pair_and_an_escaped_backslash_are_text() -> None:
+    assert decode_line(C + b'\\ud83d\\ude00"}').name == "\U0001f600"
+    assert decode_line(C + b'\\\\ud800"}').name == "\\ud800"  # a backslash, then "ud800"
+    given_as_text = '{"ts":1,"kind":"job_start","job":"\ud800"}'
+    with pytest.raises(EventError, match=r"^a lone surrogate U\+D800 at character 35 of"):
+        decode_line(given_as_text)
+
+
 def test_a_bom_on_line_1_is_skipped(tmp_path: Path, clean_report: Report) -> None:
     write_job(tmp_path, b"\xef\xbb\xbf" + CLEAN)
     report = analyze(tmp_path, JOB)

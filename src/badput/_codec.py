@@ -7,6 +7,7 @@ so the standard library's ``json`` reads everything written here.
 from __future__ import annotations
 
 import functools
+import re
 from collections.abc import Sequence
 from operator import attrgetter
 from typing import Any, Final, Literal, NamedTuple, cast
@@ -35,6 +36,7 @@ __all__ = [
     "decode_lines",
     "encode_line",
     "encode_lines",
+    "why_not_text",
 ]
 
 _encoder = msgspec.json.Encoder()
@@ -82,10 +84,15 @@ def decode_line(line: bytes | str, file: str | None = None, lineno: int | None =
         event = _decoder.decode(line)
     except msgspec.ValidationError as exc:
         raise EventError(f"invalid event: {exc}", file, lineno) from None
-    except msgspec.DecodeError as exc:
-        raise EventError(f"not a JSON object: {exc}", file, lineno) from None
-    except UnicodeDecodeError as exc:
-        raise EventError(f"not valid UTF-8: {exc}", file, lineno) from None
+    except (msgspec.DecodeError, UnicodeError) as exc:
+        # msgspec says "Input data was truncated" of a lone surrogate escape, and names the
+        # position of a bad byte in its string, not in the line: say what is wrong, where.
+        why = why_not_text(line)
+        if why is None:
+            why = f"not a JSON object: {exc}"
+            if isinstance(exc, UnicodeDecodeError):
+                why = f"not valid UTF-8: {exc.reason}"
+        raise EventError(why, file, lineno) from None
     except RecursionError:
         raise EventError("JSON nested too deeply to decode", file, lineno) from None
     except Exception as exc:  # never let one line stop a report (a decoder bug, memory...)
@@ -94,6 +101,51 @@ def decode_line(line: bytes | str, file: str | None = None, lineno: int | None =
     if problem is not None:
         raise EventError(problem, file, lineno)
     return event
+
+
+#: A JSON escape: ``\\uXXXX`` or a backslash and one character (``\\\\`` among them, so that
+#: the ``u`` after an escaped backslash is never taken for one).
+_ESCAPE: Final = re.compile(rb"\\(?:u([0-9a-fA-F]{4})|.)", re.DOTALL)
+
+
+def why_not_text(line: bytes | str) -> str | None:
+    """What makes ``line`` not text, if that is why it does not decode: a byte that is
+    not UTF-8, or a ``\\uD800``-``\\uDFFF`` escape that is not half of a surrogate pair
+    (JSON allows it; no character is, and UTF-8 cannot hold it); None when neither."""
+    if isinstance(line, str):  # (given as text: a surrogate in it is a character)
+        at = next((i for i, c in enumerate(line) if "\ud800" <= c <= "\udfff"), None)
+        if at is not None:
+            return f"a lone surrogate U+{ord(line[at]):04X} at character {at + 1:,} of the line"
+        raw = line.encode("utf-8")
+    else:
+        raw = line
+        try:
+            raw.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            bad = raw[exc.start : exc.end].hex(" ")
+            return f"not valid UTF-8: byte {exc.start + 1:,} of the line ({bad}): {exc.reason}"
+    pending: re.Match[bytes] | None = None  # a high half, waiting for its low half
+    for m in _ESCAPE.finditer(raw):
+        unit = int(m.group(1), 16) if m.group(1) else -1
+        low = 0xDC00 <= unit <= 0xDFFF
+        if pending is not None:
+            if low and m.start() == pending.end():
+                pending = None
+                continue
+            return _lone_surrogate(pending)
+        if low:
+            return _lone_surrogate(m)
+        if 0xD800 <= unit <= 0xDBFF:
+            pending = m
+    return None if pending is None else _lone_surrogate(pending)
+
+
+def _lone_surrogate(escape: re.Match[bytes]) -> str:
+    return (
+        f"a lone surrogate escape {escape.group(0).decode('ascii')} at byte "
+        f"{escape.start() + 1:,} of the line: half of a UTF-16 pair, not a character "
+        "(UTF-8 cannot hold it)"
+    )
 
 
 #: From this many bytes on, a block's lines are checked with numpy (one pass, 4x faster

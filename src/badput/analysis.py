@@ -666,6 +666,10 @@ class LiveJob:
             if u.code == "unreadable":
                 out.append(Diagnostic("unreadable_file", f"cannot be read: {u.detail}", u.source))
                 continue
+            if u.code == "unreadable_directory":
+                why = f"cannot be listed ({u.detail}): the event files below it are missing"
+                out.append(Diagnostic("unreadable_directory", why, u.source))
+                continue
             if u.code == "not_a_file":
                 why = f"is {u.detail}, not a regular file: not read"
                 out.append(Diagnostic("not_a_file", why, u.source))

@@ -280,9 +280,10 @@ def report(
     _leave_for_exit(live, result)
     if html_file is not None:
         from badput.report import html_report  # noqa: PLC0415
+        from badput.report._output import open_output  # noqa: PLC0415
 
         try:
-            with open(html_file, "w", encoding="utf-8") as out:
+            with open_output(html_file) as out:
                 out.write(html_report(live.accountant, result))
         except OSError as exc:
             _fail("report", f"cannot write {html_file}: {exc}")
@@ -952,11 +953,12 @@ def export_trace(*, path: str, file: str, job: str | None) -> None:
     ranks their threads. Open FILE at ui.perfetto.dev (it stays on your machine).
     """
     from badput.report import write_trace  # noqa: PLC0415
+    from badput.report._output import open_output  # noqa: PLC0415
 
     live = _read_job("export trace", path, job)
     report = live.report()
     try:
-        with open(file, "w", encoding="utf-8") as out:
+        with open_output(file) as out:
             n = write_trace(report, live.accountant.timeline(report), out)
     except OSError as exc:
         _fail("export trace", f"cannot write {file}: {exc}")

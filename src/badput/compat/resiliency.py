@@ -26,12 +26,16 @@ import json
 import math
 import os
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
-from typing import Any, Final
+from pathlib import Path
+from typing import Any, BinaryIO, Final
 
+from badput._codec import why_not_text
 from badput.events import Event, Kind
+from badput.store._jsonl import _what_is, open_regular
+from badput.store._lines import MAX_LINE_BYTES
 
 __all__ = [
     "EVENT_TYPES",
@@ -152,6 +156,10 @@ def _parse_line(text: str, file: str, lineno: int) -> ResiliencyEvent:
         obj = json.loads(text)
     except json.JSONDecodeError as exc:
         raise ValueError(f"not JSON: {exc}") from None
+    if "\\u" in text:  # json takes a lone surrogate escape, which no store can write
+        why = why_not_text(text.encode("utf-8"))
+        if why is not None:
+            raise ValueError(why)
     if not isinstance(obj, dict):
         raise ValueError(f"expected a JSON object, got {type(obj).__name__}")
     stamp = obj.get("timestamp")
@@ -190,17 +198,26 @@ def read_resiliency_log(
     :class:`ResiliencyLogError` naming ``file:line``, or, when ``problems`` is a
     list, is appended to it and skipped. Unknown event types are kept (see
     :func:`unknown_event_types`); the calculator counts them as that library does.
-    A missing file raises ``OSError``.
+    A line longer than :data:`~badput.store._lines.MAX_LINE_BYTES` is a bad line, never
+    held whole. A missing file raises ``OSError``; one that is not a regular file (a FIFO,
+    a device), ``ValueError`` naming it, without reading it.
     """
     if isinstance(paths, (str, os.PathLike)):
         paths = [paths]
     events: list[ResiliencyEvent] = []
     for path in paths:
         name = os.fspath(path)
-        with open(name, "rb") as f:
-            for lineno, raw in enumerate(f, start=1):
+        with _open_log(name) as f:
+            for lineno, raw in enumerate(_lines(f), start=1):
                 try:
-                    text = raw.decode("utf-8")
+                    if isinstance(raw, int):
+                        raise ValueError(
+                            f"line of {raw:,} bytes, longer than {MAX_LINE_BYTES:,}: not read"
+                        )
+                    try:
+                        text = raw.decode("utf-8")
+                    except UnicodeDecodeError:
+                        raise ValueError(why_not_text(raw) or "not valid UTF-8") from None
                     if not text.strip():
                         continue
                     events.append(_parse_line(text, name, lineno))
@@ -210,6 +227,46 @@ def read_resiliency_log(
                         raise ResiliencyLogError(problem) from None
                     problems.append(problem)
     return events
+
+
+def _open_log(name: str) -> BinaryIO:
+    """``name`` opened for reading, if it is a regular file. A FIFO would block the read
+    until a writer comes, a device (``/dev/zero``) never ends: ``ValueError`` naming the
+    file and what it is. ``OSError`` when it cannot be opened."""
+    f = open_regular(Path(name))
+    if f is None:
+        raise ValueError(f"{name}: {_what_is(os.stat(name).st_mode)}, not a regular file: not read")
+    return f
+
+
+#: Bytes of a line read at a time (a resiliency event's line is well under 1 KB).
+_LINE_BLOCK: Final = 1 << 20
+
+
+def _lines(f: BinaryIO) -> Iterator[bytes | int]:
+    """The lines of ``f`` (the last one with or without its newline), each held only when
+    it has :data:`~badput.store._lines.MAX_LINE_BYTES` bytes or fewer, as the event
+    reader's; a longer one is read on in blocks, let go, and given as its length."""
+    while True:
+        raw = f.readline(_LINE_BLOCK)
+        if raw.endswith(b"\n") or len(raw) < _LINE_BLOCK:  # a whole line, the last, or none
+            if not raw:
+                return
+            yield raw
+            continue
+        parts: list[bytes] | None = [raw]
+        size = len(raw)
+        while True:
+            block = f.readline(_LINE_BLOCK)
+            size += len(block)
+            ended = block.endswith(b"\n")
+            if parts is not None:
+                parts.append(block)
+                if size - ended > MAX_LINE_BYTES:
+                    parts = None  # too long to keep: only its length is counted on
+            if ended or len(block) < _LINE_BLOCK:
+                break
+        yield size - ended if parts is None else b"".join(parts)
 
 
 def unknown_event_types(events: Iterable[ResiliencyEvent]) -> dict[str, int]:

@@ -17,6 +17,7 @@ from pathlib import Path
 import numpy as np
 
 from badput.engine import STEP_BUCKETS, Report, Timeline
+from badput.report._output import open_output
 from badput.report._table import bucket_description, ordered_buckets
 
 __all__ = ["write_csv"]
@@ -55,7 +56,7 @@ def write_csv(report: Report, timeline: Timeline, directory: str | os.PathLike[s
     written = []
     total = report.total_seconds
     path = root / "buckets.csv"
-    with open(path, "w", newline="", encoding="utf-8") as f:
+    with open_output(path, newline="") as f:
         w = csv.writer(f)
         w.writerow(["bucket", "seconds", "fraction", "description"])
         for name, seconds in ordered_buckets(report.buckets):
@@ -65,7 +66,7 @@ def write_csv(report: Report, timeline: Timeline, directory: str | os.PathLike[s
 
     wasted = wasted_steps(timeline, len(report.attempts))
     path = root / "attempts.csv"
-    with open(path, "w", newline="", encoding="utf-8") as f:
+    with open_output(path, newline="") as f:
         w = csv.writer(f)
         w.writerow(
             [
@@ -109,7 +110,7 @@ def write_csv(report: Report, timeline: Timeline, directory: str | os.PathLike[s
     for i in range(len(report.attempts)):
         path = root / f"steps_attempt_{i}.csv"
         sel = np.flatnonzero(attempt_of == i)
-        with open(path, "w", newline="", encoding="utf-8") as f:
+        with open_output(path, newline="") as f:
             w = csv.writer(f)
             w.writerow(["step", "rank", "start", "end", "own_seconds", "bucket", "ended"])
             for k in sel:

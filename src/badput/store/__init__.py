@@ -291,10 +291,31 @@ def _locate(p: Path, text: str, job: str | None) -> JsonlStore | tuple[EventStor
     if _has_jsonl_directly(p) and not deepest_root:  # (a store root's stray file: still one)
         return _job_dir(p, text, job, named)
     if first is None and not deepest_root and not _has_jsonl_at_depth(p, 2):
+        denied = _unlistable_below(p)
+        if denied is not None:  # not "no files": files it was not allowed to see
+            raise ValueError(f"{text}: no .jsonl event files could be read: {denied}")
         raise ValueError(f"{text}: no .jsonl event files found below this directory")
     if deepest_root or (first is not None and _names_a_job_below(p, *first)):
         return JsonlStore(p)
     return _job_dir(p, text, job, named)
+
+
+def _unlistable_below(p: Path, depth: int | None = None) -> str | None:
+    """``"<directory>: <why>"`` of the first directory at ``p`` or below it (``depth``
+    levels below at most) that cannot be listed (permission denied...); None when every
+    one can. For the error that says why a directory's events cannot be found."""
+    errors: list[OSError] = []
+    top = os.fspath(p).rstrip(os.sep).count(os.sep)
+    for dirpath, dirnames, _ in os.walk(p, onerror=errors.append):
+        if depth is not None and dirpath.rstrip(os.sep).count(os.sep) - top >= depth:
+            dirnames.clear()
+        dirnames.sort()
+        if errors:
+            break
+    for exc in errors:
+        if not isinstance(exc, (FileNotFoundError, NotADirectoryError)):
+            return f"{exc.filename}: {exc.strerror or exc}"
+    return None
 
 
 def _attempt_dir_name(event: Event) -> str | None:
@@ -495,6 +516,10 @@ def _pick_job(store: EventStore, text: str, job: str | None) -> tuple[EventStore
                 return _held(store, holding[0])
         elif job in jobs or safe_job_dir(job) in jobs:
             return store, job
+        if isinstance(store, JsonlStore):  # its directory there, but not to be listed?
+            denied = _unlistable_below(store.root / safe_job_dir(job), depth=0)
+            if denied is not None:
+                raise ValueError(f"{text}: job {job!r} cannot be read: {denied}")
         listing = ", ".join(jobs) if jobs else "none"
         raise ValueError(f"{text}: no job {job!r} in this store (jobs: {listing})")
     if len(jobs) == 1:

@@ -102,6 +102,8 @@ class Unread:
     - ``not_a_file``: the ``*.jsonl`` entry is a FIFO, socket, device or
       directory (``detail`` says which); it is never opened.
     - ``unreadable``: opening the file failed (``detail``: why, e.g. permission denied).
+    - ``unreadable_directory``: a directory below the job could not be listed (``detail``:
+      why, e.g. permission denied); whatever files it holds were not read.
     - ``unshipped``: a spool segment of a writer that is gone (``source``) could not be
       shipped into its event file (``detail``: why, e.g. no space left on device): its
       lines are not read until it can be.
@@ -109,7 +111,9 @@ class Unread:
       ``line`` lines): cut short or replaced (log rotation). It is read again from its start.
     """
 
-    code: Literal["torn_line", "not_a_file", "unreadable", "unshipped", "rotated"]
+    code: Literal[
+        "torn_line", "not_a_file", "unreadable", "unreadable_directory", "unshipped", "rotated"
+    ]
     source: str
     line: int | None = None
     size: int = 0

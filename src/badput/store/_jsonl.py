@@ -342,6 +342,20 @@ def _read_path(  # noqa: PLR0917 (one call site per store kind)
     return parsed.n_bytes
 
 
+def _unlisted(path: str, unread: list[Unread]) -> None:
+    """Add to ``unread`` the directory ``path``, which a listing of its job could not list
+    (:meth:`JsonlStore.streams`), with why (nothing when it is gone since)."""
+    directory = os.path.normpath(path)
+    try:
+        with os.scandir(directory):
+            why = "it could not be listed when the job's files were listed"
+    except (FileNotFoundError, NotADirectoryError):
+        return
+    except OSError as exc:
+        why = exc.strerror or str(exc)
+    unread.append(Unread("unreadable_directory", directory, detail=why))
+
+
 _SCAN: Final = 64 * 1024  # bytes looked at a time when searching for a newline
 
 
@@ -672,6 +686,11 @@ class JsonlStore:
         built with ``os.scandir`` and string joins: a job of 10,000 attempts has 10,000
         directories. The names the listing saw as regular files (not symbolic links) are
         kept for the reads that go on from it (:func:`_read_path` opens those at once).
+
+        A directory that cannot be listed (permission denied...) is named too, with a
+        trailing ``/`` (``./`` for the job's own): its files are not known, and a
+        :meth:`read` says so (``Unread("unreadable_directory")``) instead of leaving them
+        out in silence. One gone since, or no longer a directory, is not.
         """
         names: list[str] = []
         regular: set[str] = set()
@@ -682,7 +701,10 @@ class JsonlStore:
             directory, prefix = pending.pop()
             try:
                 entries = os.scandir(directory)
-            except OSError:  # gone, not a directory, not readable: nothing to list there
+            except (FileNotFoundError, NotADirectoryError):  # gone: nothing to list there
+                continue
+            except OSError:  # not readable: its files are missing, which the read says
+                names.append(prefix or "./")
                 continue
             with entries:
                 for entry in entries:
@@ -812,6 +834,9 @@ class JsonlStore:
                 out.resume = (job, tuple(streams[max(k - 1, 0) :]))
                 break
             path = _stream_path(prefix, stream)
+            if stream.endswith("/"):  # a directory the listing could not list
+                _unlisted(path, unread)
+                continue
             used = _read_path(
                 path,
                 stream,
