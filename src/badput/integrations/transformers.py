@@ -55,7 +55,7 @@ _TrainerCallback: Any = _tf.TrainerCallback
 __all__ = ["BadputCallback"]
 
 # The Trainer's methods that read a checkpoint (each takes the checkpoint directory).
-LOADERS = (
+_LOADERS = (
     "_load_from_checkpoint",
     "_load_optimizer_and_scheduler",
     "_load_scaler",
@@ -122,7 +122,7 @@ class BadputCallback(_TrainerCallback):  # type: ignore[misc]
             return
         self._trainers.add(trainer)
         trainer.train = self._timed_train(trainer.train)
-        for name in LOADERS:
+        for name in _LOADERS:
             method = getattr(trainer, name, None)
             if callable(method):
                 setattr(trainer, name, self._timed_load(method))
