@@ -1,7 +1,11 @@
 """A small Keras 3 fit (JAX backend, CPU, model built in code) for the integration tests.
 
-argv: epochs, steps per epoch. ``BackupAndRestore`` backs up at each epoch's end;
-attempt 0 crashes inside step $BADPUT_TEST_CRASH_AT; attempt 1 replays the epoch.
+argv: epochs, steps per epoch, and ``BackupAndRestore``'s ``save_freq`` (``epoch``, or
+every N batches). Attempt 0 crashes inside step $BADPUT_TEST_CRASH_AT; attempt 1 restores
+the backup and, as Keras does, replays the epoch it was in from its start. The run's own
+log (the truth file): each batch begun (its data position, ``epoch * steps + batch + 1``),
+the epoch it resumed at, the optimizer's iterations then, and its own timing of the
+batch fetches and of the backups written and read.
 """
 
 from __future__ import annotations
@@ -21,7 +25,9 @@ from _harness import Truth, crash_step
 from badput.integrations.keras import BadputCallback
 
 EPOCHS, STEPS = (int(a) for a in sys.argv[1:3])
+SAVE_FREQ: int | str = int(sys.argv[3]) if sys.argv[3].isdigit() else sys.argv[3]
 truth = Truth()
+truth.values.update(attempt=os.environ.get("BADPUT_ATTEMPT"), steps=[], resumed_epoch=None)
 atexit.register(truth.write)
 
 
@@ -53,6 +59,25 @@ class Crash(keras.callbacks.Callback):  # type: ignore[misc]
             raise RuntimeError("injected crash")
 
 
+class Log(keras.callbacks.Callback):  # type: ignore[misc]
+    """The run's own log: the epoch it (re)started at, the optimizer's iterations then
+    (the weights' progress), and every batch begun, by data position."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.epoch = 0
+
+    def on_epoch_begin(self, epoch: int, logs: Any = None) -> None:
+        self.epoch = epoch
+        if truth.values["resumed_epoch"] is None:
+            truth.values["resumed_epoch"] = epoch
+            iterations = keras.ops.convert_to_numpy(self.model.optimizer.iterations)
+            truth.values["iterations_at_start"] = int(iterations)
+
+    def on_train_batch_begin(self, batch: int, logs: Any = None) -> None:
+        truth.values["steps"].append(self.epoch * STEPS + batch + 1)
+
+
 class TimedBackup(keras.callbacks.BackupAndRestore):  # type: ignore[misc]
     """The run's own timing of the backups (through the model's save/load methods)."""
 
@@ -61,11 +86,13 @@ class TimedBackup(keras.callbacks.BackupAndRestore):  # type: ignore[misc]
         save, load = model.save_weights, model.load_weights
 
         def timed_save(*a: Any, **k: Any) -> Any:
+            truth.add("checkpoint_save_calls", 1)
             with truth.timed("checkpoint_save"):
                 time.sleep(0.05)
                 return save(*a, **k)
 
         def timed_load(*a: Any, **k: Any) -> Any:
+            truth.add("checkpoint_restore_calls", 1)
             with truth.timed("checkpoint_restore"):
                 time.sleep(0.05)
                 return load(*a, **k)
@@ -81,7 +108,7 @@ def main() -> None:
         epochs=EPOCHS,
         verbose=0,
         # the run's own timing wraps first, badput's around it
-        callbacks=[TimedBackup("backup"), BadputCallback(), Crash()],
+        callbacks=[TimedBackup("backup", save_freq=SAVE_FREQ), BadputCallback(), Log(), Crash()],
     )
 
 

@@ -5,7 +5,15 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from _harness import assert_bucket_agrees, assert_clean, badput_run, report, script, truth_sum
+from _harness import (
+    assert_bucket_agrees,
+    assert_clean,
+    badput_run,
+    report,
+    script,
+    truth_sum,
+    truths,
+)
 
 pytestmark = pytest.mark.slow
 
@@ -17,7 +25,7 @@ def test_backup_and_restore_replay_is_wasted(tmp_path: Path) -> None:
     badput_run(
         tmp_path,
         "keras",
-        [*script("keras_train.py"), "3", "4"],
+        [*script("keras_train.py"), "3", "4", "epoch"],
         env={"BADPUT_TEST_CRASH_AT": "7", "KERAS_BACKEND": "jax"},
     )
     rep = report(tmp_path, "keras")
@@ -33,3 +41,33 @@ def test_backup_and_restore_replay_is_wasted(tmp_path: Path) -> None:
     # blocks, which is at most the fetch time the dataset measured.
     assert rep.bucket("data_loading") <= truth_sum(tmp_path, "data_loading")
     assert rep.bucket("process_init") > 0.5
+
+
+def test_backup_mid_epoch_restores_at_the_epoch_start(tmp_path: Path) -> None:
+    # 2 epochs of 8 steps, BackupAndRestore(save_freq=5): backups at steps 5 and 10;
+    # attempt 0 crashes inside step 13 (epoch 2, batch 5). Attempt 1 loads the backup of
+    # step 10 but, as Keras does, starts epoch 2 from its first batch (step 9): in the
+    # steps' own numbering it restored step 8, and steps 9..13 of attempt 0 are wasted.
+    badput_run(
+        tmp_path,
+        "keras",
+        [*script("keras_train.py"), "2", "8", "5"],
+        env={"BADPUT_TEST_CRASH_AT": "13", "KERAS_BACKEND": "jax"},
+    )
+    rep = report(tmp_path, "keras")
+    assert_clean(rep)
+    # the run's own log: the batches each attempt began, where the restart resumed
+    log0, log1 = sorted(truths(tmp_path), key=lambda t: t["attempt"])
+    assert (log1["resumed_epoch"], log1["iterations_at_start"]) == (1, 10)
+    restored = log1["steps"][0] - 1  # the data position it replays from, minus 1
+    assert restored == 8
+    kept = [s for s in log0["steps"] if s <= restored] + log1["steps"]
+    wasted = [s for s in log0["steps"] if s > restored]
+    assert (rep.steps.kept, rep.steps.wasted, rep.steps.last) == (len(kept), len(wasted), 16)
+    a0, a1 = rep.attempts
+    assert (a0.first_step, a0.last_step) == (1, max(log0["steps"]))
+    assert (a1.restore_step, a1.first_step, a1.last_step) == (restored, restored + 1, 16)
+    saves = int(truth_sum(tmp_path, "checkpoint_save_calls"))
+    assert_bucket_agrees(rep, tmp_path, "checkpoint_save", saves)
+    assert truth_sum(tmp_path, "checkpoint_restore_calls") == 1
+    assert_bucket_agrees(rep, tmp_path, "checkpoint_restore", 1)

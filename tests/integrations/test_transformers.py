@@ -5,28 +5,51 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from _harness import assert_bucket_agrees, assert_clean, badput_run, report, script
+from _harness import (
+    assert_bucket_agrees,
+    assert_clean,
+    badput_run,
+    report,
+    script,
+    truth_sum,
+    truths,
+)
 
 pytestmark = pytest.mark.slow
 
 
-def test_crash_and_resume_from_checkpoint_dir(tmp_path: Path) -> None:
-    # 12 steps, checkpoint-5 and checkpoint-10; attempt 0 crashes inside step 8, attempt 1
-    # resumes with resume_from_checkpoint=checkpoint-5 and runs 6..12.
+@pytest.mark.parametrize("mode", ["plain", "added_later"])
+def test_resume_records_the_restore(tmp_path: Path, mode: str) -> None:
+    # 12 steps, checkpoint-5 and checkpoint-10; attempt 0 crashes inside step 8; the
+    # restart resumes from checkpoint-5 and runs 6..12. plain: the one-line callback and
+    # trainer.train(resume_from_checkpoint=True), no wrapper; added_later: the callback
+    # given to trainer.add_callback, and the documented wrapper callback.train(trainer, ...).
     badput_run(
         tmp_path,
         "hf",
-        [*script("transformers_train.py"), "12", "5"],
+        [*script("transformers_train.py"), "12", "5", mode],
         env={"BADPUT_TEST_CRASH_AT": "8"},
     )
     rep = report(tmp_path, "hf")
     assert_clean(rep)
-    assert (rep.steps.kept, rep.steps.wasted, rep.steps.last) == (12, 3, 12)
+    # the run's own log: the steps each attempt began, the step the restart resumed at
+    log0, log1 = sorted(truths(tmp_path), key=lambda t: t["attempt"])
+    restored = log1["resumed_at"]
+    assert restored == 5
+    kept = [s for s in log0["steps"] if s <= restored] + log1["steps"]
+    wasted = [s for s in log0["steps"] if s > restored]
+    assert (rep.steps.kept, rep.steps.wasted, rep.steps.last) == (len(kept), len(wasted), 12)
     a0, a1 = rep.attempts
-    assert (a0.first_step, a0.last_step, a0.end_reason) == (1, 8, "attempt_end:failed")
-    assert (a1.restore_step, a1.first_step, a1.last_step) == (5, 6, 12)
+    assert (a0.first_step, a0.last_step) == (1, max(log0["steps"]))
+    assert a0.end_reason == "attempt_end:failed"
+    assert (a1.restore_step, a1.first_step, a1.last_step) == (restored, restored + 1, 12)
     assert_bucket_agrees(rep, tmp_path, "checkpoint_save", 2)
-    assert_bucket_agrees(rep, tmp_path, "checkpoint_restore", 1)
+    # weights, optimizer and scheduler, scaler, RNG state: the Trainer's four loads
+    loads = int(truth_sum(tmp_path, "checkpoint_restore_calls"))
+    assert loads == 4
+    assert_bucket_agrees(rep, tmp_path, "checkpoint_restore", loads)
+    # the preparation between the loads (its data loader, optimizer) is not restore time
+    assert rep.bucket("training_prep") >= truth_sum(tmp_path, "prep_pause")
     # 8 + 7 steps fetched, plus the first fetch of each attempt (iterator start)
     assert_bucket_agrees(rep, tmp_path, "data_loading", 17)
     assert rep.bucket("process_init") > 0.5

@@ -1,12 +1,18 @@
 """A small Hugging Face Trainer run (model built in code, CPU) for the integration tests.
 
-argv: total steps, checkpoint every N steps. Crashes inside step $BADPUT_TEST_CRASH_AT
-of attempt 0; resumes with ``resume_from_checkpoint`` (the newest checkpoint-N).
+argv: total steps, checkpoint every N steps, and ``plain`` or ``added_later``. Crashes
+inside step $BADPUT_TEST_CRASH_AT of attempt 0; a restart resumes from the newest
+checkpoint-N as users write it: ``plain``, ``trainer.train(resume_from_checkpoint=True)``
+with ``callbacks=[BadputCallback()]``; ``added_later``, the callback given to
+``trainer.add_callback`` and ``callback.train(trainer, resume_from_checkpoint=True)``.
+The run's own log (the truth file): the steps it began, the step it resumed at, and its
+own timing of the batch fetches, checkpoint writes and loads.
 """
 
 from __future__ import annotations
 
 import atexit
+import os
 import sys
 import time
 from typing import Any
@@ -14,13 +20,15 @@ from typing import Any
 import torch
 from _harness import Truth, crash_step
 from torch.utils.data import Dataset
-from transformers import Trainer, TrainingArguments
+from transformers import Trainer, TrainerCallback, TrainingArguments
 from transformers.trainer_utils import get_last_checkpoint
 
 from badput.integrations.transformers import BadputCallback
 
 STEPS, EVERY = (int(a) for a in sys.argv[1:3])
+MODE = sys.argv[3]
 truth = Truth()
+truth.values.update(attempt=os.environ.get("BADPUT_ATTEMPT"), steps=[], resumed_at=None)
 atexit.register(truth.write)
 
 
@@ -51,18 +59,51 @@ class Model(torch.nn.Module):
 
 
 class TimedTrainer(Trainer):
-    """The run's own timing of the Trainer's checkpoint writes (a measuring instrument
-    of the test, not how badput times them)."""
+    """The run's own timing of the Trainer's checkpoint writes and reads, and a slow
+    preparation (a measuring instrument of the test, not how badput times them)."""
 
     def _save_checkpoint(self, *args: Any, **kwargs: Any) -> None:
         with truth.timed("checkpoint_save"):
             time.sleep(0.05)
             super()._save_checkpoint(*args, **kwargs)
 
-    def _load_from_checkpoint(self, *args: Any, **kwargs: Any) -> None:
+    def _timed_load(self, method: Any, pause: float, *args: Any, **kwargs: Any) -> Any:
+        truth.add("checkpoint_restore_calls", 1)
         with truth.timed("checkpoint_restore"):
-            time.sleep(0.05)
-            super()._load_from_checkpoint(*args, **kwargs)
+            time.sleep(pause)
+            return method(*args, **kwargs)
+
+    def _load_from_checkpoint(self, *args: Any, **kwargs: Any) -> None:
+        self._timed_load(super()._load_from_checkpoint, 0.1, *args, **kwargs)
+
+    def _load_optimizer_and_scheduler(self, *args: Any, **kwargs: Any) -> None:
+        self._timed_load(super()._load_optimizer_and_scheduler, 0.05, *args, **kwargs)
+
+    def _load_scaler(self, *args: Any, **kwargs: Any) -> None:
+        self._timed_load(super()._load_scaler, 0.0, *args, **kwargs)
+
+    def _load_rng_state(self, *args: Any, **kwargs: Any) -> None:
+        self._timed_load(super()._load_rng_state, 0.0, *args, **kwargs)
+
+    def get_train_dataloader(self) -> Any:
+        with truth.timed("prep_pause"):  # preparation between the loads, not a restore
+            time.sleep(0.2)
+        return super().get_train_dataloader()
+
+
+class Log(TrainerCallback):  # type: ignore[misc]
+    """The run's own log: the step it resumed at and every step it began."""
+
+    def on_train_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+        truth.values["resumed_at"] = state.global_step
+
+    def on_step_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+        truth.values["steps"].append(state.global_step + 1)
+
+
+def restarted() -> bool:
+    """A checkpoint-N of an earlier attempt is in the output directory."""
+    return os.path.isdir("out") and get_last_checkpoint("out") is not None
 
 
 def main() -> None:
@@ -79,9 +120,22 @@ def main() -> None:
         disable_tqdm=True,
         dataloader_num_workers=0,
     )
-    callback = BadputCallback()
-    trainer = TimedTrainer(model=Model(), args=args, train_dataset=Slow(), callbacks=[callback])
-    callback.train(trainer, resume_from_checkpoint=get_last_checkpoint("out"))
+    if MODE == "plain":
+        trainer = TimedTrainer(
+            model=Model(), args=args, train_dataset=Slow(), callbacks=[BadputCallback(), Log()]
+        )
+        if restarted():
+            trainer.train(resume_from_checkpoint=True)
+        else:
+            trainer.train()
+    else:
+        trainer = TimedTrainer(model=Model(), args=args, train_dataset=Slow(), callbacks=[Log()])
+        callback = BadputCallback()
+        trainer.add_callback(callback)
+        if restarted():
+            callback.train(trainer, resume_from_checkpoint=True)
+        else:
+            callback.train(trainer)
 
 
 if __name__ == "__main__":

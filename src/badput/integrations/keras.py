@@ -10,8 +10,11 @@ What each bucket comes from (public Keras API only):
 - ``checkpoint_save`` / ``checkpoint_restore``: the callback wraps its model's public
   ``save``, ``save_weights`` and ``load_weights`` (in ``set_model``, before any
   callback's ``on_train_begin``), so what ``ModelCheckpoint`` and ``BackupAndRestore``
-  write and read is timed whoever calls it. A save's step is the step last ended;
-  a restore's is the step the restored optimizer had reached.
+  write and read is timed whoever calls it. A save's step is the step last ended.
+  A restore's step is in the steps' own numbering: the step before the first one
+  trained after it (``epoch * steps_per_epoch`` when ``BackupAndRestore`` resumes at an
+  epoch's start, whatever batch its backup was taken at), so it is recorded at the next
+  epoch's or batch's start, where Keras has said where it resumes.
 - ``data_loading``: from the last recorded moment to the next batch's start (Keras
   fetches the batch there; no hook surrounds the fetch).
 - ``custom:eval``: ``on_test_begin`` / ``on_test_end`` (validation inside ``fit``).
@@ -66,6 +69,7 @@ class BadputCallback(_Callback):  # type: ignore[misc]
         self._epoch = 0
         self._step: int | None = None
         self._last_step = 0  # the newest step ended (what a save holds)
+        self._restore: tuple[float, float] | None = None  # a load, until its step is known
 
     @property
     def recorder(self) -> Recorder:
@@ -105,15 +109,25 @@ class BadputCallback(_Callback):  # type: ignore[misc]
             start = time.time()
             result = method(*args, **kwargs)
             end = time.time()
-            step = self._optimizer_step()
-            if step is not None:
-                rec = self.session.rec
-                rec.record_checkpoint_restore_start(step, ts=start)
-                rec.record_checkpoint_restore_end(step, ts=end)
-                self.session.touch(end)
+            # Its step is the one before the first step trained from it: known at the
+            # next epoch's start (BackupAndRestore sets the epoch it resumes at after
+            # loading the weights) or batch's start.
+            self._restore = (start, end)
+            self.session.touch(end)
             return result
 
         return load
+
+    def _record_restore(self, first_step: int) -> None:
+        """Record the pending load as the restore of ``first_step - 1``."""
+        if self._restore is None:
+            return
+        (start, end), self._restore = self._restore, None
+        step = max(first_step - 1, 0)
+        rec = self.session.rec
+        rec.record_checkpoint_restore_start(step, ts=start)
+        rec.record_checkpoint_restore_end(step, ts=end)
+        self._last_step = step
 
     def _optimizer_step(self) -> int | None:
         optimizer = getattr(self.model, "optimizer", None)
@@ -132,6 +146,7 @@ class BadputCallback(_Callback):  # type: ignore[misc]
 
     def on_epoch_begin(self, epoch: int, logs: Any = None) -> None:
         self._epoch = int(epoch)
+        self._record_restore(self._global_step(0))
 
     def _global_step(self, batch: int) -> int:
         steps = (self.params or {}).get("steps")
@@ -142,8 +157,9 @@ class BadputCallback(_Callback):  # type: ignore[misc]
 
     def on_train_batch_begin(self, batch: int, logs: Any = None) -> None:
         s = self.session
-        s.span_since_mark("data_loading_start", "data_loading_end")
         self._step = self._global_step(batch)
+        self._record_restore(self._step)  # a load inside an epoch (by a user's callback)
+        s.span_since_mark("data_loading_start", "data_loading_end")
         s.rec.record_step_start(self._step)
 
     def on_train_batch_end(self, batch: int, logs: Any = None) -> None:

@@ -1,6 +1,6 @@
 """Hugging Face Transformers: ``Trainer(..., callbacks=[BadputCallback()])``, one line.
 
-What each bucket comes from (``TrainerCallback`` events only; no private method):
+What each bucket comes from:
 
 - steps: ``on_step_begin`` / ``on_step_end``, numbered by ``state.global_step``
   (optimizer steps from 1, as saved in ``checkpoint-N``), so a resume from
@@ -10,13 +10,24 @@ What each bucket comes from (``TrainerCallback`` events only; no private method)
 - ``custom:eval``: from the step's end (or ``on_log``) to ``on_evaluate``.
 - ``checkpoint_save``: from the last recorded moment to ``on_save`` (the Trainer
   announces a save only once it is written); committed then.
-- ``checkpoint_restore`` of ``resume_from_checkpoint``: no event comes before the
-  Trainer loads it, so call ``callback.train(trainer, resume_from_checkpoint=...)``
-  (a documented wrapper of ``trainer.train``): the restore runs from that call to the
-  end of the model's ``load_state_dict`` (a public ``torch.nn.Module`` post-hook),
-  its step the restored ``state.global_step``; from there to ``on_train_begin``
-  (data loader, optimizer, its state) is ``training_prep``, as is the whole span on a
-  fresh start. Called as ``trainer.train(...)``, that time stays ``untracked``.
+- ``checkpoint_restore`` of ``trainer.train(resume_from_checkpoint=...)`` (``True`` or a
+  directory), as users write it: no callback event comes before or around the loads,
+  so at ``on_init_end`` the callback finds the Trainer being built (the caller's frame:
+  ``on_init_end`` is called from ``Trainer.__init__``) and wraps, on that instance only,
+  its public ``train`` (the call's start) and the four methods that read a checkpoint:
+  ``_load_from_checkpoint`` (weights), ``_load_optimizer_and_scheduler``,
+  ``_load_scaler`` and ``_load_rng_state``. Each load between the ``train`` call and the
+  first step is a ``checkpoint_restore`` interval of the step the Trainer restored
+  (``state.global_step`` at ``on_train_begin``); the rest of the span from the call to
+  ``on_train_begin`` (data loader, optimizer, ``accelerator.prepare``) is
+  ``training_prep``, as is the whole span on a fresh start. The wrappers pass every
+  argument and result through; a loader that a Transformers version lacks is not
+  timed (its time stays ``training_prep``) and the restore is still recorded at its
+  step, as a zero-length interval at ``on_train_begin``.
+- A callback added after the Trainer is built (``trainer.add_callback``) misses
+  ``on_init_end``: ``callback.train(trainer, ...)`` (``trainer.train`` with the Trainer
+  handed over) times that call; called as ``trainer.train(...)``, the restore is still
+  recorded at its step, and its time stays ``untracked``.
 - ``job_start`` at ``on_init_end`` (the Trainer's construction), ``job_end`` at
   ``on_train_end`` (under
   ``badput run`` the launcher records the end). The Trainer has no exception event: a
@@ -25,8 +36,12 @@ What each bucket comes from (``TrainerCallback`` events only; no private method)
 
 from __future__ import annotations
 
+import functools
+import inspect
 import os
 import time
+import weakref
+from collections.abc import Callable
 from typing import Any
 
 from badput._optional import import_optional
@@ -38,6 +53,32 @@ _tf = import_optional("transformers", "transformers")
 _TrainerCallback: Any = _tf.TrainerCallback
 
 __all__ = ["BadputCallback"]
+
+# The Trainer's methods that read a checkpoint (each takes the checkpoint directory).
+_LOADERS = (
+    "_load_from_checkpoint",
+    "_load_optimizer_and_scheduler",
+    "_load_scaler",
+    "_load_rng_state",
+)
+
+
+def _calling_trainer() -> Any | None:
+    """The ``Trainer`` whose method is on the call stack (``__init__`` at ``on_init_end``,
+    the training loop at ``on_train_begin``), else None."""
+    cls = getattr(_tf, "Trainer", None)
+    frame = inspect.currentframe()
+    try:
+        for _ in range(64):
+            if frame is None or cls is None:
+                return None
+            owner = frame.f_locals.get("self") if "self" in frame.f_code.co_varnames else None
+            if isinstance(owner, cls):
+                return owner
+            frame = frame.f_back
+        return None
+    finally:
+        del frame
 
 
 class BadputCallback(_TrainerCallback):  # type: ignore[misc]
@@ -61,58 +102,112 @@ class BadputCallback(_TrainerCallback):  # type: ignore[misc]
         **recorder_kwargs: Any,
     ) -> None:
         self.session = RecorderSession(job, store, recorder, lifecycle, recorder_kwargs)
-        self._entered: float | None = None
-        self._loaded: float | None = None  # end of the model's load_state_dict
+        self._trainers: weakref.WeakSet[Any] = weakref.WeakSet()  # the Trainers attached
+        self._called: float | None = None  # start of the train() call, until on_train_begin
+        self._loads: list[tuple[float, float]] = []  # loads since, until on_train_begin
+        self._restoring = False  # from a train() call to its first step: loads are restores
+        self._restored: int | None = None  # the step restored, from on_train_begin
         self._step: int | None = None
 
     @property
     def recorder(self) -> Recorder:
         return self.session.rec
 
-    def train(self, trainer: Any, *args: Any, **kwargs: Any) -> Any:
-        """``trainer.train(*args, **kwargs)``, timing the restore of
-        ``resume_from_checkpoint`` (or the preparation before the first step)."""
-        self.session.touch()
-        self._entered = time.time()
-        self._loaded = None
-        model = getattr(trainer, "model", None)
-        hook = None
-        if model is not None and hasattr(model, "register_load_state_dict_post_hook"):
-            hook = model.register_load_state_dict_post_hook(self._weights_loaded)
-        try:
-            return trainer.train(*args, **kwargs)
-        finally:
-            if hook is not None:
-                hook.remove()
+    # -- the Trainer's train() call and its checkpoint loads
 
-    def _weights_loaded(self, module: Any, incompatible_keys: Any) -> None:
-        if self._loaded is None:
-            self._loaded = time.time()
+    def attach(self, trainer: Any) -> None:
+        """Time ``trainer``'s ``train`` calls and checkpoint loads (done at ``on_init_end``
+        for the Trainer being built; once per Trainer)."""
+        if trainer is None or trainer in self._trainers:
+            return
+        self._trainers.add(trainer)
+        trainer.train = self._timed_train(trainer.train)
+        for name in _LOADERS:
+            method = getattr(trainer, name, None)
+            if callable(method):
+                setattr(trainer, name, self._timed_load(method))
+
+    def train(self, trainer: Any, *args: Any, **kwargs: Any) -> Any:
+        """``trainer.train(*args, **kwargs)``, with ``trainer`` attached first: needed only
+        for a callback added after the Trainer was built (``trainer.add_callback``)."""
+        targs = getattr(trainer, "args", None)
+        self.session.recorder(rank=int(getattr(targs, "process_index", 0)))
+        self.attach(trainer)
+        return trainer.train(*args, **kwargs)
+
+    def _timed_train(self, method: Callable[..., Any]) -> Callable[..., Any]:
+        @functools.wraps(method)
+        def train(*args: Any, **kwargs: Any) -> Any:
+            self._called = time.time()
+            self._loads = []
+            self._restoring = True
+            self._restored = None
+            try:
+                return method(*args, **kwargs)
+            finally:
+                self._called = None
+                self._restoring = False
+
+        return train
+
+    def _timed_load(self, method: Callable[..., Any]) -> Callable[..., Any]:
+        @functools.wraps(method)
+        def load(*args: Any, **kwargs: Any) -> Any:
+            if not self._restoring:  # e.g. load_best_model_at_end: not a restore
+                return method(*args, **kwargs)
+            start = time.time()
+            result = method(*args, **kwargs)
+            self._loaded(start, time.time())
+            return result
+
+        return load
+
+    def _loaded(self, start: float, end: float) -> None:
+        if self._restored is None:  # before on_train_begin: the step is not known yet
+            self._loads.append((start, end))
+            return
+        # After on_train_begin (the RNG state, loaded at the first epoch's start or once
+        # the first step's batches are fetched): the fetch since the mark comes first.
+        s = self.session
+        rec = s.rec
+        if s.mark is not None and start > s.mark:
+            rec.record_data_loading_start(ts=s.mark)
+            rec.record_data_loading_end(ts=start)
+        rec.record_checkpoint_restore_start(self._restored, ts=start)
+        rec.record_checkpoint_restore_end(self._restored, ts=end)
+        s.touch(end)
+
+    # -- callback events
 
     def on_init_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
         self.session.recorder(rank=int(getattr(args, "process_index", 0)))
         self.session.job_start()
+        self.attach(_calling_trainer())
 
     def on_train_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
         s = self.session
         rec = s.recorder(rank=int(getattr(args, "process_index", 0)))
         s.job_start()
-        entered, self._entered = self._entered, None
-        loaded, self._loaded = self._loaded, None
+        self.attach(_calling_trainer())  # added after it was built: times what comes next
         now = time.time()
-        step = int(state.global_step)
-        if entered is not None and step > 0:  # the state came from a checkpoint
-            restored = loaded if loaded is not None and entered <= loaded <= now else now
-            rec.record_checkpoint_restore_start(step, ts=entered)
-            rec.record_checkpoint_restore_end(step, ts=restored)
-            entered = restored
-        if entered is not None and now > entered:
-            rec.record_training_prep_start(ts=entered)
+        called, self._called = self._called, None
+        loads, self._loads = self._loads, []
+        step = int(state.global_step)  # > 0 only when the state came from a checkpoint
+        if called is not None and now > called:
+            rec.record_training_prep_start(ts=called)
+        self._restoring = bool(loads) or step > 0  # loads until the first step restore too
+        if self._restoring:
+            for start, end in loads or [(now, now)]:
+                rec.record_checkpoint_restore_start(step, ts=start)
+                rec.record_checkpoint_restore_end(step, ts=end)
+            self._restored = step
+        if called is not None and now > called:
             rec.record_training_prep_end(ts=now)
         s.touch(now)
 
     def on_step_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
         s = self.session
+        self._restoring, self._restored = False, None
         s.span_since_mark("data_loading_start", "data_loading_end")
         self._step = int(state.global_step) + 1
         s.rec.record_step_start(self._step)
@@ -137,4 +232,5 @@ class BadputCallback(_TrainerCallback):  # type: ignore[misc]
         self.session.rec.record_checkpoint_committed(step, ts=now)
 
     def on_train_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+        self._restoring, self._restored = False, None
         self.session.job_end("completed")
