@@ -30,6 +30,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import fcntl
+import itertools
 import mmap
 import os
 import secrets
@@ -257,7 +258,10 @@ class SpooledWriter:
         self.segment_bytes = segment_bytes
         self.max_segments = max_segments
         self.token = f"{os.getpid()}-{secrets.token_hex(4)}"
-        self._seq = 0
+        # Unique numbers, taken by the training thread and the background thread alike
+        # (next() of a count is one C call). They name segments, not their order: a header's
+        # offset does (see ship_orphaned).
+        self._numbers = itertools.count(1)
         first = SpoolSegment(self.spool, self.token, 0, segment_bytes)
         try:
             self.path, self.fd = create_event_file(job_dir.joinpath(*dirs), name)
@@ -306,8 +310,7 @@ class SpooledWriter:
             self._spare = self._new_segment(self.segment_bytes)
 
     def _new_segment(self, capacity: int) -> SpoolSegment:
-        self._seq += 1
-        seg = SpoolSegment(self.spool, self.token, self._seq, capacity)
+        seg = SpoolSegment(self.spool, self.token, next(self._numbers), capacity)
         seg.populate(min(capacity, 256 * 1024))
         return seg
 
@@ -546,50 +549,25 @@ def ship_orphaned(
     job_dir: str | os.PathLike[str], *, on_problem: Callable[[str, str], None] | None = None
 ) -> Orphans:
     """Ship the spool segments of writers that are gone (killed: their lock is free) into
-    their event files, oldest first, and delete them. Segments of live writers are left
-    alone. Never raises for what it finds; ``problems`` says what it left."""
+    their event files, each writer's in the order of their place in its event file (their
+    headers' offsets: a segment made ahead of time may have a lower number than one made
+    since), and delete them. A writer with one segment still locked is alive: its segments
+    are left alone. Never raises for what it finds; ``problems`` says what it left."""
     spool = Path(job_dir) / SPOOL_DIR
     try:
         names = sorted(os.listdir(spool))
     except OSError:
         return Orphans(0, 0, [])
+    writers: dict[str, list[str]] = {}
+    for name in names:
+        if name.endswith((_SUFFIX, _MAKING)):
+            writers.setdefault(name.rsplit("-", 1)[0], []).append(name)
     segments = shipped = 0
     problems: list[tuple[str, str]] = []
-    alive: set[str] = set()
-    for name in names:
-        path = spool / name
-        making = name.endswith(_MAKING)
-        if not (making or name.endswith(_SUFFIX)):
-            continue
-        token = name.rsplit("-", 1)[0]
-        if token in alive:
-            continue  # a later segment of a live writer
-        try:
-            fd = os.open(path, os.O_RDWR | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0))
-        except OSError as exc:
-            if not isinstance(exc, FileNotFoundError):
-                problems.append((str(path), exc.strerror or str(exc)))
-            continue
-        try:
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except BlockingIOError:
-                alive.add(token)
-                continue
-            if os.fstat(fd).st_nlink == 0:
-                continue  # shipped by another reader meanwhile
-            if making:
-                os.unlink(path)  # never named: held nothing
-                continue
-            n = _ship_one(Path(job_dir), fd)
-            os.unlink(path)
-            segments += 1
-            shipped += n
-        except (OSError, ValueError) as exc:
-            why = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
-            problems.append((str(path), why))
-        finally:
-            os.close(fd)
+    for group in writers.values():
+        done, bytes_shipped = _ship_writer(Path(job_dir), [spool / n for n in group], problems)
+        segments += done
+        shipped += bytes_shipped
     for path_text, why in problems:
         if on_problem is not None:
             on_problem(path_text, why)
@@ -599,15 +577,76 @@ def ship_orphaned(
     return Orphans(segments, shipped, problems)
 
 
-def _ship_one(job_dir: Path, fd: int) -> int:
-    """Ship one gone writer's segment (``fd``, locked); the bytes added."""
+def _ship_writer(
+    job_dir: Path, paths: list[Path], problems: list[tuple[str, str]]
+) -> tuple[int, int]:
+    """Ship one writer's segments when it is gone (every lock taken); (segments, bytes)."""
+    held: list[tuple[Path, int]] = []
+    try:
+        for path in paths:
+            try:
+                fd = os.open(path, os.O_RDWR | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0))
+            except FileNotFoundError:
+                continue
+            except OSError as exc:
+                problems.append((str(path), exc.strerror or str(exc)))
+                return 0, 0
+            held.append((path, fd))
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                return 0, 0  # alive
+        placed: list[tuple[int, int, Path, int, _Header]] = []
+        removed = 0
+        for k, (path, fd) in enumerate(held):
+            if os.fstat(fd).st_nlink == 0:
+                continue  # shipped by another reader meanwhile
+            try:
+                header = None if path.name.endswith(_MAKING) else _read_header(fd)
+            except (OSError, ValueError) as exc:
+                problems.append((str(path), _why(exc)))
+                continue
+            if header is None:  # never used (made ahead, or being made at the kill)
+                os.unlink(path)
+                removed += 1
+                continue
+            placed.append((header.start, k, path, fd, header))
+        shipped = 0
+        for _start, _k, path, fd, header in sorted(placed, key=lambda x: (x[0], x[1])):
+            try:
+                shipped += _ship_one(job_dir, fd, header)
+                os.unlink(path)
+                removed += 1
+            except (OSError, ValueError) as exc:
+                problems.append((str(path), _why(exc)))
+                break  # the later ones go after it: left for a later try
+        return removed, shipped
+    finally:
+        for _path, fd in held:
+            os.close(fd)
+
+
+def _why(exc: BaseException) -> str:
+    return exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+
+
+def _read_header(fd: int) -> _Header | None:
+    """A segment's header; None for one never used (all NUL). ``ValueError`` for a file
+    that is not a spool segment."""
     head = os.pread(fd, HEADER, 0)
     if not head.startswith(_MAGIC):
         if head.strip(b"\0"):
             raise ValueError("not a badput spool segment")
-        return 0  # made, never used
+        return None
     line = head[len(_MAGIC) :].split(b"\n", 1)[0]
-    header = msgspec.json.decode(line, type=_Header)
+    try:
+        return msgspec.json.decode(line, type=_Header)
+    except msgspec.DecodeError as exc:
+        raise ValueError(f"its header cannot be read: {exc}") from None
+
+
+def _ship_one(job_dir: Path, fd: int, header: _Header) -> int:
+    """Ship one gone writer's segment (``fd``, locked, with its ``header``); the bytes added."""
     target = _safe_target(job_dir, header.target)
     if target is None:
         raise ValueError(f"its header names {header.target!r}, not an event file of the job")
