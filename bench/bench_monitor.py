@@ -49,8 +49,8 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).parent))
-from badput._codec import encode_lines
 from badput.events import Event
+from badput.formats.codec import encode_lines
 from badput.monitor import Monitor, Snapshot
 from make_big_job import JOB, LOAD_AFTER_S, LOAD_S, STEP_GAP_S, STEP_S, loader_pid, write_job
 

@@ -26,9 +26,9 @@ import tempfile
 import time
 from pathlib import Path
 
-from badput._codec import encode_lines
 from badput.analysis import LiveJob
 from badput.events import Event
+from badput.formats.codec import encode_lines
 
 JOB = "ranks"
 STEP_S = 0.25

@@ -23,9 +23,9 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
-from badput._codec import encode_line
 from badput.analysis import LiveJob
 from badput.events import Event
+from badput.formats.codec import encode_line
 from make_big_job import JOB, write_job
 
 

@@ -34,7 +34,7 @@ and after the runs: compare figures measured at like indexes.
 
 For each shape: CPU seconds (its own and its read workers') and wall seconds of the cold
 read and report in a fresh process, with the allocator setting ``badput report`` makes for
-its report (``badput._heap.large_blocks_mapped``; CPU time is the figure to compare on a
+its report (``badput.runtime.heap.large_blocks_mapped``; CPU time is the figure to compare on a
 shared machine), the peak RSS of the largest process, and the median of 20 windowed
 queries (a rolling hour ending at the job's end) on the state it read. With
 ``--repeat N`` each mode runs N times, the modes alternating, and the medians are shown
@@ -54,8 +54,8 @@ import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
-from badput._codec import encode_lines
 from badput.events import Event
+from badput.formats.codec import encode_lines
 from bench_attempts import write_job as write_attempts
 from host_speed import host_index
 from make_big_job import write_job as write_mix
@@ -63,14 +63,14 @@ from make_big_job import write_job as write_mix
 CHILD = r"""
 import json, resource, statistics, sys, time
 try:  # numpy as `badput report` imports it: one BLAS thread (older code has no such step)
-    from badput._blas import import_numpy_single_threaded
+    from badput.runtime.blas import import_numpy_single_threaded
     import_numpy_single_threaded()
 except ImportError:
     pass
 from badput.analysis import LiveJob
 import contextlib
 try:  # the allocator setting `badput report` makes for its report (older code has none)
-    from badput._heap import large_blocks_mapped
+    from badput.runtime.heap import large_blocks_mapped
 except ImportError:
     large_blocks_mapped = contextlib.nullcontext
 root, job = sys.argv[1], sys.argv[2]

@@ -369,8 +369,8 @@ def _child(code: str, root: Path) -> dict[str, Any]:
 def _write_stores(steps: int, epoch: float, t_cut: float, root: Path) -> list[Any]:
     """The finished job under ``root/finished``, the running one (up to ``t_cut``) under
     ``root/running``; returns the running job's later events (the job_end left out)."""
-    from badput._codec import encode_lines  # noqa: PLC0415 (not in the reference venv)
     from badput.events import Event  # noqa: PLC0415 (not in the reference venv)
+    from badput.formats.codec import encode_lines  # noqa: PLC0415 (not in the reference venv)
 
     tail: list[Any] = []
     buffers: dict[Path, list[Any]] = {}
@@ -414,8 +414,8 @@ def _ms(seconds: float) -> str:
 
 
 def run_size(steps: int, args: argparse.Namespace, python: Path) -> None:
-    from badput._codec import encode_lines  # noqa: PLC0415 (not in the reference venv)
     from badput.analysis import LiveJob  # noqa: PLC0415 (not in the reference venv)
+    from badput.formats.codec import encode_lines  # noqa: PLC0415 (not in the reference venv)
 
     duration, last_start = job_times(steps)
     epoch = float(int(time.time() - duration - 60.0))

@@ -43,8 +43,8 @@ from types import FrameType
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 from _log_fuzz import JOB, Case, check_case, make_case, write_case
-from badput import _codec as codec
 from badput.analysis import analyze
+from badput.formats import codec
 from badput.report import to_json
 
 

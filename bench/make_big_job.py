@@ -22,8 +22,8 @@ import argparse
 import time
 from pathlib import Path
 
-from badput._codec import encode_lines
 from badput.events import Event
+from badput.formats.codec import encode_lines
 
 JOB = "big"
 STEP_S = 0.1  # seconds per step

@@ -23,9 +23,9 @@ from pathlib import Path
 from rich.console import Console
 
 from _worked_example import worked_example_events
-from badput._codec import decode_line, encode_lines
 from badput.analysis import analyze
 from badput.events import EventError
+from badput.formats.codec import decode_line, encode_lines
 from badput.report import render_table, to_json
 from badput.testing import Timeline
 

@@ -21,11 +21,11 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from badput import analysis
-from badput._codec import decode_line, encode_line
 from badput.engine import _ingest
 from badput.engine._ingest import Ingestor
 from badput.engine._intervals import IntervalMark
 from badput.events import Event
+from badput.formats.codec import decode_line, encode_line
 from badput.report import to_json
 from badput.store import (
     Cursor,

@@ -1,4 +1,4 @@
-"""badput's commands import numpy with one BLAS thread (badput._blas): no thread of
+"""badput's commands import numpy with one BLAS thread (badput.runtime.blas): no thread of
 OpenBLAS's pool spins beside a cold read and is taken for another task, and the processes
 a command starts inherit the user's environment unchanged."""
 
@@ -16,7 +16,7 @@ import json, os, sys
 names = ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")
 before = {k: os.environ.get(k) for k in names}
 if sys.argv[1] == "helper":
-    from badput._blas import import_numpy_single_threaded
+    from badput.runtime.blas import import_numpy_single_threaded
     import_numpy_single_threaded()
 else:
     import numpy
@@ -67,7 +67,7 @@ def test_a_thread_count_the_user_set_is_kept() -> None:
 def test_numpy_already_imported_is_left_as_it_is(monkeypatch: pytest.MonkeyPatch) -> None:
     import numpy  # noqa: F401 (imported before the helper is asked)
 
-    from badput._blas import import_numpy_single_threaded
+    from badput.runtime.blas import import_numpy_single_threaded
 
     monkeypatch.delenv("OPENBLAS_NUM_THREADS", raising=False)
     import_numpy_single_threaded()

@@ -13,9 +13,9 @@ from click.testing import CliRunner
 
 from _worked_example import EXPECTED_MINUTES, JOB, MIN, T0, worked_example_events
 from badput import __version__
-from badput._codec import encode_lines
 from badput.cli import main, parse_timestamp
 from badput.events import Event
+from badput.formats.codec import encode_lines
 from badput.store import JsonlStore
 
 
@@ -276,7 +276,7 @@ def test_installed_report_ends_without_freeing_its_state_and_loses_no_output(
 def test_run_leaves_state_to_the_exit_only_for_the_real_command() -> None:
     """Inside another program (CliRunner, a test), nothing is kept for an exit that never
     comes: the state is freed as usual."""
-    from badput import cli
+    from badput.cli import _commands as cli
 
     assert cli._left_for_exit is None
     cli._leave_for_exit(object())

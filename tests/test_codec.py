@@ -10,8 +10,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from badput import _codec as codec
-from badput._codec import (
+from badput.events import KIND_CODE, KINDS, DecodedColumns, Event, EventError, Kind, LeanRows
+from badput.formats import codec
+from badput.formats.codec import (
     _VECTOR_CHECK_BYTES,
     _lines_if_one_object_each,
     decode_block,
@@ -21,7 +22,6 @@ from badput._codec import (
     encode_line,
     encode_lines,
 )
-from badput.events import KIND_CODE, KINDS, DecodedColumns, Event, EventError, Kind, LeanRows
 
 _STEP_KINDS = {
     Kind.STEP_START,

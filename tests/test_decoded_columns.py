@@ -6,9 +6,9 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from badput._codec import encode_lines
 from badput.engine import Accountant
 from badput.events import Chunk, Event
+from badput.formats.codec import encode_lines
 from test_codec import decoded_with_columns
 from test_engine_properties import event_logs
 from test_pack import _state

@@ -10,10 +10,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from badput._codec import encode_lines
 from badput.analysis import LiveJob, analyze
 from badput.engine import Accountant, Report, _sealing, _steps
 from badput.events import Chunk, Event, EventError
+from badput.formats.codec import encode_lines
 from badput.store import MemoryStore
 
 KINDS_WEIGHTED = [

@@ -29,13 +29,13 @@ pytest.importorskip("google.cloud.monitoring_v3")
 
 from google.cloud import monitoring_v3
 
-from badput._optional import MissingExtraError
 from badput.monitor.gcm import (
     STANDARD_SOURCES,
     CloudMonitoringExporter,
     badput_sources,
     goodput_seconds,
 )
+from badput.runtime.optional import MissingExtraError
 
 W = "compute.googleapis.com/workload/"
 

@@ -23,8 +23,8 @@ from opentelemetry.proto.collector.metrics.v1 import metrics_service_pb2
 from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 
-from badput._optional import MissingExtraError
 from badput.monitor.otel import OpenTelemetryExporter, window_label
+from badput.runtime.optional import MissingExtraError
 
 
 def make_snapshot(sequence: int = 0, upto: float | None = None) -> Snapshot:

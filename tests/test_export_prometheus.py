@@ -13,10 +13,10 @@ from collections.abc import Iterator
 import pytest
 
 from _worked_example import JOB, t, worked_example_events
-from badput._optional import MissingExtraError
 from badput.engine import Accountant
 from badput.monitor import Exporter, Snapshot
 from badput.monitor.prometheus import PrometheusExporter
+from badput.runtime.optional import MissingExtraError
 
 WINDOW = 3600.0
 

@@ -9,10 +9,10 @@ from pathlib import Path
 import pytest
 
 from _worked_example import JOB, t, worked_example_events
-from badput._optional import MissingExtraError
 from badput.engine import Accountant
 from badput.monitor import Exporter, Snapshot, window_label
 from badput.monitor.tensorboard import TensorBoardExporter
+from badput.runtime.optional import MissingExtraError
 
 WINDOW = 1800.0
 # Minutes of the worked example at which the monitor takes a snapshot: before the first

@@ -238,8 +238,8 @@ def test_to_pandas(tmp_path: Path) -> None:
 def test_to_pandas_without_pandas_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
     import sys
 
-    from badput._optional import MissingExtraError
     from badput.engine import Report, StepCounts
+    from badput.runtime.optional import MissingExtraError
 
     monkeypatch.setitem(sys.modules, "pandas", None)  # import pandas now fails
     report = Report("j", 0.0, 1.0, "job_end", 1.0, 1.0, 1.0, {"productive": 1.0}, {}, 0.0,

@@ -30,9 +30,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from badput import recorder as recorder_module
 from badput.events import Event, EventError
 from badput.recorder import SPANS, NullRecorder, Recorder
+from badput.recorder import _recorder as recorder_module
+from badput.recorder import _stream as stream_module
 from badput.store import EventWriter, JsonlStore, WriterKey
 from badput.testing import read_all
 
@@ -244,7 +245,7 @@ class _FifoStore:
 def test_hanging_store_bounded_memory_counted_and_prompt_close(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
-    monkeypatch.setattr(recorder_module, "MAX_BUFFERED_BYTES", 200_000)
+    monkeypatch.setattr(stream_module, "MAX_BUFFERED_BYTES", 200_000)
     store = _FifoStore(tmp_path)
     assert stat.S_ISFIFO(os.stat(store.fifo).st_mode)
     rec = Recorder(JOB, store, heartbeat_interval=0, flush_interval=0.01)  # type: ignore[arg-type]
@@ -472,7 +473,7 @@ _FAMILY = textwrap.dedent(
 
 def _launcher_process(tmp_path: Path, command: list[str]) -> subprocess.Popen[bytes]:
     code = (
-        "import sys; from badput._launcher import run_job; "
+        "import sys; from badput.launcher._run import run_job; "
         f"sys.exit(run_job({command!r}, {JOB!r}, {str(tmp_path / 'runs')!r}))"
     )
     return subprocess.Popen([sys.executable, "-c", code])
@@ -506,7 +507,7 @@ def test_sigkilled_launcher_leaves_no_process_and_the_next_launch_ends_the_attem
     store = JsonlStore(tmp_path / "runs")
     before = read_all(store, JOB)[0]
     assert [e.kind for e in before] == ["job_start"]
-    from badput._launcher import run_job
+    from badput.launcher._run import run_job
 
     assert run_job([sys.executable, "-c", "pass"], JOB, tmp_path / "runs") == 0
     ending = ("attempt_end", "job_end")
@@ -521,7 +522,7 @@ def test_sigkilled_launcher_leaves_no_process_and_the_next_launch_ends_the_attem
 
 
 def test_what_an_attempt_started_is_killed_when_its_command_exits(tmp_path: Path) -> None:
-    from badput._launcher import run_job
+    from badput.launcher._run import run_job
 
     marker = tmp_path / "pids"
     family = _FAMILY.format(marker=str(marker), exit_at_once=True)
@@ -533,7 +534,7 @@ def test_what_an_attempt_started_is_killed_when_its_command_exits(tmp_path: Path
 
 
 def test_crash_loop_backs_off_exponentially_up_to_the_cap(tmp_path: Path) -> None:
-    from badput._launcher import run_job
+    from badput.launcher._run import run_job
 
     messages: list[str] = []
     # A command that fails at once even on a loaded machine: an attempt that ran longer
@@ -590,7 +591,7 @@ class _HangingStore:
 def test_a_hanging_store_never_delays_the_command(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from badput import _launcher
+    from badput.launcher import _run as _launcher
 
     monkeypatch.setattr(_launcher, "LIST_TIMEOUT", 0.3)
     monkeypatch.setattr(_launcher, "JOURNAL_TIMEOUT", 0.3)
@@ -804,10 +805,12 @@ def test_one_window_vocabulary_for_every_exporter() -> None:
 
 def test_one_periodic_worker_and_one_lifecycle_registry_for_all_three() -> None:
     """The recorder, the Monitor and the compat GoodputMonitor's uploaders all tick on
-    badput._worker.PeriodicWorker and register their exit/fork hooks in badput._lifecycle."""
-    from badput import _lifecycle, _worker
+    badput.runtime.worker.PeriodicWorker and register their exit/fork hooks in
+    badput.runtime.lifecycle."""
     from badput.compat.ml_goodput_measurement import monitoring
     from badput.monitor import Monitor, _monitor
+    from badput.runtime import lifecycle as _lifecycle
+    from badput.runtime import worker as _worker
 
     for module in (recorder_module, _monitor, monitoring):
         assert module.PeriodicWorker is _worker.PeriodicWorker
@@ -828,7 +831,7 @@ def test_one_periodic_worker_and_one_lifecycle_registry_for_all_three() -> None:
 
 
 def test_periodic_worker_ticks_on_schedule_survives_errors_and_stops_bounded() -> None:
-    from badput._worker import PeriodicWorker
+    from badput.runtime.worker import PeriodicWorker
 
     ticks: list[float] = []
     finished: list[bool] = []
@@ -858,7 +861,7 @@ def test_a_hanging_pushgateway_never_leaves_the_scrape_endpoint_stale() -> None:
     import socket
     import urllib.request
 
-    from badput.cli import _build_exporters
+    from badput.cli._live import _build_exporters
     from badput.monitor import Monitor
 
     silent = socket.socket()  # accepts connections, never answers: a hung Pushgateway

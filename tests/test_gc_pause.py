@@ -1,4 +1,4 @@
-"""The collector pause around reads and reports (badput._gc): scoped, re-entrant, and
+"""The collector pause around reads and reports (badput.runtime.gc_pause): scoped, re-entrant, and
 leaves what it made in the oldest generation instead of the youngest."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from badput._gc import gc_paused
+from badput.runtime.gc_pause import gc_paused
 
 
 @pytest.fixture(autouse=True)

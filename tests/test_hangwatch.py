@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from badput._hangwatch import AUTO, HangWatch, parse_hang_timeout
-from badput._launcher import Launcher
 from badput.analysis import analyze
 from badput.engine import RankOptions
+from badput.launcher._hangwatch import AUTO, HangWatch, parse_hang_timeout
+from badput.launcher._run import Launcher
 from badput.store import MemoryStore, WriterKey
 from badput.testing import Timeline, events_to_store
 

@@ -1,4 +1,4 @@
-"""Freed heap memory handed back after a large pass (badput._heap): it is handed back
+"""Freed heap memory handed back after a large pass (badput.runtime.heap): it is handed back
 (glibc), nothing happens where the C library cannot, and the engine does it only after
 a large per-rank derivation or a parallel read's merge, never on a small report. Large
 blocks mapped on their own (what `badput report` asks for), and the per-rank pass of
@@ -21,11 +21,12 @@ from typing import Any, cast
 import pytest
 from click.testing import CliRunner
 
-from badput import _heap, analysis
+from badput import analysis
 from badput.cli import main
 from badput.engine import _accountant, cpu_time_with_helpers
 from badput.monitor import Monitor
 from badput.report import to_json
+from badput.runtime import heap as _heap
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "bench"))
 from bench_shapes import write_steps
@@ -43,7 +44,7 @@ def test_freed_heap_memory_is_handed_back() -> None:
     # eight is kept: the free ones are holes glibc keeps resident until handed back.
     script = textwrap.dedent(
         """
-        from badput import _heap
+        from badput.runtime import heap as _heap
         def rss():
             with open("/proc/self/statm") as f:
                 return int(f.read().split()[1]) * 4096 >> 20
@@ -130,7 +131,7 @@ def test_large_blocks_mapped_on_their_own_are_unmapped_when_freed() -> None:
     script = textwrap.dedent(
         """
         import contextlib, sys
-        from badput import _heap
+        from badput.runtime import heap as _heap
         def rss():
             with open("/proc/self/statm") as f:
                 return int(f.read().split()[1]) * 4096 >> 20

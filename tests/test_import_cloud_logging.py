@@ -28,11 +28,11 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 
-from badput._codec import encode_lines
 from badput.analysis import analyze
 from badput.cli import main
 from badput.compat.ml_goodput_measurement import cloud_logging as cl
 from badput.events import Event
+from badput.formats.codec import encode_lines
 from badput.store import JsonlStore, MemoryStore, WriterKey
 
 EXPORT = Path(__file__).parent / "data" / "mgm_cloud_logging_export.json"

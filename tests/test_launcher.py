@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from badput._launcher import Launcher, default_job_name, run_job
 from badput.events import Event
+from badput.launcher._run import Launcher, default_job_name, run_job
 from badput.store import JsonlStore
 
 JOB = "launched"
@@ -204,7 +204,7 @@ def launch(
     """Start ``run_job`` in a subprocess running ``child`` (Python code)."""
     command = py(child)
     code = (
-        "import sys; from badput._launcher import run_job; "
+        "import sys; from badput.launcher._run import run_job; "
         f"sys.exit(run_job({command!r}, {JOB!r}, {str(tmp_path / 'runs')!r}, "
         f"max_restarts={max_restarts}, restart_delay={delay}, kill_timeout={kill}))"
     )
@@ -436,7 +436,7 @@ def test_a_failing_progress_callback_does_not_stop_the_job(tmp_path: Path) -> No
 
 
 def test_the_keeper_says_it_cannot_start_the_command_even_to_a_closed_stderr() -> None:
-    from badput import _keeper
+    from badput.launcher import _keeper
 
     read_end, write_end = os.pipe()
     os.close(read_end)

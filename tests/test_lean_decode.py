@@ -24,12 +24,12 @@ from msgspec.structs import fields
 
 from _log_fuzz import JOB, make_case, write_case
 from _spy import spy
-from badput import _codec as codec
 from badput import analysis
-from badput._codec import decode_block_coded, encode_lines
 from badput.analysis import LiveJob, analyze
 from badput.engine import Accountant
 from badput.events import Event, LeanEvent, LeanRows
+from badput.formats import codec
+from badput.formats.codec import decode_block_coded, encode_lines
 from badput.report import to_json
 from badput.store import JsonlStore
 from test_codec import decoded_with_columns

@@ -13,8 +13,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from badput import _list_ahead
-from badput.cli import main
+from badput.cli import _list_ahead, main
 from badput.store import JobListing, JsonlStore, list_job
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "bench"))

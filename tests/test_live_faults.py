@@ -22,8 +22,8 @@ from pathlib import Path
 
 import pytest
 
-from badput import recorder as recorder_module
 from badput.analysis import LiveJob, analyze
+from badput.recorder import _stream as stream_module
 from badput.report import to_json
 from badput.store import SPOOL_DIR, JsonlStore, ship_orphaned
 from badput.testing import read_all
@@ -252,7 +252,7 @@ def test_resident_memory_of_ten_million_events_stays_bounded(tmp_path: Path) -> 
     # one and the next one made ahead (17 x 4 MiB = 68 MiB), whatever the number of events;
     # measured on a loaded 2-core machine: +15 MiB at most, 2-8 MiB typically. Before: the
     # whole event file stayed mapped, +1.2 GB for these 10 M events.
-    bound = (recorder_module.MAX_SEGMENTS + 1) * recorder_module.SEGMENT_BYTES
+    bound = (stream_module.MAX_SEGMENTS + 1) * stream_module.SEGMENT_BYTES
     assert max(rss_file) - rss_file[0] <= bound, [f / mib for f in rss_file]
     assert max(rss) - rss[0] <= bound + 16 * mib, [r / mib for r in rss]
     (stream,) = JsonlStore(tmp_path).streams("long")

@@ -506,7 +506,7 @@ def test_cli_monitor_once_with_injected_exporter(
         seen.append(kwargs)
         return [fake]
 
-    monkeypatch.setattr("badput.cli._build_exporters", build)
+    monkeypatch.setattr("badput.cli._live._build_exporters", build)
     args = ["monitor", str(root), "--job", JOB, "--once", "--window", "60", "--otlp", "http://x"]
     result = CliRunner().invoke(main, args)
     assert result.exit_code == 0, result.output

@@ -19,11 +19,12 @@ PUBLIC: dict[str, set[str]] = {
         "STEP_KINDS", "attempt_id", "bucket_of", "interval_base", "validate",
     },
     "badput.store": {
-        "SPOOL_DIR", "Chunk", "Cursor", "EventStore", "EventWriter", "JobListing", "JsonlStore",
+        "MAX_LINE_BYTES", "SPOOL_DIR", "Chunk", "Cursor", "EventStore", "EventWriter",
+        "JobListing", "JsonlStore",
         "MemoryStore", "Orphans", "ReadResult", "SingleFileStore", "SpooledWriter", "Unread",
         "WriterKey", "is_job_path", "job_sources", "list_job",
         "open_source",
-        "open_store", "safe_job_dir", "ship_orphaned", "written_end",
+        "open_regular", "open_store", "safe_job_dir", "ship_orphaned", "what_is", "written_end",
     },
     "badput.engine": {
         "Accountant", "AttemptSummary", "DEFAULT_SLOWDOWN_FACTOR", "Diagnostic", "IntervalSpan",
@@ -35,7 +36,8 @@ PUBLIC: dict[str, set[str]] = {
     "badput.report": {
         "JobRow", "MAX_ATTEMPT_ROWS", "compare_dict", "dumps_finite", "format_duration",
         "format_percent", "format_ts", "html_report", "inert", "job_row", "no_time_reason",
-        "render_compare", "render_jobs", "render_table", "render_watch", "run_watch", "sort_rows",
+        "open_output", "render_compare", "render_jobs", "render_table", "render_watch",
+        "run_watch", "sort_rows",
         "status_line", "to_json", "write_csv", "write_trace",
     },
     "badput.monitor": {
@@ -44,7 +46,18 @@ PUBLIC: dict[str, set[str]] = {
         "TensorBoardExporter", "flush_live_recorders", "window_label",
     },
     "badput.analysis": {"LiveJob", "analyze"},
-    "badput.recorder": {"DEFAULT_HEARTBEAT_INTERVAL", "NullRecorder", "Recorder", "SPANS"},
+    "badput.recorder": {
+        "DEFAULT_HEARTBEAT_INTERVAL", "NullRecorder", "Recorder", "SPANS", "resolve_attempt",
+    },
+    "badput.launcher": {
+        "AUTO", "HangWatch", "LaunchResult", "Launcher", "default_job_name",
+        "end_orphaned_attempt", "job_completed", "latest_inner_restart", "next_attempt",
+        "parse_hang_timeout", "run_job", "ship_orphaned_of",
+    },
+    "badput.cli": {"console_main", "main", "parse_timestamp"},
+    "badput.runtime": {
+        "blas", "env", "gc_pause", "heap", "lazy", "lifecycle", "optional", "worker",
+    },
     "badput.testing": {
         "MemoryStore", "Timeline", "events_to_jsonl", "events_to_store", "read_all",
         "recorder_for_tests",

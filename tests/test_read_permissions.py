@@ -42,7 +42,7 @@ BODY = """
 def body(root):
     from click.testing import CliRunner
 
-    from badput._list_ahead import ListingAhead
+    from badput.cli._list_ahead import ListingAhead
     from badput.analysis import LiveJob, analyze
     from badput.cli import main
     from badput.store import list_job

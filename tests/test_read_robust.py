@@ -21,11 +21,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from badput import Recorder
-from badput._codec import decode_block, decode_line, decode_lines
 from badput.analysis import TORN_AFTER_SECONDS, LiveJob, analyze
 from badput.cli import main
 from badput.engine import Report
 from badput.events import MAX_INT, MAX_TS, Event, EventError, attempt_id, validate
+from badput.formats.codec import decode_block, decode_line, decode_lines
 from badput.report._format import format_duration, format_percent, format_ts
 from badput.report._watch import window_label
 from badput.store import JsonlStore, MemoryStore, WriterKey, _jsonl, _lines

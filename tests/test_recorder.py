@@ -18,9 +18,9 @@ from typing import Any
 import numpy as np
 import pytest
 
-from badput import _env
 from badput.events import Event, EventError, validate
 from badput.recorder import NullRecorder, Recorder
+from badput.runtime import env as _env
 from badput.store import JsonlStore, MemoryStore, WriterKey, open_store
 from badput.testing import (
     Timeline,

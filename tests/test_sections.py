@@ -11,8 +11,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from badput import Recorder
-from badput._sections import SectionTimers, summarize
 from badput.recorder import NullRecorder
+from badput.recorder._sections import SectionTimers, summarize
 from badput.store import MemoryStore
 from badput.testing import read_all, recorder_for_tests
 

@@ -10,9 +10,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from badput._codec import encode_line, encode_lines
-from badput._env import BADPUT_STORE, DEFAULT_STORE
 from badput.events import Event, EventError
+from badput.formats.codec import encode_line, encode_lines
+from badput.runtime.env import BADPUT_STORE, DEFAULT_STORE
 from badput.store import (
     Cursor,
     EventStore,

@@ -460,7 +460,7 @@ def test_incremental_read_returns_only_new_events(
     key = WriterKey("0", "h0", 0, 1)
     writer = store.open_writer("inc", key)
     first = [Event(ts=T0 + i, kind="step_start", job="inc", attempt=0, step=i) for i in range(4)]
-    writer.write(badput._codec.encode_lines(first))
+    writer.write(badput.formats.codec.encode_lines(first))
     writer.flush()
     r1 = store.read("inc")
     assert [i for c in r1.chunks for i in c.items] == first
@@ -471,7 +471,7 @@ def test_incremental_read_returns_only_new_events(
         Event(ts=T0 + 10 + i, kind="step_start", job="inc", attempt=0, step=4 + i) for i in range(3)
     ]
     late = Event(ts=T0 + 2.5, kind="heartbeat", job="inc", attempt=0)  # arrives late
-    writer.write(badput._codec.encode_lines([*second, late]))
+    writer.write(badput.formats.codec.encode_lines([*second, late]))
     writer.close()
     r2 = store.read("inc", r1.cursor)
     got = [i for c in r2.chunks for i in c.items]
@@ -492,8 +492,10 @@ def test_incremental_read_returns_only_new_events(
     assert r3.cursor.floor.timestamp() == pytest.approx(time.time() - 60, abs=5)
     assert prompt.read("inc", r3.cursor).chunks == []
     writer = store.open_writer("inc", key)
-    writer.write(badput._codec.encode_line(Event(ts=time.time() - 1, kind="heartbeat", job="inc")))
-    writer.write(badput._codec.encode_line(Event(ts=T0 + 99, kind="heartbeat", job="inc")))
+    writer.write(
+        badput.formats.codec.encode_line(Event(ts=time.time() - 1, kind="heartbeat", job="inc"))
+    )
+    writer.write(badput.formats.codec.encode_line(Event(ts=T0 + 99, kind="heartbeat", job="inc")))
     writer.close()
     r4 = prompt.read("inc", r3.cursor)  # the entry 2 hours late is beyond the window
     assert [e.ts for c in r4.chunks for e in c.items] == [pytest.approx(time.time() - 1, abs=5)]
@@ -585,7 +587,7 @@ def test_write_failures_are_oserrors_the_recorder_survives(
     state, _ = fake
     writer = store.open_writer("f", WriterKey("0", "h", 0, 1))
     state.fail_writes = True
-    writer.write(badput._codec.encode_line(Event(ts=T0, kind="job_start", job="f")))
+    writer.write(badput.formats.codec.encode_line(Event(ts=T0, kind="job_start", job="f")))
     with pytest.raises(OSError, match="cannot write 1 entries of job 'f'"):
         writer.flush()
     writer.flush()  # the failed entries were dropped: nothing left to send

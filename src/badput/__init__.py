@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from badput._lazy import lazy_attributes
 from badput.events import Event, EventError, Kind
+from badput.runtime.lazy import lazy_attributes
 
 __version__ = "0.1.0.dev0"
 

@@ -21,10 +21,10 @@ from operator import attrgetter
 from pathlib import Path
 from typing import Any, Final, NamedTuple
 
-from badput._gc import gc_paused
-from badput._heap import give_back
 from badput.engine import Accountant, Diagnostic, RankOptions, Report
 from badput.events import Chunk, Event, EventError, LeanEvent
+from badput.runtime.gc_pause import gc_paused
+from badput.runtime.heap import give_back
 from badput.store import (
     Cursor,
     EventStore,

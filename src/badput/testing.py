@@ -15,8 +15,8 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any, TypeAlias
 
-from badput._codec import encode_line
 from badput.events import Event, EventError
+from badput.formats.codec import encode_line
 from badput.recorder import Recorder
 from badput.store import EventStore, MemoryStore, WriterKey
 

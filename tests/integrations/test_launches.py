@@ -15,9 +15,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import badput
-from badput import _env
-from badput._launcher import Launcher, job_completed, latest_inner_restart, run_job
 from badput.events import Kind
+from badput.launcher._run import Launcher, job_completed, latest_inner_restart, run_job
+from badput.runtime import env as _env
 from badput.store import JsonlStore
 from badput.testing import recorder_for_tests
 
@@ -127,7 +127,7 @@ def test_launched_recorder_records_process_init_and_leaves_job_end_to_the_launch
     monkeypatch.setenv("BADPUT_LAUNCHER", "1")
     t_start = time.time() - 3.0
     monkeypatch.setenv("BADPUT_ATTEMPT_START", repr(t_start + 1.0))  # the launcher's job_start
-    monkeypatch.setattr("badput.recorder.process_start_time", lambda: t_start)
+    monkeypatch.setattr("badput.recorder._recorder.process_start_time", lambda: t_start)
     rec = recorder_for_tests(job="launched-rec")
     created = time.time()
     rec.record_job_start()

@@ -32,10 +32,9 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, BinaryIO, Final
 
-from badput._codec import why_not_text
 from badput.events import Event, Kind
-from badput.store._jsonl import _what_is, open_regular
-from badput.store._lines import MAX_LINE_BYTES
+from badput.formats.codec import why_not_text
+from badput.store import MAX_LINE_BYTES, open_regular, what_is
 
 __all__ = [
     "EVENT_TYPES",
@@ -235,7 +234,7 @@ def _open_log(name: str) -> BinaryIO:
     file and what it is. ``OSError`` when it cannot be opened."""
     f = open_regular(Path(name))
     if f is None:
-        raise ValueError(f"{name}: {_what_is(os.stat(name).st_mode)}, not a regular file: not read")
+        raise ValueError(f"{name}: {what_is(os.stat(name).st_mode)}, not a regular file: not read")
     return f
 
 
@@ -552,7 +551,7 @@ def import_resiliency(
     count every event twice. Bad lines: see :func:`read_resiliency_log`.
     Returns ``(job, events written)``.
     """
-    from badput._codec import encode_lines  # noqa: PLC0415
+    from badput.formats.codec import encode_lines  # noqa: PLC0415
     from badput.store import WriterKey, open_store, safe_job_dir  # noqa: PLC0415
 
     events = read_resiliency_log(paths, problems=problems)

@@ -1,7 +1,7 @@
 """``badput demo``: run a real (small) training job under the launcher and report on it.
 
 The job (:mod:`badput.demo.train`) trains a numpy MLP with checkpoints, evals
-and one injected crash; :func:`run_demo` runs it with :func:`badput._launcher.run_job`
+and one injected crash; :func:`run_demo` runs it with :func:`badput.launcher._run.run_job`
 (restarts allowed, so the crash costs wasted steps and recovery time) and
 returns the job's :class:`~badput.engine.Report`.
 """
@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 from urllib.parse import unquote, urlsplit
 
-from badput._launcher import run_job
+from badput.launcher import run_job
 
 if TYPE_CHECKING:
     from badput.engine import Report

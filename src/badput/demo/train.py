@@ -29,8 +29,8 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from badput import _env
 from badput.recorder import Recorder
+from badput.runtime import env as _env
 
 __all__ = ["TrainConfig", "main", "train"]
 

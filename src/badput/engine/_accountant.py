@@ -10,8 +10,6 @@ from typing import Final
 
 import numpy as np
 
-from badput._gc import gc_paused
-from badput._heap import TRIM_AFTER_VALUES, give_back
 from badput.engine._batch import Batch
 from badput.engine._cache import QueryCache
 from badput.engine._ingest import Ingestor, Run
@@ -22,6 +20,8 @@ from badput.engine._segments import Typical
 from badput.engine._steptime import DEFAULT_SLOWDOWN_FACTOR, StepTimeStats, step_time_stats
 from badput.engine._timeline import Timeline, build_timeline
 from badput.events import Chunk, DecodedColumns, Event, EventError, LeanEvent
+from badput.runtime.gc_pause import gc_paused
+from badput.runtime.heap import TRIM_AFTER_VALUES, give_back
 
 __all__ = ["Accountant"]
 

@@ -273,7 +273,7 @@ class Report:
         fields of :class:`AttemptSummary`, one row per attempt. Step rows are in
         :meth:`Timeline.to_pandas`.
         """
-        from badput._optional import import_optional  # noqa: PLC0415
+        from badput.runtime.optional import import_optional  # noqa: PLC0415
 
         pd = import_optional("pandas", "pandas")
         total = self.total_seconds

@@ -99,7 +99,7 @@ class Timeline:
         One row per step span (attempt index, attempt id, rank, step, start, end,
         own_seconds, bucket, ended) and per recorded interval.
         """
-        from badput._optional import import_optional  # noqa: PLC0415
+        from badput.runtime.optional import import_optional  # noqa: PLC0415
 
         pd = import_optional("pandas", "pandas")
         s = self.steps

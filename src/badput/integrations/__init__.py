@@ -2,7 +2,7 @@
 
 Each module imports its framework when it is imported itself (never by
 ``import badput`` or this package); a missing framework raises
-:class:`~badput._optional.MissingExtraError` naming the extra to install:
+:class:`~badput.runtime.optional.MissingExtraError` naming the extra to install:
 
 - ``badput.integrations.torch``: a data loader wrapper timing each batch fetch;
   ``torch.distributed.checkpoint`` save / async save / load timing (``badput[torch]``).

@@ -15,8 +15,8 @@ import time
 from collections.abc import Iterable, Iterator
 from typing import Any, TypeVar
 
-from badput._env import under_launcher
 from badput.recorder import Recorder
+from badput.runtime.env import under_launcher
 from badput.store import EventStore
 
 __all__ = ["RecorderSession", "timed_batches"]

@@ -28,9 +28,9 @@ import threading
 import time
 from typing import Any
 
-from badput._optional import import_optional
 from badput.integrations._common import timed_batches
 from badput.recorder import Recorder
+from badput.runtime.optional import import_optional
 
 jax = import_optional("jax", "jax")
 

@@ -31,9 +31,9 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from badput._optional import import_optional
 from badput.integrations._common import RecorderSession
 from badput.recorder import Recorder
+from badput.runtime.optional import import_optional
 from badput.store import EventStore
 
 keras = import_optional("keras", "keras")

@@ -27,9 +27,9 @@ import os
 import time
 from typing import Any
 
-from badput._optional import import_optional
 from badput.integrations._common import RecorderSession
 from badput.recorder import Recorder
+from badput.runtime.optional import import_optional
 from badput.store import EventStore
 
 pl = import_optional("lightning.pytorch", "lightning")

@@ -21,9 +21,9 @@ from collections.abc import Iterable, Iterator
 from concurrent.futures import Future
 from typing import Any, Generic, TypeVar
 
-from badput._optional import import_optional
 from badput.integrations._common import timed_batches
 from badput.recorder import Recorder
+from badput.runtime.optional import import_optional
 
 torch = import_optional("torch", "torch")
 

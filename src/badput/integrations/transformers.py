@@ -44,9 +44,9 @@ import weakref
 from collections.abc import Callable
 from typing import Any
 
-from badput._optional import import_optional
 from badput.integrations._common import RecorderSession
 from badput.recorder import Recorder
+from badput.runtime.optional import import_optional
 from badput.store import EventStore
 
 _tf = import_optional("transformers", "transformers")

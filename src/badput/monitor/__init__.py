@@ -12,7 +12,6 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from badput._lazy import lazy_attributes
 from badput.monitor._base import Exporter, Snapshot
 from badput.monitor._monitor import (
     MAX_BACKOFF_CYCLES,
@@ -21,6 +20,7 @@ from badput.monitor._monitor import (
     flush_live_recorders,
 )
 from badput.monitor._vocab import window_label
+from badput.runtime.lazy import lazy_attributes
 
 if TYPE_CHECKING:
     from badput.monitor.gcm import CloudMonitoringExporter

@@ -46,11 +46,11 @@ from contextlib import suppress
 from pathlib import Path
 from typing import Final
 
-from badput import _lifecycle
-from badput._worker import PeriodicWorker
 from badput.analysis import LiveJob
 from badput.engine import DEFAULT_SLOWDOWN_FACTOR, RankOptions, cpu_time_with_helpers
 from badput.monitor._base import Exporter, Snapshot
+from badput.runtime import lifecycle as _lifecycle
+from badput.runtime.worker import PeriodicWorker
 from badput.store import EventStore, is_job_path, open_store
 
 __all__ = [

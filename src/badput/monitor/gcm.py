@@ -50,10 +50,10 @@ import urllib.request
 from collections.abc import Mapping
 from typing import Any, Final
 
-from badput._optional import import_optional
 from badput.engine import Report
 from badput.formats.mgm import SOURCE_OF_BUCKET
 from badput.monitor._base import BucketSeries, Snapshot
+from badput.runtime.optional import import_optional
 
 __all__ = [
     "DOUBLE",

@@ -48,11 +48,11 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from badput import __version__
-from badput._optional import import_optional
 from badput.engine import Report
 from badput.monitor._base import BucketSeries, Snapshot
 from badput.monitor._rankmetrics import stall_state
 from badput.monitor._vocab import METRICS, window_label
+from badput.runtime.optional import import_optional
 
 if TYPE_CHECKING:
     from opentelemetry.metrics import CallbackOptions, MeterProvider, Observation

@@ -60,10 +60,10 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from badput._optional import import_optional
 from badput.monitor._base import BucketSeries, Snapshot
 from badput.monitor._rankmetrics import stall_state
 from badput.monitor._vocab import METRICS, window_label
+from badput.runtime.optional import import_optional
 
 if TYPE_CHECKING:
     from prometheus_client.metrics_core import Metric

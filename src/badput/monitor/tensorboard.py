@@ -45,11 +45,11 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from badput._optional import import_optional
 from badput.engine import PRODUCTIVE
 from badput.monitor._base import BucketSeries, Snapshot
 from badput.monitor._rankmetrics import rank_scalars
 from badput.monitor._vocab import METRICS, window_label
+from badput.runtime.optional import import_optional
 
 __all__ = ["TensorBoardExporter"]
 

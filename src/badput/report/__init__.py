@@ -10,7 +10,6 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from badput._lazy import lazy_attributes
 from badput.report._format import (
     MAX_ATTEMPT_ROWS,
     format_duration,
@@ -19,6 +18,7 @@ from badput.report._format import (
     inert,
 )
 from badput.report._json import dumps_finite, to_json
+from badput.runtime.lazy import lazy_attributes
 
 if TYPE_CHECKING:
     from badput.engine import Accountant, Report
@@ -47,6 +47,7 @@ __all__ = [
     "inert",
     "job_row",
     "no_time_reason",
+    "open_output",
     "render_compare",
     "render_jobs",
     "render_table",
@@ -63,6 +64,7 @@ __all__ = [
 # (and ``badput report --json``) imports neither until a view needs it.
 _LAZY = {
     "no_time_reason": "badput.report._table",
+    "open_output": "badput.report._output",
     "status_line": "badput.report._watch",
     "render_watch": "badput.report._watch",
     "run_watch": "badput.report._watch",

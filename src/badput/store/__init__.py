@@ -16,8 +16,8 @@ from pathlib import Path
 from typing import Final, NamedTuple
 from urllib.parse import unquote, urlsplit
 
-from badput._env import BADPUT_STORE, DEFAULT_STORE
 from badput.events import Event
+from badput.runtime.env import BADPUT_STORE, DEFAULT_STORE
 from badput.store._base import (
     Chunk,
     Cursor,
@@ -35,13 +35,17 @@ from badput.store._jsonl import (
     first_event_of,
     first_job_below,
     has_jsonl_below,
+    open_regular,
     safe_job_dir,
+    what_is,
     written_end,
 )
+from badput.store._lines import MAX_LINE_BYTES
 from badput.store._memory import MemoryStore, memory_store
 from badput.store._spool import SPOOL_DIR, Orphans, SpooledWriter, ship_orphaned
 
 __all__ = [
+    "MAX_LINE_BYTES",
     "SPOOL_DIR",
     "Chunk",
     "Cursor",
@@ -59,10 +63,12 @@ __all__ = [
     "is_job_path",
     "job_sources",
     "list_job",
+    "open_regular",
     "open_source",
     "open_store",
     "safe_job_dir",
     "ship_orphaned",
+    "what_is",
     "written_end",
 ]
 

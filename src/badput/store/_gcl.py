@@ -43,15 +43,15 @@ from urllib.parse import quote, unquote
 
 import msgspec
 
-from badput._codec import decode_lines
-from badput._optional import MissingExtraError, import_optional
 from badput.events import Event, EventError
+from badput.formats.codec import decode_lines
 from badput.formats.mgm import (
     JOB_NAME,
     PayloadDecoder,
     PayloadEncoder,
     PayloadError,
 )
+from badput.runtime.optional import MissingExtraError, import_optional
 from badput.store._base import Chunk, Cursor, EventWriter, ReadResult, WriterKey
 
 __all__ = ["SCHEME", "CloudLoggingCursor", "CloudLoggingStore", "CloudLoggingWriter"]

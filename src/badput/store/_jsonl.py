@@ -24,8 +24,8 @@ from contextlib import suppress
 from pathlib import Path
 from typing import Any, BinaryIO, Final, TypeAlias
 
-from badput._codec import decode_block_coded, decode_lines
 from badput.events import DecodedColumns, Event, EventError, LeanRows
+from badput.formats.codec import decode_block_coded, decode_lines
 from badput.store._base import (
     Chunk,
     Cursor,
@@ -53,7 +53,9 @@ __all__ = [
     "first_event_of",
     "first_job_below",
     "has_jsonl_below",
+    "open_regular",
     "safe_job_dir",
+    "what_is",
     "written_end",
 ]
 
@@ -82,7 +84,8 @@ _KINDS_OF_FILE: Final = (
 )
 
 
-def _what_is(mode: int) -> str:
+def what_is(mode: int) -> str:
+    """What a file of ``mode`` is when it is not a regular file ('a FIFO', 'a socket'...)."""
     for test, name in _KINDS_OF_FILE:
         if test(mode):
             return name
@@ -286,7 +289,7 @@ def _read_path(  # noqa: PLR0917 (one call site per store kind)
             unread.append(Unread("unreadable", path, detail=exc.strerror or str(exc)))
             return 0
         if not stat.S_ISREG(st.st_mode):
-            unread.append(Unread("not_a_file", path, detail=_what_is(st.st_mode)))
+            unread.append(Unread("not_a_file", path, detail=what_is(st.st_mode)))
             return 0
         if st.st_size == offset:
             return 0
@@ -307,7 +310,7 @@ def _read_path(  # noqa: PLR0917 (one call site per store kind)
     try:
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode):  # replaced since it was listed or stat-ed
-            unread.append(Unread("not_a_file", path, detail=_what_is(st.st_mode)))
+            unread.append(Unread("not_a_file", path, detail=what_is(st.st_mode)))
             return 0
         if st.st_size < offset:
             # Shorter than what was read of it: cut short (logrotate's copytruncate, `> file`)

@@ -17,8 +17,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Final, NamedTuple
 
-from badput._codec import decode_block_coded, decode_line, decode_lines
 from badput.events import EventError
+from badput.formats.codec import decode_block_coded, decode_line, decode_lines
 from badput.store._base import Chunk, Unread
 
 __all__ = [
@@ -91,7 +91,7 @@ def parse_stream(
     blank line is skipped but counted and a bad line is reported with its number.
     A line longer than :data:`MAX_LINE_BYTES` is never held whole: it becomes an
     error item naming its length (or, unterminated, a tail of known size).
-    ``lean``: see :func:`~badput._codec.decode_block_coded` (the engine's reads).
+    ``lean``: see :func:`~badput.formats.codec.decode_block_coded` (the engine's reads).
     """
     chunks: list[Chunk] = []
     consumed = 0

@@ -258,7 +258,7 @@ def import_cloud_logging(
     no entry belongs to ``job`` or to any job, or when the store already holds one of the
     jobs (``ValueError``: importing twice would count every event twice).
     """
-    from badput._codec import encode_lines  # noqa: PLC0415
+    from badput.formats.codec import encode_lines  # noqa: PLC0415
     from badput.store import WriterKey, open_store, safe_job_dir  # noqa: PLC0415
 
     summary = ImportSummary()

@@ -15,7 +15,7 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
-from badput._optional import import_optional
+from badput.runtime.optional import import_optional
 
 __all__ = ["GCPMetrics", "ValueType"]
 

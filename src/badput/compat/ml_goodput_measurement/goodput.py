@@ -44,7 +44,7 @@ from badput.engine import Accountant, Report
 from badput.events import Event, Kind
 from badput.formats import mgm as pl
 from badput.formats.mgm import SOURCE_OF_BUCKET
-from badput.recorder import Recorder, _resolve_attempt
+from badput.recorder import Recorder, resolve_attempt
 from badput.store import Cursor, EventStore, open_store
 
 __all__ = [
@@ -228,7 +228,7 @@ class GoodputRecorder:
             self._store: EventStore | None = None
             return
         self._store = open_store(store)
-        self._decoder = pl.PayloadDecoder(job_name, attempt=_resolve_attempt(None))
+        self._decoder = pl.PayloadDecoder(job_name, attempt=resolve_attempt(None))
         _live_recorders.add(self)
 
     @property

@@ -18,7 +18,7 @@ from typing import Any, Final, TypedDict
 
 import numpy as np
 
-from badput._optional import import_optional
+from badput.runtime.optional import import_optional
 
 __all__ = [
     "ACTIVITY_EXCLUSION_LIST",

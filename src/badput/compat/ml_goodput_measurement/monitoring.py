@@ -74,12 +74,12 @@ from collections.abc import Callable, Iterable, Mapping
 from contextlib import suppress
 from typing import Any, Final, Protocol
 
-from badput import _lifecycle
-from badput._optional import import_optional
-from badput._worker import PeriodicWorker
 from badput.compat.ml_goodput_measurement import goodput, goodput_utils
 from badput.compat.ml_goodput_measurement.gcp_metrics import GCPMetrics, ValueType
 from badput.monitor import MAX_BACKOFF_CYCLES, MAX_BACKOFF_SECONDS, flush_live_recorders, gcm
+from badput.runtime import lifecycle as _lifecycle
+from badput.runtime.optional import import_optional
+from badput.runtime.worker import PeriodicWorker
 from badput.store import EventStore
 
 __all__ = [

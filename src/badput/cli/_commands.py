@@ -7,7 +7,8 @@
   (:func:`badput.compat.resiliency.import_resiliency`).
 - ``badput import cloud-logging FILE...``: ml-goodput-measurement's Cloud Logging exports
   into a store (:func:`badput.compat.ml_goodput_measurement.cloud_logging.import_cloud_logging`).
-- ``badput run -- COMMAND...``: run a command as a recorded job (:func:`badput._launcher.run_job`).
+- ``badput run -- COMMAND...``: run a command as a recorded job
+  (:func:`badput.launcher.run_job`).
 - ``badput demo``: a real small training job with a crash, then its report
   (:func:`badput.demo.run_demo`).
 - ``badput monitor PATH``: feed exporters beside a job (:class:`badput.monitor.Monitor`).
@@ -21,7 +22,6 @@
 
 from __future__ import annotations
 
-import contextlib
 import math
 import os
 import shlex
@@ -33,10 +33,10 @@ from typing import TYPE_CHECKING, Any, NoReturn
 import click
 
 from badput import __version__
-from badput._env import BADPUT_STORE, DEFAULT_STORE
+from badput.runtime.env import BADPUT_STORE, DEFAULT_STORE
 
 if TYPE_CHECKING:
-    from badput._list_ahead import ListingAhead
+    from badput.cli._list_ahead import ListingAhead
 
 __all__ = ["main", "parse_timestamp"]
 
@@ -239,16 +239,65 @@ def report(
             window=window,
         )
         return
+    path = _one_path(paths, reference_step_time, window)
+    live, result = _read_and_report(
+        path,
+        job,
+        now=now,
+        window=window,
+        ideal_step_time=ideal_step_time,
+        straggler_threshold=straggler_threshold,
+        stall_after=stall_after,
+    )
+    if html_file is not None:
+        from badput.report import html_report, open_output  # noqa: PLC0415
+
+        try:
+            with open_output(html_file) as out:
+                out.write(html_report(live.accountant, result))
+        except OSError as exc:
+            _fail("report", f"cannot write {html_file}: {exc}")
+        click.echo(f"badput report: wrote {html_file}", err=True)
+    from badput.report import render_table, to_json  # noqa: PLC0415 (rich is lazy)
+
+    if as_json:
+        click.echo(to_json(result))
+        if window is not None and result.total_seconds == 0:
+            from badput.report import no_time_reason  # noqa: PLC0415
+
+            click.echo(f"badput report: warning: {no_time_reason(result)}", err=True)
+    else:
+        render_table(result, ranks=show_ranks, attempts=attempt_rows)
+
+
+def _one_path(
+    paths: tuple[str, ...], reference_step_time: float | None, window: tuple[float, float] | None
+) -> str:
+    """The one PATH of a report that is not --resiliency's (usage errors otherwise)."""
     if reference_step_time is not None:
         _fail("report", "--reference-step-time goes with --resiliency (else: --ideal-step-time)")
     if len(paths) != 1:
         if not paths:
             raise click.UsageError("Missing argument 'PATH'.")
         _fail("report", f"expected one PATH, got {len(paths)} (several files: --resiliency)")
-    path = paths[0]
     if window is not None and not window[0] < window[1]:
         _fail("report", f"--window: the start must be before the end, got {window[0]} {window[1]}")
-    from badput._heap import large_blocks_mapped  # noqa: PLC0415
+    return paths[0]
+
+
+def _read_and_report(
+    path: str,
+    job: str | None,
+    *,
+    now: float | None,
+    window: tuple[float, float] | None,
+    ideal_step_time: float | None,
+    straggler_threshold: float,
+    stall_after: float,
+) -> tuple[Any, Any]:
+    """Read the job at ``path`` (a read-progress line on a terminal) and make its report;
+    both are left for the process's exit to free (:func:`_leave_for_exit`)."""
+    from badput.runtime.heap import large_blocks_mapped  # noqa: PLC0415
 
     # A directory's job is listed by a helper process while this one imports the engine.
     ahead = _list_ahead(path, job) if os.path.isdir(path) else None
@@ -278,26 +327,7 @@ def report(
         _fail("report", str(exc))
     progress.done()
     _leave_for_exit(live, result)
-    if html_file is not None:
-        from badput.report import html_report  # noqa: PLC0415
-        from badput.report._output import open_output  # noqa: PLC0415
-
-        try:
-            with open_output(html_file) as out:
-                out.write(html_report(live.accountant, result))
-        except OSError as exc:
-            _fail("report", f"cannot write {html_file}: {exc}")
-        click.echo(f"badput report: wrote {html_file}", err=True)
-    from badput.report import render_table, to_json  # noqa: PLC0415 (rich is lazy)
-
-    if as_json:
-        click.echo(to_json(result))
-        if window is not None and result.total_seconds == 0:
-            from badput.report import no_time_reason  # noqa: PLC0415
-
-            click.echo(f"badput report: warning: {no_time_reason(result)}", err=True)
-    else:
-        render_table(result, ranks=show_ranks, attempts=attempt_rows)
+    return live, result
 
 
 def _report_resiliency(
@@ -442,485 +472,6 @@ class _ReadProgress:
             self._shown = False
 
 
-def _run_status_line(message: str) -> None:
-    """One ``badput run`` status line on stderr. A stderr that cannot take it (a closed
-    pipe: ``| head`` exited, a ``tee`` died) loses the line, never the job: the launcher
-    must go on restarting and record the job's end."""
-    with contextlib.suppress(OSError):  # EPIPE (Python ignores SIGPIPE), EIO, ENOSPC
-        click.echo(f"badput run: {message}", err=True)
-
-
-@main.command(
-    context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False},
-)
-@click.option("--job", help="Job name (default: $BADPUT_JOB, else <program>-<UTC time>).")
-@click.option(
-    "--store", help=f"Store URI or directory (default: $BADPUT_STORE or {DEFAULT_STORE})."
-)
-@click.option(
-    "--max-restarts",
-    type=click.IntRange(min=0),
-    default=0,
-    show_default=True,
-    help="Restart a failed command up to N times.",
-)
-@click.option(
-    "--restart-delay",
-    type=float,
-    callback=_seconds,
-    default=0.0,
-    show_default=True,
-    metavar="SECONDS",
-    help="Wait before each restart.",
-)
-@click.option(
-    "--kill-timeout",
-    type=float,
-    callback=_seconds,
-    default=30.0,
-    show_default=True,
-    metavar="SECONDS",
-    help="After forwarding SIGINT/SIGTERM, wait this long before SIGKILL.",
-)
-@click.option(
-    "--hang-timeout",
-    metavar="SECONDS|auto",
-    help="Kill and restart an attempt with no progress (steps, recorded intervals, "
-    "sections) for this long; 'auto': max(10 x typical step time, 60 s).",
-)
-@click.option(
-    "--backoff",
-    type=float,
-    callback=_seconds,
-    default=0.25,
-    show_default=True,
-    metavar="SECONDS",
-    help="First back-off of a crash loop; doubles with each failure in a row (0: off).",
-)
-@click.option(
-    "--backoff-max",
-    type=float,
-    callback=_seconds,
-    default=60.0,
-    show_default=True,
-    metavar="SECONDS",
-    help="Cap of the back-off; an attempt that ran longer resets it.",
-)
-@click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
-def run(
-    *,
-    job: str | None,
-    store: str | None,
-    max_restarts: int,
-    restart_delay: float,
-    kill_timeout: float,
-    hang_timeout: str | None,
-    backoff: float,
-    backoff_max: float,
-    command: tuple[str, ...],
-) -> None:
-    """Run COMMAND as a recorded job, restarting it when it fails.
-
-    Records job_start before each start of the command, attempt_end when it
-    fails, job_end when the job is over; the command sees BADPUT_JOB,
-    BADPUT_STORE and BADPUT_ATTEMPT. SIGINT/SIGTERM are forwarded to it and end
-    the job (cancelled / preempted). Exits with the command's exit status.
-    The command dies with the launcher (even a SIGKILLed one), what it leaves
-    running is killed when it exits, and a crash loop backs off exponentially.
-
-        badput run --job llama --max-restarts 3 -- python train.py --lr 3e-4
-    """
-    from badput._hangwatch import parse_hang_timeout  # noqa: PLC0415
-    from badput._launcher import run_job  # noqa: PLC0415
-
-    timeout: float | str | None = None
-    if hang_timeout is not None:
-        try:
-            timeout = parse_hang_timeout(hang_timeout)
-        except ValueError as exc:
-            _fail("run", f"--hang-timeout: {exc}")
-    try:
-        rc = run_job(
-            list(command),
-            job,
-            store,
-            max_restarts,
-            restart_delay,
-            kill_timeout=kill_timeout,
-            on_event=_run_status_line,
-            hang_timeout=timeout,
-            backoff=backoff,
-            backoff_max=backoff_max,
-        )
-    except (ValueError, TypeError) as exc:
-        _fail("run", str(exc))
-    sys.exit(rc)
-
-
-@main.command()
-@click.option(
-    "--store",
-    default=DEFAULT_STORE,
-    show_default=True,
-    help="Directory of the store the demo job writes to (its previous 'demo' job is removed).",
-)
-@click.option("--job", default="demo", show_default=True, help="Job name of the demo run.")
-@click.option("--steps", type=click.IntRange(min=10), default=None, help="Training steps.")
-@click.option("--fast", is_flag=True, help="A small model: a few seconds instead of ~25.")
-@click.option(
-    "--restart-delay",
-    type=click.FloatRange(min=0.0),
-    default=None,
-    metavar="SECONDS",
-    help="Recovery time between the crash and the restart (default 2, with --fast 0.5).",
-)
-@click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
-def demo(
-    *,
-    store: str,
-    job: str,
-    steps: int | None,
-    fast: bool,
-    restart_delay: float | None,
-    as_json: bool,
-) -> None:
-    """Train a small numpy MLP that crashes once, then show where its time went.
-
-    A real job: BLAS warm-up, model and data set-up, steps with data loading,
-    checkpoints, evals, a crash on the first attempt, a restart that restores
-    the last checkpoint and redoes the lost steps.
-    """
-    from badput.demo import DemoConfig, DemoError, run_demo  # noqa: PLC0415
-    from badput.report import render_table, to_json  # noqa: PLC0415
-
-    config = DemoConfig.fast(steps or 60) if fast else DemoConfig()
-    if steps is not None:
-        config.steps = steps
-    if restart_delay is not None:
-        config.restart_delay = restart_delay
-    say = (lambda msg: click.echo(msg, err=True)) if as_json else click.echo
-    say(f"badput demo: training job {job!r} into {store} (one crash is injected)")
-    try:
-        result = run_demo(store, job, config, say=say)
-    except DemoError as exc:
-        click.echo(f"badput demo: error: {exc}", err=True)
-        sys.exit(exc.exit_code or 1)
-    except (ValueError, OSError) as exc:
-        _fail("demo", str(exc))
-    if as_json:
-        click.echo(to_json(result))
-        return
-    click.echo()
-    render_table(result)
-    click.echo()
-    click.echo(f"Report it again with: badput report {store} --job {job}")
-
-
-def _parse_hostport(text: str) -> tuple[str, int]:
-    """``HOST:PORT``, ``:PORT`` or ``PORT`` (host 127.0.0.1); ``[::1]:PORT`` for IPv6."""
-    host, sep, port = text.strip().rpartition(":")
-    if not sep:
-        host, port = "", text.strip()
-    host = host.strip("[]") or "127.0.0.1"
-    try:
-        value = int(port)
-    except ValueError:
-        raise ValueError(f"expected HOST:PORT, got {text!r}") from None
-    if not 0 <= value <= 65535:
-        raise ValueError(f"port out of range in {text!r}")
-    return host, value
-
-
-def _build_exporters(
-    *,
-    prometheus: str | None,
-    pushgateway: str | None,
-    tensorboard: str | None,
-    otlp: str | None,
-    gcp_project: str | None,
-    gcp_location: str | None = None,
-) -> list[Any]:
-    """The exporters asked for on the command line (each module imported lazily)."""
-    exporters: list[Any] = []
-    if prometheus is not None or pushgateway is not None:
-        from badput.monitor.prometheus import PrometheusExporter  # noqa: PLC0415
-
-        # The scrape endpoint and the Pushgateway are two exporters, so that each has its
-        # own thread and deadline: a hanging Pushgateway never leaves the scrape stale.
-        if prometheus is not None:
-            host, port = _parse_hostport(prometheus)
-            exporters.append(PrometheusExporter(host=host, port=port))
-        if pushgateway is not None:
-            exporters.append(PrometheusExporter(port=None, pushgateway=pushgateway))
-    if tensorboard is not None:
-        from badput.monitor.tensorboard import TensorBoardExporter  # noqa: PLC0415
-
-        exporters.append(TensorBoardExporter(tensorboard))
-    if otlp is not None:
-        from badput.monitor.otel import OpenTelemetryExporter, probe_collector  # noqa: PLC0415
-
-        probe_collector(otlp)  # a collector that is not there: one line, not silence
-        exporters.append(OpenTelemetryExporter(endpoint=otlp))
-    if gcp_project is not None:
-        from badput.monitor.gcm import CloudMonitoringExporter  # noqa: PLC0415
-
-        exporters.append(CloudMonitoringExporter(project_id=gcp_project, location=gcp_location))
-    return exporters
-
-
-def _log_to_stderr(command: str) -> None:
-    """Show the ``badput`` logger's warnings (failing exporters...) on stderr."""
-    import logging  # noqa: PLC0415
-
-    log = logging.getLogger("badput")
-    if not log.handlers:
-        handler = logging.StreamHandler(sys.stderr)
-        handler.setFormatter(logging.Formatter(f"badput {command}: %(message)s"))
-        log.addHandler(handler)
-        log.setLevel(logging.WARNING)
-
-
-@main.command()
-@click.argument("path")
-@click.option("--job", help="Job to monitor (needed when PATH is a store with several jobs).")
-@click.option(
-    "--interval",
-    type=click.FloatRange(min=0.0, min_open=True),
-    default=30.0,
-    show_default=True,
-    metavar="SECONDS",
-    help="Seconds between cycles (export and status line).",
-)
-@click.option(
-    "--window",
-    "windows",
-    type=click.FloatRange(min=0.0, min_open=True),
-    multiple=True,
-    metavar="SECONDS",
-    help="A rolling window to export as well (repeatable), e.g. --window 3600.",
-)
-@click.option(
-    "--prometheus",
-    metavar="HOST:PORT",
-    help="Serve Prometheus metrics at HOST:PORT (HOST defaults to 127.0.0.1).",
-)
-@click.option("--pushgateway", metavar="URL", help="Push to this Prometheus Pushgateway.")
-@click.option("--tensorboard", metavar="DIR", help="Write TensorBoard scalars to DIR.")
-@click.option("--otlp", metavar="URL", help="Push OpenTelemetry metrics to this OTLP/HTTP URL.")
-@click.option("--gcp-project", metavar="ID", help="Write to Google Cloud Monitoring in ID.")
-@click.option(
-    "--gcp-location",
-    metavar="ZONE",
-    help="Zone or region of the workload for Cloud Monitoring (default: asked of the GCE "
-    "metadata server, which only answers on Google Cloud).",
-)
-@click.option(
-    "--ideal-step-time",
-    type=click.FloatRange(min=0.0, min_open=True),
-    metavar="SECONDS",
-    help="Configured ideal step time (default: estimated from the best sustained steps).",
-)
-@click.option(
-    "--stall-after",
-    type=click.FloatRange(min=0.0),
-    default=60.0,
-    show_default=True,
-    metavar="SECONDS",
-    help="No progress for longer than max(10 x typical step time, SECONDS) is a stall.",
-)
-@click.option(
-    "--straggler-threshold",
-    type=click.FloatRange(min=0.0, max=1.0),
-    default=0.75,
-    show_default=True,
-    metavar="SCORE",
-    help="A rank whose relative or individual section score is below this is a straggler.",
-)
-@click.option("--once", is_flag=True, help="Run one cycle, print its status line and exit.")
-def monitor(
-    *,
-    path: str,
-    job: str | None,
-    interval: float,
-    windows: tuple[float, ...],
-    prometheus: str | None,
-    pushgateway: str | None,
-    tensorboard: str | None,
-    otlp: str | None,
-    gcp_project: str | None,
-    gcp_location: str | None,
-    ideal_step_time: float | None,
-    stall_after: float,
-    straggler_threshold: float,
-    once: bool,
-) -> None:
-    """Export the goodput of the job at PATH every --interval seconds, beside the job.
-
-    Runs until Ctrl-C or SIGTERM (a last cycle is exported, then the exporters
-    are closed) and prints one status line per cycle. PATH is a store root (with
-    --job; the job may not have started yet), a job directory or a .jsonl file.
-
-        badput monitor ./badput-runs --job llama --prometheus 127.0.0.1:9464 --tensorboard tb/
-    """
-    import signal  # noqa: PLC0415
-    import threading  # noqa: PLC0415
-
-    from badput._optional import MissingExtraError  # noqa: PLC0415
-    from badput.engine import RankOptions  # noqa: PLC0415
-    from badput.monitor import Monitor  # noqa: PLC0415 (the engine pulls numpy)
-    from badput.report import status_line  # noqa: PLC0415
-
-    _log_to_stderr("monitor")
-    try:
-        exporters = _build_exporters(
-            prometheus=prometheus,
-            pushgateway=pushgateway,
-            tensorboard=tensorboard,
-            otlp=otlp,
-            gcp_project=gcp_project,
-            gcp_location=gcp_location,
-        )
-    except MissingExtraError as exc:
-        _fail("monitor", str(exc))
-    except (ValueError, OSError) as exc:
-        _fail("monitor", f"cannot start an exporter: {exc}")
-    previous: list[Any] = [None]
-
-    def show(snapshot: Any) -> None:
-        click.echo(status_line(snapshot, previous[0], now=time.time()))
-        previous[0] = snapshot
-
-    try:
-        mon = Monitor(
-            job,
-            path,
-            exporters,
-            interval=interval,
-            rolling_windows=windows,
-            ideal_step_time=ideal_step_time,
-            on_snapshot=show,
-            rank_options=RankOptions(
-                straggler_threshold=straggler_threshold, stall_floor=stall_after
-            ),
-        )
-    except (ValueError, OSError) as exc:
-        for exporter in exporters:
-            exporter.close()
-        _fail("monitor", str(exc))
-    if once:
-        try:
-            mon.run_once()
-        except Exception as exc:
-            mon.stop(final_flush=False)
-            _fail("monitor", f"reading the job failed: {exc}")
-        mon.stop(final_flush=False)
-        return
-    names = ", ".join(type(e).__name__ for e in exporters) or "none"
-    click.echo(
-        f"badput monitor: job {mon.job!r}, every {interval:g}s, exporters: {names} "
-        "(Ctrl-C to stop)",
-        err=True,
-    )
-    done = threading.Event()
-    previous_handlers = {
-        sig: signal.signal(sig, lambda *_: done.set()) for sig in (signal.SIGINT, signal.SIGTERM)
-    }
-    try:
-        mon.start()
-        while not done.wait(1.0):
-            pass
-    finally:
-        for sig, handler in previous_handlers.items():
-            signal.signal(sig, handler)
-        if not mon.stop(final_flush=True, timeout=10.0):
-            click.echo("badput monitor: exporters did not finish within 10s", err=True)
-
-
-@main.command()
-@click.argument("path")
-@click.option("--job", help="Job to watch (needed when PATH is a store with several jobs).")
-@click.option(
-    "--interval",
-    type=click.FloatRange(min=0.1),
-    default=2.0,
-    show_default=True,
-    metavar="SECONDS",
-    help="Seconds between refreshes.",
-)
-@click.option(
-    "--stall-after",
-    type=click.FloatRange(min=0.0),
-    default=60.0,
-    show_default=True,
-    metavar="SECONDS",
-    help="No progress for longer than max(10 x typical step time, SECONDS) shows STALLED.",
-)
-def watch(*, path: str, job: str | None, interval: float, stall_after: float) -> None:
-    """Live view of the job at PATH: goodput, buckets, steps, stalls. Ctrl-C quits.
-
-    Works on a job that is still being written. On a terminal the view redraws in
-    place; when the output is not a terminal, one status line is printed per refresh.
-    """
-    import os  # noqa: PLC0415
-    import signal  # noqa: PLC0415
-
-    from badput.report import run_watch  # noqa: PLC0415
-
-    if "://" not in path and not os.path.exists(path):
-        # A job that has not started yet is waited for inside an existing store;
-        # a path that does not exist at all is a typo, not a job to wait for.
-        _fail("watch", f"{path}: no such file or directory")
-    if job is not None:
-        _say_if_not_there_yet(path, job)
-
-    def interrupt(*_: object) -> None:
-        raise KeyboardInterrupt
-
-    old = signal.signal(signal.SIGTERM, interrupt)
-    try:
-        run_watch(path, job, interval=interval, stall_after=stall_after)
-    except ValueError as exc:
-        _fail("watch", str(exc))
-    except KeyboardInterrupt:
-        pass
-    finally:
-        signal.signal(signal.SIGTERM, old)
-
-
-def _say_if_not_there_yet(path: str, job: str) -> None:
-    """Say once, on stderr, that ``job`` is not at ``path`` yet (``watch`` waits for a job
-    that has not started: a typo in its name would wait silently)."""
-    from badput.report import inert  # noqa: PLC0415 (rich stays unloaded until a view)
-    from badput.store import (  # noqa: PLC0415 (as above)
-        JsonlStore,
-        is_job_path,
-        job_sources,
-        safe_job_dir,
-    )
-
-    if "://" in path and not path.lower().startswith("file://"):
-        return  # listing the jobs of a Cloud Logging log reads all of it: not for a note
-    if is_job_path(path):
-        return  # one job's path: a --job that is not its job is refused, not waited for
-    try:
-        sources = job_sources(path)
-    except (ValueError, OSError):
-        return
-    jobs = [name for _, name in sources]
-    dirs = {  # --job may name a job's directory (a renamed one too)
-        store.job_dirs.get(name, safe_job_dir(name))
-        for store, name in sources
-        if isinstance(store, JsonlStore)
-    }
-    if jobs and job not in jobs and job not in dirs:
-        listing = ", ".join(inert(name) for name in jobs[:20]) + (" ..." if len(jobs) > 20 else "")
-        click.echo(
-            f"badput watch: no job '{inert(job)}' in {inert(path)} yet (jobs: {listing}); "
-            "waiting for it to start",
-            err=True,
-        )
-
-
 def _read_job(command: str, path: str, job: str | None) -> Any:
     """A LiveJob that has read the whole log at ``path`` (exits with a usage error if bad);
     a directory's job listed by a helper process while the engine is imported, as
@@ -952,8 +503,7 @@ def export_trace(*, path: str, file: str, job: str | None) -> None:
     Attempts, recorded intervals and steps become slices; hosts become processes and
     ranks their threads. Open FILE at ui.perfetto.dev (it stays on your machine).
     """
-    from badput.report import write_trace  # noqa: PLC0415
-    from badput.report._output import open_output  # noqa: PLC0415
+    from badput.report import open_output, write_trace  # noqa: PLC0415
 
     live = _read_job("export trace", path, job)
     report = live.report()
@@ -1072,16 +622,16 @@ def compare(*, job_a: str, job_b: str, store: str | None, as_json: bool) -> None
 
 
 def _list_ahead(path: str, job: str | None) -> ListingAhead | None:
-    """A helper process listing the job ``path`` designates (:mod:`badput._list_ahead`)."""
-    from badput._list_ahead import list_ahead  # noqa: PLC0415 (only the report reads)
+    """A helper process listing the job ``path`` designates (:mod:`badput.cli._list_ahead`)."""
+    from badput.cli._list_ahead import list_ahead  # noqa: PLC0415 (only the report reads)
 
     return list_ahead(path, job)
 
 
 def _import_engine() -> None:
     """numpy for the engine, imported with one BLAS thread: this process is the command's
-    (:mod:`badput._blas` says why); the commands that read a log call this first."""
-    from badput._blas import import_numpy_single_threaded  # noqa: PLC0415
+    (:mod:`badput.runtime.blas` says why); the commands that read a log call this first."""
+    from badput.runtime.blas import import_numpy_single_threaded  # noqa: PLC0415
 
     import_numpy_single_threaded()
 

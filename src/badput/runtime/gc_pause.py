@@ -26,7 +26,7 @@ import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from badput import _lifecycle
+from badput.runtime import lifecycle as _lifecycle
 
 __all__ = ["gc_paused"]
 

@@ -13,7 +13,7 @@ then ends (``cancelled`` for SIGINT, ``preempted`` for SIGTERM) without a restar
 
 Faults (``docs/reliability.md``):
 
-- Each attempt runs under a small keeper process (``badput/_keeper.py``): the
+- Each attempt runs under a small keeper process (``badput/launcher/_keeper.py``): the
   command dies with the launcher, even when the launcher is SIGKILLed, and what an
   attempt leaves running (background and ``setsid`` processes included) is killed
   when its command exits.
@@ -28,7 +28,7 @@ Faults (``docs/reliability.md``):
   ran longer than ``backoff_max``); ``restart_delay`` is the least wait.
 
 Restarts inside the command are attempts too: when torchrun restarts its worker
-group, the workers' recorders write attempt ``"<k>.<n>"`` (``badput._env``), and
+group, the workers' recorders write attempt ``"<k>.<n>"`` (``badput.runtime.env``), and
 the launcher records the end of attempt ``k`` on the newest of them (the one that
 was running when the command exited). A job whose last run *completed* is not
 continued: ``badput run`` of it again records a new job ``<job>.2`` (``.3``, ...),
@@ -53,10 +53,11 @@ from pathlib import Path
 from types import FrameType
 from typing import TYPE_CHECKING, Any
 
-from badput import _env, _keeper
-from badput._codec import decode_lines
-from badput._hangwatch import HangWatch, parse_hang_timeout
+from badput.formats.codec import decode_lines
+from badput.launcher import _keeper
+from badput.launcher._hangwatch import HangWatch, parse_hang_timeout
 from badput.recorder import Recorder
+from badput.runtime import env as _env
 from badput.store import JsonlStore, open_store, written_end
 
 if TYPE_CHECKING:
@@ -71,6 +72,7 @@ __all__ = [
     "latest_inner_restart",
     "next_attempt",
     "run_job",
+    "ship_orphaned_of",
 ]
 
 #: Status recorded when the launcher receives each forwarded signal.
@@ -229,7 +231,7 @@ class Launcher:
     change (for progress output). ``hang_timeout`` (seconds, or ``"auto"``): an
     attempt with no progress for that long is killed (its process group) and
     restarted like a failure, its ``attempt_end`` status ``"hung"``
-    (:mod:`badput._hangwatch`, docs/ranks.md).
+    (:mod:`badput.launcher._hangwatch`, docs/ranks.md).
     """
 
     def __init__(
