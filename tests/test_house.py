@@ -70,10 +70,6 @@ def _modules() -> list[Path]:
     return sorted(SRC.rglob("*.py"))
 
 
-def _room(path: Path) -> str:
-    return path.relative_to(SRC).parts[0].removesuffix(".py")
-
-
 def _private(name: str) -> bool:
     return name.startswith("_") and not (name.startswith("__") and name.endswith("__"))
 
@@ -85,11 +81,12 @@ def test_the_package_holds_its_public_surface_and_rooms_only() -> None:
     assert all(not _private(r) and (SRC / r / "__init__.py").exists() for r in rooms), rooms
 
 
-def _crossings(path: Path) -> list[str]:
-    """Imports in ``path`` of another room's private module or private name."""
-    me = _room(path)
+def _crossings(source: str, rel: str) -> list[str]:
+    """Imports in ``source`` (the module at ``rel`` below ``src/badput``) of another room's
+    private module or private name."""
+    me = rel.split("/", maxsplit=1)[0].removesuffix(".py")
     found = []
-    for node in ast.walk(ast.parse(path.read_text())):
+    for node in ast.walk(ast.parse(source)):
         if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
             parts = node.module.split(".")
             names = [a.name for a in node.names]
@@ -110,21 +107,27 @@ def _crossings(path: Path) -> list[str]:
             bad = [".".join(parts)]
         else:
             bad = [f"{'.'.join(parts)}.{n}" for n in names if _private(n)]
-        found += [f"{path.relative_to(SRC)}:{node.lineno} imports {b}" for b in bad]
+        found += [f"{rel}:{node.lineno} imports {b}" for b in bad]
     return found
 
 
 def test_rooms_meet_through_public_names_only() -> None:
-    assert [c for p in _modules() for c in _crossings(p)] == []
+    found = [
+        c for p in _modules() for c in _crossings(p.read_text(), p.relative_to(SRC).as_posix())
+    ]
+    assert found == []
 
 
-def test_the_rule_sees_a_private_import_of_another_room(tmp_path: Path) -> None:
-    room = SRC / "monitor" / "_probe_for_the_house_test.py"
-    room.write_text("from badput.engine._steps import compute_rows\nfrom badput import _x\n")
-    try:
-        assert len(_crossings(room)) == 2
-    finally:
-        room.unlink()
+def test_the_rule_sees_a_private_import_of_another_room() -> None:
+    probe = (
+        "from badput.engine._steps import compute_rows\n"
+        "from badput import _x\n"
+        "import badput.store._jsonl\n"
+        "from badput.recorder import _resolve\n"
+        "from badput.monitor._vocab import METRICS\n"  # its own room: allowed
+        "from badput.engine import Report\n"
+    )
+    assert len(_crossings(probe, "monitor/probe.py")) == 4
 
 
 def _sizes() -> tuple[dict[str, int], dict[str, int], dict[str, int]]:
