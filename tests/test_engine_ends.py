@@ -17,6 +17,8 @@ from __future__ import annotations
 import itertools
 import math
 import random
+import re
+from pathlib import Path
 
 import msgspec
 import pytest
@@ -141,6 +143,17 @@ def test_an_idless_end_before_the_own_first_end_is_taken_first() -> None:
     r = whole_and_windowed(log)
     assert r.attempts[0].end == 10.0
     assert r.buckets == {"productive": 4.0, "wasted": 10.0, "recovery": 10.0}
+
+
+def test_the_documented_example_of_a_launcher_without_ids(tmp_path: Path) -> None:
+    """docs/accounting.md §8, "Where an attempt ends", example 1, read from its file."""
+    text = (Path(__file__).resolve().parent.parent / "docs" / "accounting.md").read_text()
+    after = text[text.index("Example 1, a launcher that writes no id.") :]
+    path = tmp_path / "j.jsonl"
+    path.write_text(re.findall(r"```\n(.*?)```", after, flags=re.S)[0])
+    r = analyze(path)
+    assert (r.total_seconds, r.end_reason, r.at_risk_seconds) == (11.0, "job_end", 0.0)
+    assert r.buckets == {"productive": 10.0, "untracked": 1.0}
 
 
 # ----------------------------------------------- point 2: each rank ends the job in turn
