@@ -57,7 +57,8 @@ def logs_with_ids(draw: st.DrawFn) -> list[Event]:
         events.append(Event(ts=ts, kind=kind, job="r", **fields))  # type: ignore[arg-type]
     ending = draw(st.sampled_from(["as drawn", "each rank", "launcher"]), label="ending")
     if ending == "each rank":  # each rank ends the job in turn, the leader last
-        mine = [k for k, e in enumerate(events) if e.attempt == attempt]
+        # (none when the event that opened the attempt was drawn late, of the one before)
+        mine = [k for k, e in enumerate(events) if e.attempt == attempt] or [len(events) - 1]
         k = draw(st.sampled_from(mine), label="rank 1 ends after")
         events.insert(
             k + 1, Event(ts=events[k].ts, kind="job_end", job="r", attempt=attempt, rank=1)
