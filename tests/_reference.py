@@ -2,12 +2,13 @@
 
 One Python object per row and per interval, no sealing, no prefix sums, no numpy: each
 rule written as plainly as the page states it. tests/test_engine_reference.py checks the
-engine's columnar path against it on random logs. Covers: attempts (ids, ends, upgrade of
-an attempt_end by a job_end, overlap clipping, events after the end ignored), the
-accounting rank (lowest rank with steps or intervals), recorded intervals (pairing,
-innermost wins), step rows (own ends, sparse records, segments, open last steps), typical
-step time, startup, the ideal step time estimate, restore points, kept/wasted, at risk,
-windows. Not covered: logs without attempt ids, ``now``, step-less logs beyond the rule of §7.
+engine's columnar path against it on random logs. Covers: attempts (ids, ends, a later
+job_end moving the end, end events without id ending the attempt running at their time,
+overlap clipping, events after the end ignored), the accounting rank (lowest rank with
+steps or intervals), recorded intervals (pairing, innermost wins), step rows (own ends,
+sparse records, segments, open last steps), typical step time, startup, the ideal step
+time estimate, restore points, kept/wasted, at risk, windows. Not covered: logs without
+any attempt id, ``now``, step-less logs beyond the rule of §7.
 """
 
 from __future__ import annotations
@@ -83,7 +84,12 @@ def _frac(x: float, step: int, count: float) -> float:
 
 def _attempts(events: list[Event]) -> list[_Att]:
     by_key: dict[str, _Att] = {}
+    launcher: list[tuple[int, Event]] = []  # end events without attempt id
     for i, e in enumerate(events):
+        if e.attempt is None:
+            if e.kind in END_KINDS:
+                launcher.append((i, e))
+            continue  # other events without id are not accounted in a log with ids
         key = str(e.attempt)
         att = by_key.get(key)
         if att is None:
@@ -94,14 +100,21 @@ def _attempts(events: list[Event]) -> list[_Att]:
         starts = [e.ts for _, e in att.events if e.kind == "job_start"]
         att.start = min(starts) if starts else min(times)
         att.end = max(times)
-        for _, e in sorted(att.events, key=lambda p: (p[1].ts, p[0])):
-            if e.kind not in END_KINDS:
-                continue
-            if not att.ended or (e.kind == "job_end" and not att.by_job_end):
+    attempts = sorted(by_key.values(), key=lambda a: (a.start, a.key))
+    ends: dict[str, list[tuple[int, Event]]] = {a.key: [] for a in attempts}
+    for att in attempts:
+        ends[att.key] += [(i, e) for i, e in att.events if e.kind in END_KINDS]
+    for i, e in launcher:  # ends the attempt running at its time (the first for earlier times)
+        running = [a for a in attempts if a.start <= e.ts] or attempts[:1]
+        ends[running[-1].key].append((i, e))
+    for att in attempts:
+        # The first end event ends the attempt; every later job_end moves the end (§2: the
+        # job ends at its last job_end).
+        for _, e in sorted(ends[att.key], key=lambda p: (p[1].ts, p[0])):
+            if not att.ended or e.kind == "job_end":
                 att.ended, att.end, att.by_job_end = True, e.ts, e.kind == "job_end"
         if att.ended:  # events after the end do not exist (§9.5)
             att.events = [(i, e) for i, e in att.events if e.ts <= att.end]
-    attempts = sorted(by_key.values(), key=lambda a: (a.start, a.key))
     prev = -math.inf
     for att in attempts:
         att.eff_start = max(att.start, prev)

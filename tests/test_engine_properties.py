@@ -48,10 +48,16 @@ KINDS_WEIGHTED = [
 ]
 
 
+END_KINDS = ("attempt_end", "job_end")
+
+
 @st.composite
 def event_logs(draw: st.DrawFn, *, allow_ties: bool = True) -> list[Event]:
     """A random log: a few attempts and ranks, any kind in any order. Timestamps go up, and
-    some logs have events sharing one (intervals starting together, a step and an interval)."""
+    some logs have events sharing one (intervals starting together, a step and an interval).
+    In logs with ids, end events now and then carry none (a launcher's); some logs end with
+    a ``job_end`` from each rank in turn, or with a launcher's id-less ``attempt_end`` and
+    ``job_end``."""
     n = draw(st.integers(min_value=1, max_value=160))
     with_ids = draw(st.booleans())
     ties = allow_ties and draw(st.booleans())
@@ -74,10 +80,26 @@ def event_logs(draw: st.DrawFn, *, allow_ties: bool = True) -> list[Event]:
             fields["name"] = draw(st.sampled_from(["eval", "sdc"]))
         if kind.startswith("data_loading"):
             fields["blocking"] = draw(st.booleans())
-        if with_ids:
+        if with_ids and not (kind in END_KINDS and draw(st.integers(0, 2)) == 0):
             fields["attempt"] = attempt
         fields["rank"] = draw(st.sampled_from([0, 0, 0, 1]))
         events.append(Event(ts=ts, kind=kind, job="p", **fields))  # type: ignore[arg-type]
+    last = {"attempt": attempt} if with_ids else {}
+    ending = draw(st.sampled_from(["as drawn", "each rank", "launcher"]))
+    if ending == "each rank":  # rank 1 ends the job after event k, the leader last
+        k = draw(
+            st.sampled_from([k for k, e in enumerate(events) if e.attempt == last.get("attempt")])
+        )
+        later = events[k + 1].ts if k + 1 < n else ts + 1.0
+        at = events[k].ts if allow_ties else (events[k].ts + later) / 2
+        events.insert(k + 1, Event(ts=at, kind="job_end", job="p", rank=1, **last))  # type: ignore[arg-type]
+        ts = max(ts, at) + draw(st.floats(0.001, 50.0))
+        events.append(Event(ts=ts, kind="job_end", job="p", rank=0, **last))  # type: ignore[arg-type]
+    elif ending == "launcher":  # no id: ends the attempt running at its time
+        ts += draw(st.floats(0.001, 50.0))
+        events.append(Event(ts=ts, kind="attempt_end", job="p", status="failed"))
+        ts += draw(st.floats(0.001, 50.0))
+        events.append(Event(ts=ts, kind="job_end", job="p", status="failed"))
     return events
 
 

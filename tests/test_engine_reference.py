@@ -1,7 +1,8 @@
 """The engine's columnar path against a slow, simple reference (tests/_reference.py).
 
 Random logs with attempt ids (several attempts and ranks, any kind in any order, ties in
-time): every bucket, the total, at-risk, the ideal step time and the step counts agree,
+time; end events now and then without id, as a launcher writes them; each rank ending the
+job in turn): every bucket, the total, at-risk, the ideal step time and the step counts agree,
 for the whole job and for random windows, with the ideal step time configured or estimated.
 """
 
@@ -15,7 +16,7 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from _reference import RefReport, reference_report
+from _reference import END_KINDS, RefReport, reference_report
 from badput.engine import Accountant, Report, _inside, _sealing, _steps
 from badput.engine._intervals import Marks, Spans
 from badput.engine._rows import AttemptRows
@@ -50,8 +51,25 @@ def logs_with_ids(draw: st.DrawFn) -> list[Event]:
         # now and then an event of an earlier attempt (a slow writer, an event after its end)
         late = attempt and draw(st.integers(0, 9)) == 0
         fields["attempt"] = attempt - 1 if late else attempt
+        if kind in END_KINDS and draw(st.integers(0, 2)) == 0:
+            del fields["attempt"]  # a launcher that writes no id: ends the attempt running
         fields["rank"] = draw(st.sampled_from([0, 0, 0, 1]))
         events.append(Event(ts=ts, kind=kind, job="r", **fields))  # type: ignore[arg-type]
+    ending = draw(st.sampled_from(["as drawn", "each rank", "launcher"]), label="ending")
+    if ending == "each rank":  # each rank ends the job in turn, the leader last
+        # (none when the event that opened the attempt was drawn late, of the one before)
+        mine = [k for k, e in enumerate(events) if e.attempt == attempt] or [len(events) - 1]
+        k = draw(st.sampled_from(mine), label="rank 1 ends after")
+        events.insert(
+            k + 1, Event(ts=events[k].ts, kind="job_end", job="r", attempt=attempt, rank=1)
+        )
+        ts += draw(gap)
+        events.append(Event(ts=ts, kind="job_end", job="r", attempt=attempt, rank=0))
+    elif ending == "launcher":  # a launcher without id: the attempt failed, no restart left
+        ts += draw(gap)
+        events.append(Event(ts=ts, kind="attempt_end", job="r", status="failed"))
+        ts += draw(gap)
+        events.append(Event(ts=ts, kind="job_end", job="r", status="failed"))
     return events
 
 

@@ -441,6 +441,24 @@ def scenarios() -> Iterator[Scenario]:
     yield s
 
     s = Scenario(
+        "restart_after_job_end",
+        "steps 0..60 of 2 s and a job_end 2 s after step 60 starts; a new job_start 45 s "
+        "later resumes at step 51 (checkpoint 50) and runs to step 70, then job_end: the "
+        "library keeps only the last job_end, so the first run reads as a disruption whose "
+        "last step, up to the restart, is recovery",
+    )
+    _job(s)
+    t = s.steps(0, 0, 60)
+    s.call(t, "record_job_end_time")
+    t += 45.0
+    _job(s, t)
+    t = s.steps(t, 51, 70)
+    s.call(t, "record_job_end_time")
+    s.standard_queries(t)
+    s.query("get_job_goodput_interval", t, start=-0.000001, end=t)
+    yield s
+
+    s = Scenario(
         "interval_redone_steps",
         "steps 0..20 of 2 s, crash, restart 20 s later at step 11: windows over the first "
         "attempt's steps that the restart redid",

@@ -50,6 +50,11 @@ class Attempt:
     range_hi: float = math.inf
 
 
+def _start_order(att: Attempt) -> tuple[float, str]:
+    """Attempts in start order (ties by id)."""
+    return att.start, str(att.id)
+
+
 def reconstruct_attempts(ing: Ingestor, diag: DiagnosticSink) -> list[Attempt]:
     """The job's attempts in start order."""
     life = sorted(ing.lifecycle, key=_TIME_ORDER)
@@ -60,16 +65,31 @@ def reconstruct_attempts(ing: Ingestor, diag: DiagnosticSink) -> list[Attempt]:
     for e in life:
         if e.attempt is not None:
             by_key[e.attempt].append(e)
-    attempts: list[Attempt] = []
     spans = ing.attempt_spans()
     job_start = Kind.JOB_START
+    attempts: list[Attempt] = []
     for key in explicit:
-        evs = by_key.get(key, ())
-        starts = [e.ts for e in evs if e.kind == job_start]
+        starts = [e.ts for e in by_key.get(key, ()) if e.kind == job_start]
         first_ts, last_ts = spans[key]
         start = min(starts) if starts else first_ts
-        attempts.append(_finish_attempt(key, attempt_id(key), start, evs, last_ts, diag=diag))
-    attempts.sort(key=lambda a: (a.start, str(a.id)))
+        attempts.append(Attempt(key, attempt_id(key), start, last_ts, "last_event", False, False))
+    # Id-less end events (a launcher that writes no id) end the attempt running at their
+    # time, in time order with the attempt's own: an id-less job_end after its attempt_end
+    # moves the end, as the same event with the id does.
+    extra: dict[int, list[LifecycleEvent]] = {}
+    ends = [e for e in life if e.attempt is None and e.kind in _END_KINDS]
+    if ends:
+        in_order = sorted(attempts, key=_start_order)
+        starts = [a.start for a in in_order]
+        for e in ends:
+            extra.setdefault(id(_attempt_at(in_order, starts, e.ts)), []).append(e)
+    for key, att in zip(explicit, attempts, strict=True):
+        evs: Sequence[LifecycleEvent] = by_key.get(key, ())
+        more = extra.get(id(att))
+        if more:
+            evs = sorted([*evs, *more], key=_TIME_ORDER)
+        _end_attempt(att, evs, att.end, diag)
+    attempts.sort(key=_start_order)
     idless = [st for (a, _r), st in ing.streams.items() if a is None]
     n_idless = sum(len(st.steps) + len(st.marks) for st in idless)
     if n_idless and ing.first_idless is not None:
@@ -79,13 +99,6 @@ def reconstruct_attempts(ing: Ingestor, diag: DiagnosticSink) -> list[Attempt]:
             "other events do; they are not accounted (give every writer an attempt id)",
             *ing.first_idless,
         )
-    # Id-less end events (a launcher that writes no id) end the attempt running at their time.
-    starts_sorted = [a.start for a in attempts]
-    for e in life:
-        if e.attempt is None and e.kind in _END_KINDS:
-            target = _attempt_at(attempts, starts_sorted, e.ts)
-            if target is not None and not target.ended:
-                _apply_end(target, e)
     return attempts
 
 
@@ -95,32 +108,28 @@ def attempt_id(key: str) -> str | int:
     return int(key) if numeric and (key == "0" or not key.startswith("0")) else key
 
 
-def _finish_attempt(
-    key: str | None,
-    aid: str | int,
-    start: float,
-    evs: Sequence[LifecycleEvent],
-    last_ts: float,
-    *,
-    diag: DiagnosticSink,
-) -> Attempt:
-    att = Attempt(key, aid, start, last_ts, "last_event", False, False)
+def _end_attempt(
+    att: Attempt, evs: Sequence[LifecycleEvent], last_ts: float, diag: DiagnosticSink
+) -> None:
+    """End ``att`` by its end events ``evs`` (in time order); report its events after the
+    end (``last_ts``: its last event)."""
     for e in evs:
         if e.kind in _END_KINDS:
             _apply_end(att, e)
     if att.ended and last_ts > att.end + _EPS:
         diag(
             "events_out_of_order",
-            f"attempt {aid}: events up to {last_ts - att.end:.3f}s after its "
+            f"attempt {att.id}: events up to {last_ts - att.end:.3f}s after its "
             f"{'job_end' if att.ended_by_job_end else 'attempt_end'} (ignored)",
         )
-    return att
 
 
 def _apply_end(att: Attempt, e: LifecycleEvent) -> None:
-    """The first end event ends the attempt; a later job_end (a launcher giving up after
-    the last failure) upgrades an attempt_end and moves the end to it."""
-    if att.ended and not (e.kind == Kind.JOB_END and not att.ended_by_job_end):
+    """Apply end event ``e`` (end events come in time order). The first end event ends the
+    attempt; every later ``job_end`` moves the end to it: a launcher giving up after the
+    last failure (``attempt_end``, then ``job_end``), or each rank ending the job in turn
+    (the job ends at its last ``job_end``, ACCOUNTING.md §2)."""
+    if att.ended and e.kind != Kind.JOB_END:
         return
     att.ended = True
     att.end = e.ts
@@ -202,10 +211,9 @@ def _derive_attempts(
     return attempts
 
 
-def _attempt_at(attempts: list[Attempt], starts: list[float], ts: float) -> Attempt | None:
-    """The last attempt started at or before ``ts`` (the first one for earlier times)."""
-    if not attempts:
-        return None
+def _attempt_at(attempts: list[Attempt], starts: list[float], ts: float) -> Attempt:
+    """The last attempt (in start order) started at or before ``ts`` (the first one for
+    earlier times)."""
     return attempts[max(0, bisect.bisect_right(starts, ts) - 1)]
 
 

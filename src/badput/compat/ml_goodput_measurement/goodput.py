@@ -866,7 +866,9 @@ class GoodputCalculator:
           one typical step and the rest as untracked; here that rest is productive
           (recorded intervals inside it stay taken out).
         - A crashed attempt's last step, up to the next ``job_start``, is recovery
-          (the engine counts one typical step of it as wasted progress).
+          (the engine counts one typical step of it as wasted progress). So is that of
+          an attempt ended by a ``job_end`` that a later ``job_start`` follows: the
+          library keeps only the last ``job_end``, and reads the job as disrupted there.
         - A running job's step in progress is OTHER until it completes (the library
           counts a step when the next one starts).
         """
@@ -881,8 +883,6 @@ class GoodputCalculator:
 
         moved = 0.0
         for i, att in enumerate(attempts[:-1]):
-            if att.end_reason == "job_end":
-                continue
             t = step_starts.last_start(att.start, att.end)
             piece = part(t, attempts[i + 1].start) if t is not None else None
             if piece is not None:
