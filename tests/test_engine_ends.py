@@ -25,10 +25,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from badput._codec import encode_lines
 from badput.analysis import LiveJob, analyze
 from badput.engine import Accountant, Report
 from badput.events import Event
+from badput.formats.codec import encode_lines
 from badput.store import MemoryStore
 from test_engine_properties import check_invariants, event_logs, same
 
