@@ -262,6 +262,7 @@ class StreamKeeping:
             self._leave_mapped_locked()
             return False
         self._write = cur.mm.write
+        self._nudge()  # the thread makes the next segment now, not at its next tick
         return True
 
     def _warn_write(self, exc: BaseException) -> None:
@@ -408,11 +409,10 @@ class StreamKeeping:
         # Stay ahead of the writer by twice what it wrote since the last check.
         ahead = 2 * max(pos - self._last_pos, 0) + POPULATE_AHEAD
         self._last_pos = pos
-        if pos > cur.capacity // 2:
-            try:
-                seg.prepare()
-            except OSError as exc:
-                self._warn_write(exc)  # the hot path buffers when the segment is full
+        try:  # the next segment always ready: a burst may fill one within a tick
+            seg.prepare()
+        except OSError as exc:
+            self._warn_write(exc)  # the hot path buffers when the segment is full
         # In small steps: madvise holds the GIL, so one big call would stall the
         # training thread; between steps it runs.
         target = min(pos + ahead, cur.capacity)

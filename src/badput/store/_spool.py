@@ -304,10 +304,13 @@ class SpooledWriter:
         return spare
 
     def prepare(self) -> None:
-        """Make the next segment ahead of time (the background thread), so that a rotation
-        on the training thread does no file system work."""
+        """Make the next segment ahead of time (the background thread), all its pages
+        writable, so that a rotation on the training thread does no file system work and its
+        copies take no page fault. A no-op while one is ready."""
         if self._spare is None:
-            self._spare = self._new_segment(self.segment_bytes)
+            spare = self._new_segment(self.segment_bytes)
+            spare.populate(spare.capacity)  # (madvise through libc: the GIL is released)
+            self._spare = spare
 
     def _new_segment(self, capacity: int) -> SpoolSegment:
         seg = SpoolSegment(self.spool, self.token, next(self._numbers), capacity)
