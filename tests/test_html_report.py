@@ -85,6 +85,7 @@ def test_two_rank_job_has_a_lane_per_attempt_and_rank(tmp_path: Path) -> None:
         "custom:eval",
         "startup",
         "checkpoint_save",
+        "untracked",  # rank 1's last 0.5 s after rank 0's end: the job ends at the last job_end
     ]
     names = [b["name"] for b in data["buckets"]]
     # rank 0, attempt 0: a slow first step (startup), 19 kept, 13 redone after the restore

@@ -98,7 +98,8 @@ def test_report_page_draws_lanes_charts_and_bars(tmp_path: Path) -> None:
         view = open_page(driver, page)
         assert console_errors(driver) == []
         assert view["lanes"] == 1 + 2 * 2  # the job, then 2 attempts x 2 ranks
-        assert view["bucketBars"] == len(report.buckets) == 8
+        # 8 buckets and rank 1's last 0.5 s, untracked (the job ends at the last job_end)
+        assert view["bucketBars"] == len(report.buckets) == 9
         assert view["charts"] == ["buckets", "timeline", "goodput", "steptime"]
         assert driver.execute_script("return document.querySelectorAll('.uplot').length") == 4
         colours = driver.execute_script(_PIXELS_JS)
