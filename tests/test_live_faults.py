@@ -293,16 +293,18 @@ def test_a_killed_writers_spool_is_shipped_once_by_whoever_comes_next(tmp_path: 
     n = 300_000
     _record_and_kill(tmp_path, n)
     job_dir = tmp_path / "killed"
-    # (a segment being made ahead at the kill, ``.making``, held nothing: removed, not counted)
-    left = sorted(p for p in (job_dir / SPOOL_DIR).iterdir() if p.suffix == ".spool")
-    assert left
+    # Segments made ahead and never used (all NUL, ``.spool`` or still ``.making`` at the
+    # kill) are removed and not counted as shipped.
+    spooled = list((job_dir / SPOOL_DIR).iterdir())
+    left = [p for p in spooled if p.read_bytes()[:4096].strip(b"\0")]
+    assert left and all(p.suffix == ".spool" for p in left)
     (event_file,) = (job_dir / "0").iterdir()
     before = event_file.read_bytes().count(b"\n")
     first = ship_orphaned(job_dir)
     assert first.problems == [] and first.segments == len(left)
     assert event_file.read_bytes().count(b"\n") == n  # every line, each once
     assert ship_orphaned(job_dir) == (0, 0, [])  # nothing twice
-    assert not (job_dir / SPOOL_DIR).exists()
+    assert not (job_dir / SPOOL_DIR).exists()  # the unused ones went too
     evs, errors = read_all(JsonlStore(tmp_path), "killed")
     assert errors == [] and [e.step for e in evs] == list(range(n))
     assert before < n or first.shipped == 0

@@ -565,16 +565,19 @@ def ship_orphaned(
     for name in names:
         if name.endswith((_SUFFIX, _MAKING)):
             writers.setdefault(name.rsplit("-", 1)[0], []).append(name)
-    segments = shipped = 0
+    segments = shipped = unused = 0
     problems: list[tuple[str, str]] = []
     for group in writers.values():
-        done, bytes_shipped = _ship_writer(Path(job_dir), [spool / n for n in group], problems)
+        done, bytes_shipped, dropped = _ship_writer(
+            Path(job_dir), [spool / n for n in group], problems
+        )
         segments += done
         shipped += bytes_shipped
+        unused += dropped
     for path_text, why in problems:
         if on_problem is not None:
             on_problem(path_text, why)
-    if segments:
+    if segments or unused:
         with contextlib.suppress(OSError):
             spool.rmdir()
     return Orphans(segments, shipped, problems)
@@ -582,8 +585,9 @@ def ship_orphaned(
 
 def _ship_writer(
     job_dir: Path, paths: list[Path], problems: list[tuple[str, str]]
-) -> tuple[int, int]:
-    """Ship one writer's segments when it is gone (every lock taken); (segments, bytes)."""
+) -> tuple[int, int, int]:
+    """Ship one writer's segments when it is gone (every lock taken): (segments shipped,
+    bytes, segments never used and removed)."""
     held: list[tuple[Path, int]] = []
     try:
         for path in paths:
@@ -593,14 +597,14 @@ def _ship_writer(
                 continue
             except OSError as exc:
                 problems.append((str(path), exc.strerror or str(exc)))
-                return 0, 0
+                return 0, 0, 0
             held.append((path, fd))
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except BlockingIOError:
-                return 0, 0  # alive
+                return 0, 0, 0  # alive
         placed: list[tuple[int, int, Path, int, _Header]] = []
-        removed = 0
+        unused = 0
         for k, (path, fd) in enumerate(held):
             if os.fstat(fd).st_nlink == 0:
                 continue  # shipped by another reader meanwhile
@@ -611,10 +615,10 @@ def _ship_writer(
                 continue
             if header is None:  # never used (made ahead, or being made at the kill)
                 os.unlink(path)
-                removed += 1
+                unused += 1
                 continue
             placed.append((header.start, k, path, fd, header))
-        shipped = 0
+        shipped = removed = 0
         for _start, _k, path, fd, header in sorted(placed, key=lambda x: (x[0], x[1])):
             try:
                 shipped += _ship_one(job_dir, fd, header)
@@ -623,7 +627,7 @@ def _ship_writer(
             except (OSError, ValueError) as exc:
                 problems.append((str(path), _why(exc)))
                 break  # the later ones go after it: left for a later try
-        return removed, shipped
+        return removed, shipped, unused
     finally:
         for _path, fd in held:
             os.close(fd)
