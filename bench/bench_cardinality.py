@@ -33,7 +33,7 @@ from _views_jobs import T0, write_many_names_job
 from badput.analysis import LiveJob
 from badput.monitor import Monitor
 from badput.monitor.prometheus import PrometheusExporter
-from badput.report._html import goodput_series, render_html
+from badput.report._html import render_html
 
 
 def command(job: Path, page: Path) -> tuple[float, float]:
@@ -60,7 +60,7 @@ def page_alone(job: Path) -> tuple[float, float, float, float, int]:
     t1 = time.perf_counter()
     timeline = live.accountant.timeline(report)
     t2 = time.perf_counter()
-    series = goodput_series(live.accountant, report)
+    series = live.accountant.goodput_over_time(report)
     t3 = time.perf_counter()
     page = render_html(report, timeline, series)
     t4 = time.perf_counter()

@@ -28,7 +28,7 @@ from selenium.webdriver.chrome.service import Service
 
 sys.path.insert(0, str(Path(__file__).parent))
 from badput.analysis import LiveJob
-from badput.report._html import goodput_series, render_html
+from badput.report._html import render_html
 from badput.report._trace import write_trace
 from make_big_job import JOB, write_job
 
@@ -85,7 +85,7 @@ def main() -> None:
         t0 = time.perf_counter()
         timeline = live.accountant.timeline(report)
         t1 = time.perf_counter()
-        series = goodput_series(live.accountant, report)
+        series = live.accountant.goodput_over_time(report)
         t2 = time.perf_counter()
         page = render_html(report, timeline, series)
         t3 = time.perf_counter()

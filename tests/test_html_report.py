@@ -30,7 +30,6 @@ from badput.report._html import (
     MAX_POINTS,
     MAX_SPANS_PER_LANE,
     _json_for_script,
-    goodput_series,
 )
 
 SAFE_TAGS = {
@@ -111,7 +110,7 @@ def test_two_rank_job_has_a_lane_per_attempt_and_rank(tmp_path: Path) -> None:
 def test_cumulative_goodput_ends_at_the_report_goodput(tmp_path: Path) -> None:
     lj = live(write_two_rank_job(tmp_path))
     report = lj.report()
-    series = goodput_series(lj.accountant, report, bins=80)
+    series = lj.accountant.goodput_over_time(report, bins=80)
     assert len(series.t) == 80
     assert series.t[-1] == pytest.approx(report.end, abs=1e-3)
     assert series.cumulative[-1] == pytest.approx(report.goodput, abs=1e-4)

@@ -27,7 +27,8 @@ PUBLIC: dict[str, set[str]] = {
         "open_regular", "open_store", "safe_job_dir", "ship_orphaned", "what_is", "written_end",
     },
     "badput.engine": {
-        "Accountant", "AttemptSummary", "DEFAULT_SLOWDOWN_FACTOR", "Diagnostic", "IntervalSpan",
+        "Accountant", "AttemptSummary", "DEFAULT_SLOWDOWN_FACTOR", "Diagnostic", "GOODPUT_BINS",
+        "GoodputSeries", "IntervalSpan", "ROLLING_BINS",
         "GroupedBuckets", "Lane", "MAX_NAMED_BUCKETS", "PRODUCTIVE", "RankOptions",
         "RankView", "Report", "STEP_BUCKETS", "SectionView", "Stall", "StepCounts", "StepSpans",
         "StepTimeStats", "Straggler", "Timeline", "cpu_time_with_helpers", "group_buckets",

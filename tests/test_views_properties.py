@@ -12,7 +12,6 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from badput.engine import Accountant
-from badput.report._html import goodput_series
 from badput.report._trace import write_trace
 from badput.testing import Timeline
 from test_exports import check_trace_rules
@@ -83,6 +82,6 @@ def test_views_rules_hold_for_every_job(job: tuple[Accountant, int]) -> None:
     slices = check_trace_rules(json.loads(out.getvalue()))
     assert sum(e["name"].startswith("step ") for e in slices) == len(steps)
     # the cumulative goodput of the chart ends at the report's goodput
-    series = goodput_series(acc, report, bins=16)
+    series = acc.goodput_over_time(report, bins=16)
     if report.total_seconds > 0:
         assert series.cumulative[-1] == pytest.approx(report.goodput, abs=1e-4)

@@ -13,6 +13,7 @@ from badput.engine._model import (
     StepCounts,
     group_buckets,
 )
+from badput.engine._over_time import GOODPUT_BINS, ROLLING_BINS, GoodputSeries
 from badput.engine._ranks import RankOptions, RankView, SectionView, Stall, Straggler
 from badput.engine._steptime import DEFAULT_SLOWDOWN_FACTOR, StepTimeStats, step_time_stats
 from badput.engine._timeline import (
@@ -25,12 +26,15 @@ from badput.engine._timeline import (
 
 __all__ = [
     "DEFAULT_SLOWDOWN_FACTOR",
+    "GOODPUT_BINS",
     "MAX_NAMED_BUCKETS",
     "PRODUCTIVE",
+    "ROLLING_BINS",
     "STEP_BUCKETS",
     "Accountant",
     "AttemptSummary",
     "Diagnostic",
+    "GoodputSeries",
     "GroupedBuckets",
     "IntervalSpan",
     "Lane",

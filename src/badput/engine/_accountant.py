@@ -13,7 +13,8 @@ import numpy as np
 from badput.engine._batch import Batch
 from badput.engine._cache import QueryCache
 from badput.engine._ingest import Ingestor, Run
-from badput.engine._model import Report
+from badput.engine._model import PRODUCTIVE, Report
+from badput.engine._over_time import GOODPUT_BINS, GoodputSeries, goodput_over_time
 from badput.engine._partition import compute_report, recent_step_times
 from badput.engine._ranks import RankOptions, RankTracker, Stall
 from badput.engine._segments import Typical
@@ -302,6 +303,19 @@ class Accountant:
         ideal step time the spans are coloured with; see :mod:`badput.engine._timeline`.
         """
         return build_timeline(self._ing, report if report is not None else self.report())
+
+    def goodput_seconds(
+        self, window: tuple[float, float], ideal_step_time: float | None = None
+    ) -> tuple[float, float, float]:
+        """``(productive, slowdown, total)`` seconds of ``window``: the figures of
+        :meth:`report`'s goodput and observed goodput for that window, and nothing else."""
+        w = self.report(window=window, ideal_step_time=ideal_step_time, ranks=False)
+        return w.bucket(PRODUCTIVE), w.bucket("slowdown"), w.total_seconds
+
+    def goodput_over_time(self, report: Report, bins: int = GOODPUT_BINS) -> GoodputSeries:
+        """Cumulative and rolling goodput at the ends of ``bins`` equal steps of
+        ``report``'s span (see :func:`badput.engine._over_time.goodput_over_time`)."""
+        return goodput_over_time(self, report, bins)
 
 
 #: A report's per-rank derivation of at least this many new values, ...

@@ -27,7 +27,6 @@ import hashlib
 import html
 import json
 import math
-from dataclasses import dataclass
 from importlib import resources
 from typing import TYPE_CHECKING, Any, Final
 
@@ -38,6 +37,7 @@ from badput import __version__
 from badput.engine import (
     STEP_BUCKETS,
     Accountant,
+    GoodputSeries,
     GroupedBuckets,
     IntervalSpan,
     Report,
@@ -52,11 +52,9 @@ if TYPE_CHECKING:
     from badput.engine import AttemptSummary
 
 __all__ = [
-    "GOODPUT_BINS",
     "MAX_POINTS",
     "MAX_SPANS_PER_LANE",
     "bucket_color",
-    "goodput_series",
     "html_report",
     "render_html",
 ]
@@ -67,10 +65,6 @@ F64 = npt.NDArray[np.float64]
 MAX_SPANS_PER_LANE = 3000
 #: Points of the step-time chart before steps are binned (median and max per bin).
 MAX_POINTS = 4000
-#: Windows of the goodput-over-time chart (each one windowed report).
-GOODPUT_BINS = 120
-#: The rolling goodput is over this many windows.
-ROLLING_BINS = 10
 
 _COLORS = {
     "productive": "#2e9e44",
@@ -100,66 +94,6 @@ def bucket_color(name: str) -> str:
         return _COLORS[name]
     digest = hashlib.sha1(name.encode("utf-8", "surrogatepass")).digest()
     return _EXTRA[digest[0] % len(_EXTRA)]
-
-
-@dataclass(frozen=True)
-class GoodputSeries:
-    """Goodput over time: the ends of equal windows, cumulative and rolling fractions."""
-
-    t: list[float]
-    cumulative: list[float | None]
-    observed: list[float | None]
-    rolling: list[float | None]
-    rolling_seconds: float
-
-
-def goodput_series(
-    accountant: Accountant, report: Report, bins: int = GOODPUT_BINS
-) -> GoodputSeries:
-    """Cumulative and rolling goodput at the ends of ``bins`` equal steps of the job.
-
-    Both are the engine's windowed reports: the cumulative value at ``t`` is the report
-    of ``[start, t]`` (the goodput the job had at ``t``; it ends at the report's), taken
-    at every other point (the chart joins them); the rolling one is the report of the
-    last :data:`ROLLING_BINS` steps before ``t``. (Windows are not summed: productive
-    time is capped at kept steps x the ideal step time over the whole window, so the
-    sum of small windows can fall short of a large one.)
-    """
-    total = report.end - report.start
-    if total <= 0 or not report.attempts:
-        return GoodputSeries([], [], [], [], 0.0)
-    edges = np.linspace(report.start, report.end, bins + 1)[1:]
-    ideal = report.ideal_step_time
-    width = total / bins * ROLLING_BINS
-
-    def fractions(a: float, b: float) -> tuple[float | None, float | None]:
-        w = accountant.report(window=(a, b), ideal_step_time=ideal)
-        if w.total_seconds <= 0:
-            return None, None
-        good = w.bucket("productive")
-        return round(good / w.total_seconds, 5), round(
-            (good + w.bucket("slowdown")) / w.total_seconds, 5
-        )
-
-    cumulative: list[float | None] = []
-    observed: list[float | None] = []
-    rolling: list[float | None] = []
-    for i, edge in enumerate(edges):
-        t = float(edge)
-        if i % 2 == 1 or i == bins - 1:  # every other point, and the end
-            c, o = fractions(report.start, t)
-        else:
-            c = o = None
-        cumulative.append(c)
-        observed.append(o)
-        rolling.append(fractions(max(report.start, t - width), t)[0])
-    return GoodputSeries(
-        t=[round(float(t), 3) for t in edges],
-        cumulative=cumulative,
-        observed=observed,
-        rolling=rolling,
-        rolling_seconds=float(width),
-    )
 
 
 def _r(x: float) -> float:
@@ -642,4 +576,4 @@ def html_report(accountant: Accountant, report: Report | None = None) -> str:
     """The HTML page of the job ``accountant`` ingested (``report``: default, the whole job)."""
     rep = report if report is not None else accountant.report()
     timeline = accountant.timeline(rep)
-    return render_html(rep, timeline, goodput_series(accountant, rep))
+    return render_html(rep, timeline, accountant.goodput_over_time(rep))
