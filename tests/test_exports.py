@@ -292,7 +292,7 @@ def test_compare_two_jobs(tmp_path: Path) -> None:
         main, ["compare", "--store", str(store), "two-ranks", "long", "--json"]
     )
     assert result.exit_code == 0, result.output
-    doc = json.loads(result.output)
+    doc = json.loads(result.stdout)
     assert doc["a"]["job"] == "two-ranks" and doc["b"]["job"] == "long"
     assert doc["goodput_difference"] == pytest.approx(doc["b"]["goodput"] - doc["a"]["goodput"])
     assert doc["buckets"]["recovery"]["b_seconds"] == 0.0
@@ -326,3 +326,36 @@ def test_jobs_and_compare_print_log_names_inert(tmp_path: Path) -> None:
     )
     assert "\x1b" not in out
     assert "[bold]x[/bold]" in out
+
+
+def test_export_and_compare_say_the_logs_diagnostics_on_stderr(tmp_path: Path) -> None:
+    # A job with a malformed line and a line of control characters: the files written and
+    # the comparison show no diagnostics, so the command says them on stderr, inert.
+    root = tmp_path / "store"
+    write_long_job(root, 20)
+    (stream,) = (root / "long").rglob("*.jsonl")
+    with stream.open("a") as f:
+        f.write('{"not json\x1b[2J\n')
+        f.write("\x1b]0;owned\x07\n")
+    runner = CliRunner()
+    for args in (
+        ["export", "csv", str(root / "long"), str(tmp_path / "csv")],
+        ["export", "trace", str(root / "long"), str(tmp_path / "trace.json")],
+        ["compare", str(root / "long"), str(root / "long")],
+    ):
+        result = runner.invoke(main, args)
+        assert result.exit_code == 0, result.output
+        err = result.stderr
+        head = f"badput {' '.join(args[:2]) if args[0] == 'export' else 'compare'}: 2 diagnostics"
+        assert head in err, err
+        assert err.count("[malformed_line]") == (4 if args[0] == "compare" else 2), err
+        assert "\x1b" not in err and "\x07" not in err
+        assert str(stream) in err  # where: the file and its line
+
+
+def test_export_of_a_clean_log_says_nothing_on_stderr(tmp_path: Path) -> None:
+    root = tmp_path / "store"
+    write_long_job(root, 20)
+    result = CliRunner().invoke(main, ["export", "csv", str(root / "long"), str(tmp_path / "c")])
+    assert result.exit_code == 0
+    assert "diagnostic" not in result.output

@@ -488,6 +488,30 @@ def _read_job(command: str, path: str, job: str | None) -> Any:
     return live
 
 
+#: Diagnostics a command that shows no report (export, compare) lists on stderr.
+SHOWN_DIAGNOSTICS = 5
+
+
+def _note_diagnostics(command: str, report: Any, what: str = "the log") -> None:
+    """Say on stderr what the report's diagnostics are, for a command whose output does not
+    show them (a file written, a comparison): a number off for a reason the log gives must
+    not pass unseen. Log text is shown inert."""
+    from badput.report import inert  # noqa: PLC0415
+
+    found = report.diagnostics
+    if not found:
+        return
+    click.echo(
+        f"badput {command}: {len(found)} diagnostic{'s' if len(found) != 1 else ''} "
+        f"in {inert(what)} (all of them: badput report):",
+        err=True,
+    )
+    for d in found[:SHOWN_DIAGNOSTICS]:
+        click.echo(f"  {inert(str(d))}", err=True)
+    if len(found) > SHOWN_DIAGNOSTICS:
+        click.echo(f"  ... and {len(found) - SHOWN_DIAGNOSTICS} more", err=True)
+
+
 @main.group()
 def export() -> None:
     """Write a job in other formats: a Perfetto trace, CSV files."""
@@ -507,6 +531,7 @@ def export_trace(*, path: str, file: str, job: str | None) -> None:
 
     live = _read_job("export trace", path, job)
     report = live.report()
+    _note_diagnostics("export trace", report, path)
     try:
         with open_output(file) as out:
             n = write_trace(report, live.accountant.timeline(report), out)
@@ -525,6 +550,7 @@ def export_csv(*, path: str, directory: str, job: str | None) -> None:
 
     live = _read_job("export csv", path, job)
     report = live.report()
+    _note_diagnostics("export csv", report, path)
     try:
         files = write_csv(report, live.accountant.timeline(report), directory)
     except OSError as exc:
@@ -611,6 +637,8 @@ def compare(*, job_a: str, job_b: str, store: str | None, as_json: bool) -> None
     else:
         a = _read_job("compare", job_a, None).report()
         b = _read_job("compare", job_b, None).report()
+    _note_diagnostics("compare", a, f"JOB_A ({job_a})")
+    _note_diagnostics("compare", b, f"JOB_B ({job_b})")
     if as_json:
         from badput.report import dumps_finite  # noqa: PLC0415
 
