@@ -110,6 +110,21 @@ def _seconds(ctx: click.Context, param: click.Parameter, value: float) -> float:
     return value
 
 
+class FiniteRange(click.FloatRange):
+    """``click.FloatRange`` that refuses ``inf`` and ``nan`` (which it lets through: ``nan``
+    compares false with every bound). An interval, a window or a threshold of ``inf`` or
+    ``nan`` is a usage error naming the option, not a loop that sleeps for ever or a
+    comparison that is never true."""
+
+    name = "finite float range"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        number = super().convert(value, param, ctx)
+        if not math.isfinite(number):
+            self.fail(f"{value!r} is not a finite number", param, ctx)
+        return number
+
+
 def _fail(command: str, message: str) -> NoReturn:
     """One line on stderr, exit status 2: a user mistake, not a traceback.
 
@@ -139,7 +154,7 @@ def main() -> None:
 )
 @click.option(
     "--ideal-step-time",
-    type=click.FloatRange(min=0.0, min_open=True),
+    type=FiniteRange(min=0.0, min_open=True),
     metavar="SECONDS",
     help="Configured ideal step time (default: estimated from the best sustained steps).",
 )
@@ -168,7 +183,7 @@ def main() -> None:
 )
 @click.option(
     "--straggler-threshold",
-    type=click.FloatRange(min=0.0, max=1.0),
+    type=FiniteRange(min=0.0, max=1.0),
     default=0.75,
     show_default=True,
     metavar="SCORE",
@@ -176,7 +191,7 @@ def main() -> None:
 )
 @click.option(
     "--stall-after",
-    type=click.FloatRange(min=0.0),
+    type=FiniteRange(min=0.0),
     default=60.0,
     show_default=True,
     metavar="SECONDS",
@@ -196,7 +211,7 @@ def main() -> None:
 )
 @click.option(
     "--reference-step-time",
-    type=click.FloatRange(min=0.0, min_open=True),
+    type=FiniteRange(min=0.0, min_open=True),
     metavar="SECONDS",
     help="With --resiliency: the reference (ideal) step time of that tool's calculator.",
 )

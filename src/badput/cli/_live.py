@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from badput.cli._commands import _fail, _seconds, main
+from badput.cli._commands import FiniteRange, _fail, _seconds, main
 from badput.runtime.env import DEFAULT_STORE
 
 if TYPE_CHECKING:
@@ -144,7 +144,7 @@ def run(
 @click.option("--fast", is_flag=True, help="A small model: a few seconds instead of ~25.")
 @click.option(
     "--restart-delay",
-    type=click.FloatRange(min=0.0),
+    type=FiniteRange(min=0.0),
     default=None,
     metavar="SECONDS",
     help="Recovery time between the crash and the restart (default 2, with --fast 0.5).",
@@ -260,7 +260,7 @@ def _log_to_stderr(command: str) -> None:
 @click.option("--job", help="Job to monitor (needed when PATH is a store with several jobs).")
 @click.option(
     "--interval",
-    type=click.FloatRange(min=0.0, min_open=True),
+    type=FiniteRange(min=0.0, min_open=True),
     default=30.0,
     show_default=True,
     metavar="SECONDS",
@@ -269,7 +269,7 @@ def _log_to_stderr(command: str) -> None:
 @click.option(
     "--window",
     "windows",
-    type=click.FloatRange(min=0.0, min_open=True),
+    type=FiniteRange(min=0.0, min_open=True),
     multiple=True,
     metavar="SECONDS",
     help="A rolling window to export as well (repeatable), e.g. --window 3600.",
@@ -291,13 +291,13 @@ def _log_to_stderr(command: str) -> None:
 )
 @click.option(
     "--ideal-step-time",
-    type=click.FloatRange(min=0.0, min_open=True),
+    type=FiniteRange(min=0.0, min_open=True),
     metavar="SECONDS",
     help="Configured ideal step time (default: estimated from the best sustained steps).",
 )
 @click.option(
     "--stall-after",
-    type=click.FloatRange(min=0.0),
+    type=FiniteRange(min=0.0),
     default=60.0,
     show_default=True,
     metavar="SECONDS",
@@ -305,7 +305,7 @@ def _log_to_stderr(command: str) -> None:
 )
 @click.option(
     "--straggler-threshold",
-    type=click.FloatRange(min=0.0, max=1.0),
+    type=FiniteRange(min=0.0, max=1.0),
     default=0.75,
     show_default=True,
     metavar="SCORE",
@@ -426,7 +426,7 @@ def _run_until_stopped(mon: Any) -> None:
 @click.option("--job", help="Job to watch (needed when PATH is a store with several jobs).")
 @click.option(
     "--interval",
-    type=click.FloatRange(min=0.1),
+    type=FiniteRange(min=0.1),
     default=2.0,
     show_default=True,
     metavar="SECONDS",
@@ -434,7 +434,7 @@ def _run_until_stopped(mon: Any) -> None:
 )
 @click.option(
     "--stall-after",
-    type=click.FloatRange(min=0.0),
+    type=FiniteRange(min=0.0),
     default=60.0,
     show_default=True,
     metavar="SECONDS",
