@@ -60,7 +60,6 @@ LARGE_FUNCTIONS = {
     "engine/_timeline.py:build_timeline": 101,
     "launcher/_run.py:__init__": 93,
     "monitor/prometheus.py:_families": 81,
-    "report/_html.py:render_html": 212,
     "store/_jsonl.py:_read_path": 92,
     "store/_lines.py:parse_stream": 98,
 }

@@ -27,6 +27,7 @@ import hashlib
 import html
 import json
 import math
+from dataclasses import dataclass
 from importlib import resources
 from typing import TYPE_CHECKING, Any, Final
 
@@ -358,11 +359,20 @@ def _label(name: str, grouped: GroupedBuckets, pictured: GroupedBuckets) -> str:
     return grouped.label(name) if name in grouped.groups else pictured.label(name)
 
 
-def render_html(report: Report, timeline: Timeline, goodput: GoodputSeries) -> str:
-    """The page, from what the engine computed (pure: no I/O but reading the assets)."""
-    t0 = report.start
-    # One legend entry, table row and time-bin column per bucket shown: the named buckets
-    # beyond MAX_NAMED_BUCKETS are grouped (a custom name per step made 120 MB pages).
+@dataclass
+class _Columns:
+    """The buckets the page draws, in order, and the column each is drawn in: one legend
+    entry, table row and time-bin column per bucket shown (the named buckets beyond
+    MAX_NAMED_BUCKETS grouped: a custom name per step made 120 MB pages)."""
+
+    grouped: GroupedBuckets
+    pictured: GroupedBuckets
+    shown: list[str]
+    names: list[str]
+    index: dict[str, int]
+
+
+def _columns(report: Report, timeline: Timeline) -> _Columns:
     grouped = group_buckets(report.buckets)
     shown = [name for name, _ in ordered_buckets(grouped.buckets)]
     pictured = _pictured(grouped, report, timeline)
@@ -371,12 +381,16 @@ def render_html(report: Report, timeline: Timeline, goodput: GoodputSeries) -> s
     drawn = {pictured.bucket_of(b) for b in {iv.bucket for iv in timeline.intervals}}
     extra = sorted((set(STEP_BUCKETS) | drawn) - set(names))
     names += [*extra, "attempt"]
-    index = {n: i for i, n in enumerate(names)}
-    lanes: list[dict[str, Any]] = [{"label": "job", "kind": "job"}]
+    return _Columns(grouped, pictured, shown, names, {n: i for i, n in enumerate(names)})
+
+
+def _job_lane(report: Report, cols: _Columns) -> dict[str, list[Any]]:
+    """The job's lane: queued time, each attempt and the recovery after it (a bucket
+    drawn here and not in the report gets a column of its own)."""
+    t0, names, index = report.start, cols.names, cols.index
     job_lane: dict[str, list[Any]] = {"x0": [], "x1": [], "b": [], "a": []}
-    scheduled = report.buckets.get("queued", 0.0)
     if report.attempts:
-        if scheduled > 0:
+        if report.buckets.get("queued", 0.0) > 0:
             job_lane["x0"].append(0.0)
             job_lane["x1"].append(_r(report.attempts[0].start - t0))
             job_lane["b"].append(index.setdefault("queued", len(names)))
@@ -393,12 +407,21 @@ def render_html(report: Report, timeline: Timeline, goodput: GoodputSeries) -> s
                 job_lane["b"].append(index.setdefault("recovery", len(names)))
                 job_lane["a"].append(-1)
     if len(index) > len(names):
-        names = sorted(index, key=index.__getitem__)
+        cols.names = sorted(index, key=index.__getitem__)
+    return job_lane
+
+
+def _lanes(
+    report: Report, timeline: Timeline, cols: _Columns
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """Every attempt's (or rank's) lane and its spans."""
+    t0 = report.start
     # every bucket an interval or a step is drawn in -> its column (a grouped name: its group's)
-    drawn_at = dict(index)
+    drawn_at = dict(cols.index)
     for b in {iv.bucket for iv in timeline.intervals}:
-        drawn_at[b] = index[pictured.bucket_of(b)]
+        drawn_at[b] = cols.index[cols.pictured.bucket_of(b)]
     multi_rank = any(ln.rank is not None for ln in timeline.lanes)
+    lanes: list[dict[str, Any]] = [{"label": "job", "kind": "job"}]
     spans = []
     # steps are sorted by lane: each lane's are one slice
     bounds = np.searchsorted(timeline.steps.lane, np.arange(len(timeline.lanes) + 1))
@@ -424,8 +447,18 @@ def render_html(report: Report, timeline: Timeline, goodput: GoodputSeries) -> s
         )
         sel = np.arange(int(bounds[li]), int(bounds[li + 1]), dtype=np.int64)
         spans.append(
-            _lane_spans(timeline, sel, blocking.get(li, []), names=names, index=drawn_at, t0=t0)
+            _lane_spans(
+                timeline, sel, blocking.get(li, []), names=cols.names, index=drawn_at, t0=t0
+            )
         )
+    return lanes, spans
+
+
+def _chart_data(report: Report, timeline: Timeline, goodput: GoodputSeries) -> dict[str, Any]:
+    """The one JSON document the page's script draws from."""
+    cols = _columns(report, timeline)
+    job_lane = _job_lane(report, cols)
+    lanes, spans = _lanes(report, timeline, cols)
     attempts_json: list[dict[str, Any]] = [
         {
             "id": str(a.id),
@@ -436,9 +469,10 @@ def render_html(report: Report, timeline: Timeline, goodput: GoodputSeries) -> s
         }
         for a in report.attempts
     ]
-    data = {
+    grouped, pictured = cols.grouped, cols.pictured
+    return {
         "job": report.job,
-        "t0": t0,
+        "t0": report.start,
         "t1": report.end,
         "buckets": [
             {
@@ -446,9 +480,9 @@ def render_html(report: Report, timeline: Timeline, goodput: GoodputSeries) -> s
                 "seconds": _r(grouped.buckets.get(n, 0.0)),
                 "color": bucket_color(n),
             }
-            for n in names
+            for n in cols.names
         ],
-        "shown": [_label(n, grouped, pictured) for n in shown],
+        "shown": [_label(n, grouped, pictured) for n in cols.shown],
         "total": report.total_seconds,
         "lanes": lanes,
         "jobLane": job_lane,
@@ -461,29 +495,43 @@ def render_html(report: Report, timeline: Timeline, goodput: GoodputSeries) -> s
             "rolling": goodput.rolling,
             "rollingLabel": f"rolling ({format_duration(goodput.rolling_seconds)})",
         },
-        "stepTime": _step_series(timeline, t0),
+        "stepTime": _step_series(timeline, report.start),
         "ideal": report.ideal_step_time,
         "stepBuckets": list(STEP_BUCKETS),
     }
-    app = _asset("report.js")
-    uplot = _asset("uPlot.iife.min.js")
-    csp = (
-        "default-src 'none'; "
-        f"script-src {_sha256(uplot)} {_sha256(app)}; "
-        "style-src 'unsafe-inline'; img-src data:; base-uri 'none'; form-action 'none'"
-    )
-    wasted = wasted_steps(timeline, len(report.attempts))
+
+
+def _span_text(report: Report) -> str:
     reason: str = report.end_reason
     if reason == "job_end" and report.attempts and report.attempts[-1].status:
         reason = f"job_end (status: {report.attempts[-1].status})"
-    total = report.total_seconds
-    span = (
+    if not report.attempts:
+        return "no span: no events to account for"  # (not one dated 1970)
+    return (
         f"{_e(format_ts(report.start))} → {_e(format_ts(report.end))} "
-        f"({_e(format_duration(total))}), ended by {_e(reason)}"
-        if report.attempts
-        else "no span: no events to account for"  # (not one dated 1970)
+        f"({_e(format_duration(report.total_seconds))}), ended by {_e(reason)}"
     )
-    bucket_rows = "\n".join(
+
+
+def _headline(report: Report) -> str:
+    """The cards at the top of the page."""
+    total = report.total_seconds
+    ideal = "none (fewer than 5 clean steps)"
+    if report.ideal_step_time is not None:
+        ideal = f"{format_duration(report.ideal_step_time)} ({report.ideal_step_time_source})"
+    return f"""\
+{_card("goodput", format_percent(report.goodput), "productive / total", "good")}
+{_card("observed goodput", format_percent(report.observed_goodput), "productive + slowdown")}
+{_card("total", format_duration(total), "job span" if report.window is None else "window")}
+{_card("at risk", format_duration(report.at_risk_seconds), "steps after the newest checkpoint")}
+{_card("steps", f"{report.steps.kept} kept", f"{report.steps.wasted} wasted · ideal {ideal}")}"""
+
+
+def _bucket_rows(report: Report) -> tuple[str, str]:
+    """The rows of the bucket table, and the note on grouped names (or "")."""
+    grouped = group_buckets(report.buckets)
+    total = report.total_seconds
+    rows = "\n".join(
         f'<tr><td><span class="sw" style="background:{bucket_color(n)}"></span>'
         f"{_e(grouped.label(n))}</td>"
         f"<td class=num>{_e(format_duration(v))}</td>"
@@ -492,11 +540,22 @@ def render_html(report: Report, timeline: Timeline, goodput: GoodputSeries) -> s
         for n, v in ordered_buckets(grouped.buckets)
     )
     note = grouped_note(grouped, total)
-    grouped_p = f'<p class="dim" id="grouped-note">{_e(note)}</p>' if note else ""
+    return rows, f'<p class="dim" id="grouped-note">{_e(note)}</p>' if note else ""
+
+
+def render_html(report: Report, timeline: Timeline, goodput: GoodputSeries) -> str:
+    """The page, from what the engine computed (pure: no I/O but reading the assets)."""
+    data = _chart_data(report, timeline, goodput)
+    app = _asset("report.js")
+    uplot = _asset("uPlot.iife.min.js")
+    csp = (
+        "default-src 'none'; "
+        f"script-src {_sha256(uplot)} {_sha256(app)}; "
+        "style-src 'unsafe-inline'; img-src data:; base-uri 'none'; form-action 'none'"
+    )
+    wasted = wasted_steps(timeline, len(report.attempts))
+    bucket_rows, grouped_p = _bucket_rows(report)
     diags = "\n".join(f"<li>{_e(str(d))}</li>" for d in report.diagnostics) or "<li>none</li>"
-    ideal = "none (fewer than 5 clean steps)"
-    if report.ideal_step_time is not None:
-        ideal = f"{format_duration(report.ideal_step_time)} ({report.ideal_step_time_source})"
     return f"""<!DOCTYPE html>
 <html lang="en">
 <head>
@@ -511,14 +570,10 @@ def render_html(report: Report, timeline: Timeline, goodput: GoodputSeries) -> s
 <body>
 <header>
 <h1>badput report: <span id="job">{_e(report.job)}</span></h1>
-<div class="span">{span}</div>
+<div class="span">{_span_text(report)}</div>
 </header>
 <section class="headline">
-{_card("goodput", format_percent(report.goodput), "productive / total", "good")}
-{_card("observed goodput", format_percent(report.observed_goodput), "productive + slowdown")}
-{_card("total", format_duration(total), "job span" if report.window is None else "window")}
-{_card("at risk", format_duration(report.at_risk_seconds), "steps after the newest checkpoint")}
-{_card("steps", f"{report.steps.kept} kept", f"{report.steps.wasted} wasted · ideal {ideal}")}
+{_headline(report)}
 </section>
 <section>
 <h2>Where the time went</h2>
