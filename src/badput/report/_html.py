@@ -543,9 +543,8 @@ def _bucket_rows(report: Report) -> tuple[str, str]:
     return rows, f'<p class="dim" id="grouped-note">{_e(note)}</p>' if note else ""
 
 
-def render_html(report: Report, timeline: Timeline, goodput: GoodputSeries) -> str:
-    """The page, from what the engine computed (pure: no I/O but reading the assets)."""
-    data = _chart_data(report, timeline, goodput)
+def _scripts() -> tuple[str, str, str]:
+    """The page's two scripts, and the Content-Security-Policy that allows them alone."""
     app = _asset("report.js")
     uplot = _asset("uPlot.iife.min.js")
     csp = (
@@ -553,6 +552,13 @@ def render_html(report: Report, timeline: Timeline, goodput: GoodputSeries) -> s
         f"script-src {_sha256(uplot)} {_sha256(app)}; "
         "style-src 'unsafe-inline'; img-src data:; base-uri 'none'; form-action 'none'"
     )
+    return app, uplot, csp
+
+
+def render_html(report: Report, timeline: Timeline, goodput: GoodputSeries) -> str:
+    """The page, from what the engine computed (pure: no I/O but reading the assets)."""
+    data = _chart_data(report, timeline, goodput)
+    app, uplot, csp = _scripts()
     wasted = wasted_steps(timeline, len(report.attempts))
     bucket_rows, grouped_p = _bucket_rows(report)
     diags = "\n".join(f"<li>{_e(str(d))}</li>" for d in report.diagnostics) or "<li>none</li>"
