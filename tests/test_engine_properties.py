@@ -306,3 +306,27 @@ def test_now_sees_only_the_events_stamped_up_to_it(
     cut = Accountant("p", ideal_step_time=5.0)
     cut.ingest_events([e for e in events if e.ts <= now])
     same(early, cut.report(now=now))
+
+
+@settings(SETTINGS, max_examples=50)
+@given(event_logs(), st.one_of(st.none(), st.floats(0.5, 20.0)), st.data())
+def test_goodput_seconds_are_the_windowed_reports_figures(
+    events: list[Event], ideal: float | None, data: st.DataObject
+) -> None:
+    # The cheap query of the goodput-over-time chart (steps' time only, once the state was
+    # reported on) gives exactly the windowed report's productive, slowdown and total.
+    acc = Accountant("p", ideal_step_time=ideal)
+    acc.ingest_events(events)
+    full = acc.report()
+    for _ in range(4):
+        a = data.draw(st.floats(full.start - 5, full.end + 5))
+        b = data.draw(st.floats(a, full.end + 5))
+        asked = data.draw(st.one_of(st.none(), st.floats(0.5, 20.0)))
+        got = acc.goodput_seconds((a, b), asked)
+        w = acc.report(window=(a, b), ideal_step_time=asked)
+        assert got == (w.bucket("productive"), w.bucket("slowdown"), w.total_seconds)
+    # the whole job, asked as the chart's last cumulative point is (its ideal estimated)
+    productive, _slowdown, total = acc.goodput_seconds((full.start, full.end))
+    assert (productive / total if total > 0 else 0.0) == pytest.approx(full.goodput)
+    series = acc.goodput_over_time(full, bins=8)
+    assert series.cumulative[-1] == (pytest.approx(full.goodput, abs=1e-5) if series.t else None)

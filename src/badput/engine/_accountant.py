@@ -13,9 +13,9 @@ import numpy as np
 from badput.engine._batch import Batch
 from badput.engine._cache import QueryCache
 from badput.engine._ingest import Ingestor, Run
-from badput.engine._model import PRODUCTIVE, Report
+from badput.engine._model import Report
 from badput.engine._over_time import GOODPUT_BINS, GoodputSeries, goodput_over_time
-from badput.engine._partition import compute_report, recent_step_times
+from badput.engine._partition import compute_report, goodput_seconds, recent_step_times
 from badput.engine._ranks import RankOptions, RankTracker, Stall
 from badput.engine._segments import Typical
 from badput.engine._steptime import DEFAULT_SLOWDOWN_FACTOR, StepTimeStats, step_time_stats
@@ -309,8 +309,9 @@ class Accountant:
     ) -> tuple[float, float, float]:
         """``(productive, slowdown, total)`` seconds of ``window``: the figures of
         :meth:`report`'s goodput and observed goodput for that window, and nothing else."""
-        w = self.report(window=window, ideal_step_time=ideal_step_time, ranks=False)
-        return w.bucket(PRODUCTIVE), w.bucket("slowdown"), w.total_seconds
+        ideal = ideal_step_time if ideal_step_time is not None else self.ideal_step_time
+        with gc_paused():
+            return goodput_seconds(self._ing, window, ideal_step_time=ideal, cache=self._cache)
 
     def goodput_over_time(self, report: Report, bins: int = GOODPUT_BINS) -> GoodputSeries:
         """Cumulative and rolling goodput at the ends of ``bins`` equal steps of

@@ -52,7 +52,10 @@ def goodput_over_time(
     if total <= 0 or not report.attempts:
         return GoodputSeries([], [], [], [], 0.0)
     edges = np.linspace(report.start, report.end, bins + 1)[1:]
-    ideal = report.ideal_step_time
+    # The report's own ideal step time: configured, or (None) estimated over the whole job
+    # as the report estimated it. (Configuring the estimate would count differently where
+    # steps tie, and would not find the state the report left cached.)
+    ideal = report.ideal_step_time if report.ideal_step_time_source == "configured" else None
     width = total / bins * ROLLING_BINS
 
     def fractions(a: float, b: float) -> tuple[float | None, float | None]:

@@ -57,7 +57,7 @@ from badput.engine._steps import (
 )
 from badput.events import Kind
 
-__all__ = ["compute_report"]
+__all__ = ["compute_report", "goodput_seconds"]
 
 F64 = npt.NDArray[np.float64]
 _Source = Literal["configured", "estimated"] | None
@@ -323,6 +323,46 @@ class _Builder:
                 )
             self.buckets["untracked"] += max(rest[k], 0.0)
 
+    def goodput_seconds(self) -> tuple[float, float, float]:
+        """``(productive, slowdown, total)`` seconds of the window: what :meth:`build` would
+        put in those buckets, without the rest of the report. A window of a state already
+        reported on needs only its steps' time (intervals and untracked time hold no
+        productive time), which is what a chart of goodput over time asks 181 times.
+
+        A log with no steps takes its productive time from checkpoint progress, carved out
+        of untracked time: that one is the whole windowed report's."""
+        known = self.cache.structure
+        if known is None or known.key != self.state_key() or not known.segments:
+            report = self.build()
+            return report.bucket(PRODUCTIVE), report.bucket("slowdown"), report.total_seconds
+        first, stop = self._enter_window(known)
+        self._add_step_time(
+            known.rows,
+            known.segments,
+            known.attempts,
+            known.keep_upto,
+            known.safe,
+            known.segments_of(first, stop),
+            known.ideal,
+        )
+        lo, hi = self.clip_bounds
+        return self.buckets[PRODUCTIVE], self.buckets["slowdown"], hi - lo
+
+    def _enter_window(self, known: Structure) -> tuple[int, int]:
+        """Set the window's clip bounds on ``known``'s span; the range of attempts whose span
+        can meet it (a few more is harmless: they add zero)."""
+        window = self.window
+        assert window is not None  # windowed queries only
+        t_start, t_end = known.span
+        lo, hi = max(t_start, window[0]), min(t_end, window[1])
+        hi = max(hi, lo)
+        self.clip_bounds, self.span = (lo, hi), known.span
+        starts = known.eff_starts()
+        ends = known.eff_ends()
+        first = max(0, int(np.searchsorted(ends, lo, "left")) - 1)
+        stop = min(len(known.attempts), int(np.searchsorted(starts, hi, "right")) + 1)
+        return first, stop
+
     def _windowed(self, known: Structure) -> Report:
         """A window of a state already reported on: only the attempts the window meets are
         looked at (everything else is in ``known``), so it costs O(what the window holds).
@@ -330,19 +370,11 @@ class _Builder:
         Adds the same terms, in the same order, as a full build would: the attempts outside
         the window add nothing to any bucket there either.
         """
-        window = self.window
-        assert window is not None  # build() comes here for windowed queries only
         self.log = ReportDiagnostics(known.before)
         attempts = known.attempts
-        t_start, t_end = known.span
-        lo, hi = max(t_start, window[0]), min(t_end, window[1])
-        hi = max(hi, lo)
-        self.clip_bounds, self.span = (lo, hi), known.span
-        starts = known.eff_starts()
-        ends = known.eff_ends()
-        # attempts whose span can meet [lo, hi] (a few more is harmless: they add zero)
-        first = max(0, int(np.searchsorted(ends, lo, "left")) - 1)
-        stop = min(len(attempts), int(np.searchsorted(starts, hi, "right")) + 1)
+        t_end = known.span[1]
+        first, stop = self._enter_window(known)
+        lo, hi = self.clip_bounds
         if known.scheduled is not None:
             self.buckets["queued"] += self.clip(known.scheduled, attempts[0].eff_start)
         for i in range(max(first, 1), stop):
@@ -613,6 +645,20 @@ def compute_report(
     if ideal_step_time is not None and not (ideal_step_time > 0 and math.isfinite(ideal_step_time)):
         raise ValueError(f"ideal step time must be a positive number, got {ideal_step_time}")
     return _Builder(ing, now, window, ideal_step_time, typical, cache=cache).build()
+
+
+def goodput_seconds(
+    ing: Ingestor,
+    window: tuple[float, float],
+    *,
+    ideal_step_time: float | None = None,
+    cache: QueryCache | None = None,
+) -> tuple[float, float, float]:
+    """``(productive, slowdown, total)`` seconds of ``window``: the buckets goodput and
+    observed goodput are made of, as :func:`compute_report` of that window has them."""
+    if window[1] < window[0]:
+        raise ValueError(f"window end {window[1]} is before its start {window[0]}")
+    return _Builder(ing, None, window, ideal_step_time, cache=cache).goodput_seconds()
 
 
 def recent_step_times(
