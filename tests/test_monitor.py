@@ -19,8 +19,7 @@ from click.testing import CliRunner
 import badput.monitor
 from badput.analysis import LiveJob
 from badput.cli import main
-from badput.monitor import Monitor, Snapshot
-from badput.monitor._monitor import MAX_BACKOFF_CYCLES
+from badput.monitor import MAX_BACKOFF_CYCLES, Monitor, Snapshot
 from badput.store import JsonlStore
 from badput.testing import MemoryStore, Timeline, events_to_jsonl, events_to_store
 

@@ -13,12 +13,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from badput.monitor._base import Exporter, Snapshot
-from badput.monitor._monitor import (
-    MAX_BACKOFF_CYCLES,
-    MAX_BACKOFF_SECONDS,
-    Monitor,
-    flush_live_recorders,
-)
+from badput.monitor._lanes import MAX_BACKOFF_CYCLES, MAX_BACKOFF_SECONDS
+from badput.monitor._monitor import Monitor, flush_live_recorders
 from badput.monitor._vocab import window_label
 from badput.runtime.lazy import lazy_attributes
 

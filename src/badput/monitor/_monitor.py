@@ -49,23 +49,15 @@ from typing import Final
 from badput.analysis import LiveJob
 from badput.engine import DEFAULT_SLOWDOWN_FACTOR, RankOptions, cpu_time_with_helpers
 from badput.monitor._base import Exporter, Snapshot
+from badput.monitor._lanes import ExporterLanes
 from badput.runtime import lifecycle as _lifecycle
 from badput.runtime.worker import PeriodicWorker
 from badput.store import EventStore, is_job_path, open_store
 
-__all__ = [
-    "EXIT_TIMEOUT",
-    "MAX_BACKOFF_CYCLES",
-    "MAX_BACKOFF_SECONDS",
-    "Monitor",
-]
+__all__ = ["EXIT_TIMEOUT", "Monitor"]
 
 logger = logging.getLogger("badput")
 
-#: Longest back-off of a failing exporter, in cycles.
-MAX_BACKOFF_CYCLES: Final = 32
-#: ... and in seconds (``interval`` x cycles; at least one cycle is always skipped).
-MAX_BACKOFF_SECONDS: Final = 300.0
 #: How long the ``atexit`` hook waits for each monitor still running.
 EXIT_TIMEOUT: Final = 5.0
 #: How long the ``atexit`` hook waits for each recorder's last events before the final cycle.
@@ -74,96 +66,21 @@ _RECORDER_FLUSH_TIMEOUT: Final = 1.0
 StoreLike = EventStore | str | os.PathLike[str]
 
 
-class _Lane:
-    """One exporter's own daemon thread: an exporter that hangs holds only its lane.
-
-    One task at a time: :meth:`run` refuses a new task while the last one runs, or
-    (``after_busy``) queues it to run next.
-    """
-
-    __slots__ = ("_done", "_lock", "_name", "_next", "_next_done", "_ready", "_task", "_thread")
-
-    def __init__(self, name: str) -> None:
-        self._name = name
-        self._lock = threading.Lock()
-        self._ready = threading.Event()
-        self._task: Callable[[], None] | None = None
-        self._done = threading.Event()
-        self._done.set()
-        self._next: Callable[[], None] | None = None
-        self._next_done = threading.Event()
-        self._thread: threading.Thread | None = None
-
-    @property
-    def busy(self) -> bool:
-        return not self._done.is_set()
-
-    def run(self, task: Callable[[], None], *, after_busy: bool = False) -> threading.Event | None:
-        """Start ``task`` on the lane; the event is set when it is over. ``None``: busy."""
-        with self._lock:
-            if not self._done.is_set():
-                if not after_busy:
-                    return None
-                self._next, self._next_done = task, threading.Event()
-                return self._next_done
-            done = self._done = threading.Event()
-            self._task = task
-            if self._thread is None or not self._thread.is_alive():
-                self._thread = threading.Thread(
-                    target=self._loop, name=f"badput-export-{self._name}", daemon=True
-                )
-                self._thread.start()
-            self._ready.set()
-        return done
-
-    def _loop(self) -> None:
-        while True:
-            self._ready.wait()
-            self._ready.clear()
-            while True:
-                with self._lock:
-                    task, self._task, done = self._task, None, self._done
-                if task is None:
-                    break
-                try:
-                    task()  # tasks catch and record their own errors
-                finally:
-                    with self._lock:
-                        if self._next is not None:  # queued while busy: it runs next
-                            self._task, self._next = self._next, None
-                            self._done = self._next_done
-                    done.set()
-                if task is _QUIT:
-                    return
+def _require_positive(name: str, value: float) -> None:
+    if not (math.isfinite(value) and value > 0):
+        raise ValueError(f"{name} must be positive, got {value}")
 
 
-def _quit() -> None:
-    return None
-
-
-_QUIT: Final = _quit
-
-# How many monitors use each exporter: the last one to stop closes it. Keyed by id, with the
-# exporter held, so that no new object takes its id while it is counted: a monitor dropped
-# without stop() leaves its count behind, and a new exporter at the freed address was then
-# counted as shared with it and never closed.
-_exporter_users: dict[int, tuple[Exporter, int]] = {}
-_users_lock = threading.Lock()
-
-
-class _ExporterState:
-    """One exporter, its lane and its failure book-keeping."""
-
-    __slots__ = ("exporter", "failures", "lane", "name", "skip", "streak", "warned")
-
-    def __init__(self, name: str, exporter: Exporter) -> None:
-        self.name = name
-        self.exporter = exporter
-        self.lane = _Lane(name)
-        self.failures = 0  # failures so far (errors and deadlines missed)
-        self.streak = 0  # consecutive failures
-        self.skip = 0  # cycles still to skip
-        self.warned = False
+def _rolling_windows(lengths: Iterable[float]) -> tuple[float, ...]:
+    """The rolling windows asked for, in seconds, each once."""
+    windows: list[float] = []
+    for raw in lengths:
+        w = float(raw)
+        if not (math.isfinite(w) and w > 0):
+            raise ValueError(f"rolling windows must be positive seconds, got {raw}")
+        if w not in windows:
+            windows.append(w)
+    return tuple(windows)
 
 
 def _has_job_events(path: Path, job: str) -> bool:
@@ -192,15 +109,6 @@ def _open_live(
             # The job has not written its first event yet: follow <path>/<job>/...
             store = open_store(path)
     return LiveJob(store, job, ideal_step_time=ideal, rank_options=rank_options)
-
-
-def _exporter_name(exporter: Exporter, taken: set[str]) -> str:
-    base = str(getattr(exporter, "name", "") or type(exporter).__name__)
-    name, k = base, 2
-    while name in taken:
-        name, k = f"{base}#{k}", k + 1
-    taken.add(name)
-    return name
 
 
 class Monitor:
@@ -265,40 +173,23 @@ class Monitor:
         interval = float(interval)
         if not (math.isfinite(interval) and interval > 0):
             raise ValueError(f"interval must be a positive number of seconds, got {interval}")
-        windows: list[float] = []
-        for raw in rolling_windows:
-            w = float(raw)
-            if not (math.isfinite(w) and w > 0):
-                raise ValueError(f"rolling windows must be positive seconds, got {raw}")
-            if w not in windows:
-                windows.append(w)
-        if not (math.isfinite(slowdown_factor) and slowdown_factor > 0):
-            raise ValueError(f"slowdown_factor must be positive, got {slowdown_factor}")
-        if ideal_step_time is not None and not (
-            math.isfinite(ideal_step_time) and ideal_step_time > 0
-        ):
-            raise ValueError(f"ideal_step_time must be positive, got {ideal_step_time}")
+        windows = _rolling_windows(rolling_windows)
+        _require_positive("slowdown_factor", slowdown_factor)
+        if ideal_step_time is not None:
+            _require_positive("ideal_step_time", ideal_step_time)
         self._live = _open_live(job, store, ideal_step_time, rank_options)
         self.job: str = self._live.job
         self.interval = interval
-        self.rolling_windows: tuple[float, ...] = tuple(windows)
+        self.rolling_windows = windows
         self.include_step_deviation = include_step_deviation
         self.slowdown_factor = float(slowdown_factor)
         self._clock = clock
         self._on_snapshot = on_snapshot
-        taken: set[str] = set()
-        self._exporters = [_ExporterState(_exporter_name(e, taken), e) for e in exporters]
         if exporter_timeout is None:
             exporter_timeout = max(1.0, min(interval, 30.0))
-        if not (math.isfinite(exporter_timeout) and exporter_timeout > 0):
-            raise ValueError(f"exporter_timeout must be positive, got {exporter_timeout}")
+        _require_positive("exporter_timeout", exporter_timeout)
         self.exporter_timeout = float(exporter_timeout)
-        with _users_lock:
-            for st in self._exporters:
-                key = id(st.exporter)
-                users = _exporter_users.get(key, (st.exporter, 0))[1]
-                _exporter_users[key] = (st.exporter, users + 1)
-        self._max_skip = max(1, min(MAX_BACKOFF_CYCLES, int(MAX_BACKOFF_SECONDS // interval)))
+        self._exporters = ExporterLanes(exporters, interval, self.exporter_timeout)
         self._sequence = 0
         self._latest: Snapshot | None = None
         self._warned: set[str] = set()
@@ -319,16 +210,13 @@ class Monitor:
         self._stopping = False  # stop() was called: no restart
         self._final_flush = True
         self._closed = False  # exporters closed
-        self._stop_deadline: float | None = None  # monotonic time stop() stops waiting
-        self._left_behind = False  # the shutdown gave up on a hung exporter
 
     def _after_fork_child(self) -> None:
         """In a forked child: a stopped monitor (no thread; the parent's exporters left alone)."""
         self._setup_process()
         self._stopping = True
         self._closed = True
-        for st in self._exporters:
-            st.lane = _Lane(st.name)  # the parent's lane threads do not exist here
+        self._exporters.after_fork()
         _lifecycle.untrack(LIVE_GROUP, self)
 
     # ----------------------------------------------------------------- state
@@ -346,7 +234,7 @@ class Monitor:
     @property
     def failures(self) -> dict[str, int]:
         """Failures so far, per exporter name (every exporter listed, 0 when none)."""
-        return {st.name: st.failures for st in self._exporters}
+        return self._exporters.failures
 
     @property
     def cycles(self) -> int:
@@ -397,13 +285,13 @@ class Monitor:
                 thread = self._thread
                 if thread is not None and thread is not threading.current_thread():
                     thread.join(timeout)
-                    return not thread.is_alive() and not self._left_behind
-                return self._closed and not self._left_behind
+                    return not thread.is_alive() and not self._exporters.left_behind
+                return self._closed and not self._exporters.left_behind
             self._stopping = True
             self._final_flush = final_flush
             if timeout is not None:
                 # Exports and closes of the shutdown give up in time for this call.
-                self._stop_deadline = time.monotonic() + 0.9 * timeout
+                self._exporters.stop_deadline = time.monotonic() + 0.9 * timeout
             thread = self._worker.signal(final=final_flush)
             if thread is None:  # never started: the shutdown runs on a helper thread
                 thread = threading.Thread(
@@ -415,7 +303,7 @@ class Monitor:
         if thread is threading.current_thread():  # stop() called by an exporter
             return False
         thread.join(timeout)
-        return not thread.is_alive() and not self._left_behind
+        return not thread.is_alive() and not self._exporters.left_behind
 
     def run_once(self) -> Snapshot:
         """Run one cycle now, in the calling thread, and return its snapshot.
@@ -449,12 +337,6 @@ class Monitor:
         finally:
             self._close_exporters()
 
-    def _deadline(self) -> float:
-        """When the exports of this cycle stop being waited for (monotonic)."""
-        deadline = time.monotonic() + self.exporter_timeout
-        stop = self._stop_deadline
-        return deadline if stop is None else min(deadline, stop)
-
     def _close_exporters(self) -> None:
         """Close each exporter this monitor is the last user of, each on its lane, in
         parallel, bounded by the exporter deadline (and stop()'s timeout)."""
@@ -462,39 +344,7 @@ class Monitor:
             if self._closed:
                 return
             self._closed = True
-        waits: list[tuple[_ExporterState, threading.Event]] = []
-        for st in self._exporters:
-            with _users_lock:
-                key = id(st.exporter)
-                left = _exporter_users.get(key, (st.exporter, 1))[1] - 1
-                if left > 0:
-                    _exporter_users[key] = (st.exporter, left)
-                else:
-                    _exporter_users.pop(key, None)
-            if left > 0:  # another monitor still exports to it
-                continue
-
-            def close(st: _ExporterState = st) -> None:
-                try:
-                    st.exporter.close()
-                except Exception as exc:
-                    logger.warning("badput: closing exporter %r failed: %r", st.name, exc)
-
-            done = st.lane.run(close, after_busy=True)  # after a hung export returns
-            assert done is not None
-            waits.append((st, done))
-        deadline = self._deadline()
-        for st, done in waits:
-            if not done.wait(max(deadline - time.monotonic(), 0.0)):
-                self._left_behind = True
-                logger.warning(
-                    "badput: exporter %r did not finish within %gs; it is closed in the "
-                    "background when it returns",
-                    st.name,
-                    self.exporter_timeout,
-                )
-            else:
-                st.lane.run(_QUIT)
+        self._exporters.close()
 
     # ------------------------------------------------------------------ cycle
 
@@ -546,72 +396,10 @@ class Monitor:
                     except Exception as exc:
                         self._warn_once("on_snapshot", "badput: on_snapshot failed: %r", exc)
                 if snapshot.last_event_time is not None:
-                    self._export(snapshot, final=final)
+                    self._exporters.export(snapshot, final=final)
                 return snapshot
             finally:
                 self._cpu += cpu_time_with_helpers() - t0
-
-    def _export(self, snapshot: Snapshot, *, final: bool) -> None:
-        """Hand ``snapshot`` to every exporter on its own lane, all at once; wait for
-        them until the deadline. A slow exporter delays no other one."""
-        running: list[tuple[_ExporterState, threading.Event, list[BaseException]]] = []
-        for st in self._exporters:
-            if st.skip > 0 and not final:  # the final cycle tries every exporter
-                st.skip -= 1
-                continue
-            errors: list[BaseException] = []
-
-            def export(st: _ExporterState = st, errors: list[BaseException] = errors) -> None:
-                try:
-                    st.exporter.export(snapshot)
-                except BaseException as exc:
-                    errors.append(exc)
-
-            done = st.lane.run(export)
-            if done is None:  # still in an export that missed its deadline
-                self._left_behind = final
-                logger.debug("badput: exporter %r is still busy; skipped", st.name)
-                continue
-            running.append((st, done, errors))
-        deadline = self._deadline()
-        for st, done, errors in running:
-            if not done.wait(max(deadline - time.monotonic(), 0.0)):
-                self._left_behind = final
-                self._failed(
-                    st, TimeoutError(f"no answer within {self.exporter_timeout:g}s (hung?)")
-                )
-            elif errors:
-                self._failed(st, errors[0])
-            else:
-                if st.streak:
-                    logger.debug(
-                        "badput: exporter %r works again after %d failures", st.name, st.streak
-                    )
-                st.streak = 0
-                st.skip = 0
-
-    def _failed(self, st: _ExporterState, exc: BaseException) -> None:
-        st.failures += 1
-        st.streak += 1
-        st.skip = min(2 ** (st.streak - 1), self._max_skip)
-        if not st.warned:
-            st.warned = True
-            logger.warning(
-                "badput: exporter %r failed: %s: %s; backing off (skipping it for "
-                "1, 2, 4... cycles while it fails; further failures are logged at "
-                "debug level). The training run is not affected.",
-                st.name,
-                type(exc).__name__,
-                exc,
-            )
-        else:
-            logger.debug(
-                "badput: exporter %r failed again (%d in a row): %r; skipping %d cycles",
-                st.name,
-                st.streak,
-                exc,
-                st.skip,
-            )
 
     def _warn_once(self, key: str, msg: str, *args: object) -> None:
         if key in self._warned:

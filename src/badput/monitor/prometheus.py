@@ -141,31 +141,38 @@ def _up(core: Any, up: bool) -> Metric:
     return metric
 
 
+def _gauge(core: Any, name: str, doc: str, *labels: str) -> Any:
+    return core.GaugeMetricFamily(name, doc, labels=["job", *labels])
+
+
+def _shared(core: Any, key: str, *labels: str) -> Any:
+    """A gauge of the one vocabulary (:data:`~badput.monitor._vocab.METRICS`)."""
+    m = METRICS[key]
+    return _gauge(core, m.prometheus, f"{m.description}.", *labels)
+
+
 def _families(core: Any, states: list[_Rows]) -> list[Metric]:
-    def gauge(name: str, doc: str, *labels: str) -> Any:
-        return core.GaugeMetricFamily(name, doc, labels=["job", *labels])
-
-    def shared(key: str, *labels: str) -> Any:  # a metric of the one vocabulary
-        m = METRICS[key]
-        return gauge(m.prometheus, f"{m.description}.", *labels)
-
-    goodput = shared("goodput")
-    observed = shared("observed_goodput")
-    seconds = shared("seconds", "bucket")
-    elapsed = shared("elapsed")
-    disruptions = shared("disruptions")
-    last_step = shared("last_step")
-    ideal = shared("ideal_step_time")
-    deviation = shared("step_time_deviation")
-    alarm = gauge("badput_slowdown_alarm", "1 when recent steps are slower than ideal x factor.")
-    at_risk = shared("at_risk")
-    stamp = gauge("badput_snapshot_timestamp_seconds", "Unix time the snapshot describes.")
-    last_event = gauge("badput_last_event_timestamp_seconds", "Unix time of the newest event.")
-    w_goodput = shared("window.goodput", "window")
-    w_observed = shared("window.observed_goodput", "window")
-    w_elapsed = shared("window.elapsed", "window")
-    w_seconds = shared("window.seconds", "window", "bucket")
-    grouped = shared("grouped_buckets")
+    goodput = _shared(core, "goodput")
+    observed = _shared(core, "observed_goodput")
+    seconds = _shared(core, "seconds", "bucket")
+    elapsed = _shared(core, "elapsed")
+    disruptions = _shared(core, "disruptions")
+    last_step = _shared(core, "last_step")
+    ideal = _shared(core, "ideal_step_time")
+    deviation = _shared(core, "step_time_deviation")
+    alarm = _gauge(
+        core, "badput_slowdown_alarm", "1 when recent steps are slower than ideal x factor."
+    )
+    at_risk = _shared(core, "at_risk")
+    stamp = _gauge(core, "badput_snapshot_timestamp_seconds", "Unix time the snapshot describes.")
+    last_event = _gauge(
+        core, "badput_last_event_timestamp_seconds", "Unix time of the newest event."
+    )
+    w_goodput = _shared(core, "window.goodput", "window")
+    w_observed = _shared(core, "window.observed_goodput", "window")
+    w_elapsed = _shared(core, "window.elapsed", "window")
+    w_seconds = _shared(core, "window.seconds", "window", "bucket")
+    grouped = _shared(core, "grouped_buckets")
     for state in states:
         snap = state.snapshot
         r = snap.report
@@ -226,18 +233,21 @@ def _families(core: Any, states: list[_Rows]) -> list[Metric]:
 
 def _rank_families(core: Any, states: list[_Rows]) -> list[Metric]:
     """Stall and straggler gauges; per rank, since Prometheus copes with that many series."""
-
-    def gauge(name: str, doc: str, *labels: str) -> Any:
-        return core.GaugeMetricFamily(name, doc, labels=["job", *labels])
-
-    stalled = gauge("badput_stalled", "1 while no rank makes progress beyond the threshold.")
-    stall_s = gauge("badput_stall_seconds", "Seconds without progress (0 when not stalled).")
-    stalls = gauge("badput_stalls_total", "Stalls found so far.")
-    first = gauge("badput_stall_first_stopped", "1 for each rank that stopped first.", "rank")
-    count = gauge("badput_stragglers", "Ranks below the straggler score threshold.")
-    flag = gauge("badput_straggler", "1 for each straggler.", "rank", "host", "section")
-    score = gauge(
-        "badput_rank_score", "A rank's section score (1 = reference).", "rank", "section", "score"
+    stalled = _gauge(core, "badput_stalled", "1 while no rank makes progress beyond the threshold.")
+    stall_s = _gauge(core, "badput_stall_seconds", "Seconds without progress (0 when not stalled).")
+    stalls = _gauge(core, "badput_stalls_total", "Stalls found so far.")
+    first = _gauge(
+        core, "badput_stall_first_stopped", "1 for each rank that stopped first.", "rank"
+    )
+    count = _gauge(core, "badput_stragglers", "Ranks below the straggler score threshold.")
+    flag = _gauge(core, "badput_straggler", "1 for each straggler.", "rank", "host", "section")
+    score = _gauge(
+        core,
+        "badput_rank_score",
+        "A rank's section score (1 = reference).",
+        "rank",
+        "section",
+        "score",
     )
     for state in states:
         snap = state.snapshot

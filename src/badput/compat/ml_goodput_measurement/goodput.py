@@ -32,7 +32,12 @@ from collections.abc import Callable, Mapping
 from typing import Any, Final, TypeVar, cast
 
 from badput.compat.ml_goodput_measurement import exclusion_utils, goodput_utils
-from badput.compat.ml_goodput_measurement._columns import EventColumns, StepStarts
+from badput.compat.ml_goodput_measurement._jobview import JobView
+from badput.compat.ml_goodput_measurement._mapping import (
+    LibraryBuckets,
+    checkpoint_time,
+    subtract,
+)
 from badput.compat.ml_goodput_measurement.checkpoint_badput_calculator import (
     CheckpointBadputCalculator,
     CheckpointLoggerOptions,
@@ -43,9 +48,8 @@ from badput.compat.ml_goodput_measurement.goodput_cache import GoodputCache
 from badput.engine import Accountant, Report
 from badput.events import Event, Kind
 from badput.formats import mgm as pl
-from badput.formats.mgm import SOURCE_OF_BUCKET
 from badput.recorder import Recorder, resolve_attempt
-from badput.store import Cursor, EventStore, open_store
+from badput.store import EventStore, open_store
 
 __all__ = [
     "BadputType",
@@ -101,47 +105,6 @@ _CUSTOM_BADPUT_EVENT_END_TIME: Final = pl.CUSTOM_BADPUT_EVENT_END_TIME
 
 _ZERO_TIME: Final = (
     "Total job time is zero, Goodput cannot be calculated. Please fix the logging entries."
-)
-
-#: Bytes per store read: bounds the memory of catching up with a large log. Large: the
-#: store is often Cloud Logging, where each read is a query of its own (against its quota).
-_READ_SLICE_BYTES: Final = 32 * 1024 * 1024
-
-# badput bucket -> the library's BadputType (ACCOUNTING.md §6). Buckets not named here
-# (untracked, queued, unknown) are OTHER; custom:* and elastic_* are handled apart.
-_BUCKETS: Final[dict[str, goodput_utils.BadputType]] = {
-    bucket: BadputType.__members__[source]
-    for bucket, source in SOURCE_OF_BUCKET.items()
-    if source != "OTHER" and not bucket.startswith("elastic")  # elastic_*: apart
-}
-_PRODUCTIVE: Final = ("productive", "slowdown")  # observed goodput
-_CHECKPOINT_KINDS: Final = frozenset(
-    {
-        Kind.CHECKPOINT_SAVE_START,
-        Kind.CHECKPOINT_SAVE_END,
-        Kind.CHECKPOINT_RESTORE_START,
-        Kind.CHECKPOINT_RESTORE_END,
-    }
-)
-
-# The library's breakdown order (its _get_job_badput_breakdown).
-_BREAKDOWN_ORDER: Final = (
-    BadputType.TPU_INITIALIZATION,
-    BadputType.TRAINING_PREP,
-    BadputType.DATA_LOADING_SYNC,
-    BadputType.DATA_LOADING_ASYNC,
-    BadputType.UNPRODUCTIVE_CHECKPOINT_SAVE_TIME,
-    BadputType.UNPRODUCTIVE_CHECKPOINT_RESTORE_TIME,
-    BadputType.PROGRAM_STARTUP,
-    BadputType.WASTED_PROGRESS_FROM_DISRUPTION,
-    BadputType.INFRASTRUCTURE_RECOVERY_FROM_DISRUPTION,
-    BadputType.CUSTOM_BADPUT_EVENTS,
-    BadputType.OTHER,
-)
-_ELASTIC_TYPES: Final = (
-    BadputType.ELASTIC_SLICE_DOWN,
-    BadputType.ELASTIC_SCALE_UP,
-    BadputType.ELASTIC_REINITIALIZATION,
 )
 
 
@@ -432,112 +395,6 @@ def _fields(event: Event) -> dict[str, Any]:
     return out
 
 
-class _JobView:
-    """What the calculator knows of the job: the engine's accountant plus the few raw
-    series the library's own rules need (step starts, every event for interval queries,
-    elastic events). The events are kept in compact columns (:mod:`._columns`): a
-    long-lived calculator holds a whole job's history in 20 bytes an event (16 more per
-    step start)."""
-
-    def __init__(self, store: EventStore, job: str) -> None:
-        self.store = store
-        self.job = job
-        self.accountant = Accountant(job)
-        self.cursor: Cursor | None = None
-        self.columns = EventColumns(job)  # every event, sorted by time (interval queries)
-        self.step_starts = StepStarts()
-        self.intervals: dict[str, list[tuple[float, float]]] = {}  # base -> paired spans
-        self.slices: list[tuple[float, int, int, int]] = []  # (ts, active, available, total)
-        self.checkpoints: list[Event] = []  # checkpoint start/end events (Orbax's entries)
-        self.job_start: float | None = None
-        self.job_end: float | None = None  # the last job end
-        self._open: dict[str, float] = {}
-
-    def update(self) -> int:
-        """Ingest what was appended since the last call; return how many events."""
-        _flush_live_recorders(self.job)
-        n = 0
-        while True:
-            resumed = self.cursor is not None and self.cursor.resume is not None
-            result = self.store.read(self.job, self.cursor, max_bytes=_READ_SLICE_BYTES)
-            # a read that went on from a budget stop saw only the streams left: read once more
-            progressed = resumed or result.cursor.offsets != (
-                self.cursor.offsets if self.cursor else {}
-            )
-            self.cursor = result.cursor
-            self.accountant.ingest(result.chunks)
-            # Absorbed slice by slice: a catch-up never holds more than one slice's
-            # events as objects (the columns keep them compact).
-            events = [
-                item
-                for chunk in result.chunks
-                for item in chunk.items
-                if isinstance(item, Event) and item.job == self.job
-            ]
-            if events:
-                self._absorb(sorted(events, key=lambda e: e.ts))
-                n += len(events)
-            if not progressed:
-                break
-        return n
-
-    def _absorb(self, events: list[Event]) -> None:
-        self.columns.extend(events)
-        for e in events:
-            kind = e.kind
-            if kind == Kind.STEP_START and e.step is not None:
-                self.step_starts.add(e.ts, e.step)
-            elif kind == Kind.JOB_START:
-                self.job_start = e.ts if self.job_start is None else min(self.job_start, e.ts)
-            elif kind == Kind.JOB_END:
-                self.job_end = e.ts if self.job_end is None else max(self.job_end, e.ts)
-            elif kind in _CHECKPOINT_KINDS:
-                self.checkpoints.append(e)
-            elif kind == Kind.ELASTIC_SLICES:
-                total = max(e.total or 1, 1)
-                self.slices.append((e.ts, e.active or 0, e.available or 0, total))
-            elif kind.endswith("_start") or kind.endswith("_end"):
-                base = kind.rsplit("_", 1)[0]
-                if base in ("accelerator_init", "training_prep", "elastic_reinit"):
-                    if kind.endswith("_start"):
-                        self._open[base] = e.ts
-                    elif base in self._open:
-                        start = self._open.pop(base)
-                        if start < e.ts:
-                            self.intervals.setdefault(base, []).append((start, e.ts))
-        self.slices.sort()
-
-    def last_step_in(self, start: float, end: float, *, ended: bool) -> int:
-        """The library's last productive step of a window: the step before the last one
-        started in ``(start, end]``, or that one when the job ended within the window."""
-        i, j = self.step_starts.upto(start), self.step_starts.upto(end)
-        if j <= i:
-            return 0
-        last = self.step_starts.steps[j - 1]
-        job_end = self.job_end
-        if ended and job_end is not None and start < job_end <= end:
-            return last
-        return max(last - 1, 0)
-
-    def events_in(self, start: float, end: float) -> list[Event]:
-        """The events in ``(start, end]``, the library's interval entries."""
-        return self.columns.events(self.columns.after(start), self.columns.after(end))
-
-    def clip(self, start: float, end: float) -> tuple[float, float] | None:
-        """The library's interval: from the first event after ``start`` to the last event
-        at or before ``end`` (it only knows the time span its log entries cover)."""
-        times = self.columns.ts
-        i, j = self.columns.after(start), self.columns.after(end)
-        if j <= i:
-            return None
-        return max(start, times[i]), min(end, times[j - 1])
-
-    @property
-    def last_time(self) -> float:
-        """The time of the job's last event (there is one: the job has started)."""
-        return float(self.columns.ts[-1])
-
-
 class GoodputCalculator:
     """Computes a job's goodput, badput breakdown and step deviation (the library's API).
 
@@ -552,8 +409,9 @@ class GoodputCalculator:
             replays of old logs.
     """
 
-    #: The breakdown's own types (the elastic calculator adds its three).
-    _badput_types: tuple[goodput_utils.BadputType, ...] = _BREAKDOWN_ORDER
+    #: The library's breakdown of the engine's partition (the elastic calculator's adds
+    #: its three types).
+    _buckets_class: type[LibraryBuckets] = LibraryBuckets
 
     def __init__(
         self,
@@ -580,7 +438,10 @@ class GoodputCalculator:
             if callable(getattr(cloud_logger, "read_cloud_logging_entries", None))
             else None
         )
-        self._view = _JobView(open_store(store), job_name)
+        self._view = JobView(
+            open_store(store), job_name, functools.partial(_flush_live_recorders, job_name)
+        )
+        self._buckets = self._buckets_class(self._view)
         self._lock = threading.Lock()
         self._goodput_info: goodput_utils.GoodputInfo | None = None
         self._step_info: goodput_utils.StepInfo | None = None
@@ -602,7 +463,9 @@ class GoodputCalculator:
             report, productive, seconds = self._job_partition()
             total = report.total_seconds
             self._remember(report, productive, seconds, total, 0.0, configured_ideal_step_time)
-            breakdown = self._percentages(seconds, total) if include_badput_breakdown else {}
+            breakdown = (
+                self._buckets.percentages(seconds, total) if include_badput_breakdown else {}
+            )
             return productive / total * 100.0, breakdown, _last_productive_step(report)
 
     def get_job_goodput_with_exclusions(
@@ -628,19 +491,21 @@ class GoodputCalculator:
                 a, b = max(lo, report.start), min(hi, report.end)
                 if a >= b:
                     continue
-                _, w_productive, w_seconds = self._partition(
+                _, w_productive, w_seconds = self._buckets.partition(
                     self._view.accountant, self._view.step_starts, report.end, (a, b)
                 )
                 untracked = w_seconds.get(BadputType.OTHER, 0.0)
                 excluded += (b - a) - (untracked if isinstance(untracked, float) else 0.0)
                 productive -= w_productive
-                _subtract(seconds, w_seconds, keep=(BadputType.OTHER,))
+                subtract(seconds, w_seconds, keep=(BadputType.OTHER,))
             total = max(0.0, report.total_seconds - excluded)
             last_step = _last_productive_step(report)
             if total <= 0.0:
                 return 0.0, {}, last_step, excluded
             self._remember(report, productive, seconds, total, excluded, configured_ideal_step_time)
-            breakdown = self._percentages(seconds, total) if include_badput_breakdown else {}
+            breakdown = (
+                self._buckets.percentages(seconds, total) if include_badput_breakdown else {}
+            )
             return productive / total * 100.0, breakdown, last_step, excluded
 
     def _job_partition(self) -> tuple[Report, float, dict[goodput_utils.BadputType, Any]]:
@@ -654,40 +519,16 @@ class GoodputCalculator:
             # A job that has ended runs from its start to its end whatever the query
             # clock says (hosts with skewed clocks, back-filled timestamps).
             now = max(now, view.last_time)
-        report, productive, seconds = self._partition(view.accountant, view.step_starts, now, None)
+        report, productive, seconds = self._buckets.partition(
+            view.accountant, view.step_starts, now, None
+        )
         if report.total_seconds <= 0.0:
             raise ValueError(_ZERO_TIME)
-        productive = self._checkpoint_time_from_entries(productive, seconds)
-        return report, productive, seconds
-
-    def _checkpoint_time_from_entries(
-        self, productive: float, seconds: dict[goodput_utils.BadputType, Any]
-    ) -> float:
-        """Checkpoint save and restore time as the library's calculator counts them: the
-        CheckpointBadputCalculator's totals over the job's Orbax entries (per step and
-        kind, the mean of its entries), wherever the entries fall. The partition placed
-        the operations on the job's timeline; an entry outside it (stamped before the job,
-        or an operation that several hosts logged) changes the total by ``delta``, which
-        the library takes from productive time for saves and from OTHER (its remainder)
-        for restores. Returns the productive seconds (lock held)."""
-        entries = entries_from_events(self._view.checkpoints)
+        # Checkpoint time as the library counts it: from Orbax's entries.
+        entries = entries_from_events(view.checkpoints)
         if self._cloud_logger is not None:
             entries = add_logged_entries(entries, self._logged_entries())
-        if not entries:
-            return productive
-        calc = CheckpointBadputCalculator(CheckpointLoggerOptions(use_goodput_logger=True))
-        calc.entries = entries
-        save = calc.calculate_save_operation_checkpoint_manager_blocking_time()
-        restore = calc.calculate_restore_operation_checkpoint_manager_blocking_time()
-        save_type = BadputType.UNPRODUCTIVE_CHECKPOINT_SAVE_TIME
-        restore_type = BadputType.UNPRODUCTIVE_CHECKPOINT_RESTORE_TIME
-        delta = save.total_checkpoint_manager_blocking_time - seconds.get(save_type, 0.0)
-        seconds[save_type] = save.total_checkpoint_manager_blocking_time
-        productive = max(0.0, productive - delta)
-        delta = restore.total_checkpoint_manager_time - seconds.get(restore_type, 0.0)
-        seconds[restore_type] = restore.total_checkpoint_manager_time
-        seconds[BadputType.OTHER] = max(0.0, seconds.get(BadputType.OTHER, 0.0) - delta)
-        return productive
+        return report, checkpoint_time(entries, productive, seconds), seconds
 
     def _logged_entries(self) -> list[Mapping[str, Any]]:
         """The payloads of the ``cloud_logger`` given (read whole: it is a test double or
@@ -758,12 +599,12 @@ class GoodputCalculator:
             own.ingest_events(view.events_in(lo, hi))
             steps = view.step_starts.between(lo, hi)
             # The window is its own entries: it ends at its last one, whatever the clock.
-            report, productive, seconds = self._partition(own, steps, b, (a, b))
+            report, productive, seconds = self._buckets.partition(own, steps, b, (a, b))
             total = b - a
             disruptions = sum(1 for att in report.attempts[1:] if a <= att.start <= b)
             return (
                 productive / total * 100.0,
-                self._percentages(seconds, total),
+                self._buckets.percentages(seconds, total),
                 view.last_step_in(lo, hi, ended=report.end_reason == "job_end"),
                 total,
                 disruptions,
@@ -827,129 +668,6 @@ class GoodputCalculator:
     def sync_to_gcs(self) -> None:
         """The library syncs its on-disk cache to GCS; badput keeps no such cache."""
 
-    # ----------------------------------------------------------------- mapping
-
-    def _seconds(self, report: Report) -> tuple[float, UnproductiveTimeDict]:
-        """Productive seconds and the library's unproductive seconds per type."""
-        productive = sum(report.bucket(name) for name in _PRODUCTIVE)
-        out: dict[goodput_utils.BadputType, float] = dict.fromkeys(
-            (t for t in self._badput_types if t != BadputType.CUSTOM_BADPUT_EVENTS), 0.0
-        )
-        custom: dict[str, float] = {}
-        for name, seconds in report.buckets.items():
-            if name in _PRODUCTIVE:
-                continue
-            if name.startswith("custom:"):
-                key = name[len("custom:") :].upper()  # the library upper-cases the type
-                custom[key] = custom.get(key, 0.0) + seconds
-                continue
-            target = self._bucket_type(name)
-            out[target] = out.get(target, 0.0) + seconds
-        out[BadputType.DATA_LOADING_ASYNC] = report.overlapped.get("data_loading", 0.0)
-        self._adjust(report, out)
-        result: UnproductiveTimeDict = {}
-        for t in self._badput_types:
-            result[t] = custom if t == BadputType.CUSTOM_BADPUT_EVENTS else out.get(t, 0.0)
-        return productive, result
-
-    def _partition(
-        self,
-        accountant: Accountant,
-        step_starts: StepStarts,
-        now: float,
-        window: tuple[float, float] | None,
-    ) -> tuple[Report, float, dict[goodput_utils.BadputType, Any]]:
-        """The engine's partition with the library's definitions where they differ
-        (ACCOUNTING.md §6): the report, productive seconds and the library's buckets.
-
-        - The last step before a recorded ``job_end`` lasts until it: the engine counts
-          one typical step and the rest as untracked; here that rest is productive
-          (recorded intervals inside it stay taken out).
-        - A crashed attempt's last step, up to the next ``job_start``, is recovery
-          (the engine counts one typical step of it as wasted progress). So is that of
-          an attempt ended by a ``job_end`` that a later ``job_start`` follows: the
-          library keeps only the last ``job_end``, and reads the job as disrupted there.
-        - A running job's step in progress is OTHER until it completes (the library
-          counts a step when the next one starts).
-        """
-        report = accountant.report(now=now, window=window, typical="mean")
-        productive, seconds = self._seconds(report)
-        lo, hi = window if window is not None else (report.start, report.end)
-        attempts = report.attempts
-
-        def part(a: float, b: float) -> Report | None:
-            a, b = max(a, lo), min(b, hi)
-            return accountant.report(now=now, window=(a, b), typical="mean") if a < b else None
-
-        moved = 0.0
-        for i, att in enumerate(attempts[:-1]):
-            t = step_starts.last_start(att.start, att.end)
-            piece = part(t, attempts[i + 1].start) if t is not None else None
-            if piece is not None:
-                moved += self._move(
-                    piece,
-                    seconds,
-                    (*_PRODUCTIVE, "startup", "wasted", "untracked"),
-                    BadputType.INFRASTRUCTURE_RECOVERY_FROM_DISRUPTION,
-                )
-        productive -= moved
-        if attempts:
-            last = attempts[-1]
-            t = step_starts.last_start(last.start, last.end)
-            piece = part(t, last.end) if t is not None else None
-            if piece is not None and last.end_reason == "job_end":
-                productive += self._move(piece, seconds, ("untracked",), None)
-            elif piece is not None and report.end_reason != "job_end" and t is not None and t < now:
-                productive -= self._move(piece, seconds, _PRODUCTIVE, BadputType.OTHER)
-        return report, productive, seconds
-
-    def _move(
-        self,
-        piece: Report,
-        seconds: dict[goodput_utils.BadputType, Any],
-        names: tuple[str, ...],
-        target: goodput_utils.BadputType | None,
-    ) -> float:
-        """Move ``piece``'s seconds in the badput buckets ``names`` to ``target`` (None:
-        productive); return the seconds moved. Productive buckets are taken from
-        productive time by the caller (the return value)."""
-        total = 0.0
-        for name in names:
-            value = piece.bucket(name)
-            if value <= 0.0:
-                continue
-            total += value
-            if name not in _PRODUCTIVE:
-                source = self._bucket_type(name)
-                seconds[source] = max(0.0, seconds.get(source, 0.0) - value)
-            if target is not None:
-                seconds[target] = seconds.get(target, 0.0) + value
-        if target is None:
-            return total
-        return sum(piece.bucket(n) for n in names if n in _PRODUCTIVE)
-
-    def _bucket_type(self, name: str) -> goodput_utils.BadputType:
-        """The library's type for a badput bucket; elastic ones are OTHER here (the base
-        library ignores elastic events) and split by :class:`ElasticGoodputCalculator`."""
-        return _BUCKETS.get(name, BadputType.OTHER)
-
-    def _adjust(self, report: Report, seconds: dict[goodput_utils.BadputType, float]) -> None:
-        """Hook for the elastic calculator's re-attribution; nothing to do here."""
-
-    def _percentages(self, seconds: Mapping[Any, Any], total: float) -> UnproductiveTimeDict:
-        """Seconds to % of ``total``, with the library's rule (0 unless 0 < x < total)."""
-
-        def pct(x: float) -> float:
-            return x / total * 100.0 if 0 < x < total else 0.0
-
-        out: UnproductiveTimeDict = {}
-        for t in self._badput_types:
-            value = seconds.get(t, 0.0)
-            out[t] = (
-                {k: pct(v) for k, v in value.items()} if isinstance(value, dict) else pct(value)
-            )
-        return out
-
     def _step_deviation(self, configured: float | None) -> goodput_utils.StepInfo:
         """The library's step times: between consecutive step numbers' starts, the latest
         occurrence of a step winning; deviations from the ideal step time."""
@@ -970,23 +688,6 @@ class GoodputCalculator:
             ideal_step_time=ideal,
             step_deviations={step: abs(t - ideal) for step, t in times.items()},
         )
-
-
-def _subtract(
-    seconds: dict[goodput_utils.BadputType, Any],
-    part: Mapping[goodput_utils.BadputType, Any],
-    keep: tuple[goodput_utils.BadputType, ...] = (),
-) -> None:
-    """``seconds`` less ``part``, type by type (custom events name by name)."""
-    for key, value in part.items():
-        if key in keep:
-            continue
-        current = seconds.get(key)
-        if isinstance(value, dict) and isinstance(current, dict):
-            for name, sub in value.items():
-                current[name] = max(0.0, current.get(name, 0.0) - sub)
-        elif isinstance(value, float) and isinstance(current, float):
-            seconds[key] = max(0.0, current - value)
 
 
 def _last_productive_step(report: Report) -> int:

@@ -19,6 +19,7 @@ import time
 from typing import Any, Final
 
 from badput.compat.ml_goodput_measurement import goodput, goodput_utils
+from badput.compat.ml_goodput_measurement._mapping import LibraryBuckets
 from badput.engine import Report
 from badput.formats import mgm as pl
 
@@ -40,7 +41,7 @@ _ELASTIC_REINIT_START_TIME: Final = pl.ELASTIC_REINIT_START_TIME
 _ELASTIC_REINIT_END_TIME: Final = pl.ELASTIC_REINIT_END_TIME
 
 _ELASTIC_ORDER: Final = (
-    *goodput.GoodputCalculator._badput_types,
+    *LibraryBuckets.types,
     BadputType.ELASTIC_SLICE_DOWN,
     BadputType.ELASTIC_SCALE_UP,
     BadputType.ELASTIC_REINITIALIZATION,
@@ -137,21 +138,21 @@ def time_weighted_efficiency(
     return stepping / (end - start), available / (end - start)
 
 
-class ElasticGoodputCalculator(goodput.GoodputCalculator):
-    """The calculator, with the elastic badput types and slice efficiency."""
+class _ElasticBuckets(LibraryBuckets):
+    """The library's breakdown with the elastic badput types."""
 
-    _badput_types = _ELASTIC_ORDER
+    types = _ELASTIC_ORDER
 
-    def _bucket_type(self, name: str) -> goodput_utils.BadputType:
+    def bucket_type(self, name: str) -> goodput_utils.BadputType:
         if name.startswith("elastic_wait:"):
             scale_up = "scale_up" in name.lower()
             return BadputType.ELASTIC_SCALE_UP if scale_up else BadputType.ELASTIC_SLICE_DOWN
         if name == "elastic_reinit":
             return BadputType.ELASTIC_REINITIALIZATION
-        return super()._bucket_type(name)
+        return super().bucket_type(name)
 
-    def _adjust(self, report: Report, seconds: dict[goodput_utils.BadputType, float]) -> None:
-        reinit = self._view.intervals.get("elastic_reinit", [])
+    def adjust(self, report: Report, seconds: dict[goodput_utils.BadputType, float]) -> None:
+        reinit = self.view.intervals.get("elastic_reinit", [])
         if not reinit:
             return
         lo, hi = report.window if report.window is not None else (report.start, report.end)
@@ -160,11 +161,17 @@ class ElasticGoodputCalculator(goodput.GoodputCalculator):
             ("training_prep", BadputType.TRAINING_PREP),
         ):
             moved = min(
-                seconds.get(bt, 0.0), _overlap(self._view.intervals.get(base, []), reinit, lo, hi)
+                seconds.get(bt, 0.0), _overlap(self.view.intervals.get(base, []), reinit, lo, hi)
             )
             if moved > 0:
                 seconds[bt] -= moved
                 seconds[BadputType.ELASTIC_REINITIALIZATION] += moved
+
+
+class ElasticGoodputCalculator(goodput.GoodputCalculator):
+    """The calculator, with the elastic badput types and slice efficiency."""
+
+    _buckets_class = _ElasticBuckets
 
     def get_job_goodput_details(self) -> goodput_utils.ElasticWorkloadMetricDetails:
         result: dict[str, Any] = dict(super().get_job_goodput_details())

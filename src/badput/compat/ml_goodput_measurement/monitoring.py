@@ -64,7 +64,6 @@ from __future__ import annotations
 
 import dataclasses
 import datetime
-import itertools
 import logging
 import math
 import os
@@ -72,14 +71,18 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
 from contextlib import suppress
-from typing import Any, Final, Protocol
+from typing import Any, Final
 
 from badput.compat.ml_goodput_measurement import goodput, goodput_utils
+from badput.compat.ml_goodput_measurement._destinations import (
+    CloudMonitoringWriter,
+    TensorBoardWriter,
+)
+from badput.compat.ml_goodput_measurement._uploader import Guard, Uploader, join_or_abandon
 from badput.compat.ml_goodput_measurement.gcp_metrics import GCPMetrics, ValueType
-from badput.monitor import MAX_BACKOFF_CYCLES, MAX_BACKOFF_SECONDS, flush_live_recorders, gcm
+from badput.monitor import flush_live_recorders
 from badput.runtime import lifecycle as _lifecycle
 from badput.runtime.optional import import_optional
-from badput.runtime.worker import PeriodicWorker
 from badput.store import EventStore
 
 __all__ = [
@@ -112,295 +115,14 @@ WorkloadMetricDetails = goodput_utils.WorkloadMetricDetails
 
 ACTIVITY_EXCLUSION_LIST = goodput_utils.ACTIVITY_EXCLUSION_LIST
 _TENSORBOARD_GCS_SUBDIR: Final = "goodput"
-_TENSORBOARD_GOODPUT_LABEL: Final = "goodput"
-_TENSORBOARD_BADPUT_LABEL: Final = "badput"
-_TENSORBOARD_STEP_DEVIATION_LABEL: Final = "step_deviation"
 #: The library's default final flush timeout, and how long a stop with
 #: ``skip_final_flush`` waits for a cycle in progress.
 _PROCESS_TERMINATION_TIMEOUT_SECONDS: Final = 10
-#: Seconds per Cloud Monitoring request (no automatic retries: the uploader backs off).
-_GCM_TIMEOUT_SECONDS: Final = 10.0
-_SLICE_EFFICIENCY: Final = ("stepping_slice_efficiency", "available_slice_efficiency")
 
 StoreLike = EventStore | str | os.PathLike[str]
 
 
-# ------------------------------------------------------------------ failure handling
-
-
-class _Guard:
-    """One stage of an uploader (its query, or one destination): the first failure is a
-    warning, later ones are debug; a destination is skipped for 1, 2, 4... cycles while it
-    fails (``backoff``), except in the final flush."""
-
-    def __init__(self, what: str, job: str, interval: float, *, backoff: bool) -> None:
-        self.what = what
-        self.job = job
-        self.max_skip = (
-            max(1, min(MAX_BACKOFF_CYCLES, int(MAX_BACKOFF_SECONDS // interval))) if backoff else 0
-        )
-        self.failures = 0
-        self.streak = 0
-        self.skip = 0
-        self.warned = False
-
-    def run(self, fn: Callable[[], None], *, final: bool) -> bool:
-        """Run ``fn`` unless backing off; ``True`` when it ran and succeeded."""
-        return self.due(final) and self.call(fn)
-
-    def due(self, final: bool) -> bool:
-        """``False`` while backing off (this cycle is then counted as skipped)."""
-        if self.skip > 0 and not final:
-            self.skip -= 1
-            return False
-        return True
-
-    def call(self, fn: Callable[[], None]) -> bool:
-        """Run ``fn`` now; ``True`` when it succeeded."""
-        try:
-            fn()
-        except Exception as exc:
-            self.failed(exc)
-            return False
-        if self.streak:
-            logger.debug("badput: %s works again after %d failures", self.what, self.streak)
-        self.streak = 0
-        self.skip = 0
-        return True
-
-    def failed(self, exc: BaseException) -> None:
-        self.failures += 1
-        self.streak += 1
-        self.skip = min(2 ** (self.streak - 1), self.max_skip)
-        if not self.warned:
-            self.warned = True
-            logger.warning(
-                "badput: %s failed for job %r: %s: %s%s. The training run is not affected; "
-                "further failures are logged at debug level.",
-                self.what,
-                self.job,
-                type(exc).__name__,
-                exc,
-                "; backing off while it fails" if self.max_skip else "; skipping this cycle",
-            )
-        else:
-            logger.debug("badput: %s failed again (%d in a row): %r", self.what, self.streak, exc)
-
-
-# ------------------------------------------------------------------------ TensorBoard
-
-
-_writer_ids = itertools.count()
-_writer_open_lock = threading.Lock()
-
-
-class _TensorBoard:
-    """One uploader's tensorboardX writer (each uploader has its own event file, as each
-    of the library's worker processes does), opened at the first write: an unwritable
-    directory fails inside a cycle, where it is caught, never in the training script."""
-
-    def __init__(self, tbx: Any, logdir: str, name: str) -> None:
-        self._tbx = tbx  # tensorboardX ships no type information
-        self.logdir = logdir
-        # tensorboardX names a file events.out.tfevents.<second>.<host>: two writers opened
-        # in the same second would share (and truncate) one file without a suffix.
-        self._suffix = f".{name}.{os.getpid()}.{next(_writer_ids)}"
-        self._writer: Any = None
-        self._deviations: dict[int, float] = {}  # step -> deviation written
-
-    def _open(self) -> Any:
-        if self._writer is None:
-            # tensorboardX creates the directory with exists-then-makedirs: two uploaders
-            # opening their writers at once would race (FileExistsError).
-            with _writer_open_lock:
-                self._writer = self._tbx.SummaryWriter(self.logdir, filename_suffix=self._suffix)
-        return self._writer
-
-    def scalars(
-        self, prefix: str, data: Mapping[str, float | Mapping[str, float]], step: int
-    ) -> None:
-        """The library's ``_log_tensorboard_scalars``: ``prefix/name``, nested dicts as
-        ``prefix/name/sub`` (lower case), each with its display name."""
-        writer = self._open()
-        for name, value in data.items():
-            if isinstance(value, Mapping):
-                for sub, subval in value.items():
-                    tag = f"{prefix}/{name}/{sub}".lower()
-                    writer.add_scalar(tag, float(subval), step, display_name=sub.lower())
-            else:
-                tag = f"{prefix}/{name.lower()}"
-                writer.add_scalar(tag, float(value), step, display_name=name.lower())
-        writer.flush()
-
-    def goodput(
-        self, job_goodput: float, badput: UnproductiveTimeDict, last_step: int, breakdown: bool
-    ) -> None:
-        """``goodput/goodput`` and, with the breakdown, ``badput/*`` at ``last_step``."""
-        self.scalars(
-            _TENSORBOARD_GOODPUT_LABEL, {_TENSORBOARD_GOODPUT_LABEL: job_goodput}, last_step
-        )
-        if breakdown:
-            flat: dict[str, float | Mapping[str, float]] = {
-                bt.name.lower(): (
-                    {k.lower(): v for k, v in value.items()} if isinstance(value, dict) else value
-                )
-                for bt, value in badput.items()
-            }
-            self.scalars(_TENSORBOARD_BADPUT_LABEL, flat, last_step)
-
-    def step_deviation(self, deviations: Mapping[int, float]) -> None:
-        """``step_deviation`` at each step. The library rewrites every step each cycle;
-        this writes from the first step whose value changed on (in step order, so that
-        TensorBoard, which drops a tag's points at or after a step written again, keeps
-        the same final curve), which after the first cycle is usually just the new steps."""
-        changed = [s for s, v in deviations.items() if self._deviations.get(s) != v]
-        if not changed:
-            return
-        first = min(changed)
-        writer = self._open()
-        for step in sorted(s for s in deviations if s >= first):
-            value = float(deviations[step])
-            writer.add_scalar(_TENSORBOARD_STEP_DEVIATION_LABEL, value, step)
-            self._deviations[step] = value
-        writer.flush()
-
-    def close(self) -> None:
-        writer, self._writer = self._writer, None
-        if writer is not None:
-            writer.close()
-
-
-# ---------------------------------------------------------------- Cloud Monitoring
-
-
-def _flatten_badput(badput: Mapping[Any, float | Mapping[str, float]]) -> list[tuple[str, float]]:
-    """``(badput_source, value)``: ``TYPE``, or ``TYPE.SUBTYPE`` for custom events."""
-    out: list[tuple[str, float]] = []
-    for bt, value in badput.items():
-        if isinstance(value, Mapping):
-            out.extend((f"{bt.name}.{sub.upper()}", float(v)) for sub, v in value.items())
-        else:
-            out.append((bt.name, float(value)))
-    return out
-
-
-class _CloudMonitoring:
-    """Writes the calculator's detail dicts as the library's ``workload/*`` series."""
-
-    def __init__(
-        self,
-        options: goodput_utils.GCPOptions,
-        job_name: str,
-        client: Any,
-        clock: Callable[[], float],
-    ) -> None:
-        self._types: Any = import_optional("google.cloud.monitoring_v3", "gcp")  # untyped
-        self.client: Any = client if client is not None else self._types.MetricServiceClient()
-        assert options.project_id and options.location
-        self.project_id: str = options.project_id
-        self._clock = clock
-        self._resource = {
-            "type": gcm.RESOURCE_TYPE,
-            "labels": {
-                "location": options.location,
-                "workload_id": job_name,
-                "replica_id": str(options.replica_id),
-            },
-        }
-        self._accelerator = options.acc_type or "UNKNOWN"
-        self._optional = {"cluster_name": options.cluster_name} if options.cluster_name else {}
-
-    def _labels(self, **labels: str) -> dict[str, str]:
-        return {**labels, "accelerator_type": self._accelerator, **self._optional}
-
-    def _send(self, metrics: list[tuple[str, float, str, dict[str, str]]]) -> None:
-        if not metrics:
-            return
-        end = self._clock()
-        series = [
-            gcm.make_series(m, v, k, labels, self._resource, end_time=end)
-            for m, v, k, labels in metrics
-        ]
-        gcm.create_time_series(
-            self.client, self._types, self.project_id, series, timeout=_GCM_TIMEOUT_SECONDS
-        )
-
-    def cumulative(self, details: Mapping[str, Any], slice_efficiency: bool) -> None:
-        """The library's ``_upload_goodput_metrics_to_gcm``."""
-        out: list[tuple[str, float, str, dict[str, str]]] = []
-        for gt, value in details[MetricType.GOODPUT_TIME.value].items():
-            if gt.name not in ACTIVITY_EXCLUSION_LIST:
-                out.append(
-                    ("goodput_time", float(value), gcm.DOUBLE, self._labels(goodput_source=gt.name))
-                )
-        for source, value in _flatten_badput(details[MetricType.BADPUT_TIME.value]):
-            if source not in ACTIVITY_EXCLUSION_LIST:
-                out.append(("badput_time", value, gcm.DOUBLE, self._labels(badput_source=source)))
-        cumulative = MonitoringWindowType.CUMULATIVE.value
-        disruptions = int(details[MetricType.DISRUPTION_COUNT.value])
-        out.append(("disruptions", disruptions, gcm.INT, self._labels(window_type=cumulative)))
-        max_step = int(details[MetricType.MAX_PRODUCTIVE_STEP.value])
-        out.append(("max_productive_steps", max_step, gcm.INT, self._labels()))
-        deviations = details.get(MetricType.STEP_TIME_DEVIATION.value)
-        if deviations:
-            value = goodput_utils.compute_step_deviation_from_baseline(deviations)
-            out.append(("step_time_deviation", value, gcm.DOUBLE, self._labels()))
-        elapsed = float(details[MetricType.TOTAL_ELAPSED_TIME.value])
-        out.append(
-            ("total_elapsed_time", elapsed, gcm.DOUBLE, self._labels(window_type=cumulative))
-        )
-        ideal = float(details[MetricType.IDEAL_STEP_TIME.value])
-        out.append(("performance", ideal, gcm.DOUBLE, {}))
-        if slice_efficiency:
-            labels = self._labels(window_type="CUMULATIVE", rolling_window_size="0")
-            for key in _SLICE_EFFICIENCY:
-                if details.get(key) is not None:
-                    out.append((key, float(details[key]), gcm.DOUBLE, labels))
-        self._send(out)
-
-    def step_deviation(self, deviations: Mapping[int, float]) -> None:
-        """The library's ``_send_step_deviation_metric_to_gcp``: ``performance`` = the mean
-        step deviation."""
-        if not deviations:
-            return
-        mean = sum(deviations.values()) / len(deviations)
-        if not math.isnan(mean):
-            self._send([("performance", float(mean), gcm.DOUBLE, {})])
-
-    def interval(self, details: Mapping[str, Any], slice_efficiency: bool) -> None:
-        """The library's ``_upload_interval_goodput_metrics_to_gcm``."""
-        size = details.get(IntervalMetricType.INTERVAL_SIZE.value)
-        if not size:
-            logger.warning("Interval size not found in metric details. Skipping upload.")
-            return
-        window = str(size)
-        out: list[tuple[str, float, str, dict[str, str]]] = []
-        for gt, value in details.get(IntervalMetricType.INTERVAL_GOODPUT.value, {}).items():
-            if gt.name not in ACTIVITY_EXCLUSION_LIST:
-                labels = self._labels(goodput_source=gt.name, rolling_window_size=window)
-                out.append(("interval_goodput", float(value), gcm.DOUBLE, labels))
-        badput = details.get(IntervalMetricType.INTERVAL_BADPUT.value, {})
-        for source, value in _flatten_badput(badput):
-            if source not in ACTIVITY_EXCLUSION_LIST:
-                labels = self._labels(badput_source=source, rolling_window_size=window)
-                out.append(("interval_badput", value, gcm.DOUBLE, labels))
-        if slice_efficiency:
-            labels = self._labels(rolling_window_size=window, window_type="INTERVAL")
-            for key in _SLICE_EFFICIENCY:
-                if details.get(key) is not None:
-                    out.append((key, float(details[key]), gcm.DOUBLE, labels))
-        self._send(out)
-
-
-# ------------------------------------------------------------------------ uploaders
-
-
-class _Session(Protocol):
-    """One run of an uploader: its cycles and its resources (a TensorBoard writer)."""
-
-    def cycle(self, final: bool) -> None: ...
-
-    def close(self) -> None: ...
+# ------------------------------------------------------------------------- sessions
 
 
 class _GoodputSession:
@@ -409,10 +131,10 @@ class _GoodputSession:
     def __init__(self, mon: GoodputMonitor, interval: float) -> None:
         self._mon = mon
         job = mon._job_name
-        self._tb = _TensorBoard(mon._tbx, mon._logdir, "goodput")
-        self._query = _Guard("goodput query", job, interval, backoff=False)
-        self._tb_guard = _Guard("goodput upload to TensorBoard", job, interval, backoff=True)
-        self._gcm_guard = _Guard("goodput upload to Cloud Monitoring", job, interval, backoff=True)
+        self._tb = TensorBoardWriter(mon._tbx, mon._logdir, "goodput")
+        self._query = Guard("goodput query", job, interval, backoff=False)
+        self._tb_guard = Guard("goodput upload to TensorBoard", job, interval, backoff=True)
+        self._gcm_guard = Guard("goodput upload to Cloud Monitoring", job, interval, backoff=True)
 
     def cycle(self, final: bool) -> None:
         mon = self._mon
@@ -454,10 +176,10 @@ class _StepDeviationSession:
     def __init__(self, mon: GoodputMonitor, interval: float) -> None:
         self._mon = mon
         job = mon._job_name
-        self._tb = _TensorBoard(mon._tbx, mon._logdir, "step_deviation")
-        self._query = _Guard("step deviation query", job, interval, backoff=False)
-        self._tb_guard = _Guard("step deviation upload to TensorBoard", job, interval, backoff=True)
-        self._gcm_guard = _Guard(
+        self._tb = TensorBoardWriter(mon._tbx, mon._logdir, "step_deviation")
+        self._query = Guard("step deviation query", job, interval, backoff=False)
+        self._tb_guard = Guard("step deviation upload to TensorBoard", job, interval, backoff=True)
+        self._gcm_guard = Guard(
             "step deviation upload to Cloud Monitoring", job, interval, backoff=True
         )
 
@@ -486,8 +208,8 @@ class _WindowSession:
         self._mon = mon
         self._windows = windows
         job = mon._job_name
-        self._query = _Guard("rolling window query", job, interval, backoff=False)
-        self._gcm_guard = _Guard(
+        self._query = Guard("rolling window query", job, interval, backoff=False)
+        self._gcm_guard = Guard(
             "rolling window upload to Cloud Monitoring", job, interval, backoff=True
         )
 
@@ -518,100 +240,6 @@ class _WindowSession:
 
     def close(self) -> None:
         pass
-
-
-class _Uploader:
-    """One of the monitor's uploaders: badput's periodic worker running a session's cycles
-    every ``interval`` seconds (the first one ``interval`` after the start, as in the
-    library), then a final cycle when stopped with a final flush."""
-
-    def __init__(
-        self, name: str, job: str, interval: float, new_session: Callable[[], _Session]
-    ) -> None:
-        self.name = name
-        self.job = job
-        self.interval = interval
-        self.new_session = new_session
-        self.cycles = 0  # cycles run (final flushes included)
-        self._lock = threading.Lock()
-        self._worker: PeriodicWorker | None = None
-
-    @property
-    def running(self) -> bool:
-        worker = self._worker
-        return worker is not None and worker.running
-
-    def start(self) -> bool:
-        """Start the thread; ``False`` when it is already running."""
-        with self._lock:
-            if self.running:
-                return False
-            sessions: list[_Session] = []  # opened on the worker's thread
-
-            def tick() -> None:
-                if sessions:
-                    self._cycle(sessions[0], final=False)
-
-            def finish(final: bool) -> None:
-                try:
-                    if final and sessions:
-                        self._cycle(sessions[0], final=True)
-                finally:
-                    for session in sessions:
-                        with suppress(Exception):
-                            session.close()
-
-            worker = PeriodicWorker(
-                f"badput-goodput-{self.name}",
-                self.interval,
-                tick,
-                finish=finish,
-                tick_at_start=False,
-                setup=lambda: sessions.append(self.new_session()),
-            )
-            worker.start()
-            self._worker = worker
-        return True
-
-    def signal(self, final_flush: bool) -> PeriodicWorker | None:
-        """Ask the thread to stop (after a final cycle if ``final_flush``); its worker, or
-        ``None`` when it was not started."""
-        with self._lock:
-            worker, self._worker = self._worker, None
-        if worker is not None:
-            worker.signal(final_flush)
-        return worker
-
-    def _cycle(self, session: _Session, *, final: bool) -> None:
-        session.cycle(final)
-        self.cycles += 1
-
-    def one_off(self) -> None:
-        """The final query and upload of an uploader that never ran (in the caller's
-        helper thread)."""
-        session: _Session | None = None
-        try:
-            session = self.new_session()
-            self._cycle(session, final=True)
-        except Exception as exc:
-            logger.warning("badput: final %s upload of job %r failed: %r", self.name, self.job, exc)
-        finally:
-            if session is not None:
-                with suppress(Exception):
-                    session.close()
-
-
-def _join(thread: threading.Thread, timeout: float | None, what: str) -> bool:
-    thread.join(timeout)
-    if thread.is_alive():
-        logger.warning(
-            "%s did not complete within %s seconds and will be abandoned to avoid blocking"
-            " workload shutdown. The job may be missing its final goodput metrics upload.",
-            what,
-            timeout,
-        )
-        return False
-    return True
 
 
 def _positive(value: float, what: str) -> float:
@@ -708,33 +336,36 @@ class GoodputMonitor:
         self._gcm = self._open_cloud_monitoring(gcm_client)
         self._windows: tuple[float, ...] = ()
         self._interval_windows: tuple[float, ...] = ()
-        self._uploaders = {
-            "goodput": _Uploader(
-                "goodput", job_name, upload, lambda: _GoodputSession(self, upload)
-            ),
-            "step_deviation": _Uploader(
+        self._uploaders = self._new_uploaders(upload, step_interval)
+        self._initialized = True
+        _lifecycle.track(_LIVE_GROUP, self)
+
+    def _new_uploaders(self, upload: float, step_interval: float) -> dict[str, Uploader]:
+        """The four uploaders, each with the session it runs (opened on its thread)."""
+        job_name = self._job_name
+        return {
+            "goodput": Uploader("goodput", job_name, upload, lambda: _GoodputSession(self, upload)),
+            "step_deviation": Uploader(
                 "step_deviation",
                 job_name,
                 step_interval,
                 lambda: _StepDeviationSession(self, step_interval),
             ),
-            "rolling_window": _Uploader(
+            "rolling_window": Uploader(
                 "rolling_window",
                 job_name,
                 upload,
                 lambda: _WindowSession(self, upload, self._windows),
             ),
-            "interval": _Uploader(
+            "interval": Uploader(
                 "interval",
                 job_name,
                 upload,
                 lambda: _WindowSession(self, upload, self._interval_windows),
             ),
         }
-        self._initialized = True
-        _lifecycle.track(_LIVE_GROUP, self)
 
-    def _open_cloud_monitoring(self, client: Any) -> _CloudMonitoring | None:
+    def _open_cloud_monitoring(self, client: Any) -> CloudMonitoringWriter | None:
         """The Cloud Monitoring writer, or ``None`` (with a warning when it was asked for)."""
         opts = self._gcp_options
         if not (opts.enable_gcp_goodput_metrics or opts.enable_gcp_step_deviation_metrics):
@@ -747,7 +378,7 @@ class GoodputMonitor:
             if not opts.acc_type:
                 opts.acc_type = goodput_utils.get_accelerator_type()
             if opts.project_id and opts.location:
-                return _CloudMonitoring(opts, self._job_name, client, self._clock)
+                return CloudMonitoringWriter(opts, self._job_name, client, self._clock)
             logger.warning(
                 "Project ID or location could not be determined. Disabling GCP Monitoring."
             )
@@ -862,14 +493,14 @@ class GoodputMonitor:
                     if skip
                     else self._final_flush_timeout_seconds
                 )
-                _join(run.thread, timeout, what)
+                join_or_abandon(run.thread, timeout, what)
             elif not skip:
                 # Never started: a one-off query and upload, bounded the same way.
                 helper = threading.Thread(
                     target=uploader.one_off, name=f"badput-goodput-{name}-final", daemon=True
                 )
                 helper.start()
-                _join(helper, self._final_flush_timeout_seconds, what)
+                join_or_abandon(helper, self._final_flush_timeout_seconds, what)
         except Exception as exc:
             logger.warning("badput: stopping the %s uploader failed: %r", name, exc)
 
@@ -887,7 +518,9 @@ class GoodputMonitor:
         for run in runs:
             if run is not None and run.thread is not None:
                 left = None if deadline is None else max(0.0, deadline - time.monotonic())
-                _join(run.thread, left, f"Final goodput upload at exit for job: {self._job_name}")
+                join_or_abandon(
+                    run.thread, left, f"Final goodput upload at exit for job: {self._job_name}"
+                )
 
     def _after_fork_child(self) -> None:
         """In a forked child: inert (the parent's threads do not exist here; its files and
