@@ -13,7 +13,7 @@ from badput.engine._model import (
     StepCounts,
     group_buckets,
 )
-from badput.engine._ranks import RankOptions, RankView, SectionView, Stall, Straggler
+from badput.engine._rank_model import RankOptions, RankView, SectionView, Stall, Straggler
 from badput.engine._steptime import DEFAULT_SLOWDOWN_FACTOR, StepTimeStats, step_time_stats
 from badput.engine._timeline import (
     STEP_BUCKETS,
