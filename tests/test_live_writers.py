@@ -14,7 +14,7 @@ import pytest
 
 from _spy import spy
 from badput.analysis import LiveJob
-from badput.engine import _ranks, _sealing, _steps
+from badput.engine import _rank_derive, _rank_settle, _sealing, _steps
 from badput.report import to_json
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "bench"))
@@ -49,8 +49,8 @@ def test_a_live_rank_whose_loaders_are_read_late_reports_as_a_cold_read(
         (dst / f.relative_to(src)).write_bytes(b"")
     live = LiveJob(dst, JOB, parallel=False)
     watched = contextlib.ExitStack()
-    rewinds = watched.enter_context(spy(_ranks, "_rewind"))
-    from_points = watched.enter_context(spy(_ranks, "_derive_from_point"))
+    rewinds = watched.enter_context(spy(_rank_settle, "_rewind"))
+    from_points = watched.enter_context(spy(_rank_derive, "_derive_from_point"))
     stale = watched.enter_context(spy(_sealing, "_stale"))
     pos = dict.fromkeys(files, 0)
     written = dict.fromkeys(files, -1e18)

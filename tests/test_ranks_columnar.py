@@ -18,41 +18,43 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from _spy import spy
-from badput.engine import _batch, _ranks
-from badput.engine._batch import Batch
-from badput.engine._ranks import (
-    RankOptions,
-    RankTracker,
-    _derive,
-    _Growing,
-    _in_chunks,
-    _Joined,
-    _may_stall,
-    _RankStream,
-    _SectionLog,
-    _sections_of,
-    _settle,
-    _stalls,
+from badput.engine import (
+    _batch,
+    _rank_columns,
+    _rank_derive,
+    _rank_ingest,
+    _rank_settle,
+    _rank_stream,
 )
+from badput.engine._batch import Batch
+from badput.engine._rank_columns import Growing, Joined
+from badput.engine._rank_derive import derive_streams, derived_of
+from badput.engine._rank_ingest import stream_of
+from badput.engine._rank_model import RankOptions
+from badput.engine._rank_scores import sections_of
+from badput.engine._rank_settle import settle_streams
+from badput.engine._rank_stalls import find_stalls, may_stall
+from badput.engine._rank_stream import RankStream, SectionLog, in_chunks
+from badput.engine._ranks import RankTracker
 from badput.events import MAX_INT, Event, Kind, bucket_of, interval_base
 
 T0 = 1_700_000_000.0
 JOB = "j"
 
 
-def _see(s: _RankStream, ts: float, pid: int | None) -> None:
+def _see(s: RankStream, ts: float, pid: int | None) -> None:
     s.first_ts = min(s.first_ts, ts)
     s.last_ts = max(s.last_ts, ts)
     if ts > s.pid_seen.get(pid, -math.inf):
         s.pid_seen[pid] = ts
 
 
-def _reference_other(s: _RankStream, ev: Event) -> None:
+def _reference_other(s: RankStream, ev: Event) -> None:
     kind = ev.kind
     if kind == Kind.SECTION_SUMMARY:
         log = s.sections.get(ev.name or "")
         if log is None:
-            log = s.sections[ev.name or ""] = _SectionLog()
+            log = s.sections[ev.name or ""] = SectionLog()
         n = ev.count or 0
         if n:
             s.worker_pids.add(ev.pid)
@@ -81,14 +83,15 @@ def _reference_other(s: _RankStream, ev: Event) -> None:
 def reference_ingest(tracker: RankTracker, events: list[Event], job: str | None) -> None:
     """The per-event loop (one Python iteration per event)."""
     cur: tuple[object, object, object] | None = None
-    s: _RankStream | None = None
+    s: RankStream | None = None
     for ev in events:
         if job is not None and ev.job != job:
             continue
         key = (ev.attempt, ev.rank, ev.pid)
         if s is None or cur != key:
             cur = key
-            s = tracker._stream((None if ev.attempt is None else str(ev.attempt), ev.rank or 0))
+            attempt = None if ev.attempt is None else str(ev.attempt)
+            s = stream_of(tracker.streams, (attempt, ev.rank or 0))
         if s.host is None:  # the first event naming one
             s.host = ev.host
         kind = ev.kind
@@ -239,13 +242,13 @@ def test_columnar_ingest_leaves_the_state_the_per_event_loop_left(
     """Every run through the columns (``SMALL_RUN`` 0), none (1000), or those of fewer
     than 20 events per writer event by event (20)."""
     columnar, reference = RankTracker(), RankTracker()
-    saved, _ranks.SMALL_RUN = _ranks.SMALL_RUN, small_run
+    saved, _rank_ingest.SMALL_RUN = _rank_ingest.SMALL_RUN, small_run
     try:
         for run in _runs(evs, cuts):
             columnar.ingest_batch(Batch(run), job)
             reference_ingest(reference, run, job)
     finally:
-        _ranks.SMALL_RUN = saved
+        _rank_ingest.SMALL_RUN = saved
     assert state(columnar) == state(reference)
     attempts = [("0", T0, T0 + 450.0, True, False), ("1", T0 + 100.0, T0 + 500.0, False, False)]
     options = RankOptions(stall_floor=20.0, min_samples=1)
@@ -279,7 +282,7 @@ def test_many_interval_marks_are_numbered_and_paired_as_written() -> None:
     assert state(columnar) == state(reference)
     (s,) = columnar.streams.values()
     assert s.names == {"data_loading": 0, "compile": 1, "checkpoint_save": 2, "custom:eval": 3}
-    s.settle()
+    settle_streams([s])
     assert s.buckets == {"compile": 1.0, "checkpoint_save": 48.0}
     assert s.open == {"custom:eval": [T0 + 2]}
 
@@ -288,7 +291,7 @@ def test_many_interval_marks_are_numbered_and_paired_as_written() -> None:
 
 
 def reference_settle(
-    s: _RankStream,
+    s: RankStream,
 ) -> tuple[dict[str, float], dict[str, list[float]], list[float]]:
     """Buckets, open starts and blocking-load durations of one stream, by a stack in time
     order (at equal times, starts first), bucket by bucket."""
@@ -321,7 +324,7 @@ def reference_settle(
     return buckets, opened, loads
 
 
-def reference_derived(s: _RankStream) -> tuple[Any, ...]:
+def reference_derived(s: RankStream) -> tuple[Any, ...]:
     cols = [*s.step_ts, *s.end_ts, *s.pair_ts, *s.extra_ts]
     span = (min([s.first_ts, *cols]), max([s.last_ts, *cols]))
     lasts = [g.last for g in s.sections.values() if math.isfinite(g.last)]
@@ -371,13 +374,13 @@ def test_streams_derived_together_match_each_stream_on_its_own(
     for run in _runs(evs, cuts):
         tracker.ingest(run, JOB)
     streams = list(tracker.streams.values())
-    saved = _ranks.CHUNK, _ranks._SETTLE_PIECE
-    _ranks.CHUNK, _ranks._SETTLE_PIECE = chunk, piece
+    saved = _rank_stream.CHUNK, _rank_settle._SETTLE_PIECE
+    _rank_stream.CHUNK, _rank_settle._SETTLE_PIECE = chunk, piece
     try:
-        _derive(streams)
-        _settle(streams)
+        derive_streams(streams)
+        settle_streams(streams)
     finally:
-        _ranks.CHUNK, _ranks._SETTLE_PIECE = saved
+        _rank_stream.CHUNK, _rank_settle._SETTLE_PIECE = saved
     for s in streams:
         assert _derived_state(s) == reference_derived(s)
         assert (s.buckets, s.open, s.loads.view().tolist()) == reference_settle(s)
@@ -394,15 +397,15 @@ def test_streams_derived_together_match_each_stream_on_its_own(
 def test_an_attempt_screened_out_has_no_stall(
     evs: list[Event], end: float, threshold: float, completed: bool, now: float | None
 ) -> None:
-    """``_may_stall`` False (decided without looking at the progress times) means
-    ``_stalls``, looking at them, finds none."""
+    """``may_stall`` False (decided without looking at the progress times) means
+    ``find_stalls``, looking at them, finds none."""
     tracker = RankTracker()
     tracker.ingest(evs, JOB)
-    by_attempt: dict[str | None, list[_RankStream]] = {}
+    by_attempt: dict[str | None, list[RankStream]] = {}
     for s in tracker.streams.values():
         by_attempt.setdefault(s.attempt, []).append(s)
     for attempt, streams in by_attempt.items():
-        found = _stalls(
+        found = find_stalls(
             str(attempt),
             streams=streams,
             start=T0,
@@ -413,7 +416,7 @@ def test_an_attempt_screened_out_has_no_stall(
             threshold=threshold,
             typical=1.0,
         )
-        if not _may_stall(streams, T0 + end, completed, threshold):
+        if not may_stall(streams, T0 + end, completed, threshold):
             assert found == []
 
 
@@ -424,8 +427,8 @@ def test_the_screen_lets_a_real_stall_through() -> None:
     tracker = RankTracker()
     tracker.ingest(evs, JOB)
     streams = list(tracker.streams.values())
-    assert _may_stall(streams, T0 + 100.0, False, 60.0)
-    (stall,) = _stalls(
+    assert may_stall(streams, T0 + 100.0, False, 60.0)
+    (stall,) = find_stalls(
         "0",
         streams=streams,
         start=T0,
@@ -437,7 +440,7 @@ def test_the_screen_lets_a_real_stall_through() -> None:
         typical=1.0,
     )
     assert (stall.start, stall.end) == (T0 + 1, T0 + 90)
-    assert not _may_stall(streams, T0 + 100.0, False, 89.0)
+    assert not may_stall(streams, T0 + 100.0, False, 89.0)
 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -474,8 +477,8 @@ def test_the_screen_counts_the_time_before_a_late_ranks_first_progress() -> None
     tracker = RankTracker()
     tracker.ingest(evs, JOB)
     streams = list(tracker.streams.values())
-    assert _may_stall(streams, T0 + 100.0, False, 30.0)
-    (stall,) = _stalls(
+    assert may_stall(streams, T0 + 100.0, False, 30.0)
+    (stall,) = find_stalls(
         "0",
         streams=streams,
         start=T0,
@@ -487,11 +490,11 @@ def test_the_screen_counts_the_time_before_a_late_ranks_first_progress() -> None
         typical=1.0,
     )
     assert (stall.start, stall.end) == (T0 + 1, T0 + 45)
-    assert not _may_stall(streams, T0 + 100.0, False, 45.0)
+    assert not may_stall(streams, T0 + 100.0, False, 45.0)
 
 
-def _derived_state(s: _RankStream) -> tuple[Any, ...]:
-    d = s.derived()
+def _derived_state(s: RankStream) -> tuple[Any, ...]:
+    d = derived_of(s)
     return (
         (d.first_event, d.last_event),
         d.step_times.tolist(),
@@ -528,7 +531,7 @@ def test_derivation_piece_by_piece_is_the_cold_derivation(
     options = RankOptions(stall_floor=15.0, min_samples=1)
     live = RankTracker()
     fed: list[list[Event]] = []
-    saved, _ranks.CHUNK = _ranks.CHUNK, chunk
+    saved, _rank_stream.CHUNK = _rank_stream.CHUNK, chunk
     try:
         for k, run in enumerate(_runs(evs, cuts)):
             if absorbed and k % 2:
@@ -561,10 +564,10 @@ def test_derivation_piece_by_piece_is_the_cold_derivation(
             for key, s in live.streams.items():
                 assert _derived_state(s) == _derived_state(cold.streams[key])
                 assert _derived_state(s) == reference_derived(s)
-                s.settle()
+                settle_streams([s])
                 assert (s.buckets, s.open, s.loads.view().tolist()) == reference_settle(s)
     finally:
-        _ranks.CHUNK = saved
+        _rank_stream.CHUNK = saved
 
 
 def test_a_running_stream_is_derived_from_what_arrived_since() -> None:
@@ -581,28 +584,28 @@ def test_a_running_stream_is_derived_from_what_arrived_since() -> None:
         ]
     tracker.ingest(evs[:5], JOB)  # the second load is open
     (s,) = tracker.streams.values()
-    s.settle()
+    settle_streams([s])
     assert (s.settled, s.open) == (3, {"data_loading": [T0 + 11.0]})
-    assert s.derived().step_times.tolist() == [10.0]
+    assert derived_of(s).step_times.tolist() == [10.0]
     tracker.ingest(evs[5:], JOB)
     taken: list[int] = []
-    saved = _ranks._settle_chunk
+    saved = _rank_settle._settle_chunk
 
-    def counting(todo: list[_RankStream]) -> list[_RankStream]:
+    def counting(todo: list[RankStream]) -> list[RankStream]:
         taken.append(sum(len(x.pair_ts) - x.settled for x in todo))
         return saved(todo)
 
-    _ranks._settle_chunk = counting  # type: ignore[assignment]
+    _rank_settle._settle_chunk = counting  # type: ignore[assignment]
     try:
-        s.settle()
+        settle_streams([s])
     finally:
-        _ranks._settle_chunk = saved  # type: ignore[assignment]
+        _rank_settle._settle_chunk = saved  # type: ignore[assignment]
     assert taken == [9]  # the new marks only
     assert s.buckets == {"data_loading": 12.0}
     assert s.loads.view().tolist() == [2.0] * 6
     assert s.open == {}
     assert s.covered.at[0] == 2  # the columns taken by the last derivation
-    assert s.derived().step_times.tolist() == [10.0] * 5
+    assert derived_of(s).step_times.tolist() == [10.0] * 5
     assert s.covered.at[0] == 6
 
 
@@ -629,15 +632,15 @@ def test_a_joined_column_kept_sorted_gives_numpys_median(
     rank paired again from an earlier pairing cuts its loads): the median of the joined
     columns, and the data load figures of a rank (block medians taken once per full
     block), are those found from scratch: numpy's median, to the bit."""
-    columns = [_Growing()]
-    kept, sections = _Joined(), _Joined()
+    columns = [Growing()]
+    kept, sections = Joined(), Joined()
     options = RankOptions(min_samples=1)
-    streams: list[_RankStream] = []
-    saved, _ranks.MERGE_AFTER = _ranks.MERGE_AFTER, merge_after
+    streams: list[RankStream] = []
+    saved, _rank_columns.MERGE_AFTER = _rank_columns.MERGE_AFTER, merge_after
     try:
         for which, values in steps:
             if which == 3:
-                columns.append(_Growing())
+                columns.append(Growing())
             if which in (4, 5):
                 columns[-1].cut(len(columns[-1]) // 2)
             if which == 5:  # grown again, then cut back less far than the first cut
@@ -652,14 +655,14 @@ def test_a_joined_column_kept_sorted_gives_numpys_median(
             assert repr(got) == repr(float(np.median(want)) if len(want) else None)
             streams = []
             for c in columns:
-                s = _RankStream("0", 0)
+                s = RankStream("0", 0)
                 s.loads = c
                 streams.append(s)
-            assert repr(_sections_of(streams, options, sections, streams)) == repr(
-                _sections_of(streams, options, _Joined(), streams)
+            assert repr(sections_of(streams, options, sections, streams)) == repr(
+                sections_of(streams, options, Joined(), streams)
             )
     finally:
-        _ranks.MERGE_AFTER = saved
+        _rank_columns.MERGE_AFTER = saved
 
 
 def _loads(attempt: int, t0: float, n: int, seconds: float) -> list[Event]:
@@ -788,7 +791,7 @@ def test_one_large_stream_pairs_its_marks_as_streams_paired_together(
     blocking data-load marks as it would in a pass shared with others: at equal times
     starts first (so an end and the next start at one time nest), every bucket alone."""
     t = T0
-    alone, shared, other = _RankStream("0", 0), _RankStream("0", 0), _RankStream("1", 0)
+    alone, shared, other = RankStream("0", 0), RankStream("0", 0), RankStream("1", 0)
     for gap, is_start in marks:
         t += gap  # a gap of 0: the same time as the mark before
         for s in (alone, shared):
@@ -796,8 +799,8 @@ def test_one_large_stream_pairs_its_marks_as_streams_paired_together(
             s.pair_code.append(int(is_start))  # bucket 0: data loading
     other.pair_ts.extend([T0, T0 + 1.0])
     other.pair_code.extend([1, 0])
-    _settle([alone])
-    _settle([shared, other])
+    settle_streams([alone])
+    settle_streams([shared, other])
     assert list(alone.loads.view()) == list(shared.loads.view())
     assert {b: (p.total, p.paired, p.irregular, p.stack) for b, p in alone.pairing.items()} == {
         b: (p.total, p.paired, p.irregular, p.stack) for b, p in shared.pairing.items()
@@ -812,12 +815,12 @@ def test_streams_are_taken_in_runs_and_a_large_one_has_a_run_of_its_own(sizes: l
     more alone in its run, even after a small one (its passes then read its columns in
     place and pair its marks in pieces: a launcher's few marks before a trainer's two
     million made one pass over both, and its temporaries 60 MB)."""
-    streams = [_RankStream(str(i), 0) for i in range(len(sizes))]
-    saved, _ranks.CHUNK = _ranks.CHUNK, 100
+    streams = [RankStream(str(i), 0) for i in range(len(sizes))]
+    saved, _rank_stream.CHUNK = _rank_stream.CHUNK, 100
     try:
-        chunks = _in_chunks(streams, sizes)
+        chunks = in_chunks(streams, sizes)
     finally:
-        _ranks.CHUNK = saved
+        _rank_stream.CHUNK = saved
     assert [s for chunk in chunks for s in chunk] == streams
     size_of = {id(s): n for s, n in zip(streams, sizes, strict=True)}
     for chunk in chunks:
@@ -860,14 +863,14 @@ def test_marks_of_two_processes_of_one_rank_paired_a_piece_at_a_time_in_time_ord
     whole.ingest(events, JOB)
     (s,) = pieces.streams.values()
     (w,) = whole.streams.values()
-    saved = _ranks._SETTLE_PIECE
+    saved = _rank_settle._SETTLE_PIECE
     try:
-        _ranks._SETTLE_PIECE = piece
-        _settle([s])
-        _ranks._SETTLE_PIECE = 1 << 30  # one pass
-        _settle([w])
+        _rank_settle._SETTLE_PIECE = piece
+        settle_streams([s])
+        _rank_settle._SETTLE_PIECE = 1 << 30  # one pass
+        settle_streams([w])
     finally:
-        _ranks._SETTLE_PIECE = saved
+        _rank_settle._SETTLE_PIECE = saved
     got = (s.buckets, s.open, s.loads.view().tolist())
     assert got == (w.buckets, w.open, w.loads.view().tolist())
     assert got == reference_settle(s)
@@ -907,13 +910,13 @@ def test_marks_that_arrive_late_at_every_look_are_paired_from_an_earlier_pairing
                 Event(ts=at, kind=kind, job=JOB, attempt=0, rank=0, pid=pid)
             )
     live = RankTracker()
-    with spy(_ranks, "_rewind") as rewinds:
+    with spy(_rank_settle, "_rewind") as rewinds:
         for look in looks:
             if not look:
                 continue
             live.ingest(sorted(look, key=lambda e: (e.pid, e.ts)), JOB)
             (s,) = live.streams.values()
-            s.settle()
+            settle_streams([s])
             assert (s.buckets, s.open, s.loads.view().tolist()) == reference_settle(s)
     if lags == [2] and not ties and n_loads >= 40:  # late flushes meet a pairing before them
         assert any(rewinds), "never paired from an earlier pairing"
@@ -933,11 +936,11 @@ def test_a_late_look_pairs_again_only_the_marks_since_an_earlier_pairing() -> No
                 Event(ts=at, kind=kind, job=JOB, attempt=0, rank=0, pid=pid)
             )
     live = RankTracker()
-    with spy(_ranks, "_settle_columns", lambda args, _: len(args[1])) as passes:
+    with spy(_rank_settle, "_settle_columns", lambda args, _: len(args[1])) as passes:
         for look in looks:
             live.ingest(look, JOB)
             (s,) = live.streams.values()
-            s.settle()
+            settle_streams([s])
     assert s.loads.view().tolist() == [0.5] * 300
     assert s.buckets == {"data_loading": 150.0}
     assert sum(passes) < 5 * 600, sum(passes)  # (the marks of each pass, all the passes)
@@ -960,7 +963,7 @@ def test_a_late_start_at_the_time_of_the_newest_mark_taken_is_paired_from_the_fi
     for look in (load(a, 0.0, 1.0), load(a, 3.0, 4.0), load(b, 1.0, 2.0)):
         live.ingest(look, JOB)
         (s,) = live.streams.values()
-        s.settle()
+        settle_streams([s])
     # in time order: start 0, start 1, end 1 (pairs the start at 1), end 2, start 3, end 4
     assert s.loads.view().tolist() == [0.0, 2.0, 1.0] == reference_settle(s)[2]
 
@@ -996,7 +999,7 @@ def test_values_that_arrive_late_at_every_look_are_derived_from_a_gap_point(
         for kind, at in (("data_loading_start", t), ("data_loading_end", t + 0.5)):
             looks[i + wait].append(Event(ts=at, kind=kind, job=JOB, attempt=0, rank=0, pid=7))
     live = RankTracker()
-    with spy(_ranks, "_derive_from_point") as from_points:
+    with spy(_rank_derive, "_derive_from_point") as from_points:
         for look in looks:
             if not look:
                 continue

@@ -14,7 +14,7 @@ from badput.engine._model import (
     group_buckets,
 )
 from badput.engine._over_time import GOODPUT_BINS, ROLLING_BINS, GoodputSeries
-from badput.engine._ranks import RankOptions, RankView, SectionView, Stall, Straggler
+from badput.engine._rank_model import RankOptions, RankView, SectionView, Stall, Straggler
 from badput.engine._steptime import DEFAULT_SLOWDOWN_FACTOR, StepTimeStats, step_time_stats
 from badput.engine._timeline import (
     STEP_BUCKETS,

@@ -16,7 +16,8 @@ from badput.engine._ingest import Ingestor, Run
 from badput.engine._model import Report
 from badput.engine._over_time import GOODPUT_BINS, GoodputSeries, goodput_over_time
 from badput.engine._partition import compute_report, goodput_seconds, recent_step_times
-from badput.engine._ranks import RankOptions, RankTracker, Stall
+from badput.engine._rank_model import RankOptions, Stall
+from badput.engine._ranks import RankTracker
 from badput.engine._segments import Typical
 from badput.engine._steptime import DEFAULT_SLOWDOWN_FACTOR, StepTimeStats, step_time_stats
 from badput.engine._timeline import Timeline, build_timeline

@@ -7,7 +7,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Final, Literal
 
-from badput.engine._ranks import RankView, Stall, Straggler
+from badput.engine._rank_model import RankView, Stall, Straggler
 
 __all__ = [
     "BUCKETS",
