@@ -33,7 +33,6 @@ LARGE_MODULES = {
     "engine/_ingest.py": 1112,
     "engine/_ranks.py": 2369,
     "engine/_steps.py": 932,
-    "store/_jsonl.py": 997,
 }
 LARGE_CLASSES = {
     "compat/ml_goodput_measurement/goodput.py:GoodputCalculator": 432,
@@ -56,8 +55,6 @@ LARGE_FUNCTIONS = {
     "engine/_timeline.py:build_timeline": 101,
     "monitor/prometheus.py:_families": 81,
     "report/_html.py:render_html": 212,
-    "store/_jsonl.py:_read_path": 92,
-    "store/_lines.py:parse_stream": 98,
 }
 
 
