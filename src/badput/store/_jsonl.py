@@ -11,7 +11,8 @@ with ``write()``); other writers append with :class:`JsonlWriter`. Readers take 
 ``*.jsonl`` file below ``<root>/<job>/`` (any depth, the spool excepted), in sorted
 order of their path relative to the job directory (the stream name), and stop at a
 file's trailing run of NUL bytes (the unwritten tail of a mapped file: what badput
-wrote before 0.1 and other tools that map their files leave).
+wrote before 0.1 and other tools that map their files leave). How a file is read:
+:mod:`badput.store._reading`.
 """
 
 from __future__ import annotations
