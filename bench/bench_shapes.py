@@ -76,8 +76,8 @@ except ImportError:
 root, job = sys.argv[1], sys.argv[2]
 parallel = {"auto": None, "on": True, "off": False}[sys.argv[3]]
 if len(sys.argv) > 4:  # --slice-bytes: the read's slices and blocks of that size
-    import badput.analysis, badput.store._jsonl
-    badput.analysis.READ_SLICE_BYTES = badput.store._jsonl.READ_BLOCK = int(sys.argv[4])
+    import badput.analysis, badput.store._reading
+    badput.analysis.READ_SLICE_BYTES = badput.store._reading.READ_BLOCK = int(sys.argv[4])
 c0, w0 = time.process_time(), time.perf_counter()
 live = LiveJob(root, job, parallel=parallel)
 live.update()

@@ -36,7 +36,7 @@ from badput.store import (
     Unread,
     list_job,
 )
-from badput.store import _jsonl as jsonl_store
+from badput.store import _reading as store_reading
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "bench"))
 from bench_attempts import write_job as write_attempts
@@ -52,8 +52,8 @@ SLICE = 20_000  # bytes a read takes (READ_SLICE_BYTES, lowered)
 
 @pytest.fixture
 def small_slices(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(jsonl_store, "READ_BLOCK", 4096)
-    monkeypatch.setattr(jsonl_store, "_FIRST_BLOCK", 1024)
+    monkeypatch.setattr(store_reading, "READ_BLOCK", 4096)
+    monkeypatch.setattr(store_reading, "_FIRST_BLOCK", 1024)
     monkeypatch.setattr(analysis, "READ_SLICE_BYTES", SLICE)
     monkeypatch.setattr(analysis, "PARALLEL_MIN_BYTES", 0)
     monkeypatch.setattr(analysis, "PARALLEL_MIN_BYTES_PER_ATTEMPT", 0)
@@ -276,9 +276,9 @@ def test_a_worker_whose_slice_no_longer_ends_where_planned_says_so(tmp_path: Pat
     assert s.end is not None
     # its lines counted from the slice's start; the parent, knowing those before, moves them
     assert good.relative
-    between = jsonl_store._count_newlines(path, s.end, start=s.offset)
+    between = store_reading._count_newlines(path, s.end, start=s.offset)
     assert good.offsets["all/h-0-0.jsonl"] == (s.end, between)
-    before = jsonl_store._count_newlines(path, s.offset)
+    before = store_reading._count_newlines(path, s.offset)
     torn = Unread("torn_line", s.first_source, between + 1, 12)  # as a last slice's might be
     elsewhere = Unread("torn_line", "other.jsonl", 3, 12)
     good = good._replace(unread=[torn, elsewhere])
@@ -567,11 +567,11 @@ def test_read_stops_are_where_the_serial_reads_stop(  # noqa: PLR0917
         )
     store = JsonlStore(root)
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(jsonl_store, "READ_BLOCK", block)
-        mp.setattr(jsonl_store, "_FIRST_BLOCK", first)
-        mp.setattr(jsonl_store, "_PROBE", probe)
+        mp.setattr(store_reading, "READ_BLOCK", block)
+        mp.setattr(store_reading, "_FIRST_BLOCK", first)
+        mp.setattr(store_reading, "_PROBE", probe)
         paths = [p for _, p in store.files("j")]
-        found = jsonl_store._stops(paths, slice_bytes)
+        found = store_reading._stops(paths, slice_bytes)
         with_lines = store.read_stops("j", slice_bytes)
         cursor: Cursor | None = None
         serial = []
@@ -592,10 +592,10 @@ def test_read_stops_are_where_the_serial_reads_stop(  # noqa: PLR0917
     # files their writers closed (each ends with its last line): their sizes say as much
     closed = all(not tail and not nuls for _lines, tail, nuls in files)
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(jsonl_store, "READ_BLOCK", block)
-        mp.setattr(jsonl_store, "_FIRST_BLOCK", first)
-        mp.setattr(jsonl_store, "_PROBE", probe)
-        by_size = jsonl_store._stops(paths, slice_bytes, by_size=True)
+        mp.setattr(store_reading, "READ_BLOCK", block)
+        mp.setattr(store_reading, "_FIRST_BLOCK", first)
+        mp.setattr(store_reading, "_PROBE", probe)
+        by_size = store_reading._stops(paths, slice_bytes, by_size=True)
     if closed:
         assert by_size == found
 
@@ -641,8 +641,8 @@ def test_any_cut_of_a_random_log_gives_the_serial_report(  # noqa: PLR0917
     lines.insert(len(lines) // 2, encode_line(Event(ts=1.0, kind="heartbeat", job="other"))[:-1])
     path.write_bytes(b"\n".join(lines) + b"\n")
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(jsonl_store, "READ_BLOCK", 1024)
-        mp.setattr(jsonl_store, "_FIRST_BLOCK", 256)
+        mp.setattr(store_reading, "READ_BLOCK", 1024)
+        mp.setattr(store_reading, "_FIRST_BLOCK", 256)
         mp.setattr(analysis, "READ_SLICE_BYTES", slice_bytes)
         mp.setattr(analysis, "PARALLEL_MIN_BYTES", 0)
         mp.setattr(analysis, "PARALLEL_MIN_BYTES_PER_ATTEMPT", 0)
@@ -743,8 +743,8 @@ def test_a_job_of_many_files_gives_the_serial_report_whoever_reads_it(  # noqa: 
         with paths[k % len(paths)].open("ab") as fh:
             fh.write(b'{"ts": 1732000000.5, "kind": "heart')
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(jsonl_store, "READ_BLOCK", 1024)
-        mp.setattr(jsonl_store, "_FIRST_BLOCK", 256)
+        mp.setattr(store_reading, "READ_BLOCK", 1024)
+        mp.setattr(store_reading, "_FIRST_BLOCK", 256)
         mp.setattr(analysis, "READ_SLICE_BYTES", slice_bytes)
         mp.setattr(analysis, "_workers", lambda: 2)
         mp.setattr(analysis, "_idle_helpers", lambda: 1)

@@ -34,6 +34,7 @@ from badput.events import Event, EventError
 from badput.recorder import SPANS, NullRecorder, Recorder
 from badput.recorder import _recorder as recorder_module
 from badput.recorder import _stream as stream_module
+from badput.recorder import _writer_thread as writer_thread_module
 from badput.store import EventWriter, JsonlStore, WriterKey
 from badput.testing import read_all
 
@@ -812,8 +813,10 @@ def test_one_periodic_worker_and_one_lifecycle_registry_for_all_three() -> None:
     from badput.runtime import lifecycle as _lifecycle
     from badput.runtime import worker as _worker
 
+    # The recorder's thread is made in its own module, its hooks registered in _recorder.
+    assert writer_thread_module.PeriodicWorker is _worker.PeriodicWorker
     for module in (recorder_module, _monitor, monitoring):
-        assert module.PeriodicWorker is _worker.PeriodicWorker
+        assert module is recorder_module or module.PeriodicWorker is _worker.PeriodicWorker
         assert "atexit" not in vars(module) and "register_at_fork" not in inspect.getsource(module)
         assert module._lifecycle is _lifecycle
     rec = Recorder(JOB, _job_store(), heartbeat_interval=0)

@@ -213,9 +213,9 @@ def test_big_stream_is_chunked(
 ) -> None:
     """A chunk holds at most 65,536 lines (a block of the 6 MB file read whole, 8 MiB, is
     cut there), and the chunks' lines follow on."""
-    from badput.store import _jsonl
+    from badput.store import _reading
 
-    monkeypatch.setattr(_jsonl, "READ_BLOCK", block)
+    monkeypatch.setattr(_reading, "READ_BLOCK", block)
     n = 70_000
     harness.append(JOB, "s.jsonl", encode_lines([ev(i) for i in range(n)]))
     r = harness.store.read(JOB)
@@ -612,7 +612,7 @@ def test_a_catch_up_in_slices_reads_what_each_file_read_whole_holds(  # noqa: PL
     ``probe``: how far past a block's end its last line's end is looked for (a small one
     misses it often: that block is then cut mid-line)."""
     from badput import analysis
-    from badput.store import _jsonl
+    from badput.store import _reading
 
     root = tmp_path_factory.mktemp("catchup")
     job_dir = root / JOB
@@ -661,8 +661,8 @@ def test_a_catch_up_in_slices_reads_what_each_file_read_whole_holds(  # noqa: PL
             return result
 
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(_jsonl, "READ_BLOCK", block)
-        mp.setattr(_jsonl, "_PROBE", probe)
+        mp.setattr(_reading, "READ_BLOCK", block)
+        mp.setattr(_reading, "_PROBE", probe)
         mp.setattr(analysis, "READ_SLICE_BYTES", slice_bytes)
         live = analysis.LiveJob(Keeping(root), JOB, parallel=False)
         live.update()
@@ -721,14 +721,14 @@ def test_a_read_stops_where_blocks_cut_every_read_block_bytes_would(tmp_path: Pa
     block was read on to (bytes 100..114) is not used up there, and the read goes on to the
     end of the line holding byte 199 (228), as read_stops says. Fails if the budget counted
     the lengthened blocks (the read would stop at 114)."""
-    from badput.store import _jsonl
+    from badput.store import _reading
 
     line = b'{"ts":1,"kind":"heartbeat","job":"j","name":"xxxxxxxxx"}\n'  # 57 bytes
     (tmp_path / "j").mkdir()
     (tmp_path / "j" / "a.jsonl").write_bytes(line * 20)
     store = JsonlStore(tmp_path)
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(_jsonl, "READ_BLOCK", 100)
+        mp.setattr(_reading, "READ_BLOCK", 100)
         result = store.read("j", None, max_bytes=110)
         stops = store.read_stops("j", 110)
     assert result.cursor.offsets == {"a.jsonl": (228, 4)}

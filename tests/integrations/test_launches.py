@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 
 import badput
 from badput.events import Kind
-from badput.launcher._run import Launcher, job_completed, latest_inner_restart, run_job
+from badput.launcher import Launcher, job_completed, latest_inner_restart, run_job
 from badput.runtime import env as _env
 from badput.store import JsonlStore
 from badput.testing import recorder_for_tests

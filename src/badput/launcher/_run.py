@@ -49,31 +49,26 @@ import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 from types import FrameType
 from typing import TYPE_CHECKING, Any
 
-from badput.formats.codec import decode_lines
 from badput.launcher import _keeper
+from badput.launcher._attempts import (
+    end_orphaned_attempt,
+    job_completed,
+    latest_inner_restart,
+    next_attempt,
+    next_free_job,
+    ship_orphaned_of,
+)
 from badput.launcher._hangwatch import HangWatch, parse_hang_timeout
 from badput.recorder import Recorder
 from badput.runtime import env as _env
-from badput.store import JsonlStore, open_store, written_end
 
 if TYPE_CHECKING:
     from badput.store import EventStore
 
-__all__ = [
-    "LaunchResult",
-    "Launcher",
-    "default_job_name",
-    "end_orphaned_attempt",
-    "job_completed",
-    "latest_inner_restart",
-    "next_attempt",
-    "run_job",
-    "ship_orphaned_of",
-]
+__all__ = ["LaunchResult", "Launcher", "default_job_name", "run_job"]
 
 #: Status recorded when the launcher receives each forwarded signal.
 SIGNAL_STATUS: dict[int, str] = {
@@ -91,10 +86,6 @@ LIST_TIMEOUT = 5.0
 #: Default first back-off and its cap (seconds).
 DEFAULT_BACKOFF = 0.25
 DEFAULT_BACKOFF_MAX = 60.0
-#: Status of an attempt ended at the next launch (its launcher was killed).
-ORPHANED = "orphaned"
-#: Bytes read from the end of each stream of the last attempt to see how it ended.
-_TAIL_BYTES = 256 * 1024
 
 
 class _Journal:
@@ -193,6 +184,78 @@ def _command_problem(command: Sequence[str], env: Mapping[str, str], cwd: Any) -
     return None
 
 
+def _check_arguments(
+    command: Sequence[str], max_restarts: int, durations: Mapping[str, float]
+) -> None:
+    """``ValueError`` for a launch that cannot run as asked."""
+    if not command:
+        raise ValueError("no command to run")
+    if max_restarts < 0:
+        raise ValueError(f"max_restarts must be >= 0, got {max_restarts}")
+    for name, seconds in durations.items():
+        # inf would sleep or wait for ever; nan would fail only at its first use.
+        if not (math.isfinite(seconds) and seconds >= 0):
+            raise ValueError(f"{name} must be a finite number of seconds >= 0, got {seconds}")
+
+
+def _store_of(
+    store: str | os.PathLike[str] | EventStore | None, base_env: Mapping[str, str]
+) -> str | EventStore:
+    """The store of the job: ``store``, else ``$BADPUT_STORE``, else the default."""
+    if store is None:
+        where = base_env.get(_env.BADPUT_STORE) or _env.DEFAULT_STORE
+    elif isinstance(store, (str, os.PathLike)):
+        where = os.fspath(store)
+    else:
+        return store
+    if "://" not in where:
+        # A directory: absolute, so that a command started elsewhere (cwd=) finds it.
+        where = os.path.abspath(where)
+    return where
+
+
+def _where_to_start(
+    store: str | EventStore, job: str, first_attempt: int | None
+) -> tuple[str, int, bool, str | None]:
+    """(job, first attempt, whether the store was listed, the completed job it follows).
+
+    Continue after the attempts already in the store: a second `badput run` of the same
+    job must not write into attempt "0" again (two runs' events would merge); a job whose
+    last run completed is followed by a new one (``<job>.2``). Listed on a helper thread:
+    a store that hangs must not keep the job from starting."""
+    listed = first_attempt is None
+    if first_attempt is None:
+        first_attempt = _call_with_timeout(lambda: next_attempt(store, job), LIST_TIMEOUT, None)
+        if first_attempt is None:  # unlisted in time: an id after any plausible count
+            first_attempt = int(time.time())
+            listed = False
+    if not (listed and _call_with_timeout(lambda: job_completed(store, job), LIST_TIMEOUT, False)):
+        return job, first_attempt, listed, None
+    ended = job
+    job = _call_with_timeout(
+        lambda: next_free_job(store, ended),
+        LIST_TIMEOUT,
+        f"{ended}.{int(time.time())}",  # unlisted in time: a name no run has
+    )
+    first_attempt = _call_with_timeout(lambda: next_attempt(store, job), LIST_TIMEOUT, 0)
+    return job, first_attempt, listed, ended
+
+
+def _install_handlers(handler: Callable[[int, FrameType | None], None]) -> dict[int, Any]:
+    """Handle the signals of ``SIGNAL_STATUS`` with ``handler``; the handlers it replaced."""
+    if threading.current_thread() is not threading.main_thread():
+        return {}  # signal handlers can only be set from the main thread
+    previous: dict[int, Any] = {}
+    for signum in SIGNAL_STATUS:
+        previous[signum] = signal.signal(signum, handler)
+    return previous
+
+
+def _restore_handlers(previous: dict[int, Any]) -> None:
+    for signum, handler in previous.items():
+        signal.signal(signum, handler)
+
+
 def default_job_name(command: Sequence[str]) -> str:
     """``<program>-<UTC time>``: a fresh job name for a command run without ``--job``."""
     prog = os.path.basename(command[0]) if command else "job"
@@ -251,19 +314,16 @@ class Launcher:
         backoff: float = DEFAULT_BACKOFF,
         backoff_max: float = DEFAULT_BACKOFF_MAX,
     ) -> None:
-        if not command:
-            raise ValueError("no command to run")
-        if max_restarts < 0:
-            raise ValueError(f"max_restarts must be >= 0, got {max_restarts}")
-        for name, seconds in (
-            ("restart_delay", restart_delay),
-            ("kill_timeout", kill_timeout),
-            ("backoff", backoff),
-            ("backoff_max", backoff_max),
-        ):
-            # inf would sleep or wait for ever; nan would fail only at its first use.
-            if not (math.isfinite(seconds) and seconds >= 0):
-                raise ValueError(f"{name} must be a finite number of seconds >= 0, got {seconds}")
+        _check_arguments(
+            command,
+            max_restarts,
+            {
+                "restart_delay": restart_delay,
+                "kill_timeout": kill_timeout,
+                "backoff": backoff,
+                "backoff_max": backoff_max,
+            },
+        )
         if hang_timeout is not None:
             try:
                 hang_timeout = parse_hang_timeout(str(hang_timeout))
@@ -271,49 +331,19 @@ class Launcher:
                 raise ValueError(f"hang_timeout: {exc}") from None
         self.command = [os.fspath(c) for c in command]
         base_env = dict(os.environ if env is None else env)
-        self.job = job or base_env.get(_env.BADPUT_JOB) or default_job_name(self.command)
-        self.store: str | EventStore
-        if store is None:
-            self.store = base_env.get(_env.BADPUT_STORE) or _env.DEFAULT_STORE
-        elif isinstance(store, (str, os.PathLike)):
-            self.store = os.fspath(store)
-        else:
-            self.store = store
-        if isinstance(self.store, str) and "://" not in self.store:
-            # A directory: absolute, so that a command started elsewhere (cwd=) finds it.
-            self.store = os.path.abspath(self.store)
+        job = job or base_env.get(_env.BADPUT_JOB) or default_job_name(self.command)
+        self.store: str | EventStore = _store_of(store, base_env)
         self.store_uri = self.store if isinstance(self.store, str) else self.store.uri
         self.max_restarts = max_restarts
         self.restart_delay = restart_delay
         self.base_env = base_env
         self.cwd = cwd
         self.kill_timeout = kill_timeout
-        # Continue after the attempts already in the store: a second `badput run` of the same
-        # job must not write into attempt "0" again (two runs' events would merge).
-        # Listed on a helper thread: a store that hangs must not keep the job from starting.
-        self._listed = first_attempt is None
-        store_ref = self.store
-        if first_attempt is None:
-            first_attempt = _call_with_timeout(
-                lambda: next_attempt(store_ref, self.job), LIST_TIMEOUT, None
-            )
-            if first_attempt is None:  # unlisted in time: an id after any plausible count
-                first_attempt = int(time.time())
-                self._listed = False
-        self.first_attempt: int = first_attempt
         self.on_event = on_event
-        if self._listed and _call_with_timeout(
-            lambda: job_completed(store_ref, self.job), LIST_TIMEOUT, False
-        ):
-            ended = self.job
-            self.job = _call_with_timeout(
-                lambda: _next_free_job(store_ref, ended),
-                LIST_TIMEOUT,
-                f"{ended}.{int(time.time())}",  # unlisted in time: a name no run has
-            )
-            self.first_attempt = _call_with_timeout(
-                lambda: next_attempt(store_ref, self.job), LIST_TIMEOUT, 0
-            )
+        self.job, self.first_attempt, self._listed, ended = _where_to_start(
+            self.store, job, first_attempt
+        )
+        if ended is not None:
             self._say(f"job {ended!r} already completed; this run is recorded as job {self.job!r}")
         self._attempt_started = time.time()
         self.hang_timeout = hang_timeout
@@ -352,19 +382,6 @@ class Launcher:
         signalled = self._forward(signum)
         if signalled is not None:
             self._signalled = signalled
-
-    def _install(self) -> dict[int, Any]:
-        if threading.current_thread() is not threading.main_thread():
-            return {}  # signal handlers can only be set from the main thread
-        previous: dict[int, Any] = {}
-        for signum in SIGNAL_STATUS:
-            previous[signum] = signal.signal(signum, self._handle)
-        return previous
-
-    @staticmethod
-    def _restore(previous: dict[int, Any]) -> None:
-        for signum, handler in previous.items():
-            signal.signal(signum, handler)
 
     # -- the job ---------------------------------------------------------------
 
@@ -440,7 +457,7 @@ class Launcher:
 
     def run(self) -> LaunchResult:
         """Run the job to its end; return its exit status and per-attempt return codes."""
-        previous = self._install()
+        previous = _install_handlers(self._handle)
         self._journal = _Journal(self.job, self.store)
         if self._listed and self.first_attempt > 0:
             last, job = self.first_attempt - 1, self.job
@@ -453,7 +470,7 @@ class Launcher:
         try:
             return self._run()
         finally:
-            self._restore(previous)
+            _restore_handlers(previous)
             if not self._journal.finish(JOURNAL_TIMEOUT):
                 self._say(
                     f"the store {self.store_uri} did not take the launcher's events "
@@ -559,146 +576,6 @@ class Launcher:
         self._journal.record(attempt, "record_job_end", status=status)
         self._say(f"job {status} ({signal.Signals(signum).name}); exit code {exit_code}")
         return LaunchResult(exit_code, status, codes, signum)
-
-
-def ship_orphaned_of(store: str | EventStore, job: str) -> None:
-    """Ship what killed processes of ``job`` left in its spool (directory stores only);
-    never raises."""
-    with contextlib.suppress(Exception):
-        opened = open_store(store)
-        if isinstance(opened, JsonlStore):
-            opened.ship_orphaned(job)
-
-
-def end_orphaned_attempt(store: str | EventStore, job: str, attempt: int) -> bool:
-    """If ``attempt`` of ``job`` has no end (its launcher was killed), record its
-    ``attempt_end`` (status ``orphaned``) at its last event. True if one was recorded.
-
-    Reads only the tail of that attempt's streams (directory stores only), after shipping
-    what its killed processes left in the job's spool."""
-    opened = open_store(store)
-    if not isinstance(opened, JsonlStore):
-        return False
-    opened.ship_orphaned(job)
-    inner = latest_inner_restart(opened, job, attempt)
-    ended: int | str = f"{attempt}.{inner}" if inner else attempt  # what was running
-    directory = opened.job_dir(job) / str(ended)
-    last_ts: float | None = None
-    for path in sorted(directory.glob("*.jsonl")):
-        for item in decode_lines(_tail_lines(path)):
-            if isinstance(item, Exception):
-                continue
-            if item.kind in ("attempt_end", "job_end"):
-                return False
-            last_ts = item.ts if last_ts is None else max(last_ts, item.ts)
-    if last_ts is None:
-        return False
-    with Recorder(job, opened, attempt=ended, heartbeat_interval=0) as rec:
-        rec.record_attempt_end(status=ORPHANED, ts=last_ts)
-    return True
-
-
-def _stream_names(store: str | EventStore, job: str) -> list[str]:
-    """The job's stream names; a store that cannot be listed counts as empty."""
-    try:
-        opened = open_store(store)
-        streams = getattr(opened, "streams", None)
-        return list(streams(job)) if callable(streams) else []
-    except (OSError, ValueError):
-        return []
-
-
-def _digits(text: str) -> bool:
-    return text.isascii() and text.isdigit()
-
-
-def _attempt_parts(name: str) -> tuple[int, int] | None:
-    """``(outer, inner)`` of a stream's numeric attempt id ``"7"`` or ``"7.2"``."""
-    outer, _, inner = name.split("/", 1)[0].partition(".")
-    if _digits(outer) and (not inner or _digits(inner)):
-        return int(outer), int(inner or 0)
-    return None
-
-
-def next_attempt(store: str | EventStore, job: str) -> int:
-    """One more than the highest numeric attempt id ``job`` already has in ``store`` (else 0).
-
-    Attempt ids are the first part of stream names (``<attempt>/<host>-<rank>-<pid>.jsonl``);
-    a restart inside an attempt (``"7.2"``) counts as its attempt (7).
-    A store that cannot be listed counts as empty: the job's own recorder will still write.
-    """
-    ids = [p[0] for p in map(_attempt_parts, _stream_names(store, job)) if p is not None]
-    return max(ids) + 1 if ids else 0
-
-
-def latest_inner_restart(store: str | EventStore, job: str, attempt: int) -> int:
-    """The highest restart ``n`` inside ``attempt`` (streams ``"<attempt>.<n>/..."``), else 0."""
-    inner = [
-        p[1]
-        for p in map(_attempt_parts, _stream_names(store, job))
-        if p is not None and p[0] == attempt
-    ]
-    return max(inner, default=0)
-
-
-def job_completed(store: str | EventStore, job: str) -> bool:
-    """Whether ``job``'s newest attempt ended with ``job_end`` status ``completed``.
-
-    Reads only the tails of that attempt's streams of a directory store (the
-    launcher writes the end last); other stores count as not completed.
-    """
-    parts = [(p, n) for n in _stream_names(store, job) if (p := _attempt_parts(n)) is not None]
-    if not parts:
-        return False
-    newest = max(p[0] for p, _ in parts)
-    try:
-        opened = open_store(store)
-        if not isinstance(opened, JsonlStore):
-            return False
-        base = opened.job_dir(job)
-        for (outer, _inner), name in parts:
-            if outer == newest and _tail_status(base / name) == "completed":
-                return True
-    except (OSError, ValueError):
-        return False
-    return False
-
-
-def _tail_lines(path: Path) -> list[bytes]:
-    """The complete, non-blank lines of the last ``_TAIL_BYTES`` written to the stream at
-    ``path``.
-
-    Written, not last in the file: a recorder's file is pre-allocated and memory-mapped,
-    and one killed with its launcher keeps its unwritten NUL tail. That tail grows with the
-    file (by doubling): past the first 256 KB of events it is longer than ``_TAIL_BYTES``,
-    and the file's last bytes hold no event at all (an orphaned attempt was then ended at
-    its start). The written part ends where the store's readers say it does.
-    """
-    with open(path, "rb") as f:
-        fd = f.fileno()
-        end = written_end(fd, os.fstat(fd).st_size)
-        start = max(end - _TAIL_BYTES, 0)
-        data = os.pread(fd, end - start, start)
-    # The first line may be cut by the tail's start; the last, torn (written as it was read).
-    lines = data.split(b"\n")[1 if start else 0 : -1]
-    return [line for line in lines if line.strip()]
-
-
-def _tail_status(path: Path) -> str | None:
-    """The status of the last ``job_end`` in the tail of the stream at ``path``."""
-    status: str | None = None
-    for item in decode_lines([line for line in _tail_lines(path) if b'"job_end"' in line]):
-        if not isinstance(item, Exception) and item.kind == "job_end":
-            status = item.status
-    return status
-
-
-def _next_free_job(store: str | EventStore, job: str) -> str:
-    """``<job>.2``, ``<job>.3``, ...: the first name with no completed run in ``store``."""
-    n = 2
-    while job_completed(store, f"{job}.{n}"):
-        n += 1
-    return f"{job}.{n}"
 
 
 def run_job(

@@ -58,8 +58,10 @@ everything), or ``leader_only=True`` on a rank other than 0 make
 ``Recorder(...)`` return a :class:`NullRecorder`: same interface, every method a
 no-op, no thread, no file.
 
-The room: :class:`Recorder` (``_recorder``), what happens to a line after the hot path
-(``_stream``), who records (``_identity``), the context managers (``_spans``), timed
+The room: :class:`Recorder` (``_recorder``) on its base classes: properties, flush and
+close (``_lifetime``), the lines and the record calls' helpers (``_lines``), the background
+thread (``_writer_thread``) and what happens to a line the hot path did not copy
+(``_stream``); who records (``_identity``), the context managers (``_spans``), timed
 sections (``_sections``) and the no-op recorder written out behind the same interface
 (``_null``).
 """

@@ -6,7 +6,8 @@ import os
 from contextlib import AbstractContextManager
 from typing import Any
 
-from badput.recorder._recorder import CLOSE_TIMEOUT, Recorder
+from badput.recorder._lifetime import CLOSE_TIMEOUT
+from badput.recorder._recorder import Recorder
 from badput.recorder._sections import DEFAULT_SECTION_INTERVAL
 from badput.recorder._spans import _NULL_SPAN
 from badput.runtime.env import BADPUT_JOB

@@ -1,32 +1,24 @@
-"""The :class:`Recorder`: identity, the hot path that formats and copies each line, the
-record calls and their context managers, flush and close (how it all works: the
-:mod:`badput.recorder` room's documentation)."""
+"""The :class:`Recorder`: its construction and identity, the record calls and their context
+managers (how it all works: the :mod:`badput.recorder` room's documentation).
+
+The recorder is one object built in layers, each a base class in its own module, the
+rarely called below the hot ones: the stream's states (``_stream``), the background thread
+(``_writer_thread``), the lines and the helpers of the record calls that format them
+(``_lines``), the properties, sections, flush and close (``_lifetime``). An attribute or
+method found in a base costs a record call nothing more: the interpreter caches each
+lookup per class."""
 
 from __future__ import annotations
 
-import logging
-import math
 import operator
 import os
-import threading
 import time
-from collections.abc import Callable
 from contextlib import AbstractContextManager, suppress
 from typing import Any, Final
 
 import msgspec
 
-from badput.events import (
-    LIFECYCLE_KINDS,
-    MAX_INT,
-    MAX_TS,
-    MIN_TS,
-    Event,
-    Kind,
-    validate,
-)
-from badput.formats.codec import encode_line
-from badput.recorder._fields import as_int, clean_fields
+from badput.events import MAX_INT, validate
 from badput.recorder._identity import (
     MAX_PROCESS_INIT,
     _env_rank,
@@ -35,15 +27,9 @@ from badput.recorder._identity import (
     _resolve_heartbeat,
     resolve_attempt,
 )
-from badput.recorder._sections import DEFAULT_SECTION_INTERVAL, SectionTimers
-from badput.recorder._spans import _NULL_SPAN, SPANS, _Span
-from badput.recorder._stream import (
-    _BUFFERED,
-    _CLOSED,
-    _MAPPED,
-    _NEW,
-    StreamKeeping,
-)
+from badput.recorder._lifetime import LIVE_GROUP, RecorderLifetime
+from badput.recorder._sections import DEFAULT_SECTION_INTERVAL
+from badput.recorder._spans import SPANS, _Span
 from badput.runtime import lifecycle as _lifecycle
 from badput.runtime.env import (
     BADPUT_JOB,
@@ -52,62 +38,23 @@ from badput.runtime.env import (
     process_start_time,
     under_launcher,
 )
-from badput.runtime.worker import PeriodicWorker
-from badput.store import EventStore, EventWriter, SpooledWriter, WriterKey, open_store
+from badput.store import EventStore, open_store
 
-__all__ = ["CLOSE_TIMEOUT", "LIVE_GROUP", "Recorder"]
-
-logger = logging.getLogger("badput")
+__all__ = ["Recorder"]
 
 #: Shortest accepted ``flush_interval`` (the background thread sleeps at least this).
 MIN_FLUSH_INTERVAL: Final = 0.005
-#: How long ``close()`` waits for the background thread (at exit: never hang the job).
-CLOSE_TIMEOUT: Final = 5.0
-#: The lifecycle registry group of live recorders.
-LIVE_GROUP: Final = "recorders"
-
-
-# Kinds that wake the background thread at once (matters for buffered stores).
-_PROMPT_KINDS: Final[frozenset[str]] = LIFECYCLE_KINDS | frozenset(
-    {
-        Kind.CHECKPOINT_RESTORE_START,
-        Kind.CHECKPOINT_RESTORE_END,
-        Kind.CHECKPOINT_SAVE_START,
-        Kind.CHECKPOINT_SAVE_END,
-        Kind.CHECKPOINT_COMMITTED,
-    }
-)
-# Fields the recorder owns (identity); ``record(kind, **fields)`` cannot set them.
-
 
 _time = time.time
 _time_ns = time.time_ns
-_isfinite = math.isfinite
 _replace = msgspec.structs.replace
-_json = msgspec.json.encode
-
-
-def _ts_text(ts: Any) -> str:
-    """An explicit ``ts`` as JSON text (a plausible time, else ``ValueError``)."""
-    value = float(ts)
-    if not MIN_TS <= value <= MAX_TS:  # also false for NaN
-        raise ValueError(f"ts must be a time between {MIN_TS} and {MAX_TS}, got {value!r}")
-    return repr(value)
-
-
-def _as_step(value: Any) -> int:
-    """``value`` as an event integer (within +-MAX_INT, which every reader holds)."""
-    step = as_int(value)
-    if not -MAX_INT <= step <= MAX_INT:
-        raise ValueError(f"{step} is outside +-(2**53 - 1)")
-    return step
 
 
 # Jobs whose process_init this process has recorded (once per process and job).
 _process_init_jobs: set[str] = set()
 
 
-class Recorder(StreamKeeping):
+class Recorder(RecorderLifetime):
     """Records a training job's events into an :class:`~badput.store.EventStore`.
 
     Args:
@@ -212,248 +159,6 @@ class Recorder(StreamKeeping):
         _process_init_jobs.add(self._job)
         return start, now
 
-    def _with_process_init(self, line: bytes) -> list[bytes]:
-        """The first line of this process, with the process_init lines (once): a job_start
-        dated at the process start comes first, anything else after them."""
-        init, self._process_init = self._process_init, None
-        if init is None:
-            return [line]
-        pair = [
-            f'{self._pfx}{_ts_text(ts)},"kind":"{kind}"}}\n'.encode()
-            for ts, kind in ((init[0], "process_init_start"), (init[1], "process_init_end"))
-        ]
-        return [line, *pair] if b'"kind":"job_start"' in line else [*pair, line]
-
-    # ------------------------------------------------------------------ state
-
-    def _setup_process(self) -> None:
-        """(Re)initialise everything that belongs to one process (also after fork)."""
-        self._pid = os.getpid()
-        self._key = WriterKey(str(self._attempt), self._host, self._rank, self._pid)
-        self._template = Event(
-            ts=0.0,
-            kind="",
-            job=self._job,
-            attempt=self._attempt,
-            host=self._host,
-            rank=self._rank,
-            pid=self._pid,
-        )
-        # The constant head of every line: identity first, then the timestamp.
-        ident = b'{"job":' + _json(self._job) + b',"attempt":' + _json(self._attempt)
-        ident += b',"host":' + _json(self._host)
-        if self._rank is not None:
-            ident += b',"rank":%d' % self._rank
-        self._pfx = (ident + b',"pid":%d,"ts":' % self._pid).decode()
-        self._dropped = 0
-        self._lock = threading.Lock()  # guards the stream state below
-        self._state = _CLOSED if self._closed else _NEW
-        # Spooled stream (state _MAPPED): ``_write`` is its current segment's ``mmap.write``,
-        # else _put_locked.
-        self._seg: SpooledWriter | None = None
-        self._write: Callable[[bytes], object] = self._put_locked
-        self._n_mapped = 0  # lines of spooled streams already closed
-        self._cut = 0  # events cut away from the event file from outside (truncation)
-        self._shipped = threading.Condition(threading.Lock())  # a shipment happened
-        self._orphans_looked = False
-        self._ship_failed = False  # the last shipment failed (a flush stops waiting)
-        # Buffered lines (state _BUFFERED), and their progress for flush().
-        self._buf: list[bytes] = []
-        self._buf_bytes = 0
-        self._n_queued = 0  # lines ever buffered
-        self._n_handled = 0  # of those: written or dropped
-        self._n_written = 0
-        self._inflight = 0  # lines being written by the thread right now
-        self._handled = threading.Condition(threading.Lock())
-        self._writer: EventWriter | None = None
-        self._next_reopen = 0.0
-        self._last_pos = 0
-        self._flush_wanted = False
-        self._abandoned = False  # close() gave up waiting for the thread
-        self._prompt_wanted = False
-        self._stop = False
-        self._worker: PeriodicWorker | None = None
-        self._thread: threading.Thread | None = None
-        self._next_beat: float | None = None
-        self._next_drain = 0.0
-        self._sections = SectionTimers(self._section_interval)
-        self._next_summary = _time() + self._section_interval
-
-    def _after_fork_child(self) -> None:
-        self._process_init = self._process_start = None  # the parent's start, not the child's
-        # The parent's mapping is shared with the parent: never write to it, only let go.
-        seg = self._seg
-        if seg is not None:
-            seg.forget()
-        self._setup_process()
-
-    def _warn_once(self, key: str, msg: str, *args: object) -> None:
-        if key not in self._warned:
-            self._warned.add(key)
-            logger.warning(msg, *args)
-
-    def _invalid(self, kind: object, exc: BaseException) -> None:
-        self._dropped += 1
-        self._warn_once(
-            "invalid",
-            "badput: dropping invalid %r event: %s: %s",
-            kind,
-            type(exc).__name__,
-            exc,
-        )
-
-    # ------------------------------------------------------------- properties
-
-    @property
-    def enabled(self) -> bool:
-        return True
-
-    @property
-    def job(self) -> str:
-        return self._job
-
-    @property
-    def attempt(self) -> str | int:
-        return self._attempt
-
-    @property
-    def rank(self) -> int | None:
-        return self._rank
-
-    @property
-    def host(self) -> str:
-        return self._host
-
-    @property
-    def pid(self) -> int:
-        return self._pid
-
-    @property
-    def store(self) -> EventStore | None:
-        return self._store
-
-    @property
-    def heartbeat_interval(self) -> float:
-        return self._heartbeat
-
-    @property
-    def dropped_events(self) -> int:
-        """Events lost and counted (invalid values, unwritable or hung store, overflow,
-        closed recorder)."""
-        return self._dropped
-
-    @property
-    def lost_events(self) -> int:
-        """Events that were written to the event file and later cut away from it by
-        someone else (a truncation from outside, e.g. logrotate's ``copytruncate``)."""
-        return self._cut
-
-    @property
-    def recorded_events(self) -> int:
-        """Events handed to the store by this process (copied into its spool,
-        or written by a buffered store's writer)."""
-        seg = self._seg
-        mapped = 0
-        if seg is not None:
-            with suppress(Exception), self._lock:
-                mapped = seg.count_lines()
-        return self._n_mapped + mapped + self._n_written
-
-    @property
-    def closed(self) -> bool:
-        return self._closed
-
-    def __repr__(self) -> str:
-        return (
-            f"{type(self).__name__}(job={self._job!r}, attempt={self._attempt!r}, "
-            f"rank={self._rank!r}, store={self._store!r})"
-        )
-
-    # ---------------------------------------------------------- the hot path
-    #
-    # ``self._write`` is the mapped file's ``mmap.write`` while the stream is mapped:
-    # one C call that copies the line and advances the position without releasing
-    # the GIL, so concurrent threads never interleave and no lock is taken. When
-    # the file is full, closed or not open, it raises (or is another function) and
-    # the line takes ``_put_locked``, which grows, opens, buffers or drops it.
-
-    def _put_locked(self, line: bytes) -> None:
-        try:
-            with self._lock:
-                self._put_slow(line)
-        except Exception as exc:  # pragma: no cover - defensive
-            self._dropped += 1
-            self._warn_once("bug", "badput: unexpected error while recording: %r", exc)
-
-    def _bare(self, tail: str, ts: float | None) -> None:
-        """An event with no field beyond identity; ``tail`` is ``,"kind":"<kind>"}\\n``."""
-        if ts is None:
-            line = f"{self._pfx}{_time_ns()}e-9{tail}".encode()
-        else:
-            try:
-                line = f"{self._pfx}{_ts_text(ts)}{tail}".encode()
-            except Exception as exc:
-                self._invalid(tail.split('"')[3], exc)
-                return
-        try:
-            self._write(line)
-        except Exception:
-            self._put_locked(line)
-
-    def _stepped(self, kind: str, step: Any, ts: float | None) -> None:
-        try:
-            if type(step) is not int or not -MAX_INT <= step <= MAX_INT:
-                step = _as_step(step)
-            stamp = f"{_time_ns()}e-9" if ts is None else _ts_text(ts)
-            line = f'{self._pfx}{stamp},"kind":"{kind}","step":{step}}}\n'.encode()
-        except Exception as exc:
-            self._invalid(kind, exc)
-            return
-        try:
-            self._write(line)
-        except Exception:
-            self._put_locked(line)
-
-    def _fields(self, kind: Any, fields: dict[str, Any] | None, ts: Any) -> None:
-        """The general path: build, validate and encode an :class:`Event`."""
-        try:
-            if type(kind) is not str:
-                if not isinstance(kind, str):
-                    raise TypeError(f"kind must be a string, got {type(kind).__name__}")
-                kind = str(kind)
-            stamp = _time() if ts is None else float(ts)
-            if fields:
-                event = _replace(
-                    self._template, ts=stamp, kind=kind, **clean_fields(fields, self._warn_once)
-                )
-            else:
-                event = _replace(self._template, ts=stamp, kind=kind)
-            problem = validate(event)
-            if problem is not None:
-                raise ValueError(problem)
-            line = encode_line(event)
-        except Exception as exc:
-            self._invalid(kind, exc)
-            return
-        try:
-            self._write(line)
-        except Exception:
-            self._put_locked(line)
-        if kind in _PROMPT_KINDS:
-            self._prompt()
-
-    def _prompt(self) -> None:
-        """A lifecycle or checkpoint event: written to the store at once (readers and the
-        launcher see it without waiting for the next shipment)."""
-        if self._state != _MAPPED:
-            self._prompt_wanted = True
-        self._nudge()
-
-    def _nudge(self) -> None:
-        worker = self._worker
-        if worker is not None:
-            worker.wake()
-
     # ------------------------------------------------------------- recording
 
     def record(self, kind: str, *, ts: float | None = None, **fields: Any) -> None:
@@ -550,14 +255,6 @@ class Recorder(StreamKeeping):
     def record_data_loading_end(self, blocking: bool = True, *, ts: float | None = None) -> None:
         self._data_loading(',"kind":"data_loading_end"', blocking, ts)
 
-    def _data_loading(self, head: str, blocking: Any, ts: float | None) -> None:
-        try:
-            tail = head + ("}\n" if bool(blocking) else ',"blocking":false}\n')
-        except Exception as exc:  # e.g. an array of several values
-            self._invalid(head.split('"')[3], exc)
-            return
-        self._bare(tail, ts)
-
     def record_compile_start(self, *, ts: float | None = None) -> None:
         self._bare(',"kind":"compile_start"}\n', ts)
 
@@ -635,119 +332,6 @@ class Recorder(StreamKeeping):
         """
         timer = self._sections.timers.get(name)
         return timer if timer is not None else self._new_section(name)
-
-    def _new_section(self, name: str) -> AbstractContextManager[None]:
-        if not isinstance(name, str) or not name:
-            self._warn_once("section", "badput: section names must be non-empty strings")
-            return _NULL_SPAN
-        with self._lock:
-            if self._closed:
-                return _NULL_SPAN
-            self._start_thread()  # the thread writes the summaries
-            return self._sections.timer(name)
-
-    def _record_section_summaries(self) -> None:
-        """Record one ``section_summary`` per section that ran (thread, flush, close)."""
-        try:
-            for ts, fields in self._sections.summaries():
-                self._fields("section_summary", fields, ts)
-        except Exception as exc:  # pragma: no cover - defensive
-            self._warn_once("bug", "badput: unexpected error in sections: %r", exc)
-
-    # ------------------------------------------------------------- lifecycle
-
-    def flush(self, timeout: float | None = None) -> bool:
-        """Block until everything recorded so far is handled: written, or dropped and
-        counted. ``False`` if ``timeout`` expired first (a store that hangs).
-
-        Lines in the spool are safe as soon as they are recorded; a flush waits until they
-        are in the event file too (where readers see them)."""
-        try:
-            if not self._closed and self._sections.timers:
-                self._record_section_summaries()
-            with self._lock:
-                target = self._n_queued
-                seg = self._seg
-                spooled = seg.recorded_bytes() if seg is not None else 0
-            if seg is not None and not self._wait_shipped(seg, spooled, timeout):
-                return False
-            if self._n_handled >= target:
-                return True
-            thread = self._thread
-            if thread is None or not thread.is_alive():
-                self._drain()
-                return self._n_handled >= target
-            self._flush_wanted = True
-            self._nudge()
-            with self._handled:
-                return self._handled.wait_for(lambda: self._n_handled >= target, timeout)
-        except Exception as exc:  # never raise into the caller
-            self._warn_once("bug", "badput: unexpected error in flush: %r", exc)
-            return False
-
-    def close(self, timeout: float | None = CLOSE_TIMEOUT) -> None:
-        """Write what is buffered, stop heartbeats and the background thread, ship the
-        spool to the event file. Idempotent; bounded by ``timeout``.
-
-        Events recorded after ``close()`` are dropped (and counted).
-        """
-        try:
-            if not self._closed and self._sections.timers:
-                self._record_section_summaries()
-                self._sections.timers.clear()  # later section() calls time nothing
-            with self._lock:
-                if self._closed:
-                    return
-                self._closed = True
-                state = self._state
-                self._state = _CLOSED
-                self._write = self._put_locked
-            self._stop = True
-            worker = self._worker
-            if worker is not None:
-                worker.signal(final=False)  # close() itself does the last drain
-            thread = self._thread
-            if thread is not None and thread is not threading.current_thread():
-                thread.join(timeout)
-                if thread.is_alive():  # stuck in a write to a hung store
-                    self._abandoned = True  # its late outcome is not counted again
-                    with self._lock:
-                        lost = self._inflight + len(self._buf)
-                        self._buf = []
-                        self._buf_bytes = 0
-                    self._dropped += lost
-                    self._warn_once(
-                        "hung",
-                        "badput: the store %s did not take events of job %r within %gs; "
-                        "%d events dropped at close",
-                        self._store.uri,
-                        self._job,
-                        timeout or 0.0,
-                        lost,
-                    )
-                    return
-            with self._lock:
-                if state == _BUFFERED and self._seg is not None:
-                    # Lines waiting for the spool go into it, or are dropped and counted:
-                    # never into the event file ahead of the spool's lines.
-                    state = self._spool_or_drop_buffer_locked()
-                seg, self._seg = self._seg, None
-                if seg is not None:
-                    seg.current.seal()  # a late write of another thread is counted as dropped
-                    lines = seg.count_lines()
-            if seg is not None:  # first: a buffered remainder may be appended to its file
-                self._n_mapped += lines
-                self._note_shipment(seg, seg.close)
-                self._notify_shipped()
-            if state == _BUFFERED:
-                self._drain()
-            writer, self._writer = self._writer, None
-            if writer is not None:
-                writer.close()
-        except Exception as exc:
-            self._warn_once("bug", "badput: unexpected error in close: %r", exc)
-        finally:
-            _lifecycle.untrack(LIVE_GROUP, self)
 
     def __enter__(self) -> Recorder:
         return self

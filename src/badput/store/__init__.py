@@ -37,11 +37,10 @@ from badput.store._jsonl import (
     has_jsonl_below,
     open_regular,
     safe_job_dir,
-    what_is,
-    written_end,
 )
 from badput.store._lines import MAX_LINE_BYTES
 from badput.store._memory import MemoryStore, memory_store
+from badput.store._reading import what_is, written_end
 from badput.store._spool import SPOOL_DIR, Orphans, SpooledWriter, ship_orphaned
 
 __all__ = [

@@ -112,10 +112,8 @@ def parse_stream(
                 skipping += len(block)
                 continue
             lineno += 1
-            size = skipping + nl
-            message = f"line of {size:,} bytes, longer than {MAX_LINE_BYTES:,}: not read"
-            chunks.append(Chunk(source, lineno, [EventError(message, source, lineno)]))
-            consumed += size + 1
+            chunks.append(_overlong(source, lineno, skipping + nl))
+            consumed += skipping + nl + 1
             skipping = 0
             block = block[nl + 1 :]
         if not block:
@@ -149,24 +147,17 @@ def parse_stream(
         consumed += cut
         if written_length(carry) > MAX_LINE_BYTES:
             skipping, carry = len(carry), b""
-        # A region longer than a line may be holds a line that is too long: line by line.
-        coded = None
-        if len(region) <= MAX_LINE_BYTES:
-            coded = decode_block_coded(region, source, lineno + 1, lean=lean)
-        if coded is not None:
-            fast, columns = coded
-            for k in range(0, len(fast), chunk_lines):
-                part = None if columns is None else columns.rows(k, k + chunk_lines)
-                chunks.append(Chunk(source, lineno + 1 + k, fast[k : k + chunk_lines], part))
-            lineno += len(fast)
-            continue
-        lineno = _parse_lines(region.split(b"\n")[:-1], source, lineno, chunk_lines, chunks)
-    if pending:
-        carry += b"".join(pending)
+        lineno = _decode_region(region, source, lineno, chunk_lines, chunks, lean)
+    return _ended(chunks, consumed, lineno - lines_done, carry + b"".join(pending), skipping)
+
+
+def _ended(chunks: list[Chunk], consumed: int, n_lines: int, carry: bytes, skipping: int) -> Parsed:
+    """What :func:`parse_stream` made of a stream whose unterminated rest is ``carry`` (or,
+    ``skipping``, a line over :data:`MAX_LINE_BYTES` of that many bytes so far)."""
     if skipping:
-        return Parsed(chunks, consumed, lineno - lines_done, b"", skipping)
+        return Parsed(chunks, consumed, n_lines, b"", skipping)
     tail = carry[: written_length(carry)]
-    return Parsed(chunks, consumed, lineno - lines_done, tail, len(tail))
+    return Parsed(chunks, consumed, n_lines, tail, len(tail))
 
 
 def torn_tail(
@@ -188,6 +179,31 @@ def torn_tail(
     return Unread("torn_line", source, line, parsed.tail_size, complete, modified=modified)
 
 
+def _overlong(source: str, lineno: int, size: int) -> Chunk:
+    """The error item of line ``lineno``, ``size`` bytes long: over :data:`MAX_LINE_BYTES`."""
+    message = f"line of {size:,} bytes, longer than {MAX_LINE_BYTES:,}: not read"
+    return Chunk(source, lineno, [EventError(message, source, lineno)])
+
+
+def _decode_region(  # noqa: PLR0917 (parse_stream's state, passed on)
+    region: bytes, source: str, lineno: int, chunk_lines: int, chunks: list[Chunk], lean: bool
+) -> int:
+    """Decode ``region``, complete lines after line ``lineno``, into ``chunks``; the number
+    of its last line. In one call when its lines are plain one-object lines, else line by
+    line."""
+    # A region longer than a line may be holds a line that is too long: line by line.
+    coded = None
+    if len(region) <= MAX_LINE_BYTES:
+        coded = decode_block_coded(region, source, lineno + 1, lean=lean)
+    if coded is not None:
+        fast, columns = coded
+        for k in range(0, len(fast), chunk_lines):
+            part = None if columns is None else columns.rows(k, k + chunk_lines)
+            chunks.append(Chunk(source, lineno + 1 + k, fast[k : k + chunk_lines], part))
+        return lineno + len(fast)
+    return _parse_lines(region.split(b"\n")[:-1], source, lineno, chunk_lines, chunks)
+
+
 def _parse_lines(
     parts: list[bytes], source: str, lineno: int, chunk_lines: int, chunks: list[Chunk]
 ) -> int:
@@ -204,8 +220,7 @@ def _parse_lines(
             if run:
                 emit()
                 run = []
-            message = f"line of {len(line):,} bytes, longer than {MAX_LINE_BYTES:,}: not read"
-            chunks.append(Chunk(source, lineno, [EventError(message, source, lineno)]))
+            chunks.append(_overlong(source, lineno, len(line)))
             continue
         if not line.strip():
             if run:
