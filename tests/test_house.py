@@ -32,7 +32,6 @@ LARGE_MODULES = {
     "compat/ml_goodput_measurement/monitoring.py": 931,
     "engine/_ingest.py": 1112,
     "engine/_ranks.py": 2369,
-    "engine/_steps.py": 932,
     "store/_jsonl.py": 997,
 }
 LARGE_CLASSES = {
@@ -50,13 +49,9 @@ LARGE_FUNCTIONS = {
     "analysis.py:_cold_parallel": 121,
     "compat/ml_goodput_measurement/monitoring.py:__init__": 85,
     "engine/_ingest.py:_add_columns": 89,
-    "engine/_inside.py:fill_inside_memos": 153,
     "engine/_ranks.py:_derive_columns": 114,
     "engine/_ranks.py:_settle_columns": 125,
     "engine/_ranks.py:_ingest_columns": 100,
-    "engine/_sealing.py:rows": 85,
-    "engine/_steps.py:compute_rows": 98,
-    "engine/_steps.py:seal_whole_many": 113,
     "engine/_timeline.py:build_timeline": 101,
     "launcher/_run.py:__init__": 93,
     "monitor/prometheus.py:_families": 81,
