@@ -27,6 +27,7 @@ from badput.engine._intervals import IntervalMark
 from badput.events import Event
 from badput.formats.codec import decode_line, encode_line
 from badput.report import to_json
+from badput.runtime import shared_work
 from badput.store import (
     Cursor,
     EventStore,
@@ -102,17 +103,17 @@ def shared_read(source: EventStore | Path, job: str | None) -> tuple[analysis.Li
     the workers read and sent back."""
     live = analysis.LiveJob(source, job, parallel=True)
     received: list[int] = []
-    wait = analysis._wait_for
+    wait = shared_work.wait_for
 
     def counting(out: object, got: dict[int, analysis._SliceRead], *args: object) -> None:
         wait(out, got, *args)  # type: ignore[arg-type]
         received[:] = [k for k, r in got.items() if r.ok]
 
-    analysis._wait_for = counting  # type: ignore[assignment]
+    shared_work.wait_for = counting  # type: ignore[assignment]
     try:
         shared = live._cold_parallel()
     finally:
-        analysis._wait_for = wait  # type: ignore[assignment]
+        shared_work.wait_for = wait  # type: ignore[assignment]
     assert shared is not None
     n, unread = shared
     if unread is None:  # some slices were left to the serial read: what update() does
@@ -377,10 +378,10 @@ def test_without_a_runnable_count_workers_start_on_cores_idle_over_a_minute(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path, load: float, helpers: int
 ) -> None:
     workers(monkeypatch, 2)
-    monkeypatch.setattr(analysis, "_LOADAVG", str(tmp_path / "no-such-file"))
-    monkeypatch.setattr(analysis.os, "getloadavg", lambda: (load, load, load))
-    assert analysis._runnable_others() is None
-    assert analysis._idle_helpers() == helpers
+    monkeypatch.setattr(shared_work, "_LOADAVG", str(tmp_path / "no-such-file"))
+    monkeypatch.setattr(shared_work.os, "getloadavg", lambda: (load, load, load))
+    assert shared_work.runnable_others() is None
+    assert shared_work.idle_helpers(analysis._workers()) == helpers
 
 
 @pytest.mark.parametrize(
@@ -409,11 +410,11 @@ def test_workers_start_only_on_cores_idle_now(
         path.write_text(f"0.90 0.80 0.70 {next(looks)} 4321\n")
 
     next_look(0.0)
-    monkeypatch.setattr(analysis, "_LOADAVG", str(path))
-    monkeypatch.setattr(analysis, "_own_running", lambda: 1)
-    monkeypatch.setattr(analysis.time, "sleep", next_look)
-    monkeypatch.setattr(analysis.os, "getloadavg", lambda: (1.9, 1.9, 1.9))  # not used
-    assert analysis._idle_helpers() == helpers
+    monkeypatch.setattr(shared_work, "_LOADAVG", str(path))
+    monkeypatch.setattr(shared_work, "own_running", lambda: 1)
+    monkeypatch.setattr(shared_work.time, "sleep", next_look)
+    monkeypatch.setattr(shared_work.os, "getloadavg", lambda: (1.9, 1.9, 1.9))  # not used
+    assert shared_work.idle_helpers(analysis._workers()) == helpers
 
 
 def test_own_running_threads_are_not_taken_for_other_tasks(
@@ -423,9 +424,9 @@ def test_own_running_threads_are_not_taken_for_other_tasks(
     runnable in all: no other task."""
     path = tmp_path / "loadavg"
     path.write_text("0.90 0.80 0.70 2/80 4321\n")
-    monkeypatch.setattr(analysis, "_LOADAVG", str(path))
-    monkeypatch.setattr(analysis, "_own_running", lambda: 2)
-    assert analysis._runnable_others() == 0
+    monkeypatch.setattr(shared_work, "_LOADAVG", str(path))
+    monkeypatch.setattr(shared_work, "own_running", lambda: 2)
+    assert shared_work.runnable_others() == 0
 
 
 def test_own_running_counts_a_native_thread_of_ours_that_runs() -> None:
@@ -448,12 +449,12 @@ def test_own_running_counts_a_native_thread_of_ours_that_runs() -> None:
     worker.start()
     try:
         started.wait(5.0)
-        seen = max(analysis._own_running() for _ in range(50))
+        seen = max(shared_work.own_running() for _ in range(50))
     finally:
         stop.set()
         worker.join(5.0)
     assert seen >= 2
-    assert analysis._own_running() >= 1  # this thread, reading
+    assert shared_work.own_running() >= 1  # this thread, reading
 
 
 def test_a_garbled_runnable_count_falls_back_to_the_load_average(
@@ -462,9 +463,10 @@ def test_a_garbled_runnable_count_falls_back_to_the_load_average(
     workers(monkeypatch, 2)
     path = tmp_path / "loadavg"
     path.write_text("0.90 0.80\n")
-    monkeypatch.setattr(analysis, "_LOADAVG", str(path))
-    monkeypatch.setattr(analysis.os, "getloadavg", lambda: (0.1, 0.1, 0.1))
-    assert analysis._runnable_others() is None and analysis._idle_helpers() == 1
+    monkeypatch.setattr(shared_work, "_LOADAVG", str(path))
+    monkeypatch.setattr(shared_work.os, "getloadavg", lambda: (0.1, 0.1, 0.1))
+    assert shared_work.runnable_others() is None
+    assert shared_work.idle_helpers(analysis._workers()) == 1
 
 
 def test_a_small_log_is_never_shared(tmp_path: Path) -> None:
@@ -747,7 +749,7 @@ def test_a_job_of_many_files_gives_the_serial_report_whoever_reads_it(  # noqa: 
         mp.setattr(store_reading, "_FIRST_BLOCK", 256)
         mp.setattr(analysis, "READ_SLICE_BYTES", slice_bytes)
         mp.setattr(analysis, "_workers", lambda: 2)
-        mp.setattr(analysis, "_idle_helpers", lambda: 1)
+        mp.setattr(shared_work, "idle_helpers", lambda cores: 1)
         serial = cold(root, "many", parallel=False)
         mp.setattr(analysis, "PARALLEL_MIN_BYTES", 0)
         for per_attempt in (0, 1 << 20):  # shared, and too small a share of each attempt

@@ -57,7 +57,8 @@ PUBLIC: dict[str, set[str]] = {
     },
     "badput.cli": {"console_main", "main", "parse_timestamp"},
     "badput.runtime": {
-        "blas", "env", "gc_pause", "heap", "lazy", "lifecycle", "optional", "worker",
+        "blas", "env", "gc_pause", "heap", "lazy", "lifecycle", "optional", "shared_work",
+        "worker",
     },
     "badput.testing": {
         "MemoryStore", "Timeline", "events_to_jsonl", "events_to_store", "read_all",

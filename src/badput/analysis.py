@@ -10,12 +10,9 @@ import dataclasses
 import math
 import multiprocessing
 import os
-import queue
-import sys
-import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from itertools import islice
 from operator import attrgetter
 from pathlib import Path
@@ -23,6 +20,7 @@ from typing import Any, Final, NamedTuple
 
 from badput.engine import Accountant, Diagnostic, RankOptions, Report
 from badput.events import Chunk, Event, EventError, LeanEvent
+from badput.runtime import shared_work
 from badput.runtime.gc_pause import gc_paused
 from badput.runtime.heap import give_back
 from badput.store import (
@@ -187,6 +185,21 @@ class _SliceRead(NamedTuple):
     relative: bool = False
 
 
+@dataclass
+class _SharedRead:
+    """How far a shared cold read has got: the serial read's cursor, the lines read, what
+    the reads left unread (by file: the last read's), the newest time of each file (by
+    index) in the slices read so far, the first slice this process did not read, and
+    whether the job was read to its end."""
+
+    cursor: Cursor
+    n: int = 0
+    left: dict[str, Unread] = field(default_factory=dict)
+    newest: dict[int, float] = field(default_factory=dict)
+    front: int = 0
+    complete: bool = False
+
+
 _TS: Final = attrgetter("ts")
 
 
@@ -291,24 +304,11 @@ def _read_slice(store: EventStore, job: str, s: _Slice) -> _SliceRead:
     )
 
 
-def _claim(claims: Any, *, front: bool) -> int | None:
-    """The next slice nobody has taken: from the front (the parent) or the back (workers)."""
-    with claims.get_lock():
-        lo, hi = claims[0], claims[1]
-        if lo >= hi:
-            return None
-        if front:
-            claims[0] = lo + 1
-            return int(lo)
-        claims[1] = hi - 1
-        return int(hi - 1)
-
-
 def _slice_worker(store: EventStore, job: str, plan: list[_Slice], claims: Any, out: Any) -> None:
     """A worker process: read slices from the back until they meet the parent's; send each
     result as soon as it is read (a queue pickles it while the next one is read)."""
     try:
-        while (i := _claim(claims, front=False)) is not None:
+        while (i := shared_work.claim(claims, front=False)) is not None:
             try:
                 out.put(_read_slice(store, job, plan[i]))
             except Exception:  # the parent reads this slice and the rest serially
@@ -419,131 +419,10 @@ def _clock_continues(head: list[float], newest_before: float) -> bool:
     return False
 
 
-def _claim_all(claims: Any) -> None:
-    """Leave nothing for the workers to take."""
-    with claims.get_lock():
-        claims[1] = claims[0]
-
-
-def _receive(out: Any, got: dict[int, _SliceRead]) -> int:
-    """Take the workers' results waiting in ``out``, without waiting; return how many
-    workers said they were done."""
-    done = 0
-    while True:
-        try:
-            item = out.get_nowait()
-        except queue.Empty:
-            return done
-        if item is None:
-            done += 1
-        else:
-            got[item.number] = item
-
-
-def _wait_for(out: Any, got: dict[int, _SliceRead], procs: list[Any], running: int) -> None:
-    """Take results until ``running`` more workers say they are done, or every worker has
-    exited (one killed, say: its missing slices are read serially)."""
-    while running > 0:
-        try:
-            item = out.get(timeout=0.1)
-        except queue.Empty:
-            if all(proc.exitcode is not None for proc in procs):
-                _receive(out, got)  # what they sent before they exited
-                return
-            continue
-        if item is None:
-            running -= 1
-        else:
-            got[item.number] = item
-
-
 def _workers() -> int:
     """Processes for a parallel read: the cores this process may run on, at most
     :data:`MAX_WORKERS`."""
-    try:
-        cores = len(os.sched_getaffinity(0))
-    except AttributeError:  # not on Linux
-        cores = os.cpu_count() or 1
-    return min(cores, MAX_WORKERS)
-
-
-#: Looks at the tasks runnable now (``/proc/loadavg``) when the first sees another task.
-_RUNNABLE_LOOKS: Final = 5
-_LOADAVG = "/proc/loadavg"  # "1.02 0.73 0.60 2/345 12345": the 4th field is runnable/total
-
-
-def _own_running() -> int:
-    """Threads of this process running now, native ones included (numpy's BLAS starts a
-    pool that spins a moment after the import); 1 where ``/proc`` does not say."""
-    try:
-        tids = os.listdir("/proc/self/task")
-    except OSError:
-        return 1
-    n = 0
-    for tid in tids:
-        try:
-            with open(f"/proc/self/task/{tid}/stat", "rb") as f:
-                stat_line = f.read()
-        except OSError:  # the thread ended meanwhile
-            continue
-        # "tid (comm) S ...": the state follows the last ")" (a name may hold one)
-        end = stat_line.rfind(b")")
-        n += end >= 0 and stat_line[end + 2 : end + 3] == b"R"
-    return max(n, 1)
-
-
-def _runnable_others() -> int | None:
-    """Tasks runnable now besides this process's own threads; None where the kernel does
-    not say (no ``/proc/loadavg``). When the first look sees any, the median of
-    :data:`_RUNNABLE_LOOKS` looks 2 ms apart: a process that keeps a core busy is in most
-    of them, one that only passes (the shell that started this one) is not."""
-    try:
-        looks = [_runnable_look()]
-        while looks[0] and len(looks) < _RUNNABLE_LOOKS:
-            time.sleep(0.002)
-            looks.append(_runnable_look())
-    except (OSError, ValueError, IndexError):
-        return None
-    return sorted(looks)[len(looks) // 2]
-
-
-def _runnable_look() -> int:
-    """One look: the kernel's count of runnable tasks less this process's running threads."""
-    before = _own_running()
-    with open(_LOADAVG, "rb") as f:
-        running = int(f.read().split()[3].split(b"/")[0])
-    return max(0, running - max(before, _own_running()))
-
-
-def _idle_helpers() -> int:
-    """Worker processes worth starting now: one per idle core beyond this process's own and
-    half a core, at most :func:`_workers` minus this process. A worker on a busy core only
-    adds the cost of sending its state back.
-
-    A core is busy when another task is runnable on it now. The load average over the last
-    minute was the measure before: it counts this command's own earlier runs too (a report
-    of 4 s leaves a load of 0.5 to 0.8 for a minute), which made the next run read serially on
-    an idle machine (4.5 s instead of 2.9 s). Where the kernel gives no count of runnable
-    tasks, the last minute's load average is still used."""
-    busy = _runnable_others()
-    if busy is None:
-        try:
-            load = os.getloadavg()[0]
-        except OSError:  # no load average: assume the cores are free
-            load = 0.0
-    else:
-        load = float(busy)
-    cores = _workers()
-    return max(0, min(cores - 1, int(cores - load - 0.5)))
-
-
-def _parallel_allowed() -> bool:
-    """Forking is safe only with no other thread alive (locks would be copied held)."""
-    return (
-        sys.platform.startswith("linux")
-        and (os.cpu_count() or 1) >= 2
-        and threading.active_count() == 1
-    )
+    return min(shared_work.usable_cores(), MAX_WORKERS)
 
 
 def _resolve(source: Source, job: str | None) -> tuple[EventStore, str]:
@@ -613,10 +492,11 @@ class LiveJob:
         events is alive at a time, whatever the size of the log. The first (cold)
         read of a large job (:data:`PARALLEL_MIN_BYTES` or more, in one file or several)
         is shared among processes when ``parallel`` allows it: ``True`` always (by
-        ``fork``), ``None`` when it is safe (:func:`_parallel_allowed`) and a core is idle
-        (:func:`_idle_helpers`). The result is the same as one process's, diagnostics'
-        line numbers and the cursor included (:meth:`_cold_parallel`). Deciding costs no
-        second listing: the read goes through the streams the planning listed.
+        ``fork``), ``None`` when it is safe (:func:`~badput.runtime.shared_work.fork_safe`)
+        and a core is idle (:func:`~badput.runtime.shared_work.idle_helpers`). The result
+        is the same as one process's, diagnostics' line numbers and the cursor included
+        (:meth:`_cold_parallel`). Deciding costs no second listing: the read goes through
+        the streams the planning listed.
         """
         with gc_paused():  # the decoded events and the state they build hold no cycles
             return self._update()
@@ -715,9 +595,9 @@ class LiveJob:
         follows. When the job is not worth sharing, the listing made to decide so is left
         in the cursor (``Cursor.resume``) for the serial read: nothing is listed twice.
         """
-        if self._parallel is None and not _parallel_allowed():
+        if self._parallel is None and not shared_work.fork_safe():
             return None
-        helpers = _workers() - 1 if self._parallel else _idle_helpers()
+        helpers = _workers() - 1 if self._parallel else shared_work.idle_helpers(_workers())
         if helpers < 1:
             return None
         listed, self._listing = self._listing, None
@@ -732,6 +612,27 @@ class LiveJob:
         if plan is None:
             self._cursor = start
             return None
+        shared = _SharedRead(start)
+        got = self._read_front(plan, helpers, shared)
+        offsets, merged = _merge_parts(self.accountant, plan, got, shared)
+        complete = shared.complete
+        # Not read to its end (a slice left to the serial read: a torn last line where a slice
+        # was planned to end, a file written meanwhile): the serial read goes on through the
+        # files listed, as a read that stopped at its budget does; it lists the job no more.
+        self._cursor = Cursor(offsets) if complete else Cursor(offsets, resume=(self.job, names))
+        got.clear()  # parts not merged (read again serially from the cursor) are dropped
+        if merged:  # the workers' parts, merged, are freed: hand their memory back
+            give_back()
+        if self._on_progress is not None:
+            self._on_progress(shared.n)
+        return shared.n, list(shared.left.values()) if complete else None
+
+    def _read_front(
+        self, plan: list[_Slice], helpers: int, shared: _SharedRead
+    ) -> dict[int, _SliceRead]:
+        """Start ``helpers`` worker processes, read the slices of ``plan`` from the front into
+        :attr:`accountant` until they meet the workers' (``shared`` keeps how far), and
+        return the workers' results by slice. The workers have exited on return."""
         ctx = multiprocessing.get_context("fork")
         claims = ctx.Array("q", [0, len(plan)])  # [next from the front, end of the unclaimed]
         out = ctx.Queue()
@@ -745,14 +646,12 @@ class LiveJob:
             proc.start()
         got: dict[int, _SliceRead] = {}
         running = len(procs)
-        cursor = start
-        newest: dict[int, float] = {}  # file index -> newest time in the slices merged so far
-        left: dict[str, Unread] = {}  # what the reads left unread, by file (the last read's)
+        cursor, newest, left = shared.cursor, shared.newest, shared.left
         n = 0
         front = 0
         complete = False
         try:
-            while (i := _claim(claims, front=True)) is not None:
+            while (i := shared_work.claim(claims, front=True)) is not None:
                 s = plan[i]
                 result = _read(self.store, self.job, cursor, READ_SLICE_BYTES)
                 cursor = result.cursor
@@ -764,13 +663,13 @@ class LiveJob:
                 if s.end is not None and cursor.offsets.get(s.names[s.last], (0, 0))[0] != s.end:
                     front = len(plan)  # a file changed: the workers' slices may not fit
                     complete = False
-                    _claim_all(claims)
+                    shared_work.claim_all(claims)
                     break
                 if s.end is not None:
                     found = _newest(result.chunks, s.last_source)
                     newest[s.last] = max(newest.get(s.last, -math.inf), found)
-                running -= _receive(out, got)
-            _wait_for(out, got, procs, running)
+                running -= shared_work.receive(out, got)
+            shared_work.wait_for(out, got, procs, running)
         except BaseException:  # interrupted: nobody will take the workers' results
             for proc in procs:
                 proc.kill()
@@ -782,43 +681,8 @@ class LiveJob:
                     proc.kill()
                     proc.join()
             out.close()
-        offsets = dict(cursor.offsets)
-        merged = False
-        for s in plan[front:]:  # in file order
-            r = got.pop(s.index, None)  # freed once merged
-            if r is None or not r.ok or r.accountant is None:
-                break
-            if (
-                s.offset
-                and r.head_ts is not None
-                and not _clock_continues(r.head_ts, newest.get(s.first, math.inf))
-            ):
-                break
-            part = r.accountant
-            if r.relative:
-                placed = _placed(r, s, offsets)
-                if placed is None:
-                    break
-                r = placed
-            self.accountant.merge(part)
-            merged = True
-            offsets.update(r.offsets)
-            n += r.n
-            _note_unread(left, r.unread, r.read_from)
-            complete = r.reached_end
-            if s.end is not None:
-                newest[s.last] = max(newest.get(s.last, -math.inf), r.last_max)
-        # Not read to its end (a slice left to the serial read: a torn last line where a slice
-        # was planned to end, a file written meanwhile): the serial read goes on through the
-        # files listed, as a read that stopped at its budget does; it lists the job no more.
-        self._cursor = Cursor(offsets) if complete else Cursor(offsets, resume=(self.job, names))
-        got.clear()  # parts not merged (read again serially from the cursor) are dropped
-        if merged:  # the workers' parts, merged, are freed: hand their memory back
-            del r
-            give_back()
-        if self._on_progress is not None:
-            self._on_progress(n)
-        return n, list(left.values()) if complete else None
+        shared.cursor, shared.n, shared.front, shared.complete = cursor, n, front, complete
+        return got
 
     def report(
         self,
@@ -845,6 +709,42 @@ class LiveJob:
         if not extra:
             return report
         return dataclasses.replace(report, diagnostics=[*report.diagnostics, *extra])
+
+
+def _merge_parts(
+    accountant: Accountant, plan: list[_Slice], got: dict[int, _SliceRead], shared: _SharedRead
+) -> tuple[dict[str, tuple[int, int]], bool]:
+    """Merge into ``accountant`` the workers' parts that follow what it read, in file order,
+    up to the first that could differ from a serial read's; return the cursor's offsets
+    then, and whether any part was merged."""
+    offsets = dict(shared.cursor.offsets)
+    newest = shared.newest
+    merged = False
+    for s in plan[shared.front :]:  # in file order
+        r = got.pop(s.index, None)  # freed once merged
+        if r is None or not r.ok or r.accountant is None:
+            break
+        if (
+            s.offset
+            and r.head_ts is not None
+            and not _clock_continues(r.head_ts, newest.get(s.first, math.inf))
+        ):
+            break
+        part = r.accountant
+        if r.relative:
+            placed = _placed(r, s, offsets)
+            if placed is None:
+                break
+            r = placed
+        accountant.merge(part)
+        merged = True
+        offsets.update(r.offsets)
+        shared.n += r.n
+        _note_unread(shared.left, r.unread, r.read_from)
+        shared.complete = r.reached_end
+        if s.end is not None:
+            newest[s.last] = max(newest.get(s.last, -math.inf), r.last_max)
+    return offsets, merged
 
 
 def analyze(

@@ -110,7 +110,6 @@ class Sealer:
 
         ivs = tail_intervals(tail_marks, lo, hi)
         tail, unmatched_ts = self._rows_after(steps, ts, step, is_end, ivs, lo, hi)
-        mark_ts = tail_marks.ts
         if closed:
             steps.seal(
                 tail,
@@ -121,32 +120,11 @@ class Sealer:
                 unmatched_ts=unmatched_ts,
             )
             steps.whole, steps.whole_end = True, hi
-            tail, ivs = Rows.empty(), TailIntervals.empty()
-            unmatched_ts = np.zeros(0)
-        elif tail.n >= _steps.SEAL_MIN_TAIL:
-            r = _steps.quiet_cut(
-                tail,
-                ivs,
-                mark_ts,
-                min_keep=1,
-                unmatched_ts=unmatched_ts,
-                before=s.settled_before(),
+            return AttemptRows(steps, Rows.empty(), TailIntervals.empty(), 0)
+        if tail.n >= _steps.SEAL_MIN_TAIL:
+            tail, ivs, unmatched_ts = _seal_settled(
+                steps, tail, ivs, unmatched_ts, is_end, tail_marks.ts, s.settled_before()
             )
-            if r > 0:
-                cut = float(tail.start[r])
-                raw_used = int(np.flatnonzero(is_end == 0)[r])
-                marks_used = int(np.searchsorted(mark_ts, cut, side="left"))
-                steps.seal(
-                    tail.part(0, r),
-                    ivs=ivs,
-                    cut=cut,
-                    raw_used=raw_used,
-                    marks_used=marks_used,
-                    unmatched_ts=unmatched_ts,
-                )
-                tail = tail.part(r, tail.n)
-                ivs = ivs.after(cut)
-                unmatched_ts = unmatched_ts[unmatched_ts >= cut]
         return AttemptRows(steps, tail, ivs, int(unmatched_ts.shape[0]))
 
     def _seal_block(  # noqa: PLR0917
@@ -238,6 +216,42 @@ class Sealer:
         for (att, _s), steps in zip(todo, sealed, strict=True):
             self.cache.attempts[(att.key, att.range_lo)] = steps
             self._sealed_now[id(att)] = steps
+
+
+def _seal_settled(  # noqa: PLR0917 (the tail's columns)
+    steps: AttemptSteps,
+    tail: Rows,
+    ivs: TailIntervals,
+    unmatched_ts: F64,
+    is_end: npt.NDArray[np.int8],
+    mark_ts: F64,
+    settled_before: float,
+) -> tuple[Rows, TailIntervals, F64]:
+    """Seal the rows of a running attempt's long ``tail`` up to its latest quiet cut, if any,
+    before ``settled_before``; return what is left of the tail, its intervals and its
+    unmatched step ends (``is_end``, ``mark_ts``: the tail's raw step events and marks)."""
+    r = _steps.quiet_cut(
+        tail,
+        ivs,
+        mark_ts,
+        min_keep=1,
+        unmatched_ts=unmatched_ts,
+        before=settled_before,
+    )
+    if r == 0:
+        return tail, ivs, unmatched_ts
+    cut = float(tail.start[r])
+    raw_used = int(np.flatnonzero(is_end == 0)[r])
+    marks_used = int(np.searchsorted(mark_ts, cut, side="left"))
+    steps.seal(
+        tail.part(0, r),
+        ivs=ivs,
+        cut=cut,
+        raw_used=raw_used,
+        marks_used=marks_used,
+        unmatched_ts=unmatched_ts,
+    )
+    return tail.part(r, tail.n), ivs.after(cut), unmatched_ts[unmatched_ts >= cut]
 
 
 def _signature(att: Attempt, s: Stream) -> tuple[Any, ...]:

@@ -16,7 +16,7 @@ from __future__ import annotations
 import itertools
 import math
 from dataclasses import dataclass, field
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import numpy.typing as npt
@@ -30,12 +30,15 @@ from badput.engine._intervals import (
     pair_columns,
 )
 
+if TYPE_CHECKING:
+    from badput.engine._together import SealedTogether
+
 __all__ = [
     "CLEAN_EXEMPT",
+    "NAN_CELL",
     "SEAL_MIN_TAIL",
     "AttemptSteps",
     "Rows",
-    "SealedTogether",
     "TailIntervals",
     "add_sums",
     "clipped_piece_sums",
@@ -43,7 +46,7 @@ __all__ = [
     "compute_rows",
     "median_of_sorted",
     "quiet_cut",
-    "seal_whole_many",
+    "repeated",
     "tail_intervals",
     "without_order",
 ]
@@ -60,11 +63,11 @@ SEAL_MIN_TAIL = 2048
 CLEAN_EXEMPT = frozenset({"data_loading"})
 
 
-_NAN_CELL: F64 = np.full(1, np.nan)
+NAN_CELL: F64 = np.full(1, np.nan)
 _ZERO_CELL: I64 = np.zeros(1, np.int64)
 
 
-def _repeated(cell: npt.NDArray[Any], n: int) -> npt.NDArray[Any]:
+def repeated(cell: npt.NDArray[Any], n: int) -> npt.NDArray[Any]:
     """``cell``'s one value ``n`` times, as a read-only zero-stride view (no memory, made in
     ~1 µs: ``np.broadcast_to`` costs ten times that, and a query asks once per attempt)."""
     out: npt.NDArray[Any] = np.ndarray((n,), cell.dtype, cell, 0, (0,))
@@ -197,6 +200,7 @@ def compute_rows(
     new_seg[1:] = sn[1:] <= sn[:-1]
     last = np.zeros(n, np.bool_)  # the last row of its group
     last[-1] = True
+    sg = None  # each row's group (several attempts at once)
     if group is not None:
         sg = group[starts]
         last[:-1] = sg[1:] != sg[:-1]
@@ -206,28 +210,9 @@ def compute_rows(
     nxt_ts[last] = np.inf
     # Millions of rows: each temporary column is dropped as soon as it is used (`del`),
     # so that the peak holds a few columns rather than every intermediate one.
-    own_end = np.full(n, np.inf)
-    unmatched: F64 = np.zeros(0)
-    unmatched_group = np.zeros(0, np.int64)
-    if int(starts.shape[0]) > n:
-        # Rows are in (ts, arrival) order: an end belongs to the last start before it.
-        is_end_event = ~starts
-        idx = np.cumsum(starts)[is_end_event] - 1
-        end_ts = ts[is_end_event]
-        ok = idx >= 0
-        ok[ok] = sn[idx[ok]] == step[is_end_event][ok]
-        if group is not None:
-            ok[ok] &= sg[idx[ok]] == ends_group[ok]
-        if not ok.all():
-            unmatched = end_ts[~ok]
-            unmatched_group = ends_group[~ok] if group is not None else unmatched_group
-            idx, end_ts = idx[ok], end_ts[ok]
-        del ok, is_end_event
-        if idx.shape[0] and bool((idx[1:] > idx[:-1]).all()):
-            own_end[idx] = end_ts  # one end per row at most (the usual case)
-        else:
-            np.minimum.at(own_end, idx, end_ts)
-        del idx, end_ts
+    own_end, unmatched, unmatched_group = _own_ends(
+        ts, step, starts, sn, ends_group=ends_group, sg=sg
+    )
     has_end = np.isfinite(own_end)
     count = np.ones(n)
     several = ~(has_end | ~same_next)
@@ -258,6 +243,37 @@ def compute_rows(
         unmatched,
         unmatched_group,
     )
+
+
+def _own_ends(
+    ts: F64, step: I64, starts: B, sn: I64, *, ends_group: I64, sg: I64 | None
+) -> tuple[F64, F64, I64]:
+    """For :func:`compute_rows`: each row's own end (inf: none), and the times and groups
+    of the step ends that matched no start (``sn``: the rows' steps; ``sg``: their groups,
+    None for one attempt)."""
+    n = int(sn.shape[0])
+    own_end = np.full(n, np.inf)
+    unmatched: F64 = np.zeros(0)
+    unmatched_group = np.zeros(0, np.int64)
+    if int(starts.shape[0]) > n:
+        # Rows are in (ts, arrival) order: an end belongs to the last start before it.
+        is_end_event = ~starts
+        idx = np.cumsum(starts)[is_end_event] - 1
+        end_ts = ts[is_end_event]
+        ok = idx >= 0
+        ok[ok] = sn[idx[ok]] == step[is_end_event][ok]
+        if sg is not None:
+            ok[ok] &= sg[idx[ok]] == ends_group[ok]
+        if not ok.all():
+            unmatched = end_ts[~ok]
+            unmatched_group = ends_group[~ok] if sg is not None else unmatched_group
+            idx, end_ts = idx[ok], end_ts[ok]
+        del ok, is_end_event
+        if idx.shape[0] and bool((idx[1:] > idx[:-1]).all()):
+            own_end[idx] = end_ts  # one end per row at most (the usual case)
+        else:
+            np.minimum.at(own_end, idx, end_ts)
+    return own_end, unmatched, unmatched_group
 
 
 @dataclass
@@ -370,126 +386,6 @@ def quiet_cut(
             return int(hits[-1]) + lo
         hi, width = lo, width * 4
     return 0
-
-
-class SegmentTable(NamedTuple):
-    """Per segment of the attempts sealed together (in their order): its rows ``[lo, hi)``
-    in its attempt, its first row's start, the start of the row before it (-inf: none),
-    and its first and last step."""
-
-    lo: list[int]
-    hi: list[int]
-    first_ts: list[float]
-    before_ts: list[float]
-    first_step: list[int]
-    last_step: list[int]
-
-
-@dataclass(slots=True)
-class SealedTogether:
-    """The columns of many attempts sealed in one pass (:func:`seal_whole_many`), as that
-    pass made them: every attempt's rows one after the other (attempt k's are
-    ``bounds[k]:bounds[k + 1]``), and each attempt's prefix sums D, K and KPOS, each
-    ``n + 1`` values long, one after the other (attempt k's from ``cum_from[k]``).
-
-    Each attempt's sealed columns are views of these, made when first asked for
-    (:class:`AttemptSteps`): a first query of 10,000 attempts asks few of them, and a pass
-    over all of them (:func:`~badput.engine._inside.fill_inside_memos`, the segments'
-    medians, their first rows) takes these whole instead of 10,000 views."""
-
-    start: F64
-    end: F64
-    count: F64
-    step: I64
-    d: F64
-    first: B
-    clean: B
-    cum_d: F64
-    cum_k: F64
-    cum_kpos: F64
-    cum_from: list[int]
-    bounds: list[int]
-    # Each segment's typical-time values, sorted within it, one segment after the other
-    # (segment g's are ``typical[typical_at[g]:typical_at[g + 1]]``); attempt k's segments
-    # are ``first_segment[k]:first_segment[k + 1]``, beginning at rows ``segment_rows``.
-    typical: F64
-    typical_at: I64
-    first_segment: list[int]
-    segment_rows: list[int]
-    # The clean rows' step times per step, attempt k's ``clean_vals[clean_at[k]:...]``.
-    clean_vals: F64
-    clean_at: list[int]
-    no_caps: F64  # a zero-stride column of NaN, as long as the longest attempt
-    # The flattened blocking intervals of all of them (attempt k's ``piece_at[k]:...``).
-    pieces: Spans
-    piece_at: list[int]
-    _segments: SegmentTable | None = None
-
-    @property
-    def attempts(self) -> int:
-        return len(self.bounds) - 1
-
-    def segments(self) -> SegmentTable:
-        """What each segment begins and ends with, for all of them (made once)."""
-        if self._segments is None:
-            first_rows = np.asarray(self.segment_rows, np.int64)
-            # the segments tile the rows (none when no attempt has a row)
-            ends = np.append(first_rows[1:], self.start.shape[0])[: first_rows.shape[0]]
-            first_segment = np.asarray(self.first_segment, np.int64)
-            per_attempt: I64 = first_segment[1:] - first_segment[:-1]
-            base = np.repeat(np.asarray(self.bounds[:-1], np.int64), per_attempt)
-            lo = first_rows - base
-            before = np.maximum(first_rows - 1, 0)
-            self._segments = SegmentTable(
-                lo.tolist(),
-                (ends - base).tolist(),
-                self.start[first_rows].tolist(),
-                np.where(lo > 0, self.start[before], -math.inf).tolist(),
-                self.step[first_rows].tolist(),
-                self.step[np.maximum(ends - 1, 0)].tolist(),
-            )
-        return self._segments
-
-    def rows(self, k: int) -> Rows:
-        """Attempt ``k``'s rows (views)."""
-        a, b = self.bounds[k], self.bounds[k + 1]
-        return Rows(
-            self.start[a:b],
-            self.end[a:b],
-            self.no_caps[: b - a],
-            self.count[a:b],
-            self.step[a:b],
-            self.d[a:b],
-            self.first[a:b],
-            self.clean[a:b],
-        )
-
-    def cums(self, k: int) -> tuple[F64, F64, F64]:
-        """Attempt ``k``'s prefix sums D, K and KPOS (``n + 1`` values each, views)."""
-        a = self.cum_from[k]
-        b = a + self.bounds[k + 1] - self.bounds[k] + 1
-        return self.cum_d[a:b], self.cum_k[a:b], self.cum_kpos[a:b]
-
-    def seg_first(self, k: int) -> list[int]:
-        """The rows of attempt ``k`` that begin a segment."""
-        base = self.bounds[k]
-        rows = self.segment_rows[self.first_segment[k] : self.first_segment[k + 1]]
-        return [x - base for x in rows]
-
-    def piece_parts(self, k: int) -> list[Spans]:
-        """Attempt ``k``'s flattened blocking intervals, as the parts of one seal."""
-        a, b = self.piece_at[k], self.piece_at[k + 1]
-        return [self.pieces.take(slice(a, b))] if b > a else []
-
-    def seg_sorted(self, k: int) -> dict[int, F64]:
-        """Attempt ``k``'s typical-time values of each segment (by its number), sorted."""
-        out: dict[int, F64] = {}
-        at = self.typical_at
-        for sid, g in enumerate(range(self.first_segment[k], self.first_segment[k + 1])):
-            lo, hi = int(at[g]), int(at[g + 1])
-            if hi > lo:
-                out[sid] = self.typical[lo:hi]
-        return out
 
 
 @dataclass(slots=True)
@@ -621,7 +517,7 @@ class AttemptSteps:
         self._rows = Rows(
             c["start"].a,
             c["end"].a,
-            _repeated(_NAN_CELL, self.n),  # not kept: see open_cap
+            repeated(NAN_CELL, self.n),  # not kept: see open_cap
             c["count"].a,
             c["step"].a,
             c["d"].a,
@@ -731,125 +627,10 @@ _ROW_COLUMNS: tuple[tuple[str, Any], ...] = (
 )
 
 
-def seal_whole_many(  # noqa: PLR0917 (each attempt's parts, cut apart by the caller)
-    signatures: list[tuple[Any, ...]],
-    rows: Rows,
-    row_bounds: list[int],
-    pieces: tuple[Spans, list[int]],
-    nonblocking: list[Spans],
-    unpaired_starts: list[Marks],
-    unpaired_ends: list[Marks],
-    unmatched: list[int],
-    used: list[tuple[int, int]],
-    seen: list[tuple[int, int]],
-    piece_sums: list[dict[int, float]],
-    whole_end: list[float],
-) -> list[AttemptSteps]:
-    """What :meth:`AttemptSteps.seal` of each attempt's rows, whole (``cut`` = inf), on a
-    fresh :class:`AttemptSteps` gives, for many attempts at once.
-
-    ``rows`` are the attempts' rows one after the other (attempt k's are
-    ``row_bounds[k]:row_bounds[k + 1]``, each beginning a segment). Per attempt: its
-    flattened blocking ``pieces`` (their innermost order already dropped: see
-    :func:`without_order`) with their seconds per bucket code (``piece_sums``), its
-    ``nonblocking`` spans and unpaired marks, its ``unmatched`` step ends, the raw step
-    events and marks it ``used`` and the end of its span. The prefix sums, clean values,
-    open rows, segment starts and sorted typical values are computed once over all rows
-    and sliced.
-    """
-    d = rows.d
-    nan = np.isnan(d)
-    d0 = np.where(nan, 0.0, d)
-    cums = [
-        np.concatenate(([0.0], np.cumsum(x)))
-        for x in (d0, rows.count, np.where(d > 0, rows.count, 0.0))
-    ]
-    at = np.asarray(row_bounds)
-    # Each attempt's prefix sums start from 0: attempt k's are cums[at[k] : at[k+1] + 1] less
-    # their first value, made for all attempts in one subtraction (each one value longer than
-    # its rows) and sliced, not subtracted attempt by attempt.
-    spans = np.diff(at) + 1
-    rel_at = np.cumsum(spans) - spans  # where attempt k's start
-    own = np.repeat(np.arange(len(signatures)), spans)
-    where = np.arange(int(spans.sum())) - rel_at[own] + at[own]
-    rel_d, rel_k, rel_kpos = (c[where] - c[at[:-1]][own] for c in cums)
-    rel_from = rel_at.tolist()
-    clean_pos = np.flatnonzero(rows.clean)
-    clean_vals = d[clean_pos] / rows.count[clean_pos]
-    clean_at = np.searchsorted(clean_pos, at).tolist()
-    open_pos = np.flatnonzero(nan)
-    open_at = np.searchsorted(open_pos, at).tolist()
-    first_pos = np.flatnonzero(rows.first)
-    first_at = np.searchsorted(first_pos, at).tolist()
-    # typical-time values, sorted within each (global) segment
-    seg_id = np.cumsum(rows.first) - 1
-    typical = np.flatnonzero(~nan & ~rows.first)
-    per = d[typical] / rows.count[typical]
-    order = np.lexsort((per, seg_id[typical]))
-    sorted_vals, sorted_seg = per[order], seg_id[typical][order]
-    seg_at = np.searchsorted(sorted_seg, np.arange(first_pos.shape[0] + 1)).tolist()
-    # The cap column of every attempt (not kept: see open_cap), as slices of one zero-stride
-    # column of NaN (a slice of it is made in a fifth of the time of a column of its own).
-    no_caps = _repeated(_NAN_CELL, int(np.diff(at).max(initial=0)))
-    together = SealedTogether(
-        rows.start,
-        rows.end,
-        rows.count,
-        rows.step,
-        d,
-        rows.first,
-        rows.clean,
-        rel_d,
-        rel_k,
-        rel_kpos,
-        rel_from,
-        row_bounds,
-        sorted_vals,
-        np.asarray(seg_at, np.int64),
-        first_at,
-        first_pos.tolist(),
-        clean_vals,
-        clean_at,
-        no_caps,
-        *pieces,
-    )
-    # Each attempt's columns are made from `together` when first asked for (AttemptSteps).
-    out: list[AttemptSteps] = []
-    for k, sig in enumerate(signatures):
-        steps = AttemptSteps(
-            sig,
-            cut=math.inf,
-            raw_done=used[k][0],
-            marks_done=used[k][1],
-            raw_seen=seen[k][0],
-            marks_seen=seen[k][1],
-            whole=True,
-            whole_end=whole_end[k],
-            piece_sums=piece_sums[k],
-            unmatched_ends=unmatched[k],
-            together=(together, k),
-        )
-        if open_at[k + 1] > open_at[k]:
-            a = row_bounds[k]
-            opened = open_pos[open_at[k] : open_at[k + 1]]
-            steps.open_rows = (opened - a).tolist()
-            steps.open_cap = dict(zip(steps.open_rows, rows.cap[opened].tolist(), strict=True))
-        found_nonblocking = nonblocking[k]
-        if len(found_nonblocking):
-            steps.nonblocking_parts.append(found_nonblocking)
-            add_sums(steps.nonblocking_sums, found_nonblocking)
-        if len(unpaired_ends[k]):
-            steps.unpaired_end_parts.append(unpaired_ends[k])
-        if len(unpaired_starts[k]):
-            steps.unpaired_start_parts.append(unpaired_starts[k])
-        out.append(steps)
-    return out
-
-
 def without_order(spans: Spans) -> Spans:
     """Sealed spans, whose innermost order is no longer needed: a zero-stride column of
     zeros in its place (no memory: a million sealed data loads keep 8 MB less)."""
-    zeros = _repeated(_ZERO_CELL, len(spans))
+    zeros = repeated(_ZERO_CELL, len(spans))
     return Spans(spans.start, spans.end, spans.bucket, spans.blocking, zeros)
 
 

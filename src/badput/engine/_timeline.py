@@ -170,11 +170,7 @@ def build_timeline(ing: Ingestor, report: Report) -> Timeline:
     attempts = report.attempts
     att_starts = np.array([a.start for a in attempts], dtype=np.float64)
     multi_rank = len({s.rank for s in ing.streams.values() if s.has_work}) > 1
-    hosts: dict[tuple[int, int], str] = {}
-    for e in ing.lifecycle:
-        if e.host is not None and attempts:
-            at = max(0, int(np.searchsorted(att_starts, e.ts, side="right")) - 1)
-            hosts.setdefault((at, e.rank or 0), e.host)
+    hosts = _hosts(ing, att_starts)
 
     def attempt_of(ts: F64) -> I64:
         if not attempts:
@@ -200,43 +196,14 @@ def build_timeline(ing: Ingestor, report: Report) -> Timeline:
         start, end, step, closed = _pair_steps(stream, report.end)
         ai = attempt_of(start)
         if start.shape[0]:
-            # What happens after an attempt's end is not accounted (the report says so in
-            # a diagnostic): spans are cut at it, and one that starts after it is left out.
-            att_end = ends_of[ai]
-            keep = start <= att_end
-            start, end, step, closed = start[keep], end[keep], step[keep], closed[keep]
-            end, ai = np.minimum(end, att_end[keep]), ai[keep]
-            # A step never ended (a crash, a hang) lasts a typical step, as the partition
-            # counts it (ACCOUNTING.md §4); the rest of its time is not step time.
+            start, end, step, closed, ai = _cut_at_ends(start, end, step, closed, ai, ends_of)
             if not closed.all():
-                done = (end - start)[closed]
-                typical = float(np.median(done)) if done.shape[0] else report.ideal_step_time
-                if typical is not None:
-                    end = np.where(closed, end, np.minimum(end, start + typical))
+                end = _typical_open(start, end, closed, report.ideal_step_time)
         if start.shape[0]:
             seen = np.unique(ai)
             lane_ids = np.array([lane_of(int(a), stream.rank) for a in seen], np.int64)
             parts.append((lane_ids[np.searchsorted(seen, ai)], start, end, step, closed))
-        recorded = pair_columns(stream.marks.columns(), close_at=report.end).intervals
-        flat = flatten_spans(recorded.take(recorded.blocking))
-        nonblocking = recorded.take(~recorded.blocking)
-        names = ing.buckets.names
-        pieces = [
-            (lo, hi, names[code], True)
-            for lo, hi, code in zip(
-                flat.start.tolist(), flat.end.tolist(), flat.bucket.tolist(), strict=True
-            )
-        ]
-        pieces += [
-            (lo, hi, names[code], False)
-            for lo, hi, code in zip(
-                nonblocking.start.tolist(),
-                nonblocking.end.tolist(),
-                nonblocking.bucket.tolist(),
-                strict=True,
-            )
-        ]
-        for lo, hi, bucket, is_blocking in pieces:
+        for lo, hi, bucket, is_blocking in _recorded(stream, ing.buckets.names, report.end):
             a = int(attempt_of(np.array([lo]))[0])
             cut = min(hi, float(ends_of[a]))
             if cut > lo:
@@ -244,7 +211,79 @@ def build_timeline(ing: Ingestor, report: Report) -> Timeline:
                     IntervalSpan(lane_of(a, stream.rank), lo, cut, bucket, is_blocking)
                 )
 
-    # Lanes in attempt order, then rank; renumber what was built in stream order.
+    lanes, renumber, intervals = _in_order(lane_keys, report, multi_rank, hosts, intervals)
+    steps = _classify(parts, renumber, lanes, report, intervals)
+    return Timeline(lanes, steps, intervals, report.ideal_step_time)
+
+
+def _hosts(ing: Ingestor, att_starts: F64) -> dict[tuple[int, int], str]:
+    """The host of each (attempt, rank) whose lifecycle events name one (the first)."""
+    hosts: dict[tuple[int, int], str] = {}
+    for e in ing.lifecycle:
+        if e.host is not None and att_starts.shape[0]:
+            at = max(0, int(np.searchsorted(att_starts, e.ts, side="right")) - 1)
+            hosts.setdefault((at, e.rank or 0), e.host)
+    return hosts
+
+
+def _cut_at_ends(  # noqa: PLR0917 (a stream's step spans, as columns)
+    start: F64, end: F64, step: I64, closed: npt.NDArray[np.bool_], ai: I64, ends_of: F64
+) -> tuple[F64, F64, I64, npt.NDArray[np.bool_], I64]:
+    """What happens after an attempt's end is not accounted (the report says so in a
+    diagnostic): spans are cut at it, and one that starts after it is left out."""
+    att_end = ends_of[ai]
+    keep = start <= att_end
+    start, end, step, closed = start[keep], end[keep], step[keep], closed[keep]
+    end, ai = np.minimum(end, att_end[keep]), ai[keep]
+    return start, end, step, closed, ai
+
+
+def _typical_open(start: F64, end: F64, closed: npt.NDArray[np.bool_], ideal: float | None) -> F64:
+    """A step never ended (a crash, a hang) lasts a typical step, as the partition counts it
+    (ACCOUNTING.md §4); the rest of its time is not step time."""
+    done = (end - start)[closed]
+    typical = float(np.median(done)) if done.shape[0] else ideal
+    if typical is not None:
+        end = np.where(closed, end, np.minimum(end, start + typical))
+    return end
+
+
+def _recorded(
+    stream: Stream, names: list[str], close_at: float
+) -> list[tuple[float, float, str, bool]]:
+    """The recorded intervals of ``stream``: the blocking ones flattened (innermost wins),
+    then the others; each as (start, end, bucket name, blocking)."""
+    recorded = pair_columns(stream.marks.columns(), close_at=close_at).intervals
+    flat = flatten_spans(recorded.take(recorded.blocking))
+    nonblocking = recorded.take(~recorded.blocking)
+    pieces = [
+        (lo, hi, names[code], True)
+        for lo, hi, code in zip(
+            flat.start.tolist(), flat.end.tolist(), flat.bucket.tolist(), strict=True
+        )
+    ]
+    pieces += [
+        (lo, hi, names[code], False)
+        for lo, hi, code in zip(
+            nonblocking.start.tolist(),
+            nonblocking.end.tolist(),
+            nonblocking.bucket.tolist(),
+            strict=True,
+        )
+    ]
+    return pieces
+
+
+def _in_order(
+    lane_keys: list[tuple[int, int]],
+    report: Report,
+    multi_rank: bool,
+    hosts: dict[tuple[int, int], str],
+    intervals: list[IntervalSpan],
+) -> tuple[list[Lane], I64, list[IntervalSpan]]:
+    """Lanes in attempt order, then rank; what was built in stream order renumbered (the
+    new lane of each old one, and the intervals, by lane then start)."""
+    attempts = report.attempts
     order = sorted(range(len(lane_keys)), key=lambda i: lane_keys[i])
     renumber = np.empty(len(lane_keys), np.int64)
     renumber[order] = np.arange(len(order))
@@ -264,8 +303,7 @@ def build_timeline(ing: Ingestor, report: Report) -> Timeline:
         ),
         key=lambda iv: (iv.lane, iv.start),
     )
-    steps = _classify(parts, renumber, lanes, report, intervals)
-    return Timeline(lanes, steps, intervals, report.ideal_step_time)
+    return lanes, renumber, intervals
 
 
 def _classify(

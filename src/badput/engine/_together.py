@@ -6,12 +6,15 @@ a job of 10,000 short attempts, most of a report. :func:`seal_together` does it 
 closed attempts at once: their events are concatenated, their bucket codes made distinct
 per attempt (attempt x buckets + bucket) so that pairing and flattening never cross from
 one attempt to the next, their rows computed with each attempt's own span, then cut apart
-and sealed (:func:`~badput.engine._steps.seal_whole_many`). The numbers are those of the
-one-by-one path (a property test holds them to it). Pure computation; no I/O.
+and sealed (:func:`seal_whole_many`) into columns shared by all of them
+(:class:`SealedTogether`). The numbers are those of the one-by-one path (a property test
+holds them to it). Pure computation; no I/O.
 """
 
 from __future__ import annotations
 
+import math
+from dataclasses import dataclass
 from operator import attrgetter
 from typing import Any, NamedTuple
 
@@ -28,12 +31,21 @@ from badput.engine._intervals import (
     pair_columns,
 )
 from badput.engine._rows import sorted_step_arrays
-from badput.engine._steps import AttemptSteps, compute_rows, seal_whole_many, without_order
+from badput.engine._steps import (
+    NAN_CELL,
+    AttemptSteps,
+    Rows,
+    add_sums,
+    compute_rows,
+    repeated,
+    without_order,
+)
 
-__all__ = ["ClosedAttempt", "seal_together"]
+__all__ = ["ClosedAttempt", "SealedTogether", "SegmentTable", "seal_together", "seal_whole_many"]
 
 F64 = npt.NDArray[np.float64]
 I64 = npt.NDArray[np.int64]
+B = npt.NDArray[np.bool_]
 
 
 class ClosedAttempt(NamedTuple):
@@ -45,6 +57,126 @@ class ClosedAttempt(NamedTuple):
     stream: Stream  # its leader's events
     range_lo: float  # the events it accounts for: ts in [range_lo, top)
     top: float
+
+
+class SegmentTable(NamedTuple):
+    """Per segment of the attempts sealed together (in their order): its rows ``[lo, hi)``
+    in its attempt, its first row's start, the start of the row before it (-inf: none),
+    and its first and last step."""
+
+    lo: list[int]
+    hi: list[int]
+    first_ts: list[float]
+    before_ts: list[float]
+    first_step: list[int]
+    last_step: list[int]
+
+
+@dataclass(slots=True)
+class SealedTogether:
+    """The columns of many attempts sealed in one pass (:func:`seal_whole_many`), as that
+    pass made them: every attempt's rows one after the other (attempt k's are
+    ``bounds[k]:bounds[k + 1]``), and each attempt's prefix sums D, K and KPOS, each
+    ``n + 1`` values long, one after the other (attempt k's from ``cum_from[k]``).
+
+    Each attempt's sealed columns are views of these, made when first asked for
+    (:class:`AttemptSteps`): a first query of 10,000 attempts asks few of them, and a pass
+    over all of them (:func:`~badput.engine._inside.fill_inside_memos`, the segments'
+    medians, their first rows) takes these whole instead of 10,000 views."""
+
+    start: F64
+    end: F64
+    count: F64
+    step: I64
+    d: F64
+    first: B
+    clean: B
+    cum_d: F64
+    cum_k: F64
+    cum_kpos: F64
+    cum_from: list[int]
+    bounds: list[int]
+    # Each segment's typical-time values, sorted within it, one segment after the other
+    # (segment g's are ``typical[typical_at[g]:typical_at[g + 1]]``); attempt k's segments
+    # are ``first_segment[k]:first_segment[k + 1]``, beginning at rows ``segment_rows``.
+    typical: F64
+    typical_at: I64
+    first_segment: list[int]
+    segment_rows: list[int]
+    # The clean rows' step times per step, attempt k's ``clean_vals[clean_at[k]:...]``.
+    clean_vals: F64
+    clean_at: list[int]
+    no_caps: F64  # a zero-stride column of NaN, as long as the longest attempt
+    # The flattened blocking intervals of all of them (attempt k's ``piece_at[k]:...``).
+    pieces: Spans
+    piece_at: list[int]
+    _segments: SegmentTable | None = None
+
+    @property
+    def attempts(self) -> int:
+        return len(self.bounds) - 1
+
+    def segments(self) -> SegmentTable:
+        """What each segment begins and ends with, for all of them (made once)."""
+        if self._segments is None:
+            first_rows = np.asarray(self.segment_rows, np.int64)
+            # the segments tile the rows (none when no attempt has a row)
+            ends = np.append(first_rows[1:], self.start.shape[0])[: first_rows.shape[0]]
+            first_segment = np.asarray(self.first_segment, np.int64)
+            per_attempt: I64 = first_segment[1:] - first_segment[:-1]
+            base = np.repeat(np.asarray(self.bounds[:-1], np.int64), per_attempt)
+            lo = first_rows - base
+            before = np.maximum(first_rows - 1, 0)
+            self._segments = SegmentTable(
+                lo.tolist(),
+                (ends - base).tolist(),
+                self.start[first_rows].tolist(),
+                np.where(lo > 0, self.start[before], -math.inf).tolist(),
+                self.step[first_rows].tolist(),
+                self.step[np.maximum(ends - 1, 0)].tolist(),
+            )
+        return self._segments
+
+    def rows(self, k: int) -> Rows:
+        """Attempt ``k``'s rows (views)."""
+        a, b = self.bounds[k], self.bounds[k + 1]
+        return Rows(
+            self.start[a:b],
+            self.end[a:b],
+            self.no_caps[: b - a],
+            self.count[a:b],
+            self.step[a:b],
+            self.d[a:b],
+            self.first[a:b],
+            self.clean[a:b],
+        )
+
+    def cums(self, k: int) -> tuple[F64, F64, F64]:
+        """Attempt ``k``'s prefix sums D, K and KPOS (``n + 1`` values each, views)."""
+        a = self.cum_from[k]
+        b = a + self.bounds[k + 1] - self.bounds[k] + 1
+        return self.cum_d[a:b], self.cum_k[a:b], self.cum_kpos[a:b]
+
+    def seg_first(self, k: int) -> list[int]:
+        """The rows of attempt ``k`` that begin a segment."""
+        base = self.bounds[k]
+        rows = self.segment_rows[self.first_segment[k] : self.first_segment[k + 1]]
+        return [x - base for x in rows]
+
+    def piece_parts(self, k: int) -> list[Spans]:
+        """Attempt ``k``'s flattened blocking intervals, as the parts of one seal."""
+        a, b = self.piece_at[k], self.piece_at[k + 1]
+        return [self.pieces.take(slice(a, b))] if b > a else []
+
+    def seg_sorted(self, k: int) -> dict[int, F64]:
+        """Attempt ``k``'s typical-time values of each segment (by its number), sorted."""
+        out: dict[int, F64] = {}
+        at = self.typical_at
+        for sid, g in enumerate(range(self.first_segment[k], self.first_segment[k + 1])):
+            lo, hi = int(at[g]), int(at[g + 1])
+            if hi > lo:
+                out[sid] = self.typical[lo:hi]
+        return out
 
 
 def _gathered(attempts: list[ClosedAttempt]) -> tuple[F64, I64, npt.NDArray[np.int8], Marks]:
@@ -170,6 +302,136 @@ def seal_together(
         piece_sums=_sums_per_attempt(pieces, n_buckets, g),
         whole_end=hi.tolist(),
     )
+
+
+def seal_whole_many(  # noqa: PLR0917 (each attempt's parts, cut apart by the caller)
+    signatures: list[tuple[Any, ...]],
+    rows: Rows,
+    row_bounds: list[int],
+    pieces: tuple[Spans, list[int]],
+    nonblocking: list[Spans],
+    unpaired_starts: list[Marks],
+    unpaired_ends: list[Marks],
+    unmatched: list[int],
+    used: list[tuple[int, int]],
+    seen: list[tuple[int, int]],
+    piece_sums: list[dict[int, float]],
+    whole_end: list[float],
+) -> list[AttemptSteps]:
+    """What :meth:`AttemptSteps.seal` of each attempt's rows, whole (``cut`` = inf), on a
+    fresh :class:`AttemptSteps` gives, for many attempts at once.
+
+    ``rows`` are the attempts' rows one after the other (attempt k's are
+    ``row_bounds[k]:row_bounds[k + 1]``, each beginning a segment). Per attempt: its
+    flattened blocking ``pieces`` (their innermost order already dropped: see
+    :func:`without_order`) with their seconds per bucket code (``piece_sums``), its
+    ``nonblocking`` spans and unpaired marks, its ``unmatched`` step ends, the raw step
+    events and marks it ``used`` and the end of its span. The prefix sums, clean values,
+    open rows, segment starts and sorted typical values are computed once over all rows
+    and sliced.
+    """
+    nan = np.isnan(rows.d)
+    together = _sealed_columns(rows, nan, row_bounds, pieces)
+    open_pos = np.flatnonzero(nan)
+    open_at = np.searchsorted(open_pos, row_bounds).tolist()
+    # Each attempt's columns are made from `together` when first asked for (AttemptSteps).
+    out: list[AttemptSteps] = []
+    for k, sig in enumerate(signatures):
+        steps = AttemptSteps(
+            sig,
+            cut=math.inf,
+            raw_done=used[k][0],
+            marks_done=used[k][1],
+            raw_seen=seen[k][0],
+            marks_seen=seen[k][1],
+            whole=True,
+            whole_end=whole_end[k],
+            piece_sums=piece_sums[k],
+            unmatched_ends=unmatched[k],
+            together=(together, k),
+        )
+        if open_at[k + 1] > open_at[k]:
+            a = row_bounds[k]
+            opened = open_pos[open_at[k] : open_at[k + 1]]
+            steps.open_rows = (opened - a).tolist()
+            steps.open_cap = dict(zip(steps.open_rows, rows.cap[opened].tolist(), strict=True))
+        found_nonblocking = nonblocking[k]
+        if len(found_nonblocking):
+            steps.nonblocking_parts.append(found_nonblocking)
+            add_sums(steps.nonblocking_sums, found_nonblocking)
+        if len(unpaired_ends[k]):
+            steps.unpaired_end_parts.append(unpaired_ends[k])
+        if len(unpaired_starts[k]):
+            steps.unpaired_start_parts.append(unpaired_starts[k])
+        out.append(steps)
+    return out
+
+
+def _sealed_columns(
+    rows: Rows, nan: B, row_bounds: list[int], pieces: tuple[Spans, list[int]]
+) -> SealedTogether:
+    """For :func:`seal_whole_many`: the columns of all the attempts' rows at once (prefix
+    sums, clean values, segment starts and sorted typical values; ``nan``: the open rows)."""
+    d = rows.d
+    at = np.asarray(row_bounds)
+    rel_d, rel_k, rel_kpos, rel_from = _relative_cums(rows, nan, at)
+    clean_pos = np.flatnonzero(rows.clean)
+    clean_vals = d[clean_pos] / rows.count[clean_pos]
+    clean_at = np.searchsorted(clean_pos, at).tolist()
+    first_pos = np.flatnonzero(rows.first)
+    first_at = np.searchsorted(first_pos, at).tolist()
+    # typical-time values, sorted within each (global) segment
+    seg_id = np.cumsum(rows.first) - 1
+    typical = np.flatnonzero(~nan & ~rows.first)
+    per = d[typical] / rows.count[typical]
+    order = np.lexsort((per, seg_id[typical]))
+    sorted_vals, sorted_seg = per[order], seg_id[typical][order]
+    seg_at = np.searchsorted(sorted_seg, np.arange(first_pos.shape[0] + 1)).tolist()
+    # The cap column of every attempt (not kept: see open_cap), as slices of one zero-stride
+    # column of NaN (a slice of it is made in a fifth of the time of a column of its own).
+    no_caps = repeated(NAN_CELL, int(np.diff(at).max(initial=0)))
+    return SealedTogether(
+        rows.start,
+        rows.end,
+        rows.count,
+        rows.step,
+        d,
+        rows.first,
+        rows.clean,
+        rel_d,
+        rel_k,
+        rel_kpos,
+        rel_from,
+        row_bounds,
+        sorted_vals,
+        np.asarray(seg_at, np.int64),
+        first_at,
+        first_pos.tolist(),
+        clean_vals,
+        clean_at,
+        no_caps,
+        *pieces,
+    )
+
+
+def _relative_cums(rows: Rows, nan: B, at: I64) -> tuple[F64, F64, F64, list[int]]:
+    """Each attempt's prefix sums D, K and KPOS, one after the other, and where each
+    attempt's begin (attempt k's rows are ``at[k]:at[k + 1]``; ``nan``: the open rows)."""
+    d = rows.d
+    d0 = np.where(nan, 0.0, d)
+    cums = [
+        np.concatenate(([0.0], np.cumsum(x)))
+        for x in (d0, rows.count, np.where(d > 0, rows.count, 0.0))
+    ]
+    # Each attempt's prefix sums start from 0: attempt k's are cums[at[k] : at[k+1] + 1] less
+    # their first value, made for all attempts in one subtraction (each one value longer than
+    # its rows) and sliced, not subtracted attempt by attempt.
+    spans = np.diff(at) + 1
+    rel_at = np.cumsum(spans) - spans  # where attempt k's start
+    own = np.repeat(np.arange(at.shape[0] - 1), spans)
+    where = np.arange(int(spans.sum())) - rel_at[own] + at[own]
+    rel_d, rel_k, rel_kpos = (c[where] - c[at[:-1]][own] for c in cums)
+    return rel_d, rel_k, rel_kpos, rel_at.tolist()
 
 
 _NO_SPANS = Spans.empty()

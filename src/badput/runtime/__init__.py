@@ -8,13 +8,25 @@
 - :mod:`badput.runtime.gc_pause`: cyclic garbage collection paused while state is built.
 - :mod:`badput.runtime.heap`: freed heap memory handed back after a large temporary pass.
 - :mod:`badput.runtime.blas`: numpy imported with one BLAS thread, in badput's own commands.
+- :mod:`badput.runtime.shared_work`: work shared with forked helper processes (idle cores,
+  tasks claimed from both ends, results taken from a queue).
 - :mod:`badput.runtime.lazy`: a package's lazy names (PEP 562).
 - :mod:`badput.runtime.optional`: optional dependencies, with an error naming the extra.
 
 Nothing is imported here: ``import badput`` loads only the submodules it uses.
 """
 
-__all__ = ["blas", "env", "gc_pause", "heap", "lazy", "lifecycle", "optional", "worker"]
+__all__ = [
+    "blas",
+    "env",
+    "gc_pause",
+    "heap",
+    "lazy",
+    "lifecycle",
+    "optional",
+    "shared_work",
+    "worker",
+]
 
 
 def __getattr__(name: str) -> object:

@@ -3,7 +3,7 @@
 badput's numpy work never calls BLAS (no matrix products: sorts, searches, reductions). Yet
 numpy from PyPI starts OpenBLAS's thread pool when imported, one thread per core, and the
 pool spins for a moment afterwards. A cold read that looks for an idle core to share its
-work (``analysis._idle_helpers``) then saw that spinning thread as another task about one
+work (``runtime.shared_work.idle_helpers``) then saw that spinning thread as another task about one
 time in four (2 cores, a fresh process each time: `bench/bench_shapes.py`'s children, and
 every ``badput report``) and read alone: 3.1-4.0 s instead of 2.6-3.0 s for a million steps
 with a data load each. With one thread nothing spins, and nothing competes with the read's
