@@ -60,6 +60,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from badput.engine import JOB_STATES
 from badput.monitor._base import BucketSeries, Snapshot
 from badput.monitor._rankmetrics import stall_state
 from badput.monitor._vocab import METRICS, window_label
@@ -153,7 +154,8 @@ def _families(core: Any, states: list[_Rows]) -> list[Metric]:
     observed = shared("observed_goodput")
     seconds = shared("seconds", "bucket")
     elapsed = shared("elapsed")
-    disruptions = shared("disruptions")
+    d = METRICS["disruptions"]  # restarts only add up: a counter (rate() and increase() work)
+    disruptions = core.CounterMetricFamily(d.prometheus, f"{d.description}.", labels=["job"])
     last_step = shared("last_step")
     ideal = shared("ideal_step_time")
     deviation = shared("step_time_deviation")
@@ -232,7 +234,7 @@ def _rank_families(core: Any, states: list[_Rows]) -> list[Metric]:
 
     stalled = gauge("badput_stalled", "1 while no rank makes progress beyond the threshold.")
     stall_s = gauge("badput_stall_seconds", "Seconds without progress (0 when not stalled).")
-    stalls = gauge("badput_stalls_total", "Stalls found so far.")
+    stalls = core.CounterMetricFamily("badput_stalls_total", "Stalls found so far.", labels=["job"])
     first = gauge("badput_stall_first_stopped", "1 for each rank that stopped first.", "rank")
     count = gauge("badput_stragglers", "Ranks below the straggler score threshold.")
     flag = gauge("badput_straggler", "1 for each straggler.", "rank", "host", "section")
@@ -260,7 +262,20 @@ def _rank_families(core: Any, states: list[_Rows]) -> list[Metric]:
                 ):
                     if value is not None:
                         score.add_metric([job, str(view.rank), name, kind], value)
-    return [stalled, stall_s, stalls, first, count, flag, score]
+    return [stalled, stall_s, stalls, first, count, flag, score, _state_family(core, states)]
+
+
+def _state_family(core: Any, states: list[_Rows]) -> Any:
+    """``badput_job_state{state=...}``: 1 for the job's state (``Snapshot.state``, the one
+    ``badput watch`` and ``badput jobs`` show), 0 for each other state."""
+    family = core.GaugeMetricFamily(
+        "badput_job_state", "1 for the job's state, 0 for the others.", labels=["job", "state"]
+    )
+    for rows in states:
+        now = rows.snapshot.state().state
+        for name in JOB_STATES:
+            family.add_metric([rows.snapshot.job, name], 1.0 if name == now else 0.0)
+    return family
 
 
 class PrometheusExporter:
