@@ -38,7 +38,7 @@ LARGE_MODULES = {
 LARGE_CLASSES = {
     "compat/ml_goodput_measurement/goodput.py:GoodputCalculator": 432,
     "engine/_ingest.py:Ingestor": 497,
-    "engine/_partition.py:_Builder": 518,
+    "engine/_partition.py:_Builder": 519,  # +1: AttemptSummary.open_ranks (issue 39)
     "engine/_ranks.py:RankTracker": 550,
     "launcher/_run.py:Launcher": 340,
     "monitor/_monitor.py:Monitor": 416,

@@ -142,6 +142,13 @@ def _up(core: Any, up: bool) -> Metric:
     return metric
 
 
+def _counter(core: Any, key: str) -> Any:
+    """A counter of the one vocabulary (a figure that only adds up: rate() and increase()
+    apply; ``badput_disruptions_total`` was a gauge before issue 39)."""
+    m = METRICS[key]
+    return core.CounterMetricFamily(m.prometheus, f"{m.description}.", labels=["job"])
+
+
 def _families(core: Any, states: list[_Rows]) -> list[Metric]:
     def gauge(name: str, doc: str, *labels: str) -> Any:
         return core.GaugeMetricFamily(name, doc, labels=["job", *labels])
@@ -154,8 +161,7 @@ def _families(core: Any, states: list[_Rows]) -> list[Metric]:
     observed = shared("observed_goodput")
     seconds = shared("seconds", "bucket")
     elapsed = shared("elapsed")
-    d = METRICS["disruptions"]  # restarts only add up: a counter (rate() and increase() work)
-    disruptions = core.CounterMetricFamily(d.prometheus, f"{d.description}.", labels=["job"])
+    disruptions = _counter(core, "disruptions")  # restarts only add up
     last_step = shared("last_step")
     ideal = shared("ideal_step_time")
     deviation = shared("step_time_deviation")
