@@ -127,7 +127,7 @@ class FiniteRange(click.FloatRange):
         return number
 
 
-class GoodputFraction(click.ParamType):
+class GoodputFraction(click.ParamType[float]):
     """A goodput threshold: a fraction (``0.8``) or a percentage (``80%``, ``80``): a
     number above 1 is read as a percentage. Refused at parse time: not a number, NaN,
     infinite, negative, or above 100 %."""

@@ -284,7 +284,7 @@ def _steps(snapshot: Snapshot, previous: Snapshot | None, state: JobState) -> Ta
     last = "-" if snapshot.last_step is None else str(snapshot.last_step)
     rate = step_rate(snapshot, previous)
     if not _moving(state):  # no rate of a job that ended, is down or restarting
-        rate_text = state.state
+        rate_text: str = state.state
     elif rate is not None:
         rate_text = f"{rate:.2f} steps/s"
     else:
