@@ -269,9 +269,15 @@ class _Receiver:
         for rm in req.resource_metrics:
             for sm in rm.scope_metrics:
                 for m in sm.metrics:
-                    assert m.WhichOneof("data") == "gauge", m.name
+                    kind = m.WhichOneof("data")
+                    # restarts only add up: a monotonic cumulative sum, every other a gauge
+                    if m.name == "badput.disruptions":
+                        assert kind == "sum" and m.sum.is_monotonic, m
+                        assert m.sum.aggregation_temporality == 2  # cumulative
+                    else:
+                        assert kind == "gauge", m.name
                     pts = out.setdefault(m.name, [])
-                    for dp in m.gauge.data_points:
+                    for dp in getattr(m, kind).data_points:
                         attrs = {kv.key: kv.value.string_value for kv in dp.attributes}
                         v = dp.as_double if dp.WhichOneof("value") == "as_double" else dp.as_int
                         pts.append((attrs, float(v)))

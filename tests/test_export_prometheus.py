@@ -98,7 +98,6 @@ def test_scrape_gives_the_snapshot(exporter: PrometheusExporter) -> None:
         "badput_observed_goodput_ratio",
         "badput_seconds",
         "badput_elapsed_seconds",
-        "badput_disruptions_total",
         "badput_last_step",
         "badput_ideal_step_seconds",
         "badput_step_time_deviation_seconds",
@@ -107,6 +106,7 @@ def test_scrape_gives_the_snapshot(exporter: PrometheusExporter) -> None:
         "badput_window_seconds",
     ):
         assert types[name] == "gauge", name
+    assert types["badput_disruptions"] == "counter"  # its samples: badput_disruptions_total
     assert s[key("badput_goodput_ratio")] == pytest.approx(r.goodput)
     assert s[key("badput_observed_goodput_ratio")] == pytest.approx(r.observed_goodput)
     assert s[key("badput_elapsed_seconds")] == pytest.approx(10800.0)
@@ -283,3 +283,20 @@ def test_missing_prometheus_client_names_the_extra(monkeypatch: pytest.MonkeyPat
     monkeypatch.setitem(sys.modules, "prometheus_client", None)
     with pytest.raises(MissingExtraError, match=r"pip install 'badput\[prometheus\]'"):
         PrometheusExporter(port=None)
+
+
+def test_counters_are_typed_as_counters_in_a_real_scrape(exporter: PrometheusExporter) -> None:
+    """``badput_disruptions_total`` and ``badput_stalls_total`` only add up: the page served
+    over 127.0.0.1 types them ``counter`` (they were gauges: rate() refused them), and
+    every other family stays a gauge."""
+    exporter.export(snapshot_at(180))
+    with urllib.request.urlopen(exporter.url, timeout=5) as resp:
+        text = resp.read().decode()
+    types = dict(line.split()[2:4] for line in text.splitlines() if line.startswith("# TYPE "))
+    assert types["badput_disruptions_total"] == "counter"
+    assert types["badput_stalls_total"] == "counter"
+    assert 'badput_disruptions_total{job="' + JOB + '"} 1.0' in text
+    assert 'badput_stalls_total{job="' + JOB + '"} 0.0' in text
+    others = {name: kind for name, kind in types.items() if not name.endswith("_total")}
+    assert set(others.values()) == {"gauge"}, others
+    assert len(others) >= 20

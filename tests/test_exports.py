@@ -273,7 +273,7 @@ def test_jobs_lists_every_job_sorted(tmp_path: Path) -> None:
     # Rank 1 runs 0.5 s behind rank 0 and the job ends at its job_end, the last (issue 33):
     # 40 s productive of 96.5 s (the first job_end, rank 0's, gave 96 s).
     assert by["two-ranks"]["goodput"] == pytest.approx(40.0 / 96.5, abs=1e-4)
-    assert by["crashed"]["status"] == "stopped"  # no job_end, silent for years
+    assert by["crashed"]["status"] == "down"  # no job_end, silent for years (was "stopped")
     assert by["crashed"]["last_event"] == pytest.approx(T0 + 520)
     assert by["long"]["span_seconds"] == pytest.approx(200 * 0.11 + 4 * 0.2, abs=1e-4)
     reverse = CliRunner().invoke(main, ["jobs", str(store), "--json", "--sort", "job", "--reverse"])
@@ -282,7 +282,7 @@ def test_jobs_lists_every_job_sorted(tmp_path: Path) -> None:
     assert table.exit_code == 0
     lines = table.output.splitlines()
     assert max(len(line.rstrip()) for line in lines) <= 80
-    assert any(line.split()[:2] == ["crashed", "stopped"] for line in lines)
+    assert any(line.split()[:2] == ["crashed", "down"] for line in lines)
     assert "…" not in table.output
 
 

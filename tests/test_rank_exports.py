@@ -103,4 +103,4 @@ def test_watch_status_line_says_stalled_once_when_the_log_is_silent_too() -> Non
     line = status_line(snap, now=snap.time + 600.0)
     assert line.count("STALLED") == 1, line
     assert "STALLED: no progress for 11m 30s (> 1m 00s), last step 10" in line
-    assert "last event 10m 00s ago," in line
+    assert "DOWN: no event for 10m 00s (> 1m 00s), not even a heartbeat" in line

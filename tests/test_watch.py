@@ -101,8 +101,9 @@ def test_a_stalled_job_is_obvious() -> None:
     assert not is_stalled(snap, now=T0 + 100.0)
     assert is_stalled(snap, now=T0 + 103.0)
     out = text_of(render_watch(snap, now=T0 + 200.0))
-    assert "STALLED? no event for 2m 38s" in out
-    assert "STALLED?" in status_line(snap, now=T0 + 200.0)
+    assert "DOWN: no event for 2m 38s (> 1m 00s), not even a heartbeat" in out
+    line = status_line(snap, now=T0 + 200.0)
+    assert "DOWN: no event for 2m 38s" in line and "/s)" not in line  # no rate of a dead job
 
 
 def test_slow_steps_raise_the_threshold_and_the_alarm() -> None:
@@ -168,10 +169,14 @@ def test_run_watch_on_a_terminal_and_piped(tmp_path: Path) -> None:
     run_watch(root, JOB, interval=0.01, console=term, max_cycles=2)
     out = term.export_text()
     assert "71.4%" in out and "finished (completed)" in out
-    piped = Console(record=True, force_terminal=False, width=200, file=io.StringIO())
-    run_watch(root / JOB, None, interval=0.01, console=piped, max_cycles=3)
+    assert "the job has ended" in out and "has ended (finished (completed)" in out
+    piped = Console(record=True, force_terminal=False, width=300, file=io.StringIO())
+    state = run_watch(root / JOB, None, interval=0.01, console=piped, max_cycles=3)
     lines = piped.export_text().strip().splitlines()
-    assert len(lines) == 3 and all("goodput 71.4%" in line for line in lines)
+    # the job has ended: one status line, the line saying so, and no more refreshes
+    assert state is not None and state.state == "finished"
+    assert len(lines) == 2 and "goodput 71.4%" in lines[0] and "finished (completed)" in lines[0]
+    assert lines[1].startswith("badput watch: watched has ended (finished (completed)")
 
 
 def test_badput_watch_follows_a_live_job_and_exits_0_on_ctrl_c(tmp_path: Path) -> None:

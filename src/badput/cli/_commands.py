@@ -42,6 +42,8 @@ __all__ = ["main", "parse_timestamp"]
 
 #: Exit status for a usage problem: a bad path, job or option (as click uses).
 USAGE_ERROR = 2
+#: ``badput report --fail-under G``: the job's goodput is under G (docs/views.md).
+GOODPUT_UNDER = 3
 
 
 def parse_timestamp(text: str) -> float:
@@ -125,6 +127,30 @@ class FiniteRange(click.FloatRange):
         return number
 
 
+class GoodputFraction(click.ParamType[float]):
+    """A goodput threshold: a fraction (``0.8``) or a percentage (``80%``, ``80``): a
+    number above 1 is read as a percentage. Refused at parse time: not a number, NaN,
+    infinite, negative, or above 100 %."""
+
+    name = "goodput"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        if isinstance(value, float):
+            return value
+        text = str(value).strip()
+        percent = text.endswith("%")
+        try:
+            number = float(text[:-1] if percent else text)
+        except ValueError:
+            self.fail(f"{value!r} is not a goodput (a fraction like 0.8, or 80%)", param, ctx)
+        if not math.isfinite(number):
+            self.fail(f"{value!r} is not a finite number", param, ctx)
+        fraction = number / 100.0 if percent or number > 1.0 else number
+        if not 0.0 <= fraction <= 1.0:
+            self.fail(f"{value!r} is not between 0 and 100%", param, ctx)
+        return fraction
+
+
 def _fail(command: str, message: str) -> NoReturn:
     """One line on stderr, exit status 2: a user mistake, not a traceback.
 
@@ -205,6 +231,13 @@ def main() -> None:
     help="Also write a self-contained HTML page (timeline, charts, attempts) to FILE.",
 )
 @click.option(
+    "--fail-under",
+    type=GoodputFraction(),
+    metavar="GOODPUT",
+    help="Exit with status 3 (a line on stderr) when the goodput is under GOODPUT "
+    "(0.8 or 80%): a CI gate. The report is printed first.",
+)
+@click.option(
     "--resiliency",
     is_flag=True,
     help="PATH... are resiliency.goodput_measure logs: print that tool's own goodput table.",
@@ -230,6 +263,7 @@ def report(
     resiliency: bool,
     reference_step_time: float | None,
     html_file: str | None = None,
+    fail_under: float | None = None,
 ) -> None:
     """Report the goodput and badput of the job logged at PATH.
 
@@ -241,8 +275,8 @@ def report(
     calculator (its table and goodput, the same figures). To see where the rest
     of the time went, import them (badput import resiliency) and report on the store.
     """
-    if resiliency and html_file is not None:
-        _fail("report", "--html does not apply to --resiliency (import the logs, then report)")
+    if resiliency and (html_file is not None or fail_under is not None):
+        _fail("report", "--html and --fail-under do not apply to --resiliency (import the logs)")
     if resiliency:
         _report_resiliency(
             paths,
@@ -283,6 +317,24 @@ def report(
             click.echo(f"badput report: warning: {no_time_reason(result)}", err=True)
     else:
         render_table(result, ranks=show_ranks, attempts=attempt_rows)
+    if fail_under is not None:
+        _gate(result, fail_under)
+
+
+def _gate(result: Any, fail_under: float) -> None:
+    """``--fail-under``: exit :data:`GOODPUT_UNDER` with one line on stderr when the goodput
+    is under ``fail_under`` (NaN, an empty log, is under every threshold but 0)."""
+    from badput.report import format_percent, inert  # noqa: PLC0415
+
+    goodput = result.goodput
+    if goodput >= fail_under or fail_under == 0.0:
+        return
+    click.echo(
+        f"badput report: goodput {format_percent(goodput, 2)} of {inert(result.job)} is under "
+        f"--fail-under {format_percent(fail_under, 2)}",
+        err=True,
+    )
+    sys.exit(GOODPUT_UNDER)
 
 
 def _one_path(

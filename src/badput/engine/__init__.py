@@ -15,6 +15,14 @@ from badput.engine._model import (
 )
 from badput.engine._over_time import GOODPUT_BINS, ROLLING_BINS, GoodputSeries
 from badput.engine._rank_model import RankOptions, RankView, SectionView, Stall, Straggler
+from badput.engine._state import (
+    JOB_STATES,
+    SILENCE_MIN_SECONDS,
+    SILENCE_STEP_FACTOR,
+    JobState,
+    job_state,
+    silence_threshold,
+)
 from badput.engine._steptime import DEFAULT_SLOWDOWN_FACTOR, StepTimeStats, step_time_stats
 from badput.engine._timeline import (
     STEP_BUCKETS,
@@ -27,9 +35,12 @@ from badput.engine._timeline import (
 __all__ = [
     "DEFAULT_SLOWDOWN_FACTOR",
     "GOODPUT_BINS",
+    "JOB_STATES",
     "MAX_NAMED_BUCKETS",
     "PRODUCTIVE",
     "ROLLING_BINS",
+    "SILENCE_MIN_SECONDS",
+    "SILENCE_STEP_FACTOR",
     "STEP_BUCKETS",
     "Accountant",
     "AttemptSummary",
@@ -37,6 +48,7 @@ __all__ = [
     "GoodputSeries",
     "GroupedBuckets",
     "IntervalSpan",
+    "JobState",
     "Lane",
     "RankOptions",
     "RankView",
@@ -50,5 +62,7 @@ __all__ = [
     "Timeline",
     "cpu_time_with_helpers",
     "group_buckets",
+    "job_state",
+    "silence_threshold",
     "step_time_stats",
 ]

@@ -11,7 +11,7 @@ from __future__ import annotations
 import bisect
 import math
 from collections import defaultdict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from operator import attrgetter
 from typing import Final
@@ -48,6 +48,10 @@ class Attempt:
     # for attempts derived from job_start (no ids): the time range of their events
     range_lo: float = -math.inf
     range_hi: float = math.inf
+    # ended by a job_end: the ranks that took part and have written no end of their own
+    # yet (each rank of a job without launcher ends the job in turn; an end without a
+    # rank, a launcher's, speaks for them all)
+    open_ranks: tuple[int, ...] = ()
 
 
 def _start_order(att: Attempt) -> tuple[float, str]:
@@ -83,12 +87,16 @@ def reconstruct_attempts(ing: Ingestor, diag: DiagnosticSink) -> list[Attempt]:
         starts = [a.start for a in in_order]
         for e in ends:
             extra.setdefault(id(_attempt_at(in_order, starts, e.ts)), []).append(e)
+    stream_ranks: dict[str | None, set[int]] = defaultdict(set)
+    for a, r in ing.streams:
+        stream_ranks[a].add(r)
     for key, att in zip(explicit, attempts, strict=True):
         evs: Sequence[LifecycleEvent] = by_key.get(key, ())
         more = extra.get(id(att))
         if more:
             evs = sorted([*evs, *more], key=_TIME_ORDER)
         _end_attempt(att, evs, att.end, diag)
+        att.open_ranks = _open_ranks(att, evs, stream_ranks.get(key, set()))
     attempts.sort(key=_start_order)
     idless = [st for (a, _r), st in ing.streams.items() if a is None]
     n_idless = sum(len(st.steps) + len(st.marks) for st in idless)
@@ -142,6 +150,24 @@ def _apply_end(att: Attempt, e: LifecycleEvent) -> None:
         att.end_reason = f"attempt_end:{e.status}" if e.status else "attempt_end"
 
 
+def _open_ranks(att: Attempt, evs: Iterable[LifecycleEvent], ranks: set[int]) -> tuple[int, ...]:
+    """The ranks of ``att`` (``ranks``: those of its streams, plus those its lifecycle
+    events name) that wrote no end, when a ``job_end`` ended it: the job has ended only
+    when each of them has (or an end without a rank, a launcher's, ended it for all)."""
+    if not att.ended_by_job_end:
+        return ()
+    taking_part = set(ranks)
+    ended: set[int] = set()
+    for e in evs:
+        if e.rank is not None:
+            taking_part.add(e.rank)
+        if e.kind in _END_KINDS:
+            if e.rank is None:
+                return ()
+            ended.add(e.rank)
+    return tuple(sorted(taking_part - ended))
+
+
 def _derive_attempts(
     ing: Ingestor, life: list[LifecycleEvent], diag: DiagnosticSink
 ) -> list[Attempt]:
@@ -165,6 +191,7 @@ def _derive_attempts(
     attempts: list[Attempt] = []
     seen: set[tuple[str | None, int | None]] = set()
     opened_by_end = False  # the first attempt was formed by an end before any job_start
+    own: list[list[LifecycleEvent]] = []  # each attempt's lifecycle events
     for e in life:
         if e.kind == Kind.JOB_START:
             who = (e.host, e.rank)
@@ -173,16 +200,20 @@ def _derive_attempts(
                 attempts.append(
                     Attempt(None, len(attempts), e.ts, e.ts, "last_event", False, False)
                 )
+                own.append([])
                 seen = set()
             seen.add(who)
+            own[-1].append(e)
         elif e.kind in _END_KINDS:
             if not attempts:
                 first = float(idless[0]) if idless.shape[0] else e.ts
                 attempts.append(
                     Attempt(None, 0, min(first, e.ts), e.ts, "last_event", False, False)
                 )
+                own.append([])
                 opened_by_end = True
             _apply_end(attempts[-1], e)
+            own[-1].append(e)
     if opened_by_end and len(attempts) > 1 and attempts[0].ended_by_job_end:
         # A job_end before the first job_start ends that first attempt like an attempt_end
         # (§9.10): the job went on.
@@ -208,6 +239,13 @@ def _derive_attempts(
                 "events_out_of_order",
                 f"attempt {att.id}: events up to {last - att.end:.3f}s after its end (ignored)",
             )
+        if att.ended_by_job_end and i < len(own):
+            ranks = {
+                s.rank
+                for (a, _r), s in ing.streams.items()
+                if a is None and s.last_ts >= att.range_lo and s.first_ts < att.range_hi
+            }
+            att.open_ranks = _open_ranks(att, own[i], ranks)
     return attempts
 
 

@@ -56,6 +56,7 @@ class ClosedMemos:
             att.end_reason,
             att.status,
             att.exit_code,
+            att.open_ranks,
             sizes,
         )
         self._keys[i] = (att, key)

@@ -207,6 +207,10 @@ class AttemptSummary:
     last_step: int | None
     status: str | None = None
     exit_code: int | None = None
+    #: Ended by a ``job_end``: the ranks that took part in it and wrote no end yet; the
+    #: job has ended only when this is empty (each rank of a job without a launcher
+    #: writes its own ``job_end``; the job's end is the last one, ACCOUNTING.md §2).
+    open_ranks: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True)

@@ -615,6 +615,7 @@ class _Builder:
             last_step=segs[-1].last_step if segs else None,
             status=att.status,
             exit_code=att.exit_code,
+            open_ranks=att.open_ranks,
         )
 
 

@@ -10,7 +10,15 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Protocol, runtime_checkable
 
-from badput.engine import MAX_NAMED_BUCKETS, Report, StepTimeStats, group_buckets
+from badput.engine import (
+    MAX_NAMED_BUCKETS,
+    JobState,
+    Report,
+    StepTimeStats,
+    group_buckets,
+    job_state,
+    silence_threshold,
+)
 
 __all__ = ["BucketSeries", "Exporter", "Snapshot"]
 
@@ -44,6 +52,23 @@ class Snapshot:
     def disruptions(self) -> int:
         """Restarts so far: attempts after the first."""
         return max(0, len(self.report.attempts) - 1)
+
+    @property
+    def silence_threshold(self) -> float:
+        """Seconds without any event after which the job is taken to be down:
+        ``max(60 s, 3 x typical step time)`` (the recent median step, else the ideal)."""
+        typical = None
+        if self.step_time is not None:
+            typical = self.step_time.recent_median
+        if typical is None:
+            typical = self.report.ideal_step_time
+        return silence_threshold(typical)
+
+    def state(self, now: float | None = None) -> JobState:
+        """The job's state at ``now`` (default: the snapshot's time), as
+        :func:`badput.engine.job_state` gives it: the one every view and exporter shows."""
+        at = self.time if now is None else now
+        return job_state(self.report, self.last_event_time, at, self.silence_threshold)
 
 
 @runtime_checkable

@@ -21,7 +21,7 @@ TOP_K: Final = 3
 def stall_state(snapshot: Snapshot) -> tuple[bool, float, list[int]]:
     """``(stalled now, seconds without progress, ranks that stopped first)``."""
     rep = snapshot.report
-    if rep.end_reason == "job_end":
+    if snapshot.state().state not in ("hung", "down"):  # ended, restarting: no stall now
         return False, 0.0, []
     for stall in reversed(rep.stalls):
         if stall.ongoing:

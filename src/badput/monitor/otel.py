@@ -1,4 +1,4 @@
-"""OpenTelemetry exporter: observable gauges read from the latest snapshot.
+"""OpenTelemetry exporter: observable gauges (and one counter) read from the latest snapshot.
 
 ``pip install 'badput[otel]'``. The gauges are *observable*: ``export`` only
 stores the snapshot, and the OpenTelemetry SDK reads it whenever its metric
@@ -14,7 +14,7 @@ name                               unit  value (extra attributes)
 ``badput.observed_goodput``        1     productive + slowdown, a fraction
 ``badput.seconds``                 s     seconds per bucket (``bucket``)
 ``badput.elapsed``                 s     the job's total time so far
-``badput.disruptions``             1     restarts so far (attempts after the first)
+``badput.disruptions``             1     restarts so far (an observable counter: a sum)
 ``badput.last_step``               1     the last step reached
 ``badput.ideal_step_time``         s     the ideal step time
 ``badput.step_time_deviation``     s     the reference library's deviation statistic
@@ -132,7 +132,6 @@ class OpenTelemetryExporter:
             "observed_goodput": self._observed,
             "seconds": self._seconds,
             "elapsed": self._elapsed,
-            "disruptions": self._disruptions,
             "last_step": self._last_step,
             "ideal_step_time": self._ideal,
             "step_time_deviation": self._deviation,
@@ -159,6 +158,10 @@ class OpenTelemetryExporter:
             meter.create_observable_gauge(
                 gname, callbacks=[callback], unit=unit, description=description
             )
+        d = METRICS["disruptions"]  # restarts only add up: a cumulative, monotonic sum
+        meter.create_observable_counter(
+            d.otel, callbacks=[self._disruptions], unit=d.unit, description=d.description
+        )
 
     # -- the Exporter protocol -------------------------------------------------
 

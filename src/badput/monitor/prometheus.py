@@ -60,6 +60,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from badput.engine import JOB_STATES
 from badput.monitor._base import BucketSeries, Snapshot
 from badput.monitor._rankmetrics import stall_state
 from badput.monitor._vocab import METRICS, window_label
@@ -151,12 +152,19 @@ def _shared(core: Any, key: str, *labels: str) -> Any:
     return _gauge(core, m.prometheus, f"{m.description}.", *labels)
 
 
+def _counter(core: Any, name: str, doc: str) -> Any:
+    """A counter (a figure that only adds up: rate() and increase() apply;
+    ``badput_disruptions_total`` and ``badput_stalls_total`` were gauges before issue 39)."""
+    return core.CounterMetricFamily(name, doc, labels=["job"])
+
+
 def _families(core: Any, states: list[_Rows]) -> list[Metric]:
     goodput = _shared(core, "goodput")
     observed = _shared(core, "observed_goodput")
     seconds = _shared(core, "seconds", "bucket")
     elapsed = _shared(core, "elapsed")
-    disruptions = _shared(core, "disruptions")
+    m = METRICS["disruptions"]
+    disruptions = _counter(core, m.prometheus, f"{m.description}.")  # restarts only add up
     last_step = _shared(core, "last_step")
     ideal = _shared(core, "ideal_step_time")
     deviation = _shared(core, "step_time_deviation")
@@ -235,7 +243,7 @@ def _rank_families(core: Any, states: list[_Rows]) -> list[Metric]:
     """Stall and straggler gauges; per rank, since Prometheus copes with that many series."""
     stalled = _gauge(core, "badput_stalled", "1 while no rank makes progress beyond the threshold.")
     stall_s = _gauge(core, "badput_stall_seconds", "Seconds without progress (0 when not stalled).")
-    stalls = _gauge(core, "badput_stalls_total", "Stalls found so far.")
+    stalls = _counter(core, "badput_stalls_total", "Stalls found so far.")
     first = _gauge(
         core, "badput_stall_first_stopped", "1 for each rank that stopped first.", "rank"
     )
@@ -270,7 +278,20 @@ def _rank_families(core: Any, states: list[_Rows]) -> list[Metric]:
                 ):
                     if value is not None:
                         score.add_metric([job, str(view.rank), name, kind], value)
-    return [stalled, stall_s, stalls, first, count, flag, score]
+    return [stalled, stall_s, stalls, first, count, flag, score, _state_family(core, states)]
+
+
+def _state_family(core: Any, states: list[_Rows]) -> Any:
+    """``badput_job_state{state=...}``: 1 for the job's state (``Snapshot.state``, the one
+    ``badput watch`` and ``badput jobs`` show), 0 for each other state."""
+    family = core.GaugeMetricFamily(
+        "badput_job_state", "1 for the job's state, 0 for the others.", labels=["job", "state"]
+    )
+    for rows in states:
+        now = rows.snapshot.state().state
+        for name in JOB_STATES:
+            family.add_metric([rows.snapshot.job, name], 1.0 if name == now else 0.0)
+    return family
 
 
 class PrometheusExporter:

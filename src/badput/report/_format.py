@@ -11,7 +11,21 @@ import math
 from datetime import datetime, timedelta, timezone
 from typing import Final
 
-__all__ = ["MAX_ATTEMPT_ROWS", "format_duration", "format_percent", "format_ts", "inert"]
+__all__ = [
+    "GOODPUT_HEALTHY",
+    "GOODPUT_LOW",
+    "MAX_ATTEMPT_ROWS",
+    "format_duration",
+    "format_percent",
+    "format_ts",
+    "goodput_health",
+    "inert",
+]
+
+#: Goodput at or above this is shown healthy (green) ...
+GOODPUT_HEALTHY = 0.8
+#: ... at or above this, a warning (yellow); below it, bad (red). docs/views.md.
+GOODPUT_LOW = 0.5
 
 #: Attempts a table lists by default (the first half and the last half of them): a job of
 #: 10,000 attempts is a table nobody reads, and rich takes seconds to draw it.
@@ -67,6 +81,17 @@ def format_percent(fraction: float, digits: int = 1) -> str:
     if abs(fraction) >= 1e4:  # never a share of a total: a corrupt figure, kept short
         return f"{fraction * 100.0:.3g}%"
     return f"{fraction * 100.0:.{digits}f}%"
+
+
+def goodput_health(fraction: float) -> str:
+    """How a view colours goodput ``fraction``: ``"good"`` from :data:`GOODPUT_HEALTHY`
+    on, ``"warn"`` from :data:`GOODPUT_LOW` on, else ``"bad"`` (NaN, no figure: ``"bad"``
+    too: an unknown goodput is never shown healthy)."""
+    if fraction >= GOODPUT_HEALTHY:
+        return "good"
+    if fraction >= GOODPUT_LOW:
+        return "warn"
+    return "bad"
 
 
 def format_ts(ts: float, *, millis: bool = True) -> str:

@@ -46,7 +46,13 @@ from badput.engine import (
     group_buckets,
 )
 from badput.report._csv import wasted_steps
-from badput.report._format import format_duration, format_percent, format_ts, inert
+from badput.report._format import (
+    format_duration,
+    format_percent,
+    format_ts,
+    goodput_health,
+    inert,
+)
 from badput.report._table import bucket_description, grouped_note, ordered_buckets
 
 if TYPE_CHECKING:
@@ -519,8 +525,9 @@ def _headline(report: Report) -> str:
     ideal = "none (fewer than 5 clean steps)"
     if report.ideal_step_time is not None:
         ideal = f"{format_duration(report.ideal_step_time)} ({report.ideal_step_time_source})"
+    health = goodput_health(report.goodput)  # 0.5 % is never drawn healthy green
     return f"""\
-{_card("goodput", format_percent(report.goodput), "productive / total", "good")}
+{_card("goodput", format_percent(report.goodput), "productive / total", health)}
 {_card("observed goodput", format_percent(report.observed_goodput), "productive + slowdown")}
 {_card("total", format_duration(total), "job span" if report.window is None else "window")}
 {_card("at risk", format_duration(report.at_risk_seconds), "steps after the newest checkpoint")}

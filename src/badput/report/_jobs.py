@@ -15,7 +15,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from badput.engine import GroupedBuckets, Report, group_buckets
+from badput.engine import GroupedBuckets, Report, group_buckets, job_state
 from badput.report._format import format_duration, format_percent, format_ts, inert
 from badput.report._table import grouped_note, log_text, ordered_buckets
 
@@ -29,7 +29,7 @@ __all__ = [
     "sort_rows",
 ]
 
-#: A job without job_end whose newest event is older than this is shown as stopped.
+#: A job not ended whose newest event is older than this is shown down.
 RUNNING_WITHIN = 600.0
 
 SortKey = Literal["job", "status", "start", "span", "goodput", "observed", "attempts", "last-event"]
@@ -74,15 +74,15 @@ class JobRow:
 
 
 def job_status(report: Report, last_event: float | None, now: float) -> str:
-    """``completed`` (the status of job_end), ``running`` (an event in the last 10 min),
-    ``stopped`` (no job_end and silent since: crashed or killed), or ``empty``."""
-    if not report.attempts:
-        return "empty"
-    if report.end_reason == "job_end":
-        return report.attempts[-1].status or "finished"
-    if last_event is not None and now - last_event <= RUNNING_WITHIN:
-        return "running"
-    return "stopped"
+    """The job's state (:func:`badput.engine.job_state`, the one ``badput watch`` and the
+    monitor show), with :data:`RUNNING_WITHIN` as the silence that makes it ``down``: the
+    status of its ``job_end`` once every rank ended it (``completed``, ``failed``...;
+    ``finished`` without one), else ``running``, ``hung``, ``restarting``, ``down``
+    (silent since: crashed or killed), or ``empty``."""
+    state = job_state(report, last_event, now, RUNNING_WITHIN)
+    if state.ended:
+        return state.status or "finished"
+    return state.state
 
 
 def job_row(name: str, report: Report, last_event: float | None, now: float) -> JobRow:
@@ -157,7 +157,13 @@ def render_jobs(rows: list[JobRow], console: Console) -> None:
         widest = max([len(col), *(len(f[i]) for f in figures)])
         table.add_column(col, justify="left" if i == 4 else "right", no_wrap=True, min_width=widest)
     for r, cells_of in zip(rows, figures, strict=True):
-        style = {"running": "green", "stopped": "yellow", "error": "red"}.get(r.status, "")
+        style = {
+            "running": "green",
+            "restarting": "yellow",
+            "down": "yellow",
+            "hung": "red",
+            "error": "red",
+        }.get(r.status, "")
         cells: list[str | Text] = [log_text(r.job), log_text(r.status, style)]
         if wide:
             cells.append(_ts(r.start))

@@ -17,8 +17,14 @@ from rich.segment import Segment
 from rich.table import Table
 from rich.text import Text
 
-from badput.engine import group_buckets
-from badput.report._format import format_duration, format_percent, format_ts, inert
+from badput.engine import SILENCE_MIN_SECONDS, SILENCE_STEP_FACTOR, group_buckets
+from badput.report._format import (
+    format_duration,
+    format_percent,
+    format_ts,
+    goodput_health,
+    inert,
+)
 from badput.report._ranks import ongoing_stall, stall_headline, stall_who, straggler_summary
 from badput.report._table import (
     BAR_WIDTH,
@@ -33,12 +39,14 @@ from badput.report._table import (
 )
 
 if TYPE_CHECKING:
+    from badput.engine import JobState, Stall
     from badput.monitor import Snapshot
 
 __all__ = [
     "STALL_MIN_SECONDS",
     "STALL_STEP_FACTOR",
     "WATCH_WINDOW",
+    "ended_line",
     "is_stalled",
     "render_watch",
     "run_watch",
@@ -48,38 +56,31 @@ __all__ = [
     "window_label",
 ]
 
-#: A running job silent for longer than this is shown as stalled ...
-STALL_MIN_SECONDS: Final = 60.0
+#: A job silent for longer than this is shown down (the monitor's rule, Snapshot.state) ...
+STALL_MIN_SECONDS: Final = SILENCE_MIN_SECONDS
 #: ... or for longer than this many typical step times, if that is longer.
-STALL_STEP_FACTOR: Final = 3.0
+STALL_STEP_FACTOR: Final = SILENCE_STEP_FACTOR
 #: The rolling window shown beside the cumulative goodput (seconds).
 WATCH_WINDOW: Final = 600.0
+#: The colour of each goodput health (report._format.goodput_health).
+HEALTH_STYLE: Final = {"good": "green", "warn": "yellow", "bad": "red"}
 
 
 def stall_threshold(snapshot: Snapshot) -> float:
-    """Seconds of silence after which a running job looks stalled.
-
-    ``max(60 s, 3 x typical step time)``; the typical step time is the median of
-    the recent steps, else the ideal step time.
-    """
-    typical = None
-    if snapshot.step_time is not None:
-        typical = snapshot.step_time.recent_median
-    if typical is None:
-        typical = snapshot.report.ideal_step_time
-    return max(STALL_MIN_SECONDS, STALL_STEP_FACTOR * typical if typical else 0.0)
-
-
-def _finished(snapshot: Snapshot) -> bool:
-    return snapshot.report.end_reason == "job_end"
+    """Seconds of silence after which a job is shown down (``Snapshot.silence_threshold``:
+    ``max(60 s, 3 x typical step time)``)."""
+    return snapshot.silence_threshold
 
 
 def is_stalled(snapshot: Snapshot, now: float | None = None) -> bool:
-    """A job not finished whose newest event is older than :func:`stall_threshold`."""
-    if snapshot.last_event_time is None or _finished(snapshot):
-        return False
-    now = snapshot.time if now is None else now
-    return now - snapshot.last_event_time > stall_threshold(snapshot)
+    """The job is down: not ended, and its newest event (heartbeats included) is older
+    than :func:`stall_threshold` (``Snapshot.state``)."""
+    return snapshot.state(now).state == "down"
+
+
+def _goodput_style(fraction: float, bold: bool = False) -> str:
+    style = HEALTH_STYLE[goodput_health(fraction)]
+    return f"bold {style}" if bold else style
 
 
 def step_rate(snapshot: Snapshot, previous: Snapshot | None) -> float | None:
@@ -111,40 +112,72 @@ def _age(snapshot: Snapshot, now: float) -> float | None:
     return max(0.0, now - snapshot.last_event_time)
 
 
+def _state_words(state: JobState, snapshot: Snapshot, now: float) -> str:
+    """The state as the status line and the view's state row say it (no colour)."""
+    if state.state == "finished":
+        return f"finished ({inert(state.status)})" if state.status else "finished"
+    if state.state == "restarting":
+        ended = (
+            "" if state.since is None else f" {format_duration(max(0.0, now - state.since))} ago"
+        )
+        status = inert(state.status) if state.status else "attempt_end"
+        return f"restarting (attempt ended{ended}: {status}; waiting for the next start)"
+    if state.state == "down":
+        age = _age(snapshot, now) or 0.0
+        limit = format_duration(snapshot.silence_threshold)
+        who = f"; no job_end from {_ranks_list(state.open_ranks)}" if state.open_ranks else ""
+        return f"DOWN: no event for {format_duration(age)} (> {limit}), not even a heartbeat{who}"
+    if state.open_ranks:
+        return f"ending (waiting for the job_end of {_ranks_list(state.open_ranks)})"
+    return state.state  # running, hung (the stall's own part says how long), empty
+
+
+def _ranks_list(ranks: tuple[int, ...]) -> str:
+    shown = ", ".join(str(r) for r in ranks[:8])
+    more = f" (+{len(ranks) - 8} more)" if len(ranks) > 8 else ""
+    return ("rank " if len(ranks) == 1 else "ranks ") + shown + more
+
+
+def _moving(state: JobState) -> bool:
+    """Steps may come: a rate and a slowdown alarm mean something (not finished, down or
+    restarting: no '0.00 steps/s' on a job that has ended, no alarm on one that is down)."""
+    return state.state in ("running", "hung")
+
+
 def status_line(
     snapshot: Snapshot, previous: Snapshot | None = None, now: float | None = None
 ) -> str:
-    """One line: time, goodput, observed, windows, last step (and rate), last event age."""
+    """One line: time, goodput, observed, windows, last step (and rate), state, last event age."""
     now = snapshot.time if now is None else now
     rep = snapshot.report
     head = f"{format_ts(snapshot.time, millis=False)} {inert(snapshot.job)}"
     age = _age(snapshot, now)
     if age is None:
         return f"{head}: no events yet"
+    state = snapshot.state(now)
     parts = [
         f"goodput {format_percent(rep.goodput)} (observed {format_percent(rep.observed_goodput)})"
     ]
     for w, wrep in sorted(snapshot.windows.items()):
         parts.append(f"last {window_label(w)} {format_percent(wrep.goodput)}")
     step = "-" if snapshot.last_step is None else str(snapshot.last_step)
-    rate = step_rate(snapshot, previous)
+    rate = step_rate(snapshot, previous) if _moving(state) else None
     parts.append(f"step {step}" + (f" ({rate:.2f}/s)" if rate is not None else ""))
-    if _finished(snapshot):
-        parts.append("finished")
-    else:
-        # a stall of progress says STALLED in its own part (_rank_parts): not twice
-        silent = is_stalled(snapshot, now) and ongoing_stall(rep) is None
-        parts.append(f"last event {format_duration(age)} ago{' STALLED?' if silent else ''}")
-    if snapshot.step_time is not None and snapshot.step_time.slowdown_alarm:
+    if state.state != "hung":  # a stall says STALLED in its own part (_rank_parts)
+        parts.append(_state_words(state, snapshot, now))
+    if not state.ended and state.state != "down":
+        parts.append(f"last event {format_duration(age)} ago")
+    st = snapshot.step_time
+    if _moving(state) and st is not None and st.slowdown_alarm:
         parts.append("SLOWDOWN")
-    parts.extend(_rank_parts(snapshot, now))
+    parts.extend(_rank_parts(snapshot, state, now))
     return f"{head}: " + ", ".join(parts)
 
 
-def _rank_parts(snapshot: Snapshot, now: float) -> list[str]:
+def _rank_parts(snapshot: Snapshot, state: JobState, now: float) -> list[str]:
     """The status line's per-rank parts: an ongoing stall (by progress) and stragglers."""
     parts = []
-    stall = None if _finished(snapshot) else ongoing_stall(snapshot.report)
+    stall = _stall_shown(snapshot, state)
     if stall is not None:
         parts.append(stall_headline(stall, now))
     if snapshot.report.stragglers:
@@ -152,18 +185,26 @@ def _rank_parts(snapshot: Snapshot, now: float) -> list[str]:
     return parts
 
 
-def _ranks_rows(snapshot: Snapshot, now: float) -> list[Table]:
+def _stall_shown(snapshot: Snapshot, state: JobState) -> Stall | None:
+    """The ongoing stall, while the job is hung or down (who stopped first still says
+    something of a job that went silent); none once it ended or is restarting."""
+    if state.state not in ("hung", "down"):
+        return None
+    return ongoing_stall(snapshot.report)
+
+
+def _ranks_rows(snapshot: Snapshot, state: JobState) -> list[Table]:
     """The per-rank grid when it has something to say (an empty grid still takes a line)."""
-    grid = _ranks_grid(snapshot, now)
+    grid = _ranks_grid(snapshot, state)
     return [grid] if grid.row_count else []
 
 
-def _ranks_grid(snapshot: Snapshot, now: float) -> Table:
+def _ranks_grid(snapshot: Snapshot, state: JobState) -> Table:
     """Rows of the watch view for the per-rank analysis: who stopped first in a stall (the
     state line says STALLED, :func:`_state`), stragglers, how many ranks."""
     grid = _grid()
     rep = snapshot.report
-    stall = None if _finished(snapshot) else ongoing_stall(rep)
+    stall = _stall_shown(snapshot, state)
     if stall is not None and stall.first_stopped:
         grid.add_row("stalled", Text(stall_who(stall), style="bold red"))
     if rep.stragglers:
@@ -184,31 +225,34 @@ def _grid() -> Table:
     return grid
 
 
-def _state(snapshot: Snapshot, now: float) -> Text:
-    rep = snapshot.report
-    age = _age(snapshot, now)
-    if age is None:
+#: The colour of each state's row (the goodput has its own, by its health).
+STATE_STYLE: Final = {
+    "finished": "bold",
+    "restarting": "bold yellow",
+    "down": "bold red",
+    "hung": "bold red",
+    "running": "",
+    "empty": "yellow",
+}
+
+
+def _state(snapshot: Snapshot, state: JobState, now: float) -> Text:
+    if _age(snapshot, now) is None:
         return Text("waiting for the first event", style="yellow")
-    if _finished(snapshot):
-        status = rep.attempts[-1].status if rep.attempts else None
-        return log_text(f"finished ({status})" if status else "finished", "green")
-    stall = ongoing_stall(rep)
-    if stall is not None:  # who stopped first: a row of its own (_ranks_grid)
-        return Text(stall_headline(stall, now, who=False), style="bold red")
-    if is_stalled(snapshot, now):
-        limit = format_duration(stall_threshold(snapshot))
-        return Text(f"STALLED? no event for {format_duration(age)} (> {limit})", style="bold red")
-    return Text("running", style="green")
+    stall = _stall_shown(snapshot, state)
+    if state.state == "hung" and stall is not None:  # who stopped first: its own row
+        return Text(stall_headline(stall, now, who=False), style=STATE_STYLE["hung"])
+    return log_text(_state_words(state, snapshot, now), STATE_STYLE[state.state])
 
 
-def _summary(snapshot: Snapshot, previous: Snapshot | None, now: float) -> Table:
+def _summary(snapshot: Snapshot, state: JobState, now: float) -> Table:
     rep = snapshot.report
     grid = _grid()
     grid.add_row("job", log_text(snapshot.job, "bold cyan"))
-    grid.add_row("state", _state(snapshot, now))
+    grid.add_row("state", _state(snapshot, state, now))
     age = _age(snapshot, now)
     if age is not None:
-        style = "bold red" if is_stalled(snapshot, now) else ""
+        style = "bold red" if state.state == "down" else ""
         grid.add_row(
             "last event",
             Text(f"{format_duration(age)} ago  ({format_ts(now - age)})", style=style),
@@ -219,12 +263,12 @@ def _summary(snapshot: Snapshot, previous: Snapshot | None, now: float) -> Table
         if rep.total_seconds > 0
         else "-",
     )
-    goodput = Text(format_percent(rep.goodput), style="bold green")
+    goodput = Text(format_percent(rep.goodput), style=_goodput_style(rep.goodput, bold=True))
     goodput.append(f"   observed {format_percent(rep.observed_goodput)}", style="")
     goodput.append("  (productive + slowdown)", style="dim")
     grid.add_row("goodput", goodput)
     for w, wrep in sorted(snapshot.windows.items()):
-        line = Text(format_percent(wrep.goodput), style="green")
+        line = Text(format_percent(wrep.goodput), style=_goodput_style(wrep.goodput))
         line.append(f"   observed {format_percent(wrep.observed_goodput)}")
         grid.add_row(f"last {window_label(w)}", line)
     grid.add_row(
@@ -234,12 +278,17 @@ def _summary(snapshot: Snapshot, previous: Snapshot | None, now: float) -> Table
     return grid
 
 
-def _steps(snapshot: Snapshot, previous: Snapshot | None) -> Table:
+def _steps(snapshot: Snapshot, previous: Snapshot | None, state: JobState) -> Table:
     rep = snapshot.report
     grid = _grid()
     last = "-" if snapshot.last_step is None else str(snapshot.last_step)
     rate = step_rate(snapshot, previous)
-    rate_text = f"{rate:.2f} steps/s" if rate is not None else "rate n/a"
+    if not _moving(state):  # no rate of a job that ended, is down or restarting
+        rate_text: str = state.state
+    elif rate is not None:
+        rate_text = f"{rate:.2f} steps/s"
+    else:
+        rate_text = "rate n/a"
     grid.add_row(
         "step", f"{last}   {rate_text}   (kept {rep.steps.kept}, wasted {rep.steps.wasted})"
     )
@@ -258,6 +307,8 @@ def _steps(snapshot: Snapshot, previous: Snapshot | None) -> Table:
         if st.deviation_max is not None:
             text += f"   max {format_duration(st.deviation_max)}"
         grid.add_row("deviation", f"{text}   (over {st.steps} steps)")
+    if not _moving(state):
+        return grid  # no slowdown alarm while down, restarting, or after the end
     if st.slowdown_alarm and st.recent_median is not None and st.ideal_step_time:
         ratio = st.recent_median / st.ideal_step_time
         grid.add_row(
@@ -388,17 +439,26 @@ def render_watch(
     ``now`` (default: the snapshot's time) gives the age of the last event.
     """
     now = snapshot.time if now is None else now
+    state = snapshot.state(now)  # once: every row shows this state
     top: list[RenderableType] = [
-        _summary(snapshot, previous, now),
+        _summary(snapshot, state, now),
         Text(""),
-        _steps(snapshot, previous),
-        *_ranks_rows(snapshot, now),
+        _steps(snapshot, previous, state),
+        *_ranks_rows(snapshot, state),
         _attempts(snapshot),
     ]
-    return _WatchView(
-        top,
-        snapshot,
-        Text(f"refreshed {format_ts(snapshot.time, millis=False)} · Ctrl-C to quit", style="dim"),
+    refreshed = f"refreshed {format_ts(snapshot.time, millis=False)}"
+    footer = " · the job has ended" if state.ended else " · Ctrl-C to quit"
+    return _WatchView(top, snapshot, Text(refreshed + footer, style="dim"))
+
+
+def ended_line(snapshot: Snapshot, now: float | None = None) -> str:
+    """The last line ``badput watch`` prints before it exits on a job that has ended."""
+    now = snapshot.time if now is None else now
+    state = snapshot.state(now)
+    return (
+        f"badput watch: {inert(snapshot.job)} has ended ({_state_words(state, snapshot, now)}"
+        f", goodput {format_percent(snapshot.report.goodput)}); nothing more to watch"
     )
 
 
@@ -411,14 +471,16 @@ def run_watch(
     max_cycles: int | None = None,
     window: float = WATCH_WINDOW,
     stall_after: float | None = None,
-) -> None:
+) -> JobState | None:
     """Follow the job at ``source`` and redraw :func:`render_watch` every ``interval`` s.
 
     ``stall_after``: the floor of the stall threshold, seconds (docs/ranks.md).
 
-    Returns on Ctrl-C (``KeyboardInterrupt`` is swallowed) or after ``max_cycles``.
-    ``source``/``job``: as for :class:`~badput.monitor.Monitor` (raises
-    ``ValueError`` when they name no job).
+    Returns once the job has ended (``Snapshot.state``: its ``job_end``, from every rank
+    that took part), after a last frame and :func:`ended_line`; on Ctrl-C
+    (``KeyboardInterrupt`` is swallowed) or after ``max_cycles``. Returns the last state
+    seen (``None`` before any snapshot). ``source``/``job``: as for
+    :class:`~badput.monitor.Monitor` (raises ``ValueError`` when they name no job).
     """
     from rich.live import Live  # noqa: PLC0415
 
@@ -430,36 +492,62 @@ def run_watch(
     monitor = Monitor(
         job, source, interval=interval, rolling_windows=(window,), rank_options=options
     )
-    previous: Snapshot | None = None
-    cycles = 0
+    loop = _WatchLoop(monitor, con, interval, max_cycles)
     try:
         if con.is_terminal:
             with Live(console=con, auto_refresh=False, screen=False) as live:
-                while max_cycles is None or cycles < max_cycles:
-                    t0 = time.monotonic()
-                    view, previous = _frame(monitor, previous)
-                    live.update(view, refresh=True)
-                    cycles += 1
-                    if max_cycles is None or cycles < max_cycles:
-                        time.sleep(max(0.0, interval - (time.monotonic() - t0)))
+                loop.run(lambda view: live.update(view, refresh=True))
         else:
-            while max_cycles is None or cycles < max_cycles:
-                t0 = time.monotonic()
-                try:
-                    snap = monitor.run_once()
-                except Exception as exc:
-                    con.print(log_text(f"badput watch: reading the job failed: {exc!r}"))
-                else:
-                    con.print(Text(status_line(snap, previous, now=time.time())), soft_wrap=True)
-                    con.file.flush()
-                    previous = snap
-                cycles += 1
-                if max_cycles is None or cycles < max_cycles:
-                    time.sleep(max(0.0, interval - (time.monotonic() - t0)))
+            loop.run(None)
+        if loop.ended is not None:
+            con.print(Text(ended_line(loop.ended, now=time.time())), soft_wrap=True)
     except KeyboardInterrupt:
         pass
     finally:
         monitor.stop(final_flush=False, timeout=1.0)
+    return loop.state
+
+
+class _WatchLoop:
+    """The refreshes of ``run_watch``: a frame (or a status line, when ``draw`` is None)
+    every ``interval`` s, until the job has ended or ``max_cycles`` have run."""
+
+    def __init__(self, monitor: Any, con: Console, interval: float, max_cycles: int | None):
+        self.monitor = monitor
+        self.con = con
+        self.interval = interval
+        self.max_cycles = max_cycles
+        self.previous: Snapshot | None = None
+        self.state: JobState | None = None
+        self.ended: Snapshot | None = None
+
+    def run(self, draw: Any) -> None:
+        cycles = 0
+        while self.max_cycles is None or cycles < self.max_cycles:
+            t0 = time.monotonic()
+            if draw is not None:
+                view, self.previous = _frame(self.monitor, self.previous)
+                draw(view)
+            else:
+                self._line()
+            cycles += 1
+            if self.previous is not None:
+                self.state = self.previous.state(time.time())
+                if self.state.ended:
+                    self.ended = self.previous
+                    return
+            if self.max_cycles is None or cycles < self.max_cycles:
+                time.sleep(max(0.0, self.interval - (time.monotonic() - t0)))
+
+    def _line(self) -> None:
+        try:
+            snap = self.monitor.run_once()
+        except Exception as exc:
+            self.con.print(log_text(f"badput watch: reading the job failed: {exc!r}"))
+            return
+        self.con.print(Text(status_line(snap, self.previous, now=time.time())), soft_wrap=True)
+        self.con.file.flush()
+        self.previous = snap
 
 
 def _frame(monitor: Any, previous: Snapshot | None) -> tuple[RenderableType, Snapshot | None]:
