@@ -16,7 +16,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 from badput.recorder import Recorder
-from badput.store import MemoryStore
+from badput.store import EventStore, MemoryStore
 
 START = 1_750_000_000.0
 
@@ -44,9 +44,11 @@ class _Failed(Exception):
     pass
 
 
-def simulate(job: SimJob, every: int, name: str = "sim") -> MemoryStore:
+def simulate(
+    job: SimJob, every: int, name: str = "sim", store: EventStore | None = None
+) -> EventStore:
     """The job saved every ``every`` steps, as a store of its log."""
-    store = MemoryStore()
+    store = store if store is not None else MemoryStore()
     failures = _failures(job.mtbf, job.seed)
     fail_at = next(failures)
     t, attempt, safe = START, 0, 0

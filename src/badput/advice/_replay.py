@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import bisect
 import math
+from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -84,11 +85,14 @@ class _Schedule:
     def __init__(self, facts: JobFacts, settings: ReplaySettings) -> None:
         self._every = settings.checkpoint_every
         self._recorded: dict[int, list[float]] = {}
+        self._cut: dict[int, float] = {}  # a step whose every save was cut: the longest cut
         for a in facts.attempts:
             for s in a.saves:
                 costs = self._recorded.setdefault(s.step, [])
                 if s.complete:
                     costs.append(s.seconds)
+                else:
+                    self._cut[s.step] = max(self._cut.get(s.step, 0.0), s.seconds)
         self._steps = sorted(self._recorded)
         self._median = quantile(list(facts.save_seconds), 0.5) if facts.save_seconds else None
         self._settings = settings
@@ -110,6 +114,8 @@ class _Schedule:
             return self._median
         if self._settings.save_cost is not None:
             return self._settings.save_cost
+        if step in self._cut:
+            return self._cut[step]
         raise ValueError("the log has no checkpoint save to take its cost from: give a save cost")
 
     def costs(self, step: int) -> tuple[float, float]:
@@ -169,6 +175,48 @@ def _steps(
         t += blocking
 
 
+@dataclass(frozen=True)
+class _Plan:
+    """One attempt of the replay: the down time before it, its preamble and step time, and
+    when it fails (None: it runs until the job is done)."""
+
+    gap: float
+    preamble: float
+    step_seconds: float
+    fails_at: float | None
+    interrupted: bool
+
+
+def _plans(facts: JobFacts, settings: ReplaySettings) -> Iterator[_Plan]:
+    """The log's attempts, then (a finished job replayed past the log's end) failures at
+    the measured mean rate: one every MTBF, each with the mean restart of the log."""
+    atts = facts.attempts
+    failures = facts.failures
+    mtbf = facts.running_seconds / failures if failures else math.inf
+    w_job = facts.step_seconds or 0.0
+    for k, a in enumerate(atts):
+        gap = facts.gap_after(k - 1) if k > 0 else 0.0
+        if k > 0 and settings.restart_cost is not None:
+            gap = settings.restart_cost
+        last = k == len(atts) - 1
+        stop: float | None = a.end
+        if last and facts.finished:
+            stop = facts.end + mtbf if math.isfinite(mtbf) else None
+        yield _Plan(gap, a.preamble, a.step_seconds or w_job, stop, a.interrupted or stop != a.end)
+    if not (facts.finished and math.isfinite(mtbf)):
+        return
+    restarts = [(facts.gap_after(i - 1), a.preamble) for i, a in enumerate(atts) if i > 0]
+    gap = math.fsum(g for g, _ in restarts) / len(restarts) if restarts else 0.0
+    if settings.restart_cost is not None:
+        gap = settings.restart_cost
+    pre = math.fsum(p for _, p in restarts) / len(restarts) if restarts else 0.0
+    w = (atts[-1].step_seconds or w_job) if atts else w_job
+    at = facts.end + mtbf
+    while True:
+        at += mtbf
+        yield _Plan(gap, pre, w, at, True)
+
+
 def replay_seconds(facts: JobFacts, settings: ReplaySettings) -> tuple[dict[str, float], int]:
     """Seconds of each kind of :data:`KIND_BUCKETS` in the replay, and the failures it met."""
     sched = _Schedule(facts, settings)
@@ -178,28 +226,24 @@ def replay_seconds(facts: JobFacts, settings: ReplaySettings) -> tuple[dict[str,
         return run.seconds, 0
     run.seconds["queued"] = max(0.0, atts[0].start - facts.start)
     target = facts.target_step if facts.finished else None
-    up, end = atts[0].start, atts[0].start
-    for k, a in enumerate(atts):
-        if k > 0 and end < up:  # the previous failure was absorbed: the job is still coming up
-            pass
-        elif k > 0:
-            gap = settings.restart_cost if settings.restart_cost is not None else facts.gap_after(k - 1)
-            run.seconds["recovery"] += gap
-            up = end + gap
-        last = k == len(atts) - 1
-        stop = None if last and facts.finished else a.end
-        if stop is not None and up >= stop and not last:
+    up = end = atts[0].start
+    for k, plan in enumerate(_plans(facts, settings)):
+        if k > 0 and end >= up:  # else the previous failure was absorbed: still coming up
+            run.seconds["recovery"] += plan.gap
+            up = end + plan.gap
+        stop = plan.fails_at
+        if stop is not None and up >= stop and plan.interrupted:
             end = stop  # failed while down: the next attempt is this one's restart
             continue
-        pre = a.preamble if stop is None else min(a.preamble, max(0.0, stop - up))
+        pre = plan.preamble if stop is None else min(plan.preamble, max(0.0, stop - up))
         run.seconds["preamble"] += pre
-        w = a.step_seconds or facts.step_seconds or 0.0
+        w = plan.step_seconds
         t, first = up + pre, run.safe
         if stop is None or t < stop:
             t, p, partial = _steps(run, sched, t, stop, w, target)
         else:
             p, partial = first, 0.0
-        if run.done or (last and stop is not None and not a.interrupted):
+        if run.done or not plan.interrupted:
             run.seconds["kept"] += (p - first) * w + partial
             run.seconds["tail"] += atts[-1].tail if run.done else 0.0
             break
@@ -207,7 +251,9 @@ def replay_seconds(facts: JobFacts, settings: ReplaySettings) -> tuple[dict[str,
         run.seconds["kept"] += (restore - first) * w
         run.seconds["wasted"] += (p - restore) * w + partial
         run.safe, run.commits, end = restore, [c for c in run.commits if c[0] > t], t
-        run.failures += a.interrupted
+        run.failures += 1
+        if target is None and k >= len(atts) - 1:
+            break
     return run.seconds, run.failures
 
 
