@@ -40,7 +40,7 @@ def _failures(mtbf: float, seed: int) -> Iterator[float]:
         yield t
 
 
-class _Failed(Exception):
+class _FailedError(Exception):
     pass
 
 
@@ -57,9 +57,9 @@ def simulate(
             name, store, attempt=attempt, rank=0, host="sim", heartbeat_interval=0, enabled=True
         )
 
-        def until(end: float) -> float:
+        def until(end: float, fail_at: float = fail_at) -> float:
             if end > fail_at:
-                raise _Failed
+                raise _FailedError
             return end
 
         rec.record_job_start(ts=t)
@@ -81,7 +81,7 @@ def simulate(
             rec.record_job_end("completed", ts=t)
             rec.close()
             return store
-        except _Failed:
+        except _FailedError:
             rec.record_attempt_end("failed", 1, ts=fail_at)
             rec.close()
             t = fail_at + job.restart

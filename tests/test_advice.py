@@ -8,12 +8,11 @@ import math
 from pathlib import Path
 
 import pytest
-from _advice_sim import SimJob, simulate
 from click.testing import CliRunner
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from test_engine_properties import event_logs
 
+from _advice_sim import SimJob, simulate
 from badput.advice import (
     ReplaySettings,
     advise_of,
@@ -29,6 +28,7 @@ from badput.cli import main
 from badput.events import Event
 from badput.store import JsonlStore
 from badput.testing import MemoryStore, events_to_store
+from test_engine_properties import event_logs
 
 
 def test_chi2_quantiles_and_the_exact_poisson_interval() -> None:
@@ -47,7 +47,9 @@ def test_chi2_quantiles_and_the_exact_poisson_interval() -> None:
 def test_young_and_daly_intervals() -> None:
     assert young_interval(60.0, 7200.0) == pytest.approx(929.516, rel=1e-5)
     # Daly: sqrt(2dM)(1 + sqrt(d/2M)/3 + d/18M) - d; close to Young's for d << M ...
-    assert daly_interval(60.0, 7200.0) == pytest.approx(929.516 * (1 + 0.0645497 / 3 + 1 / 2160) - 60, rel=1e-5)
+    assert daly_interval(60.0, 7200.0) == pytest.approx(
+        929.516 * (1 + 0.0645497 / 3 + 1 / 2160) - 60, rel=1e-5
+    )
     # ... M itself once d >= 2M; and the efficiency is highest near the optimum.
     assert daly_interval(3.0, 1.0) == 1.0
     best = daly_interval(600.0, 3600.0)
@@ -132,7 +134,7 @@ def test_whatif_with_the_logs_own_settings_is_the_report(events: list[Event]) ->
     st.floats(0.5, 20.0), st.floats(0.5, 120.0), st.floats(200.0, 5000.0),
     st.floats(0.0, 300.0), st.integers(2, 40), st.integers(0, 2**16),
 )  # fmt: skip
-def test_whatif_at_the_jobs_own_interval_is_the_report(
+def test_whatif_at_the_jobs_own_interval_is_the_report(  # noqa: PLR0917 (hypothesis)
     step: float, save: float, mtbf: float, restart: float, every: int, seed: int
 ) -> None:
     job = SimJob(step, save, mtbf, restart, restart / 4, 400, seed)
@@ -163,3 +165,18 @@ def test_cli_advise_and_whatif(tmp_path: Path) -> None:
     assert replay["buckets"]["wasted"] == pytest.approx(18740.030, abs=0.01)
     bad = runner.invoke(main, ["whatif", str(tmp_path), "--checkpoint-every", "0"])
     assert bad.exit_code == 2
+
+
+def test_docs_python_example_prints_its_documented_output() -> None:
+    import contextlib
+    import io
+    import re
+
+    text = (Path(__file__).resolve().parent.parent / "docs" / "advice.md").read_text()
+    code = re.search(r"```python\n(.*?)```", text, flags=re.S)
+    expected = re.search(r"Output:\n\n```\n(.*?)```", text, flags=re.S)
+    assert code is not None and expected is not None
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        exec(compile(code.group(1), "docs/advice.md", "exec"), {})
+    assert out.getvalue().strip() == expected.group(1).strip()

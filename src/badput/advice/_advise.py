@@ -104,7 +104,8 @@ class Advice:
     def to_dict(self) -> dict[str, Any]:
         out = asdict(self)
         out["failure_rate"]["mtbf_hours"] = self.failure_rate.mtbf_hours
-        return _finite(out)
+        finite: dict[str, Any] = _finite(out)
+        return finite
 
 
 def _finite(value: Any) -> Any:
@@ -130,23 +131,24 @@ def failure_rate(facts: JobFacts, confidence: float = CONFIDENCE) -> FailureRate
 def _spread(values: list[float]) -> Spread | None:
     if not values:
         return None
-    return Spread(
-        quantile(values, 0.5), quantile(values, 0.1), quantile(values, 0.9), len(values)
-    )
+    return Spread(quantile(values, 0.5), quantile(values, 0.1), quantile(values, 0.9), len(values))
 
 
 def _restart(facts: JobFacts) -> float | None:
     """Mean down time plus preamble of the attempts that followed another."""
-    costs = [
-        facts.gap_after(i - 1) + a.preamble for i, a in enumerate(facts.attempts) if i > 0
-    ]
+    costs = [facts.gap_after(i - 1) + a.preamble for i, a in enumerate(facts.attempts) if i > 0]
     return math.fsum(costs) / len(costs) if costs else None
 
 
 def _interval(
-    report: Report, facts: JobFacts, steps: int, w: float, model: tuple[float, float, float] | None,
+    report: Report,
+    facts: JobFacts,
+    steps: int,
+    w: float,
+    *,
+    model: tuple[float, float, float] | None,
     current: float | None,
-) -> Interval:  # fmt: skip
+) -> Interval:
     expected = None
     if model is not None and current is not None:
         delta, mtbf, restart = model
@@ -245,7 +247,7 @@ def advise_of(
         model = (delta, mtbf_s, restart or 0.0)
         cur_s = facts.interval_steps * w if facts.interval_steps else None
         steps = max(1, round(tau / w))
-        recommended = _interval(report, facts, steps, w, model, cur_s)
+        recommended = _interval(report, facts, steps, w, model=model, current=cur_s)
         if facts.interval_steps:
             current = Interval(facts.interval_steps, cur_s or 0.0, report.goodput, report.goodput)
     if facts.attempts and not facts.finished:
@@ -258,7 +260,7 @@ def advise_of(
                   lv.gain_seconds / 3600.0 * n * price_per_device_hour)
             for lv in levers
         ]  # fmt: skip
-    per = (lambda s: s / k) if k else (lambda s: None)  # noqa: E731
+    per = (lambda s: s / k) if k else (lambda s: None)
     return Advice(
         job=report.job,
         total_seconds=report.total_seconds,

@@ -29,7 +29,7 @@ def young_interval(delta: float, mtbf: float) -> float:
 def daly_interval(delta: float, mtbf: float) -> float:
     """Daly's higher-order optimum (2006, eq. 37) of the work between checkpoints.
 
-    √(2δM) [1 + ⅓ √(δ/2M) + ⅑ (δ/2M)] − δ for δ < 2M, else M.
+    √(2δM) [1 + ⅓ √(δ/2M) + ⅑ (δ/2M)] - δ for δ < 2M, else M.
     """
     if delta >= 2.0 * mtbf:
         return mtbf

@@ -8,8 +8,8 @@ from badput.advice._advise import Advice, advise_of
 from badput.advice._measure import JobFacts, measure
 from badput.advice._replay import ReplaySettings, WhatIf, whatif_of
 from badput.analysis import LiveJob
-from badput.store import EventStore
 from badput.engine import Report
+from badput.store import EventStore
 
 Source = str | os.PathLike[str] | EventStore
 

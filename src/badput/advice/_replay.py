@@ -144,7 +144,7 @@ class _Run:
 
 
 def _steps(
-    run: _Run, sched: _Schedule, t: float, stop: float | None, w: float, target: int | None
+    run: _Run, sched: _Schedule, t: float, stop: float | None, *, w: float, target: int | None
 ) -> tuple[float, int, float]:
     """Run steps from ``run.safe`` at ``w`` seconds each, saving on schedule, until ``stop``
     or ``target``. Returns (time, step reached, time of the step in flight at ``stop``)."""
@@ -240,7 +240,7 @@ def replay_seconds(facts: JobFacts, settings: ReplaySettings) -> tuple[dict[str,
         w = plan.step_seconds
         t, first = up + pre, run.safe
         if stop is None or t < stop:
-            t, p, partial = _steps(run, sched, t, stop, w, target)
+            t, p, partial = _steps(run, sched, t, stop, w=w, target=target)
         else:
             p, partial = first, 0.0
         if run.done or not plan.interrupted:
@@ -309,8 +309,10 @@ def whatif_of(report: Report, facts: JobFacts, settings: ReplaySettings) -> What
         goodput = observed_goodput = 0.0
     else:  # ratios of 1.0 exactly when nothing changed: the report's own figures
         keep = report.total_seconds / total
-        goodput = report.goodput * (new_productive / productive) * keep if productive else (
-            new_productive / total
+        goodput = (
+            report.goodput * (new_productive / productive) * keep
+            if productive
+            else (new_productive / total)
         )
         observed_goodput = (
             report.observed_goodput * (new_observed / observed) * keep

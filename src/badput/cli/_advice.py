@@ -4,13 +4,18 @@ parsing and printing; the work is :mod:`badput.advice`'s."""
 from __future__ import annotations
 
 import json
+from typing import TYPE_CHECKING
 
 import click
 
 from badput.cli._commands import FiniteRange, _fail, main
 
+if TYPE_CHECKING:
+    from badput.advice import JobFacts
+    from badput.engine import Report
 
-def _read(command: str, path: str, job: str | None, ideal: float | None) -> tuple[object, object]:
+
+def _read(command: str, path: str, job: str | None, ideal: float | None) -> tuple[Report, JobFacts]:
     from badput.advice import read_job  # noqa: PLC0415 (the engine pulls numpy)
 
     try:
@@ -47,6 +52,7 @@ _price = click.option(
     help="Devices the job ran on (default: the ranks of its log).",
 )
 def advise(
+    *,
     path: str,
     job: str | None,
     as_json: bool,
@@ -65,9 +71,9 @@ def advise(
     report, facts = _read("advise", path, job, ideal_step_time)
     try:
         advice = advise_of(
-            report,  # type: ignore[arg-type]
-            facts,  # type: ignore[arg-type]
-            devices=devices if devices is not None else devices_of(report),  # type: ignore[arg-type]
+            report,
+            facts,
+            devices=devices if devices is not None else devices_of(report),
             price_per_device_hour=price_per_device_hour,
         )
     except ValueError as exc:
@@ -103,6 +109,7 @@ def advise(
 )
 @click.option("--async-save", is_flag=True, help="Saves run in the background.")
 def whatif(
+    *,
     path: str,
     job: str | None,
     as_json: bool,
@@ -123,7 +130,7 @@ def whatif(
     report, facts = _read("whatif", path, job, ideal_step_time)
     settings = ReplaySettings(checkpoint_every, save_cost, restart_cost, async_save)
     try:
-        result = whatif_of(report, facts, settings)  # type: ignore[arg-type]
+        result = whatif_of(report, facts, settings)
     except ValueError as exc:
         _fail("whatif", str(exc))
     if as_json:
