@@ -39,8 +39,12 @@ class AttemptFacts:
     - ``preamble``: from the attempt's start to its first step (the whole attempt when it
       ran no step).
     - ``restore_step``: the progress it resumed from (the report's restore point).
-    - ``steps_run`` and ``work_seconds``: the steps it ran to their end and their time,
-      blocking intervals inside them left out; ``step_seconds`` is their ratio.
+    - ``steps_run`` and ``work_seconds``: the steps it ran to their end and the time from
+      its first step to the end of the last of them, saves left out (what happens between
+      steps is part of their cost); ``step_seconds`` is their ratio.
+    - ``tail``: from its last step's end to its end, saves left out: a finished attempt's
+      teardown, or the time a failed one made no progress before it ended (a hang until
+      it was killed, a crash's teardown).
     - ``interrupted``: it ended by a failure, a hang or a preemption (not by the job's end).
     """
 
@@ -145,10 +149,14 @@ def _attempt(
     counts = np.maximum(np.diff(steps, prepend=restore), 1)
     closed = s.closed[mask].copy()
     closed[:-1] = True  # a record followed by another ended there, step_end or not
+    # The wall time per step is from the first step to the last one that ended, saves
+    # left out: what happens between steps (evaluations, loads) is part of a step's cost.
+    ended = float(ends[closed][-1]) if closed.any() else first
+    between = math.fsum(v.seconds for v in saves if first <= v.start < ended)
     return AttemptFacts(
         index, a.start, a.end, a.status, _interrupted(a, last), first - a.start, restore,
         int(steps[0]), int(steps[-1]), int(counts[closed].sum()),
-        float(s.own[mask][closed].sum()), tuple(saves), max(0.0, a.end - stop - after),
+        max(0.0, ended - first - between), tuple(saves), max(0.0, a.end - stop - after),
     )  # fmt: skip
 
 

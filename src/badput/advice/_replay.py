@@ -185,6 +185,7 @@ class _Plan:
     step_seconds: float
     fails_at: float | None
     interrupted: bool
+    dying: float = 0.0  # after its failure, until its recorded end (no progress)
 
 
 def _plans(facts: JobFacts, settings: ReplaySettings) -> Iterator[_Plan]:
@@ -200,9 +201,14 @@ def _plans(facts: JobFacts, settings: ReplaySettings) -> Iterator[_Plan]:
             gap = settings.restart_cost
         last = k == len(atts) - 1
         stop: float | None = a.end
+        dying = 0.0
         if last and facts.finished:
             stop = facts.end + mtbf if math.isfinite(mtbf) else None
-        yield _Plan(gap, a.preamble, a.step_seconds or w_job, stop, a.interrupted or stop != a.end)
+        elif a.interrupted and a.steps_run:  # progress stopped at its last step's end
+            dying = min(a.tail, a.end - a.start)
+            stop = a.end - dying
+        interrupted = a.interrupted or stop != a.end
+        yield _Plan(gap, a.preamble, a.step_seconds or w_job, stop, interrupted, dying)
     if not (facts.finished and math.isfinite(mtbf)):
         return
     restarts = [(facts.gap_after(i - 1), a.preamble) for i, a in enumerate(atts) if i > 0]
@@ -250,7 +256,9 @@ def replay_seconds(facts: JobFacts, settings: ReplaySettings) -> tuple[dict[str,
         restore = run.restore_point(t)
         run.seconds["kept"] += (restore - first) * w
         run.seconds["wasted"] += (p - restore) * w + partial
-        run.safe, run.commits, end = restore, [c for c in run.commits if c[0] > t], t
+        run.safe, run.commits = restore, [c for c in run.commits if c[0] > t]
+        run.seconds["tail"] += plan.dying
+        end = t + plan.dying
         run.failures += 1
         if target is None and k >= len(atts) - 1:
             break
