@@ -48,6 +48,13 @@ PUBLIC: dict[str, set[str]] = {
         "TensorBoardExporter", "flush_live_recorders", "window_label",
     },
     "badput.analysis": {"LiveJob", "analyze"},
+    "badput.advice": {
+        "Advice", "AttemptFacts", "FailureRate", "Interval", "JobFacts", "Lever",
+        "ReplaySettings", "SaveFacts", "Spread", "WhatIf", "advise", "advise_of",
+        "chi2_quantile", "daly_interval", "devices_of", "efficiency", "measure",
+        "poisson_rate_interval", "read_job", "render_advice", "render_whatif",
+        "replay_seconds", "whatif", "whatif_of", "young_interval",
+    },
     "badput.recorder": {
         "DEFAULT_HEARTBEAT_INTERVAL", "NullRecorder", "Recorder", "SPANS", "resolve_attempt",
     },

@@ -3,7 +3,10 @@
 that lists a job while the command imports the engine (``_list_ahead``). Thin: parsing and
 printing; the work is in the library."""
 
-from badput.cli import _live  # noqa: F401 (registers run, demo, monitor and watch on main)
+from badput.cli import (
+    _advice,  # noqa: F401 (registers advise and whatif on main)
+    _live,  # noqa: F401 (registers run, demo, monitor and watch on main)
+)
 from badput.cli._commands import console_main, main, parse_timestamp
 
 __all__ = ["console_main", "main", "parse_timestamp"]

@@ -1,0 +1,193 @@
+"""What the advice and the replay need from a job, measured from its report and timeline.
+
+Everything here is read from the engine's public results (a :class:`~badput.engine.Report`
+and its :class:`~badput.engine.Timeline`): the attempts, which of them ended by a failure,
+each attempt's preamble (from its start to its first step: initialisation, preparation,
+restore), its steps and their time, and the blocking checkpoint saves of its leader (the
+lowest rank with steps, the rank the partition follows).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from badput.engine import AttemptSummary, Report, Timeline
+
+__all__ = ["NOT_FAILURES", "AttemptFacts", "JobFacts", "SaveFacts", "measure"]
+
+#: Attempt statuses that are not failures: the job ended as asked, or a person stopped it.
+NOT_FAILURES = frozenset({"completed", "cancelled", "success", "succeeded"})
+
+
+@dataclass(frozen=True)
+class SaveFacts:
+    """One blocking checkpoint save of an attempt's leader: after step ``step``."""
+
+    step: int
+    start: float
+    seconds: float
+    complete: bool = True  # False: cut by the attempt's failure (its time says nothing)
+
+
+@dataclass(frozen=True)
+class AttemptFacts:
+    """One attempt as the replay sees it.
+
+    - ``preamble``: from the attempt's start to its first step (the whole attempt when it
+      ran no step).
+    - ``restore_step``: the progress it resumed from (the report's restore point).
+    - ``steps_run`` and ``work_seconds``: the steps it ran to their end and the time from
+      its first step to the end of the last of them, saves left out (what happens between
+      steps is part of their cost); ``step_seconds`` is their ratio.
+    - ``tail``: from its last step's end to its end, saves left out: a finished attempt's
+      teardown, or the time a failed one made no progress before it ended (a hang until
+      it was killed, a crash's teardown).
+    - ``interrupted``: it ended by a failure, a hang or a preemption (not by the job's end).
+    """
+
+    index: int
+    start: float
+    end: float
+    status: str | None
+    interrupted: bool
+    preamble: float
+    restore_step: int
+    first_step: int | None
+    last_step: int | None
+    steps_run: int
+    work_seconds: float
+    saves: tuple[SaveFacts, ...] = ()
+    tail: float = 0.0  # from the last step's end to the attempt's end, saves left out
+
+    @property
+    def step_seconds(self) -> float | None:
+        return self.work_seconds / self.steps_run if self.steps_run > 0 else None
+
+    @property
+    def running_seconds(self) -> float:
+        return max(0.0, self.end - self.start)
+
+
+@dataclass(frozen=True)
+class JobFacts:
+    """The job's measured figures (see :func:`measure`)."""
+
+    job: str
+    start: float
+    end: float
+    finished: bool  # the last attempt ended the job as asked: the replay runs to its step
+    attempts: tuple[AttemptFacts, ...]
+    target_step: int | None
+    step_seconds: float | None  # the job's wall time per step, saves left out
+    save_seconds: tuple[float, ...] = field(default=())
+    interval_steps: int | None = None  # the median step distance between saves
+
+    @property
+    def failures(self) -> int:
+        return sum(a.interrupted for a in self.attempts)
+
+    @property
+    def running_seconds(self) -> float:
+        return math.fsum(a.running_seconds for a in self.attempts)
+
+    def gap_after(self, index: int) -> float:
+        """Down time between attempt ``index`` and the next (0 after the last)."""
+        if index + 1 >= len(self.attempts):
+            return 0.0
+        return max(0.0, self.attempts[index + 1].start - self.attempts[index].end)
+
+
+def _interrupted(a: AttemptSummary, last: bool) -> bool:
+    if not last:
+        return a.status not in NOT_FAILURES if a.status else True
+    if a.end_reason == "job_end":
+        return a.status is not None and a.status not in NOT_FAILURES
+    if a.end_reason.startswith("attempt_end"):
+        return a.status not in NOT_FAILURES
+    return False  # still running (now) or its log just stops (last_event): nothing says
+
+
+def _leader_lanes(timeline: Timeline) -> dict[int, int]:
+    """Attempt index -> the lane of its lowest rank with steps (else its lowest rank)."""
+    with_steps = set(np.unique(timeline.steps.lane).tolist()) if len(timeline.steps) else set()
+    best: dict[int, tuple[bool, int, int]] = {}
+    for i, lane in enumerate(timeline.lanes):
+        key = (i not in with_steps, -1 if lane.rank is None else lane.rank, i)
+        if lane.attempt_index not in best or key < best[lane.attempt_index]:
+            best[lane.attempt_index] = key
+    return {a: key[2] for a, key in best.items()}
+
+
+def _attempt(
+    index: int, a: AttemptSummary, timeline: Timeline, lane: int | None, last: bool
+) -> AttemptFacts:
+    s = timeline.steps
+    mask = s.lane == lane if lane is not None else np.zeros(len(s), bool)
+    starts, ends, steps = s.start[mask], s.end[mask], s.step[mask]
+    saves: list[SaveFacts] = []
+    for iv in timeline.intervals:
+        if iv.lane == lane and iv.bucket == "checkpoint_save" and iv.blocking:
+            before = int(np.searchsorted(starts, iv.start, side="right")) - 1
+            step = int(steps[before]) if before >= 0 else a.restore_step or 0
+            cut = iv.end >= a.end and a.end_reason != "job_end"
+            saves.append(SaveFacts(step, iv.start, iv.end - iv.start, not cut))
+    restore = a.restore_step
+    if restore is None:
+        restore = (a.first_step - 1) if a.first_step is not None else 0
+    if len(starts) == 0:
+        return AttemptFacts(
+            index, a.start, a.end, a.status, _interrupted(a, last),
+            a.end - a.start, restore, None, None, 0, 0.0, tuple(saves),
+        )  # fmt: skip
+    first, stop = float(starts[0]), float(ends[-1])
+    after = math.fsum(v.seconds for v in saves if v.start >= stop)
+    # Steps each record counts (sparse records count the gap in numbers), and the time of
+    # those that ended: a step cut by the attempt's end says nothing of a step's length.
+    counts = np.maximum(np.diff(steps, prepend=restore), 1)
+    closed = s.closed[mask].copy()
+    closed[:-1] = True  # a record followed by another ended there, step_end or not
+    # The wall time per step is from the first step to the last one that ended, saves
+    # left out: what happens between steps (evaluations, loads) is part of a step's cost.
+    ended = float(ends[closed][-1]) if closed.any() else first
+    between = math.fsum(v.seconds for v in saves if first <= v.start < ended)
+    return AttemptFacts(
+        index, a.start, a.end, a.status, _interrupted(a, last), first - a.start, restore,
+        int(steps[0]), int(steps[-1]), int(counts[closed].sum()),
+        max(0.0, ended - first - between), tuple(saves), max(0.0, a.end - stop - after),
+    )  # fmt: skip
+
+
+def measure(report: Report, timeline: Timeline) -> JobFacts:
+    """The :class:`JobFacts` of a cumulative ``report`` and its ``timeline``."""
+    leaders = _leader_lanes(timeline)
+    n = len(report.attempts)
+    attempts = tuple(
+        _attempt(i, a, timeline, leaders.get(i), i == n - 1) for i, a in enumerate(report.attempts)
+    )
+    work = math.fsum(a.work_seconds for a in attempts)
+    run = sum(a.steps_run for a in attempts)
+    saves = [v for a in attempts for v in a.saves]
+    gaps = [
+        b.step - a.step
+        for att in attempts
+        for a, b in zip(att.saves, att.saves[1:], strict=False)
+        if b.step > a.step
+    ]
+    last = report.attempts[-1] if report.attempts else None
+    finished = (
+        last is not None and last.end_reason == "job_end" and last.status in (None, *NOT_FAILURES)
+    )
+    return JobFacts(
+        job=report.job,
+        start=report.start,
+        end=report.end,
+        finished=finished,
+        attempts=attempts,
+        target_step=report.steps.last,
+        step_seconds=work / run if run > 0 else None,
+        save_seconds=tuple(v.seconds for v in saves if v.complete),
+        interval_steps=int(np.median(gaps)) if gaps else None,
+    )
