@@ -31,6 +31,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 from _views_jobs import T0, write_many_names_job
 from badput.analysis import LiveJob
+from badput.engine import Snapshot
 from badput.monitor import Monitor
 from badput.monitor.prometheus import PrometheusExporter
 from badput.report._html import render_html
@@ -62,7 +63,9 @@ def page_alone(job: Path) -> tuple[float, float, float, float, int]:
     t2 = time.perf_counter()
     series = live.accountant.goodput_over_time(report)
     t3 = time.perf_counter()
-    page = render_html(report, timeline, series)
+    page = render_html(
+        Snapshot(report.job, report.end, report, timeline=timeline, goodput_over_time=series)
+    )
     t4 = time.perf_counter()
     return t1 - t0, t2 - t1, t3 - t2, t4 - t3, len(page.encode("utf-8"))
 

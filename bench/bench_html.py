@@ -28,6 +28,7 @@ from selenium.webdriver.chrome.service import Service
 
 sys.path.insert(0, str(Path(__file__).parent))
 from badput.analysis import LiveJob
+from badput.engine import Snapshot
 from badput.report._html import render_html
 from badput.report._trace import write_trace
 from make_big_job import JOB, write_job
@@ -87,7 +88,9 @@ def main() -> None:
         t1 = time.perf_counter()
         series = live.accountant.goodput_over_time(report)
         t2 = time.perf_counter()
-        page = render_html(report, timeline, series)
+        page = render_html(
+            Snapshot(report.job, report.end, report, timeline=timeline, goodput_over_time=series)
+        )
         t3 = time.perf_counter()
         path = root / "report.html"
         path.write_text(page, encoding="utf-8")
@@ -104,7 +107,7 @@ def main() -> None:
             print(f"browser: drawn {statistics.median(ms):.0f} ms after navigation (loads: {ms})")
         sink = io.StringIO()
         t4 = time.perf_counter()
-        n = write_trace(report, timeline, sink)
+        n = write_trace(Snapshot(report.job, report.end, report, timeline=timeline), sink)
         t5 = time.perf_counter()
         print(f"trace: {n:,} events, {len(sink.getvalue()) / 2**20:.0f} MiB in {t5 - t4:.2f} s")
     finally:

@@ -122,12 +122,11 @@ def test_trace_file_holds_the_events_of_trace_events(tmp_path: Path) -> None:
 
     lj = LiveJob(write_two_rank_job(tmp_path / "store"))
     lj.update()
-    report = lj.report()
-    timeline = lj.accountant.timeline(report)
+    snapshot = lj.snapshot(drawing=True)
     out = io.StringIO()
-    n = write_trace(report, timeline, out)
+    n = write_trace(snapshot, out)
     written = json.loads(out.getvalue())["traceEvents"]
-    events = list(trace_events(report, timeline))
+    events = list(trace_events(snapshot))
     assert n == len(written) == len(events)
     assert written == events
 

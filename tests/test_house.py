@@ -31,7 +31,7 @@ LARGE_MODULES = {
 }
 LARGE_CLASSES = {
     "engine/_ingest.py:Ingestor": 497,
-    "engine/_partition.py:_Builder": 519,  # +1: AttemptSummary.open_ranks (issue 39)
+    "engine/_partition.py:_Builder": 551,  # being split (issue 37); +goodput_seconds
 }
 LARGE_FUNCTIONS = {
     "engine/_ingest.py:_add_columns": 89,

@@ -65,7 +65,7 @@ def live(source: Path, job: str | None = None) -> LiveJob:
 def test_two_rank_job_has_a_lane_per_attempt_and_rank(tmp_path: Path) -> None:
     lj = live(write_two_rank_job(tmp_path))
     report = lj.report()
-    page = html_report(lj.accountant, report)
+    page = html_report(lj.accountant.snapshot(report=report, drawing=True))
     data = page_data(page)
     labels = [lane["label"] for lane in data["lanes"]]
     assert labels == [
@@ -123,7 +123,7 @@ def test_cumulative_goodput_ends_at_the_report_goodput(tmp_path: Path) -> None:
 def test_every_log_string_is_escaped(tmp_path: Path) -> None:
     write_hostile_job(tmp_path)
     lj = live(tmp_path, HOSTILE_JOB)
-    page = html_report(lj.accountant)
+    page = html_report(lj.snapshot(drawing=True))
     # exactly our three script elements, and no attribute smuggled in
     assert len(re.findall(r"<script", page, re.I)) == 3
     assert len(re.findall(r"</script", page, re.I)) == 3
@@ -163,7 +163,7 @@ def test_a_long_job_is_binned_and_keeps_its_totals(tmp_path: Path) -> None:
     lj = live(write_long_job(tmp_path, steps))
     report = lj.report()
     timeline = lj.accountant.timeline(report)
-    data = page_data(html_report(lj.accountant, report))
+    data = page_data(html_report(lj.accountant.snapshot(report=report, drawing=True)))
     (lane,) = data["spans"]
     assert lane["binned"] is True
     assert len(lane["base"]["x0"]) <= MAX_SPANS_PER_LANE
@@ -241,7 +241,7 @@ def test_a_hung_multi_rank_job_shows_rank_lanes_stragglers_and_the_stall() -> No
         acc.ingest_events(events, source=f"r{i}")
     report = acc.report(now=NOW)
     assert len(report.stalls) == len(snap.report.stalls) == 1
-    page = html_report(acc, report)
+    page = html_report(acc.snapshot(report=report, drawing=True))
     data = page_data(page)
     ranks = sorted({lane["label"] for lane in data["lanes"][1:]})
     assert len(ranks) == len({r.rank for r in report.ranks}) >= 3  # a lane per rank
@@ -265,7 +265,9 @@ def test_control_characters_of_a_name_are_shown_as_escapes_and_no_span_is_1970(
     path = tmp_path / "j.jsonl"
     path.write_text(json.dumps({"ts": 1.0e9, "kind": "job_start", "job": job}) + "\n")
     lj = live(path)
-    page = html_report(lj.accountant, lj.report(now=0.0))  # before its only event: empty
+    page = html_report(
+        lj.accountant.snapshot(report=lj.report(now=0.0), drawing=True)
+    )  # before its only event: empty
     assert "\x1b" not in page and "\x07" not in page
     assert "<title>badput: evil\\x1b]0;title\\x07\\x1b[2J</title>" in page
     assert page_data(page)["job"] == job  # the data keeps the name as it is

@@ -202,7 +202,7 @@ def test_goodput_colours_follow_the_goodput() -> None:
 
     acc = Accountant(JOB)
     acc.ingest_events(tl.events, source="log")
-    page = html_report(acc, acc.report())
+    page = html_report(acc.snapshot(drawing=True))
     assert '<div class="card bad"><div class="k">goodput</div>' in page
 
 

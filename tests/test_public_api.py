@@ -30,7 +30,8 @@ PUBLIC: dict[str, set[str]] = {
         "Accountant", "AttemptSummary", "DEFAULT_SLOWDOWN_FACTOR", "Diagnostic", "GOODPUT_BINS",
         "GoodputSeries", "IntervalSpan", "ROLLING_BINS",
         "GroupedBuckets", "Lane", "MAX_NAMED_BUCKETS", "PRODUCTIVE", "RankOptions",
-        "RankView", "Report", "STEP_BUCKETS", "SectionView", "Stall", "StepCounts", "StepSpans",
+        "RankView", "Report", "STEP_BUCKETS", "SectionView", "Snapshot", "Stall", "StepCounts",
+        "StepSpans",
         "StepTimeStats", "Straggler", "Timeline", "cpu_time_with_helpers", "group_buckets",
         "step_time_stats", "JOB_STATES", "JobState", "SILENCE_MIN_SECONDS", "SILENCE_STEP_FACTOR",
         "job_state", "silence_threshold",
@@ -39,7 +40,7 @@ PUBLIC: dict[str, set[str]] = {
         "JobRow", "MAX_ATTEMPT_ROWS", "compare_dict", "dumps_finite", "format_duration",
         "format_percent", "format_ts", "html_report", "inert", "job_row", "no_time_reason",
         "open_output", "render_compare", "render_jobs", "render_table", "render_watch",
-        "run_watch", "sort_rows",
+        "report_of", "run_watch", "sort_rows",
         "status_line", "to_json", "write_csv", "write_trace",
     },
     "badput.monitor": {

@@ -35,7 +35,9 @@ def write_page(source: Path, out: Path, job: str | None = None) -> tuple[Path, A
     lj = LiveJob(source, job)
     lj.update()
     report = lj.report()
-    out.write_text(html_report(lj.accountant, report), encoding="utf-8")
+    out.write_text(
+        html_report(lj.accountant.snapshot(report=report, drawing=True)), encoding="utf-8"
+    )
     return out, report
 
 

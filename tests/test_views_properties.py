@@ -78,7 +78,7 @@ def test_views_rules_hold_for_every_job(job: tuple[Accountant, int]) -> None:
         assert (steps.own >= 0).all() and (steps.own <= steps.end - steps.start + 1e-9).all()
     # the trace follows the format's rules and holds every step once
     out = io.StringIO()
-    write_trace(report, timeline, out)
+    write_trace(acc.snapshot(report=report, drawing=True), out)
     slices = check_trace_rules(json.loads(out.getvalue()))
     assert sum(e["name"].startswith("step ") for e in slices) == len(steps)
     # the cumulative goodput of the chart ends at the report's goodput

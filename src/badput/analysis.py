@@ -18,7 +18,7 @@ from operator import attrgetter
 from pathlib import Path
 from typing import Any, Final, NamedTuple
 
-from badput.engine import Accountant, Diagnostic, RankOptions, Report
+from badput.engine import Accountant, Diagnostic, RankOptions, Report, Snapshot
 from badput.events import Chunk, Event, EventError, LeanEvent
 from badput.runtime import shared_work
 from badput.runtime.gc_pause import gc_paused
@@ -709,6 +709,21 @@ class LiveJob:
         if not extra:
             return report
         return dataclasses.replace(report, diagnostics=[*report.diagnostics, *extra])
+
+    def snapshot(
+        self,
+        *,
+        now: float | None = None,
+        window: tuple[float, float] | None = None,
+        ideal_step_time: float | None = None,
+        final: bool = False,
+        drawing: bool = False,
+    ) -> Snapshot:
+        """The one report object every view renders (:class:`~badput.engine.Snapshot`) of
+        what was read so far: :meth:`report` (with its read diagnostics), and when
+        ``drawing`` the timeline and goodput over time the HTML page, CSV and trace draw."""
+        report = self.report(now=now, window=window, ideal_step_time=ideal_step_time, final=final)
+        return self.accountant.snapshot(now=now, report=report, drawing=drawing)
 
 
 def _merge_parts(

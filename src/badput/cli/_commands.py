@@ -289,7 +289,7 @@ def report(
         )
         return
     path = _one_path(paths, reference_step_time, window)
-    live, result = _read_and_report(
+    snapshot = _read_and_report(
         path,
         job,
         now=now,
@@ -297,26 +297,28 @@ def report(
         ideal_step_time=ideal_step_time,
         straggler_threshold=straggler_threshold,
         stall_after=stall_after,
+        drawing=html_file is not None,
     )
+    result = snapshot.report
     if html_file is not None:
         from badput.report import html_report, open_output  # noqa: PLC0415
 
         try:
             with open_output(html_file) as out:
-                out.write(html_report(live.accountant, result))
+                out.write(html_report(snapshot))
         except OSError as exc:
             _fail("report", f"cannot write {html_file}: {exc}")
         click.echo(f"badput report: wrote {html_file}", err=True)
     from badput.report import render_table, to_json  # noqa: PLC0415 (rich is lazy)
 
     if as_json:
-        click.echo(to_json(result))
+        click.echo(to_json(snapshot))
         if window is not None and result.total_seconds == 0:
             from badput.report import no_time_reason  # noqa: PLC0415
 
             click.echo(f"badput report: warning: {no_time_reason(result)}", err=True)
     else:
-        render_table(result, ranks=show_ranks, attempts=attempt_rows)
+        render_table(snapshot, ranks=show_ranks, attempts=attempt_rows)
     if fail_under is not None:
         _gate(result, fail_under)
 
@@ -361,9 +363,11 @@ def _read_and_report(
     ideal_step_time: float | None,
     straggler_threshold: float,
     stall_after: float,
-) -> tuple[Any, Any]:
-    """Read the job at ``path`` (a read-progress line on a terminal) and make its report;
-    both are left for the process's exit to free (:func:`_leave_for_exit`)."""
+    drawing: bool = False,
+) -> Any:
+    """Read the job at ``path`` (a read-progress line on a terminal) and make its snapshot
+    (with its timeline when ``drawing``: the HTML page's); the state read and the snapshot
+    are left for the process's exit to free (:func:`_leave_for_exit`)."""
     from badput.runtime.heap import large_blocks_mapped  # noqa: PLC0415
 
     # A directory's job is listed by a helper process while this one imports the engine.
@@ -393,8 +397,9 @@ def _read_and_report(
         progress.done()
         _fail("report", str(exc))
     progress.done()
-    _leave_for_exit(live, result)
-    return live, result
+    snapshot = live.accountant.snapshot(now=now, report=result, drawing=drawing)
+    _leave_for_exit(live, snapshot)
+    return snapshot
 
 
 def _report_resiliency(
@@ -596,12 +601,11 @@ def export_trace(*, path: str, file: str, job: str | None) -> None:
     """
     from badput.report import open_output, write_trace  # noqa: PLC0415
 
-    live = _read_job("export trace", path, job)
-    report = live.report()
-    _note_diagnostics("export trace", report, path)
+    snapshot = _read_job("export trace", path, job).snapshot(drawing=True)
+    _note_diagnostics("export trace", snapshot.report, path)
     try:
         with open_output(file) as out:
-            n = write_trace(report, live.accountant.timeline(report), out)
+            n = write_trace(snapshot, out)
     except OSError as exc:
         _fail("export trace", f"cannot write {file}: {exc}")
     click.echo(f"badput export trace: wrote {n} events to {file}", err=True)
@@ -615,11 +619,10 @@ def export_csv(*, path: str, directory: str, job: str | None) -> None:
     """Write the job at PATH as CSV files into DIR: buckets, attempts, steps per attempt."""
     from badput.report import write_csv  # noqa: PLC0415
 
-    live = _read_job("export csv", path, job)
-    report = live.report()
-    _note_diagnostics("export csv", report, path)
+    snapshot = _read_job("export csv", path, job).snapshot(drawing=True)
+    _note_diagnostics("export csv", snapshot.report, path)
     try:
-        files = write_csv(report, live.accountant.timeline(report), directory)
+        files = write_csv(snapshot, directory)
     except OSError as exc:
         _fail("export csv", f"cannot write into {directory}: {exc}")
     for f in files:
@@ -666,9 +669,8 @@ def jobs(*, store: str | None, sort_key: str, reverse: bool, as_json: bool) -> N
         try:
             live = LiveJob(opened, name)
             live.update()
-            report = live.report()
-            shown = report.job or name
-            rows.append(job_row(shown, report, live.accountant.last_event_ts, now))
+            snapshot = live.snapshot()
+            rows.append(job_row(snapshot.report.job or name, snapshot, now))
         except (ValueError, OSError) as exc:
             rows.append(JobRow(name, "error", None, 0.0, 0.0, 0.0, 0, None, str(exc)))
     rows = sort_rows(rows, sort_key, reverse)
@@ -699,13 +701,13 @@ def compare(*, job_a: str, job_b: str, store: str | None, as_json: bool) -> None
     from badput.report import compare_dict, render_compare  # noqa: PLC0415
 
     if store is not None:
-        a = _read_job("compare", store, job_a).report()
-        b = _read_job("compare", store, job_b).report()
+        a = _read_job("compare", store, job_a).snapshot()
+        b = _read_job("compare", store, job_b).snapshot()
     else:
-        a = _read_job("compare", job_a, None).report()
-        b = _read_job("compare", job_b, None).report()
-    _note_diagnostics("compare", a, f"JOB_A ({job_a})")
-    _note_diagnostics("compare", b, f"JOB_B ({job_b})")
+        a = _read_job("compare", job_a, None).snapshot()
+        b = _read_job("compare", job_b, None).snapshot()
+    _note_diagnostics("compare", a.report, f"JOB_A ({job_a})")
+    _note_diagnostics("compare", b.report, f"JOB_B ({job_b})")
     if as_json:
         from badput.report import dumps_finite  # noqa: PLC0415
 

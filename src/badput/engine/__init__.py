@@ -15,6 +15,7 @@ from badput.engine._model import (
 )
 from badput.engine._over_time import GOODPUT_BINS, ROLLING_BINS, GoodputSeries
 from badput.engine._rank_model import RankOptions, RankView, SectionView, Stall, Straggler
+from badput.engine._snapshot import Snapshot
 from badput.engine._state import (
     JOB_STATES,
     SILENCE_MIN_SECONDS,
@@ -54,6 +55,7 @@ __all__ = [
     "RankView",
     "Report",
     "SectionView",
+    "Snapshot",
     "Stall",
     "StepCounts",
     "StepSpans",

@@ -19,6 +19,7 @@ from badput.engine._partition import compute_report, goodput_seconds, recent_ste
 from badput.engine._rank_model import RankOptions, Stall
 from badput.engine._ranks import RankTracker
 from badput.engine._segments import Typical
+from badput.engine._snapshot import Snapshot, take
 from badput.engine._steptime import DEFAULT_SLOWDOWN_FACTOR, StepTimeStats, step_time_stats
 from badput.engine._timeline import Timeline, build_timeline
 from badput.events import Chunk, DecodedColumns, Event, EventError, LeanEvent
@@ -305,18 +306,28 @@ class Accountant:
         """
         return build_timeline(self._ing, report if report is not None else self.report())
 
+    def snapshot(
+        self,
+        *,
+        now: float | None = None,
+        report: Report | None = None,
+        windows: Sequence[float] = (),
+        step_time: bool = False,
+        drawing: bool = False,
+    ) -> Snapshot:
+        """The one report object every view renders: see :func:`~badput.engine._snapshot.take`."""
+        return take(self, now, report, windows, step_time=step_time, drawing=drawing)
+
     def goodput_seconds(
         self, window: tuple[float, float], ideal_step_time: float | None = None
     ) -> tuple[float, float, float]:
-        """``(productive, slowdown, total)`` seconds of ``window``: the figures of
-        :meth:`report`'s goodput and observed goodput for that window, and nothing else."""
-        ideal = ideal_step_time if ideal_step_time is not None else self.ideal_step_time
+        """``(productive, slowdown, total)`` seconds of ``window``: its goodput's figures."""
+        ideal = self.ideal_step_time if ideal_step_time is None else ideal_step_time
         with gc_paused():
             return goodput_seconds(self._ing, window, ideal_step_time=ideal, cache=self._cache)
 
     def goodput_over_time(self, report: Report, bins: int = GOODPUT_BINS) -> GoodputSeries:
-        """Cumulative and rolling goodput at the ends of ``bins`` equal steps of
-        ``report``'s span (see :func:`badput.engine._over_time.goodput_over_time`)."""
+        """Goodput over ``report``'s span: :func:`badput.engine._over_time.goodput_over_time`."""
         return goodput_over_time(self, report, bins)
 
 

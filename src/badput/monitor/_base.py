@@ -1,74 +1,18 @@
-"""What the Monitor hands to exporters, and what an exporter is.
+"""What an exporter is, and the bucket series exporters share.
 
-A :class:`Snapshot` is computed once per monitor cycle from the incremental
-engine; exporters turn it into their system's metrics. Exporters compute no
+A :class:`~badput.engine.Snapshot` (the one report object every view renders) is
+computed once per monitor cycle from the incremental engine; exporters turn it into
+their system's metrics. Exporters compute no
 accounting of their own (DESIGN.md): every number comes from the snapshot.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import Protocol, runtime_checkable
 
-from badput.engine import (
-    MAX_NAMED_BUCKETS,
-    JobState,
-    Report,
-    StepTimeStats,
-    group_buckets,
-    job_state,
-    silence_threshold,
-)
+from badput.engine import MAX_NAMED_BUCKETS, Snapshot, group_buckets
 
 __all__ = ["BucketSeries", "Exporter", "Snapshot"]
-
-
-@dataclass(frozen=True)
-class Snapshot:
-    """The state of one job at ``time``.
-
-    - ``report``: the cumulative partition (``Report.buckets`` in seconds, goodput...).
-    - ``windows``: rolling windows, seconds → the partition of ``[time - w, time]``.
-    - ``step_time``: step-time statistics (``None`` when the monitor was asked not to).
-    - ``sequence``: 0, 1, 2... one per cycle (a TensorBoard step axis must not go back).
-    - ``last_event_time``: timestamp of the newest event read so far (``None`` before
-      any); ``time - last_event_time`` is how long the job has been silent.
-    """
-
-    job: str
-    time: float
-    report: Report
-    windows: dict[float, Report] = field(default_factory=dict)
-    step_time: StepTimeStats | None = None
-    sequence: int = 0
-    last_event_time: float | None = None
-
-    @property
-    def last_step(self) -> int | None:
-        """The last step reached (the step axis of dashboards)."""
-        return self.report.steps.last
-
-    @property
-    def disruptions(self) -> int:
-        """Restarts so far: attempts after the first."""
-        return max(0, len(self.report.attempts) - 1)
-
-    @property
-    def silence_threshold(self) -> float:
-        """Seconds without any event after which the job is taken to be down:
-        ``max(60 s, 3 x typical step time)`` (the recent median step, else the ideal)."""
-        typical = None
-        if self.step_time is not None:
-            typical = self.step_time.recent_median
-        if typical is None:
-            typical = self.report.ideal_step_time
-        return silence_threshold(typical)
-
-    def state(self, now: float | None = None) -> JobState:
-        """The job's state at ``now`` (default: the snapshot's time), as
-        :func:`badput.engine.job_state` gives it: the one every view and exporter shows."""
-        at = self.time if now is None else now
-        return job_state(self.report, self.last_event_time, at, self.silence_threshold)
 
 
 @runtime_checkable

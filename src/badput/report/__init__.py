@@ -17,11 +17,11 @@ from badput.report._format import (
     format_ts,
     inert,
 )
-from badput.report._json import dumps_finite, to_json
+from badput.report._json import dumps_finite, report_of, to_json
 from badput.runtime.lazy import lazy_attributes
 
 if TYPE_CHECKING:
-    from badput.engine import Accountant, Report
+    from badput.engine import Report, Snapshot
     from badput.report._csv import write_csv
     from badput.report._jobs import (
         JobRow,
@@ -52,6 +52,7 @@ __all__ = [
     "render_jobs",
     "render_table",
     "render_watch",
+    "report_of",
     "run_watch",
     "sort_rows",
     "status_line",
@@ -82,13 +83,14 @@ __getattr__ = lazy_attributes(__name__, _LAZY)
 
 
 def render_table(
-    report: Report,
+    view: Snapshot | Report,
     console: Any = None,
     *,
     ranks: bool = False,
     attempts: int | None = MAX_ATTEMPT_ROWS,
 ) -> None:
-    """Print ``report`` as a rich table to ``console`` (default: a new stdout console).
+    """Print the report of ``view`` (a snapshot, or a report alone) as a rich table to
+    ``console`` (default: a new stdout console).
 
     ``console`` is a ``rich.console.Console``; pass one created with
     ``record=True`` to capture the text. ``ranks``: add the per-rank table
@@ -98,12 +100,13 @@ def render_table(
     """
     from badput.report._table import render_table as _render  # noqa: PLC0415 (rich is lazy)
 
-    _render(report, console, ranks=ranks, attempts=attempts)
+    _render(report_of(view), console, ranks=ranks, attempts=attempts)
 
 
-def html_report(accountant: Accountant, report: Report | None = None) -> str:
-    """The self-contained HTML page of the job ``accountant`` ingested (``badput report
-    --html``); ``report`` defaults to the whole job. See :mod:`badput.report._html`."""
+def html_report(snapshot: Snapshot) -> str:
+    """The self-contained HTML page of ``snapshot`` (``badput report --html``), made with
+    its timeline: ``LiveJob.snapshot(drawing=True)`` or ``Accountant.snapshot(drawing=True)``.
+    See :mod:`badput.report._html`."""
     from badput.report._html import html_report as _html  # noqa: PLC0415 (numpy is lazy)
 
-    return _html(accountant, report)
+    return _html(snapshot)

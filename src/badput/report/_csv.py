@@ -16,7 +16,7 @@ from pathlib import Path
 
 import numpy as np
 
-from badput.engine import STEP_BUCKETS, Report, Timeline
+from badput.engine import STEP_BUCKETS, Report, Snapshot, Timeline
 from badput.report._output import open_output
 from badput.report._table import bucket_description, ordered_buckets
 
@@ -49,41 +49,52 @@ def wasted_steps(timeline: Timeline, attempts: int) -> list[int]:
     return out
 
 
-def write_csv(report: Report, timeline: Timeline, directory: str | os.PathLike[str]) -> list[Path]:
-    """Write the CSV files into ``directory`` (created); return their paths."""
+def write_csv(snapshot: Snapshot, directory: str | os.PathLike[str]) -> list[Path]:
+    """Write the CSV files of ``snapshot`` (made with ``drawing=True``: the steps are
+    its timeline's) into ``directory`` (created); return their paths."""
+    report = snapshot.report
+    timeline = snapshot.drawn("the CSV files")
     root = Path(directory)
     root.mkdir(parents=True, exist_ok=True)
-    written = []
+    return [
+        _write_buckets(report, root / "buckets.csv"),
+        _write_attempts(report, timeline, root / "attempts.csv"),
+        *_write_steps(report, timeline, root),
+    ]
+
+
+def _write_buckets(report: Report, path: Path) -> Path:
     total = report.total_seconds
-    path = root / "buckets.csv"
     with open_output(path, newline="") as f:
         w = csv.writer(f)
         w.writerow(["bucket", "seconds", "fraction", "description"])
         for name, seconds in ordered_buckets(report.buckets):
             fraction = seconds / total if total > 0 else 0.0
             w.writerow([_text(name), repr(seconds), repr(fraction), bucket_description(name)])
-    written.append(path)
+    return path
 
+
+_ATTEMPT_COLUMNS = [
+    "index",
+    "id",
+    "start",
+    "end",
+    "seconds",
+    "end_reason",
+    "status",
+    "exit_code",
+    "restore_step",
+    "first_step",
+    "last_step",
+    "wasted_steps",
+]
+
+
+def _write_attempts(report: Report, timeline: Timeline, path: Path) -> Path:
     wasted = wasted_steps(timeline, len(report.attempts))
-    path = root / "attempts.csv"
     with open_output(path, newline="") as f:
         w = csv.writer(f)
-        w.writerow(
-            [
-                "index",
-                "id",
-                "start",
-                "end",
-                "seconds",
-                "end_reason",
-                "status",
-                "exit_code",
-                "restore_step",
-                "first_step",
-                "last_step",
-                "wasted_steps",
-            ]
-        )
+        w.writerow(_ATTEMPT_COLUMNS)
         for i, a in enumerate(report.attempts):
             w.writerow(
                 [
@@ -101,8 +112,12 @@ def write_csv(report: Report, timeline: Timeline, directory: str | os.PathLike[s
                     wasted[i],
                 ]
             )
-    written.append(path)
+    return path
 
+
+def _write_steps(report: Report, timeline: Timeline, root: Path) -> list[Path]:
+    """One file of steps per attempt."""
+    written = []
     steps = timeline.steps
     lane_attempt = np.array([ln.attempt_index for ln in timeline.lanes] or [0], np.int64)
     lane_rank = np.array([ln.rank if ln.rank is not None else 0 for ln in timeline.lanes] or [0])

@@ -37,11 +37,11 @@ import numpy.typing as npt
 from badput import __version__
 from badput.engine import (
     STEP_BUCKETS,
-    Accountant,
     GoodputSeries,
     GroupedBuckets,
     IntervalSpan,
     Report,
+    Snapshot,
     Timeline,
     group_buckets,
 )
@@ -562,8 +562,12 @@ def _scripts() -> tuple[str, str, str]:
     return app, uplot, csp
 
 
-def render_html(report: Report, timeline: Timeline, goodput: GoodputSeries) -> str:
-    """The page, from what the engine computed (pure: no I/O but reading the assets)."""
+def render_html(snapshot: Snapshot) -> str:
+    """The page of ``snapshot``, made with its timeline (``drawing=True``): what the engine
+    computed (pure: no I/O but reading the assets)."""
+    report = snapshot.report
+    timeline = snapshot.drawn("the HTML page")
+    goodput = snapshot.over_time("the HTML page")
     data = _chart_data(report, timeline, goodput)
     app, uplot, csp = _scripts()
     wasted = wasted_steps(timeline, len(report.attempts))
@@ -640,8 +644,6 @@ Charts: uPlot 1.6.32, © Leon Sorokin, MIT licence.</footer>
 """
 
 
-def html_report(accountant: Accountant, report: Report | None = None) -> str:
-    """The HTML page of the job ``accountant`` ingested (``report``: default, the whole job)."""
-    rep = report if report is not None else accountant.report()
-    timeline = accountant.timeline(rep)
-    return render_html(rep, timeline, accountant.goodput_over_time(rep))
+def html_report(snapshot: Snapshot) -> str:
+    """The HTML page of ``snapshot`` (made with ``drawing=True``)."""
+    return render_html(snapshot)

@@ -15,8 +15,9 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from badput.engine import GroupedBuckets, Report, group_buckets, job_state
+from badput.engine import GroupedBuckets, Report, Snapshot, group_buckets, job_state
 from badput.report._format import format_duration, format_percent, format_ts, inert
+from badput.report._json import report_of
 from badput.report._table import grouped_note, log_text, ordered_buckets
 
 __all__ = [
@@ -85,9 +86,10 @@ def job_status(report: Report, last_event: float | None, now: float) -> str:
     return state.state
 
 
-def job_row(name: str, report: Report, last_event: float | None, now: float) -> JobRow:
-    """The row of job ``name`` that ``badput jobs`` lists, from its ``report``; its status
-    from ``last_event`` (its newest event's time) and ``now`` (:func:`job_status`)."""
+def job_row(name: str, snapshot: Snapshot, now: float) -> JobRow:
+    """The row of job ``name`` that ``badput jobs`` lists, from its ``snapshot``; its status
+    at ``now`` from the snapshot's newest event (:func:`job_status`)."""
+    report, last_event = snapshot.report, snapshot.last_event_time
     return JobRow(
         job=name,
         status=job_status(report, last_event, now),
@@ -183,8 +185,9 @@ def _pp(a: float, b: float) -> str:
     return f"{(b - a) * 100:+.1f} pp"
 
 
-def compare_dict(a: Report, b: Report) -> dict[str, Any]:
+def compare_dict(view_a: Snapshot | Report, view_b: Snapshot | Report) -> dict[str, Any]:
     """Both reports' headline figures and buckets, and B minus A."""
+    a, b = report_of(view_a), report_of(view_b)
 
     def head(r: Report) -> dict[str, Any]:
         return {
@@ -221,9 +224,10 @@ def compare_dict(a: Report, b: Report) -> dict[str, Any]:
     }
 
 
-def render_compare(a: Report, b: Report, console: Console) -> None:
+def render_compare(view_a: Snapshot | Report, view_b: Snapshot | Report, console: Console) -> None:
     """Two reports side by side: headline, then every bucket as time and share, B - A (the
     named buckets beyond the largest of each job grouped, as the table groups them)."""
+    a, b = report_of(view_a), report_of(view_b)
     head = Table(box=box.SIMPLE_HEAD, pad_edge=False, title="Compared", title_justify="left")
     head.add_column("")
     head.add_column("A", overflow="fold")

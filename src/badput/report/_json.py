@@ -5,10 +5,10 @@ from __future__ import annotations
 import json
 import math
 from functools import lru_cache
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 if TYPE_CHECKING:
-    from badput.engine import Report
+    from badput.engine import Report, Snapshot
 
 __all__ = ["dumps_finite", "to_json"]
 
@@ -90,9 +90,17 @@ def dumps_finite(value: Any, *, indent: int | None = 2) -> str:
     return "".join(out)
 
 
-def to_json(report: Report, *, indent: int | None = 2) -> str:
-    """``report`` as the JSON object of ``badput report --json`` (ACCOUNTING.md §8).
+def to_json(view: Snapshot | Report, *, indent: int | None = 2) -> str:
+    """The report of ``view`` (a snapshot, or a report alone) as the JSON object of
+    ``badput report --json`` (ACCOUNTING.md §8).
 
     Always valid JSON: a non-finite number (never expected) is written as ``null``.
     """
-    return dumps_finite(report.to_dict(), indent=indent)
+    return dumps_finite(report_of(view).to_dict(), indent=indent)
+
+
+def report_of(view: Snapshot | Report) -> Report:
+    """The report a view renders: a snapshot's, or the report itself (a view that shows
+    the partition alone takes either). Told apart without importing the engine: this
+    module is loaded with ``badput.report``, before any view needs numpy."""
+    return cast("Report", getattr(view, "report", view))

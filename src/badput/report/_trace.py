@@ -24,7 +24,7 @@ from typing import IO, Any
 
 import numpy as np
 
-from badput.engine import STEP_BUCKETS, Report, Timeline
+from badput.engine import STEP_BUCKETS, Report, Snapshot, Timeline
 
 __all__ = ["trace_events", "write_trace"]
 
@@ -132,9 +132,11 @@ def _step_lines(
         )
 
 
-def trace_events(report: Report, timeline: Timeline) -> Iterator[dict[str, Any]]:
-    """Every event of the trace, metadata first per process and thread."""
-    for item in _trace_items(report, timeline, encoded=False):
+def trace_events(snapshot: Snapshot) -> Iterator[dict[str, Any]]:
+    """Every event of the trace of ``snapshot`` (made with ``drawing=True``), metadata
+    first per process and thread."""
+    timeline = snapshot.drawn("the trace")
+    for item in _trace_items(snapshot.report, timeline, encoded=False):
         assert isinstance(item, dict)
         yield item
 
@@ -199,8 +201,11 @@ def _trace_items(
             yield _slice(iv.bucket, iv.bucket, (iv.start, iv.end), (pid, tid), args)
 
 
-def write_trace(report: Report, timeline: Timeline, out: IO[str]) -> int:
-    """Write the trace as one JSON object to ``out``; return the number of events."""
+def write_trace(snapshot: Snapshot, out: IO[str]) -> int:
+    """Write the trace of ``snapshot`` (made with ``drawing=True``) as one JSON object to
+    ``out``; return the number of events."""
+    report = snapshot.report
+    timeline = snapshot.drawn("the trace")
     out.write('{"displayTimeUnit":"ms","otherData":')
     out.write(json.dumps({"job": report.job, "generator": "badput"}))
     out.write(',"traceEvents":[\n')
