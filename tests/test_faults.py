@@ -808,16 +808,18 @@ def test_one_periodic_worker_and_one_lifecycle_registry_for_all_three() -> None:
     """The recorder, the Monitor and the compat GoodputMonitor's uploaders all tick on
     badput.runtime.worker.PeriodicWorker and register their exit/fork hooks in
     badput.runtime.lifecycle."""
-    from badput.compat.ml_goodput_measurement import monitoring
+    from badput.compat.ml_goodput_measurement import _uploader, monitoring
     from badput.monitor import Monitor, _monitor
     from badput.runtime import lifecycle as _lifecycle
     from badput.runtime import worker as _worker
 
-    # The recorder's thread is made in its own module, its hooks registered in _recorder.
-    assert writer_thread_module.PeriodicWorker is _worker.PeriodicWorker
-    for module in (recorder_module, _monitor, monitoring):
-        assert module is recorder_module or module.PeriodicWorker is _worker.PeriodicWorker
+    # The recorder's thread is made in its own module, its hooks registered in _recorder;
+    # the compat monitor's uploader threads in _uploader, its hooks in monitoring.
+    for made_in in (writer_thread_module, _monitor, _uploader):
+        assert made_in.PeriodicWorker is _worker.PeriodicWorker
+    for module in (recorder_module, _monitor, monitoring, writer_thread_module, _uploader):
         assert "atexit" not in vars(module) and "register_at_fork" not in inspect.getsource(module)
+    for module in (recorder_module, _monitor, monitoring):
         assert module._lifecycle is _lifecycle
     rec = Recorder(JOB, _job_store(), heartbeat_interval=0)
     rec.record_job_start()
