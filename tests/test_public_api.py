@@ -16,7 +16,7 @@ PUBLIC: dict[str, set[str]] = {
         "Chunk", "DecodedColumns", "Event", "EventError", "INTERVAL_KINDS", "KINDS", "KIND_CODE",
         "KIND_NAMES", "Kind", "LIFECYCLE_KINDS", "LeanEvent", "LeanRows", "Writer",
         "MAX_INT", "MAX_TS", "MIN_TS", "NAMED_KINDS", "SCHEMA_VERSION", "SECTION_QUANTILES",
-        "STEP_KINDS", "attempt_id", "bucket_of", "interval_base", "validate",
+        "STEP_KINDS", "WORK_COUNTS", "attempt_id", "bucket_of", "interval_base", "validate",
     },
     "badput.store": {
         "MAX_LINE_BYTES", "SPOOL_DIR", "Chunk", "Cursor", "EventStore", "EventWriter",
