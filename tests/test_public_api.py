@@ -33,7 +33,8 @@ PUBLIC: dict[str, set[str]] = {
         "RankView", "Report", "STEP_BUCKETS", "SectionView", "Stall", "StepCounts", "StepSpans",
         "StepTimeStats", "Straggler", "Timeline", "cpu_time_with_helpers", "group_buckets",
         "step_time_stats", "JOB_STATES", "JobState", "SILENCE_MIN_SECONDS", "SILENCE_STEP_FACTOR",
-        "job_state", "silence_threshold",
+        "job_state", "silence_threshold", "PEAK_FLOPS", "AttemptWork", "ProgramGoodput",
+        "dense_flops_per_token", "table_peak",
     },
     "badput.report": {
         "JobRow", "MAX_ATTEMPT_ROWS", "compare_dict", "dumps_finite", "format_duration",
