@@ -216,3 +216,28 @@ def test_mpg_is_the_product_of_its_three_goodputs(log: tuple[list[Event], float]
         assert math.isclose(p.kept_tokens * 1e6 / (report.total_seconds * peak * p.devices),
                             p.mfu_job, rel_tol=1e-9)  # fmt: skip
     assert p.kept_tokens <= p.tokens
+
+
+def test_cli_peak_flops_and_devices(tmp_path: Any) -> None:
+    import json
+
+    from click.testing import CliRunner
+
+    from badput.cli import main
+    from badput.formats.codec import encode_lines
+
+    log = tmp_path / "llama.jsonl"
+    log.write_bytes(encode_lines(llama_log()))
+    args = ["report", str(log), "--ideal-step-time", "10", "--json"]
+    out = json.loads(CliRunner().invoke(main, args).output)["program"]
+    assert out["program_goodput"] == pytest.approx(MFU)
+    given = CliRunner().invoke(main, [*args, "--peak-flops", "2e15", "--devices", "4"])
+    out = json.loads(given.output)["program"]
+    assert (out["peak_source"], out["peak_flops"], out["devices"]) == ("given", 2e15, 4)
+    # 3.2016417096204288e15 FLOP/s of 4 x 2e15
+    assert out["program_goodput"] == pytest.approx(3.2016417096204288e15 / 8e15)
+    for bad in ("nan", "inf", "0", "-1", "x"):
+        result = CliRunner().invoke(main, [*args, "--peak-flops", bad])
+        assert result.exit_code == 2 and "--peak-flops" in result.output
+    table = CliRunner().invoke(main, args[:-1]).output
+    assert "MPG = SG x RG x PG" in table and "23.8%" in table and "40.4%" in table
