@@ -16,7 +16,7 @@ from badput.engine._ingest import Ingestor, Run
 from badput.engine._model import Report
 from badput.engine._over_time import GOODPUT_BINS, GoodputSeries, goodput_over_time
 from badput.engine._partition import compute_report, goodput_seconds, recent_step_times
-from badput.engine._program import ProgramTracker, program_goodput
+from badput.engine._program import ProgramTracker, with_program
 from badput.engine._rank_model import RankOptions, Stall
 from badput.engine._ranks import RankTracker
 from badput.engine._segments import Typical
@@ -61,8 +61,7 @@ class Accountant:
         self.ideal_step_time = ideal_step_time
         self._ranks = RankTracker()
         self._program = ProgramTracker()  # step work and model events (program goodput)
-        #: One device's peak FLOP/s and the device count, over what the log records
-        #: (``badput report --peak-flops``; docs/program-goodput.md).
+        #: One device's peak FLOP/s and the device count, over the log's (program goodput)
         self.peak_flops: float | None = None
         self.devices: int | None = None
         # The stalls of the last report with the partition of their time, and what that
@@ -188,12 +187,7 @@ class Accountant:
         """
         with gc_paused():
             report = self._report(now, window, ideal_step_time, typical, ranks)
-        if window is None and (not self._program.empty or self.peak_flops is not None):
-            program = program_goodput(
-                report, self._program, peak_flops=self.peak_flops, devices=self.devices
-            )
-            report = dataclasses.replace(report, program=program)
-        return report
+        return with_program(report, self._program, self.peak_flops, self.devices)
 
     def _report(
         self,

@@ -17,6 +17,7 @@ Narayanan et al. 2021 §5.1, the same terms written per batch). A ``model`` even
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from operator import attrgetter
 from typing import Final
@@ -28,7 +29,7 @@ from badput.engine._model import Report
 from badput.engine._program_model import AttemptWork, ProgramGoodput, table_peak
 from badput.events import KIND_CODE, Kind
 
-__all__ = ["ProgramTracker", "dense_flops_per_token", "program_goodput"]
+__all__ = ["ProgramTracker", "dense_flops_per_token", "program_goodput", "with_program"]
 
 _tokens = attrgetter("tokens")
 _samples = attrgetter("samples")
@@ -307,3 +308,14 @@ def program_goodput(
         mpg=mpg,
         absent=absent,
     )
+
+
+def with_program(
+    report: Report, tracker: ProgramTracker, peak_flops: float | None, devices: int | None
+) -> Report:
+    """``report`` with its :class:`ProgramGoodput` when it is a whole-job report of a log
+    that records step work or a model (or a peak is given); else ``report`` itself."""
+    if report.window is not None or (tracker.empty and peak_flops is None):
+        return report
+    program = program_goodput(report, tracker, peak_flops=peak_flops, devices=devices)
+    return dataclasses.replace(report, program=program)
