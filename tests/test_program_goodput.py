@@ -241,3 +241,15 @@ def test_cli_peak_flops_and_devices(tmp_path: Any) -> None:
         assert result.exit_code == 2 and "--peak-flops" in result.output
     table = CliRunner().invoke(main, args[:-1]).output
     assert "MPG = SG x RG x PG" in table and "23.8%" in table and "40.4%" in table
+
+
+def test_the_docs_worked_example_is_these_numbers() -> None:
+    from pathlib import Path  # noqa: PLC0415
+
+    page = (Path(__file__).parent.parent / "docs" / "program-goodput.md").read_text()
+    p = report_of(llama_log()).program
+    assert f"{FLOPS_PER_TOKEN:,}" in page
+    assert f"{p.productive_tokens_per_second:,.1f}" in page  # 52,428.8
+    assert f"{p.tokens_per_second:,.1f}" in page  # 30,840.5
+    for name in ("scheduling_goodput", "runtime_goodput", "program_goodput", "mpg"):
+        assert f"{100 * getattr(p, name):.1f} %" in page, name
