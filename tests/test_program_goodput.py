@@ -244,7 +244,7 @@ def test_cli_peak_flops_and_devices(tmp_path: Any) -> None:
 
 
 def test_the_docs_worked_example_is_these_numbers() -> None:
-    from pathlib import Path  # noqa: PLC0415
+    from pathlib import Path
 
     page = (Path(__file__).parent.parent / "docs" / "program-goodput.md").read_text()
     p = report_of(llama_log()).program
