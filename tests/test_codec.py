@@ -64,6 +64,19 @@ def full_event(kind: str, i: int = 0) -> Event:
             last=1_732_000_000.0,
             open_since=1_732_000_000.5,
         )
+    if kind == Kind.STEP_START:
+        fields.update(tokens=8192, samples=4)
+    if kind == Kind.MODEL:
+        fields.update(
+            params=8_030_261_248,
+            layers=32,
+            hidden=4096,
+            seq_len=8192,
+            flops_per_token=5.6e10,
+            devices=8,
+            peak_flops=989e12,
+            device="NVIDIA H100 80GB HBM3",
+        )
     return Event(
         ts=1_732_000_000.125 + i,
         kind=kind,
@@ -80,7 +93,7 @@ ALL_KINDS = sorted(KINDS)
 
 
 def test_every_kind_is_covered() -> None:
-    assert len(ALL_KINDS) == 30
+    assert len(ALL_KINDS) == 31
 
 
 @pytest.mark.parametrize("kind", ALL_KINDS)

@@ -16,7 +16,7 @@ PUBLIC: dict[str, set[str]] = {
         "Chunk", "DecodedColumns", "Event", "EventError", "INTERVAL_KINDS", "KINDS", "KIND_CODE",
         "KIND_NAMES", "Kind", "LIFECYCLE_KINDS", "LeanEvent", "LeanRows", "Writer",
         "MAX_INT", "MAX_TS", "MIN_TS", "NAMED_KINDS", "SCHEMA_VERSION", "SECTION_QUANTILES",
-        "STEP_KINDS", "attempt_id", "bucket_of", "interval_base", "validate",
+        "STEP_KINDS", "WORK_COUNTS", "attempt_id", "bucket_of", "interval_base", "validate",
     },
     "badput.store": {
         "MAX_LINE_BYTES", "SPOOL_DIR", "Chunk", "Cursor", "EventStore", "EventWriter",
@@ -34,7 +34,8 @@ PUBLIC: dict[str, set[str]] = {
         "StepSpans",
         "StepTimeStats", "Straggler", "Timeline", "cpu_time_with_helpers", "group_buckets",
         "step_time_stats", "JOB_STATES", "JobState", "SILENCE_MIN_SECONDS", "SILENCE_STEP_FACTOR",
-        "job_state", "silence_threshold",
+        "job_state", "silence_threshold", "PEAK_FLOPS", "AttemptWork", "ProgramGoodput",
+        "dense_flops_per_token", "table_peak",
     },
     "badput.report": {
         "JobRow", "MAX_ATTEMPT_ROWS", "compare_dict", "dumps_finite", "format_duration",

@@ -84,6 +84,21 @@ CASES: list[tuple[str, tuple[Any, ...], dict[str, Any], str, dict[str, Any]]] = 
     ("record_heartbeat", (), {}, "heartbeat", {}),
     ("record_step_start", (7,), {}, "step_start", {"step": 7}),
     ("record_step_end", (7,), {}, "step_end", {"step": 7}),
+    (
+        "record_step_start",
+        (8,),
+        {"tokens": 8192, "samples": 4},
+        "step_start",
+        {"step": 8, "tokens": 8192, "samples": 4},
+    ),
+    ("record_step_end", (8,), {"samples": 4}, "step_end", {"step": 8, "samples": 4}),
+    (
+        "record_model",
+        (),
+        {"params": 8_030_261_248, "layers": 32, "hidden": 4096, "seq_len": 8192, "devices": 8},
+        "model",
+        {"params": 8_030_261_248, "layers": 32, "hidden": 4096, "seq_len": 8192, "devices": 8},
+    ),
     ("record_accelerator_init_start", (), {}, "accelerator_init_start", {}),
     ("record_accelerator_init_end", (), {}, "accelerator_init_end", {}),
     ("record_training_prep_start", (), {}, "training_prep_start", {}),
@@ -113,11 +128,27 @@ CASES: list[tuple[str, tuple[Any, ...], dict[str, Any], str, dict[str, Any]]] = 
         {"active": 3, "total": 4, "available": 2},
     ),
 ]
-OPTIONAL = ("step", "name", "blocking", "status", "exit_code", "active", "total", "available")
+OPTIONAL = (
+    "step",
+    "name",
+    "blocking",
+    "status",
+    "exit_code",
+    "active",
+    "total",
+    "available",
+    "tokens",
+    "samples",
+    "params",
+    "layers",
+    "hidden",
+    "seq_len",
+    "devices",
+)
 
 
 def test_cases_cover_every_record_method() -> None:
-    methods = {m for m in vars(Recorder) if m.startswith("record_")}
+    methods = {m for m in dir(Recorder) if m.startswith("record_")}
     assert methods == {c[0] for c in CASES}
 
 

@@ -26,6 +26,7 @@ __all__ = [
     "SCHEMA_VERSION",
     "SECTION_QUANTILES",
     "STEP_KINDS",
+    "WORK_COUNTS",
     "Chunk",
     "DecodedColumns",
     "Event",
@@ -76,6 +77,7 @@ class Kind:
     PROCESS_INIT_START: Final = "process_init_start"
     PROCESS_INIT_END: Final = "process_init_end"
     SECTION_SUMMARY: Final = "section_summary"
+    MODEL: Final = "model"
 
 
 # Interval kinds: the base name of a ``<base>_start`` / ``<base>_end`` pair.
@@ -157,6 +159,8 @@ NonEmptyStr = Annotated[str, msgspec.Meta(min_length=1)]
 SchemaVersion = Annotated[int, msgspec.Meta(ge=1, le=MAX_INT)]
 Timestamp = Annotated[float, msgspec.Meta(ge=MIN_TS, le=MAX_TS)]
 Int = Annotated[int, msgspec.Meta(ge=-MAX_INT, le=MAX_INT)]
+Count = Annotated[int, msgspec.Meta(ge=0, le=MAX_INT)]
+Positive = Annotated[float, msgspec.Meta(gt=0.0)]
 
 
 class _EventFields(msgspec.Struct, kw_only=True, omit_defaults=True, gc=False):
@@ -184,6 +188,17 @@ class _EventFields(msgspec.Struct, kw_only=True, omit_defaults=True, gc=False):
     quantiles: dict[str, float] | None = None
     last: Timestamp | None = None
     open_since: Timestamp | None = None
+    # the work of a step (step_start / step_end) and the job's model (model; docs/events.md)
+    tokens: Count | None = None
+    samples: Count | None = None
+    params: Count | None = None
+    layers: Count | None = None
+    hidden: Count | None = None
+    seq_len: Count | None = None
+    flops_per_token: Positive | None = None
+    devices: Count | None = None
+    peak_flops: Positive | None = None
+    device: str | None = None
     v: SchemaVersion = SCHEMA_VERSION
 
 
@@ -373,6 +388,10 @@ def validate(event: Event | LeanEvent) -> str | None:
         problem = _section_summary_problem(event)
         if problem is not None:
             return problem
+    if event.tokens is not None or event.samples is not None or kind == Kind.MODEL:
+        problem = _work_problem(event)
+        if problem is not None:
+            return problem
     if not 1 <= event.v <= MAX_INT:
         return f"schema version v must be >= 1, got {event.v}"
     for field in _INT_FIELDS:
@@ -397,6 +416,23 @@ def _section_summary_problem(event: Event | LeanEvent) -> str | None:
     return None
 
 
+#: The counts of a step's work and of a model event: integers >= 0.
+WORK_COUNTS: Final = ("tokens", "samples", "params", "layers", "hidden", "seq_len", "devices")
+
+
+def _work_problem(event: Event | LeanEvent) -> str | None:
+    """Why the work fields of ``event`` (step work, a model description) are invalid."""
+    for name in WORK_COUNTS:
+        value = getattr(event, name)
+        if value is not None and not (type(value) is int and value >= 0):
+            return f"{name} must be an integer >= 0, got {value!r}"
+    for name in ("flops_per_token", "peak_flops"):
+        value = getattr(event, name)
+        if value is not None and not (math.isfinite(value) and value > 0):
+            return f"{name} must be a finite number > 0, got {value!r}"
+    return None
+
+
 _INT_FIELDS: Final = (
     "attempt",
     "rank",
@@ -407,6 +443,7 @@ _INT_FIELDS: Final = (
     "total",
     "available",
     "count",
+    *WORK_COUNTS,
 )
 
 

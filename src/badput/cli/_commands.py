@@ -248,6 +248,18 @@ def main() -> None:
     metavar="SECONDS",
     help="With --resiliency: the reference (ideal) step time of that tool's calculator.",
 )
+@click.option(
+    "--peak-flops",
+    type=FiniteRange(min=0.0, min_open=True),
+    metavar="FLOPS",
+    help="Each device's peak FLOP/s (bf16 dense, e.g. 989.5e12) for MFU and program goodput.",
+)
+@click.option(
+    "--devices",
+    type=click.IntRange(min=1),
+    metavar="N",
+    help="The job's device count for MFU (default: what the log's model event records).",
+)
 def report(
     *,
     paths: tuple[str, ...],
@@ -264,6 +276,8 @@ def report(
     reference_step_time: float | None,
     html_file: str | None = None,
     fail_under: float | None = None,
+    peak_flops: float | None = None,
+    devices: int | None = None,
 ) -> None:
     """Report the goodput and badput of the job logged at PATH.
 
@@ -298,6 +312,7 @@ def report(
         straggler_threshold=straggler_threshold,
         stall_after=stall_after,
         drawing=html_file is not None,
+        program=(peak_flops, devices),
     )
     result = snapshot.report
     if html_file is not None:
@@ -364,6 +379,7 @@ def _read_and_report(
     straggler_threshold: float,
     stall_after: float,
     drawing: bool = False,
+    program: tuple[float | None, int | None] = (None, None),
 ) -> Any:
     """Read the job at ``path`` (a read-progress line on a terminal) and make its snapshot
     (with its timeline when ``drawing``: the HTML page's); the state read and the snapshot
@@ -388,6 +404,7 @@ def _read_and_report(
             listing=ahead.result() if ahead is not None else None,
         )
         live.update()
+        live.accountant.peak_flops, live.accountant.devices = program  # program goodput
         # This process is ours: the report's large columns are unmapped when freed (not
         # the read's nor an HTML page's many blocks of a megabyte or two: see _heap).
         with large_blocks_mapped():

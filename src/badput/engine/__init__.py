@@ -14,6 +14,8 @@ from badput.engine._model import (
     group_buckets,
 )
 from badput.engine._over_time import GOODPUT_BINS, ROLLING_BINS, GoodputSeries
+from badput.engine._program import dense_flops_per_token
+from badput.engine._program_model import PEAK_FLOPS, AttemptWork, ProgramGoodput, table_peak
 from badput.engine._rank_model import RankOptions, RankView, SectionView, Stall, Straggler
 from badput.engine._snapshot import Snapshot
 from badput.engine._state import (
@@ -38,6 +40,7 @@ __all__ = [
     "GOODPUT_BINS",
     "JOB_STATES",
     "MAX_NAMED_BUCKETS",
+    "PEAK_FLOPS",
     "PRODUCTIVE",
     "ROLLING_BINS",
     "SILENCE_MIN_SECONDS",
@@ -45,12 +48,14 @@ __all__ = [
     "STEP_BUCKETS",
     "Accountant",
     "AttemptSummary",
+    "AttemptWork",
     "Diagnostic",
     "GoodputSeries",
     "GroupedBuckets",
     "IntervalSpan",
     "JobState",
     "Lane",
+    "ProgramGoodput",
     "RankOptions",
     "RankView",
     "Report",
@@ -63,8 +68,10 @@ __all__ = [
     "Straggler",
     "Timeline",
     "cpu_time_with_helpers",
+    "dense_flops_per_token",
     "group_buckets",
     "job_state",
     "silence_threshold",
     "step_time_stats",
+    "table_peak",
 ]

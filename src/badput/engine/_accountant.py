@@ -16,6 +16,7 @@ from badput.engine._ingest import Ingestor, Run
 from badput.engine._model import Report
 from badput.engine._over_time import GOODPUT_BINS, GoodputSeries, goodput_over_time
 from badput.engine._partition import compute_report, goodput_seconds, recent_step_times
+from badput.engine._program import ProgramTracker, with_program
 from badput.engine._rank_model import RankOptions, Stall
 from badput.engine._ranks import RankTracker
 from badput.engine._segments import Typical
@@ -60,6 +61,10 @@ class Accountant:
         self._as_of: tuple[float, int, Ingestor, QueryCache] | None = None
         self.ideal_step_time = ideal_step_time
         self._ranks = RankTracker()
+        self._program = ProgramTracker()  # step work and model events (program goodput)
+        #: One device's peak FLOP/s and the device count, over the log's (program goodput)
+        self.peak_flops: float | None = None
+        self.devices: int | None = None
         # The stalls of the last report with the partition of their time, and what that
         # report was asked (the state, its size, now, ideal, typical, the stalls found).
         self._stall_buckets: tuple[Ingestor, tuple[object, ...], list[Stall]] | None = None
@@ -97,6 +102,7 @@ class Accountant:
         """
         self._ing.absorb(other._ing)
         self._ranks.absorb(other._ranks)
+        self._program.absorb(other._program)
         self._cache.clear()
         self._as_of = None
 
@@ -160,6 +166,7 @@ class Accountant:
         batch = Batch(events, [(run.begin, run.end) for run in runs], columns)
         self._ing.ingest_batch(batch, runs)
         self._ranks.ingest_batch(batch, self._ing.job)
+        self._program.ingest_batch(batch, self._ing.job)
 
     def report(
         self,
@@ -180,7 +187,8 @@ class Accountant:
         only; :attr:`rank_options` holds their thresholds).
         """
         with gc_paused():
-            return self._report(now, window, ideal_step_time, typical, ranks)
+            report = self._report(now, window, ideal_step_time, typical, ranks)
+        return with_program(report, self._program, self.peak_flops, self.devices)
 
     def _report(
         self,

@@ -7,6 +7,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Final, Literal
 
+from badput.engine._program_model import ProgramGoodput
 from badput.engine._rank_model import RankView, Stall, Straggler
 
 __all__ = [
@@ -249,6 +250,9 @@ class Report:
     ranks: list[RankView] = field(default_factory=list)
     stragglers: list[Straggler] = field(default_factory=list)
     stalls: list[Stall] = field(default_factory=list)
+    # Tokens, MFU and ML Productivity Goodput (engine/_program.py); None when the log
+    # records no step work and no model, and for windowed reports.
+    program: ProgramGoodput | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.buckets, Buckets):  # built by hand (tests, other tools)

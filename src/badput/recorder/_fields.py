@@ -7,13 +7,17 @@ import operator
 from collections.abc import Callable
 from typing import Any, Final
 
+from badput.events import WORK_COUNTS
+
 __all__ = ["as_int", "clean_fields"]
 
 # Fields the recorder owns (identity); ``record(kind, **fields)`` cannot set them.
 _IDENTITY_FIELDS: Final = frozenset({"ts", "kind", "job", "attempt", "host", "rank", "pid", "v"})
-_INT_FIELDS: Final = frozenset({"step", "exit_code", "active", "total", "available", "count"})
-_FLOAT_FIELDS: Final = frozenset({"seconds", "last", "open_since"})
-_STR_FIELDS: Final = frozenset({"name", "status"})
+_INT_FIELDS: Final = frozenset(
+    {"step", "exit_code", "active", "total", "available", "count", *WORK_COUNTS}
+)
+_FLOAT_FIELDS: Final = frozenset({"seconds", "last", "open_since", "flops_per_token", "peak_flops"})
+_STR_FIELDS: Final = frozenset({"name", "status", "device"})
 _BOOL_FIELDS: Final = frozenset({"blocking"})
 
 

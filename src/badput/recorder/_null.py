@@ -114,8 +114,25 @@ class NullRecorder(Recorder):
     def section(self, name: str) -> AbstractContextManager[None]:
         return _NULL_SPAN
 
-    def step(self, step: int) -> AbstractContextManager[None]:
+    def step(
+        self, step: int, *, tokens: int | None = None, samples: int | None = None
+    ) -> AbstractContextManager[None]:
         return _NULL_SPAN
+
+    def record_model(
+        self,
+        *,
+        params: int | None = None,
+        layers: int | None = None,
+        hidden: int | None = None,
+        seq_len: int | None = None,
+        flops_per_token: float | None = None,
+        devices: int | None = None,
+        peak_flops: float | None = None,
+        device: str | None = None,
+        ts: float | None = None,
+    ) -> None:
+        return None
 
     def record(self, kind: str, *, ts: float | None = None, **fields: Any) -> None:
         return None
@@ -137,10 +154,24 @@ class NullRecorder(Recorder):
     def record_heartbeat(self, *, ts: float | None = None) -> None:
         return None
 
-    def record_step_start(self, step: int, *, ts: float | None = None) -> None:
+    def record_step_start(
+        self,
+        step: int,
+        *,
+        ts: float | None = None,
+        tokens: int | None = None,
+        samples: int | None = None,
+    ) -> None:
         return None
 
-    def record_step_end(self, step: int, *, ts: float | None = None) -> None:
+    def record_step_end(
+        self,
+        step: int,
+        *,
+        ts: float | None = None,
+        tokens: int | None = None,
+        samples: int | None = None,
+    ) -> None:
         return None
 
     def record_accelerator_init_start(self, *, ts: float | None = None) -> None:

@@ -10,6 +10,7 @@ lookup per class."""
 
 from __future__ import annotations
 
+import functools
 import operator
 import os
 import time
@@ -30,6 +31,7 @@ from badput.recorder._identity import (
 from badput.recorder._lifetime import LIVE_GROUP, RecorderLifetime
 from badput.recorder._sections import DEFAULT_SECTION_INTERVAL
 from badput.recorder._spans import SPANS, _Span
+from badput.recorder._work import WorkRecording
 from badput.runtime import lifecycle as _lifecycle
 from badput.runtime.env import (
     BADPUT_JOB,
@@ -54,7 +56,7 @@ _replace = msgspec.structs.replace
 _process_init_jobs: set[str] = set()
 
 
-class Recorder(RecorderLifetime):
+class Recorder(RecorderLifetime, WorkRecording):
     """Records a training job's events into an :class:`~badput.store.EventStore`.
 
     Args:
@@ -197,8 +199,17 @@ class Recorder(RecorderLifetime):
         self._bare(',"kind":"heartbeat"}\n', ts)
 
     # The two hottest calls, written out: one C call to format, one to copy.
-    def record_step_start(self, step: int, *, ts: float | None = None) -> None:
-        if ts is None and type(step) is int and -MAX_INT <= step <= MAX_INT:
+    def record_step_start(
+        self,
+        step: int,
+        *,
+        ts: float | None = None,
+        tokens: int | None = None,
+        samples: int | None = None,
+    ) -> None:
+        if tokens is not None or samples is not None:
+            self._worked("step_start", step, ts, tokens, samples)
+        elif ts is None and type(step) is int and -MAX_INT <= step <= MAX_INT:
             line = f'{self._pfx}{_time_ns()}e-9,"kind":"step_start","step":{step}}}\n'.encode()
             try:
                 self._write(line)
@@ -207,8 +218,17 @@ class Recorder(RecorderLifetime):
         else:
             self._stepped("step_start", step, ts)
 
-    def record_step_end(self, step: int, *, ts: float | None = None) -> None:
-        if ts is None and type(step) is int and -MAX_INT <= step <= MAX_INT:
+    def record_step_end(
+        self,
+        step: int,
+        *,
+        ts: float | None = None,
+        tokens: int | None = None,
+        samples: int | None = None,
+    ) -> None:
+        if tokens is not None or samples is not None:
+            self._worked("step_end", step, ts, tokens, samples)
+        elif ts is None and type(step) is int and -MAX_INT <= step <= MAX_INT:
             line = f'{self._pfx}{_time_ns()}e-9,"kind":"step_end","step":{step}}}\n'.encode()
             try:
                 self._write(line)
@@ -291,9 +311,15 @@ class Recorder(RecorderLifetime):
         start, end = SPANS[name]
         return _Span(getattr(self, start), getattr(self, end), args)
 
-    def step(self, step: int) -> AbstractContextManager[None]:
-        """``with rec.step(n):`` records ``step_start`` / ``step_end``."""
-        return _Span(self.record_step_start, self.record_step_end, (step,))
+    def step(
+        self, step: int, *, tokens: int | None = None, samples: int | None = None
+    ) -> AbstractContextManager[None]:
+        """``with rec.step(n):`` records ``step_start`` / ``step_end``; ``tokens`` and
+        ``samples`` (the step's work) go on the start (:class:`WorkRecording`)."""
+        if tokens is None and samples is None:
+            return _Span(self.record_step_start, self.record_step_end, (step,))
+        start = functools.partial(self.record_step_start, tokens=tokens, samples=samples)
+        return _Span(start, self.record_step_end, (step,))
 
     def checkpoint_save(self, step: int) -> AbstractContextManager[None]:
         return self._span("checkpoint_save", step)

@@ -17,6 +17,7 @@ from badput.report._format import (
     format_ts,
     inert,
 )
+from badput.report._program import program_table
 from badput.report._ranks import render_ranks
 
 if TYPE_CHECKING:
@@ -392,6 +393,9 @@ def render_table(
                 soft_wrap=True,
             )
     con.print(_details(report))
+    program = program_table(report)
+    if program is not None:
+        con.print(program)
     render_ranks(report, con, full=ranks)
     if report.diagnostics:
         con.print()
