@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
@@ -17,7 +16,8 @@ from badput.engine._model import Report
 from badput.engine._over_time import GOODPUT_BINS, GoodputSeries, goodput_over_time
 from badput.engine._partition import compute_report, goodput_seconds, recent_step_times
 from badput.engine._program import ProgramTracker, with_program
-from badput.engine._rank_model import RankOptions, Stall
+from badput.engine._rank_model import RankOptions
+from badput.engine._rank_report import StallBuckets, with_ranks
 from badput.engine._ranks import RankTracker
 from badput.engine._segments import Typical
 from badput.engine._snapshot import Snapshot, take
@@ -67,7 +67,7 @@ class Accountant:
         self.devices: int | None = None
         # The stalls of the last report with the partition of their time, and what that
         # report was asked (the state, its size, now, ideal, typical, the stalls found).
-        self._stall_buckets: tuple[Ingestor, tuple[object, ...], list[Stall]] | None = None
+        self._stall_buckets: StallBuckets | None = None
         #: Thresholds of the per-rank view, stragglers and stalls (docs/ranks.md).
         self.rank_options = RankOptions()
 
@@ -237,40 +237,16 @@ class Accountant:
         ideal: float | None,
         typical: Typical,
     ) -> Report:
-        """``report`` with the per-rank view, stragglers and stalls (docs/ranks.md).
-
-        Each stall carries the partition of its own time (a windowed report), so a
-        hang is never shown as ordinary slowdown without saying so.
-        """
-        attempts = []
-        for i, a in enumerate(report.attempts):
-            ended = i < len(report.attempts) - 1 or report.end_reason == "job_end"
-            completed = a.end_reason == "job_end"  # what follows its last progress is shutdown
-            attempts.append((str(a.id), a.start, a.end, ended, completed))
-        live_now = now if report.end_reason == "now" else None
-        # Cached by the tracker while nothing changes (a report of 10,000 attempts asks
-        # the same again at every refresh of a view).
-        found = self._ranks.analyze(attempts, live_now, self.rank_options)
-        asked = (ing.n_events, now, ideal, typical, found.stalls)
-        kept = self._stall_buckets
-        if kept is not None and kept[0] is ing and kept[1] == asked:
-            stalls = list(kept[2])
-        else:
-            stalls = []
-            for stall in found.stalls:
-                inner = compute_report(
-                    ing,  # the state as of `now` the report was computed on
-                    now=now,
-                    window=(stall.start, stall.end),
-                    ideal_step_time=ideal,
-                    typical=typical,
-                )
-                buckets = {k: v for k, v in inner.buckets.items() if v > 0}
-                stalls.append(dataclasses.replace(stall, buckets=buckets))
-            self._stall_buckets = (ing, asked, list(stalls))
-        return dataclasses.replace(
-            report, ranks=found.ranks, stragglers=found.stragglers, stalls=stalls
+        """``report`` with the per-rank view, stragglers and stalls (:func:`with_ranks`)."""
+        report, self._stall_buckets = with_ranks(
+            report,
+            ing,
+            self._ranks,
+            self.rank_options,
+            kept=self._stall_buckets,
+            asked=(now, ideal, typical),
         )
+        return report
 
     def progress(self, attempt: str | int) -> tuple[float | None, float | None, float | None]:
         """``(last progress time, last event time of a process that made progress, typical
