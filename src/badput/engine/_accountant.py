@@ -12,6 +12,7 @@ import numpy as np
 
 from badput.engine._batch import Batch
 from badput.engine._cache import QueryCache
+from badput.engine._hung import stall_options
 from badput.engine._ingest import Ingestor, Run
 from badput.engine._model import PRODUCTIVE, Report
 from badput.engine._over_time import GOODPUT_BINS, GoodputSeries, goodput_over_time
@@ -240,7 +241,8 @@ class Accountant:
         live_now = now if report.end_reason == "now" else None
         # Cached by the tracker while nothing changes (a report of 10,000 attempts asks
         # the same again at every refresh of a view).
-        found = self._ranks.analyze(attempts, live_now, self.rank_options)
+        options = stall_options(self.rank_options, ing)  # the launcher's hang timeout
+        found = self._ranks.analyze(attempts, live_now, options)
         asked = (ing.n_events, now, ideal, typical, found.stalls)
         kept = self._stall_buckets
         if kept is not None and kept[0] is ing and kept[1] == asked:

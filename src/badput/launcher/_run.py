@@ -55,6 +55,7 @@ from typing import TYPE_CHECKING, Any
 
 from badput.formats.codec import decode_lines
 from badput.launcher import _keeper
+from badput.events import MAX_SETTING_SECONDS
 from badput.launcher._hangwatch import HangWatch, parse_hang_timeout
 from badput.recorder import Recorder
 from badput.runtime import env as _env
@@ -484,7 +485,18 @@ class Launcher:
         for i in range(self.first_attempt, last + 1):
             attempt = str(i)
             self._attempt_started = time.time()
-            journal.record(i, "record_job_start", ts=self._attempt_started)
+            timeout = self.hang_timeout
+            if isinstance(timeout, float) and timeout <= MAX_SETTING_SECONDS:
+                # The report's stall threshold for this attempt is the timeout it ran with.
+                journal.record(
+                    i,
+                    "record",
+                    kind="job_start",
+                    ts=self._attempt_started,
+                    hang_timeout=timeout,
+                )
+            else:
+                journal.record(i, "record_job_start", ts=self._attempt_started)
             if self._signal is not None:
                 return self._cancelled(i, codes, None)
             self._say(f"attempt {attempt}: starting {' '.join(self.command)}")

@@ -12,7 +12,7 @@ __all__ = ["as_int", "clean_fields"]
 # Fields the recorder owns (identity); ``record(kind, **fields)`` cannot set them.
 _IDENTITY_FIELDS: Final = frozenset({"ts", "kind", "job", "attempt", "host", "rank", "pid", "v"})
 _INT_FIELDS: Final = frozenset({"step", "exit_code", "active", "total", "available", "count"})
-_FLOAT_FIELDS: Final = frozenset({"seconds", "last", "open_since"})
+_FLOAT_FIELDS: Final = frozenset({"seconds", "last", "open_since", "hang_timeout"})
 _STR_FIELDS: Final = frozenset({"name", "status"})
 _BOOL_FIELDS: Final = frozenset({"blocking"})
 

@@ -37,6 +37,7 @@ from badput.recorder._identity import (
 )
 from badput.recorder._sections import DEFAULT_SECTION_INTERVAL, SectionTimers
 from badput.recorder._spans import _NULL_SPAN, SPANS, _Span
+from badput.recorder._teardown import begin_teardown, install_crash_hook
 from badput.recorder._stream import (
     _BUFFERED,
     _CLOSED,
@@ -187,6 +188,7 @@ class Recorder(StreamKeeping):
         self._section_interval = max(float(section_interval), MIN_FLUSH_INTERVAL)
         self._warned: set[str] = set()
         self._closed = False
+        self._teardown_begun = False  # teardown_start is recorded once per process
         # The launcher owns the job's end in the command it runs (its own recorder unsets this).
         self._defer_job_end = under_launcher()
         self._process_init = self._process_init_span()
@@ -198,6 +200,7 @@ class Recorder(StreamKeeping):
         if problem is not None:  # e.g. a rank out of range: every line would be unreadable
             raise ValueError(f"cannot record with this identity: {problem}")
         _lifecycle.track(LIVE_GROUP, self)
+        install_crash_hook(LIVE_GROUP)
 
     def _process_init_span(self) -> tuple[float, float] | None:
         """(OS start of this process, now) when that span is this job's to record."""
@@ -281,6 +284,7 @@ class Recorder(StreamKeeping):
 
     def _after_fork_child(self) -> None:
         self._process_init = self._process_start = None  # the parent's start, not the child's
+        self._teardown_begun = False
         # The parent's mapping is shared with the parent: never write to it, only let go.
         seg = self._seg
         if seg is not None:
@@ -479,7 +483,8 @@ class Recorder(StreamKeeping):
         """Record the job's end; under ``badput run`` only flush (the launcher records it,
         with the status of the command's exit, once every process has ended)."""
         if self._defer_job_end:
-            self._prompt()
+            # What follows until the launcher's job_end (every process gone) is teardown.
+            self.record_teardown_start(ts=ts)
             return
         self._fields("job_end", {"status": status}, ts)
 
@@ -588,6 +593,29 @@ class Recorder(StreamKeeping):
         fields = {"active": active, "total": total, "available": available}
         self._fields("elastic_slices", fields, ts)
 
+    def record_distributed_init_start(self, *, ts: float | None = None) -> None:
+        self._bare(',"kind":"distributed_init_start"}\n', ts)
+
+    def record_distributed_init_end(self, *, ts: float | None = None) -> None:
+        self._bare(',"kind":"distributed_init_end"}\n', ts)
+
+    def record_model_build_start(self, *, ts: float | None = None) -> None:
+        self._bare(',"kind":"model_build_start"}\n', ts)
+
+    def record_model_build_end(self, *, ts: float | None = None) -> None:
+        self._bare(',"kind":"model_build_end"}\n', ts)
+
+    def record_teardown_start(self, *, ts: float | None = None) -> None:
+        """Training is over (or crashed): what follows until the attempt's end is teardown.
+        Recorded once per process (a second call records nothing); its end is optional."""
+        if not self._teardown_begun:
+            self._teardown_begun = True
+            self._bare(',"kind":"teardown_start"}\n', ts)
+            self._prompt()
+
+    def record_teardown_end(self, *, ts: float | None = None) -> None:
+        self._bare(',"kind":"teardown_end"}\n', ts)
+
     # ------------------------------------------------------- context managers
 
     def _span(self, name: str, *args: Any) -> AbstractContextManager[None]:
@@ -624,6 +652,17 @@ class Recorder(StreamKeeping):
 
     def elastic_reinit(self) -> AbstractContextManager[None]:
         return self._span("elastic_reinit")
+
+    def distributed_init(self) -> AbstractContextManager[None]:
+        """``with rec.distributed_init():`` process groups, rendezvous (docs/accounting.md)."""
+        return self._span("distributed_init")
+
+    def model_build(self) -> AbstractContextManager[None]:
+        """``with rec.model_build():`` building or loading the model, apart from imports."""
+        return self._span("model_build")
+
+    def teardown(self) -> AbstractContextManager[None]:
+        return self._span("teardown")
 
     def section(self, name: str) -> AbstractContextManager[None]:
         """``with rec.section("forward"):`` times a compute section of this rank.
@@ -758,6 +797,7 @@ class Recorder(StreamKeeping):
 
 def _close_all() -> None:
     for rec in _lifecycle.live(LIVE_GROUP):
+        begin_teardown(rec)  # the process exits: teardown until the launcher's end
         with suppress(Exception):  # close() already never raises
             rec.close()
 
