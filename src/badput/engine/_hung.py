@@ -49,9 +49,10 @@ _DEFAULTS = RankOptions()
 
 
 class HungSpan(NamedTuple):
-    """Attempt ``index`` was silent from its last progress ``start`` to its end ``end``."""
+    """Attempt ``attempt`` (its index) was silent from its last progress ``start`` to its
+    end ``end``."""
 
-    index: int
+    attempt: int
     start: float
     end: float
 
@@ -72,9 +73,12 @@ def newest_hang_timeout(ing: Ingestor) -> float | None:
     """The hang timeout of the newest ``job_start`` that recorded one, if any did."""
     newest: tuple[float, float] | None = None
     for e in ing.lifecycle:
-        if e.kind == Kind.JOB_START and e.hang_timeout is not None:
-            if newest is None or e.ts >= newest[0]:
-                newest = (e.ts, e.hang_timeout)
+        if (
+            e.kind == Kind.JOB_START
+            and e.hang_timeout is not None
+            and (newest is None or e.ts >= newest[0])
+        ):
+            newest = (e.ts, e.hang_timeout)
     return None if newest is None else newest[1]
 
 
@@ -105,6 +109,7 @@ def hung_spans(
     streams: AttemptStreams,
     attempts: Sequence[Attempt],
     indices: range,
+    *,
     ideal: float | None,
     live: bool,
 ) -> list[HungSpan]:

@@ -332,7 +332,9 @@ class _Builder:
         if not self.derive_hung:
             return
         live = known.end_reason == "now"
-        found = hung_spans(self.ing, self.streams, known.attempts, indices, known.ideal, live)
+        found = hung_spans(
+            self.ing, self.streams, known.attempts, indices, ideal=known.ideal, live=live
+        )
         lo, hi = self.clip_bounds
         for span in found:
             a, b = max(span.start, lo), min(span.end, hi)

@@ -53,9 +53,9 @@ from pathlib import Path
 from types import FrameType
 from typing import TYPE_CHECKING, Any
 
+from badput.events import MAX_SETTING_SECONDS
 from badput.formats.codec import decode_lines
 from badput.launcher import _keeper
-from badput.events import MAX_SETTING_SECONDS
 from badput.launcher._hangwatch import HangWatch, parse_hang_timeout
 from badput.recorder import Recorder
 from badput.runtime import env as _env

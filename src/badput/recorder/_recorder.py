@@ -37,7 +37,6 @@ from badput.recorder._identity import (
 )
 from badput.recorder._sections import DEFAULT_SECTION_INTERVAL, SectionTimers
 from badput.recorder._spans import _NULL_SPAN, SPANS, _Span
-from badput.recorder._teardown import begin_teardown, install_crash_hook
 from badput.recorder._stream import (
     _BUFFERED,
     _CLOSED,
@@ -45,6 +44,7 @@ from badput.recorder._stream import (
     _NEW,
     StreamKeeping,
 )
+from badput.recorder._teardown import begin_teardown, install_crash_hook
 from badput.runtime import lifecycle as _lifecycle
 from badput.runtime.env import (
     BADPUT_JOB,
