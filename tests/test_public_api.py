@@ -15,7 +15,8 @@ PUBLIC: dict[str, set[str]] = {
     "badput.events": {
         "Chunk", "DecodedColumns", "Event", "EventError", "INTERVAL_KINDS", "KINDS", "KIND_CODE",
         "KIND_NAMES", "Kind", "LIFECYCLE_KINDS", "LeanEvent", "LeanRows", "Writer",
-        "MAX_INT", "MAX_TS", "MIN_TS", "NAMED_KINDS", "SCHEMA_VERSION", "SECTION_QUANTILES",
+        "MAX_INT", "MAX_SETTING_SECONDS", "MAX_TS", "MIN_TS", "NAMED_KINDS", "OPEN_ENDED_KINDS",
+        "SCHEMA_VERSION", "SECTION_QUANTILES",
         "STEP_KINDS", "attempt_id", "bucket_of", "interval_base", "validate",
     },
     "badput.store": {
@@ -48,7 +49,8 @@ PUBLIC: dict[str, set[str]] = {
     },
     "badput.analysis": {"LiveJob", "analyze"},
     "badput.recorder": {
-        "DEFAULT_HEARTBEAT_INTERVAL", "NullRecorder", "Recorder", "SPANS", "resolve_attempt",
+        "DEFAULT_HEARTBEAT_INTERVAL", "LIVE_RECORDERS", "NullRecorder", "Recorder", "SPANS",
+        "begin_teardown", "record_interval", "resolve_attempt",
     },
     "badput.launcher": {
         "AUTO", "HangWatch", "LaunchResult", "Launcher", "default_job_name",

@@ -26,6 +26,7 @@ from badput.events import (
     validate,
 )
 from badput.formats.codec import encode_line
+from badput.recorder._early import take_early, torchrun_start_span, write_interval
 from badput.recorder._fields import as_int, clean_fields
 from badput.recorder._identity import (
     MAX_PROCESS_INIT,
@@ -201,6 +202,17 @@ class Recorder(StreamKeeping):
             raise ValueError(f"cannot record with this identity: {problem}")
         _lifecycle.track(LIVE_GROUP, self)
         install_crash_hook(LIVE_GROUP)
+        self._record_early(init)
+
+    def _record_early(self, init: tuple[float, float] | None) -> None:
+        """Record torchrun's own start (a worker's first recorder) and the intervals hooks
+        timed before any recorder was built."""
+        early = take_early()
+        spawn = torchrun_start_span(init[0]) if init is not None else None
+        if spawn is not None:
+            early.insert(0, ("distributed_init", *spawn))
+        for base, start, end in early:
+            write_interval(self, base, start, end)
 
     def _process_init_span(self) -> tuple[float, float] | None:
         """(OS start of this process, now) when that span is this job's to record."""
