@@ -50,7 +50,7 @@ PUBLIC: dict[str, set[str]] = {
     "badput.analysis": {"LiveJob", "analyze"},
     "badput.recorder": {
         "DEFAULT_HEARTBEAT_INTERVAL", "LIVE_RECORDERS", "NullRecorder", "Recorder", "SPANS",
-        "begin_teardown", "record_interval", "resolve_attempt",
+        "begin_teardown", "record_end", "record_interval", "record_start", "resolve_attempt",
     },
     "badput.launcher": {
         "AUTO", "HangWatch", "LaunchResult", "Launcher", "default_job_name",

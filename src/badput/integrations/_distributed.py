@@ -14,10 +14,17 @@ init_process_group``) calls the original, untimed.
 from __future__ import annotations
 
 import functools
+import threading
 import time
 from typing import Any
 
-from badput.recorder import LIVE_RECORDERS, begin_teardown, record_interval
+from badput.recorder import (
+    LIVE_RECORDERS,
+    begin_teardown,
+    record_end,
+    record_interval,
+    record_start,
+)
 from badput.runtime import lifecycle as _lifecycle
 
 __all__ = ["install_distributed_hooks", "time_calls"]
@@ -41,14 +48,20 @@ def install_distributed_hooks(dist: Any) -> bool:
     return True
 
 
-def _timed(original: Any) -> Any:
+def _timed(original: Any, base: str = "distributed_init") -> Any:
     @functools.wraps(original)
     def timed(*args: Any, **kwargs: Any) -> Any:
+        # Live recorders get the start and the end as they happen (their lines stay in
+        # time order); without one, the call is timed and kept for the first recorder.
+        recorders = record_start(LIVE_RECORDERS, base)
         start = time.time()
         try:
             return original(*args, **kwargs)
         finally:
-            record_interval(LIVE_RECORDERS, "distributed_init", start, time.time())
+            if recorders:
+                record_end(recorders, base)
+            else:
+                record_interval(LIVE_RECORDERS, base, start, time.time())
 
     setattr(timed, _MARK, True)
     return timed
@@ -72,17 +85,23 @@ def time_calls(owner: Any, name: str, base: str, *, classmethod_: bool = False) 
     if original is None or getattr(original, _MARK, False):
         return
     func = original.__func__ if classmethod_ else original
-    depth = [0]
+    depth = threading.local()
 
     @functools.wraps(func)
     def timed(*args: Any, **kwargs: Any) -> Any:
-        depth[0] += 1
+        level = getattr(depth, "n", 0)
+        if level:  # a subclass's call of the base one: timed once, by the outermost
+            return func(*args, **kwargs)
+        depth.n = 1
+        recorders = record_start(LIVE_RECORDERS, base)
         start = time.time()
         try:
             return func(*args, **kwargs)
         finally:
-            depth[0] -= 1
-            if depth[0] == 0:  # a subclass's call of the base one is timed once
+            depth.n = 0
+            if recorders:
+                record_end(recorders, base)
+            else:
                 record_interval(LIVE_RECORDERS, base, start, time.time())
 
     setattr(timed, _MARK, True)

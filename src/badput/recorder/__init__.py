@@ -65,7 +65,7 @@ sections (``_sections``), the no-op recorder written out behind the same interfa
 the process has a recorder (``_early``: integrations' hooks, torchrun's own start).
 """
 
-from badput.recorder._early import record_interval
+from badput.recorder._early import record_end, record_interval, record_start
 from badput.recorder._identity import DEFAULT_HEARTBEAT_INTERVAL, resolve_attempt
 from badput.recorder._null import NullRecorder
 from badput.recorder._recorder import LIVE_GROUP as LIVE_RECORDERS
@@ -80,6 +80,8 @@ __all__ = [
     "NullRecorder",
     "Recorder",
     "begin_teardown",
+    "record_end",
     "record_interval",
+    "record_start",
     "resolve_attempt",
 ]

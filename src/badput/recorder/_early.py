@@ -10,12 +10,19 @@ from __future__ import annotations
 
 import os
 import threading
+from contextlib import suppress
 from typing import Any
 
 from badput.runtime import env as _env
 from badput.runtime import lifecycle as _lifecycle
 
-__all__ = ["record_interval", "take_early", "torchrun_start_span"]
+__all__ = [
+    "early_marks",
+    "record_interval",
+    "record_start",
+    "take_early",
+    "torchrun_start_span",
+]
 
 # (base, start, end) of intervals timed while no recorder was live; at most a few.
 _early: list[tuple[str, float, float]] = []
@@ -23,26 +30,40 @@ _MAX_EARLY = 64
 _lock = threading.Lock()
 
 
-def record_interval(group: str, base: str, start: float, end: float) -> None:
-    """Record interval ``base`` (``distributed_init``, ``model_build``...) from ``start`` to
-    ``end`` in every live recorder of ``group``; without one, keep it for the next
-    recorder built in this process. Never raises."""
+def record_start(group: str, base: str) -> list[Any]:
+    """``record_<base>_start`` now in every live recorder of ``group``; the recorders
+    (empty: none is live, time the call and :func:`record_interval` it). Never raises."""
     try:
         recorders = [r for r in _lifecycle.live(group) if not r.closed]
-        if not recorders:
-            with _lock:
-                if len(_early) < _MAX_EARLY:
-                    _early.append((base, start, end))
-            return
         for rec in recorders:
-            write_interval(rec, base, start, end)
+            getattr(rec, f"record_{base}_start")()
     except Exception:
-        pass
+        return []
+    return recorders
 
 
-def write_interval(rec: Any, base: str, start: float, end: float) -> None:
-    getattr(rec, f"record_{base}_start")(ts=start)
-    getattr(rec, f"record_{base}_end")(ts=end)
+def record_end(recorders: list[Any], base: str) -> None:
+    """``record_<base>_end`` now in ``recorders`` (those :func:`record_start` returned)."""
+    for rec in recorders:
+        with suppress(Exception):
+            getattr(rec, f"record_{base}_end")()
+
+
+def record_interval(group: str, base: str, start: float, end: float) -> None:
+    """Keep interval ``base`` (``distributed_init``, ``model_build``...) from ``start`` to
+    ``end``, timed while no recorder of ``group`` was live, for the next recorder built in
+    this process. Never raises."""
+    with _lock:
+        if len(_early) < _MAX_EARLY:
+            _early.append((base, start, end))
+
+
+def early_marks(intervals: list[tuple[str, float, float]]) -> list[tuple[float, str]]:
+    """``(ts, kind)`` of each interval's start and end, in time order (a start before an
+    end at the same time: the order their pairs were kept in)."""
+    marks = [(start, f"{base}_start") for base, start, _ in intervals]
+    marks += [(end, f"{base}_end") for base, _, end in intervals]
+    return sorted(marks, key=lambda m: (m[0], not m[1].endswith("_start")))
 
 
 def take_early() -> list[tuple[str, float, float]]:

@@ -12,6 +12,7 @@ import threading
 import time
 from collections.abc import Callable
 from contextlib import AbstractContextManager, suppress
+from operator import itemgetter
 from typing import Any, Final
 
 import msgspec
@@ -26,7 +27,7 @@ from badput.events import (
     validate,
 )
 from badput.formats.codec import encode_line
-from badput.recorder._early import take_early, torchrun_start_span, write_interval
+from badput.recorder._early import early_marks, take_early, torchrun_start_span
 from badput.recorder._fields import as_int, clean_fields
 from badput.recorder._identity import (
     MAX_PROCESS_INIT,
@@ -190,6 +191,7 @@ class Recorder(StreamKeeping):
         self._warned: set[str] = set()
         self._closed = False
         self._teardown_begun = False  # teardown_start is recorded once per process
+        self._early_marks: list[tuple[float, str]] = []  # written with process_init
         # The launcher owns the job's end in the command it runs (its own recorder unsets this).
         self._defer_job_end = under_launcher()
         self._process_init = self._process_init_span()
@@ -205,14 +207,19 @@ class Recorder(StreamKeeping):
         self._record_early(init)
 
     def _record_early(self, init: tuple[float, float] | None) -> None:
-        """Record torchrun's own start (a worker's first recorder) and the intervals hooks
-        timed before any recorder was built."""
+        """Torchrun's own start (a worker's first recorder) and the intervals hooks timed
+        before any recorder was built: written in time order with the process_init lines
+        at the first write when there are some, else now (nothing written yet)."""
         early = take_early()
         spawn = torchrun_start_span(init[0]) if init is not None else None
         if spawn is not None:
             early.insert(0, ("distributed_init", *spawn))
-        for base, start, end in early:
-            write_interval(self, base, start, end)
+        marks = early_marks(early)
+        if init is not None:
+            self._early_marks = marks
+            return
+        for ts, kind in marks:
+            self._bare(f',"kind":"{kind}"}}\n', ts)
 
     def _process_init_span(self) -> tuple[float, float] | None:
         """(OS start of this process, now) when that span is this job's to record."""
@@ -233,11 +240,15 @@ class Recorder(StreamKeeping):
         init, self._process_init = self._process_init, None
         if init is None:
             return [line]
-        pair = [
-            f'{self._pfx}{_ts_text(ts)},"kind":"{kind}"}}\n'.encode()
-            for ts, kind in ((init[0], "process_init_start"), (init[1], "process_init_end"))
-        ]
-        return [line, *pair] if b'"kind":"job_start"' in line else [*pair, line]
+        marks = [(init[0], "process_init_start"), (init[1], "process_init_end")]
+        if self._early_marks:  # the hooks' and torchrun's intervals, in time order with them
+            marks = sorted([*marks, *self._early_marks], key=itemgetter(0))
+            self._early_marks = []
+        pair = [f'{self._pfx}{_ts_text(ts)},"kind":"{kind}"}}\n'.encode() for ts, kind in marks]
+        if b'"kind":"job_start"' not in line:
+            return [*pair, line]
+        before = sum(1 for ts, _ in marks if ts < init[0])  # torchrun's start, before its own
+        return [*pair[:before], line, *pair[before:]]
 
     # ------------------------------------------------------------------ state
 
