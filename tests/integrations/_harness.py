@@ -152,3 +152,12 @@ def assert_clean(rep: Report) -> None:
     assert [d.code for d in rep.diagnostics] == [], [d.message for d in rep.diagnostics]
     assert rep.end_reason == "job_end"
     assert rep.attempts[-1].status == "completed"
+
+
+def assert_untracked_share(rep: Report, most: float) -> None:
+    """At most ``most`` of the job's time is ``untracked`` (every second has a name)."""
+    share = rep.bucket("untracked") / rep.total_seconds
+    assert share <= most, (
+        f"untracked {rep.bucket('untracked'):.2f}s of {rep.total_seconds:.2f}s "
+        f"({share:.1%}); buckets: {dict(rep.buckets)}"
+    )

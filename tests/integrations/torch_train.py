@@ -99,14 +99,16 @@ def main() -> None:
     prep.__exit__(None, None, None)
     for step in range(start + 1, STEPS + 1):
         batch = next(batches)
+        if hang and first_group and rank == 1 and step == int(hang):
+            # A hang between two steps (host code, a data pipeline): rank 0 goes on into
+            # the step and waits in DDP's all-reduce.
+            truth.values["hung_from"] = time.time()
+            truth.write()  # it never gets to exit: killed for the hang
+            time.sleep(3600)
         with rec.step(step):
             if crash and first_group and rank == 1 and step == int(crash):
                 truth.values["teardown_from"] = time.time()
                 raise RuntimeError("injected crash")
-            if hang and first_group and rank == 1 and step == int(hang):
-                truth.values["hung_from"] = time.time()
-                truth.write()  # it never gets to exit: killed for the hang
-                time.sleep(3600)
             time.sleep(0.02)
             opt.zero_grad()
             model(batch).pow(2).mean().backward()
