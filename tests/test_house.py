@@ -30,20 +30,21 @@ LARGE_MODULES = {
     "analysis.py": 877,
     "compat/ml_goodput_measurement/goodput.py": 998,
     "compat/ml_goodput_measurement/monitoring.py": 931,
-    "engine/_ingest.py": 1112,
+    "engine/_ingest.py": 1114,  # +2: the hang timeout of a job_start (issue 39)
     "engine/_ranks.py": 2369,
     "engine/_steps.py": 932,
     "store/_jsonl.py": 997,
 }
 LARGE_CLASSES = {
     "compat/ml_goodput_measurement/goodput.py:GoodputCalculator": 432,
-    "engine/_ingest.py:Ingestor": 497,
-    "engine/_partition.py:_Builder": 518,
+    "engine/_ingest.py:Ingestor": 498,  # +1: idem
+    "engine/_partition.py:_Builder": 521,  # +3: hung time (its rule: engine/_hung.py)
     "engine/_ranks.py:RankTracker": 550,
-    "launcher/_run.py:Launcher": 340,
+    "launcher/_run.py:Launcher": 341,  # +1: the hang timeout on job_start
     "monitor/_monitor.py:Monitor": 416,
     # split once (its stream keeping and identity out), still too large
-    "recorder/_recorder.py:Recorder": 647,
+    "recorder/_recorder.py:Recorder": 657,  # +10: teardown, early intervals (issue 39;
+    # their methods are in recorder/_phases.py)
     "recorder/_stream.py:StreamKeeping": 421,
 }
 LARGE_FUNCTIONS = {

@@ -123,7 +123,7 @@ OPTIONAL = ("step", "name", "blocking", "status", "exit_code", "active", "total"
 
 
 def test_cases_cover_every_record_method() -> None:
-    methods = {m for m in vars(Recorder) if m.startswith("record_")}
+    methods = {m for m in dir(Recorder) if m.startswith("record_")}
     assert methods == {c[0] for c in CASES}
 
 

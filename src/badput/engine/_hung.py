@@ -126,6 +126,8 @@ def hung_spans(
         att = attempts[i]
         if (live and i == last and not att.ended) or att.status == "completed":
             continue
+        if att.ended_by_job_end and att.status is None:
+            continue  # the job's end, with no word of a failure: nothing killed it
         end = att.eff_end
         killed = att.status == HUNG_STATUS
         limit = stall_threshold(timeouts.get(att.key, timeouts.get(None)), ideal)

@@ -193,7 +193,7 @@ class _Builder:
             after=after,
         )
         self.cache.structure = structure
-        self._hung(structure, range(len(attempts)))
+        _derive_hung(self, structure, range(len(attempts)))
         return self._finish(structure, total, max(sums.at_risk, 0.0), counts)
 
     def _gaps(self, attempts: list[Attempt], scheduled: float | None, t_end: float) -> None:
@@ -326,29 +326,6 @@ class _Builder:
                 )
             self.buckets["untracked"] += max(rest[k], 0.0)
 
-    def _hung(self, known: Structure, indices: range) -> None:
-        """Move each hung attempt's untracked time after its last progress to ``hung``
-        (:mod:`badput.engine._hung`): the same partition of that span, as a window."""
-        if not self.derive_hung:
-            return
-        live = known.end_reason == "now"
-        found = hung_spans(
-            self.ing, self.streams, known.attempts, indices, ideal=known.ideal, live=live
-        )
-        lo, hi = self.clip_bounds
-        for span in found:
-            a, b = max(span.start, lo), min(span.end, hi)
-            if b <= a:
-                continue
-            inner = _Builder(
-                self.ing, self.now, (a, b), self.ideal_cfg, self.typical, cache=self.cache
-            )
-            inner.derive_hung = False
-            silent = inner.build().buckets.get("untracked", 0.0)
-            moved = min(silent, self.buckets["untracked"])
-            self.buckets["untracked"] -= moved
-            self.buckets[HUNG] += moved
-
     def _windowed(self, known: Structure) -> Report:
         """A window of a state already reported on: only the attempts the window meets are
         looked at (everything else is in ``known``), so it costs O(what the window holds).
@@ -399,7 +376,7 @@ class _Builder:
         for i, st in step_time.items():
             rest[i - first] -= st
         self._untracked(attempts, range(first, stop), rest)
-        self._hung(known, range(first, stop))
+        _derive_hung(self, known, range(first, stop))
         counts = known.counts
         if not known.segments:
             counts = self._checkpoint_progress(known.ideal, counts, attempts)
@@ -611,6 +588,35 @@ class _Builder:
             status=att.status,
             exit_code=att.exit_code,
         )
+
+
+def _derive_hung(builder: _Builder, known: Structure, indices: range) -> None:
+    """Move each hung attempt's untracked time after its last progress to ``hung``
+    (:mod:`badput.engine._hung`): the same partition of that span, as a window."""
+    if not builder.derive_hung:
+        return
+    live = known.end_reason == "now"
+    found = hung_spans(
+        builder.ing, builder.streams, known.attempts, indices, ideal=known.ideal, live=live
+    )
+    lo, hi = builder.clip_bounds
+    for span in found:
+        a, b = max(span.start, lo), min(span.end, hi)
+        if b <= a:
+            continue
+        inner = _Builder(
+            builder.ing,
+            builder.now,
+            (a, b),
+            builder.ideal_cfg,
+            builder.typical,
+            cache=builder.cache,
+        )
+        inner.derive_hung = False
+        silent = inner.build().buckets.get("untracked", 0.0)
+        moved = min(silent, builder.buckets["untracked"])
+        builder.buckets["untracked"] -= moved
+        builder.buckets[HUNG] += moved
 
 
 def _largest_first(bucket: tuple[str, float]) -> tuple[float, str]:

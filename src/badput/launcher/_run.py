@@ -194,6 +194,14 @@ def _command_problem(command: Sequence[str], env: Mapping[str, str], cwd: Any) -
     return None
 
 
+def _start_fields(hang_timeout: float | str | None) -> dict[str, float]:
+    """The fields of an attempt's ``job_start`` besides its time: the hang timeout it runs
+    with, which the report takes as its stall threshold (``auto`` is the report's own)."""
+    if isinstance(hang_timeout, float) and hang_timeout <= MAX_SETTING_SECONDS:
+        return {"hang_timeout": hang_timeout}
+    return {}
+
+
 def default_job_name(command: Sequence[str]) -> str:
     """``<program>-<UTC time>``: a fresh job name for a command run without ``--job``."""
     prog = os.path.basename(command[0]) if command else "job"
@@ -485,18 +493,8 @@ class Launcher:
         for i in range(self.first_attempt, last + 1):
             attempt = str(i)
             self._attempt_started = time.time()
-            timeout = self.hang_timeout
-            if isinstance(timeout, float) and timeout <= MAX_SETTING_SECONDS:
-                # The report's stall threshold for this attempt is the timeout it ran with.
-                journal.record(
-                    i,
-                    "record",
-                    kind="job_start",
-                    ts=self._attempt_started,
-                    hang_timeout=timeout,
-                )
-            else:
-                journal.record(i, "record_job_start", ts=self._attempt_started)
+            start = {"ts": self._attempt_started, **_start_fields(self.hang_timeout)}
+            journal.record(i, "record", kind="job_start", **start)
             if self._signal is not None:
                 return self._cancelled(i, codes, None)
             self._say(f"attempt {attempt}: starting {' '.join(self.command)}")

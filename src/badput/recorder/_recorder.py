@@ -27,7 +27,6 @@ from badput.events import (
     validate,
 )
 from badput.formats.codec import encode_line
-from badput.recorder._early import early_marks, take_early, torchrun_start_span
 from badput.recorder._fields import as_int, clean_fields
 from badput.recorder._identity import (
     MAX_PROCESS_INIT,
@@ -37,6 +36,7 @@ from badput.recorder._identity import (
     _resolve_heartbeat,
     resolve_attempt,
 )
+from badput.recorder._phases import PhaseRecords
 from badput.recorder._sections import DEFAULT_SECTION_INTERVAL, SectionTimers
 from badput.recorder._spans import _NULL_SPAN, SPANS, _Span
 from badput.recorder._stream import (
@@ -110,7 +110,7 @@ def _as_step(value: Any) -> int:
 _process_init_jobs: set[str] = set()
 
 
-class Recorder(StreamKeeping):
+class Recorder(PhaseRecords, StreamKeeping):
     """Records a training job's events into an :class:`~badput.store.EventStore`.
 
     Args:
@@ -205,21 +205,6 @@ class Recorder(StreamKeeping):
         _lifecycle.track(LIVE_GROUP, self)
         install_crash_hook(LIVE_GROUP)
         self._record_early(init)
-
-    def _record_early(self, init: tuple[float, float] | None) -> None:
-        """Torchrun's own start (a worker's first recorder) and the intervals hooks timed
-        before any recorder was built: written in time order with the process_init lines
-        at the first write when there are some, else now (nothing written yet)."""
-        early = take_early()
-        spawn = torchrun_start_span(init[0]) if init is not None else None
-        if spawn is not None:
-            early.insert(0, ("distributed_init", *spawn))
-        marks = early_marks(early)
-        if init is not None:
-            self._early_marks = marks
-            return
-        for ts, kind in marks:
-            self._bare(f',"kind":"{kind}"}}\n', ts)
 
     def _process_init_span(self) -> tuple[float, float] | None:
         """(OS start of this process, now) when that span is this job's to record."""
@@ -616,29 +601,6 @@ class Recorder(StreamKeeping):
         fields = {"active": active, "total": total, "available": available}
         self._fields("elastic_slices", fields, ts)
 
-    def record_distributed_init_start(self, *, ts: float | None = None) -> None:
-        self._bare(',"kind":"distributed_init_start"}\n', ts)
-
-    def record_distributed_init_end(self, *, ts: float | None = None) -> None:
-        self._bare(',"kind":"distributed_init_end"}\n', ts)
-
-    def record_model_build_start(self, *, ts: float | None = None) -> None:
-        self._bare(',"kind":"model_build_start"}\n', ts)
-
-    def record_model_build_end(self, *, ts: float | None = None) -> None:
-        self._bare(',"kind":"model_build_end"}\n', ts)
-
-    def record_teardown_start(self, *, ts: float | None = None) -> None:
-        """Training is over (or crashed): what follows until the attempt's end is teardown.
-        Recorded once per process (a second call records nothing); its end is optional."""
-        if not self._teardown_begun:
-            self._teardown_begun = True
-            self._bare(',"kind":"teardown_start"}\n', ts)
-            self._prompt()
-
-    def record_teardown_end(self, *, ts: float | None = None) -> None:
-        self._bare(',"kind":"teardown_end"}\n', ts)
-
     # ------------------------------------------------------- context managers
 
     def _span(self, name: str, *args: Any) -> AbstractContextManager[None]:
@@ -675,17 +637,6 @@ class Recorder(StreamKeeping):
 
     def elastic_reinit(self) -> AbstractContextManager[None]:
         return self._span("elastic_reinit")
-
-    def distributed_init(self) -> AbstractContextManager[None]:
-        """``with rec.distributed_init():`` process groups, rendezvous (docs/accounting.md)."""
-        return self._span("distributed_init")
-
-    def model_build(self) -> AbstractContextManager[None]:
-        """``with rec.model_build():`` building or loading the model, apart from imports."""
-        return self._span("model_build")
-
-    def teardown(self) -> AbstractContextManager[None]:
-        return self._span("teardown")
 
     def section(self, name: str) -> AbstractContextManager[None]:
         """``with rec.section("forward"):`` times a compute section of this rank.
