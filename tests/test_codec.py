@@ -54,6 +54,8 @@ def full_event(kind: str, i: int = 0) -> Event:
         fields["status"] = "failed"
     if kind == Kind.ATTEMPT_END:
         fields["exit_code"] = 137
+    if kind == Kind.JOB_START:
+        fields["hang_timeout"] = 10.0 + i  # badput run --hang-timeout
     if kind == Kind.ELASTIC_SLICES:
         fields.update(active=3, total=4, available=3)
     if kind == Kind.SECTION_SUMMARY:
@@ -93,7 +95,7 @@ ALL_KINDS = sorted(KINDS)
 
 
 def test_every_kind_is_covered() -> None:
-    assert len(ALL_KINDS) == 31
+    assert len(ALL_KINDS) == 37  # + model (issue 35), distributed_init, model_build, teardown (39)
 
 
 @pytest.mark.parametrize("kind", ALL_KINDS)

@@ -383,7 +383,7 @@ def test_null_recorder_writes_out_every_public_recorder_method() -> None:
     assert set(SPANS) <= recorder_methods  # the table names real span methods
     for name, (start, end) in SPANS.items():
         assert start in vars(NullRecorder) and end in vars(NullRecorder)
-        assert name in vars(Recorder)
+        assert callable(getattr(Recorder, name))  # its own, or its phase records
     null = NullRecorder()
     for name in SPANS:
         params = inspect.signature(getattr(Recorder, name)).parameters

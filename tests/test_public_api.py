@@ -15,8 +15,9 @@ PUBLIC: dict[str, set[str]] = {
     "badput.events": {
         "Chunk", "DecodedColumns", "Event", "EventError", "INTERVAL_KINDS", "KINDS", "KIND_CODE",
         "KIND_NAMES", "Kind", "LIFECYCLE_KINDS", "LeanEvent", "LeanRows", "Writer",
-        "MAX_INT", "MAX_TS", "MIN_TS", "NAMED_KINDS", "SCHEMA_VERSION", "SECTION_QUANTILES",
-        "STEP_KINDS", "WORK_COUNTS", "attempt_id", "bucket_of", "interval_base", "validate",
+        "MAX_INT", "MAX_SETTING_SECONDS", "MAX_TS", "MIN_TS", "NAMED_KINDS", "OPEN_ENDED_KINDS",
+        "SCHEMA_VERSION", "SECTION_QUANTILES", "STEP_KINDS", "WORK_COUNTS", "attempt_id",
+        "bucket_of", "interval_base", "validate",
     },
     "badput.store": {
         "MAX_LINE_BYTES", "SPOOL_DIR", "Chunk", "Cursor", "EventStore", "EventWriter",
@@ -58,7 +59,8 @@ PUBLIC: dict[str, set[str]] = {
         "replay_seconds", "whatif", "whatif_of", "young_interval",
     },
     "badput.recorder": {
-        "DEFAULT_HEARTBEAT_INTERVAL", "NullRecorder", "Recorder", "SPANS", "resolve_attempt",
+        "DEFAULT_HEARTBEAT_INTERVAL", "LIVE_RECORDERS", "NullRecorder", "Recorder", "SPANS",
+        "begin_teardown", "record_end", "record_interval", "record_start", "resolve_attempt",
     },
     "badput.launcher": {
         "AUTO", "HangWatch", "LaunchResult", "Launcher", "default_job_name",

@@ -195,9 +195,10 @@ def test_stall_names_the_rank_that_never_finished_its_section() -> None:
     assert stall.seconds == pytest.approx(120.0)
     assert stall.threshold == 60.0  # max(10 x 1 s, the 60 s floor)
     assert not stall.ongoing
-    # Where the partition put it (the open last step, then untracked), and it sums up.
+    # Where the partition put it (the open last step, then the attempt's final silence,
+    # hung: docs/accounting.md "Hung time"), and it sums up.
     assert sum(stall.buckets.values()) == pytest.approx(120.0)
-    assert stall.buckets["untracked"] > 100
+    assert stall.buckets["hung"] > 100
     assert rep.ranks[2].outlier == ["stopped first in a stall"]
 
 

@@ -120,6 +120,12 @@ CASES: list[tuple[str, tuple[Any, ...], dict[str, Any], str, dict[str, Any]]] = 
     ("record_elastic_wait_end", ("scale_up",), {}, "elastic_wait_end", {"name": "scale_up"}),
     ("record_elastic_reinit_start", (), {}, "elastic_reinit_start", {}),
     ("record_elastic_reinit_end", (), {}, "elastic_reinit_end", {}),
+    ("record_distributed_init_start", (), {}, "distributed_init_start", {}),
+    ("record_distributed_init_end", (), {}, "distributed_init_end", {}),
+    ("record_model_build_start", (), {}, "model_build_start", {}),
+    ("record_model_build_end", (), {}, "model_build_end", {}),
+    ("record_teardown_start", (), {}, "teardown_start", {}),
+    ("record_teardown_end", (), {}, "teardown_end", {}),
     (
         "record_elastic_slices",
         (3, 4, 2),

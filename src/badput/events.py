@@ -20,9 +20,11 @@ __all__ = [
     "KIND_NAMES",
     "LIFECYCLE_KINDS",
     "MAX_INT",
+    "MAX_SETTING_SECONDS",
     "MAX_TS",
     "MIN_TS",
     "NAMED_KINDS",
+    "OPEN_ENDED_KINDS",
     "SCHEMA_VERSION",
     "SECTION_QUANTILES",
     "STEP_KINDS",
@@ -76,6 +78,12 @@ class Kind:
     ELASTIC_SLICES: Final = "elastic_slices"
     PROCESS_INIT_START: Final = "process_init_start"
     PROCESS_INIT_END: Final = "process_init_end"
+    DISTRIBUTED_INIT_START: Final = "distributed_init_start"
+    DISTRIBUTED_INIT_END: Final = "distributed_init_end"
+    MODEL_BUILD_START: Final = "model_build_start"
+    MODEL_BUILD_END: Final = "model_build_end"
+    TEARDOWN_START: Final = "teardown_start"
+    TEARDOWN_END: Final = "teardown_end"
     SECTION_SUMMARY: Final = "section_summary"
     MODEL: Final = "model"
 
@@ -94,8 +102,14 @@ INTERVAL_KINDS: Final[frozenset[str]] = frozenset(
         "elastic_wait",
         "elastic_reinit",
         "process_init",
+        "distributed_init",
+        "model_build",
+        "teardown",
     }
 )
+#: Interval kinds whose end is the attempt's end when not recorded: teardown runs until the
+#: processes are gone, which no process of the job can record (docs/accounting.md).
+OPEN_ENDED_KINDS: Final[frozenset[str]] = frozenset({"teardown"})
 NAMED_INTERVAL_KINDS: Final[frozenset[str]] = frozenset({"custom", "elastic_wait"})
 
 LIFECYCLE_KINDS: Final[frozenset[str]] = frozenset(
@@ -161,6 +175,9 @@ Timestamp = Annotated[float, msgspec.Meta(ge=MIN_TS, le=MAX_TS)]
 Int = Annotated[int, msgspec.Meta(ge=-MAX_INT, le=MAX_INT)]
 Count = Annotated[int, msgspec.Meta(ge=0, le=MAX_INT)]
 Positive = Annotated[float, msgspec.Meta(gt=0.0)]
+#: A duration a launcher configured (``hang_timeout``): positive, at most a year.
+MAX_SETTING_SECONDS: Final = 366 * 86400.0
+Setting = Annotated[float, msgspec.Meta(gt=0.0, le=MAX_SETTING_SECONDS)]
 
 
 class _EventFields(msgspec.Struct, kw_only=True, omit_defaults=True, gc=False):
@@ -199,6 +216,8 @@ class _EventFields(msgspec.Struct, kw_only=True, omit_defaults=True, gc=False):
     devices: Count | None = None
     peak_flops: Positive | None = None
     device: str | None = None
+    # job_start by ``badput run --hang-timeout S``: the report's stall threshold (seconds)
+    hang_timeout: Setting | None = None
     v: SchemaVersion = SCHEMA_VERSION
 
 
@@ -392,6 +411,9 @@ def validate(event: Event | LeanEvent) -> str | None:
         problem = _work_problem(event)
         if problem is not None:
             return problem
+    timeout = event.hang_timeout
+    if timeout is not None and not 0.0 < timeout <= MAX_SETTING_SECONDS:
+        return f"hang_timeout must be positive seconds (at most a year), got {timeout!r}"
     if not 1 <= event.v <= MAX_INT:
         return f"schema version v must be >= 1, got {event.v}"
     for field in _INT_FIELDS:

@@ -33,6 +33,7 @@ def badput_run(
     max_restarts: int = 1,
     env: dict[str, str] | None = None,
     timeout: float = 600,
+    options: Sequence[str] = (),
 ) -> subprocess.CompletedProcess[str]:
     """``badput run --job JOB --store tmp/runs --max-restarts N -- COMMAND`` in a subprocess."""
     full_env = dict(os.environ)
@@ -51,6 +52,7 @@ def badput_run(
         str(tmp_path / "runs"),
         "--max-restarts",
         str(max_restarts),
+        *options,
         "--",
         *command,
     ]
@@ -103,6 +105,7 @@ class Truth:
         attempt = os.environ.get("BADPUT_ATTEMPT", "x")
         inner = os.environ.get("TORCHELASTIC_RESTART_COUNT", "")
         name = f"{attempt}.{inner}-{self.rank}-{os.getpid()}.json"
+        self.values["exit_at"] = time.time()  # the script's last moment it knows of
         (out / name).write_text(json.dumps(self.values))
 
 
@@ -149,3 +152,12 @@ def assert_clean(rep: Report) -> None:
     assert [d.code for d in rep.diagnostics] == [], [d.message for d in rep.diagnostics]
     assert rep.end_reason == "job_end"
     assert rep.attempts[-1].status == "completed"
+
+
+def assert_untracked_share(rep: Report, most: float) -> None:
+    """At most ``most`` of the job's time is ``untracked`` (every second has a name)."""
+    share = rep.bucket("untracked") / rep.total_seconds
+    assert share <= most, (
+        f"untracked {rep.bucket('untracked'):.2f}s of {rep.total_seconds:.2f}s "
+        f"({share:.1%}); buckets: {dict(rep.buckets)}"
+    )

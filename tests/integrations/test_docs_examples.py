@@ -49,3 +49,6 @@ def test_example_runs_and_reports(tmp_path: Path, title: str) -> None:
     assert_clean(rep)
     assert (rep.steps.kept, rep.steps.wasted, rep.steps.last) == (STEPS[title], 0, STEPS[title])
     assert rep.bucket("process_init") > 0
+    if title == "Plain PyTorch":  # the example names its preparation and its teardown
+        for bucket in ("model_build", "training_prep", "teardown"):
+            assert rep.bucket(bucket) > 0, bucket

@@ -136,8 +136,14 @@ def test_launched_recorder_records_process_init_and_leaves_job_end_to_the_launch
     assert rec.store is not None
     (chunk,) = rec.store.read("launched-rec").chunks
     kinds = [(e.kind, e.ts) for e in chunk.items if not isinstance(e, Exception)]
-    # never before the launcher's attempt start; job_start dated at the process start
-    assert [k for k, _ in kinds] == [Kind.JOB_START, "process_init_start", "process_init_end"]
+    # never before the launcher's attempt start; job_start dated at the process start; the
+    # job's end is the launcher's, and what follows record_job_end() is the teardown
+    assert [k for k, _ in kinds] == [
+        Kind.JOB_START,
+        "process_init_start",
+        "process_init_end",
+        "teardown_start",
+    ]
     assert kinds[0][1] == kinds[1][1] == t_start + 1.0
     assert kinds[2][1] <= created
     rec.close()

@@ -6,7 +6,14 @@ import json
 from pathlib import Path
 
 import pytest
-from _harness import assert_bucket_agrees, assert_clean, badput_run, report, script
+from _harness import (
+    assert_bucket_agrees,
+    assert_clean,
+    assert_untracked_share,
+    badput_run,
+    report,
+    script,
+)
 
 pytestmark = pytest.mark.slow
 
@@ -46,6 +53,11 @@ def test_ddp_two_processes_write_per_rank_files_and_waste_nothing(tmp_path: Path
     assert (rep.steps.kept, rep.steps.wasted, rep.steps.last) == (8, 0, 8)
     assert rep.ideal_step_time is not None
     assert rep.bucket("wasted") == 0.0
+    # the DDP launch and rendezvous (init_process_group, hooked) and the teardown are named:
+    # rank 0 waits there for rank 1, which Lightning starts and which imports everything
+    assert rep.bucket("distributed_init") > 0.5
+    assert rep.bucket("teardown") > 0.0
+    assert_untracked_share(rep, 0.05)
     # each rank timed the forward of each of its 8 batches (the compute section of docs/ranks.md)
     forwards: dict[int, int] = {}
     for f in (tmp_path / "runs" / "lit-ddp").rglob("*.jsonl"):

@@ -4,11 +4,22 @@ fetches, ``torch.distributed.checkpoint`` async saves and loads, and torchrun's 
 from __future__ import annotations
 
 import json
+import math
 import sys
+import time
 from pathlib import Path
 
 import pytest
-from _harness import assert_bucket_agrees, assert_clean, badput_run, report, script
+from _harness import (
+    assert_agrees,
+    assert_bucket_agrees,
+    assert_clean,
+    assert_untracked_share,
+    badput_run,
+    report,
+    script,
+    truths,
+)
 
 pytestmark = pytest.mark.slow
 
@@ -70,13 +81,77 @@ def test_torchrun_restart_inside_badput_run_is_a_new_attempt(tmp_path: Path) -> 
         if e["kind"] == "checkpoint_committed"
     )
     assert commits == [(0, 5), (0, 10), (1, 5), (1, 10)]
+    # After the crash: each rank's teardown, from its exception (or job end) to the end of
+    # its attempt; the rest of the job is named too.
+    crashed = [t for t in truths(tmp_path) if t.get("rank") == 1 and "exit_at" in t]
+    assert any("teardown_from" in t for t in crashed)
+    assert rep.bucket("teardown") > 0.0
+    assert rep.bucket("distributed_init") > 0.0 and rep.bucket("model_build") > 0.0
+    assert rep.bucket("hung") == 0.0  # a crash, not a hang
+    assert_untracked_share(rep, 0.05)
 
 
 def test_crash_free_two_ranks_waste_nothing(tmp_path: Path) -> None:
+    launched = time.time()
     badput_run(tmp_path, "ddp-ok", torchrun("8", "4", restarts=0), max_restarts=0)
+    returned = time.time()
     rep = report(tmp_path, "ddp-ok")
     assert_clean(rep)
     assert (rep.steps.kept, rep.steps.wasted, rep.steps.last) == (8, 0, 8)
     assert rep.ideal_step_time is not None
     ranks = {e["rank"] for e in events(tmp_path, "ddp-ok") if e["kind"] == "step_start"}
     assert ranks == {0, 1}
+    # The new buckets against the run's own clock (rank 0, the accounting rank):
+    (own,) = [t for t in truths(tmp_path) if t["rank"] == 0]
+    # distributed_init: its init_process_group and new_group calls, plus torchrun's own
+    # start, which lies between the launch and the script's first line after its imports
+    calls = own["distributed_init"]
+    assert calls <= rep.bucket("distributed_init") + 0.016
+    assert rep.bucket("distributed_init") <= calls + (own["script_start"] - launched)
+    assert_agrees("model_build", rep.bucket("model_build"), own["model_build"], 1)
+    # teardown: from record_job_end to the launcher's end, which is after the script's exit
+    # and before badput run returned
+    assert own["exit_at"] - own["teardown_from"] <= rep.bucket("teardown")
+    assert rep.bucket("teardown") <= returned - own["teardown_from"]
+    assert rep.bucket("hung") == 0.0
+    assert_untracked_share(rep, 0.05)
+
+
+def test_hang_killed_by_the_launcher_is_hung_time_with_the_rank_that_stopped(
+    tmp_path: Path,
+) -> None:
+    # Rank 1 hangs before step 4 of attempt 0 (it sleeps); rank 0 waits in DDP's all-reduce.
+    # badput run --hang-timeout 4 kills the attempt and restarts it; attempt 1 completes.
+    badput_run(
+        tmp_path,
+        "ddp-hang",
+        torchrun("8", "4", restarts=0),
+        max_restarts=1,
+        env={"BADPUT_TEST_HANG_AT": "4"},
+        options=["--hang-timeout", "4"],
+    )
+    rep = report(tmp_path, "ddp-hang")
+    assert rep.end_reason == "job_end" and rep.attempts[-1].status == "completed"
+    assert [a.end_reason for a in rep.attempts] == ["attempt_end:hung", "job_end"]
+    assert [d.code for d in rep.diagnostics] == []
+    (hung_rank,) = [t for t in truths(tmp_path) if "hung_from" in t]
+    hung_at, killed = hung_rank["hung_from"], rep.attempts[0].end
+    # hung: from the last progress (rank 0 began step 4, which rank 1 never did) to the
+    # kill; the open step counts its typical time first
+    assert rep.bucket("hung") > 0.0
+    assert killed - hung_at - 0.5 <= rep.bucket("hung") <= killed - hung_at
+    # the launcher waited its timeout (4 s) and more before it killed
+    assert killed - hung_at >= 4.0
+    # the report's stall threshold is the launcher's timeout, and its last stall of the
+    # attempt, the hang, names rank 1. (Start-up phases longer than 4 s, each inside one
+    # recorded interval, are listed as stalls of all ranks together before it.)
+    stalls = [s for s in rep.stalls if s.attempt == "0"]
+    assert {s.threshold for s in stalls} == {4.0}
+    (stall,) = [s for s in stalls if "hung" in s.buckets]
+    assert stall is stalls[-1] and stall.end == killed
+    assert stall.first_stopped == [1]
+    assert stall.why == "never reached the step the others reached"
+    assert math.isclose(stall.buckets["hung"], rep.bucket("hung"))
+    for before in stalls[:-1]:
+        assert len(before.buckets) == 1 and "hung" not in before.buckets
+    assert_untracked_share(rep, 0.05)

@@ -8,6 +8,7 @@ import pytest
 from _harness import (
     assert_bucket_agrees,
     assert_clean,
+    assert_untracked_share,
     badput_run,
     report,
     script,
@@ -53,3 +54,6 @@ def test_resume_records_the_restore(tmp_path: Path, mode: str) -> None:
     # 8 + 7 steps fetched, plus the first fetch of each attempt (iterator start)
     assert_bucket_agrees(rep, tmp_path, "data_loading", 17)
     assert rep.bucket("process_init") > 0.5
+    # the crash and the end of training begin the teardown; every second has a name
+    assert rep.bucket("teardown") > 0.0
+    assert_untracked_share(rep, 0.05)

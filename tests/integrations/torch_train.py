@@ -3,7 +3,10 @@
 argv: total steps, checkpoint every N steps. Batches through ``TimedDataLoader``,
 checkpoints with ``torch.distributed.checkpoint`` (async save, load). Rank 1 crashes
 inside step $BADPUT_TEST_CRASH_AT of the first worker group of attempt 0; torchrun
-restarts the group, which loads the newest complete checkpoint.
+restarts the group, which loads the newest complete checkpoint. Rank 1 hangs (sleeps)
+inside step $BADPUT_TEST_HANG_AT of that group instead: ``badput run --hang-timeout`` kills it.
+The truth file holds the script's own clock: its start after imports, the seconds of its
+process-group calls and model building, and when its teardown (or hang) began.
 """
 
 from __future__ import annotations
@@ -45,22 +48,33 @@ def newest_complete() -> int | None:
 
 
 def main() -> None:
+    started = time.time()  # the script's own clock: its imports are done
     # A rendezvous file per worker group: on a restart, torch 2.13's gloo workers read the
     # dead group's addresses from torchrun's store now and then (connection refused).
     group = f"{os.environ.get('BADPUT_ATTEMPT')}.{os.environ['TORCHELASTIC_RESTART_COUNT']}"
+    t0 = time.perf_counter()
+    # Before the recorder exists: the hook of badput.integrations.torch keeps the interval
+    # for the first recorder of the process (distributed_init).
     dist.init_process_group(
         "gloo",
         init_method=f"file://{Path('pg-' + group).absolute()}",
         rank=int(os.environ["RANK"]),
         world_size=int(os.environ["WORLD_SIZE"]),
     )
+    init_seconds = time.perf_counter() - t0
     rank = dist.get_rank()
     truth = Truth(rank)
+    truth.values["script_start"] = started
+    truth.add("distributed_init", init_seconds)
     atexit.register(truth.write)
     rec = badput.Recorder()  # job, store, attempt, rank: all from the launchers' environment
     rec.record_job_start()
-    model = torch.nn.parallel.DistributedDataParallel(torch.nn.Linear(8, 1))
-    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    hang = os.environ.get("BADPUT_TEST_HANG_AT")
+    with truth.timed("model_build"), rec.model_build():
+        model = torch.nn.parallel.DistributedDataParallel(torch.nn.Linear(8, 1))
+        opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    prep = rec.training_prep()
+    prep.__enter__()
     done = newest_complete()
     if done is not None:
         state = {"model": model.state_dict(), "opt": opt.state_dict()}
@@ -77,14 +91,23 @@ def main() -> None:
     ) in ("0", None)
     pending = None
     # async saves talk over their own group: DDP's collectives run beside them
-    save_group = dist.new_group(backend="gloo")
+    with truth.timed("distributed_init"):
+        save_group = dist.new_group(backend="gloo")  # hooked: distributed_init
     batches = iter(loader)
     for _ in range(start):  # the batches the checkpoint already trained on
         next(batches)
+    prep.__exit__(None, None, None)
     for step in range(start + 1, STEPS + 1):
         batch = next(batches)
+        if hang and first_group and rank == 1 and step == int(hang):
+            # A hang between two steps (host code, a data pipeline): rank 0 goes on into
+            # the step and waits in DDP's all-reduce.
+            truth.values["hung_from"] = time.time()
+            truth.write()  # it never gets to exit: killed for the hang
+            time.sleep(3600)
         with rec.step(step):
             if crash and first_group and rank == 1 and step == int(crash):
+                truth.values["teardown_from"] = time.time()
                 raise RuntimeError("injected crash")
             time.sleep(0.02)
             opt.zero_grad()
@@ -103,7 +126,8 @@ def main() -> None:
                 )
     if pending is not None:
         getattr(pending, "upload_completion", pending).result()
-    rec.record_job_end()
+    truth.values["teardown_from"] = time.time()
+    rec.record_job_end()  # under badput run: the teardown begins
     dist.barrier()
     dist.destroy_process_group()
 

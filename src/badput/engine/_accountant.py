@@ -11,6 +11,7 @@ import numpy as np
 
 from badput.engine._batch import Batch
 from badput.engine._cache import QueryCache
+from badput.engine._hung import newest_hang_timeout
 from badput.engine._ingest import Ingestor, Run
 from badput.engine._model import Report
 from badput.engine._over_time import GOODPUT_BINS, GoodputSeries, goodput_over_time
@@ -247,6 +248,12 @@ class Accountant:
             asked=(now, ideal, typical),
         )
         return report
+
+    @property
+    def hang_timeout(self) -> float | None:
+        """The hang timeout ``badput run --hang-timeout`` recorded on the newest attempt that
+        has one (seconds), else None: the stall threshold its reports use."""
+        return newest_hang_timeout(self._ing)
 
     def progress(self, attempt: str | int) -> tuple[float | None, float | None, float | None]:
         """``(last progress time, last event time of a process that made progress, typical

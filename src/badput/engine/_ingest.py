@@ -392,6 +392,7 @@ class LifecycleEvent(NamedTuple):
     exit_code: int | None
     source: str | None
     line: int | None
+    hang_timeout: float | None = None  # a launcher's job_start (``badput run --hang-timeout``)
 
 
 @dataclass
@@ -1060,6 +1061,7 @@ class Ingestor:
                     ev.exit_code,
                     source,
                     line,
+                    ev.hang_timeout,
                 )
             )
         elif kind == Kind.CHECKPOINT_COMMITTED:

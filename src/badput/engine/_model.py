@@ -45,6 +45,10 @@ BUCKETS: tuple[str, ...] = (
     "compile",
     "elastic_reinit",
     "process_init",  # the recorder's interval from the OS's process start (docs/integrations.md)
+    "distributed_init",  # process groups, rendezvous, torchrun's own start
+    "model_build",  # building (or loading) the model, apart from imports
+    "teardown",  # after the last step or a crash, until the attempt's end
+    "hung",  # derived: an attempt's final silence, from its last progress to its end
 )
 _NAMED_PREFIXES = ("custom:", "elastic_wait:")
 

@@ -20,6 +20,7 @@ from badput.engine._attempt_streams import AttemptStreams
 from badput.engine._attempts import Attempt, place_attempts, reconstruct_attempts
 from badput.engine._cache import QueryCache
 from badput.engine._diagnose import Recorded, ReportDiagnostics
+from badput.engine._hung import HUNG, hung_spans
 from badput.engine._ideal import MIN_CLEAN_STEPS
 from badput.engine._ingest import Ingestor, RestoreMark, Stream
 from badput.engine._lineage import (
@@ -96,6 +97,7 @@ class _Builder:
         self.sealer = Sealer(ing, cache, self.streams)
         self.memos = ClosedMemos(ing, cache, self.streams)
         self._checkpoint_cache: Checkpoints | None = None
+        self.derive_hung = True  # False in the windows that measure a hung span
 
     # ------------------------------------------------------------------ helpers
 
@@ -191,6 +193,7 @@ class _Builder:
             after=after,
         )
         self.cache.structure = structure
+        _derive_hung(self, structure, range(len(attempts)))
         return self._finish(structure, total, max(sums.at_risk, 0.0), counts)
 
     def _gaps(self, attempts: list[Attempt], scheduled: float | None, t_end: float) -> None:
@@ -405,6 +408,7 @@ class _Builder:
         for i, st in step_time.items():
             rest[i - first] -= st
         self._untracked(attempts, range(first, stop), rest)
+        _derive_hung(self, known, range(first, stop))
         counts = known.counts
         if not known.segments:
             counts = self._checkpoint_progress(known.ideal, counts, attempts)
@@ -617,6 +621,35 @@ class _Builder:
             exit_code=att.exit_code,
             open_ranks=att.open_ranks,
         )
+
+
+def _derive_hung(builder: _Builder, known: Structure, indices: range) -> None:
+    """Move each hung attempt's untracked time after its last progress to ``hung``
+    (:mod:`badput.engine._hung`): the same partition of that span, as a window."""
+    if not builder.derive_hung:
+        return
+    live = known.end_reason == "now"
+    found = hung_spans(
+        builder.ing, builder.streams, known.attempts, indices, ideal=known.ideal, live=live
+    )
+    lo, hi = builder.clip_bounds
+    for span in found:
+        a, b = max(span.start, lo), min(span.end, hi)
+        if b <= a:
+            continue
+        inner = _Builder(
+            builder.ing,
+            builder.now,
+            (a, b),
+            builder.ideal_cfg,
+            builder.typical,
+            cache=builder.cache,
+        )
+        inner.derive_hung = False
+        silent = inner.build().buckets.get("untracked", 0.0)
+        moved = min(silent, builder.buckets["untracked"])
+        builder.buckets["untracked"] -= moved
+        builder.buckets[HUNG] += moved
 
 
 def _largest_first(bucket: tuple[str, float]) -> tuple[float, str]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 
+from badput.engine._hung import stall_options
 from badput.engine._ingest import Ingestor
 from badput.engine._model import Report
 from badput.engine._partition import compute_report
@@ -44,7 +45,8 @@ def with_ranks(
     live_now = now if report.end_reason == "now" else None
     # Cached by the tracker while nothing changes (a report of 10,000 attempts asks the
     # same again at every refresh of a view).
-    found = tracker.analyze(attempts, live_now, options)
+    # the launcher's hang timeout, when it recorded one, is the stall threshold
+    found = tracker.analyze(attempts, live_now, stall_options(options, ing))
     key = (ing.n_events, now, ideal, typical, found.stalls)
     if kept is not None and kept[0] is ing and kept[1] == key:
         stalls = list(kept[2])

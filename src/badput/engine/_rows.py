@@ -24,6 +24,7 @@ from badput.engine._ingest import MAX_DIAGNOSTICS_PER_CODE, RestoreMark, Stream
 from badput.engine._intervals import IntervalMark, Marks, Spans
 from badput.engine._model import AttemptSummary, Diagnostic, EndReason, StepCounts
 from badput.engine._steps import AttemptSteps, Rows, TailIntervals
+from badput.events import OPEN_ENDED_KINDS
 
 __all__ = [
     "NO_INTERVALS",
@@ -476,7 +477,11 @@ def attempt_diagnostics(
             out += taken.objects(buckets, sources)
         return out
 
-    for m in first("unpaired_start", [*steps.unpaired_start_parts, ivs.unpaired_starts]):
+    open_ended = [buckets.index(b) for b in OPEN_ENDED_KINDS if b in buckets]
+    starts = [*steps.unpaired_start_parts, ivs.unpaired_starts]
+    if open_ended:  # their end is the attempt's by design: nothing to report
+        starts = [p.take(~np.isin(p.bucket, open_ended)) for p in starts]
+    for m in first("unpaired_start", starts):
         message = (
             f"{m.bucket} started at {m.ts:.3f} was never ended; closed at the end of "
             f"attempt {attempt_id}"

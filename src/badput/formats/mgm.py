@@ -53,6 +53,13 @@ SOURCE_OF_BUCKET: Final[dict[str, str]] = {
     "wasted": "WASTED_PROGRESS_FROM_DISRUPTION",
     "recovery": "INFRASTRUCTURE_RECOVERY_FROM_DISRUPTION",
     "elastic_reinit": "ELASTIC_REINITIALIZATION",
+    # process groups and rendezvous are the runtime's start, as TPU_INITIALIZATION is for
+    # JAX's distributed initialisation; building the model is part of TRAINING_PREP
+    "distributed_init": "TPU_INITIALIZATION",
+    "model_build": "TRAINING_PREP",
+    # a hang ends in a kill and a restart: time the library counts as recovery (§6)
+    "hung": "INFRASTRUCTURE_RECOVERY_FROM_DISRUPTION",
+    "teardown": "OTHER",
     "untracked": "OTHER",
     "queued": "OTHER",
 }

@@ -28,11 +28,14 @@ import time
 from typing import Any
 
 from badput.integrations._common import RecorderSession
+from badput.integrations._distributed import install_distributed_hooks
 from badput.recorder import Recorder
 from badput.runtime.optional import import_optional
 from badput.store import EventStore
 
 pl = import_optional("lightning.pytorch", "lightning")
+# process-group set-up is distributed_init; its destruction begins the teardown
+install_distributed_hooks(import_optional("torch.distributed", "torch"))
 _io = import_optional("lightning.pytorch.plugins.io", "lightning")
 _CheckpointIO: Any = _io.CheckpointIO
 _Callback: Any = pl.Callback

@@ -22,10 +22,13 @@ from concurrent.futures import Future
 from typing import Any, Generic, TypeVar
 
 from badput.integrations._common import timed_batches
+from badput.integrations._distributed import install_distributed_hooks
 from badput.recorder import Recorder
 from badput.runtime.optional import import_optional
 
 torch = import_optional("torch", "torch")
+# process-group set-up is distributed_init; its destruction begins the teardown
+install_distributed_hooks(import_optional("torch.distributed", "torch"))
 
 __all__ = ["TimedDataLoader", "dcp_async_save", "dcp_load", "dcp_save", "timed_batches"]
 

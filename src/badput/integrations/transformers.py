@@ -28,6 +28,13 @@ What each bucket comes from:
   ``on_init_end``: ``callback.train(trainer, ...)`` (``trainer.train`` with the Trainer
   handed over) times that call; called as ``trainer.train(...)``, the restore is still
   recorded at its step, and its time stays ``untracked``.
+- ``model_build``: each ``PreTrainedModel.from_pretrained`` call (a model built in code is
+  not seen: ``with rec.model_build():`` times it); ``training_prep`` also covers building
+  the ``Trainer`` (its ``__init__``). Both are timed by wrappers installed on the classes
+  when this module is imported, and recorded by the callback's recorder once it exists.
+- ``distributed_init`` / ``teardown``: the ``torch.distributed`` hooks
+  (``badput.integrations._distributed``); under ``badput run``, ``on_train_end`` begins
+  the teardown, which lasts until the launcher records the end.
 - ``job_start`` at ``on_init_end`` (the Trainer's construction), ``job_end`` at
   ``on_train_end`` (under
   ``badput run`` the launcher records the end). The Trainer has no exception event: a
@@ -45,12 +52,15 @@ from collections.abc import Callable
 from typing import Any
 
 from badput.integrations._common import RecorderSession
+from badput.integrations._distributed import install_distributed_hooks, time_calls
 from badput.recorder import Recorder
 from badput.runtime.optional import import_optional
 from badput.store import EventStore
 
 _tf = import_optional("transformers", "transformers")
 _TrainerCallback: Any = _tf.TrainerCallback
+# process-group set-up is distributed_init; its destruction begins the teardown
+install_distributed_hooks(import_optional("torch.distributed", "torch"))
 
 __all__ = ["BadputCallback"]
 
@@ -234,3 +244,18 @@ class BadputCallback(_TrainerCallback):  # type: ignore[misc]
     def on_train_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
         self._restoring, self._restored = False, None
         self.session.job_end("completed")
+
+
+def _install_build_hooks() -> None:
+    """``from_pretrained`` is ``model_build``; building a ``Trainer`` is ``training_prep``
+    (moving the model to its device, the accelerator's state): both happen before the
+    callback's recorder exists, which records them when built (``on_init_end``)."""
+    model = getattr(_tf, "PreTrainedModel", None)
+    if model is not None:
+        time_calls(model, "from_pretrained", "model_build", classmethod_=True)
+    trainer = getattr(_tf, "Trainer", None)
+    if trainer is not None:
+        time_calls(trainer, "__init__", "training_prep")
+
+
+_install_build_hooks()

@@ -52,6 +52,7 @@ from dataclasses import dataclass, field
 from types import FrameType
 from typing import TYPE_CHECKING, Any
 
+from badput.events import MAX_SETTING_SECONDS
 from badput.launcher import _keeper
 from badput.launcher._attempts import (
     end_orphaned_attempt,
@@ -254,6 +255,14 @@ def _install_handlers(handler: Callable[[int, FrameType | None], None]) -> dict[
 def _restore_handlers(previous: dict[int, Any]) -> None:
     for signum, handler in previous.items():
         signal.signal(signum, handler)
+
+
+def _start_fields(hang_timeout: float | str | None) -> dict[str, float]:
+    """The fields of an attempt's ``job_start`` besides its time: the hang timeout it runs
+    with, which the report takes as its stall threshold (``auto`` is the report's own)."""
+    if isinstance(hang_timeout, float) and hang_timeout <= MAX_SETTING_SECONDS:
+        return {"hang_timeout": hang_timeout}
+    return {}
 
 
 def default_job_name(command: Sequence[str]) -> str:
@@ -501,7 +510,8 @@ class Launcher:
         for i in range(self.first_attempt, last + 1):
             attempt = str(i)
             self._attempt_started = time.time()
-            journal.record(i, "record_job_start", ts=self._attempt_started)
+            start = {"ts": self._attempt_started, **_start_fields(self.hang_timeout)}
+            journal.record(i, "record", kind="job_start", **start)
             if self._signal is not None:
                 return self._cancelled(i, codes, None)
             self._say(f"attempt {attempt}: starting {' '.join(self.command)}")

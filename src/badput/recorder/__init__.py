@@ -60,15 +60,31 @@ no-op, no thread, no file.
 
 The room: :class:`Recorder` (``_recorder``) on its base classes: properties, flush and
 close (``_lifetime``), the lines and the record calls' helpers (``_lines``), the background
-thread (``_writer_thread``) and what happens to a line the hot path did not copy
-(``_stream``); who records (``_identity``), the context managers (``_spans``), timed
-sections (``_sections``) and the no-op recorder written out behind the same interface
-(``_null``).
+thread (``_writer_thread``), what happens to a line the hot path did not copy (``_stream``)
+and the phases of a distributed job (``_phases``); who records (``_identity``), the context
+managers (``_spans``), timed sections (``_sections``), the no-op recorder written out behind
+the same interface (``_null``), the teardown a crash begins (``_teardown``) and the intervals
+timed before the process has a recorder (``_early``: integrations' hooks, torchrun's own
+start).
 """
 
+from badput.recorder._early import record_end, record_interval, record_start
 from badput.recorder._identity import DEFAULT_HEARTBEAT_INTERVAL, resolve_attempt
+from badput.recorder._lifetime import LIVE_GROUP as LIVE_RECORDERS
 from badput.recorder._null import NullRecorder
 from badput.recorder._recorder import Recorder
 from badput.recorder._spans import SPANS
+from badput.recorder._teardown import begin_teardown
 
-__all__ = ["DEFAULT_HEARTBEAT_INTERVAL", "SPANS", "NullRecorder", "Recorder", "resolve_attempt"]
+__all__ = [
+    "DEFAULT_HEARTBEAT_INTERVAL",
+    "LIVE_RECORDERS",
+    "SPANS",
+    "NullRecorder",
+    "Recorder",
+    "begin_teardown",
+    "record_end",
+    "record_interval",
+    "record_start",
+    "resolve_attempt",
+]

@@ -16,7 +16,9 @@ _IDENTITY_FIELDS: Final = frozenset({"ts", "kind", "job", "attempt", "host", "ra
 _INT_FIELDS: Final = frozenset(
     {"step", "exit_code", "active", "total", "available", "count", *WORK_COUNTS}
 )
-_FLOAT_FIELDS: Final = frozenset({"seconds", "last", "open_since", "flops_per_token", "peak_flops"})
+_FLOAT_FIELDS: Final = frozenset(
+    {"seconds", "last", "open_since", "flops_per_token", "peak_flops", "hang_timeout"}
+)
 _STR_FIELDS: Final = frozenset({"name", "status", "device"})
 _BOOL_FIELDS: Final = frozenset({"blocking"})
 

@@ -11,6 +11,7 @@ import os
 import threading
 import time
 from collections.abc import Callable
+from operator import itemgetter
 from typing import Any, Final
 
 import msgspec
@@ -73,6 +74,9 @@ class LineWriting(WriterThread):
     # (OS start of this process, recorder's construction) while process_init is to record.
     _process_init: tuple[float, float] | None
     _process_start: float | None
+    # intervals timed before this process had a recorder, written with process_init
+    _early_marks: list[tuple[float, str]]
+    _teardown_begun: bool
 
     def _setup_process(self) -> None:
         """(Re)initialise everything that belongs to one process (also after fork)."""
@@ -129,6 +133,7 @@ class LineWriting(WriterThread):
 
     def _after_fork_child(self) -> None:
         self._process_init = self._process_start = None  # the parent's start, not the child's
+        self._teardown_begun = False
         # The parent's mapping is shared with the parent: never write to it, only let go.
         seg = self._seg
         if seg is not None:
@@ -156,11 +161,15 @@ class LineWriting(WriterThread):
         init, self._process_init = self._process_init, None
         if init is None:
             return [line]
-        pair = [
-            f'{self._pfx}{_ts_text(ts)},"kind":"{kind}"}}\n'.encode()
-            for ts, kind in ((init[0], "process_init_start"), (init[1], "process_init_end"))
-        ]
-        return [line, *pair] if b'"kind":"job_start"' in line else [*pair, line]
+        marks = [(init[0], "process_init_start"), (init[1], "process_init_end")]
+        if self._early_marks:  # the hooks' and torchrun's intervals, in time order with them
+            marks = sorted([*marks, *self._early_marks], key=itemgetter(0))
+            self._early_marks = []
+        pair = [f'{self._pfx}{_ts_text(ts)},"kind":"{kind}"}}\n'.encode() for ts, kind in marks]
+        if b'"kind":"job_start"' not in line:
+            return [*pair, line]
+        before = sum(1 for ts, _ in marks if ts < init[0])  # torchrun's start, before its own
+        return [*pair[:before], line, *pair[before:]]
 
     # ---------------------------------------------------------- the hot path
     #

@@ -235,3 +235,21 @@ class NullRecorder(Recorder):
         self, active: int, total: int, available: int, *, ts: float | None = None
     ) -> None:
         return None
+
+    def record_distributed_init_start(self, *, ts: float | None = None) -> None:
+        return None
+
+    def record_distributed_init_end(self, *, ts: float | None = None) -> None:
+        return None
+
+    def record_model_build_start(self, *, ts: float | None = None) -> None:
+        return None
+
+    def record_model_build_end(self, *, ts: float | None = None) -> None:
+        return None
+
+    def record_teardown_start(self, *, ts: float | None = None) -> None:
+        return None
+
+    def record_teardown_end(self, *, ts: float | None = None) -> None:
+        return None

@@ -29,8 +29,10 @@ from badput.recorder._identity import (
     resolve_attempt,
 )
 from badput.recorder._lifetime import LIVE_GROUP, RecorderLifetime
+from badput.recorder._phases import PhaseRecords
 from badput.recorder._sections import DEFAULT_SECTION_INTERVAL
 from badput.recorder._spans import SPANS, _Span
+from badput.recorder._teardown import begin_teardown, install_crash_hook
 from badput.recorder._work import WorkRecording
 from badput.runtime import lifecycle as _lifecycle
 from badput.runtime.env import (
@@ -56,7 +58,7 @@ _replace = msgspec.structs.replace
 _process_init_jobs: set[str] = set()
 
 
-class Recorder(RecorderLifetime, WorkRecording):
+class Recorder(PhaseRecords, RecorderLifetime, WorkRecording):
     """Records a training job's events into an :class:`~badput.store.EventStore`.
 
     Args:
@@ -136,6 +138,8 @@ class Recorder(RecorderLifetime, WorkRecording):
         self._section_interval = max(float(section_interval), MIN_FLUSH_INTERVAL)
         self._warned: set[str] = set()
         self._closed = False
+        self._teardown_begun = False  # teardown_start is recorded once per process
+        self._early_marks: list[tuple[float, str]] = []  # written with process_init
         # The launcher owns the job's end in the command it runs (its own recorder unsets this).
         self._defer_job_end = under_launcher()
         self._process_init = self._process_init_span()
@@ -147,6 +151,8 @@ class Recorder(RecorderLifetime, WorkRecording):
         if problem is not None:  # e.g. a rank out of range: every line would be unreadable
             raise ValueError(f"cannot record with this identity: {problem}")
         _lifecycle.track(LIVE_GROUP, self)
+        install_crash_hook(LIVE_GROUP)
+        self._record_early(init)
 
     def _process_init_span(self) -> tuple[float, float] | None:
         """(OS start of this process, now) when that span is this job's to record."""
@@ -186,7 +192,8 @@ class Recorder(RecorderLifetime, WorkRecording):
         """Record the job's end; under ``badput run`` only flush (the launcher records it,
         with the status of the command's exit, once every process has ended)."""
         if self._defer_job_end:
-            self._prompt()
+            # What follows until the launcher's job_end (every process gone) is teardown.
+            self.record_teardown_start(ts=ts)
             return
         self._fields("job_end", {"status": status}, ts)
 
@@ -368,6 +375,7 @@ class Recorder(RecorderLifetime, WorkRecording):
 
 def _close_all() -> None:
     for rec in _lifecycle.live(LIVE_GROUP):
+        begin_teardown(rec)  # the process exits: teardown until the launcher's end
         with suppress(Exception):  # close() already never raises
             rec.close()
 

@@ -22,6 +22,9 @@ SPANS: Final[dict[str, tuple[str, str]]] = {
     "compile": ("record_compile_start", "record_compile_end"),
     "elastic_wait": ("record_elastic_wait_start", "record_elastic_wait_end"),
     "elastic_reinit": ("record_elastic_reinit_start", "record_elastic_reinit_end"),
+    "distributed_init": ("record_distributed_init_start", "record_distributed_init_end"),
+    "model_build": ("record_model_build_start", "record_model_build_end"),
+    "teardown": ("record_teardown_start", "record_teardown_end"),
 }
 
 

@@ -88,6 +88,10 @@ _COLORS = {
     "data_loading": "#2bb0b0",
     "compile": "#e6842a",
     "elastic_reinit": "#c75d9c",
+    "distributed_init": "#6b6ecf",
+    "model_build": "#e7ba52",
+    "teardown": "#a5a5a5",
+    "hung": "#7b2d26",
     "attempt": "#cfd8e3",
     "custom:(other)": "#9aa0ac",  # the named buckets not shown one by one (group_buckets)
     "elastic_wait:(other)": "#b0a090",

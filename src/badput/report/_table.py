@@ -55,6 +55,10 @@ _DESCRIPTIONS = {
     "compile": "explicit compilation",
     "elastic_reinit": "re-initialising after an elastic change",
     "process_init": "process start before the recorder (imports)",
+    "distributed_init": "process groups, rendezvous, torchrun's start",
+    "model_build": "building or loading the model",
+    "teardown": "after the last step or a crash, until the end",
+    "hung": "no progress until the attempt was killed or ended",
 }
 
 _END_REASONS = {

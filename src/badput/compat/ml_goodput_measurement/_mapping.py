@@ -126,7 +126,7 @@ class LibraryBuckets:
                 moved += self.move(
                     piece,
                     seconds,
-                    (*_PRODUCTIVE, "startup", "wasted", "untracked"),
+                    (*_PRODUCTIVE, "startup", "wasted", "untracked", "teardown", "hung"),
                     BadputType.INFRASTRUCTURE_RECOVERY_FROM_DISRUPTION,
                 )
         productive -= moved
@@ -135,7 +135,7 @@ class LibraryBuckets:
             t = step_starts.last_start(last.start, last.end)
             piece = part(t, last.end) if t is not None else None
             if piece is not None and last.end_reason == "job_end":
-                productive += self.move(piece, seconds, ("untracked",), None)
+                productive += self.move(piece, seconds, ("untracked", "teardown"), None)
             elif piece is not None and report.end_reason != "job_end" and t is not None and t < now:
                 productive -= self.move(piece, seconds, _PRODUCTIVE, BadputType.OTHER)
         return report, productive, seconds
