@@ -30,14 +30,12 @@ LARGE_MODULES = {
     "analysis.py": 877,
     "compat/ml_goodput_measurement/goodput.py": 998,
     "compat/ml_goodput_measurement/monitoring.py": 931,
-    "engine/_ingest.py": 1112,
     "engine/_ranks.py": 2369,
     "engine/_steps.py": 932,
     "store/_jsonl.py": 997,
 }
 LARGE_CLASSES = {
     "compat/ml_goodput_measurement/goodput.py:GoodputCalculator": 432,
-    "engine/_ingest.py:Ingestor": 497,
     "engine/_partition.py:_Builder": 518,
     "engine/_ranks.py:RankTracker": 550,
     "launcher/_run.py:Launcher": 340,
@@ -49,7 +47,6 @@ LARGE_CLASSES = {
 LARGE_FUNCTIONS = {
     "analysis.py:_cold_parallel": 121,
     "compat/ml_goodput_measurement/monitoring.py:__init__": 85,
-    "engine/_ingest.py:_add_columns": 89,
     "engine/_inside.py:fill_inside_memos": 153,
     "engine/_ranks.py:_derive_columns": 114,
     "engine/_ranks.py:_settle_columns": 125,

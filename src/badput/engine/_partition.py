@@ -21,7 +21,7 @@ from badput.engine._attempts import Attempt, place_attempts, reconstruct_attempt
 from badput.engine._cache import QueryCache
 from badput.engine._diagnose import Recorded, ReportDiagnostics
 from badput.engine._ideal import MIN_CLEAN_STEPS
-from badput.engine._ingest import Ingestor, RestoreMark, Stream
+from badput.engine._ingest import Ingestor
 from badput.engine._lineage import (
     Checkpoints,
     checkpoint_progress,
@@ -55,6 +55,7 @@ from badput.engine._steps import (
     clipped_piece_sums,
     clipped_sums,
 )
+from badput.engine._stream import RestoreMark, Stream
 from badput.events import Kind
 
 __all__ = ["compute_report"]

@@ -18,7 +18,6 @@ from typing import Any, NamedTuple
 import numpy as np
 import numpy.typing as npt
 
-from badput.engine._ingest import Stream
 from badput.engine._intervals import (
     Coverage,
     Marks,
@@ -29,6 +28,7 @@ from badput.engine._intervals import (
 )
 from badput.engine._rows import sorted_step_arrays
 from badput.engine._steps import AttemptSteps, compute_rows, seal_whole_many, without_order
+from badput.engine._stream import Stream
 
 __all__ = ["ClosedAttempt", "seal_together"]
 
