@@ -36,7 +36,6 @@ LARGE_MODULES = {
 }
 LARGE_CLASSES = {
     "compat/ml_goodput_measurement/goodput.py:GoodputCalculator": 432,
-    "engine/_partition.py:_Builder": 518,
     "engine/_ranks.py:RankTracker": 550,
     "launcher/_run.py:Launcher": 340,
     "monitor/_monitor.py:Monitor": 416,
