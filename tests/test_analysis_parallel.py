@@ -21,7 +21,7 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from badput import analysis
-from badput.engine import _ingest
+from badput.engine import _origin
 from badput.engine._ingest import Ingestor
 from badput.engine._intervals import IntervalMark
 from badput.events import Event
@@ -355,7 +355,7 @@ def test_a_failing_parent_stops_its_workers_at_once(
 
 
 def test_the_slack_never_exceeds_the_engines_tolerance() -> None:
-    assert 0 <= analysis._CLOCK_SLACK <= _ingest.CLOCK_BACKWARDS_TOLERANCE
+    assert 0 <= analysis._CLOCK_SLACK <= _origin.CLOCK_BACKWARDS_TOLERANCE
 
 
 @pytest.mark.parametrize(

@@ -211,7 +211,7 @@ def test_a_rank_whose_loader_is_read_late_is_sealed_before_the_loaders_newest(
     the first seal found the sealed rows stale and computed the attempt whole); each
     report is the cold one. A loader silent for longer than ``WRITER_QUIET_AFTER`` no
     longer holds sealing back."""
-    from badput.engine import _ingest, _sealing, _steps
+    from badput.engine import _sealing, _steps, _stream
 
     monkeypatch.setattr(_steps, "SEAL_MIN_TAIL", 8)
     looks: list[list[Event]] = [[Event(ts=0.0, kind="job_start", job=JOB, attempt=0, pid=1)]]
@@ -241,7 +241,7 @@ def test_a_rank_whose_loader_is_read_late_is_sealed_before_the_loaders_newest(
     assert stale and not any(stale)  # sealed, and never unsealed
     (stream,) = live._ing.streams.values()  # (the engine's own state)
     assert stream.settled_before() == stream.writers[2] < stream.writers[1]
-    stream.saw(1, stream.writers[2] + _ingest.WRITER_QUIET_AFTER + 1.0)
+    stream.saw(1, stream.writers[2] + _stream.WRITER_QUIET_AFTER + 1.0)
     assert stream.settled_before() == stream.writers[1]  # the loader stopped: not waited for
 
 

@@ -8,7 +8,6 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from badput.engine._ingest import StepLog
 from badput.engine._intervals import (
     Coverage,
     IntervalMark,
@@ -27,6 +26,7 @@ from badput.engine._intervals import (
 )
 from badput.engine._rows import covered_by
 from badput.engine._steps import clipped_piece_sums, clipped_sums
+from badput.engine._stream import StepLog
 
 
 def iv(start: float, end: float, bucket: str, order: int) -> RecordedInterval:

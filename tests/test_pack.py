@@ -12,8 +12,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from badput.engine import Accountant
-from badput.engine._ingest import RestoreMark, Stream
 from badput.engine._pack import Packed, pack, unpack
+from badput.engine._stream import RestoreMark, Stream
 from badput.events import Chunk, Event
 from test_engine_properties import event_logs
 

@@ -10,9 +10,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from badput.engine import Accountant, _rows, _sealing
-from badput.engine._ingest import MarkLog
 from badput.engine._intervals import Marks
 from badput.engine._rows import SortedMarks, narrowed
+from badput.engine._stream import MarkLog
 from badput.events import Chunk, Event
 
 T0 = 1_700_000_000.0

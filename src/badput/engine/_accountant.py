@@ -12,8 +12,9 @@ import numpy as np
 from badput.engine._batch import Batch
 from badput.engine._cache import QueryCache
 from badput.engine._hung import newest_hang_timeout
-from badput.engine._ingest import Ingestor, Run
+from badput.engine._ingest import Ingestor
 from badput.engine._model import Report
+from badput.engine._origin import Run
 from badput.engine._over_time import GOODPUT_BINS, GoodputSeries, goodput_over_time
 from badput.engine._partition import compute_report, goodput_seconds, recent_step_times
 from badput.engine._program import ProgramTracker, with_program

@@ -15,8 +15,9 @@ from collections import defaultdict
 from itertools import pairwise
 
 from badput.engine._attempts import Attempt
-from badput.engine._ingest import Ingestor, RestoreMark, Stream
+from badput.engine._ingest import Ingestor
 from badput.engine._rows import StreamView, attempt_bounds, between
+from badput.engine._stream import RestoreMark, Stream
 
 __all__ = ["AttemptStreams"]
 

@@ -18,7 +18,8 @@ from typing import Final
 
 import numpy as np
 
-from badput.engine._ingest import Ingestor, LifecycleEvent
+from badput.engine._ingest import Ingestor
+from badput.engine._ingest_state import LifecycleEvent
 from badput.engine._model import EndReason
 from badput.events import Kind
 

@@ -1,6 +1,6 @@
 """The diagnostics of one report, in the order they were found.
 
-At most :data:`~badput.engine._ingest.MAX_DIAGNOSTICS_PER_CODE` of one code are shown; the
+At most :data:`~badput.engine._ingest_state.MAX_DIAGNOSTICS_PER_CODE` of one code are shown; the
 rest are counted and reported as one "... and N more" line. A report of a state already
 reported on, for another window, starts from what the first one found before its window's
 own part (:meth:`ReportDiagnostics.snapshot`) and replays what it found after
@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from badput.engine._ingest import MAX_DIAGNOSTICS_PER_CODE, DiagnosticLog
+from badput.engine._ingest_state import MAX_DIAGNOSTICS_PER_CODE, DiagnosticLog
 from badput.engine._model import Diagnostic
 from badput.engine._rows import AttemptDiagnostics
 

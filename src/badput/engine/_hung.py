@@ -26,8 +26,9 @@ import numpy as np
 
 from badput.engine._attempt_streams import AttemptStreams
 from badput.engine._attempts import Attempt
-from badput.engine._ingest import Ingestor, Stream
+from badput.engine._ingest import Ingestor
 from badput.engine._rank_model import RankOptions
+from badput.engine._stream import Stream
 from badput.events import OPEN_ENDED_KINDS, Kind
 
 __all__ = [

@@ -13,9 +13,9 @@ from __future__ import annotations
 import math
 
 from badput.engine._attempts import Attempt
-from badput.engine._ingest import RestoreMark
 from badput.engine._inside import fill_inside_memos
 from badput.engine._rows import AttemptRows, Segment, Sums, inside_key
+from badput.engine._stream import RestoreMark
 
 __all__ = [
     "Checkpoints",

@@ -2,7 +2,8 @@
 
 ``compute_report`` reads the ingested state and returns a :class:`Report`. It is
 pure: the same state and arguments give the same numbers, whatever order the
-events arrived in.
+events arrived in. Here is which attempts a query looks at, and in what order; the
+adding up into buckets is :mod:`._tally`'s (the builder's base).
 """
 
 from __future__ import annotations
@@ -10,64 +11,36 @@ from __future__ import annotations
 import itertools
 import math
 from collections import defaultdict
-from collections.abc import Iterable, Sequence
 from typing import Literal
 
 import numpy as np
 import numpy.typing as npt
 
-from badput.engine._attempt_streams import AttemptStreams
 from badput.engine._attempts import Attempt, place_attempts, reconstruct_attempts
 from badput.engine._cache import QueryCache
 from badput.engine._diagnose import Recorded, ReportDiagnostics
 from badput.engine._hung import HUNG, hung_spans
 from badput.engine._ideal import MIN_CLEAN_STEPS
-from badput.engine._ingest import Ingestor, RestoreMark, Stream
-from badput.engine._lineage import (
-    Checkpoints,
-    checkpoint_progress,
-    keep_upto,
-    last_step,
-    safe_step,
-    segment_sums,
-)
-from badput.engine._memo import ClosedMemos
-from badput.engine._model import (
-    PRODUCTIVE,
-    AttemptSummary,
-    Buckets,
-    EndReason,
-    Report,
-    StepCounts,
-)
-from badput.engine._rows import (
-    AttemptDiagnostics,
-    AttemptRows,
-    ClosedMemo,
-    Segment,
-    Structure,
-    Sums,
-    attempt_diagnostics,
-)
+from badput.engine._ingest import Ingestor
+from badput.engine._lineage import keep_upto, last_step, safe_step
+from badput.engine._model import PRODUCTIVE, EndReason, Report, StepCounts
+from badput.engine._rows import AttemptRows, Segment, Structure
 from badput.engine._sealing import Sealer
 from badput.engine._segments import Typical, add_segments, estimate_ideal, resolve_many
-from badput.engine._steps import (
-    add_sums,
-    clipped_piece_sums,
-    clipped_sums,
-)
+from badput.engine._stream import Stream
+from badput.engine._tally import Tally
 from badput.events import Kind
 
 __all__ = ["compute_report", "goodput_seconds"]
 
 F64 = npt.NDArray[np.float64]
 _Source = Literal["configured", "estimated"] | None
-I64 = npt.NDArray[np.int64]
-_EPS = 1e-6
-_EMPTY: F64 = np.zeros(0)
 
 
-class _Builder:
+class _Builder(Tally):
+    """One query of the partition: which attempts are looked at, in what order, and what
+    is kept of them for the next query (:class:`Tally` adds them up)."""
+
     def __init__(
         self,
         ing: Ingestor,
@@ -82,28 +55,14 @@ class _Builder:
         if now is not None and now < ing.last_ts:
             ing = ing.as_of(now)  # events stamped after `now` do not exist for it (§9.10)
             cache = QueryCache()  # another state: the accountant's cache is not for it
-        self.ing = ing
+        super().__init__(ing, cache, window, ideal_step_time)
         self.cache = cache
         self.typical = typical
         self.now = now
-        self.window = window
-        self.ideal_cfg = ideal_step_time
-        self.log = ReportDiagnostics()
         self.rows: list[AttemptRows | None] = []
         self.ideal: float | None = None
-        self.buckets: dict[str, float] = defaultdict(float)
-        self.overlapped: dict[str, float] = defaultdict(float)
-        self.streams = AttemptStreams(ing)
         self.sealer = Sealer(ing, cache, self.streams)
-        self.memos = ClosedMemos(ing, cache, self.streams)
-        self._checkpoint_cache: Checkpoints | None = None
         self.derive_hung = True  # False in the windows that measure a hung span
-
-    # ------------------------------------------------------------------ helpers
-
-    def clip(self, a: float, b: float) -> float:
-        lo, hi = self.clip_bounds
-        return max(0.0, min(b, hi) - max(a, lo))
 
     # --------------------------------------------------------------- the report
 
@@ -196,15 +155,6 @@ class _Builder:
         _derive_hung(self, structure, range(len(attempts)))
         return self._finish(structure, total, max(sums.at_risk, 0.0), counts)
 
-    def _gaps(self, attempts: list[Attempt], scheduled: float | None, t_end: float) -> None:
-        """Before the first attempt since the job was scheduled: queued; between attempts
-        and after the last: recovery."""
-        if scheduled is not None:
-            self.buckets["queued"] += self.clip(scheduled, attempts[0].eff_start)
-        for a, b in itertools.pairwise(attempts):
-            self.buckets["recovery"] += self.clip(a.eff_end, b.eff_start)
-        self.buckets["recovery"] += self.clip(attempts[-1].eff_end, t_end)
-
     def _attempt_parts(
         self, attempts: list[Attempt]
     ) -> tuple[list[AttemptRows | None], list[Segment], list[float]]:
@@ -288,83 +238,17 @@ class _Builder:
                     )
         return after
 
-    def _finish(
-        self, structure: Structure, total: float, at_risk: float, counts: StepCounts
-    ) -> Report:
-        buckets = {k: v for k, v in self.buckets.items() if v > 0.0}
-        productive_s = buckets.get(PRODUCTIVE, 0.0)
-        slowdown_s = buckets.get("slowdown", 0.0)
-        return Report(
-            job=structure.job,
-            start=structure.span[0],
-            end=structure.span[1],
-            end_reason=structure.end_reason,
-            total_seconds=total,
-            goodput=productive_s / total if total > 0 else 0.0,
-            observed_goodput=(productive_s + slowdown_s) / total if total > 0 else 0.0,
-            buckets=Buckets(sorted(buckets.items(), key=_largest_first)),
-            overlapped={k: v for k, v in self.overlapped.items() if v > 0.0},
-            at_risk_seconds=at_risk,
-            ideal_step_time=structure.ideal,
-            ideal_step_time_source=structure.ideal_source,
-            attempts=list(structure.summaries),
-            steps=counts,
-            diagnostics=self.log.finish(),
-            window=self.window,
-        )
-
-    def _untracked(
-        self, attempts: list[Attempt], indices: Iterable[int], rest: Sequence[float]
-    ) -> None:
-        """What is left of each attempt's time is untracked (less than nothing is a bug)."""
-        for k, i in enumerate(indices):
-            if rest[k] < -_EPS:
-                self.log.add(
-                    "internal_inconsistency",
-                    f"attempt {attempts[i].id}: {-rest[k]:.6f}s counted twice; "
-                    "please report this log",
-                )
-            self.buckets["untracked"] += max(rest[k], 0.0)
-
-    def goodput_seconds(self) -> tuple[float, float, float]:
-        """``(productive, slowdown, total)`` seconds of the window: what :meth:`build` would
-        put in those buckets, without the rest of the report. A window of a state already
-        reported on needs only its steps' time (intervals and untracked time hold no
-        productive time), which is what a chart of goodput over time asks 181 times.
-
-        A log with no steps takes its productive time from checkpoint progress, carved out
-        of untracked time: that one is the whole windowed report's."""
-        known = self.cache.structure
-        if known is None or known.key != self.state_key() or not known.segments:
-            report = self.build()
-            return report.bucket(PRODUCTIVE), report.bucket("slowdown"), report.total_seconds
-        first, stop = self._enter_window(known)
-        self._add_step_time(
-            known.rows,
-            known.segments,
-            known.attempts,
-            known.keep_upto,
-            known.safe,
-            known.segments_of(first, stop),
-            known.ideal,
-        )
-        lo, hi = self.clip_bounds
-        return self.buckets[PRODUCTIVE], self.buckets["slowdown"], hi - lo
-
-    def _enter_window(self, known: Structure) -> tuple[int, int]:
+    def enter_window(self, known: Structure) -> tuple[int, int]:
         """Set the window's clip bounds on ``known``'s span; the range of attempts whose span
         can meet it (a few more is harmless: they add zero)."""
         window = self.window
         assert window is not None  # windowed queries only
         t_start, t_end = known.span
         lo, hi = max(t_start, window[0]), min(t_end, window[1])
-        hi = max(hi, lo)
-        self.clip_bounds, self.span = (lo, hi), known.span
-        starts = known.eff_starts()
-        ends = known.eff_ends()
-        first = max(0, int(np.searchsorted(ends, lo, "left")) - 1)
-        stop = min(len(known.attempts), int(np.searchsorted(starts, hi, "right")) + 1)
-        return first, stop
+        self.clip_bounds, self.span = (lo, max(hi, lo)), known.span
+        first = max(0, int(np.searchsorted(known.eff_ends(), lo, "left")) - 1)
+        stop = int(np.searchsorted(known.eff_starts(), max(hi, lo), "right")) + 1
+        return first, min(len(known.attempts), stop)
 
     def _windowed(self, known: Structure) -> Report:
         """A window of a state already reported on: only the attempts the window meets are
@@ -376,7 +260,7 @@ class _Builder:
         self.log = ReportDiagnostics(known.before)
         attempts = known.attempts
         t_end = known.span[1]
-        first, stop = self._enter_window(known)
+        first, stop = self.enter_window(known)
         lo, hi = self.clip_bounds
         if known.scheduled is not None:
             self.buckets["queued"] += self.clip(known.scheduled, attempts[0].eff_start)
@@ -433,230 +317,11 @@ class _Builder:
                 todo.append((att, s))
         self.sealer.seal_closed(todo)
 
-    def _interval_sums(self, att: Attempt, ar: AttemptRows, *, diagnose: bool = True) -> float:
-        """Add the attempt's interval buckets and overlapped time; return their total."""
-        steps, ivs = ar.steps, ar.tail_ivs
-        lo, hi = self.clip_bounds
-        names = self.ing.buckets.names
-        total = 0.0
-        inside = att.eff_start >= lo and att.eff_end <= hi
-        if inside and not (len(ivs.pieces) or len(ivs.nonblocking)):  # (a closed attempt)
-            pieces, overlapped = steps.piece_sums, steps.nonblocking_sums  # (only read here)
-        elif inside:
-            pieces = dict(steps.piece_sums)
-            add_sums(pieces, ivs.pieces)
-            overlapped = dict(steps.nonblocking_sums)
-            add_sums(overlapped, ivs.nonblocking)
-        elif self.clip(att.eff_start, att.eff_end) > 0.0:
-            pieces = clipped_piece_sums(steps.pieces, lo, hi)
-            for code, v in clipped_piece_sums(ivs.pieces, lo, hi).items():
-                pieces[code] = pieces.get(code, 0.0) + v
-            overlapped = clipped_sums(steps.nonblocking, lo, hi)
-            for code, v in clipped_sums(ivs.nonblocking, lo, hi).items():
-                overlapped[code] = overlapped.get(code, 0.0) + v
-        else:
-            pieces, overlapped = {}, {}
-        for code, v in pieces.items():
-            self.buckets[names[code]] += v
-            total += v
-        for code, v in overlapped.items():
-            self.overlapped[names[code]] += v
-        if diagnose:
-            self.log.replay(self._attempt_diagnostics(att, ar))
-        return total
-
-    def _attempt_diagnostics(self, att: Attempt, ar: AttemptRows) -> AttemptDiagnostics:
-        return attempt_diagnostics(att.id, ar, self.ing.buckets.names, self.ing.sources.names)
-
-    # ------------------------------------------------------ closed attempts' memo
-
-    def _memo_sums(self, att: Attempt, memo: ClosedMemo, *, diagnose: bool = True) -> float:
-        """:meth:`_interval_sums` of a remembered attempt (its diagnostics as remembered
-        when the window holds it whole)."""
-        lo, hi = self.clip_bounds
-        if att.eff_start >= lo and att.eff_end <= hi:
-            # its rows' sums per bucket, as its sealing made them (nothing clipped)
-            total = self._interval_sums(att, memo.rows, diagnose=False)
-            if diagnose:
-                self.log.replay(memo.diagnostics)
-            return total
-        return self._interval_sums(att, memo.rows, diagnose=diagnose)
-
-    def _summary_of(self, i: int, att: Attempt, segs: list[Segment]) -> AttemptSummary:
-        memo = self.memos.by_index.get(i)
-        if memo is None:
-            return self._summary(att, segs)
-        if memo.summary is None:
-            memo.summary = self._summary(att, segs)
-        return memo.summary
-
     def _ideal_step_time(self, rows: list[AttemptRows | None]) -> tuple[float | None, _Source]:
         if self.ideal_cfg is not None:
             return self.ideal_cfg, "configured"
         est = estimate_ideal(rows, self.cache.ideal)
         return (est, "estimated") if est is not None else (None, None)
-
-    def _add_step_time(  # noqa: PLR0917 (the job's segments, and which of them)
-        self,
-        rows: list[AttemptRows | None],
-        segments: list[Segment],
-        attempts: list[Attempt],
-        thresholds: list[float],
-        safe: float,
-        seg_range: tuple[int, int],
-        ideal: float | None,
-    ) -> tuple[Sums, dict[int, float]]:
-        """Add the step time of segments ``seg_range`` inside the window to its buckets
-        (§3, §4): wasted, startup, and the kept time as productive (at most n·I) and
-        slowdown. Returns their sums (with at-risk time and step counts) and the step
-        time of each attempt."""
-        sums = Sums()
-        step_time = segment_sums(
-            rows, segments, attempts, thresholds, safe, *seg_range, sums, self.clip_bounds
-        )
-        self.buckets["wasted"] += max(sums.wasted, 0.0)
-        self.buckets["startup"] += sums.startup
-        productive = min(sums.kept, sums.kept_n * ideal) if ideal is not None else sums.kept
-        self.buckets[PRODUCTIVE] += max(productive, 0.0)
-        self.buckets["slowdown"] += max(0.0, sums.kept - productive)
-        return sums, step_time
-
-    def _checkpoints(self, attempts: list[Attempt]) -> Checkpoints:
-        """Steps of the checkpoints committed and saved, and the restores (of the accounting
-        rank), of the events the attempts account for (none after an attempt's end)."""
-        if self._checkpoint_cache is not None:
-            return self._checkpoint_cache
-        committed: list[int] = []
-        saved: list[int] = []
-        restores: list[RestoreMark] = []
-        for i, att in enumerate(attempts):
-            memo = self.memos.by_index.get(i)
-            found = memo.checkpoints if memo is not None else None
-            if found is None:
-                found = self.streams.checkpoints(att)
-                if memo is not None:
-                    memo.checkpoints = found
-            committed += found[0]
-            saved += found[1]
-            restores += found[2]
-        self._checkpoint_cache = (committed, saved, restores)
-        return self._checkpoint_cache
-
-    def _checkpoint_progress(
-        self, ideal: float | None, counts: StepCounts, attempts: list[Attempt]
-    ) -> StepCounts:
-        """A log with no steps at all (e.g. the resiliency library's): goodput from net
-        saved progress x the ideal step time, carved out of the untracked time (§7).
-
-        Net saved progress = highest checkpoint saved - lowest checkpoint restored (0 when
-        nothing was restored). Slowdown, startup and wasted steps cannot be told apart
-        from the rest of the untracked time; the report says so.
-        """
-        found = checkpoint_progress(self._checkpoints(attempts))
-        if found is None:
-            return counts
-        progress, highest = found
-        if ideal is None:
-            self.log.add(
-                "checkpoint_progress",
-                f"no steps recorded: {progress} steps of checkpoint progress, but without an "
-                "ideal step time (--ideal-step-time) they cannot be turned into goodput",
-            )
-            return counts
-        if self.clip_bounds != self.span:
-            self.log.add(
-                "checkpoint_progress",
-                "no steps recorded: goodput from checkpoint progress is not apportioned to "
-                "windows; query the whole job",
-            )
-            return counts
-        untracked = self.buckets.get("untracked", 0.0)
-        productive = min(progress * ideal, untracked)
-        self.buckets["untracked"] = untracked - productive
-        self.buckets[PRODUCTIVE] += productive
-        self.log.add(
-            "checkpoint_progress",
-            f"no steps recorded: productive time is net checkpoint progress ({progress} steps) "
-            f"x the ideal step time; slowdown, startup and wasted steps could not be separated "
-            "from untracked time",
-        )
-        return StepCounts(progress, 0, highest)
-
-    def _empty(self, job: str) -> Report:
-        self.log.add_ingest(self.ing.diagnostics)
-        self.log.add("empty_log", "no events to account for")
-        return Report(
-            job=job,
-            start=0.0,
-            end=0.0,
-            end_reason="last_event",
-            total_seconds=0.0,
-            goodput=0.0,
-            observed_goodput=0.0,
-            buckets=Buckets(),
-            overlapped={},
-            at_risk_seconds=0.0,
-            ideal_step_time=self.ideal_cfg,
-            ideal_step_time_source="configured" if self.ideal_cfg else None,
-            attempts=[],
-            steps=StepCounts(0, 0, None),
-            diagnostics=self.log.finish(),
-            window=self.window,
-        )
-
-    def _summary(self, att: Attempt, segs: list[Segment]) -> AttemptSummary:
-        if segs:
-            restore_step = segs[0].restore_point if segs[0].restored else None
-        else:  # no steps (e.g. a resiliency log): the attempt's own restore, if it made one
-            restore_step = self.streams.last_restore(att)
-        return AttemptSummary(
-            id=att.id,
-            start=att.start,
-            end=att.eff_end,
-            end_reason=att.end_reason,
-            restore_step=restore_step,
-            first_step=segs[0].first_step if segs else None,
-            last_step=segs[-1].last_step if segs else None,
-            status=att.status,
-            exit_code=att.exit_code,
-            open_ranks=att.open_ranks,
-        )
-
-
-def _derive_hung(builder: _Builder, known: Structure, indices: range) -> None:
-    """Move each hung attempt's untracked time after its last progress to ``hung``
-    (:mod:`badput.engine._hung`): the same partition of that span, as a window."""
-    if not builder.derive_hung:
-        return
-    live = known.end_reason == "now"
-    found = hung_spans(
-        builder.ing, builder.streams, known.attempts, indices, ideal=known.ideal, live=live
-    )
-    lo, hi = builder.clip_bounds
-    for span in found:
-        a, b = max(span.start, lo), min(span.end, hi)
-        if b <= a:
-            continue
-        inner = _Builder(
-            builder.ing,
-            builder.now,
-            (a, b),
-            builder.ideal_cfg,
-            builder.typical,
-            cache=builder.cache,
-        )
-        inner.derive_hung = False
-        silent = inner.build().buckets.get("untracked", 0.0)
-        moved = min(silent, builder.buckets["untracked"])
-        builder.buckets["untracked"] -= moved
-        builder.buckets[HUNG] += moved
-
-
-def _largest_first(bucket: tuple[str, float]) -> tuple[float, str]:
-    """Buckets largest first, equal ones by name: the same order however the state was
-    built (in the order names were first met, equal buckets of a live job's report and of
-    the cold one came out in different orders)."""
-    return -bucket[1], bucket[0]
 
 
 def compute_report(
@@ -688,11 +353,60 @@ def goodput_seconds(
     ideal_step_time: float | None = None,
     cache: QueryCache | None = None,
 ) -> tuple[float, float, float]:
-    """``(productive, slowdown, total)`` seconds of ``window``: the buckets goodput and
-    observed goodput are made of, as :func:`compute_report` of that window has them."""
+    """``(productive, slowdown, total)`` seconds of ``window``: what :func:`compute_report`
+    of that window puts in those buckets, without the rest of the report. A window of a
+    state already reported on needs only its steps' time (intervals, untracked and hung
+    time hold no productive time): what a chart of goodput over time asks 181 times. A log
+    with no steps takes its productive time from checkpoint progress, carved out of
+    untracked time: that one is the whole windowed report's."""
     if window[1] < window[0]:
         raise ValueError(f"window end {window[1]} is before its start {window[0]}")
-    return _Builder(ing, None, window, ideal_step_time, cache=cache).goodput_seconds()
+    builder = _Builder(ing, None, window, ideal_step_time, cache=cache)
+    known = builder.cache.structure
+    if known is None or known.key != builder.state_key() or not known.segments:
+        report = builder.build()
+        return report.bucket(PRODUCTIVE), report.bucket("slowdown"), report.total_seconds
+    first, stop = builder.enter_window(known)
+    builder._add_step_time(
+        known.rows,
+        known.segments,
+        known.attempts,
+        known.keep_upto,
+        known.safe,
+        known.segments_of(first, stop),
+        known.ideal,
+    )
+    lo, hi = builder.clip_bounds
+    return builder.buckets[PRODUCTIVE], builder.buckets["slowdown"], hi - lo
+
+
+def _derive_hung(builder: _Builder, known: Structure, indices: range) -> None:
+    """Move each hung attempt's untracked time after its last progress to ``hung``
+    (:mod:`badput.engine._hung`): the same partition of that span, as a window."""
+    if not builder.derive_hung:
+        return
+    live = known.end_reason == "now"
+    found = hung_spans(
+        builder.ing, builder.streams, known.attempts, indices, ideal=known.ideal, live=live
+    )
+    lo, hi = builder.clip_bounds
+    for span in found:
+        a, b = max(span.start, lo), min(span.end, hi)
+        if b <= a:
+            continue
+        inner = _Builder(
+            builder.ing,
+            builder.now,
+            (a, b),
+            builder.ideal_cfg,
+            builder.typical,
+            cache=builder.cache,
+        )
+        inner.derive_hung = False
+        silent = inner.build().buckets.get("untracked", 0.0)
+        moved = min(silent, builder.buckets["untracked"])
+        builder.buckets["untracked"] -= moved
+        builder.buckets[HUNG] += moved
 
 
 def recent_step_times(

@@ -249,8 +249,9 @@ def program_goodput(
     productive = report.bucket("productive")
     stepping = productive + report.bucket("slowdown")  # the kept steps' time
     held = total - report.bucket("queued") - report.bucket("recovery")
-    sg = held / total if total > 0 else None
-    rg = productive / held if held > 0 else None
+    # (each a share of what holds it: at most 1, to the rounding of the buckets' sums)
+    sg = min(held / total, 1.0) if total > 0 else None
+    rg = min(productive / held, 1.0) if held > 0 else None
     if sg is None or rg is None:
         absent["runtime_goodput"] = "the job has no time in which it held its devices"
     attempts = [
@@ -275,8 +276,8 @@ def program_goodput(
             )
         else:
             pg = min(useful / (productive * capacity), 1.0)  # to rounding
-            mfu_productive = useful / (stepping * capacity)
-            mfu_job = useful / (total * capacity)
+            mfu_productive = min(useful / (stepping * capacity), 1.0)
+            mfu_job = min(useful / (total * capacity), 1.0)
             if sg is not None and rg is not None:
                 mpg = sg * rg * pg
     else:

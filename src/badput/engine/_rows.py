@@ -20,10 +20,11 @@ import numpy as np
 import numpy.typing as npt
 
 from badput.engine._attempts import Attempt
-from badput.engine._ingest import MAX_DIAGNOSTICS_PER_CODE, RestoreMark, Stream
+from badput.engine._ingest_state import MAX_DIAGNOSTICS_PER_CODE
 from badput.engine._intervals import IntervalMark, Marks, Spans
 from badput.engine._model import AttemptSummary, Diagnostic, EndReason, StepCounts
 from badput.engine._steps import AttemptSteps, Rows, TailIntervals
+from badput.engine._stream import RestoreMark, Stream
 from badput.events import OPEN_ENDED_KINDS
 
 __all__ = [

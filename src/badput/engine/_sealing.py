@@ -21,7 +21,7 @@ from badput.engine import _steps
 from badput.engine._attempt_streams import AttemptStreams
 from badput.engine._attempts import Attempt
 from badput.engine._cache import QueryCache
-from badput.engine._ingest import Ingestor, Stream
+from badput.engine._ingest import Ingestor
 from badput.engine._intervals import Coverage, Marks
 from badput.engine._rows import (
     NO_INTERVALS,
@@ -40,6 +40,7 @@ from badput.engine._steps import (
     compute_rows,
     tail_intervals,
 )
+from badput.engine._stream import Stream
 from badput.engine._together import ClosedAttempt, seal_together
 
 __all__ = ["BULK_MIN_ATTEMPTS", "CLOSED_BLOCK", "Sealer"]

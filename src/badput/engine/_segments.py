@@ -17,9 +17,9 @@ import numpy.typing as npt
 
 from badput.engine._cache import IdealCache
 from badput.engine._ideal import best_sustained_step_time
-from badput.engine._ingest import RestoreMark
 from badput.engine._rows import AttemptRows, Segment
 from badput.engine._steps import median_of_sorted
+from badput.engine._stream import RestoreMark
 from badput.engine._together import SealedTogether
 
 __all__ = ["Typical", "add_segments", "estimate_ideal", "resolve", "resolve_many"]

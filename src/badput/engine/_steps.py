@@ -341,7 +341,7 @@ def quiet_cut(
 ) -> int:
     """Largest row index r (r <= n - 2, r >= min_keep) whose start is a quiet moment, and
     at or before ``before`` (when more events may still come before that: see
-    :meth:`~badput.engine._ingest.Stream.settled_before`).
+    :meth:`~badput.engine._stream.Stream.settled_before`).
 
     Quiet: no interval open across it, no mark and no unmatched step end exactly at it
     (the seal counts unmatched ends by time, so one at the cut would be lost). Returns 0

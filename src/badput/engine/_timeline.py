@@ -24,9 +24,10 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from badput.engine._ingest import Ingestor, Stream
+from badput.engine._ingest import Ingestor
 from badput.engine._intervals import Coverage, Piece, flatten_spans, pair_columns
 from badput.engine._model import Report
+from badput.engine._stream import Stream
 
 __all__ = ["SLOW_FACTOR", "STEP_BUCKETS", "IntervalSpan", "Lane", "StepSpans", "Timeline"]
 

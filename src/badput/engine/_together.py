@@ -21,7 +21,6 @@ from typing import Any, NamedTuple
 import numpy as np
 import numpy.typing as npt
 
-from badput.engine._ingest import Stream
 from badput.engine._intervals import (
     Coverage,
     Marks,
@@ -40,6 +39,7 @@ from badput.engine._steps import (
     repeated,
     without_order,
 )
+from badput.engine._stream import Stream
 
 __all__ = ["ClosedAttempt", "SealedTogether", "SegmentTable", "seal_together", "seal_whole_many"]
 

@@ -8,6 +8,7 @@ from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any
 
 from badput.recorder._early import early_marks, take_early, torchrun_start_span
+from badput.recorder._teardown import install_crash_hook
 
 __all__ = ["PhaseRecords"]
 
@@ -60,6 +61,14 @@ class PhaseRecords:
 
     def teardown(self) -> AbstractContextManager[None]:
         return self._span("teardown")
+
+    def _start_phases(self, group: str, init: tuple[float, float] | None) -> None:
+        """At construction (nothing written yet): teardown not begun, the crash hook that
+        begins it for the recorders of ``group``, the intervals timed before this recorder."""
+        self._teardown_begun = False  # teardown_start is recorded once per process
+        self._early_marks = []  # written with process_init
+        install_crash_hook(group)
+        self._record_early(init)
 
     def _record_early(self, init: tuple[float, float] | None) -> None:
         """Torchrun's own start (a worker's first recorder) and the intervals hooks timed

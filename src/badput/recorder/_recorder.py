@@ -32,7 +32,7 @@ from badput.recorder._lifetime import LIVE_GROUP, RecorderLifetime
 from badput.recorder._phases import PhaseRecords
 from badput.recorder._sections import DEFAULT_SECTION_INTERVAL
 from badput.recorder._spans import SPANS, _Span
-from badput.recorder._teardown import begin_teardown, install_crash_hook
+from badput.recorder._teardown import begin_teardown
 from badput.recorder._work import WorkRecording
 from badput.runtime import lifecycle as _lifecycle
 from badput.runtime.env import (
@@ -138,8 +138,6 @@ class Recorder(PhaseRecords, RecorderLifetime, WorkRecording):
         self._section_interval = max(float(section_interval), MIN_FLUSH_INTERVAL)
         self._warned: set[str] = set()
         self._closed = False
-        self._teardown_begun = False  # teardown_start is recorded once per process
-        self._early_marks: list[tuple[float, str]] = []  # written with process_init
         # The launcher owns the job's end in the command it runs (its own recorder unsets this).
         self._defer_job_end = under_launcher()
         self._process_init = self._process_init_span()
@@ -151,8 +149,7 @@ class Recorder(PhaseRecords, RecorderLifetime, WorkRecording):
         if problem is not None:  # e.g. a rank out of range: every line would be unreadable
             raise ValueError(f"cannot record with this identity: {problem}")
         _lifecycle.track(LIVE_GROUP, self)
-        install_crash_hook(LIVE_GROUP)
-        self._record_early(init)
+        self._start_phases(LIVE_GROUP, init)
 
     def _process_init_span(self) -> tuple[float, float] | None:
         """(OS start of this process, now) when that span is this job's to record."""
