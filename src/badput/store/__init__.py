@@ -72,7 +72,8 @@ __all__ = [
 ]
 
 _SUPPORTED = (
-    "file:///<absolute path>, memory://<name>, gcl://<project>/<log>, or a plain directory path"
+    "file:///<absolute path>, memory://<name>, gcl://<project>/<log>, s3://<bucket>/<prefix>, "
+    "gs://<bucket>/<prefix>, az://<container>/<prefix>, or a plain directory path"
 )
 
 
@@ -87,6 +88,9 @@ def open_store(uri_or_path: str | os.PathLike[str] | EventStore | None = None) -
     - ``gcl://PROJECT/LOG``: the Cloud Logging log ``LOG`` of ``PROJECT``, in
       ml-goodput-measurement's format (``badput.store._gcl.CloudLoggingStore``; needs
       ``badput[gcp]``, imported on first use, not here).
+    - ``s3://BUCKET/PREFIX``, ``gs://...``, ``az://...``: an object store
+      (``badput.store._object.ObjectStore``; needs ``badput[s3]``/``[gs]``/``[az]``): written
+      through a local spool shipped as part objects, configured from the cloud's environment.
 
     Nothing is created on disk here. Any other scheme raises ``ValueError``
     naming the supported ones.
@@ -107,6 +111,10 @@ def open_store(uri_or_path: str | os.PathLike[str] | EventStore | None = None) -
             from badput.store._gcl import CloudLoggingStore  # noqa: PLC0415 (rarely used)
 
             return CloudLoggingStore.from_uri(text)
+        if scheme in ("s3", "gs", "az"):
+            from badput.store._object import ObjectStore  # noqa: PLC0415 (an extra's client)
+
+            return ObjectStore(text)
         if scheme == "file":
             parts = urlsplit(text)
             if parts.netloc not in ("", "localhost"):
