@@ -16,10 +16,8 @@ instance's role; for GCS ``GOOGLE_APPLICATION_CREDENTIALS``; for Azure
 
 from __future__ import annotations
 
-import configparser
 import os
 import threading
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, Final
 
@@ -226,6 +224,8 @@ class ObjectStore:
             if wanted:
                 plan.append((stream, offset, wanted))
         keys = [key for _, _, wanted in plan for _, key in wanted]
+        from concurrent.futures import ThreadPoolExecutor  # noqa: PLC0415 (import cost)
+
         with ThreadPoolExecutor(min(_FETCHERS, max(len(keys), 1))) as pool:
             fetched = dict(zip(keys, pool.map(self._get, keys)))
         chunks: list[Chunk] = []
@@ -278,6 +278,8 @@ def _aws_profile() -> dict[str, str]:
     not set: obstore reads the environment and instance roles, not profiles."""
     if os.environ.get("AWS_ACCESS_KEY_ID"):
         return {}
+    import configparser  # noqa: PLC0415 (only an S3 client's first use)
+
     profile = os.environ.get("AWS_PROFILE") or "default"
     home = os.path.expanduser("~")
     creds = os.environ.get("AWS_SHARED_CREDENTIALS_FILE") or os.path.join(

@@ -234,7 +234,7 @@ class Shipper:
                         "in %s and shipped when it can take them. The training run is not "
                         "affected.",
                         self.uri,
-                        exc,
+                        (str(exc).splitlines() or [type(exc).__name__])[0],
                         self.root,
                     )
                 backlog = sum(_unshipped(self.root / job) for job in jobs)
