@@ -166,7 +166,7 @@ class ObjectStore:
         ship_orphaned(self.local.job_dir(job))
         if not self.local.job_dir(job).is_dir():
             return 0
-        return self.shipper.ship_job(self.local.job_dir(job).name)
+        return self.shipper.ship_job(self.local.job_dir(job).name, wait=True)
 
     # ----------------------------------------------------------------- reading
 

@@ -98,17 +98,20 @@ def _next_part(fd: int, offset: int, size: int, *, tail: bool) -> bytes:
     return data[: cut + 1]
 
 
-def ship_file(job_dir: Path, stream: str, put: Put, *, tail: bool = True) -> int | None:
+def ship_file(
+    job_dir: Path, stream: str, put: Put, *, tail: bool = True, wait: bool = False
+) -> int | None:
     """Upload the unshipped bytes of ``job_dir/stream`` as its next parts (``put`` is called
     with each part's key relative to the job's prefix). Only full parts unless ``tail``.
     Returns the bytes still unshipped; None when another process is shipping it. Raises
-    what ``put`` raises (what was uploaded before stays recorded)."""
+    what ``put`` raises (what was uploaded before stays recorded). ``wait``: for the other
+    process's shipment to end, then ship what is left."""
     state_path = job_dir / _STATE_DIR / (stream + ".state")
     state_path.parent.mkdir(parents=True, exist_ok=True)
     sfd = os.open(state_path, os.O_RDWR | os.O_CREAT | getattr(os, "O_CLOEXEC", 0), 0o644)
     try:
         try:
-            fcntl.flock(sfd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            fcntl.flock(sfd, fcntl.LOCK_EX if wait else fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError as exc:
             if exc.errno in (errno.EWOULDBLOCK, errno.EAGAIN):
                 return None
@@ -191,14 +194,15 @@ class Shipper:
         self.watch(job_dir_name)
         return done
 
-    def ship_job(self, job_dir_name: str, *, tail: bool = True) -> int:
+    def ship_job(self, job_dir_name: str, *, tail: bool = True, wait: bool = False) -> int:
         """Ship the job's local files now, on the calling thread; the bytes left unshipped
-        (of files another process is shipping: not counted). Raises what the upload raises."""
+        (of files another process is shipping: not counted unless ``wait``, which waits for
+        it to end first). Raises what the upload raises."""
         job_dir = self.root / job_dir_name
         left = 0
         for stream in local_streams(job_dir):
             put = self._putter(job_dir_name)
-            left += ship_file(job_dir, stream, put, tail=tail) or 0
+            left += ship_file(job_dir, stream, put, tail=tail, wait=wait) or 0
         return left
 
     def _putter(self, job_dir_name: str) -> Put:
