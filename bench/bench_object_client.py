@@ -17,8 +17,12 @@ import sys
 import time
 from pathlib import Path
 
+import obstore
+import s3fs
+from obstore.store import S3Store
+
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
-from _s3 import MotoServer  # noqa: E402
+from _s3 import MotoServer
 
 
 def _timed(fn):  # type: ignore[no-untyped-def]
@@ -28,9 +32,6 @@ def _timed(fn):  # type: ignore[no-untyped-def]
 
 
 def bench_obstore(url: str, n: int) -> dict[str, float]:
-    import obstore
-    from obstore.store import S3Store
-
     store = S3Store("bench", client_options={"allow_http": True})
     dt_list, listed = _timed(lambda: [m for batch in obstore.list(store, "p/") for m in batch])
     assert len(listed) == n, len(listed)
@@ -52,8 +53,6 @@ def bench_obstore(url: str, n: int) -> dict[str, float]:
 
 
 def bench_s3fs(url: str, n: int) -> dict[str, float]:
-    import s3fs
-
     fs = s3fs.S3FileSystem(endpoint_url=url, key="testing", secret="testing")
     dt_list, listed = _timed(lambda: fs.find("bench/p/"))
     assert len(listed) == n, len(listed)
@@ -77,9 +76,6 @@ def main() -> None:
             AWS_DEFAULT_REGION="us-east-1",
         )
         server.make_bucket("bench")
-        import obstore
-        from obstore.store import S3Store
-
         store = S3Store("bench", client_options={"allow_http": True})
         body = b"x" * (args.size - 1) + b"\n"
         for i in range(args.objects):
@@ -88,7 +84,8 @@ def main() -> None:
             rates = fn(server.url, args.objects)
             print(
                 f"{name:8s} list {rates['list']:9,.0f} obj/s   read one by one "
-                f"{rates['read_seq']:7,.0f} obj/s   read 64 at a time {rates['read_64']:7,.0f} obj/s"
+                f"{rates['read_seq']:7,.0f} obj/s   "
+                f"read 64 at a time {rates['read_64']:7,.0f} obj/s"
             )
     finally:
         server.stop()

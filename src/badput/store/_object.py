@@ -227,7 +227,7 @@ class ObjectStore:
         from concurrent.futures import ThreadPoolExecutor  # noqa: PLC0415 (import cost)
 
         with ThreadPoolExecutor(min(_FETCHERS, max(len(keys), 1))) as pool:
-            fetched = dict(zip(keys, pool.map(self._get, keys)))
+            fetched = dict(zip(keys, pool.map(self._get, keys), strict=True))
         chunks: list[Chunk] = []
         unread: list[Unread] = []
         for stream, offset, wanted in plan:
@@ -294,8 +294,10 @@ def _aws_profile() -> dict[str, str]:
         "region": "region",
         "endpoint_url": "endpoint",
     }
-    for path, section in ((conf, "default" if profile == "default" else f"profile {profile}"),
-                          (creds, profile)):
+    for path, section in (
+        (conf, "default" if profile == "default" else f"profile {profile}"),
+        (creds, profile),
+    ):
         parser = configparser.RawConfigParser()
         try:
             parser.read(path)
