@@ -38,6 +38,9 @@ def ship_orphaned_of(store: str | EventStore, job: str) -> None:
         opened = open_store(store)
         if isinstance(opened, JsonlStore):
             opened.ship_orphaned(job)
+        ship_pending = getattr(opened, "ship_pending", None)  # an object store's local files
+        if ship_pending is not None:
+            ship_pending(job)
 
 
 def end_orphaned_attempt(store: str | EventStore, job: str, attempt: int) -> bool:

@@ -40,6 +40,7 @@ from badput.store._jsonl import (
 )
 from badput.store._lines import MAX_LINE_BYTES
 from badput.store._memory import MemoryStore, memory_store
+from badput.store._object import ObjectStore
 from badput.store._reading import what_is, written_end
 from badput.store._spool import SPOOL_DIR, Orphans, SpooledWriter, ship_orphaned
 
@@ -53,6 +54,7 @@ __all__ = [
     "JobListing",
     "JsonlStore",
     "MemoryStore",
+    "ObjectStore",
     "Orphans",
     "ReadResult",
     "SingleFileStore",
@@ -72,7 +74,8 @@ __all__ = [
 ]
 
 _SUPPORTED = (
-    "file:///<absolute path>, memory://<name>, gcl://<project>/<log>, or a plain directory path"
+    "file:///<absolute path>, memory://<name>, gcl://<project>/<log>, s3://<bucket>/<prefix>, "
+    "gs://<bucket>/<prefix>, az://<container>/<prefix>, or a plain directory path"
 )
 
 
@@ -87,6 +90,9 @@ def open_store(uri_or_path: str | os.PathLike[str] | EventStore | None = None) -
     - ``gcl://PROJECT/LOG``: the Cloud Logging log ``LOG`` of ``PROJECT``, in
       ml-goodput-measurement's format (``badput.store._gcl.CloudLoggingStore``; needs
       ``badput[gcp]``, imported on first use, not here).
+    - ``s3://BUCKET/PREFIX``, ``gs://...``, ``az://...``: an object store
+      (``badput.store._object.ObjectStore``; needs ``badput[s3]``/``[gs]``/``[az]``): written
+      through a local spool shipped as part objects, configured from the cloud's environment.
 
     Nothing is created on disk here. Any other scheme raises ``ValueError``
     naming the supported ones.
@@ -107,6 +113,10 @@ def open_store(uri_or_path: str | os.PathLike[str] | EventStore | None = None) -
             from badput.store._gcl import CloudLoggingStore  # noqa: PLC0415 (rarely used)
 
             return CloudLoggingStore.from_uri(text)
+        if scheme in ("s3", "gs", "az"):
+            from badput.store._object import ObjectStore  # noqa: PLC0415 (an extra's client)
+
+            return ObjectStore(text)
         if scheme == "file":
             parts = urlsplit(text)
             if parts.netloc not in ("", "localhost"):

@@ -1,0 +1,312 @@
+"""An object store (``s3://bucket/prefix``, ``gs://``, ``az://``) as an :class:`EventStore`.
+
+Layout under the prefix: ``<job>/<attempt>/<host>-<rank>-<pid>.jsonl.part-00000001``, ...:
+a stream is the concatenation of its parts in number order (see :mod:`._shipper`, which
+writes them). Reading lists the job's parts and fetches only those past the cursor: the
+cursor's byte offset of a stream runs across its parts, so a
+:class:`~badput.analysis.LiveJob` stays incremental over the network.
+
+The client is obstore (``badput[s3]``, ``badput[gs]``, ``badput[az]``: the same one
+package), configured as each cloud's own tools are: for S3 ``AWS_ENDPOINT_URL``,
+``AWS_ACCESS_KEY_ID``/``AWS_SECRET_ACCESS_KEY``/``AWS_SESSION_TOKEN``,
+``AWS_DEFAULT_REGION``, ``AWS_PROFILE`` (the shared credentials and config files), and the
+instance's role; for GCS ``GOOGLE_APPLICATION_CREDENTIALS``; for Azure
+``AZURE_STORAGE_ACCOUNT_NAME`` and its keys. See docs/object-storage.md.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from pathlib import Path
+from typing import Any, Final
+
+from badput.runtime.optional import import_optional
+from badput.store._base import Chunk, Cursor, EventWriter, ReadResult, Unread, WriterKey
+from badput.store._jsonl import JsonlStore, safe_job_dir
+from badput.store._lines import parse_stream, torn_tail
+from badput.store._shipper import (
+    DEFAULT_SHIP_INTERVAL,
+    MAX_LOCAL_BYTES,
+    BoundedSpooledWriter,
+    Shipper,
+    local_root,
+)
+from badput.store._spool import Orphans, SpooledWriter, ship_orphaned
+
+__all__ = ["SCHEMES", "ObjectStore"]
+
+#: URI scheme -> the extra that brings its client.
+SCHEMES: Final = {"s3": "s3", "gs": "gs", "az": "az"}
+_PART_MARK: Final = ".part-"
+#: Parts fetched at once by a read.
+_FETCHERS: Final = 16
+
+
+class ObjectStore:
+    """Events in an object store: written through a local spool and event file shipped as
+    part objects, read back part by part. ``local``: the machine's directory of this store's
+    local files (default :func:`~badput.store._shipper.local_root`); ``client``: an obstore
+    store to use instead of one made from the URI and the environment (tests)."""
+
+    def __init__(
+        self,
+        uri: str,
+        *,
+        ship_interval: float = DEFAULT_SHIP_INTERVAL,
+        max_local_bytes: int = MAX_LOCAL_BYTES,
+        local: str | os.PathLike[str] | None = None,
+        client: Any = None,
+    ) -> None:
+        scheme, _, rest = uri.partition("://")
+        scheme = scheme.lower()
+        if scheme not in SCHEMES:
+            raise ValueError(f"not an object store URI: {uri!r}")
+        bucket, _, prefix = rest.partition("/")
+        if not bucket:
+            raise ValueError(f"object store URI without a bucket: {uri!r}")
+        self._uri = f"{scheme}://{bucket}" + (f"/{prefix.strip('/')}" if prefix.strip("/") else "")
+        self.scheme = scheme
+        self.bucket = bucket
+        self.prefix = prefix.strip("/")
+        self.ship_interval = ship_interval
+        self.max_local_bytes = max_local_bytes
+        self.local = JsonlStore(Path(local) if local is not None else local_root(self._uri))
+        self._client = client
+        self._lock = threading.Lock()
+        self._shipper: Shipper | None = None
+
+    def __repr__(self) -> str:
+        return f"ObjectStore({self._uri!r})"
+
+    @property
+    def uri(self) -> str:
+        return self._uri
+
+    # ------------------------------------------------------------------ client
+
+    @property
+    def client(self) -> Any:
+        """The obstore store of the bucket (made on first use)."""
+        with self._lock:
+            if self._client is None:
+                self._client = _make_client(self.scheme, self.bucket)
+            return self._client
+
+    def _key(self, *parts: str) -> str:
+        return "/".join(p for p in (self.prefix, *parts) if p)
+
+    def _put(self, job_dir: str, rel: str, data: bytes) -> None:
+        obstore = import_optional("obstore", self.scheme)
+        obstore.put(self.client, self._key(job_dir, rel), data)
+
+    def _get(self, key: str) -> bytes:
+        obstore = import_optional("obstore", self.scheme)
+        return bytes(obstore.get(self.client, key).bytes())
+
+    def _list(self, prefix: str) -> list[tuple[str, int]]:
+        obstore = import_optional("obstore", self.scheme)
+        return [
+            (str(meta["path"]), int(meta["size"]))
+            for batch in obstore.list(self.client, prefix + "/" if prefix else None)
+            for meta in batch
+        ]
+
+    # ----------------------------------------------------------------- writing
+
+    @property
+    def shipper(self) -> Shipper:
+        with self._lock:
+            if self._shipper is None:
+                self._shipper = Shipper(self.local.root, self._put, self.ship_interval, self.uri)
+            return self._shipper
+
+    def open_writer(self, job: str, key: WriterKey) -> EventWriter:
+        """A writer into the local event file of ``key``'s stream, shipped in the background."""
+        writer = self.local.open_writer(job, key)
+        self.shipper.watch(self.local.job_dir(job).name)
+        return writer
+
+    def open_spooled_writer(
+        self,
+        job: str,
+        key: WriterKey,
+        segment_bytes: int,
+        *,
+        lock: threading.Lock | None = None,
+        max_segments: int = 16,
+    ) -> SpooledWriter:
+        """The recorder's spooled stream on this machine (as on a directory store), its
+        event file shipped by this store's :class:`Shipper`."""
+        writer = BoundedSpooledWriter(
+            self.local.job_dir(job),
+            key.stream_name(),
+            segment_bytes,
+            lock=lock,
+            max_segments=max_segments,
+        )
+        writer.shipper = self.shipper
+        writer.max_local_bytes = self.max_local_bytes
+        self.shipper.watch(writer.job_dir.name)
+        return writer
+
+    def ship_orphaned(self, job: str) -> Orphans:
+        """Put what killed writers of ``job`` on this machine left in its spool into their
+        local event files, and have the shipper upload every local file of the job (in the
+        background: a recorder's thread calls this)."""
+        done = ship_orphaned(self.local.job_dir(job))
+        if self.local.job_dir(job).is_dir():
+            self.shipper.watch(self.local.job_dir(job).name)
+        return done
+
+    def ship_pending(self, job: str) -> int:
+        """Ship now, on the calling thread, everything of ``job`` this machine holds and
+        has not shipped (``badput run`` does, before and after each attempt). Returns the
+        bytes left unshipped; raises what the upload raises."""
+        ship_orphaned(self.local.job_dir(job))
+        if not self.local.job_dir(job).is_dir():
+            return 0
+        return self.shipper.ship_job(self.local.job_dir(job).name, wait=True)
+
+    # ----------------------------------------------------------------- reading
+
+    def jobs(self) -> list[str]:
+        """Job directories under the prefix that hold at least one part, sorted."""
+        found = {rel.split("/", 1)[0] for rel, _ in self._relative(self._list(self.prefix))}
+        return sorted(found)
+
+    def _relative(self, listed: list[tuple[str, int]]) -> list[tuple[str, int]]:
+        cut = len(self.prefix) + 1 if self.prefix else 0
+        return [(key[cut:], size) for key, size in listed if _PART_MARK in key]
+
+    def parts(self, job: str) -> dict[str, list[tuple[int, str, int]]]:
+        """``stream -> [(number, key, size)]`` of ``job``'s parts, in number order."""
+        base = self._key(safe_job_dir(job))
+        found: dict[str, list[tuple[int, str, int]]] = {}
+        for key, size in self._list(base):
+            rel = key[len(base) + 1 :]
+            stream, mark, number = rel.rpartition(_PART_MARK)
+            if not mark or not number.isdigit() or "/" not in stream:
+                continue
+            found.setdefault(stream, []).append((int(number), key, size))
+        for parts in found.values():
+            parts.sort()
+        return found
+
+    def streams(self, job: str) -> list[str]:
+        """The job's streams: shipped, or still only in this machine's local files (what
+        ``badput run`` numbers the next attempt from)."""
+        local = set(self.local.streams(job)) if self.local.job_dir(job).is_dir() else set()
+        return sorted(set(self.parts(job)) | local)
+
+    def read(
+        self, job: str, cursor: Cursor | None = None, *, max_bytes: int | None = None
+    ) -> ReadResult:
+        """See :meth:`EventStore.read`: one listing of the job, then only the parts past the
+        cursor are fetched (at most :data:`_FETCHERS` at once). A read stops after the part
+        in which ``max_bytes`` ran out."""
+        cursor = cursor or Cursor()
+        out = Cursor(dict(cursor.offsets))
+        plan: list[tuple[str, int, list[tuple[int, str]]]] = []  # stream, skip, [(start, key)]
+        budget = max_bytes
+        complete = True
+        for stream, parts in sorted(self.parts(job).items()):
+            offset = cursor.offsets.get(stream, (0, 0))[0]
+            start, wanted = 0, []
+            for _number, key, size in parts:
+                if start + size > offset and (budget is None or budget > 0):
+                    wanted.append((start, key))
+                    if budget is not None:
+                        budget -= start + size - max(offset, start)
+                elif start + size > offset:
+                    complete = False
+                start += size
+            if wanted:
+                plan.append((stream, offset, wanted))
+        keys = [key for _, _, wanted in plan for _, key in wanted]
+        from concurrent.futures import ThreadPoolExecutor  # noqa: PLC0415 (import cost)
+
+        with ThreadPoolExecutor(min(_FETCHERS, max(len(keys), 1))) as pool:
+            fetched = dict(zip(keys, pool.map(self._get, keys), strict=True))
+        chunks: list[Chunk] = []
+        unread: list[Unread] = []
+        for stream, offset, wanted in plan:
+            blocks = [fetched[key] for _, key in wanted]
+            blocks[0] = blocks[0][offset - wanted[0][0] :]
+            lines = cursor.offsets.get(stream, (0, 0))[1]
+            source = f"{self._uri}/{safe_job_dir(job)}/{stream}"
+            parsed = parse_stream(blocks, source, lines, at_start=offset == 0)
+            chunks.extend(parsed.chunks)
+            if parsed.n_bytes:
+                out.offsets[stream] = (offset + parsed.n_bytes, lines + parsed.n_lines)
+            torn = torn_tail(parsed, source, lines + parsed.n_lines + 1)
+            if torn is not None:
+                unread.append(torn)
+        return ReadResult(chunks, out, unread, reached_end=complete)
+
+
+def _make_client(scheme: str, bucket: str) -> Any:
+    """The obstore store of ``scheme://bucket``, configured from the environment the way the
+    cloud's own tools are (obstore reads ``AWS_*``, ``GOOGLE_*``, ``AZURE_*`` itself)."""
+    store_mod = import_optional("obstore.store", scheme)
+    options: dict[str, Any] = {"timeout": "30s", "connect_timeout": "5s"}
+    retry = {"max_retries": 4, "retry_timeout": _timedelta(20.0)}
+    config: dict[str, str] = {}
+    if scheme == "s3":
+        config = _aws_profile()
+        endpoint = (
+            os.environ.get("AWS_ENDPOINT_URL_S3")
+            or os.environ.get("AWS_ENDPOINT_URL")
+            or config.get("endpoint", "")
+        )
+        if endpoint.startswith("http://"):  # as the AWS CLI: the URL says plain HTTP
+            options["allow_http"] = True
+    return store_mod.from_url(
+        f"{scheme}://{bucket}", config=config or None, client_options=options, retry_config=retry
+    )
+
+
+def _timedelta(seconds: float) -> Any:
+    import datetime  # noqa: PLC0415
+
+    return datetime.timedelta(seconds=seconds)
+
+
+def _aws_profile() -> dict[str, str]:
+    """Keys, region and endpoint of ``AWS_PROFILE`` (or ``default``) from the shared files
+    (``AWS_SHARED_CREDENTIALS_FILE``, ``AWS_CONFIG_FILE``), for what the environment does
+    not set: obstore reads the environment and instance roles, not profiles."""
+    if os.environ.get("AWS_ACCESS_KEY_ID"):
+        return {}
+    import configparser  # noqa: PLC0415 (only an S3 client's first use)
+
+    profile = os.environ.get("AWS_PROFILE") or "default"
+    home = os.path.expanduser("~")
+    creds = os.environ.get("AWS_SHARED_CREDENTIALS_FILE") or os.path.join(
+        home, ".aws", "credentials"
+    )
+    conf = os.environ.get("AWS_CONFIG_FILE") or os.path.join(home, ".aws", "config")
+    out: dict[str, str] = {}
+    wanted = {
+        "aws_access_key_id": "access_key_id",
+        "aws_secret_access_key": "secret_access_key",
+        "aws_session_token": "token",
+        "region": "region",
+        "endpoint_url": "endpoint",
+    }
+    for path, section in (
+        (conf, "default" if profile == "default" else f"profile {profile}"),
+        (creds, profile),
+    ):
+        parser = configparser.RawConfigParser()
+        try:
+            parser.read(path)
+        except configparser.Error:
+            continue
+        if parser.has_section(section):
+            for name, value in parser.items(section):
+                if name in wanted and value:
+                    out[wanted[name]] = value
+    if "AWS_DEFAULT_REGION" in os.environ or "AWS_REGION" in os.environ:
+        out.pop("region", None)
+    return out
