@@ -219,7 +219,7 @@ def test_badput_watch_exits_0_on_a_finished_job(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stderr
     lines = done.stdout.strip().splitlines()
     assert "finished (completed)" in lines[0]
-    assert lines[-1].startswith(f"badput watch: {JOB} has ended (finished (completed)")
+    assert lines[-1].startswith(f"badput watch: {JOB} ended: finished (completed), goodput ")
 
 
 def write_job(root: Path, prep: float) -> Path:

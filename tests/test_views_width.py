@@ -146,7 +146,8 @@ def test_badput_watch_in_an_80x24_tmux(tmp_path: Path) -> None:
     path = events_to_jsonl(tmp_path / JOB / "0" / "h-0-1.jsonl", tl.events)
     badput = Path(sys.executable).with_name("badput")
     session = f"badput-watch-{os.getpid()}"
-    cmd = f"{badput} watch {path.parent.parent} --interval 0.5"
+    # (the job has ended: watch draws its last frame and exits; the shell keeps the pane)
+    cmd = f"{badput} watch {path.parent.parent} --interval 0.5; sleep 60"
     subprocess.run(
         [tmux, "new-session", "-d", "-s", session, "-x", "80", "-y", "24", cmd], check=True
     )
@@ -160,7 +161,7 @@ def test_badput_watch_in_an_80x24_tmux(tmp_path: Path) -> None:
                 capture_output=True,
                 text=True,
             ).stdout
-            if "refreshed" in screen:
+            if "refreshed" in screen and "badput watch: watched ended: " in screen:
                 break
             time.sleep(0.2)
     finally:
@@ -169,6 +170,8 @@ def test_badput_watch_in_an_80x24_tmux(tmp_path: Path) -> None:
     assert any(line.startswith("refreshed ") for line in lines), screen
     assert "…" not in screen and "..." not in screen, screen
     assert "finished (completed)" in screen
+    # and it exited, saying so on one line (issue 39)
+    assert any(line.startswith("badput watch: watched ended: ") for line in lines), screen
     assert any(line.split()[:1] == ["productive"] for line in lines), screen
     assert max(len(line) for line in lines) <= 80
 
@@ -300,3 +303,7 @@ def test_the_ranks_table_fits_80_columns_and_cuts_no_number(tmp_path: Path) -> N
     rows = [line.split() for line in table.splitlines() if line.split()[:1] in (["0"], ["2"])]
     assert [r[2:4] for r in rows] == [["300", "100299"], ["300", "100299"]]
     assert "".join(line[8:20].strip() for line in table.splitlines()).count("example.com") == 4
+    # the step column is what it is: start to start, loading included (issue 39), and says so
+    header = next(line.split() for line in table.splitlines() if line.split()[:1] == ["rank"])
+    assert header[4:6] == ["cycle", "load"]
+    assert "cycle: median step_start to step_start (loading included)" in table

@@ -169,14 +169,14 @@ def test_run_watch_on_a_terminal_and_piped(tmp_path: Path) -> None:
     run_watch(root, JOB, interval=0.01, console=term, max_cycles=2)
     out = term.export_text()
     assert "71.4%" in out and "finished (completed)" in out
-    assert "the job has ended" in out and "has ended (finished (completed)" in out
+    assert "the job has ended" in out and "ended: finished (completed), goodput" in out
     piped = Console(record=True, force_terminal=False, width=300, file=io.StringIO())
     state = run_watch(root / JOB, None, interval=0.01, console=piped, max_cycles=3)
     lines = piped.export_text().strip().splitlines()
     # the job has ended: one status line, the line saying so, and no more refreshes
     assert state is not None and state.state == "finished"
     assert len(lines) == 2 and "goodput 71.4%" in lines[0] and "finished (completed)" in lines[0]
-    assert lines[1].startswith("badput watch: watched has ended (finished (completed)")
+    assert lines[1].startswith("badput watch: watched ended: finished (completed), goodput ")
 
 
 def test_badput_watch_follows_a_live_job_and_exits_0_on_ctrl_c(tmp_path: Path) -> None:

@@ -149,7 +149,10 @@ def _rank_table(rows: list[RankView]) -> Table:
     table = Table(
         title="Ranks (outliers first)", box=box.SIMPLE_HEAD, title_justify="left", pad_edge=False
     )
-    for i, col in enumerate(("rank", "host", "steps", "last", "step", "load", "last event")):
+    # "cycle": the median time from one step_start to the next, whatever the step does in it
+    # (its batch's loading included: "load" is the rank's data loading in all); it was headed
+    # "step", which it is not when the loading sits between a step_end and the next start.
+    for i, col in enumerate(("rank", "host", "steps", "last", "cycle", "load", "last event")):
         widest = max([len(col), *(len(c[i]) for c in cells)])
         if col == "host":
             table.add_column(col, overflow="fold", min_width=min(widest, 8), max_width=widest)
@@ -183,6 +186,10 @@ def render_ranks(report: Report, console: Console, *, full: bool) -> None:
     outliers = [v for v in ordered if v.outlier]
     shown = ordered if len(ordered) <= MAX_RANK_ROWS else outliers[:MAX_RANK_ROWS]
     console.print(_rank_table(shown))
+    console.print(
+        Text("  cycle: median step_start to step_start (loading included); load: in all"),
+        style="dim",
+    )
     listed = {v.rank for v in shown}
     rest = [v for v in ordered if v.rank not in listed]
     if rest:

@@ -457,8 +457,8 @@ def ended_line(snapshot: Snapshot, now: float | None = None) -> str:
     now = snapshot.time if now is None else now
     state = snapshot.state(now)
     return (
-        f"badput watch: {inert(snapshot.job)} has ended ({_state_words(state, snapshot, now)}"
-        f", goodput {format_percent(snapshot.report.goodput)}); nothing more to watch"
+        f"badput watch: {inert(snapshot.job)} ended: {_state_words(state, snapshot, now)}, "
+        f"goodput {format_percent(snapshot.report.goodput)}"
     )
 
 
