@@ -13,8 +13,15 @@ SPREAD_DAYS = 20
 
 
 def _line(ts: float, kind: str, job: str, attempt: int, rank: int, **extra: object) -> str:
-    fields = {"ts": round(ts, 6), "kind": kind, "job": job, "attempt": attempt,
-              "host": f"h{rank}", "rank": rank, **extra}
+    fields = {
+        "ts": round(ts, 6),
+        "kind": kind,
+        "job": job,
+        "attempt": attempt,
+        "host": f"h{rank}",
+        "rank": rank,
+        **extra,
+    }
     return json.dumps(fields, separators=(",", ":")) + "\n"
 
 
@@ -61,7 +68,9 @@ def write_job(root: Path, i: int, *, steps_scale: int = 1) -> dict[str, int]:
                 now += 30.0  # hung before it died
                 out.append(_line(now, "attempt_end", job, attempt, r, status="failed", exit_code=1))
             elif not running:
-                out.append(_line(now, "attempt_end", job, attempt, r, status="completed", exit_code=0))
+                out.append(
+                    _line(now, "attempt_end", job, attempt, r, status="completed", exit_code=0)
+                )
                 out.append(_line(now, "job_end", job, attempt, r, status="completed"))
             end = now
         step = s

@@ -12,6 +12,8 @@
 from badput.fleet._cache import ResultCache, default_cache_dir
 from badput.fleet._engine import ENGINES, FleetRun, analyse_fleet, run_batch
 from badput.fleet._job import JobResult, analyse_job, failed_attempts, job_fingerprint
+from badput.fleet._pages import write_job_pages
+from badput.fleet._render import fleet_html, job_page_name, render_fleet
 from badput.fleet._summary import WORST_JOBS, fleet_summary
 from badput.fleet._tables import (
     TABLES,
@@ -33,12 +35,16 @@ __all__ = [
     "analyse_job",
     "default_cache_dir",
     "failed_attempts",
+    "fleet_html",
     "fleet_summary",
     "fleet_tables",
     "job_fingerprint",
+    "job_page_name",
     "query_parquet_url",
     "query_tables",
     "read_tables",
+    "render_fleet",
     "run_batch",
+    "write_job_pages",
     "write_parquet",
 ]

@@ -4,6 +4,7 @@ which nothing changed reads these files and analyses nothing."""
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -57,6 +58,7 @@ class ResultCache:
         if key is None:
             return
         path = self._path(job)
+        tmp = None
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
             fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-", suffix=".json")
@@ -64,7 +66,6 @@ class ResultCache:
                 json.dump({"key": key, "job": job, "result": result}, f, allow_nan=False)
             os.replace(tmp, path)
         except (OSError, ValueError):
-            try:
-                os.unlink(tmp)
-            except (OSError, UnboundLocalError):
-                pass
+            if tmp is not None:
+                with contextlib.suppress(OSError):
+                    os.unlink(tmp)

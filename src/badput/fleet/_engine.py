@@ -39,6 +39,8 @@ class FleetRun:
     results: list[JobResult]
     analysed: int  # jobs analysed in this run
     cached: int  # jobs whose cached result was used
+    #: Each job's store and name, in the same order as ``results``.
+    sources: list[tuple[EventStore, str]]
 
 
 def run_batch(batch: Sequence[tuple[EventStore, str]]) -> list[JobResult]:
@@ -129,12 +131,17 @@ def analyse_fleet(
         results[i] = result
         if cache is not None and result.get("error") is None:
             cache.put(sources[i][1], keys[i], result)
-    text = source if isinstance(source, str) else os.fspath(source) if isinstance(
-        source, os.PathLike
-    ) else source.uri
+    text = (
+        source
+        if isinstance(source, str)
+        else os.fspath(source)
+        if isinstance(source, os.PathLike)
+        else source.uri
+    )
     return FleetRun(
         str(text),
         [r for r in results if r is not None],
         analysed=len(todo),
         cached=len(sources) - len(todo),
+        sources=sources,
     )

@@ -10,7 +10,7 @@ from __future__ import annotations
 import hashlib
 import math
 import os
-from datetime import UTC, datetime
+from datetime import datetime, timezone
 from typing import Any, Final
 
 from badput.store import EventStore
@@ -54,7 +54,7 @@ def failed_attempts(result: JobResult) -> list[dict[str, Any]]:
 
 
 def _day_of(ts: float) -> str:
-    return datetime.fromtimestamp(ts, UTC).strftime("%Y-%m-%d")
+    return datetime.fromtimestamp(ts, timezone.utc).strftime("%Y-%m-%d")
 
 
 def _days(start: float, end: float) -> list[tuple[str, float, float]]:
@@ -85,11 +85,13 @@ def analyse_job(store: EventStore, job: str) -> JobResult:
                 if hi <= lo:
                     continue
                 part = live.report(window=(lo, hi), final=True)
-                days.append({
-                    "day": day,
-                    "seconds": part.total_seconds,
-                    "goodput_seconds": part.bucket("productive"),
-                })
+                days.append(
+                    {
+                        "day": day,
+                        "seconds": part.total_seconds,
+                        "goodput_seconds": part.bucket("productive"),
+                    }
+                )
     except (ValueError, OSError) as exc:
         return _error_result(job, str(exc))
     n = len(report.attempts)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta, timezone
 from typing import Any, Final
 
 from badput.fleet._job import JobResult
@@ -27,13 +27,13 @@ def _share(part: float, whole: float) -> float:
 
 def _week_start(ts: float) -> float:
     """The Monday 00:00 UTC on or before ``ts``."""
-    d = datetime.fromtimestamp(ts, UTC)
-    monday = datetime(d.year, d.month, d.day, tzinfo=UTC) - timedelta(days=d.weekday())
+    d = datetime.fromtimestamp(ts, timezone.utc)
+    monday = datetime(d.year, d.month, d.day, tzinfo=timezone.utc) - timedelta(days=d.weekday())
     return monday.timestamp()
 
 
 def _week_name(start: float) -> str:
-    iso = datetime.fromtimestamp(start, UTC).isocalendar()
+    iso = datetime.fromtimestamp(start, timezone.utc).isocalendar()
     return f"{iso.year}-W{iso.week:02d}"
 
 
@@ -43,7 +43,7 @@ def _lost_by_cause(results: list[JobResult], total: float) -> list[dict[str, Any
         for bucket, s in r["buckets"].items():
             if bucket != _PRODUCTIVE and s > 0:
                 seconds[bucket].append(s)
-    rows = [
+    rows: list[dict[str, Any]] = [
         {
             "bucket": b,
             "seconds": math.fsum(v),
@@ -62,21 +62,23 @@ def _worst_jobs(results: list[JobResult], n: int) -> list[dict[str, Any]]:
         lost = {b: s for b, s in r["buckets"].items() if b != _PRODUCTIVE and s > 0}
         badput = math.fsum(lost.values())
         top = min(lost.items(), key=lambda kv: (-kv[1], kv[0]))[0] if lost else None
-        rows.append({
-            "job": r["job"],
-            "badput_seconds": badput,
-            "total_seconds": r["total_seconds"],
-            "goodput": _share(r["goodput_seconds"], r["total_seconds"]),
-            "attempts": len(r["attempts"]),
-            "failures": sum(a["failed"] for a in r["attempts"]),
-            "top_cause": top,
-        })
+        rows.append(
+            {
+                "job": r["job"],
+                "badput_seconds": badput,
+                "total_seconds": r["total_seconds"],
+                "goodput": _share(r["goodput_seconds"], r["total_seconds"]),
+                "attempts": len(r["attempts"]),
+                "failures": sum(a["failed"] for a in r["attempts"]),
+                "top_cause": top,
+            }
+        )
     rows.sort(key=lambda row: (-row["badput_seconds"], row["job"]))
     return rows[:n]
 
 
 def _weeks(results: list[JobResult]) -> list[dict[str, Any]]:
-    """Per ISO week (Monday to Sunday, UTC): the failed attempts that ended in it, the
+    """Per ISO week (Monday to Sunday, timezone.utc): the failed attempts that ended in it, the
     attempts' running time in it (each attempt's time cut at the week's edges), and the
     mean time between failures: that time over those failures."""
     running: dict[float, list[float]] = defaultdict(list)
@@ -96,13 +98,15 @@ def _weeks(results: list[JobResult]) -> list[dict[str, Any]]:
     for week in sorted(set(running) | set(failures)):
         seconds = math.fsum(running.get(week, ()))
         n = failures.get(week, 0)
-        out.append({
-            "week": _week_name(week),
-            "start": datetime.fromtimestamp(week, UTC).strftime("%Y-%m-%d"),
-            "failures": n,
-            "running_seconds": seconds,
-            "mtbf_seconds": seconds / n if n else None,
-        })
+        out.append(
+            {
+                "week": _week_name(week),
+                "start": datetime.fromtimestamp(week, timezone.utc).strftime("%Y-%m-%d"),
+                "failures": n,
+                "running_seconds": seconds,
+                "mtbf_seconds": seconds / n if n else None,
+            }
+        )
     return out
 
 
@@ -118,13 +122,15 @@ def _days(results: list[JobResult]) -> list[dict[str, Any]]:
     out = []
     for day in sorted(seconds):
         total, productive = math.fsum(seconds[day]), math.fsum(good[day])
-        out.append({
-            "day": day,
-            "jobs": jobs[day],
-            "seconds": total,
-            "goodput_seconds": productive,
-            "goodput": _share(productive, total),
-        })
+        out.append(
+            {
+                "day": day,
+                "jobs": jobs[day],
+                "seconds": total,
+                "goodput_seconds": productive,
+                "goodput": _share(productive, total),
+            }
+        )
     return out
 
 

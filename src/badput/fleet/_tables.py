@@ -4,9 +4,9 @@ process). Both are the ``badput[fleet]`` extra, imported here on first use.
 Tables, one row per:
 
 - ``jobs``: job (its result's scalars: span, seconds, goodput, attempts, failures);
-- ``attempts``: job × attempt;
-- ``buckets``: job × bucket (seconds, share of the job's time);
-- ``days``: job × UTC day (seconds, goodput seconds).
+- ``attempts``: job and attempt;
+- ``buckets``: job and bucket (seconds, share of the job's time);
+- ``days``: job and UTC day (seconds, goodput seconds).
 
 Column names and types are fixed (docs/fleet.md), so Spark and BigQuery load the files as
 they are."""
@@ -38,21 +38,49 @@ def _pa() -> Any:
 def _schemas(pa: Any) -> dict[str, Any]:
     f64, i64, s = pa.float64(), pa.int64(), pa.string()
     return {
-        "jobs": pa.schema([
-            ("job", s), ("status", s), ("error", s), ("start", f64), ("end", f64),
-            ("end_reason", s), ("total_seconds", f64), ("goodput_seconds", f64),
-            ("badput_seconds", f64), ("goodput", f64), ("attempts", i64), ("failures", i64),
-            ("steps_kept", i64), ("steps_wasted", i64), ("ranks", i64), ("diagnostics", i64),
-        ]),
-        "attempts": pa.schema([
-            ("job", s), ("attempt", s), ("attempt_index", i64), ("start", f64), ("end", f64),
-            ("seconds", f64), ("status", s), ("exit_code", i64), ("end_reason", s),
-            ("failed", pa.bool_()),
-        ]),
+        "jobs": pa.schema(
+            [
+                ("job", s),
+                ("status", s),
+                ("error", s),
+                ("start", f64),
+                ("end", f64),
+                ("end_reason", s),
+                ("total_seconds", f64),
+                ("goodput_seconds", f64),
+                ("badput_seconds", f64),
+                ("goodput", f64),
+                ("attempts", i64),
+                ("failures", i64),
+                ("steps_kept", i64),
+                ("steps_wasted", i64),
+                ("ranks", i64),
+                ("diagnostics", i64),
+            ]
+        ),
+        "attempts": pa.schema(
+            [
+                ("job", s),
+                ("attempt", s),
+                ("attempt_index", i64),
+                ("start", f64),
+                ("end", f64),
+                ("seconds", f64),
+                ("status", s),
+                ("exit_code", i64),
+                ("end_reason", s),
+                ("failed", pa.bool_()),
+            ]
+        ),
         "buckets": pa.schema([("job", s), ("bucket", s), ("seconds", f64), ("share", f64)]),
-        "days": pa.schema([
-            ("job", s), ("day", pa.date32()), ("seconds", f64), ("goodput_seconds", f64),
-        ]),
+        "days": pa.schema(
+            [
+                ("job", s),
+                ("day", pa.date32()),
+                ("seconds", f64),
+                ("goodput_seconds", f64),
+            ]
+        ),
     }
 
 
@@ -62,34 +90,59 @@ def _rows(results: list[JobResult]) -> dict[str, list[dict[str, Any]]]:
     out: dict[str, list[dict[str, Any]]] = {name: [] for name in TABLES}
     for r in results:
         job, total = r["job"], r["total_seconds"]
-        out["jobs"].append({
-            "job": job, "status": r["status"], "error": r["error"], "start": r["start"],
-            "end": r["end"], "end_reason": r["end_reason"], "total_seconds": total,
-            "goodput_seconds": r["goodput_seconds"],
-            "badput_seconds": total - r["goodput_seconds"],
-            "goodput": r["goodput_seconds"] / total if total > 0 else 0.0,
-            "attempts": len(r["attempts"]),
-            "failures": sum(a["failed"] for a in r["attempts"]),
-            "steps_kept": r["steps_kept"], "steps_wasted": r["steps_wasted"],
-            "ranks": r["ranks"], "diagnostics": r["diagnostics"],
-        })
+        out["jobs"].append(
+            {
+                "job": job,
+                "status": r["status"],
+                "error": r["error"],
+                "start": r["start"],
+                "end": r["end"],
+                "end_reason": r["end_reason"],
+                "total_seconds": total,
+                "goodput_seconds": r["goodput_seconds"],
+                "badput_seconds": total - r["goodput_seconds"],
+                "goodput": r["goodput_seconds"] / total if total > 0 else 0.0,
+                "attempts": len(r["attempts"]),
+                "failures": sum(a["failed"] for a in r["attempts"]),
+                "steps_kept": r["steps_kept"],
+                "steps_wasted": r["steps_wasted"],
+                "ranks": r["ranks"],
+                "diagnostics": r["diagnostics"],
+            }
+        )
         for i, a in enumerate(r["attempts"]):
-            out["attempts"].append({
-                "job": job, "attempt": a["id"], "attempt_index": i, "start": a["start"],
-                "end": a["end"], "seconds": a["end"] - a["start"], "status": a["status"],
-                "exit_code": a["exit_code"], "end_reason": a["end_reason"],
-                "failed": a["failed"],
-            })
+            out["attempts"].append(
+                {
+                    "job": job,
+                    "attempt": a["id"],
+                    "attempt_index": i,
+                    "start": a["start"],
+                    "end": a["end"],
+                    "seconds": a["end"] - a["start"],
+                    "status": a["status"],
+                    "exit_code": a["exit_code"],
+                    "end_reason": a["end_reason"],
+                    "failed": a["failed"],
+                }
+            )
         for bucket, seconds in r["buckets"].items():
-            out["buckets"].append({
-                "job": job, "bucket": bucket, "seconds": seconds,
-                "share": seconds / total if total > 0 else 0.0,
-            })
+            out["buckets"].append(
+                {
+                    "job": job,
+                    "bucket": bucket,
+                    "seconds": seconds,
+                    "share": seconds / total if total > 0 else 0.0,
+                }
+            )
         for d in r["days"]:
-            out["days"].append({
-                "job": job, "day": date.fromisoformat(d["day"]), "seconds": d["seconds"],
-                "goodput_seconds": d["goodput_seconds"],
-            })
+            out["days"].append(
+                {
+                    "job": job,
+                    "day": date.fromisoformat(d["day"]),
+                    "seconds": d["seconds"],
+                    "goodput_seconds": d["goodput_seconds"],
+                }
+            )
     return out
 
 
