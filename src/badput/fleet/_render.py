@@ -133,10 +133,10 @@ tr:nth-child(even){background:#f4f4f4}.headline{font-size:20px}.dim{color:#666}
 """
 
 
-def fleet_html(summary: dict[str, Any], *, job_links: str | None = None) -> str:
-    """The fleet's page: the same figures as ``--json``. ``job_links``: the directory
-    (relative to the page) holding each job's report page, named by :func:`job_page_name`
-    (``badput fleet --html-jobs``); None: each job names the command that draws it."""
+def _rows(
+    summary: dict[str, Any], job_links: str | None
+) -> tuple[list[list[str]], list[list[str]], list[list[str]], list[list[str]]]:
+    """The cells of the page's four tables."""
     store = summary["source"]
     lost = [
         [
@@ -181,6 +181,15 @@ def fleet_html(summary: dict[str, Any], *, job_links: str | None = None) -> str:
         ]
         for r in summary["days"]
     ]
+    return lost, worst, weeks, days
+
+
+def fleet_html(summary: dict[str, Any], *, job_links: str | None = None) -> str:
+    """The fleet's page: the same figures as ``--json``. ``job_links``: the directory
+    (relative to the page) holding each job's report page, named by :func:`job_page_name`
+    (``badput fleet --html-jobs``); None: each job names the command that draws it."""
+    store = summary["source"]
+    lost, worst, weeks, days = _rows(summary, job_links)
     errors = (
         "".join(f"<li>{_e(r['job'])}: {_e(r['error'])}</li>" for r in summary["errors"])
         or "<li>none</li>"
