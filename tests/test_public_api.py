@@ -52,6 +52,13 @@ PUBLIC: dict[str, set[str]] = {
         "TensorBoardExporter", "flush_live_recorders", "window_label",
     },
     "badput.analysis": {"LiveJob", "analyze"},
+    "badput.fleet": {
+        "ENGINES", "TABLES", "WORST_JOBS", "FleetRun", "JobResult", "ResultCache",
+        "analyse_fleet", "analyse_job", "default_cache_dir", "failed_attempts", "fleet_html",
+        "fleet_summary", "fleet_tables", "job_fingerprint", "job_page_name",
+        "query_parquet_url", "query_tables", "read_tables", "render_fleet", "run_batch",
+        "write_job_pages", "write_parquet",
+    },
     "badput.advice": {
         "Advice", "AttemptFacts", "FailureRate", "Interval", "JobFacts", "Lever",
         "ReplaySettings", "SaveFacts", "Spread", "WhatIf", "advise", "advise_of",
