@@ -23,7 +23,7 @@ def _write_page(args: tuple[EventStore, str, str]) -> str:
     live = LiveJob(store, job, parallel=False)
     live.update()
     path = Path(directory) / job_page_name(job)
-    path.write_text(html_report(live.accountant, live.report(final=True)), encoding="utf-8")
+    path.write_text(html_report(live.snapshot(final=True, drawing=True)), encoding="utf-8")
     return str(path)
 
 
