@@ -149,6 +149,10 @@ def _steps(
     """Run steps from ``run.safe`` at ``w`` seconds each, saving on schedule, until ``stop``
     or ``target``. Returns (time, step reached, time of the step in flight at ``stop``)."""
     p = run.safe
+    if w <= 0.0 and target is None:
+        # steps of no time (a log whose steps all share a timestamp): no time to replay them
+        # in, and a schedule of saves without end would never move the clock (this loop hung)
+        return t if stop is None else max(t, stop), p, 0.0
     while True:
         if target is not None and p >= target:
             run.done = True
@@ -223,6 +227,12 @@ def _plans(facts: JobFacts, settings: ReplaySettings) -> Iterator[_Plan]:
         yield _Plan(gap, pre, w, at, True)
 
 
+#: Failures the replay adds past the log's own (at the measured rate) before it gives up on
+#: reaching the log's last step: when failures come faster than a step and its save, the
+#: job under those settings never finishes (a replay without this bound never returned).
+MAX_EXTRA_FAILURES = 10_000
+
+
 def replay_seconds(facts: JobFacts, settings: ReplaySettings) -> tuple[dict[str, float], int]:
     """Seconds of each kind of :data:`KIND_BUCKETS` in the replay, and the failures it met."""
     sched = _Schedule(facts, settings)
@@ -234,6 +244,8 @@ def replay_seconds(facts: JobFacts, settings: ReplaySettings) -> tuple[dict[str,
     target = facts.target_step if facts.finished else None
     up = end = atts[0].start
     for k, plan in enumerate(_plans(facts, settings)):
+        if k >= len(atts) + MAX_EXTRA_FAILURES:
+            break  # failures past the log come faster than progress: it would never finish
         if k > 0 and end >= up:  # else the previous failure was absorbed: still coming up
             run.seconds["recovery"] += plan.gap
             up = end + plan.gap
