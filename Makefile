@@ -39,13 +39,15 @@ lint: $(STAMP)
 typecheck: $(STAMP)
 	$(BIN)/mypy
 
-# Debian's headless Chromium and its driver for the HTML view tests, and tmux for the
-# 80x24 terminal test (the tests install them too when missing, or skip saying why).
+# Debian's headless Chromium and its driver for the HTML view tests, tmux for the 80x24
+# terminal test and promtool (package prometheus) for the alert rules' tests (the tests
+# install them too when missing; in CI a missing one fails its tests, elsewhere they skip).
 browser:
-	@test -x /usr/bin/chromium -a -x /usr/bin/chromedriver -a -x /usr/bin/tmux || \
+	@test -x /usr/bin/chromium -a -x /usr/bin/chromedriver -a -x /usr/bin/tmux \
+	  -a -x /usr/bin/promtool || \
 	  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive \
-	    apt-get install -y -qq chromium chromium-driver tmux) || \
-	  echo "warning: could not install chromium/tmux: the browser and tmux tests will skip"
+	    apt-get install -y -qq --no-install-recommends chromium chromium-driver tmux prometheus) || \
+	  echo "warning: could not install chromium/tmux/promtool: their tests will skip"
 
 # The screenshots of docs/views.md and the README, made by the browser tests.
 screenshots: $(STAMP) browser
