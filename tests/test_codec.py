@@ -376,6 +376,8 @@ def decoded_with_columns(
     # Decoded lean (one writer's lines) or not, the same items and columns.
     assert columns.kinds.tolist() == full_columns.kinds.tolist()
     assert columns.steps.tolist() == full_columns.steps.tolist()
+    if not columns.work:  # the engine then reads no event's step work: none may have any
+        assert all(e.tokens is None and e.samples is None for e in full if isinstance(e, Event))
     if isinstance(items, LeanRows):
         assert columns.writer is not None
         _same(items.events(), full)

@@ -60,6 +60,9 @@ _BODIES = [
     '"kind":"heartbeat","extra":{"rank":9}',  # a writer's name inside an unknown field
     '"kind":"future_kind"',
     '"kind":"checkpoint_committed","step":2',
+    '"kind":"step_end","step":4,"tokens":512',  # step work: opens the writer's fields
+    '"kind":"step_start","step":5,"samples":8,"tokens":null',
+    '"kind":"step_end","step":5,"tok\\u0065ns":7',  # the same name, spelled with an escape
 ]
 
 
@@ -364,3 +367,42 @@ def test_a_lean_event_has_every_field_of_an_event_of_the_same_type() -> None:
     lean = LeanEvent(**{f.name: getattr(e, f.name) for f in fields(Event)})
     assert lean.event() == e
     assert type(lean.event()) is Event
+
+
+def test_a_writer_s_step_work_is_read_from_the_first_block_that_records_it(
+    tmp_path: Path,
+) -> None:
+    """A writer's decoder first takes ``tokens`` and ``samples`` as absent, so that the
+    engine knows a block of a writer that records no step work holds none (and reads
+    neither field of its events); the first block with work opens both fields for it and
+    for the writer's later blocks, whose work is counted in full."""
+    ident: dict[str, Any] = {"job": "work", "attempt": 0, "host": "h", "rank": 0, "pid": 55}
+    plain = [Event(ts=float(i), kind="step_start", step=i, **ident) for i in range(4000)]
+    coded = decode_block_coded(encode_lines(plain), "f", 1, lean=True)
+    assert coded is not None
+    assert coded[1] is not None
+    assert coded[1].writer == tuple(ident.values())
+    assert coded[1].work is False
+    worked = [Event(ts=4000.0 + i, kind="step_end", step=i, tokens=100 + i, **ident)
+              for i in range(4000)]  # fmt: skip
+    coded = decode_block_coded(encode_lines(worked), "f", 1, lean=True)
+    assert coded is not None
+    assert coded[1] is not None
+    assert coded[1].writer == tuple(ident.values())  # still lean
+    assert coded[1].work is True
+    # Through a store: the writer's first blocks hold no work, the later ones do.
+    ident = {**ident, "pid": 56}  # a writer whose decoder is not made yet
+    early = [Event(ts=float(i), kind="step_start", step=i, **ident) for i in range(30_000)]
+    late = [Event(ts=40_000.0 + i, kind="step_end", step=i, tokens=100 + i, **ident)
+            for i in range(4000)]  # fmt: skip
+    path = tmp_path / "work" / "0" / "h-0-56.jsonl"
+    path.parent.mkdir(parents=True)
+    path.write_bytes(encode_lines(early + late))
+    assert path.stat().st_size > 2 * analysis.READ_SLICE_BYTES  # several blocks
+    with spy(codec, "_decode_lean", lambda _, result: result and result[1].work) as work:
+        live = LiveJob(tmp_path, "work", parallel=False)
+        live.update()
+        report = live.report()
+    assert False in work and True in work  # blocks without work were known to hold none
+    assert report.program is not None
+    assert report.program.tokens == sum(100 + i for i in range(4000))

@@ -276,6 +276,9 @@ class DecodedColumns(NamedTuple):
     writer: Writer | None = None
     #: True when no item is an :class:`EventError` (False: some may be).
     clean: bool = False
+    #: False when the decoder knows that no item records step work (``tokens`` or
+    #: ``samples``): the engine then reads neither field of any of them.
+    work: bool = True
 
     def rows(self, begin: int, end: int) -> DecodedColumns:
         """The columns of items ``begin:end``."""

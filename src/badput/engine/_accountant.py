@@ -146,6 +146,7 @@ class Accountant:
                     np.concatenate([c.kinds for c in columns]),
                     np.concatenate([c.steps for c in columns]),
                     writer,
+                    work=any(c.work for c in columns),
                 )
         self._ingest_batch(events, runs, joined)
 

@@ -112,6 +112,7 @@ class Batch:
         "group",
         "keys",
         "kind",
+        "may_hold_work",
         "n",
         "ts",
     )
@@ -135,6 +136,8 @@ class Batch:
         self.n = n
         self.ts: F64 = np.fromiter(map(_ts, events), np.float64, n)
         self._steps: tuple[I64, BoolArray, BoolArray] | None = None
+        #: False when the decoder knows no event here records step work (DecodedColumns)
+        self.may_hold_work = columns is None or columns.work
         if columns is None:
             self.kind: I16 = np.fromiter(
                 map(KIND_CODE.__getitem__, map(_kind, events)), np.int16, n

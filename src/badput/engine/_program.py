@@ -84,8 +84,9 @@ class ProgramTracker:
         for i in np.flatnonzero(models).tolist():
             self._model(batch.events[i])
         events = batch.events
-        if list(map(_tokens, events)).count(None) == batch.n and (
-            list(map(_samples, events)).count(None) == batch.n
+        if not batch.may_hold_work or (
+            list(map(_tokens, events)).count(None) == batch.n
+            and list(map(_samples, events)).count(None) == batch.n
         ):
             return
         steps = (batch.kind == _STEP_CODES[0]) | (batch.kind == _STEP_CODES[1])
