@@ -169,6 +169,23 @@ def test_hung_time_in_windows_adds_up(tmp_path: Path) -> None:
     assert left.bucket("hung") + right.bucket("hung") == whole.bucket("hung")
 
 
+def test_a_late_rank_s_progress_in_a_closed_attempt_moves_its_hung_time() -> None:
+    """The engine remembers each attempt's last progress between queries (a windowed
+    report asks of every attempt): events of a closed attempt read later (another rank's
+    file) are seen by the next query, windowed or not, as by a fresh read."""
+    log = sorted(hung_log("hung", 30, 10.0), key=lambda e: e["ts"])
+    acc = Accountant("j")
+    acc.ingest_events([Event(**e) for e in log])
+    assert acc.report(window=(0, 40), ideal_step_time=1.0).bucket("hung") == 18.0
+    late = [ev(11, "step_start", 2, step=11), ev(15, "step_end", 2, step=11)]
+    acc.ingest_events([Event(**e) for e in late])  # rank 2's file, read after the others'
+    fresh = Accountant("j")
+    fresh.ingest_events([Event(**e) for e in sorted(log + late, key=lambda e: e["ts"])])
+    for window in ((0, 40), None):
+        hung = acc.report(window=window, ideal_step_time=1.0).bucket("hung")
+        assert hung == fresh.report(window=window, ideal_step_time=1.0).bucket("hung") == 15.0
+
+
 @settings(max_examples=60, deadline=None)
 @given(
     n_steps=st.integers(0, 12),

@@ -99,9 +99,14 @@ class QueryCache:
     #: The last report's window-independent part (``_rows.Structure``), for windowed
     #: queries of the same state.
     structure: Structure | None = None
+    #: Each attempt's last progress (``_hung.last_progress``) and the state it was found
+    #: in (the marks left out, the lengths of its streams: they only grow): a windowed
+    #: report asks of every attempt it overlaps, and the answer scans all of its marks.
+    progress: dict[tuple[object, ...], tuple[object, float | None]] = field(default_factory=dict)
 
     def clear(self) -> None:
         self.attempts.clear()
         self.closed.clear()
+        self.progress.clear()
         self.structure = None
         self.ideal = IdealCache()

@@ -90,6 +90,11 @@ class IngestState:
         #: Interval buckets and sources by code (the marks' columns hold codes).
         self.buckets = NameTable()
         self.sources = NameTable()
+        #: The recorded hang timeouts, as of the lifecycle list's identity and length
+        #: (engine._hung: worked out once, not at each windowed report).
+        self.hang_timeouts_memo: (
+            tuple[tuple[int, int], dict[str | None, float], float | None] | None
+        ) = None
 
     def __getstate__(self) -> dict[str, Any]:
         """What a pickle keeps: the streams packed by field (:mod:`._pack`: a parallel

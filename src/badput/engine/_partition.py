@@ -387,7 +387,13 @@ def _derive_hung(builder: _Builder, known: Structure, indices: range) -> None:
         return
     live = known.end_reason == "now"
     found = hung_spans(
-        builder.ing, builder.streams, known.attempts, indices, ideal=known.ideal, live=live
+        builder.ing,
+        builder.streams,
+        known.attempts,
+        indices,
+        ideal=known.ideal,
+        live=live,
+        progress=builder.cache.progress,
     )
     lo, hi = builder.clip_bounds
     for span in found:
