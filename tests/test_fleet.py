@@ -16,6 +16,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from _fleet_jobs import write_fleet, write_job
+from badput import analysis
 from badput.analysis import analyze
 from badput.cli import main
 from badput.fleet import (
@@ -28,6 +29,7 @@ from badput.fleet import (
     query_tables,
     write_parquet,
 )
+from badput.report import dumps_finite
 from badput.testing import Timeline, events_to_jsonl
 
 N_JOBS = 40
@@ -97,6 +99,34 @@ def test_engines_give_one_json_text(fleet_store: Any) -> None:
     assert serial == local
     assert f"{N_JOBS} analysed" in err
     assert json.loads(local)["jobs"] == N_JOBS
+
+
+def test_a_large_job_read_in_parts_gives_the_whole_read_s_result(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A job of ``split_bytes`` or more is read by several tasks (runs of its serial read's
+    slices, merged in file order by the driver): the fleet's JSON is the same text as when
+    every job is one task's, on every engine, and the tasks did read it in parts."""
+    root = tmp_path / "store"
+    made = [write_job(root, i, steps_scale=1 if i else 100) for i in range(6)]
+    big = sum(p.stat().st_size for p in (root / "job-00000").rglob("*.jsonl"))
+    assert big > 3 * 1024 * 1024 and made[0]["attempts"] >= 1
+    whole = analyse_fleet(root, engine="serial", split_bytes=None)
+    want = dumps_finite(fleet_summary(whole.results, source=str(root)))
+    read: list[int] = []
+    real = analysis.read_split_part
+
+    def counted(split: Any, indices: range) -> Any:
+        read.append(len(indices))
+        return real(split, indices)
+
+    monkeypatch.setattr(analysis, "read_split_part", counted)
+    for engine in ("serial", "local"):
+        run = analyse_fleet(root, engine=engine, workers=2, split_bytes=2 * 1024 * 1024)  # type: ignore[arg-type]
+        assert run.results == whole.results
+        assert dumps_finite(fleet_summary(run.results, source=str(root))) == want
+    assert len(read) >= 2  # the serial engine's tasks ran here: the big job, in parts
+    assert sum(read) == len(analysis.split_job(root, "job-00000", min_bytes=1).slices)
 
 
 def test_cache_reanalyses_only_what_changed(tmp_path: Path) -> None:

@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from _fleet_jobs import write_fleet
+from _fleet_jobs import write_fleet, write_job
 from badput.fleet import analyse_fleet, fleet_summary
 from badput.report import dumps_finite
 
@@ -105,7 +105,7 @@ def test_ray_gives_the_local_json(cluster: Any, tmp_path: Path) -> None:
         while time.monotonic() < deadline and not killed:
             for p in psutil.process_iter(["pid", "cmdline"]):
                 cmd = " ".join(p.info["cmdline"] or ())
-                if cmd.startswith("ray::run_batch"):
+                if cmd.startswith("ray::run_task"):
                     time.sleep(0.3)  # mid-batch
                     os.kill(p.info["pid"], signal.SIGKILL)
                     killed.append(p.info["pid"])
@@ -118,3 +118,10 @@ def test_ray_gives_the_local_json(cluster: Any, tmp_path: Path) -> None:
     killer.join()
     assert killed, "no Ray worker was seen running a batch"
     assert again == local
+
+    # a job too large for one task: its slices read by Ray workers, merged by the driver
+    big = tmp_path / "big"
+    write_fleet(big, 3)
+    write_job(big, 3, steps_scale=100)
+    split = analyse_fleet(big, engine="ray", split_bytes=2 * 1024 * 1024)
+    assert split.results == analyse_fleet(big, engine="serial", split_bytes=None).results

@@ -37,7 +37,7 @@ PUBLIC: dict[str, set[str]] = {
         "StepTimeStats", "Straggler", "Timeline", "cpu_time_with_helpers", "group_buckets",
         "step_time_stats", "JOB_STATES", "JobState", "SILENCE_MIN_SECONDS", "SILENCE_STEP_FACTOR",
         "job_state", "silence_threshold", "PEAK_FLOPS", "AttemptWork", "ProgramGoodput",
-        "dense_flops_per_token", "table_peak",
+        "dense_flops_per_token", "table_peak", "clock_continues",
     },
     "badput.report": {
         "JobRow", "MAX_ATTEMPT_ROWS", "compare_dict", "dumps_finite", "format_duration",
@@ -51,12 +51,15 @@ PUBLIC: dict[str, set[str]] = {
         "Monitor", "OpenTelemetryExporter", "PrometheusExporter", "Snapshot",
         "TensorBoardExporter", "flush_live_recorders", "window_label",
     },
-    "badput.analysis": {"LiveJob", "analyze"},
+    "badput.analysis": {
+        "JobSplit", "LiveJob", "analyze", "read_split_part", "split_job",
+    },
     "badput.fleet": {
-        "ENGINES", "TABLES", "WORST_JOBS", "FleetRun", "JobResult", "ResultCache",
+        "ENGINES", "SPLIT_BYTES", "TABLES", "WORST_JOBS", "FleetRun", "JobResult", "ResultCache",
         "analyse_fleet", "analyse_job", "default_cache_dir", "failed_attempts", "fleet_html",
         "fleet_summary", "fleet_tables", "job_fingerprint", "job_page_name",
         "query_parquet_url", "query_tables", "read_tables", "render_fleet", "run_batch",
+        "run_task", "job_result",
         "write_job_pages", "write_parquet",
     },
     "badput.advice": {

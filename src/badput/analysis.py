@@ -18,7 +18,7 @@ from operator import attrgetter
 from pathlib import Path
 from typing import Any, Final, NamedTuple
 
-from badput.engine import Accountant, Diagnostic, RankOptions, Report, Snapshot
+from badput.engine import Accountant, Diagnostic, RankOptions, Report, Snapshot, clock_continues
 from badput.events import Chunk, Event, EventError, LeanEvent
 from badput.runtime import shared_work
 from badput.runtime.gc_pause import gc_paused
@@ -34,19 +34,14 @@ from badput.store import (
     open_source,
 )
 
-__all__ = ["LiveJob", "analyze"]
+__all__ = ["JobSplit", "LiveJob", "analyze", "read_split_part", "split_job"]
 
 Source = str | os.PathLike[str] | EventStore
 
-#: Bytes read (and decoded) per store read while catching up on a log. The decoded events of
-#: one slice are alive at a time (about 4x its bytes). 1 MiB is faster than larger slices: the
-#: few MB of one slice's event objects mostly reuse memory the last slice's left, where the
-#: 28 MB of an 8 MiB slice's were largely mapped afresh (Python hands emptied arenas back to
-#: the system; 4 M events with a data load a step: 370,000 page faults, 0.9 s, against
-#: 51,000 with 1 MiB), and a 1 MiB slice stays in the CPU's caches. Serial read and report of
-#: those 4 M events: 5.66 s with 8 MiB, 4.48 s with 1 MiB (``bench_shapes.py --only dataload
-#: --parallel off --slice-bytes 8388608 1048576``, docs/performance.md).
-#: Smaller slices gain nothing more; per-read costs are small. For a store of files only:
+#: Bytes read (and decoded) per store read while catching up on a log: the decoded events
+#: of one slice are alive at a time (about 4x its bytes). 1 MiB is faster than larger slices
+#: (its events reuse the memory the last slice's left, and it stays in the CPU's caches):
+#: 4.48 s against 5.66 s with 8 MiB for 4 M events (docs/performance.md). For files only:
 READ_SLICE_BYTES = 1024 * 1024
 #: ... and for any other store, where a read may cost more than decoding its bytes (each read
 #: of Cloud Logging is a query against its quota): as before 2026-11-26.
@@ -55,21 +50,14 @@ OTHER_STORE_SLICE_BYTES = 8 * 1024 * 1024
 #: At 33 MB a worker already halves the reading process's CPU (0.30 s against
 #: 0.54 s serially, docs/performance.md); below, the fork and the plan weigh more.
 PARALLEL_MIN_BYTES = 32 * 1024 * 1024
-#: ... and of at least this many bytes per attempt (the top directories of a job's files).
-#: What a worker sends back grows with the attempts it read. Until 2026-11-26 its state was
-#: pickled object by object, and 10,000 or 20,000 attempts shared cost more than reading
-#: them alone (this was 1 MiB); packed by field (``engine/_pack.py``), and planned from the
-#: files' sizes, 10,000 attempts of 12 KB read in 0.95-1.03 s shared against 1.07-1.12 s
-#: alone, 20,000 in 2.13-2.22 s against 2.37-2.69 s.
+#: ... and of at least this many bytes per attempt (the top directories of a job's files):
+#: what a worker sends back grows with the attempts it read (docs/performance.md).
 PARALLEL_MIN_BYTES_PER_ATTEMPT = 4 * 1024
 #: Most processes a cold read is shared among (fewer when fewer cores are available).
 MAX_WORKERS = 4
 _SEQ_BLOCK = 1 << 40  # arrival numbers of slice k start at k * _SEQ_BLOCK (file order)
 #: Events at the start of a slice compared with the newest time of its file before it.
 _HEAD_EVENTS = 1024
-#: How far back a clock may step without a diagnostic: at most the engine's tolerance
-#: (``clock_backwards``; a smaller value only makes :func:`_clock_continues` stricter).
-_CLOCK_SLACK = 1e-3
 #: A live reader reports an unterminated last line once it has stayed unchanged this long.
 TORN_AFTER_SECONDS: Final = 60.0
 
@@ -211,7 +199,7 @@ def _times(rows: Sequence[Event | LeanEvent | EventError], job: str) -> Iterator
 
 def _newest(chunks: list[Chunk], source: str) -> float:
     """The newest time among the events of ``chunks`` read from ``source``; events of
-    other jobs included (an upper bound is all :func:`_clock_continues` needs)."""
+    other jobs included (an upper bound is all :func:`~badput.engine.clock_continues` needs)."""
     best = -math.inf
     for chunk in chunks:
         rows = chunk.rows
@@ -350,14 +338,17 @@ def _parallel_plan(
     job: str,
     names: tuple[str, ...] | None = None,
     sizes: tuple[int, ...] | None = None,
+    min_bytes: int | None = None,
 ) -> list[_Slice] | None:
     """The slices of a serial cold read of ``job``; None when not worth sharing (fewer
     than :data:`PARALLEL_MIN_BYTES`, or than :data:`PARALLEL_MIN_BYTES_PER_ATTEMPT` per
     attempt directory, a store other than files, or a single read).
     ``names``: the streams, if the caller has listed them (:func:`_listing`); ``sizes``:
-    their files' sizes, if it took them too (:class:`~badput.store.JobListing`)."""
+    their files' sizes, if it took them too (:class:`~badput.store.JobListing`).
+    ``min_bytes``: the size below which a job is not shared (:data:`PARALLEL_MIN_BYTES`)."""
     if not isinstance(store, (JsonlStore, SingleFileStore)):
         return None
+    least = PARALLEL_MIN_BYTES if min_bytes is None else min_bytes
     if names is None:
         names, sizes = _listing(store, job) or (), None
     if isinstance(store, JsonlStore):
@@ -367,7 +358,7 @@ def _parallel_plan(
             base = store.job_dir(job)
             sample = [base / name for name in names[:: max(1, len(names) // _SIZE_SAMPLE)]]
             size = _estimated_bytes(sample, len(names))
-        if size is None or size < PARALLEL_MIN_BYTES:
+        if size is None or size < least:
             return None
         attempts = {name.partition("/")[0] for name in names if "/" in name}
         if size < len(attempts) * PARALLEL_MIN_BYTES_PER_ATTEMPT:
@@ -378,7 +369,7 @@ def _parallel_plan(
     else:
         files = list(store.files(job))
         size = _estimated_bytes([Path(path) for _, path in files], len(files))
-        if size is None or size < PARALLEL_MIN_BYTES:
+        if size is None or size < least:
             return None
     # By size: the workers check that their slices end where planned (a torn last line
     # or a file still written makes the slices from there the serial read's).
@@ -401,22 +392,37 @@ def _parallel_plan(
     return plan
 
 
-def _clock_continues(head: list[float], newest_before: float) -> bool:
-    """Whether a range read on its own flags the same clock steps back as a serial read.
+@dataclass(frozen=True)
+class JobSplit:
+    """A large job's cold read cut into the slices of its serial read (as a shared cold
+    read cuts it), for other processes or machines to read (:func:`read_split_part`) and
+    :meth:`LiveJob.from_split` to merge: the same state as one process's read."""
 
-    A serial read compares each line's time with the newest time of its file so far
-    (engine: ``clock_backwards``); a worker that starts mid-file knows only its own
-    lines. They agree once one of its events reaches ``newest_before`` (the newest time
-    of the file's earlier ranges), provided none before it is more than the tolerance
-    below it; otherwise (a clock step back at the cut, or not decided within its first
-    :data:`_HEAD_EVENTS` events) the range is read again serially.
-    """
-    for ts in head:
-        if ts >= newest_before:
-            return True
-        if ts < newest_before - _CLOCK_SLACK:
-            return False
-    return False
+    store: EventStore
+    job: str
+    names: tuple[str, ...]  # the job's streams, in read order
+    slices: tuple[_Slice, ...]
+
+    def parts(self, n: int) -> list[range]:
+        """The slices' indices cut into at most ``n`` runs of consecutive slices."""
+        count = len(self.slices)
+        size = -(-count // max(1, min(n, count)))
+        return [range(i, min(i + size, count)) for i in range(0, count, size)]
+
+
+def split_job(source: Source, job: str | None = None, *, min_bytes: int) -> JobSplit | None:
+    """``job``'s cold read as a :class:`JobSplit`; None for a job of fewer than
+    ``min_bytes`` or a store other than files (read it whole)."""
+    store, job = _resolve(source, job)
+    names = _listing(store, job)
+    plan = _parallel_plan(store, job, names, min_bytes=min_bytes) if names else None
+    return None if plan is None or names is None else JobSplit(store, job, names, tuple(plan))
+
+
+def read_split_part(split: JobSplit, indices: range) -> list[_SliceRead]:
+    """Read the slices ``indices`` of ``split``, each into an Accountant of its own (one
+    task of a distributed read: results pickle)."""
+    return [_read_slice(split.store, split.job, split.slices[i]) for i in indices]
 
 
 def _workers() -> int:
@@ -533,50 +539,31 @@ class LiveJob:
     def unread_diagnostics(self, *, final: bool = False) -> list[Diagnostic]:
         """Diagnostics for what the reads left alone (see :meth:`report`)."""
         now = time.monotonic()
-        out: list[Diagnostic] = [
-            Diagnostic(
-                "rotated_file",
-                f"was cut short or replaced while it was followed ({u.detail}): the "
-                f"{u.line or 0:,} lines read before are kept, and it is read again from its start",
-                u.source,
-            )
-            for u in self._rotated
-        ]
-        for u in self._unread:
-            if u.code == "unreadable":
-                out.append(Diagnostic("unreadable_file", f"cannot be read: {u.detail}", u.source))
-                continue
-            if u.code == "unreadable_directory":
-                why = f"cannot be listed ({u.detail}): the event files below it are missing"
-                out.append(Diagnostic("unreadable_directory", why, u.source))
-                continue
-            if u.code == "not_a_file":
-                why = f"is {u.detail}, not a regular file: not read"
-                out.append(Diagnostic("not_a_file", why, u.source))
-                continue
-            if u.code == "unshipped":
-                why = (
-                    "holds lines of a writer that is gone, not yet in its event file and so "
-                    f"not in this report: {u.detail} (shipped at the next read that can)"
-                )
-                out.append(Diagnostic("unshipped_spool", why, u.source))
-                continue
-            since = self._torn_since.get((u.source, u.line, u.size), now)
-            if not final and now - since < TORN_AFTER_SECONDS and not _written_long_ago(u):
-                continue  # a write in progress, most likely: read it once its newline comes
-            if u.complete:
-                why = "a complete event, but no newline ends it: not read"
-            else:
-                why = "the writer stopped mid-line (it died, or its disk filled): an event was lost"
-            out.append(
-                Diagnostic(
-                    "torn_line",
-                    f"last line has {u.size:,} bytes and no newline: {why}",
-                    u.source,
-                    u.line,
-                )
-            )
+        out: list[Diagnostic] = []
+        for u in [*self._rotated, *self._unread]:
+            if u.code == "torn_line":
+                since = self._torn_since.get((u.source, u.line, u.size), now)
+                if not final and now - since < TORN_AFTER_SECONDS and not _written_long_ago(u):
+                    continue  # a write in progress, most likely: read it once its newline comes
+            code, message = u.explained()
+            out.append(Diagnostic(code, message, u.source, u.line if code == "torn_line" else None))
         return out
+
+    @classmethod
+    def from_split(cls, split: JobSplit, parts: Iterable[_SliceRead], **kw: Any) -> LiveJob:
+        """The job of ``split`` with the ``parts`` read elsewhere merged in file order; what
+        they miss (a part lost, a file changed since) is read here, serially, as a shared
+        cold read does. ``kw``: as for :class:`LiveJob` (``parallel`` is off)."""
+        live = cls(split.store, split.job, **{**kw, "parallel": False})
+        got = {r.number: r for r in parts}
+        shared = _SharedRead(Cursor(resume=(split.job, split.names)))
+        with gc_paused():
+            _n, left = live._merged(list(split.slices), got, shared, split.names)
+            if left is not None:
+                live._left(left)
+            else:
+                live._update()
+        return live
 
     def _cold_parallel(self) -> tuple[int, list[Unread] | None] | None:
         """Share the cold read among processes; None when not done (see :meth:`update`).
@@ -614,6 +601,17 @@ class LiveJob:
             return None
         shared = _SharedRead(start)
         got = self._read_front(plan, helpers, shared)
+        return self._merged(plan, got, shared, names)
+
+    def _merged(
+        self,
+        plan: list[_Slice],
+        got: dict[int, _SliceRead],
+        shared: _SharedRead,
+        names: tuple[str, ...],
+    ) -> tuple[int, list[Unread] | None]:
+        """Merge the parts read elsewhere (``got``) after what ``shared`` says this process
+        read; see :meth:`_cold_parallel` for what is returned."""
         offsets, merged = _merge_parts(self.accountant, plan, got, shared)
         complete = shared.complete
         # Not read to its end (a slice left to the serial read: a torn last line where a slice
@@ -742,7 +740,7 @@ def _merge_parts(
         if (
             s.offset
             and r.head_ts is not None
-            and not _clock_continues(r.head_ts, newest.get(s.first, math.inf))
+            and not clock_continues(r.head_ts, newest.get(s.first, math.inf))
         ):
             break
         part = r.accountant

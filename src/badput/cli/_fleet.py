@@ -33,6 +33,22 @@ def _print_rows(columns: list[str], rows: list[tuple[Any, ...]], as_json: bool) 
     Console().print(table)
 
 
+def _query_tables_only(sql: str | None, tables: str, as_json: bool) -> None:
+    """``--tables DIR --sql QUERY``: the query over Parquet tables written before."""
+    from badput import fleet as fl  # noqa: PLC0415
+    from badput.runtime.optional import MissingExtraError  # noqa: PLC0415
+
+    if sql is None:
+        _fail("fleet", "--tables needs --sql")
+    try:
+        columns, rows = fl.query_parquet_url(sql, tables)
+    except (MissingExtraError, ValueError, OSError) as exc:
+        _fail("fleet", str(exc))
+    except Exception as exc:
+        _fail("fleet", f"--sql: {exc}")
+    _print_rows(columns, rows, as_json)
+
+
 @main.command()
 @click.argument("store", metavar="STORE", required=False)
 @click.option(
@@ -43,6 +59,13 @@ def _print_rows(columns: list[str], rows: list[tuple[Any, ...]], as_json: bool) 
     help="local: a process pool; ray: Ray tasks (RAY_ADDRESS, else a local Ray); serial.",
 )
 @click.option("--workers", type=click.IntRange(min=1), help="Processes of --engine local.")
+@click.option(
+    "--split-mb",
+    type=click.IntRange(min=0),
+    default=256,
+    show_default=True,
+    help="Read a job of this many MiB or more as several tasks, merged (0: never).",
+)
 @click.option(
     "--cache", "cache_dir", metavar="DIR", help="Result cache (default ~/.cache/badput/fleet)."
 )
@@ -58,6 +81,7 @@ def fleet(  # noqa: PLR0917
     store: str | None,
     engine: str,
     workers: int | None,
+    split_mb: int,
     cache_dir: str | None,
     no_cache: bool,
     as_json: bool,
@@ -78,15 +102,7 @@ def fleet(  # noqa: PLR0917
     from badput.runtime.optional import MissingExtraError  # noqa: PLC0415
 
     if tables is not None:
-        if sql is None:
-            _fail("fleet", "--tables needs --sql")
-        try:
-            columns, rows = fl.query_parquet_url(sql, tables)
-        except (MissingExtraError, ValueError, OSError) as exc:
-            _fail("fleet", str(exc))
-        except Exception as exc:
-            _fail("fleet", f"--sql: {exc}")
-        _print_rows(columns, rows, as_json)
+        _query_tables_only(sql, tables, as_json)
         return
     if store is None:
         _fail("fleet", "give a STORE (or --tables DIR with --sql)")
@@ -97,7 +113,13 @@ def fleet(  # noqa: PLR0917
         cache = fl.ResultCache(cache_dir or fl.default_cache_dir(), uri)
     started = time.perf_counter()
     try:
-        run = fl.analyse_fleet(store, engine=engine, workers=workers, cache=cache)  # type: ignore[arg-type]
+        run = fl.analyse_fleet(
+            store,
+            engine=engine,  # type: ignore[arg-type]
+            workers=workers,
+            cache=cache,
+            split_bytes=split_mb * 1024 * 1024 if split_mb else None,
+        )
     except (MissingExtraError, ValueError, OSError) as exc:
         _fail("fleet", str(exc))
     click.echo(

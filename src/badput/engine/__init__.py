@@ -13,6 +13,7 @@ from badput.engine._model import (
     StepCounts,
     group_buckets,
 )
+from badput.engine._origin import clock_continues
 from badput.engine._over_time import GOODPUT_BINS, ROLLING_BINS, GoodputSeries
 from badput.engine._program import dense_flops_per_token
 from badput.engine._program_model import PEAK_FLOPS, AttemptWork, ProgramGoodput, table_peak
@@ -67,6 +68,7 @@ __all__ = [
     "StepTimeStats",
     "Straggler",
     "Timeline",
+    "clock_continues",
     "cpu_time_with_helpers",
     "dense_flops_per_token",
     "group_buckets",

@@ -20,13 +20,38 @@ from badput.engine._batch import Batch
 from badput.engine._ingest_state import MAX_DIAGNOSTICS_PER_CODE, DiagnosticLog
 from badput.engine._stream import NameTable
 
-__all__ = ["CLOCK_BACKWARDS_TOLERANCE", "Origin", "Run", "check_clock", "report_foreign"]
+__all__ = [
+    "CLOCK_BACKWARDS_TOLERANCE",
+    "Origin",
+    "Run",
+    "check_clock",
+    "clock_continues",
+    "report_foreign",
+]
 
 F64 = npt.NDArray[np.float64]
 I64 = npt.NDArray[np.int64]
 
 # A file whose clock steps back by more than this between consecutive lines is reported.
 CLOCK_BACKWARDS_TOLERANCE = 1e-3
+
+
+def clock_continues(head: Sequence[float], newest_before: float) -> bool:
+    """Whether a range of a file read on its own flags the same clock steps back as a read
+    of the whole file (a shared cold read's slices, ``badput.analysis``).
+
+    A whole read compares each line's time with the newest time of its file so far
+    (``clock_backwards``); a reader that starts mid-file knows only its own lines
+    (``head``: the times of its first events). They agree once one of them reaches
+    ``newest_before`` (the newest time of the file's earlier ranges), provided none before
+    it is more than :data:`CLOCK_BACKWARDS_TOLERANCE` below it; otherwise (a clock step back
+    at the cut, or not decided within ``head``) the range must be read with the rest."""
+    for ts in head:
+        if ts >= newest_before:
+            return True
+        if ts < newest_before - CLOCK_BACKWARDS_TOLERANCE:
+            return False
+    return False
 
 
 class Run(NamedTuple):

@@ -1,7 +1,7 @@
 """The fleet: every job of a store at once (``badput fleet``, docs/fleet.md).
 
 - :func:`analyse_fleet`: each job's analysis (a pure function of its files, cached by
-  what it read) on a process pool, Ray tasks, or this process;
+  what it read) on a process pool, Ray tasks, or this process; a large job read in parts;
 - :func:`fleet_summary`: time-weighted goodput, time lost by cause, worst jobs, failures
   and MTBF per week, goodput per day;
 - :func:`fleet_tables`, :func:`write_parquet`, :func:`query_tables`: the tidy tables
@@ -10,8 +10,14 @@
 """
 
 from badput.fleet._cache import ResultCache, default_cache_dir
-from badput.fleet._engine import ENGINES, FleetRun, analyse_fleet, run_batch
-from badput.fleet._job import JobResult, analyse_job, failed_attempts, job_fingerprint
+from badput.fleet._engine import ENGINES, SPLIT_BYTES, FleetRun, analyse_fleet, run_batch, run_task
+from badput.fleet._job import (
+    JobResult,
+    analyse_job,
+    failed_attempts,
+    job_fingerprint,
+    job_result,
+)
 from badput.fleet._pages import write_job_pages
 from badput.fleet._render import fleet_html, job_page_name, render_fleet
 from badput.fleet._summary import WORST_JOBS, fleet_summary
@@ -26,6 +32,7 @@ from badput.fleet._tables import (
 
 __all__ = [
     "ENGINES",
+    "SPLIT_BYTES",
     "TABLES",
     "WORST_JOBS",
     "FleetRun",
@@ -40,11 +47,13 @@ __all__ = [
     "fleet_tables",
     "job_fingerprint",
     "job_page_name",
+    "job_result",
     "query_parquet_url",
     "query_tables",
     "read_tables",
     "render_fleet",
     "run_batch",
+    "run_task",
     "write_job_pages",
     "write_parquet",
 ]

@@ -4,7 +4,13 @@ function of its files (:func:`~badput.fleet._job.analyse_job`), so the engines g
 same results; the driver keeps them in the store's job order.
 
 The driver fingerprints every job and takes the cached results first: only the jobs whose
-files changed (or that were never analysed) go to the engine."""
+files changed (or that were never analysed) go to the engine.
+
+A job of ``split_bytes`` or more (a store of files) is not one task: its cold read is cut
+into the slices of its serial read (:func:`~badput.analysis.split_job`), runs of them are
+read as tasks of their own beside the other jobs, and the driver merges them in file order
+(:meth:`~badput.analysis.LiveJob.from_split`, the merge of the shared cold read): the same
+result as one worker's read of the whole job."""
 
 from __future__ import annotations
 
@@ -13,13 +19,16 @@ import os
 from collections.abc import Callable, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
-from typing import Any, Final, Literal
+from typing import TYPE_CHECKING, Any, Final, Literal
 
 from badput.fleet._cache import ResultCache
-from badput.fleet._job import JobResult, analyse_job, job_fingerprint
+from badput.fleet._job import JobResult, analyse_job, job_fingerprint, job_result
 from badput.store import EventStore, job_sources
 
-__all__ = ["ENGINES", "FleetRun", "analyse_fleet", "run_batch"]
+if TYPE_CHECKING:
+    from badput.analysis import JobSplit
+
+__all__ = ["ENGINES", "SPLIT_BYTES", "FleetRun", "analyse_fleet", "run_batch", "run_task"]
 
 Engine = Literal["local", "ray", "serial"]
 ENGINES: Final = ("local", "ray", "serial")
@@ -29,6 +38,15 @@ ENGINES: Final = ("local", "ray", "serial")
 _BATCHES_PER_WORKER: Final = 8
 #: Times Ray runs a task again after the worker running it died.
 RAY_MAX_RETRIES: Final = 5
+#: A job of this many bytes or more is read by several tasks (default of ``split_bytes``).
+SPLIT_BYTES: Final = 256 * 1024 * 1024
+#: Tasks a split job is read in, per worker (each a run of consecutive slices).
+_PARTS_PER_WORKER: Final = 2
+
+#: A task: a batch of whole jobs, or a run of slices of one split job.
+Task = (
+    tuple[Literal["jobs"], list[tuple[EventStore, str]]] | tuple[Literal["part"], "JobSplit", range]
+)
 
 
 @dataclass(frozen=True)
@@ -44,8 +62,18 @@ class FleetRun:
 
 
 def run_batch(batch: Sequence[tuple[EventStore, str]]) -> list[JobResult]:
-    """The results of a batch of jobs, in order (what one pool task or Ray task runs)."""
+    """The results of a batch of jobs, in order."""
     return [analyse_job(store, job) for store, job in batch]
+
+
+def run_task(task: Task) -> list[Any]:
+    """What one pool task or Ray task runs: a batch's results, or a split job's slices as
+    read (:func:`~badput.analysis.read_split_part`)."""
+    if task[0] == "jobs":
+        return run_batch(task[1])
+    from badput.analysis import read_split_part  # noqa: PLC0415 (the engine pulls numpy)
+
+    return read_split_part(task[1], task[2])
 
 
 def _batches(todo: list[Any], workers: int) -> list[list[Any]]:
@@ -54,25 +82,32 @@ def _batches(todo: list[Any], workers: int) -> list[list[Any]]:
     return [todo[i : i + size] for i in range(0, len(todo), size)]
 
 
-def _run_serial(todo: list[tuple[EventStore, str]], workers: int) -> list[JobResult]:
+def _run_serial(tasks: list[Task], workers: int) -> list[list[Any]]:
     del workers
-    return run_batch(todo)
+    return [run_task(task) for task in tasks]
 
 
-def _run_local(todo: list[tuple[EventStore, str]], workers: int) -> list[JobResult]:
-    if workers <= 1 or len(todo) <= 1:
-        return run_batch(todo)
+def _run_local(tasks: list[Task], workers: int) -> list[list[Any]]:
+    if workers <= 1 or len(tasks) <= 1:
+        return [run_task(task) for task in tasks]
     # fork: the workers start with badput and the engine imported (spawn imports them again
     # in each worker, 0.3 s); the driver holds no threads of ours here.
     context = multiprocessing.get_context("fork")
-    out: list[JobResult] = []
     with ProcessPoolExecutor(max_workers=workers, mp_context=context) as pool:
-        for part in pool.map(run_batch, _batches(todo, workers)):
-            out.extend(part)
-    return out
+        return list(pool.map(run_task, tasks))
 
 
-def _run_ray(todo: list[tuple[EventStore, str]], workers: int) -> list[JobResult]:
+def _run_ray(tasks: list[Task], workers: int) -> list[list[Any]]:
+    del workers
+    from badput.runtime.optional import import_optional  # noqa: PLC0415
+
+    ray = import_optional("ray", "ray")  # started or joined by _ray_cpus
+    task = ray.remote(max_retries=RAY_MAX_RETRIES, retry_exceptions=False)(run_task)
+    return list(ray.get([task.remote(t) for t in tasks]))
+
+
+def _ray_cpus(workers: int) -> int:
+    """The CPUs of the Ray cluster (its tasks' batches are cut for them)."""
     from badput.runtime.optional import import_optional  # noqa: PLC0415
 
     ray = import_optional("ray", "ray")
@@ -80,20 +115,62 @@ def _run_ray(todo: list[tuple[EventStore, str]], workers: int) -> list[JobResult
         # RAY_ADDRESS (set by `ray job submit`, or by hand) names the cluster; without it
         # Ray starts one on this machine.
         ray.init(address=os.environ.get("RAY_ADDRESS"), log_to_driver=False)
-    task = ray.remote(max_retries=RAY_MAX_RETRIES, retry_exceptions=False)(run_batch)
-    cpus = int(ray.cluster_resources().get("CPU", workers)) or workers
-    refs = [task.remote(batch) for batch in _batches(todo, max(cpus, 1))]
-    out: list[JobResult] = []
-    for part in ray.get(refs):
-        out.extend(part)
-    return out
+    return int(ray.cluster_resources().get("CPU", workers)) or workers
 
 
-_RUNNERS: Final[dict[str, Callable[[list[tuple[EventStore, str]], int], list[JobResult]]]] = {
+_RUNNERS: Final[dict[str, Callable[[list[Task], int], list[list[Any]]]]] = {
     "serial": _run_serial,
     "local": _run_local,
     "ray": _run_ray,
 }
+
+
+def _tasks(
+    todo: list[tuple[EventStore, str]], workers: int, split_bytes: int | None
+) -> tuple[list[Task], list[JobSplit | None]]:
+    """The tasks of ``todo``: whole jobs in batches, and the parts of each job of
+    ``split_bytes`` or more; per job, its split (None: read whole)."""
+    splits: list[JobSplit | None] = [None] * len(todo)
+    if split_bytes is not None:
+        from badput.analysis import split_job  # noqa: PLC0415 (the engine pulls numpy)
+
+        for i, (store, job) in enumerate(todo):
+            try:
+                splits[i] = split_job(store, job, min_bytes=split_bytes)
+            except (ValueError, OSError):
+                splits[i] = None  # read whole: the job's own analysis names the problem
+    whole = [item for item, split in zip(todo, splits, strict=True) if split is None]
+    tasks: list[Task] = [("jobs", batch) for batch in _batches(whole, workers)] if whole else []
+    for split in splits:
+        if split is not None:
+            tasks += [("part", split, r) for r in split.parts(workers * _PARTS_PER_WORKER)]
+    return tasks, splits
+
+
+def _run(
+    todo: list[tuple[EventStore, str]], engine: str, workers: int, split_bytes: int | None
+) -> list[JobResult]:
+    """Each job's result, in ``todo``'s order, on ``engine``."""
+    if engine == "ray":
+        workers = max(_ray_cpus(workers), 1)  # starts or joins the cluster
+    tasks, splits = _tasks(todo, workers, split_bytes)
+    outputs = _RUNNERS[engine](tasks, workers)
+    whole = iter(
+        r for task, out in zip(tasks, outputs, strict=True) if task[0] == "jobs" for r in out
+    )
+    parts: dict[int, list[Any]] = {}
+    for task, out in zip(tasks, outputs, strict=True):
+        if task[0] == "part":
+            parts.setdefault(id(task[1]), []).extend(out)
+    from badput.analysis import LiveJob  # noqa: PLC0415
+
+    results: list[JobResult] = []
+    for split in splits:
+        if split is None:
+            results.append(next(whole))
+        else:
+            results.append(job_result(LiveJob.from_split(split, parts.pop(id(split)))))
+    return results
 
 
 def analyse_fleet(
@@ -102,14 +179,16 @@ def analyse_fleet(
     engine: Engine = "local",
     workers: int | None = None,
     cache: ResultCache | None = None,
+    split_bytes: int | None = SPLIT_BYTES,
 ) -> FleetRun:
     """Every job of the store ``source`` analysed (:func:`badput.store.job_sources`), the
     jobs whose files did not change since ``cache`` kept their result taken from it.
 
     ``engine``: ``local`` (a process pool of ``workers``, default one per core), ``ray``
     (Ray tasks on the cluster ``RAY_ADDRESS`` names, else a local one; a task whose worker
-    died runs again) or ``serial`` (this process). Raises ``ValueError`` for a source that
-    is not a store."""
+    died runs again) or ``serial`` (this process). A job of ``split_bytes`` or more is read
+    by several tasks and merged (None: every job is one task's). Raises ``ValueError`` for
+    a source that is not a store."""
     if engine not in _RUNNERS:
         raise ValueError(f"unknown engine {engine!r}; one of {', '.join(ENGINES)}")
     sources = job_sources(source)
@@ -126,7 +205,7 @@ def analyse_fleet(
         else:
             todo.append((store, job))
             where.append(i)
-    done = _RUNNERS[engine](todo, workers or os.cpu_count() or 1) if todo else []
+    done = _run(todo, engine, workers or os.cpu_count() or 1, split_bytes) if todo else []
     for i, result in zip(where, done, strict=True):
         results[i] = result
         if cache is not None and result.get("error") is None:

@@ -11,9 +11,12 @@ import hashlib
 import math
 import os
 from datetime import datetime, timezone
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 from badput.store import EventStore
+
+if TYPE_CHECKING:
+    from badput.analysis import LiveJob
 
 __all__ = [
     "DAY",
@@ -22,6 +25,7 @@ __all__ = [
     "analyse_job",
     "failed_attempts",
     "job_fingerprint",
+    "job_result",
 ]
 
 #: One job's result (see :func:`analyse_job` for its keys).
@@ -78,6 +82,16 @@ def analyse_job(store: EventStore, job: str) -> JobResult:
     try:
         live = LiveJob(store, job, parallel=False)
         live.update()
+    except (ValueError, OSError) as exc:
+        return _error_result(job, str(exc))
+    return job_result(live)
+
+
+def job_result(live: LiveJob) -> JobResult:
+    """:func:`analyse_job`'s result of a job already read (a large job's parts are read by
+    several workers and merged: :meth:`~badput.analysis.LiveJob.from_split`)."""
+    job = live.job
+    try:
         report = live.report(final=True)
         days = []
         if report.total_seconds > 0:

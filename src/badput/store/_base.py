@@ -121,6 +121,36 @@ class Unread:
     detail: str = ""
     modified: float | None = None
 
+    def explained(self) -> tuple[str, str]:
+        """The code of the diagnostic a report gives for it, and the message."""
+        if self.code == "rotated":
+            why = (
+                f"was cut short or replaced while it was followed ({self.detail}): the "
+                f"{self.line or 0:,} lines read before are kept, and it is read again from "
+                "its start"
+            )
+            return "rotated_file", why
+        if self.code == "unreadable":
+            return "unreadable_file", f"cannot be read: {self.detail}"
+        if self.code == "unreadable_directory":
+            return (
+                "unreadable_directory",
+                f"cannot be listed ({self.detail}): the event files below it are missing",
+            )
+        if self.code == "not_a_file":
+            return "not_a_file", f"is {self.detail}, not a regular file: not read"
+        if self.code == "unshipped":
+            why = (
+                "holds lines of a writer that is gone, not yet in its event file and so "
+                f"not in this report: {self.detail} (shipped at the next read that can)"
+            )
+            return "unshipped_spool", why
+        if self.complete:
+            why = "a complete event, but no newline ends it: not read"
+        else:
+            why = "the writer stopped mid-line (it died, or its disk filled): an event was lost"
+        return "torn_line", f"last line has {self.size:,} bytes and no newline: {why}"
+
 
 @dataclass(frozen=True)
 class ReadResult:
