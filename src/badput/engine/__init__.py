@@ -16,6 +16,7 @@ from badput.engine._model import (
 from badput.engine._over_time import GOODPUT_BINS, ROLLING_BINS, GoodputSeries
 from badput.engine._program import dense_flops_per_token
 from badput.engine._program_model import PEAK_FLOPS, AttemptWork, ProgramGoodput, table_peak
+from badput.engine._program_time import MfuSeries, mfu_over_time
 from badput.engine._rank_model import RankOptions, RankView, SectionView, Stall, Straggler
 from badput.engine._snapshot import Snapshot
 from badput.engine._state import (
@@ -55,6 +56,7 @@ __all__ = [
     "IntervalSpan",
     "JobState",
     "Lane",
+    "MfuSeries",
     "ProgramGoodput",
     "RankOptions",
     "RankView",
@@ -71,6 +73,7 @@ __all__ = [
     "dense_flops_per_token",
     "group_buckets",
     "job_state",
+    "mfu_over_time",
     "silence_threshold",
     "step_time_stats",
     "table_peak",
