@@ -85,15 +85,16 @@ def _work_until(x: F64, starts: F64, ends: F64, tokens: F64) -> F64:
 
 def mfu_over_time(
     series: GoodputSeries,
-    start: float,
+    span: tuple[float, float],
     work: tuple[F64, F64, F64],
     flops_per_token: float,
     capacity: float,
 ) -> MfuSeries:
-    """MFU over ``series``' windows (cumulative from ``start``, and rolling), of the kept
-    steps' ``work`` (:func:`work_spans`) at ``flops_per_token`` on devices doing
-    ``capacity`` FLOP/s together."""
-    t = np.array(series.t, np.float64)
+    """MFU over ``series``' windows, the equal steps of ``span`` (cumulative from its
+    start, and rolling), of the kept steps' ``work`` (:func:`work_spans`) at
+    ``flops_per_token`` on devices doing ``capacity`` FLOP/s together."""
+    start = span[0]
+    t = np.linspace(start, span[1], len(series.t) + 1)[1:]  # series.t, not rounded
     begin = np.maximum(start, t - series.rolling_seconds)
     done = _work_until(np.concatenate([t, begin]), *work)
     at_t, at_begin = done[: len(t)], done[len(t) :]
@@ -125,4 +126,6 @@ def program_over_time(
     if p.peak_flops is None or p.devices is None:
         return None
     work = work_spans(tracker, report, timeline)
-    return mfu_over_time(series, report.start, work, p.flops_per_token, p.peak_flops * p.devices)
+    return mfu_over_time(
+        series, (report.start, report.end), work, p.flops_per_token, p.peak_flops * p.devices
+    )
