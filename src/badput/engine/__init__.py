@@ -15,7 +15,13 @@ from badput.engine._model import (
 )
 from badput.engine._over_time import GOODPUT_BINS, ROLLING_BINS, GoodputSeries
 from badput.engine._program import dense_flops_per_token
-from badput.engine._program_model import PEAK_FLOPS, AttemptWork, ProgramGoodput, table_peak
+from badput.engine._program_model import (
+    PEAK_FLOPS,
+    PROGRAM_FIGURES,
+    AttemptWork,
+    ProgramGoodput,
+    table_peak,
+)
 from badput.engine._program_time import MfuSeries, mfu_over_time
 from badput.engine._rank_model import RankOptions, RankView, SectionView, Stall, Straggler
 from badput.engine._snapshot import Snapshot
@@ -43,6 +49,7 @@ __all__ = [
     "MAX_NAMED_BUCKETS",
     "PEAK_FLOPS",
     "PRODUCTIVE",
+    "PROGRAM_FIGURES",
     "ROLLING_BINS",
     "SILENCE_MIN_SECONDS",
     "SILENCE_STEP_FACTOR",
