@@ -635,7 +635,18 @@ def export_csv(*, path: str, directory: str, job: str | None, program: Program) 
     "--sort",
     "sort_key",
     type=click.Choice(
-        ["job", "status", "start", "span", "goodput", "observed", "attempts", "last-event"]
+        [
+            "job",
+            "status",
+            "start",
+            "span",
+            "goodput",
+            "observed",
+            "attempts",
+            "last-event",
+            "mfu",
+            "mpg",
+        ]
     ),
     default="start",
     show_default=True,
