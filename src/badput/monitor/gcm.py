@@ -379,7 +379,7 @@ class CloudMonitoringExporter:
                 resource,
                 end_time=snapshot.time,
                 prefix=PROGRAM_PREFIX,
-            )  # fmt: skip
+            )
             for key, value in values
         ]
 
