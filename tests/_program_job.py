@@ -5,6 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import msgspec
+
 from badput.events import Event
 from badput.formats.codec import encode_lines
 
@@ -28,8 +30,9 @@ def ev(ts: float, kind: str, **fields: Any) -> Event:
     return Event(ts=ts, kind=kind, job=JOB, attempt=0, rank=0, **fields)
 
 
-def llama_log() -> list[Event]:
-    """Queued 600 s; 100 steps of 10 s with a 100 s checkpoint save after step 50."""
+def llama_log(job: str = JOB) -> list[Event]:
+    """Queued 600 s; 100 steps of 10 s with a 100 s checkpoint save after step 50 (of
+    ``job``)."""
     events = [ev(0.0, "job_scheduled"), ev(600.0, "job_start")]
     events.append(
         ev(600.0, "model", params=PARAMS, layers=LAYERS, hidden=HIDDEN, seq_len=SEQ, devices=8,
@@ -45,7 +48,7 @@ def llama_log() -> list[Event]:
             t += 100.0
             events += [ev(t, "checkpoint_save_end", step=50)]
     events.append(ev(t, "job_end"))
-    return events
+    return events if job == JOB else [msgspec.structs.replace(e, job=job) for e in events]
 
 
 def write_llama(root: Path) -> Path:

@@ -148,3 +148,149 @@ def test_html_draws_mfu_over_time_beside_goodput(tmp_path: Path) -> None:
         assert "mfu" not in view["charts"]
         text = driver.execute_script("return document.getElementById('mfu-chart').textContent")
         assert text.startswith("No MFU: no FLOPs per token")
+
+
+# -- CSV, jobs, compare and the options of every view ---------------------------------
+
+
+def write_store(root: Path) -> Path:
+    """A store of three jobs: the worked example, it without its model event, and one
+    that records no work."""
+    from _views_jobs import write_two_rank_job
+    from badput.formats.codec import encode_lines
+
+    for job, model in ((JOB, True), ("no-model", False)):
+        events = [e for e in llama_log(job) if model or e.kind != "model"]
+        path = root / job / "0" / "h-0-0.jsonl"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(encode_lines(events))
+    write_two_rank_job(root, job="no-work")
+    return root
+
+
+def read_csv(path: Path) -> list[dict[str, str]]:
+    import csv
+
+    with path.open(newline="") as f:
+        return list(csv.DictReader(f))
+
+
+def test_csv_program_tables(tmp_path: Path) -> None:
+    from click.testing import CliRunner
+
+    from badput.cli import main
+
+    store = write_store(tmp_path / "store")
+    out = tmp_path / "csv"
+    run = CliRunner().invoke(main, ["export", "csv", str(store), str(out), "--job", JOB])
+    assert run.exit_code == 0, run.output
+    rows = {r["figure"]: r for r in read_csv(out / "program.csv")}
+    assert float(rows["flops_per_token"]["value"]) == 61_066_469_376
+    assert int(rows["kept_tokens"]["value"]) == 52_428_800 and rows["devices"]["value"] == "8"
+    assert float(rows["tokens_per_second"]["value"]) == pytest.approx(52_428_800 / 1700)
+    assert float(rows["mfu_productive"]["value"]) == pytest.approx(MFU)
+    assert float(rows["scheduling_goodput"]["value"]) == pytest.approx(1100 / 1700)
+    assert float(rows["mpg"]["value"]) == pytest.approx(MFU * 1000 / 1700)
+    assert rows["mpg"]["unit"] == "ratio" and rows["mpg"]["absent"] == ""
+    [attempt] = read_csv(out / "program_attempts.csv")
+    assert (attempt["tokens"], attempt["samples"]) == ("52428800", "6400")
+    seconds = float(attempt["seconds"])
+    assert float(attempt["tokens_per_second"]) == pytest.approx(52_428_800 / seconds)
+    # without the model event: the figures that need it blank, with the reason
+    out2 = tmp_path / "csv2"
+    args = ["export", "csv", str(store), str(out2), "--job", "no-model"]
+    assert CliRunner().invoke(main, args).exit_code == 0
+    rows = {r["figure"]: r for r in read_csv(out2 / "program.csv")}
+    assert rows["mpg"]["value"] == "" and rows["mpg"]["absent"].startswith("no FLOPs per token")
+    assert float(rows["runtime_goodput"]["value"]) == pytest.approx(1000 / 1100)
+    # a given peak and a FLOPs count: what the log lacks of it cannot be given
+    args = [*args, "--peak-flops", "1e15", "--devices", "2"]
+    assert CliRunner().invoke(main, args).exit_code == 0
+    assert {r["figure"]: r for r in read_csv(out2 / "program.csv")}["devices"]["value"] == "2"
+    # a job that records no work writes no program tables
+    out3 = tmp_path / "csv3"
+    args = ["export", "csv", str(store), str(out3), "--job", "no-work"]
+    assert CliRunner().invoke(main, args).exit_code == 0
+    assert not (out3 / "program.csv").exists()
+
+
+def test_jobs_and_compare_show_mfu_and_mpg(tmp_path: Path) -> None:
+    import json
+
+    from click.testing import CliRunner
+
+    from badput.cli import main
+
+    store = write_store(tmp_path / "store")
+    run = CliRunner().invoke(main, ["jobs", str(store), "--json", "--sort", "mfu", "--reverse"])
+    assert run.exit_code == 0, run.output
+    rows = json.loads(run.output)
+    assert [r["job"] for r in rows] == [JOB, "no-model", "no-work"]  # no MFU: last
+    by = {r["job"]: r for r in rows}
+    assert by[JOB]["mfu"] == pytest.approx(MFU)
+    assert by[JOB]["mpg"] == pytest.approx(MFU * 1000 / 1700)
+    assert by[JOB]["mfu_absent"] is None
+    assert by["no-model"]["mfu"] is None and by["no-model"]["mpg"] is None
+    assert by["no-model"]["mfu_absent"].startswith("no FLOPs per token")
+    assert by["no-work"]["mfu_absent"] == "the log records no step work and no model"
+    given = CliRunner().invoke(
+        main, ["jobs", str(store), "--json", "--peak-flops", "2e15", "--devices", "4"]
+    )
+    mfu = {r["job"]: r["mfu"] for r in json.loads(given.output)}
+    assert mfu[JOB] == pytest.approx(3.2016417096204288e15 / 8e15)  # 40.0 % of 4 x 2 PFLOP/s
+    table = CliRunner().invoke(main, ["jobs", str(store)], env={"COLUMNS": "120"}).output
+    head = next(line for line in table.splitlines() if "goodput" in line).split()
+    assert head[head.index("observed") + 1 : head.index("observed") + 3] == ["MFU", "MPG"]
+    line = next(line for line in table.splitlines() if line.split()[:1] == [JOB])
+    assert "40.4%" in line and "23.8%" in line
+    assert "no-model: no MFU: no FLOPs per token; no device peak; number of devices " in table
+    narrow = CliRunner().invoke(main, ["jobs", str(store)], env={"COLUMNS": "80"}).output
+    assert max(len(line.rstrip()) for line in narrow.splitlines()) <= 80
+    assert "…" not in narrow and "MFU and MPG: a console of 110 columns, or --json" in narrow
+    # compare: the worked example against itself without its model event
+    run = CliRunner().invoke(main, ["compare", "--store", str(store), JOB, "no-model", "--json"])
+    doc = json.loads(run.stdout)
+    assert doc["a"]["mfu"] == pytest.approx(MFU) and doc["b"]["mfu"] is None
+    assert doc["b"]["mfu_absent"].startswith("no FLOPs per token")
+    assert doc["mfu_difference"] is None and doc["mpg_difference"] is None
+    text = (
+        CliRunner()
+        .invoke(main, ["compare", "--store", str(store), JOB, JOB], env={"COLUMNS": "120"})
+        .output
+    )
+    mfu_row = next(line for line in text.splitlines() if line.split()[:1] == ["MFU"])
+    assert mfu_row.split() == ["MFU", "40.4%", "40.4%", "+0.0", "pp"]
+    mpg_row = next(line for line in text.splitlines() if line.split()[:1] == ["MPG"])
+    assert mpg_row.split()[1:3] == ["23.8%", "23.8%"]
+
+
+VIEWS = (
+    ["report", "{log}"],
+    ["watch", "{log}"],
+    ["jobs", "{store}"],
+    ["compare", "{log}", "{log}"],
+    ["export", "csv", "{log}", "{out}"],
+    ["export", "trace", "{log}", "{out}/t.json"],
+    ["monitor", "{log}", "--once"],
+)
+
+
+@pytest.mark.parametrize("view", VIEWS, ids=lambda v: " ".join(v[:2]).replace(" {log}", ""))
+def test_every_view_takes_peak_flops_and_devices(tmp_path: Path, view: list[str]) -> None:
+    from click.testing import CliRunner
+
+    from _program_job import write_llama
+    from badput.cli import main
+
+    log = write_llama(tmp_path / "logs")
+    paths = {"log": str(log), "store": str(tmp_path / "logs"), "out": str(tmp_path / "out")}
+    args = [a.format(**paths) for a in view]
+    assert (
+        "--peak-flops"
+        in CliRunner().invoke(main, [*args[: 2 if view[0] == "export" else 1], "--help"]).output
+    )
+    for bad in ("nan", "inf", "0", "-1", "x"):
+        run = CliRunner().invoke(main, [*args, "--peak-flops", bad])
+        assert run.exit_code == 2 and "--peak-flops" in run.output, (bad, run.output)
+    run = CliRunner().invoke(main, [*args, "--devices", "0"])
+    assert run.exit_code == 2 and "--devices" in run.output

@@ -111,14 +111,15 @@ class ProgramGoodput:
         return None if value is None else float(value)
 
     def reason(self, name: str) -> str:
-        """Why the figure ``name`` is absent (its own reason, else program goodput's)."""
-        if name in self.absent:
-            return self.absent[name]
-        if name.endswith("tokens_per_second"):
-            return "no time to divide by"
+        """Why the figure ``name`` is absent: program goodput's reason for what needs it
+        (MFU, PG, MPG: the FLOPs, the peak or the devices missing), else its own."""
         if name in ("scheduling_goodput", "runtime_goodput"):
             return self.absent.get("runtime_goodput", "not computed")
-        return self.absent.get("program_goodput", "not computed")
+        if name.endswith("_per_second"):
+            return self.absent.get(name, "no time to divide by")
+        if name != "program_goodput" and "program_goodput" in self.absent:
+            return self.absent["program_goodput"]
+        return self.absent.get(name) or self.absent.get("program_goodput", "not computed")
 
     def figures(self) -> list[tuple[str, float | None, str]]:
         """``(name, value, why absent or "")`` of each of :data:`PROGRAM_FIGURES`."""

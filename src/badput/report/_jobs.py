@@ -163,9 +163,16 @@ def _percent(value: float | None) -> str:
     return "-" if value is None else format_percent(value)
 
 
+def short_reason(reason: str) -> str:
+    """A reason without its advice: ``"no FLOPs per token; no device peak"`` (what is
+    missing; ``--json`` and ``badput report`` say what to do)."""
+    return "; ".join(part.split(":")[0] for part in reason.split("; "))
+
+
 def render_jobs(rows: list[JobRow], console: Console) -> None:
     """The job list as a table (narrow consoles drop the start column; MFU and MPG
-    columns when a job records step work or a model, with why where one has none)."""
+    columns when a job records step work or a model, with why where one has none, on
+    consoles wide enough for them)."""
     wide = console.width >= 110
     # Padding collapsed: eight columns of figures and times fit 80 columns, uncut.
     table = Table(box=box.SIMPLE_HEAD, pad_edge=False, collapse_padding=True)
@@ -175,7 +182,8 @@ def render_jobs(rows: list[JobRow], console: Console) -> None:
     table.add_column("status", overflow="fold", min_width=min(statuses, 10))  # from the log
     if wide:
         table.add_column("start (UTC)", no_wrap=True)
-    program = any(r.mfu_absent != NO_WORK for r in rows)
+    recorded = any(r.mfu_absent != NO_WORK for r in rows)
+    program = recorded and wide
     figures = [
         [
             format_duration(r.span_seconds),
@@ -212,7 +220,10 @@ def render_jobs(rows: list[JobRow], console: Console) -> None:
         if r.error:
             console.print(log_text(f"{r.job}: {r.error}", "red"))
         elif program and r.mfu_absent is not None:
-            console.print(log_text(f"{r.job}: no MFU: {r.mfu_absent}", "dim"), soft_wrap=True)
+            why = short_reason(r.mfu_absent)
+            console.print(log_text(f"{r.job}: no MFU: {why}", "dim"), soft_wrap=True)
+    if recorded and not wide:
+        console.print(Text("MFU and MPG: a console of 110 columns, or --json", style="dim"))
 
 
 def _signed(seconds: float) -> str:
@@ -279,7 +290,8 @@ def _program_rows(head: Table, a: Report, b: Report) -> list[str]:
     for name, va, vb in pairs:
         diff = "" if va is None or vb is None else _pp(va, vb)
         head.add_row(name, _percent(va), _percent(vb), diff)
-    return [f"{side}: no MFU: {p[2]}" for side, p in (("A", pa), ("B", pb)) if p[2] is not None]
+    sides = (("A", pa[2]), ("B", pb[2]))
+    return [f"{side}: no MFU: {short_reason(why)}" for side, why in sides if why is not None]
 
 
 def render_compare(view_a: Snapshot | Report, view_b: Snapshot | Report, console: Console) -> None:
