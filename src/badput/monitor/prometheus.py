@@ -188,7 +188,6 @@ def _families(core: Any, states: list[_Rows]) -> list[Metric]:
     w_elapsed = _shared(core, "window.elapsed", "window")
     w_seconds = _shared(core, "window.seconds", "window", "bucket")
     grouped = _shared(core, "grouped_buckets")
-    program = {key: _shared(core, key) for key in PROGRAM_METRICS.values()}
     for state in states:
         snap = state.snapshot
         r = snap.report
@@ -214,8 +213,6 @@ def _families(core: Any, states: list[_Rows]) -> list[Metric]:
             alarm.add_metric([job], 1.0 if st.slowdown_alarm else 0.0)
         at_risk.add_metric([job], r.at_risk_seconds)
         stamp.add_metric([job], snap.time)
-        for key, value in program_values(snap):  # only the figures computed
-            program[key].add_metric([job], value)
         if snap.last_event_time is not None:
             last_event.add_metric([job], snap.last_event_time)
         for w in sorted(snap.windows):
@@ -244,10 +241,20 @@ def _families(core: Any, states: list[_Rows]) -> list[Metric]:
         w_elapsed,
         w_seconds,
         grouped,
-        *program.values(),
     ]
+    families += _program_families(core, states)
     families += _rank_families(core, states)
     return [f for f in families if f.samples]
+
+
+def _program_families(core: Any, states: list[_Rows]) -> list[Metric]:
+    """Program goodput's gauges (docs/program-goodput.md): a sample per job whose figure
+    is computed."""
+    program = {key: _shared(core, key) for key in PROGRAM_METRICS.values()}
+    for state in states:
+        for key, value in program_values(state.snapshot):
+            program[key].add_metric([state.snapshot.job], value)
+    return list(program.values())
 
 
 def _rank_families(core: Any, states: list[_Rows]) -> list[Metric]:

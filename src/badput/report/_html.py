@@ -577,7 +577,8 @@ def _mfu_section(report: Report) -> str:
     """The MFU-over-time chart's place (drawn by the script), when the log records work."""
     if report.program is None:
         return ""
-    return """<h3>Model FLOPs utilisation over time</h3>
+    return """
+<h3>Model FLOPs utilisation over time</h3>
 <div id="mfu-chart" class="chart"></div>"""
 
 
@@ -659,8 +660,7 @@ Time inside an attempt that no span covers is untracked.</p>
 </section>
 <section>
 <h2>Goodput over time</h2>
-<div id="goodput-chart" class="chart"></div>
-{_mfu_section(report)}
+<div id="goodput-chart" class="chart"></div>{_mfu_section(report)}
 </section>
 <section>
 <h2>Step time against the ideal step time</h2>
