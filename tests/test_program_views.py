@@ -294,3 +294,28 @@ def test_every_view_takes_peak_flops_and_devices(tmp_path: Path, view: list[str]
         assert run.exit_code == 2 and "--peak-flops" in run.output, (bad, run.output)
     run = CliRunner().invoke(main, [*args, "--devices", "0"])
     assert run.exit_code == 2 and "--devices" in run.output
+
+
+def test_the_docs_examples_are_these_outputs(tmp_path: Path) -> None:
+    from click.testing import CliRunner
+
+    from _program_job import write_llama
+    from badput.cli import main
+
+    page = (Path(__file__).parent.parent / "docs" / "program-goodput.md").read_text()
+    log = write_llama(tmp_path / "logs")
+    assert (
+        CliRunner().invoke(main, ["export", "csv", str(log), str(tmp_path / "csv")]).exit_code == 0
+    )
+    for name in ("program.csv", "program_attempts.csv"):
+        for line in (tmp_path / "csv" / name).read_text().splitlines():
+            assert "samples" in line.split(",")[0] or line in page, line
+    m = llama_snapshot().mfu_over_time
+    assert m is not None
+    text = " ".join(page.split())
+    assert (
+        f"{100 * m.rolling[79]:.1f} % in the window of {m.rolling_seconds:.1f} s that ends at "
+        f"{m.t[79]:,.1f} s" in text
+    )  # 30.9 % in the window of 141.7 s that ends at 1,133.3 s
+    run = CliRunner().invoke(main, ["monitor", str(log), "--once"])
+    assert run.output.split(": ", 1)[1] in page  # the status line
