@@ -76,7 +76,7 @@ class JobRow:
     error: str | None = None
     mfu: float | None = None  # of the kept steps (program goodput)
     mpg: float | None = None
-    mfu_absent: str | None = None  # why there is no MFU
+    mfu_absent: str | None = NO_WORK  # why there is no MFU (None: there is)
 
     def to_dict(self) -> dict[str, Any]:
         return {
