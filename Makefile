@@ -51,7 +51,8 @@ browser:
 
 # The screenshots of docs/views.md and the README, made by the browser tests.
 screenshots: $(STAMP) browser
-	BADPUT_SCREENSHOTS=docs/images $(BIN)/python -m pytest -q tests/test_views_browser.py
+	BADPUT_SCREENSHOTS=docs/images $(BIN)/python -m pytest -q tests/test_views_browser.py \
+		tests/test_program_views.py -k "browser or html"
 
 bench: $(STAMP)
 	$(BIN)/python bench/host_speed.py

@@ -8,7 +8,8 @@ from typing import TYPE_CHECKING
 
 import click
 
-from badput.cli._commands import FiniteRange, _fail, main
+from badput.cli._commands import _fail, main
+from badput.cli._types import FiniteRange
 
 if TYPE_CHECKING:
     from badput.advice import JobFacts

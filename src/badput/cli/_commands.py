@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING, Any, NoReturn
 import click
 
 from badput import __version__
+from badput.cli._types import FiniteRange, Program, program_options, set_program
 from badput.runtime.env import BADPUT_STORE, DEFAULT_STORE
 
 if TYPE_CHECKING:
@@ -110,21 +111,6 @@ def _seconds(ctx: click.Context, param: click.Parameter, value: float) -> float:
     if value < 0:
         raise click.BadParameter(f"{value!r} is negative: expected 0 seconds or more", ctx, param)
     return value
-
-
-class FiniteRange(click.FloatRange):
-    """``click.FloatRange`` that refuses ``inf`` and ``nan`` (which it lets through: ``nan``
-    compares false with every bound). An interval, a window or a threshold of ``inf`` or
-    ``nan`` is a usage error naming the option, not a loop that sleeps for ever or a
-    comparison that is never true."""
-
-    name = "finite float range"
-
-    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
-        number = super().convert(value, param, ctx)
-        if not math.isfinite(number):
-            self.fail(f"{value!r} is not a finite number", param, ctx)
-        return number
 
 
 class GoodputFraction(click.ParamType[float]):
@@ -248,18 +234,7 @@ def main() -> None:
     metavar="SECONDS",
     help="With --resiliency: the reference (ideal) step time of that tool's calculator.",
 )
-@click.option(
-    "--peak-flops",
-    type=FiniteRange(min=0.0, min_open=True),
-    metavar="FLOPS",
-    help="Each device's peak FLOP/s (bf16 dense, e.g. 989.5e12) for MFU and program goodput.",
-)
-@click.option(
-    "--devices",
-    type=click.IntRange(min=1),
-    metavar="N",
-    help="The job's device count for MFU (default: what the log's model event records).",
-)
+@program_options
 def report(
     *,
     paths: tuple[str, ...],
@@ -276,8 +251,7 @@ def report(
     reference_step_time: float | None,
     html_file: str | None = None,
     fail_under: float | None = None,
-    peak_flops: float | None = None,
-    devices: int | None = None,
+    program: Program = (None, None),
 ) -> None:
     """Report the goodput and badput of the job logged at PATH.
 
@@ -312,7 +286,7 @@ def report(
         straggler_threshold=straggler_threshold,
         stall_after=stall_after,
         drawing=html_file is not None,
-        program=(peak_flops, devices),
+        program=program,
     )
     result = snapshot.report
     if html_file is not None:
@@ -379,7 +353,7 @@ def _read_and_report(
     straggler_threshold: float,
     stall_after: float,
     drawing: bool = False,
-    program: tuple[float | None, int | None] = (None, None),
+    program: Program = (None, None),
 ) -> Any:
     """Read the job at ``path`` (a read-progress line on a terminal) and make its snapshot
     (with its timeline when ``drawing``: the HTML page's); the state read and the snapshot
@@ -404,7 +378,7 @@ def _read_and_report(
             listing=ahead.result() if ahead is not None else None,
         )
         live.update()
-        live.accountant.peak_flops, live.accountant.devices = program  # program goodput
+        set_program(live.accountant, program)  # program goodput
         # This process is ours: the report's large columns are unmapped when freed (not
         # the read's nor an HTML page's many blocks of a megabyte or two: see _heap).
         with large_blocks_mapped():
@@ -561,7 +535,12 @@ class _ReadProgress:
             self._shown = False
 
 
-def _read_job(command: str, path: str, job: str | None) -> Any:
+def _read_job(
+    command: str,
+    path: str,
+    job: str | None,
+    program: Program = (None, None),
+) -> Any:
     """A LiveJob that has read the whole log at ``path`` (exits with a usage error if bad);
     a directory's job listed by a helper process while the engine is imported, as
     ``report`` lists it."""
@@ -574,6 +553,7 @@ def _read_job(command: str, path: str, job: str | None) -> Any:
         live.update()
     except (ValueError, OSError) as exc:
         _fail(command, str(exc))
+    set_program(live.accountant, program)  # program goodput: --peak-flops, --devices
     return live
 
 
@@ -610,7 +590,8 @@ def export() -> None:
 @click.argument("path")
 @click.argument("file", type=click.Path(dir_okay=False))
 @click.option("--job", help="Job to export (needed when PATH is a store with several jobs).")
-def export_trace(*, path: str, file: str, job: str | None) -> None:
+@program_options
+def export_trace(*, path: str, file: str, job: str | None, program: Program) -> None:
     """Write the job at PATH to FILE as Chrome Trace Event JSON (Perfetto, chrome://tracing).
 
     Attempts, recorded intervals and steps become slices; hosts become processes and
@@ -618,7 +599,7 @@ def export_trace(*, path: str, file: str, job: str | None) -> None:
     """
     from badput.report import open_output, write_trace  # noqa: PLC0415
 
-    snapshot = _read_job("export trace", path, job).snapshot(drawing=True)
+    snapshot = _read_job("export trace", path, job, program).snapshot(drawing=True)
     _note_diagnostics("export trace", snapshot.report, path)
     try:
         with open_output(file) as out:
@@ -632,11 +613,13 @@ def export_trace(*, path: str, file: str, job: str | None) -> None:
 @click.argument("path")
 @click.argument("directory", metavar="DIR", type=click.Path(file_okay=False))
 @click.option("--job", help="Job to export (needed when PATH is a store with several jobs).")
-def export_csv(*, path: str, directory: str, job: str | None) -> None:
-    """Write the job at PATH as CSV files into DIR: buckets, attempts, steps per attempt."""
+@program_options
+def export_csv(*, path: str, directory: str, job: str | None, program: Program) -> None:
+    """Write the job at PATH as CSV files into DIR: buckets, attempts, steps per attempt
+    (and program goodput's figures when the log records step work or a model)."""
     from badput.report import write_csv  # noqa: PLC0415
 
-    snapshot = _read_job("export csv", path, job).snapshot(drawing=True)
+    snapshot = _read_job("export csv", path, job, program).snapshot(drawing=True)
     _note_diagnostics("export csv", snapshot.report, path)
     try:
         files = write_csv(snapshot, directory)
@@ -652,7 +635,18 @@ def export_csv(*, path: str, directory: str, job: str | None) -> None:
     "--sort",
     "sort_key",
     type=click.Choice(
-        ["job", "status", "start", "span", "goodput", "observed", "attempts", "last-event"]
+        [
+            "job",
+            "status",
+            "start",
+            "span",
+            "goodput",
+            "observed",
+            "attempts",
+            "last-event",
+            "mfu",
+            "mpg",
+        ]
     ),
     default="start",
     show_default=True,
@@ -660,7 +654,10 @@ def export_csv(*, path: str, directory: str, job: str | None) -> None:
 )
 @click.option("--reverse", is_flag=True, help="Sort in descending order.")
 @click.option("--json", "as_json", is_flag=True, help="Print a JSON list instead of a table.")
-def jobs(*, store: str | None, sort_key: str, reverse: bool, as_json: bool) -> None:
+@program_options
+def jobs(
+    *, store: str | None, sort_key: str, reverse: bool, as_json: bool, program: Program
+) -> None:
     """List every job of STORE (default: $BADPUT_STORE or ./badput-runs).
 
     Per job: status (the status of its job_end; running: an event in the last 10
@@ -686,6 +683,7 @@ def jobs(*, store: str | None, sort_key: str, reverse: bool, as_json: bool) -> N
         try:
             live = LiveJob(opened, name)
             live.update()
+            set_program(live.accountant, program)
             snapshot = live.snapshot()
             rows.append(job_row(snapshot.report.job or name, snapshot, now))
         except (ValueError, OSError) as exc:
@@ -713,16 +711,17 @@ def jobs(*, store: str | None, sort_key: str, reverse: bool, as_json: bool) -> N
     "directory, a .jsonl file, or a store holding one job).",
 )
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
-def compare(*, job_a: str, job_b: str, store: str | None, as_json: bool) -> None:
+@program_options
+def compare(*, job_a: str, job_b: str, store: str | None, as_json: bool, program: Program) -> None:
     """Two jobs side by side: goodput, totals and every bucket, with B minus A."""
     from badput.report import compare_dict, render_compare  # noqa: PLC0415
 
     if store is not None:
-        a = _read_job("compare", store, job_a).snapshot()
-        b = _read_job("compare", store, job_b).snapshot()
+        a = _read_job("compare", store, job_a, program).snapshot()
+        b = _read_job("compare", store, job_b, program).snapshot()
     else:
-        a = _read_job("compare", job_a, None).snapshot()
-        b = _read_job("compare", job_b, None).snapshot()
+        a = _read_job("compare", job_a, None, program).snapshot()
+        b = _read_job("compare", job_b, None, program).snapshot()
     _note_diagnostics("compare", a.report, f"JOB_A ({job_a})")
     _note_diagnostics("compare", b.report, f"JOB_B ({job_b})")
     if as_json:

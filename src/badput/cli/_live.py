@@ -11,7 +11,8 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from badput.cli._commands import FiniteRange, _fail, _seconds, main
+from badput.cli._commands import _fail, _seconds, main
+from badput.cli._types import FiniteRange, Program, program_options, set_program
 from badput.runtime.env import DEFAULT_STORE
 
 if TYPE_CHECKING:
@@ -312,6 +313,7 @@ def _log_to_stderr(command: str) -> None:
     help="A rank whose relative or individual section score is below this is a straggler.",
 )
 @click.option("--once", is_flag=True, help="Run one cycle, print its status line and exit.")
+@program_options
 def monitor(
     *,
     path: str,
@@ -328,6 +330,7 @@ def monitor(
     stall_after: float,
     straggler_threshold: float,
     once: bool,
+    program: Program,
 ) -> None:
     """Export the goodput of the job at PATH every --interval seconds, beside the job.
 
@@ -379,6 +382,7 @@ def monitor(
         for exporter in exporters:
             exporter.close()
         _fail("monitor", str(exc))
+    set_program(mon.live_job.accountant, program)  # program goodput: the exporters' MFU
     if once:
         _run_once(mon)
         return
@@ -440,7 +444,10 @@ def _run_until_stopped(mon: Any) -> None:
     metavar="SECONDS",
     help="No progress for longer than max(10 x typical step time, SECONDS) shows STALLED.",
 )
-def watch(*, path: str, job: str | None, interval: float, stall_after: float) -> None:
+@program_options
+def watch(
+    *, path: str, job: str | None, interval: float, stall_after: float, program: Program
+) -> None:
     """Live view of the job at PATH: goodput, buckets, steps, stalls. Ctrl-C quits.
 
     Works on a job that is still being written. On a terminal the view redraws in
@@ -462,7 +469,7 @@ def watch(*, path: str, job: str | None, interval: float, stall_after: float) ->
 
     old = signal.signal(signal.SIGTERM, interrupt)
     try:
-        run_watch(path, job, interval=interval, stall_after=stall_after)
+        run_watch(path, job, interval=interval, stall_after=stall_after, program=program)
     except ValueError as exc:
         _fail("watch", str(exc))
     except KeyboardInterrupt:

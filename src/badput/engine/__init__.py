@@ -16,7 +16,14 @@ from badput.engine._model import (
 from badput.engine._origin import clock_continues
 from badput.engine._over_time import GOODPUT_BINS, ROLLING_BINS, GoodputSeries
 from badput.engine._program import dense_flops_per_token
-from badput.engine._program_model import PEAK_FLOPS, AttemptWork, ProgramGoodput, table_peak
+from badput.engine._program_model import (
+    PEAK_FLOPS,
+    PROGRAM_FIGURES,
+    AttemptWork,
+    ProgramGoodput,
+    table_peak,
+)
+from badput.engine._program_time import MfuSeries, mfu_over_time
 from badput.engine._rank_model import RankOptions, RankView, SectionView, Stall, Straggler
 from badput.engine._snapshot import Snapshot
 from badput.engine._state import (
@@ -43,6 +50,7 @@ __all__ = [
     "MAX_NAMED_BUCKETS",
     "PEAK_FLOPS",
     "PRODUCTIVE",
+    "PROGRAM_FIGURES",
     "ROLLING_BINS",
     "SILENCE_MIN_SECONDS",
     "SILENCE_STEP_FACTOR",
@@ -56,6 +64,7 @@ __all__ = [
     "IntervalSpan",
     "JobState",
     "Lane",
+    "MfuSeries",
     "ProgramGoodput",
     "RankOptions",
     "RankView",
@@ -73,6 +82,7 @@ __all__ = [
     "dense_flops_per_token",
     "group_buckets",
     "job_state",
+    "mfu_over_time",
     "silence_threshold",
     "step_time_stats",
     "table_peak",

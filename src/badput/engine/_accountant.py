@@ -18,6 +18,7 @@ from badput.engine._origin import Run
 from badput.engine._over_time import GOODPUT_BINS, GoodputSeries, goodput_over_time
 from badput.engine._partition import compute_report, goodput_seconds, recent_step_times
 from badput.engine._program import ProgramTracker, with_program
+from badput.engine._program_time import MfuSeries, program_over_time
 from badput.engine._rank_model import RankOptions
 from badput.engine._rank_report import StallBuckets, with_ranks
 from badput.engine._ranks import RankTracker
@@ -322,6 +323,12 @@ class Accountant:
     def goodput_over_time(self, report: Report, bins: int = GOODPUT_BINS) -> GoodputSeries:
         """Goodput over ``report``'s span: :func:`badput.engine._over_time.goodput_over_time`."""
         return goodput_over_time(self, report, bins)
+
+    def mfu_over_time(
+        self, report: Report, timeline: Timeline, series: GoodputSeries
+    ) -> MfuSeries | None:
+        """MFU over ``series``' windows, or None (``_program_time.program_over_time``)."""
+        return program_over_time(self._program, report, timeline, series)
 
 
 #: A report's per-rank derivation of at least this many new values, ...

@@ -29,7 +29,13 @@ from badput.engine._model import Report
 from badput.engine._program_model import AttemptWork, ProgramGoodput, table_peak
 from badput.events import KIND_CODE, Kind
 
-__all__ = ["ProgramTracker", "dense_flops_per_token", "program_goodput", "with_program"]
+__all__ = [
+    "ProgramTracker",
+    "dense_flops_per_token",
+    "kept_marks",
+    "program_goodput",
+    "with_program",
+]
 
 _tokens = attrgetter("tokens")
 _samples = attrgetter("samples")
@@ -131,11 +137,11 @@ def _kept_upto(report: Report) -> list[float]:
     return upto
 
 
-def _attempt_work(
+def _leader_marks(
     tracker: ProgramTracker, report: Report
-) -> tuple[list[tuple[int, int]], list[tuple[int, int]]]:
-    """Per attempt ``(tokens, samples)`` of every mark, and of the kept steps' marks: the
-    lowest rank with work in each attempt speaks for the job (its counts are the job's)."""
+) -> list[list[tuple[float, int, int, int, int]]]:
+    """Per attempt, in time order, the ``(ts, rank, step, tokens, samples)`` marks of the
+    lowest rank with work in it: that rank speaks for the job (its counts are the job's)."""
     attempts = report.attempts
     starts = np.array([a.start for a in attempts], np.float64)
     by_attempt: list[list[tuple[float, int, int, int, int]]] = [[] for _ in attempts]
@@ -143,31 +149,56 @@ def _attempt_work(
         i = max(int(np.searchsorted(starts, ts, side="right")) - 1, 0)
         if ts <= attempts[i].end:  # after its end: not accounted (events_out_of_order)
             by_attempt[i].append((ts, rank, step, tokens, samples))
+    leaders = [min((m[1] for m in found), default=-1) for found in by_attempt]
+    return [
+        sorted(m for m in found if m[1] == leader)
+        for found, leader in zip(by_attempt, leaders, strict=True)
+    ]
+
+
+def _attempt_work(
+    tracker: ProgramTracker, report: Report
+) -> tuple[list[tuple[int, int]], list[tuple[int, int]]]:
+    """Per attempt ``(tokens, samples)`` of every mark, and of the kept steps' marks."""
     upto = _kept_upto(report)
     every: list[tuple[int, int]] = []
     kept: list[tuple[int, int]] = []
-    for i, found in enumerate(by_attempt):
-        leader = min((m[1] for m in found), default=-1)
-        marks = sorted(m for m in found if m[1] == leader)
+    for i, marks in enumerate(_leader_marks(tracker, report)):
         every.append((sum(m[3] for m in marks), sum(m[4] for m in marks)))
-        kept.append(_kept_work(marks, upto[i]))
+        held = _kept_marks(marks, upto[i])
+        kept.append((sum(m[3] for m in held), sum(m[4] for m in held)))
     return every, kept
 
 
-def _kept_work(marks: list[tuple[float, int, int, int, int]], upto: float) -> tuple[int, int]:
-    """The work of the marks (in time order) whose step is kept: at most ``upto`` and not
-    redone by a later segment of the same attempt (a step number that goes back)."""
+def kept_marks(tracker: ProgramTracker, report: Report) -> list[tuple[int, int, int, float, int]]:
+    """``(attempt index, rank, step, ts, tokens)`` of each kept step's mark with tokens,
+    as :func:`program_goodput` counts them (what MFU over time spreads over the steps)."""
+    upto = _kept_upto(report)
+    return [
+        (i, rank, step, ts, tokens)
+        for i, marks in enumerate(_leader_marks(tracker, report))
+        for ts, rank, step, tokens, _ in _kept_marks(marks, upto[i])
+        if tokens
+    ]
+
+
+def _kept_marks(
+    marks: list[tuple[float, int, int, int, int]], upto: float
+) -> list[tuple[float, int, int, int, int]]:
+    """The marks (in time order) whose step is kept: at most ``upto`` and not redone by a
+    later segment of the same attempt (a step number that goes back)."""
     limit = upto
-    tokens = samples = 0
+    held: list[tuple[float, int, int, int, int]] = []
     previous: int | None = None
-    for _, _, step, t, s in reversed(marks):
+    for mark in reversed(marks):
+        step = mark[2]
         if previous is not None and step > previous:  # a rewind: what follows restored
             limit = min(limit, previous - 1)
         previous = step
         if step <= limit:
-            tokens += t
-            samples += s
-    return tokens, samples
+            held.append(mark)
+    held.reverse()
+    return held
 
 
 def _rate(amount: float, seconds: float) -> float | None:

@@ -7,7 +7,19 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Final
 
-__all__ = ["PEAK_FLOPS", "AttemptWork", "ProgramGoodput"]
+__all__ = ["PEAK_FLOPS", "PROGRAM_FIGURES", "AttemptWork", "ProgramGoodput"]
+
+#: The figures of a :class:`ProgramGoodput` every view shows (the CSV table, ``jobs``,
+#: ``compare``, each exporter's gauges), in order: its attribute names.
+PROGRAM_FIGURES: Final = (
+    "tokens_per_second",
+    "productive_tokens_per_second",
+    "mfu_productive",
+    "scheduling_goodput",
+    "runtime_goodput",
+    "program_goodput",
+    "mpg",
+)
 
 #: Peak dense bf16 FLOP/s of one device, from the vendors' data sheets (sparsity not
 #: counted: the data sheets' "with sparsity" figures are twice these). Matched against a
@@ -92,3 +104,27 @@ class ProgramGoodput:
     program_goodput: float | None
     mpg: float | None
     absent: dict[str, str] = field(default_factory=dict)
+
+    def figure(self, name: str) -> float | None:
+        """The value of a figure (an attribute, e.g. of :data:`PROGRAM_FIGURES`)."""
+        value = getattr(self, name)
+        return None if value is None else float(value)
+
+    def reason(self, name: str) -> str:
+        """Why the figure ``name`` is absent: program goodput's reason for what needs it
+        (MFU, PG, MPG: the FLOPs, the peak or the devices missing), else its own."""
+        if name in ("scheduling_goodput", "runtime_goodput"):
+            return self.absent.get("runtime_goodput", "not computed")
+        if name.endswith("_per_second"):
+            return self.absent.get(name, "no time to divide by")
+        if name != "program_goodput" and "program_goodput" in self.absent:
+            return self.absent["program_goodput"]
+        return self.absent.get(name) or self.absent.get("program_goodput", "not computed")
+
+    def figures(self) -> list[tuple[str, float | None, str]]:
+        """``(name, value, why absent or "")`` of each of :data:`PROGRAM_FIGURES`."""
+        out = []
+        for name in PROGRAM_FIGURES:
+            value = self.figure(name)
+            out.append((name, value, "" if value is not None else self.reason(name)))
+        return out

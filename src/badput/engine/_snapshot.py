@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 
 from badput.engine._model import Report
 from badput.engine._over_time import GoodputSeries
+from badput.engine._program_time import MfuSeries
 from badput.engine._state import JobState, job_state, silence_threshold
 from badput.engine._steptime import StepTimeStats
 from badput.engine._timeline import Timeline
@@ -38,7 +39,8 @@ class Snapshot:
     - ``last_event_time``: timestamp of the newest event read so far (``None`` before
       any); ``time - last_event_time`` is how long the job has been silent.
     - ``timeline`` and ``goodput_over_time``: what the drawing views (HTML, CSV, trace)
-      need, made when asked (``Accountant.snapshot(drawing=True)``), else ``None``.
+      need, made when asked (``Accountant.snapshot(drawing=True)``), else ``None``;
+      ``mfu_over_time`` beside them when the report has an MFU (``report.program``).
     """
 
     job: str
@@ -50,6 +52,7 @@ class Snapshot:
     last_event_time: float | None = None
     timeline: Timeline | None = None
     goodput_over_time: GoodputSeries | None = None
+    mfu_over_time: MfuSeries | None = None
 
     @classmethod
     def of(cls, report: Report, *, time: float | None = None) -> Snapshot:
@@ -120,6 +123,8 @@ def take(
     the report's end."""
     rep = report if report is not None else accountant.report(now=now)
     at = now if now is not None else rep.end
+    timeline = accountant.timeline(rep) if drawing else None
+    series = accountant.goodput_over_time(rep) if drawing else None
     return Snapshot(
         job=rep.job,
         time=at,
@@ -127,6 +132,11 @@ def take(
         windows={w: accountant.report(now=now, window=(at - w, at)) for w in windows},
         step_time=accountant.step_time_stats(now=now) if step_time else None,
         last_event_time=accountant.last_event_ts,
-        timeline=accountant.timeline(rep) if drawing else None,
-        goodput_over_time=accountant.goodput_over_time(rep) if drawing else None,
+        timeline=timeline,
+        goodput_over_time=series,
+        mfu_over_time=(
+            accountant.mfu_over_time(rep, timeline, series)
+            if timeline is not None and series is not None
+            else None
+        ),
     )

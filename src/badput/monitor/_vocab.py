@@ -9,9 +9,14 @@ Cloud Monitoring keeps ml-goodput-measurement's names (``gcm.py``: ``goodput_tim
 from __future__ import annotations
 
 import math
-from typing import Final, NamedTuple
+from typing import TYPE_CHECKING, Final, NamedTuple
 
-__all__ = ["METRICS", "MetricName", "window_label"]
+from badput.engine import PROGRAM_FIGURES
+
+if TYPE_CHECKING:
+    from badput.engine import Snapshot
+
+__all__ = ["METRICS", "PROGRAM_METRICS", "MetricName", "program_values", "window_label"]
 
 
 class MetricName(NamedTuple):
@@ -124,8 +129,76 @@ METRICS: Final[dict[str, MetricName]] = {
             "1",
             "1 once the monitor has exported a snapshot, 0 before",
         ),
+        # program goodput (docs/program-goodput.md): only when computed
+        MetricName(
+            "badput_tokens_per_second",
+            "badput.program.tokens_per_second",
+            "program/tokens_per_second",
+            "{token}/s",
+            "Tokens of every step over the job's whole time",
+        ),
+        MetricName(
+            "badput_productive_tokens_per_second",
+            "badput.program.productive_tokens_per_second",
+            "program/productive_tokens_per_second",
+            "{token}/s",
+            "Tokens of the kept steps over their own time",
+        ),
+        MetricName(
+            "badput_mfu_ratio",
+            "badput.program.mfu",
+            "program/mfu",
+            "1",
+            "Model FLOPs utilisation of the kept steps (their FLOPs / devices x peak)",
+        ),
+        MetricName(
+            "badput_scheduling_goodput_ratio",
+            "badput.program.scheduling_goodput",
+            "program/scheduling_goodput",
+            "1",
+            "Scheduling goodput (SG): the share of the job's time it held its devices",
+        ),
+        MetricName(
+            "badput_runtime_goodput_ratio",
+            "badput.program.runtime_goodput",
+            "program/runtime_goodput",
+            "1",
+            "Runtime goodput (RG): productive time / the time the job held its devices",
+        ),
+        MetricName(
+            "badput_program_goodput_ratio",
+            "badput.program.program_goodput",
+            "program/program_goodput",
+            "1",
+            "Program goodput (PG): kept FLOPs / (productive time x devices x peak)",
+        ),
+        MetricName(
+            "badput_mpg_ratio",
+            "badput.program.mpg",
+            "program/mpg",
+            "1",
+            "ML Productivity Goodput, MPG = SG x RG x PG",
+        ),
     )
 }
+
+#: The metric key of each program goodput figure (:data:`~badput.engine.PROGRAM_FIGURES`).
+PROGRAM_METRICS: Final[dict[str, str]] = {
+    figure: "program." + ("mfu" if figure == "mfu_productive" else figure)
+    for figure in PROGRAM_FIGURES
+}
+
+
+def program_values(snapshot: Snapshot) -> list[tuple[str, float]]:
+    """``(metric key, value)`` of each program goodput figure of ``snapshot`` that is
+    computed (none when the log records no step work or model): what every exporter
+    publishes of it."""
+    program = snapshot.report.program
+    if program is None:
+        return []
+    return [
+        (PROGRAM_METRICS[name], value) for name, value, _ in program.figures() if value is not None
+    ]
 
 
 def window_label(seconds: float) -> str:

@@ -24,6 +24,15 @@ Every series but ``performance`` also has ``accelerator_type`` and any extra
 ``compute.googleapis.com/Workload`` with ``location``, ``workload_id`` (the job)
 and ``replica_id``.
 
+Program goodput (docs/program-goodput.md), which that library does not have, is written
+as user-defined metrics ``custom.googleapis.com/badput/program/<figure>`` (double,
+labels ``accelerator_type`` and the extra ``labels``): ``tokens_per_second``,
+``productive_tokens_per_second``, ``mfu``, ``scheduling_goodput``, ``runtime_goodput``,
+``program_goodput``, ``mpg``, each only when computed, on the ``generic_task`` resource
+(``location``, ``namespace="badput"``, ``job`` = the job, ``task_id`` = ``replica_id``;
+user-defined metrics cannot be written to the Workload resource) or the
+``monitored_resource`` given.
+
 ``badput_source`` values are that library's ``BadputType`` names
 (ACCOUNTING.md §6): ``TPU_INITIALIZATION`` = accelerator_init, ``TRAINING_PREP``
 = training_prep, ``PROGRAM_STARTUP`` = startup + compile, ``DATA_LOADING_SYNC``
@@ -53,12 +62,14 @@ from typing import Any, Final
 from badput.engine import Report
 from badput.formats.mgm import SOURCE_OF_BUCKET
 from badput.monitor._base import BucketSeries, Snapshot
+from badput.monitor._vocab import program_values
 from badput.runtime.optional import import_optional
 
 __all__ = [
     "DOUBLE",
     "INT",
     "METRIC_PREFIX",
+    "PROGRAM_PREFIX",
     "RESOURCE_TYPE",
     "STANDARD_SOURCES",
     "CloudMonitoringExporter",
@@ -73,6 +84,8 @@ log = logging.getLogger(__name__)
 
 _EXTRA = "gcp"
 METRIC_PREFIX = "compute.googleapis.com/workload/"
+#: Program goodput's figures: user-defined metrics (the library has none).
+PROGRAM_PREFIX = "custom.googleapis.com/badput/"
 RESOURCE_TYPE = "compute.googleapis.com/Workload"
 #: The ``TypedValue`` fields of the two value types the series use.
 DOUBLE = "double_value"
@@ -113,16 +126,17 @@ def make_series(
     resource: Mapping[str, Any],
     *,
     end_time: float,
+    prefix: str = METRIC_PREFIX,
 ) -> dict[str, Any]:
     """One ``workload/<metric>`` point as a ``monitoring_v3.TimeSeries`` dict.
 
     ``kind`` is :data:`DOUBLE` or :data:`INT`; ``resource`` is ``{"type": ...,
-    "labels": {...}}``; ``end_time`` is POSIX seconds.
+    "labels": {...}}``; ``end_time`` is POSIX seconds; ``prefix`` goes before ``metric``.
     """
     seconds = math.floor(end_time)
     end = {"seconds": seconds, "nanos": int((end_time - seconds) * 1e9)}
     return {
-        "metric": {"type": METRIC_PREFIX + metric, "labels": dict(labels)},
+        "metric": {"type": prefix + metric, "labels": dict(labels)},
         "resource": resource,
         "points": [{"interval": {"end_time": end}, "value": {kind: value}}],
     }
@@ -325,6 +339,7 @@ class CloudMonitoringExporter:
         out.append(series("total_elapsed_time", rep.total_seconds, DOUBLE, cumulative))
         if rep.ideal_step_time is not None:
             out.append(series("performance", rep.ideal_step_time, DOUBLE, {}))
+        out += self._program_series(snapshot, common)
         if not self.include_intervals:
             return out
         for w, wrep in sorted(snapshot.windows.items()):
@@ -339,6 +354,34 @@ class CloudMonitoringExporter:
                 labels = {**window, "badput_source": source}
                 out.append(series("interval_badput", pct, DOUBLE, labels))
         return out
+
+    def _program_series(self, snapshot: Snapshot, labels: dict[str, str]) -> list[dict[str, Any]]:
+        """Program goodput's figures that are computed, as user-defined metrics."""
+        values = program_values(snapshot)
+        if not values:
+            return []
+        resource = self._resource or {
+            "type": "generic_task",
+            "labels": {
+                "project_id": self.project_id,
+                "location": self._location(),
+                "namespace": "badput",
+                "job": snapshot.job,
+                "task_id": self.replica_id,
+            },
+        }
+        return [
+            make_series(
+                key.replace(".", "/"),
+                value,
+                DOUBLE,
+                labels,
+                resource,
+                end_time=snapshot.time,
+                prefix=PROGRAM_PREFIX,
+            )
+            for key, value in values
+        ]
 
     def _location(self) -> str:
         if not self.location:

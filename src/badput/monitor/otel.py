@@ -25,6 +25,11 @@ name                               unit  value (extra attributes)
 ``badput.window.elapsed``          s     the window's length, clipped to the job
 ``badput.grouped_buckets``         1     named buckets counted in ``custom:(other)``...
 ``badput.up``                      1     1 once a snapshot was exported, 0 before (no ``job``)
+``badput.program.*``               1     program goodput (docs/program-goodput.md), each
+                                         only when computed: ``tokens_per_second`` and
+                                         ``productive_tokens_per_second`` (``{token}/s``),
+                                         ``mfu``, ``scheduling_goodput``, ``runtime_goodput``,
+                                         ``program_goodput``, ``mpg``
 ``badput.stalled``                 1     1 while no rank makes progress (docs/ranks.md)
 ``badput.stall_seconds``           s     how long (0 when not stalled)
 ``badput.stragglers``              1     ranks below the straggler score threshold
@@ -51,7 +56,7 @@ from badput import __version__
 from badput.engine import Report
 from badput.monitor._base import BucketSeries, Snapshot
 from badput.monitor._rankmetrics import stall_state
-from badput.monitor._vocab import METRICS, window_label
+from badput.monitor._vocab import METRICS, PROGRAM_METRICS, program_values, window_label
 from badput.runtime.optional import import_optional
 
 if TYPE_CHECKING:
@@ -147,6 +152,10 @@ class OpenTelemetryExporter:
             (METRICS[key].otel, METRICS[key].unit, METRICS[key].description, callback)
             for key, callback in callbacks.items()
         ]
+        gauges += [  # program goodput: a point per job whose figure is computed
+            (METRICS[key].otel, METRICS[key].unit, METRICS[key].description, self._program(key))
+            for key in PROGRAM_METRICS.values()
+        ]
         gauges += [  # the per-rank metrics (not shared with the other exporters)
             ("badput.stalled", "1", "1 while no rank makes progress", self._stalled),
             ("badput.stall_seconds", "s", "Seconds without progress", self._stall_seconds),
@@ -221,6 +230,10 @@ class OpenTelemetryExporter:
             if value is not None:
                 out.append(self._obs(value, st.snapshot.job))
         return out
+
+    def _program(self, key: str) -> Callable[[CallbackOptions], Iterable[Observation]]:
+        """The callback of program goodput's metric ``key`` (none where not computed)."""
+        return lambda _: self._per_job(lambda s: dict(program_values(s)).get(key))
 
     def _goodput(self, _: CallbackOptions) -> Iterable[Observation]:
         return self._per_job(lambda s: s.report.goodput)

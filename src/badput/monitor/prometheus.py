@@ -18,6 +18,13 @@ Gauges (all labelled ``job``, the training job's name; seconds unless a ratio)::
     badput_slowdown_alarm                     1 when the recent median step time is slow
     badput_at_risk_seconds                    time whose progress is not yet checkpointed
     badput_snapshot_timestamp_seconds         the time the snapshot describes (unix)
+    badput_tokens_per_second                  program goodput (docs/program-goodput.md),
+    badput_productive_tokens_per_second         each only when computed: tokens/s of the
+    badput_mfu_ratio                            job and of its kept steps, MFU of the kept
+    badput_scheduling_goodput_ratio             steps, SG, RG, PG and MPG = SG x RG x PG
+    badput_runtime_goodput_ratio
+    badput_program_goodput_ratio
+    badput_mpg_ratio
     badput_last_event_timestamp_seconds       the newest event read (unix; a stall shows)
     badput_window_goodput_ratio{window}       rolling windows, ``window="3600s"``
     badput_window_observed_goodput_ratio{window}
@@ -63,7 +70,7 @@ from typing import TYPE_CHECKING, Any
 from badput.engine import JOB_STATES
 from badput.monitor._base import BucketSeries, Snapshot
 from badput.monitor._rankmetrics import stall_state
-from badput.monitor._vocab import METRICS, window_label
+from badput.monitor._vocab import METRICS, PROGRAM_METRICS, program_values, window_label
 from badput.runtime.optional import import_optional
 
 if TYPE_CHECKING:
@@ -235,8 +242,19 @@ def _families(core: Any, states: list[_Rows]) -> list[Metric]:
         w_seconds,
         grouped,
     ]
+    families += _program_families(core, states)
     families += _rank_families(core, states)
     return [f for f in families if f.samples]
+
+
+def _program_families(core: Any, states: list[_Rows]) -> list[Metric]:
+    """Program goodput's gauges (docs/program-goodput.md): a sample per job whose figure
+    is computed."""
+    program = {key: _shared(core, key) for key in PROGRAM_METRICS.values()}
+    for state in states:
+        for key, value in program_values(state.snapshot):
+            program[key].add_metric([state.snapshot.job], value)
+    return list(program.values())
 
 
 def _rank_families(core: Any, states: list[_Rows]) -> list[Metric]:

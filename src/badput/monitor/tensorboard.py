@@ -16,6 +16,13 @@ Tags written (fractions are of the job's total time so far)::
     goodput_window/<w>s/goodput           goodput of the rolling window of w seconds
     goodput_window/<w>s/observed          observed goodput of that window
     goodput_window/<w>s/badput/<bucket>   badput buckets of that window, as fractions
+    program/tokens_per_second             program goodput (docs/program-goodput.md), each
+    program/productive_tokens_per_second  only when computed: tokens/s of the job and of
+    program/mfu                           its kept steps, MFU of the kept steps, SG, RG,
+    program/scheduling_goodput            PG and MPG = SG x RG x PG
+    program/runtime_goodput
+    program/program_goodput
+    program/mpg
 
 Bucket tags form a stable set: once a bucket has appeared (cumulative, or in a given
 window) it is written at every point after, as 0 while it is empty, so that curves do
@@ -48,7 +55,7 @@ from typing import Any
 from badput.engine import PRODUCTIVE
 from badput.monitor._base import BucketSeries, Snapshot
 from badput.monitor._rankmetrics import rank_scalars
-from badput.monitor._vocab import METRICS, window_label
+from badput.monitor._vocab import METRICS, program_values, window_label
 from badput.runtime.optional import import_optional
 
 __all__ = ["TensorBoardExporter"]
@@ -140,6 +147,7 @@ class TensorBoardExporter:
             )
         out.update({k: v for k, v in stats.items() if v is not None})
         out.update(rank_scalars(snapshot))
+        out.update((_TAG[key], value) for key, value in program_values(snapshot))
         for w in sorted(snapshot.windows):
             wr = snapshot.windows[w]
             prefix = f"goodput_window/{window_label(w)}/"

@@ -3,9 +3,12 @@
 ``buckets.csv`` (bucket, seconds, fraction, description), ``attempts.csv`` (one row
 per attempt, with its restore point and wasted steps) and one ``steps_attempt_<i>.csv``
 per attempt (``i`` its index in the report, never its id: file names carry no log
-text). A text cell from the log that a spreadsheet would take for a formula
-(starting with ``=``, ``+``, ``-``, ``@``, a tab or a carriage return) is written
-with a leading ``'``.
+text); when the log records step work or a model (program goodput,
+docs/program-goodput.md), ``program.csv`` (figure, value, unit, absent: one row per
+figure, the reason where one is absent) and ``program_attempts.csv`` (tokens and
+samples per attempt, and their rate). A text cell from the log that a spreadsheet
+would take for a formula (starting with ``=``, ``+``, ``-``, ``@``, a tab or a
+carriage return) is written with a leading ``'``.
 """
 
 from __future__ import annotations
@@ -60,7 +63,58 @@ def write_csv(snapshot: Snapshot, directory: str | os.PathLike[str]) -> list[Pat
         _write_buckets(report, root / "buckets.csv"),
         _write_attempts(report, timeline, root / "attempts.csv"),
         *_write_steps(report, timeline, root),
+        *_write_program(report, root),
     ]
+
+
+#: The rows of ``program.csv``: each figure of :class:`~badput.engine.ProgramGoodput`
+#: and its unit; those of :data:`~badput.engine.PROGRAM_FIGURES` say why when absent.
+_PROGRAM_ROWS = (
+    ("tokens", "1"),
+    ("kept_tokens", "1"),
+    ("samples", "1"),
+    ("kept_samples", "1"),
+    ("tokens_per_second", "1/s"),
+    ("productive_tokens_per_second", "1/s"),
+    ("samples_per_second", "1/s"),
+    ("productive_samples_per_second", "1/s"),
+    ("flops_per_token", "FLOP"),
+    ("devices", "1"),
+    ("peak_flops", "FLOP/s"),
+    ("mfu_productive", "ratio"),
+    ("mfu_job", "ratio"),
+    ("scheduling_goodput", "ratio"),
+    ("runtime_goodput", "ratio"),
+    ("program_goodput", "ratio"),
+    ("mpg", "ratio"),
+)
+
+
+def _write_program(report: Report, root: Path) -> list[Path]:
+    """``program.csv`` and ``program_attempts.csv``, when the report has a program."""
+    p = report.program
+    if p is None:
+        return []
+    table, attempts = root / "program.csv", root / "program_attempts.csv"
+    with open_output(table, newline="") as f:
+        w = csv.writer(f)
+        w.writerow(["figure", "value", "unit", "absent"])
+        for name, unit in _PROGRAM_ROWS:
+            value = getattr(p, name)
+            why = "" if value is not None else p.reason(name)
+            w.writerow([name, "" if value is None else repr(value), unit, _text(why)])
+    with open_output(attempts, newline="") as f:
+        w = csv.writer(f)
+        w.writerow(["index", "id", "tokens", "samples", "seconds", "tokens_per_second",
+                    "samples_per_second"])  # fmt: skip
+        for i, a in enumerate(p.attempts):
+            w.writerow([i, _text(a.id), a.tokens, a.samples, repr(a.seconds),
+                        _rate(a.tokens_per_second), _rate(a.samples_per_second)])  # fmt: skip
+    return [table, attempts]
+
+
+def _rate(value: float | None) -> str:
+    return "" if value is None else repr(value)
 
 
 def _write_buckets(report: Report, path: Path) -> Path:

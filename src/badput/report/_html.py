@@ -40,6 +40,7 @@ from badput.engine import (
     GoodputSeries,
     GroupedBuckets,
     IntervalSpan,
+    MfuSeries,
     Report,
     Snapshot,
     Timeline,
@@ -464,7 +465,24 @@ def _lanes(
     return lanes, spans
 
 
-def _chart_data(report: Report, timeline: Timeline, goodput: GoodputSeries) -> dict[str, Any]:
+def _mfu_data(report: Report, mfu: MfuSeries | None) -> dict[str, Any] | None:
+    """MFU over time for the page's chart; None when the log records no work (no section)."""
+    p = report.program
+    if p is None:
+        return None
+    if mfu is None:
+        return {"absent": "No MFU: " + p.absent.get("program_goodput", "not computed")}
+    return {
+        "t": mfu.t,
+        "cumulative": mfu.cumulative,
+        "rolling": mfu.rolling,
+        "rollingLabel": f"MFU, rolling ({format_duration(mfu.rolling_seconds)})",
+    }
+
+
+def _chart_data(
+    report: Report, timeline: Timeline, goodput: GoodputSeries, mfu: MfuSeries | None = None
+) -> dict[str, Any]:
     """The one JSON document the page's script draws from."""
     cols = _columns(report, timeline)
     job_lane = _job_lane(report, cols)
@@ -505,6 +523,7 @@ def _chart_data(report: Report, timeline: Timeline, goodput: GoodputSeries) -> d
             "rolling": goodput.rolling,
             "rollingLabel": f"rolling ({format_duration(goodput.rolling_seconds)})",
         },
+        "mfu": _mfu_data(report, mfu),
         "stepTime": _step_series(timeline, report.start),
         "ideal": report.ideal_step_time,
         "stepBuckets": list(STEP_BUCKETS),
@@ -535,7 +554,32 @@ def _headline(report: Report) -> str:
 {_card("observed goodput", format_percent(report.observed_goodput), "productive + slowdown")}
 {_card("total", format_duration(total), "job span" if report.window is None else "window")}
 {_card("at risk", format_duration(report.at_risk_seconds), "steps after the newest checkpoint")}
-{_card("steps", f"{report.steps.kept} kept", f"{report.steps.wasted} wasted · ideal {ideal}")}"""
+{_card("steps", f"{report.steps.kept} kept", f"{report.steps.wasted} wasted · ideal {ideal}")}
+{_program_cards(report)}"""
+
+
+def _program_cards(report: Report) -> str:
+    """MFU and MPG cards, when the log records work (docs/program-goodput.md)."""
+    p = report.program
+    if p is None:
+        return ""
+    why = p.absent.get("program_goodput", "not computed")
+    mfu = "-" if p.mfu_productive is None else format_percent(p.mfu_productive)
+    mpg = "-" if p.mpg is None else format_percent(p.mpg)
+    return (
+        _card("MFU", mfu, "kept steps" if p.mfu_productive is not None else why)
+        + "\n"
+        + _card("MPG", mpg, "SG x RG x PG" if p.mpg is not None else why)
+    )
+
+
+def _mfu_section(report: Report) -> str:
+    """The MFU-over-time chart's place (drawn by the script), when the log records work."""
+    if report.program is None:
+        return ""
+    return """
+<h3>Model FLOPs utilisation over time</h3>
+<div id="mfu-chart" class="chart"></div>"""
 
 
 def _bucket_rows(report: Report) -> tuple[str, str]:
@@ -572,7 +616,7 @@ def render_html(snapshot: Snapshot) -> str:
     report = snapshot.report
     timeline = snapshot.drawn("the HTML page")
     goodput = snapshot.over_time("the HTML page")
-    data = _chart_data(report, timeline, goodput)
+    data = _chart_data(report, timeline, goodput, snapshot.mfu_over_time)
     app, uplot, csp = _scripts()
     wasted = wasted_steps(timeline, len(report.attempts))
     bucket_rows, grouped_p = _bucket_rows(report)
@@ -616,7 +660,7 @@ Time inside an attempt that no span covers is untracked.</p>
 </section>
 <section>
 <h2>Goodput over time</h2>
-<div id="goodput-chart" class="chart"></div>
+<div id="goodput-chart" class="chart"></div>{_mfu_section(report)}
 </section>
 <section>
 <h2>Step time against the ideal step time</h2>

@@ -33,7 +33,9 @@ __all__ = [
 #: A job not ended whose newest event is older than this is shown down.
 RUNNING_WITHIN = 600.0
 
-SortKey = Literal["job", "status", "start", "span", "goodput", "observed", "attempts", "last-event"]
+SortKey = Literal[
+    "job", "status", "start", "span", "goodput", "observed", "attempts", "last-event", "mfu", "mpg"
+]
 SORT_KEYS: tuple[str, ...] = (
     "job",
     "status",
@@ -43,7 +45,20 @@ SORT_KEYS: tuple[str, ...] = (
     "observed",
     "attempts",
     "last-event",
+    "mfu",
+    "mpg",
 )
+#: Why a job without program goodput has no MFU (docs/program-goodput.md).
+NO_WORK = "the log records no step work and no model"
+
+
+def program_figures(report: Report) -> tuple[float | None, float | None, str | None]:
+    """``(MFU of the kept steps, MPG, why MFU is absent or None)`` of ``report``."""
+    p = report.program
+    if p is None:
+        return None, None, NO_WORK
+    why = None if p.mfu_productive is not None else p.reason("mfu_productive")
+    return p.mfu_productive, p.mpg, why
 
 
 @dataclass(frozen=True)
@@ -59,6 +74,9 @@ class JobRow:
     attempts: int
     last_event: float | None
     error: str | None = None
+    mfu: float | None = None  # of the kept steps (program goodput)
+    mpg: float | None = None
+    mfu_absent: str | None = NO_WORK  # why there is no MFU (None: there is)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -71,6 +89,9 @@ class JobRow:
             "attempts": self.attempts,
             "last_event": self.last_event,
             "error": self.error,
+            "mfu": self.mfu,
+            "mpg": self.mpg,
+            "mfu_absent": self.mfu_absent,
         }
 
 
@@ -90,6 +111,7 @@ def job_row(name: str, snapshot: Snapshot, now: float) -> JobRow:
     """The row of job ``name`` that ``badput jobs`` lists, from its ``snapshot``; its status
     at ``now`` from the snapshot's newest event (:func:`job_status`)."""
     report, last_event = snapshot.report, snapshot.last_event_time
+    mfu, mpg, why = program_figures(report)
     return JobRow(
         job=name,
         status=job_status(report, last_event, now),
@@ -99,6 +121,9 @@ def job_row(name: str, snapshot: Snapshot, now: float) -> JobRow:
         observed_goodput=report.observed_goodput,
         attempts=len(report.attempts),
         last_event=last_event,
+        mfu=mfu,
+        mpg=mpg,
+        mfu_absent=why,
     )
 
 
@@ -117,6 +142,8 @@ def sort_rows(rows: list[JobRow], key: str, reverse: bool = False) -> list[JobRo
             "observed": r.observed_goodput,
             "attempts": r.attempts,
             "last-event": r.last_event,
+            "mfu": r.mfu,
+            "mpg": r.mpg,
         }[key]
         return (1, 0) if v is None else (0, v)
 
@@ -132,8 +159,20 @@ def _ts(ts: float | None, short: bool = False) -> str:
     return f"{full[5:10]} {full[11:19]}" if short else full
 
 
+def _percent(value: float | None) -> str:
+    return "-" if value is None else format_percent(value)
+
+
+def short_reason(reason: str) -> str:
+    """A reason without its advice: ``"no FLOPs per token; no device peak"`` (what is
+    missing; ``--json`` and ``badput report`` say what to do)."""
+    return "; ".join(part.split(":")[0] for part in reason.split("; "))
+
+
 def render_jobs(rows: list[JobRow], console: Console) -> None:
-    """The job list as a table (narrow consoles drop the start column)."""
+    """The job list as a table (narrow consoles drop the start column; MFU and MPG
+    columns when a job records step work or a model, with why where one has none, on
+    consoles wide enough for them)."""
     wide = console.width >= 110
     # Padding collapsed: eight columns of figures and times fit 80 columns, uncut.
     table = Table(box=box.SIMPLE_HEAD, pad_edge=False, collapse_padding=True)
@@ -143,11 +182,14 @@ def render_jobs(rows: list[JobRow], console: Console) -> None:
     table.add_column("status", overflow="fold", min_width=min(statuses, 10))  # from the log
     if wide:
         table.add_column("start (UTC)", no_wrap=True)
+    recorded = any(r.mfu_absent != NO_WORK for r in rows)
+    program = recorded and wide
     figures = [
         [
             format_duration(r.span_seconds),
             format_percent(r.goodput),
             format_percent(r.observed_goodput),
+            *((_percent(r.mfu), _percent(r.mpg)) if program else ()),
             str(r.attempts),
             _ts(r.last_event, short=not wide),
         ]
@@ -155,9 +197,11 @@ def render_jobs(rows: list[JobRow], console: Console) -> None:
     ]
     # figures and times are never cut: the job and its status (log text) fold instead
     last = "last event (UTC)" if wide else "last (UTC)"
-    for i, col in enumerate(("span", "goodput", "observed", "attempts", last)):
+    cols = ("span", "goodput", "observed", *(("MFU", "MPG") if program else ()), "attempts", last)
+    for i, col in enumerate(cols):
         widest = max([len(col), *(len(f[i]) for f in figures)])
-        table.add_column(col, justify="left" if i == 4 else "right", no_wrap=True, min_width=widest)
+        left = i == len(cols) - 1
+        table.add_column(col, justify="left" if left else "right", no_wrap=True, min_width=widest)
     for r, cells_of in zip(rows, figures, strict=True):
         style = {
             "running": "green",
@@ -175,6 +219,11 @@ def render_jobs(rows: list[JobRow], console: Console) -> None:
     for r in rows:
         if r.error:
             console.print(log_text(f"{r.job}: {r.error}", "red"))
+        elif program and r.mfu_absent is not None:
+            why = short_reason(r.mfu_absent)
+            console.print(log_text(f"{r.job}: no MFU: {why}", "dim"), soft_wrap=True)
+    if recorded and not wide:
+        console.print(Text("MFU and MPG: a console of 110 columns, or --json", style="dim"))
 
 
 def _signed(seconds: float) -> str:
@@ -200,6 +249,7 @@ def compare_dict(view_a: Snapshot | Report, view_b: Snapshot | Report) -> dict[s
             "steps_kept": r.steps.kept,
             "steps_wasted": r.steps.wasted,
             "ideal_step_time": r.ideal_step_time,
+            **dict(zip(("mfu", "mpg", "mfu_absent"), program_figures(r), strict=True)),
         }
 
     names = sorted(set(a.buckets) | set(b.buckets))
@@ -220,8 +270,28 @@ def compare_dict(view_a: Snapshot | Report, view_b: Snapshot | Report) -> dict[s
         "b": head(b),
         "goodput_difference": b.goodput - a.goodput,
         "observed_goodput_difference": b.observed_goodput - a.observed_goodput,
+        "mfu_difference": _difference(program_figures(a)[0], program_figures(b)[0]),
+        "mpg_difference": _difference(program_figures(a)[1], program_figures(b)[1]),
         "buckets": buckets,
     }
+
+
+def _difference(a: float | None, b: float | None) -> float | None:
+    return None if a is None or b is None else b - a
+
+
+def _program_rows(head: Table, a: Report, b: Report) -> list[str]:
+    """MFU and MPG rows of the comparison, when either job records work; the notes on
+    why one is absent."""
+    pa, pb = program_figures(a), program_figures(b)
+    if pa[2] == NO_WORK and pb[2] == NO_WORK:
+        return []
+    pairs = (("MFU", pa[0], pb[0]), ("MPG", pa[1], pb[1]))
+    for name, va, vb in pairs:
+        diff = "" if va is None or vb is None else _pp(va, vb)
+        head.add_row(name, _percent(va), _percent(vb), diff)
+    sides = (("A", pa[2]), ("B", pb[2]))
+    return [f"{side}: no MFU: {short_reason(why)}" for side, why in sides if why is not None]
 
 
 def render_compare(view_a: Snapshot | Report, view_b: Snapshot | Report, console: Console) -> None:
@@ -267,7 +337,10 @@ def render_compare(view_a: Snapshot | Report, view_b: Snapshot | Report, console
         str(b.steps.kept),
         f"{b.steps.kept - a.steps.kept:+d}",
     )
+    notes = _program_rows(head, a, b)
     console.print(head)
+    for line in notes:
+        console.print(log_text(line, "dim"), soft_wrap=True)
     ga, gb = _grouped_pair(a, b)
     order = [n for n, _ in ordered_buckets({**gb.buckets, **ga.buckets})]
     table = Table(box=box.SIMPLE_HEAD, pad_edge=False, title="Buckets", title_justify="left")

@@ -25,6 +25,7 @@ from badput.report._format import (
     goodput_health,
     inert,
 )
+from badput.report._program import program_line
 from badput.report._ranks import ongoing_stall, stall_headline, stall_who, straggler_summary
 from badput.report._table import (
     BAR_WIDTH,
@@ -171,6 +172,9 @@ def status_line(
     if _moving(state) and st is not None and st.slowdown_alarm:
         parts.append("SLOWDOWN")
     parts.extend(_rank_parts(snapshot, state, now))
+    program = program_line(rep)
+    if program is not None and rep.program is not None and rep.program.mfu_productive is not None:
+        parts.append(program)
     return f"{head}: " + ", ".join(parts)
 
 
@@ -275,6 +279,9 @@ def _summary(snapshot: Snapshot, state: JobState, now: float) -> Table:
         "at risk",
         f"{format_duration(rep.at_risk_seconds)}  (progress since the newest checkpoint)",
     )
+    program = program_line(rep)
+    if program is not None:
+        grid.add_row("program", program)
     return grid
 
 
@@ -471,10 +478,13 @@ def run_watch(
     max_cycles: int | None = None,
     window: float = WATCH_WINDOW,
     stall_after: float | None = None,
+    program: tuple[float | None, int | None] = (None, None),
 ) -> JobState | None:
     """Follow the job at ``source`` and redraw :func:`render_watch` every ``interval`` s.
 
     ``stall_after``: the floor of the stall threshold, seconds (docs/ranks.md).
+    ``program``: each device's peak FLOP/s and the device count, for MFU (each None: the
+    log's; docs/program-goodput.md).
 
     Returns once the job has ended (``Snapshot.state``: its ``job_end``, from every rank
     that took part), after a last frame and :func:`ended_line`; on Ctrl-C
@@ -492,6 +502,7 @@ def run_watch(
     monitor = Monitor(
         job, source, interval=interval, rolling_windows=(window,), rank_options=options
     )
+    monitor.live_job.accountant.peak_flops, monitor.live_job.accountant.devices = program
     loop = _WatchLoop(monitor, con, interval, max_cycles)
     try:
         if con.is_terminal:

@@ -271,6 +271,32 @@
     timeCharts.push(u);
   })();
 
+  // ------------------------------------------------------------ MFU over time
+  (function () {
+    var m = data.mfu;
+    var el = document.getElementById("mfu-chart");
+    if (!m || !el) return;
+    if (m.absent) { el.textContent = m.absent; el.className = "dim"; return; }
+    var pct = function (xs) { return xs.map(function (v) { return v === null ? null : 100 * v; }); };
+    var shown = function (u, v) { return v === null ? "-" : v.toFixed(1) + "%"; };
+    var top = Math.max.apply(null, m.rolling.concat(m.cumulative).map(function (v) { return v || 0; }));
+    view.charts.push("mfu");
+    var u = new uPlot({
+      width: width(), height: 220, tzDate: utc,
+      series: [
+        {},
+        { label: "MFU (cumulative)", stroke: "#8e44ad", width: 2, value: shown },
+        { label: m.rollingLabel, stroke: "#e67e22", width: 1.5, value: shown }
+      ],
+      scales: { x: { time: true }, y: { range: [0, Math.min(100, Math.max(10, Math.ceil(top * 10) * 10))] } },
+      axes: [{}, { values: function (u, v) { return v.map(function (x) { return x + "%"; }); } }],
+      cursor: { drag: { x: true, y: false } },
+      hooks: { setScale: [syncX] }
+    }, [m.t, pct(m.cumulative), pct(m.rolling)], el);
+    timeCharts.push(u);
+    window.badputMfu = u;
+  })();
+
   // ------------------------------------------------------------ step time
   (function () {
     var st = data.stepTime;
