@@ -19,10 +19,12 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from array import array
 from operator import attrgetter
-from typing import Final
+from typing import Final, NamedTuple
 
 import numpy as np
+import numpy.typing as npt
 
 from badput.engine._batch import Batch
 from badput.engine._model import Report
@@ -36,6 +38,10 @@ __all__ = [
     "program_goodput",
     "with_program",
 ]
+
+F64 = npt.NDArray[np.float64]
+I64 = npt.NDArray[np.int64]
+BoolArray = npt.NDArray[np.bool_]
 
 _tokens = attrgetter("tokens")
 _samples = attrgetter("samples")
@@ -61,20 +67,43 @@ def dense_flops_per_token(params: int, layers: int = 0, hidden: int = 0, seq_len
 
 
 class ProgramTracker:
-    """The step marks with work and the model events of one job, as ingested."""
+    """The step marks with work and the model events of one job, as ingested. The marks are
+    kept as columns (8 bytes a field: a job that records its tokens every step holds 48
+    bytes a mark, not a tuple of objects), read by :func:`kept_work` with numpy."""
 
     def __init__(self) -> None:
-        # (ts, attempt as written, rank, step, tokens, samples) of each mark with work
-        self.work: list[tuple[float, object, int, int, int, int]] = []
+        # each mark with work: its time, attempt (a code of ``attempts``: as written), rank
+        # (-1: none), step, tokens and samples (0 when not recorded)
+        self.ts = array("d")
+        self.attempt = array("q")
+        self.rank = array("q")
+        self.step = array("q")
+        self.tokens = array("q")
+        self.samples = array("q")
+        self.attempts: list[object] = []
+        self._attempt_codes: dict[object, int] = {}
         self.model: dict[str, tuple[float, object]] = {}  # field -> (ts, value), newest
 
     @property
     def empty(self) -> bool:
         """Whether the job recorded no work and no model."""
-        return not self.work and not self.model
+        return not self.ts and not self.model
+
+    def _code(self, attempt: object) -> int:
+        code = self._attempt_codes.get(attempt)
+        if code is None:
+            code = self._attempt_codes[attempt] = len(self.attempts)
+            self.attempts.append(attempt)
+        return code
 
     def absorb(self, other: ProgramTracker) -> None:
-        self.work += other.work
+        codes = [self._code(a) for a in other.attempts]
+        self.ts += other.ts
+        self.attempt += array("q", [codes[c] for c in other.attempt])
+        self.rank += other.rank
+        self.step += other.step
+        self.tokens += other.tokens
+        self.samples += other.samples
         for name, (ts, value) in other.model.items():
             if name not in self.model or ts >= self.model[name][0]:
                 self.model[name] = (ts, value)
@@ -104,8 +133,12 @@ class ProgramTracker:
             e = events[i]
             tokens, samples = e.tokens, e.samples
             if good and (tokens is not None or samples is not None):
-                rank = e.rank if type(e.rank) is int else -1
-                self.work.append((e.ts, e.attempt, rank, step, tokens or 0, samples or 0))
+                self.ts.append(e.ts)
+                self.attempt.append(self._code(e.attempt))
+                self.rank.append(e.rank if type(e.rank) is int else -1)
+                self.step.append(step)
+                self.tokens.append(tokens or 0)
+                self.samples.append(samples or 0)
 
     def _model(self, event: object) -> None:
         ts = float(getattr(event, "ts", 0.0))
@@ -137,68 +170,108 @@ def _kept_upto(report: Report) -> list[float]:
     return upto
 
 
-def _leader_marks(
-    tracker: ProgramTracker, report: Report
-) -> list[list[tuple[float, int, int, int, int]]]:
-    """Per attempt, in time order, the ``(ts, rank, step, tokens, samples)`` marks of the
-    lowest rank with work in it: that rank speaks for the job (its counts are the job's)."""
+class WorkMarks(NamedTuple):
+    """The marks that speak for the job, per attempt the lowest rank with work in it (its
+    counts are the job's), ordered by attempt, then as ``(ts, rank, step, tokens,
+    samples)``; ``kept``: whether each mark's step is kept (:func:`kept_work`)."""
+
+    attempt: I64  # index among the report's attempts
+    ts: F64
+    rank: I64
+    step: I64
+    tokens: I64
+    samples: I64
+    kept: BoolArray
+
+
+def kept_work(tracker: ProgramTracker, report: Report) -> WorkMarks:
+    """The leading rank's marks of each attempt of ``report`` and which of them are of kept
+    steps: a step at most the attempt's kept limit (:func:`_kept_upto`) and not redone by a
+    later segment of the same attempt (a step number that goes back: every mark before the
+    rewind whose step is not below the step resumed from was redone)."""
     attempts = report.attempts
+    ts = np.frombuffer(tracker.ts, np.float64) if tracker.ts else np.zeros(0)
+    n = ts.shape[0]
+    if not attempts or not n:
+        empty_i, empty_f = np.zeros(0, np.int64), np.zeros(0)
+        return WorkMarks(empty_i, empty_f, empty_i, empty_i, empty_i, empty_i, np.zeros(0, bool))
     starts = np.array([a.start for a in attempts], np.float64)
-    by_attempt: list[list[tuple[float, int, int, int, int]]] = [[] for _ in attempts]
-    for ts, _, rank, step, tokens, samples in tracker.work:
-        i = max(int(np.searchsorted(starts, ts, side="right")) - 1, 0)
-        if ts <= attempts[i].end:  # after its end: not accounted (events_out_of_order)
-            by_attempt[i].append((ts, rank, step, tokens, samples))
-    leaders = [min((m[1] for m in found), default=-1) for found in by_attempt]
-    return [
-        sorted(m for m in found if m[1] == leader)
-        for found, leader in zip(by_attempt, leaders, strict=True)
-    ]
+    ends = np.array([a.end for a in attempts], np.float64)
+    index = np.maximum(np.searchsorted(starts, ts, side="right") - 1, 0)
+    inside = ts <= ends[index]  # after its attempt's end: not accounted (events_out_of_order)
+    cols = [np.frombuffer(c, np.int64) for c in (tracker.rank, tracker.step, tracker.tokens,
+                                                tracker.samples)]  # fmt: skip
+    index, ts = index[inside], ts[inside]
+    rank, step, tokens, samples = (c[inside] for c in cols)
+    # the leading rank of each attempt: the lowest among its marks
+    leader = np.full(len(attempts), np.iinfo(np.int64).max, np.int64)
+    np.minimum.at(leader, index, rank)
+    lead = rank == leader[index]
+    index, ts, rank, step, tokens, samples = (
+        c[lead] for c in (index, ts, rank, step, tokens, samples)
+    )
+    order = np.lexsort((samples, tokens, step, rank, ts, index))
+    index, ts, rank, step, tokens, samples = (
+        c[order] for c in (index, ts, rank, step, tokens, samples)
+    )
+    upto = np.array(_kept_upto(report), np.float64)
+    kept = (step <= upto[index]) & _not_redone(index, step)
+    return WorkMarks(index, ts, rank, step, tokens, samples, kept)
+
+
+def _not_redone(group: I64, step: I64) -> BoolArray:
+    """Per mark (grouped by ``group``, in time order within it): no later mark of its group
+    resumes, after a step number that went back, at a step at most its own. Worked out as a
+    suffix minimum over each group (groups kept apart by an offset larger than any rank of a
+    step among the marks)."""
+    n = step.shape[0]
+    if n < 2:
+        return np.ones(n, bool)
+    _, ranked = np.unique(step, return_inverse=True)  # order-preserving small integers
+    ranked = ranked.astype(np.int64)
+    none = ranked.max() + 1  # "no rewind after it"
+    resumed = np.full(n, none, np.int64)
+    rewind = (group[:-1] == group[1:]) & (step[:-1] > step[1:])
+    resumed[:-1][rewind] = ranked[1:][rewind]  # the step resumed from, after a rewind
+    big = none + 1
+    offset = group * big  # a later group's values never reach an earlier group's
+    limit: I64 = np.minimum.accumulate((resumed + offset)[::-1])[::-1] - offset
+    kept: BoolArray = ranked < limit
+    return kept
 
 
 def _attempt_work(
     tracker: ProgramTracker, report: Report
 ) -> tuple[list[tuple[int, int]], list[tuple[int, int]]]:
     """Per attempt ``(tokens, samples)`` of every mark, and of the kept steps' marks."""
-    upto = _kept_upto(report)
-    every: list[tuple[int, int]] = []
-    kept: list[tuple[int, int]] = []
-    for i, marks in enumerate(_leader_marks(tracker, report)):
-        every.append((sum(m[3] for m in marks), sum(m[4] for m in marks)))
-        held = _kept_marks(marks, upto[i])
-        kept.append((sum(m[3] for m in held), sum(m[4] for m in held)))
+    marks = kept_work(tracker, report)
+    n = len(report.attempts)
+    every = list(zip(_sums(marks.attempt, marks.tokens, n), _sums(marks.attempt, marks.samples, n),
+                     strict=True))  # fmt: skip
+    k = marks.kept
+    kept = list(zip(_sums(marks.attempt[k], marks.tokens[k], n),
+                    _sums(marks.attempt[k], marks.samples[k], n), strict=True))  # fmt: skip
     return every, kept
 
 
-def kept_marks(tracker: ProgramTracker, report: Report) -> list[tuple[int, int, int, float, int]]:
-    """``(attempt index, rank, step, ts, tokens)`` of each kept step's mark with tokens,
-    as :func:`program_goodput` counts them (what MFU over time spreads over the steps)."""
-    upto = _kept_upto(report)
-    return [
-        (i, rank, step, ts, tokens)
-        for i, marks in enumerate(_leader_marks(tracker, report))
-        for ts, rank, step, tokens, _ in _kept_marks(marks, upto[i])
-        if tokens
-    ]
+def _sums(group: I64, values: I64, n: int) -> list[int]:
+    """Exact integer sums of ``values`` per group ``0..n-1`` (Python integers past what
+    int64 holds: each count is at most 2**53, a sum of many may not be)."""
+    if values.shape[0] and int(values.max()) * values.shape[0] >= 2**63:
+        out = [0] * n
+        for g, v in zip(group.tolist(), values.tolist(), strict=True):
+            out[g] += v
+        return out
+    totals = np.zeros(n, np.int64)
+    np.add.at(totals, group, values)
+    return [int(v) for v in totals.tolist()]
 
 
-def _kept_marks(
-    marks: list[tuple[float, int, int, int, int]], upto: float
-) -> list[tuple[float, int, int, int, int]]:
-    """The marks (in time order) whose step is kept: at most ``upto`` and not redone by a
-    later segment of the same attempt (a step number that goes back)."""
-    limit = upto
-    held: list[tuple[float, int, int, int, int]] = []
-    previous: int | None = None
-    for mark in reversed(marks):
-        step = mark[2]
-        if previous is not None and step > previous:  # a rewind: what follows restored
-            limit = min(limit, previous - 1)
-        previous = step
-        if step <= limit:
-            held.append(mark)
-    held.reverse()
-    return held
+def kept_marks(tracker: ProgramTracker, report: Report) -> WorkMarks:
+    """The kept steps' marks with tokens (what MFU over time spreads over the steps)."""
+    marks = kept_work(tracker, report)
+    take = marks.kept & (marks.tokens != 0)
+    return WorkMarks(*(c[take] for c in marks))
 
 
 def _rate(amount: float, seconds: float) -> float | None:

@@ -47,19 +47,29 @@ def work_spans(tracker: ProgramTracker, report: Report, timeline: Timeline) -> t
     spans = timeline.steps
     bounds = np.searchsorted(spans.lane, np.arange(len(timeline.lanes) + 1))
     marks = kept_marks(tracker, report)
-    starts, ends = np.empty(len(marks)), np.empty(len(marks))
-    tokens = np.array([m[4] for m in marks], np.float64)
-    for k, (attempt, rank, step, ts, _) in enumerate(marks):
-        starts[k] = ends[k] = ts
-        lane = lanes.get((attempt, rank), lanes.get((attempt, -1)))
+    starts, ends = marks.ts.astype(np.float64), marks.ts.astype(np.float64)
+    tokens = marks.tokens.astype(np.float64)
+    # the marks of one (attempt, rank) are consecutive (ordered by attempt, then time: one
+    # rank speaks for each attempt)
+    cut = np.flatnonzero(np.diff(marks.attempt) != 0) + 1
+    for lo_m, hi_m in zip([0, *cut.tolist()], [*cut.tolist(), len(marks.ts)], strict=True):
+        if lo_m == hi_m:
+            continue
+        key = (int(marks.attempt[lo_m]), int(marks.rank[lo_m]))
+        lane = lanes.get(key, lanes.get((key[0], -1)))
         if lane is None:
             continue
         lo, hi = int(bounds[lane]), int(bounds[lane + 1])
-        j = lo + int(np.searchsorted(spans.start[lo:hi], ts, side="right")) - 1
-        for i in (j, j - 1):  # its own span starts at or ends at the mark
-            if lo <= i < hi and spans.step[i] == step and spans.start[i] <= ts <= spans.end[i]:
-                starts[k], ends[k] = spans.start[i], spans.end[i]
-                break
+        ts, step = marks.ts[lo_m:hi_m], marks.step[lo_m:hi_m]
+        found = np.zeros(hi_m - lo_m, bool)
+        j = lo + np.searchsorted(spans.start[lo:hi], ts, side="right") - 1
+        for near in (j, j - 1):  # its own span starts at or ends at the mark (the first wins)
+            ok = (near >= lo) & (near < hi) & ~found
+            i = np.where(ok, near, lo)
+            ok &= (spans.step[i] == step) & (spans.start[i] <= ts) & (ts <= spans.end[i])
+            starts[lo_m:hi_m][ok] = spans.start[i][ok]
+            ends[lo_m:hi_m][ok] = spans.end[i][ok]
+            found |= ok
     return starts, ends, tokens
 
 
