@@ -8,6 +8,7 @@ the run's own timings, not with numbers it assumed.
 
 from __future__ import annotations
 
+import atexit
 import json
 import os
 import subprocess
@@ -119,6 +120,30 @@ class _Timed:
 
     def __exit__(self, *exc: object) -> None:
         self.truth.add(self.key, time.perf_counter() - self.t0)
+
+
+def time_jax_compiles(truth: Truth) -> None:
+    """The script's own record of JAX's compilations: every phase JAX times (tracing,
+    lowering, XLA), from the script's own ``jax.monitoring`` listener; at exit, the seconds
+    of their union are the truth's ``compile`` (and their count, ``compile_spans``)."""
+    import jax  # only the JAX scripts need it
+
+    spans: list[tuple[float, float]] = []
+
+    def listen(event: str, start: float, end: float, **kwargs: object) -> None:
+        if event.startswith("/jax/core/compile/") and event.endswith("_duration"):
+            spans.append((start, end))
+
+    def union() -> None:
+        covered, last = 0.0, float("-inf")
+        for start, end in sorted(spans):
+            covered += max(0.0, end - max(start, last))
+            last = max(last, end)
+        truth.values["compile"] = covered
+        truth.values["compile_spans"] = len(spans)
+
+    jax.monitoring.register_event_time_span_listener(listen)
+    atexit.register(union)  # before truth.write, registered earlier (atexit runs LIFO)
 
 
 def crash_step() -> int | None:

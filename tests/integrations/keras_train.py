@@ -5,7 +5,7 @@ every N batches). Attempt 0 crashes inside step $BADPUT_TEST_CRASH_AT; attempt 1
 the backup and, as Keras does, replays the epoch it was in from its start. The run's own
 log (the truth file): each batch begun (its data position, ``epoch * steps + batch + 1``),
 the epoch it resumed at, the optimizer's iterations then, and its own timing of the
-batch fetches and of the backups written and read.
+batch fetches, of the backups written and read, and of JAX's compilations.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ os.environ.setdefault("KERAS_BACKEND", "jax")
 
 import keras
 import numpy as np
-from _harness import Truth, crash_step
+from _harness import Truth, crash_step, time_jax_compiles
 
 from badput.integrations.keras import BadputCallback
 
@@ -29,6 +29,7 @@ SAVE_FREQ: int | str = int(sys.argv[3]) if sys.argv[3].isdigit() else sys.argv[3
 truth = Truth()
 truth.values.update(attempt=os.environ.get("BADPUT_ATTEMPT"), steps=[], resumed_epoch=None)
 atexit.register(truth.write)
+time_jax_compiles(truth)
 
 
 class Slow(keras.utils.PyDataset):  # type: ignore[misc]

@@ -6,14 +6,18 @@ from pathlib import Path
 
 import pytest
 from _harness import (
+    assert_agrees,
     assert_bucket_agrees,
     assert_clean,
+    assert_untracked_share,
     badput_run,
     report,
     script,
     truth_sum,
     truths,
 )
+
+from badput.engine import Report
 
 pytestmark = pytest.mark.slow
 
@@ -41,6 +45,16 @@ def test_backup_and_restore_replay_is_wasted(tmp_path: Path) -> None:
     # blocks, which is at most the fetch time the dataset measured.
     assert rep.bucket("data_loading") <= truth_sum(tmp_path, "data_loading")
     assert rep.bucket("process_init") > 0.5
+    assert_every_second_named(rep, tmp_path)
+
+
+def assert_every_second_named(rep: Report, tmp_path: Path) -> None:
+    """JAX's compilations, as the script's own listener saw them (the model's initialisers
+    before the recorder, the first step, the metrics at the first epoch's end), are
+    ``compile``; what no hook names is at most 5 % of the job."""
+    assert truth_sum(tmp_path, "compile_spans", rank=None) > 0
+    assert_agrees("compile", rep.bucket("compile"), truth_sum(tmp_path, "compile", rank=None), 1)
+    assert_untracked_share(rep, 0.05)
 
 
 def test_backup_mid_epoch_restores_at_the_epoch_start(tmp_path: Path) -> None:
@@ -71,3 +85,4 @@ def test_backup_mid_epoch_restores_at_the_epoch_start(tmp_path: Path) -> None:
     assert_bucket_agrees(rep, tmp_path, "checkpoint_save", saves)
     assert truth_sum(tmp_path, "checkpoint_restore_calls") == 1
     assert_bucket_agrees(rep, tmp_path, "checkpoint_restore", 1)
+    assert_every_second_named(rep, tmp_path)

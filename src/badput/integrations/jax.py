@@ -16,6 +16,9 @@
   synchronous save is committed when ``save`` returns.
 - ``checkpoint_restore``: ``restore`` (its step: the one asked for, else the latest).
 - ``data_loading``: wrap a batch iterator in :func:`timed_batches`.
+- ``compile``: every compilation, as JAX times it (tracing, lowering, XLA), recorded by a
+  ``jax.monitoring`` listener installed when this module is imported (see
+  :mod:`badput.integrations._jax_compile`); a compilation inside a step is taken out of it.
 
 Every other attribute is the wrapped manager's. The entries Orbax writes to its own
 checkpoint logger (which MaxText's goodput reads) reach badput's store through the
@@ -29,10 +32,12 @@ import time
 from typing import Any
 
 from badput.integrations._common import timed_batches
+from badput.integrations._jax_compile import install_compile_listener
 from badput.recorder import Recorder
 from badput.runtime.optional import import_optional
 
 jax = import_optional("jax", "jax")
+install_compile_listener(jax)
 
 __all__ = ["TimedCheckpointManager", "recorder", "timed_batches"]
 

@@ -15,9 +15,15 @@ What each bucket comes from (public Keras API only):
   trained after it (``epoch * steps_per_epoch`` when ``BackupAndRestore`` resumes at an
   epoch's start, whatever batch its backup was taken at), so it is recorded at the next
   epoch's or batch's start, where Keras has said where it resumes.
-- ``data_loading``: from the last recorded moment to the next batch's start (Keras
-  fetches the batch there; no hook surrounds the fetch).
+- ``data_loading``: from the last recorded moment (a batch's end, an epoch's start) to the
+  next batch's start (Keras fetches the batch there; no hook surrounds the fetch).
 - ``custom:eval``: ``on_test_begin`` / ``on_test_end`` (validation inside ``fit``).
+- ``compile``: on the JAX backend, JAX's own timing of each compilation (tracing, lowering,
+  XLA): the first step's, the model's initialisers' (before the recorder exists) and the
+  metrics' results Keras computes at the first epoch's end (see
+  :mod:`badput.integrations._jax_compile`). The rest of an epoch's end (the state synced
+  back to the model's variables, the metrics' results) is ``untracked``, as time between
+  steps that nothing covers is: ``on_epoch_end`` moves the mark, so it is not data loading.
 - ``job_start`` at ``on_train_begin``, ``job_end`` at ``on_train_end`` (under
   ``badput run`` the launcher records the end). Keras has no exception hook: a crash
   ends the attempt at its last event (the recorder flushes at exit).
@@ -32,12 +38,15 @@ from collections.abc import Callable
 from typing import Any
 
 from badput.integrations._common import RecorderSession
+from badput.integrations._jax_compile import install_compile_listener
 from badput.recorder import Recorder
 from badput.runtime.optional import import_optional
 from badput.store import EventStore
 
 keras = import_optional("keras", "keras")
 _Callback: Any = keras.callbacks.Callback
+if keras.backend.backend() == "jax":
+    install_compile_listener(import_optional("jax", "jax"))
 
 __all__ = ["BadputCallback"]
 
@@ -147,6 +156,10 @@ class BadputCallback(_Callback):  # type: ignore[misc]
     def on_epoch_begin(self, epoch: int, logs: Any = None) -> None:
         self._epoch = int(epoch)
         self._record_restore(self._global_step(0))
+        self.session.touch()  # the epoch's first fetch starts after this
+
+    def on_epoch_end(self, epoch: int, logs: Any = None) -> None:
+        self.session.touch()  # the epoch's end is not the next batch's loading
 
     def _global_step(self, batch: int) -> int:
         steps = (self.params or {}).get("steps")
