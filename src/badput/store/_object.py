@@ -21,10 +21,11 @@ import threading
 from pathlib import Path
 from typing import Any, Final
 
+from badput.formats.codec import decode_lines
 from badput.runtime.optional import import_optional
 from badput.store._base import Chunk, Cursor, EventWriter, ReadResult, Unread, WriterKey
 from badput.store._jsonl import JsonlStore, safe_job_dir
-from badput.store._lines import parse_stream, torn_tail
+from badput.store._lines import BOM, parse_stream, torn_tail
 from badput.store._shipper import (
     DEFAULT_SHIP_INTERVAL,
     MAX_LOCAL_BYTES,
@@ -41,6 +42,8 @@ SCHEMES: Final = {"s3": "s3", "gs": "gs", "az": "az"}
 _PART_MARK: Final = ".part-"
 #: Parts fetched at once by a read.
 _FETCHERS: Final = 16
+#: Bytes of a job's first part read to learn which job its events name.
+_HEAD_BYTES: Final = 64 << 10
 
 
 class ObjectStore:
@@ -75,6 +78,7 @@ class ObjectStore:
         self._client = client
         self._lock = threading.Lock()
         self._shipper: Shipper | None = None
+        self._names: dict[str, str] = {}  # job directory -> the job its first event names
 
     def __repr__(self) -> str:
         return f"ObjectStore({self._uri!r})"
@@ -103,6 +107,17 @@ class ObjectStore:
     def _get(self, key: str) -> bytes:
         obstore = import_optional("obstore", self.scheme)
         return bytes(obstore.get(self.client, key).bytes())
+
+    def _head(self, key: str, size: int) -> bytes:
+        obstore = import_optional("obstore", self.scheme)
+        return bytes(obstore.get_range(self.client, key, start=0, length=min(size, _HEAD_BYTES)))
+
+    def _list_first(self, prefix: str) -> list[tuple[str, int]]:
+        """The first page of the listing under ``prefix`` (one request)."""
+        obstore = import_optional("obstore", self.scheme)
+        for batch in obstore.list(self.client, prefix + "/" if prefix else None, chunk_size=1000):
+            return [(str(meta["path"]), int(meta["size"])) for meta in batch]
+        return []
 
     def _list(self, prefix: str) -> list[tuple[str, int]]:
         obstore = import_optional("obstore", self.scheme)
@@ -171,13 +186,83 @@ class ObjectStore:
     # ----------------------------------------------------------------- reading
 
     def jobs(self) -> list[str]:
-        """Job directories under the prefix that hold at least one part, sorted."""
-        found = {rel.split("/", 1)[0] for rel, _ in self._relative(self._list(self.prefix))}
-        return sorted(found)
-
-    def _relative(self, listed: list[tuple[str, int]]) -> list[tuple[str, int]]:
+        """The jobs under the prefix that hold at least one part, sorted, each by the name
+        its events give it (a job's directory is its name made safe, :func:`safe_job_dir`:
+        ``team/llama`` lives in ``team_llama``). One listing, then the first bytes of the
+        first part of each directory not seen before (16 at a time)."""
+        first: dict[str, tuple[str, int]] = {}
         cut = len(self.prefix) + 1 if self.prefix else 0
-        return [(key[cut:], size) for key, size in listed if _PART_MARK in key]
+        for key, size in self._list(self.prefix):
+            rel = key[cut:]
+            if _PART_MARK in rel and rel.count("/") == 2:
+                directory = rel.split("/", 1)[0]
+                if directory not in first or key < first[directory][0]:
+                    first[directory] = (key, size)
+        unseen = [d for d in first if d not in self._names]
+        if unseen:
+            from concurrent.futures import ThreadPoolExecutor  # noqa: PLC0415 (import cost)
+
+            with ThreadPoolExecutor(min(_FETCHERS, len(unseen))) as pool:
+                named = list(pool.map(lambda d: self._first_job(*first[d]), unseen))
+            for directory, job in zip(unseen, named, strict=True):
+                if isinstance(job, Exception):
+                    continue  # not read this time (the directory's name): asked again next time
+                ok = job is not None and safe_job_dir(job) == directory
+                self._names[directory] = job if ok and job is not None else directory
+        return sorted({self._names.get(d, d) for d in first})
+
+    def _first_job(self, key: str, size: int) -> str | Exception | None:
+        """The job of the first decodable event in the first bytes of the part ``key``
+        (None: none there; the exception when it could not be fetched)."""
+        try:
+            data = self._head(key, size)
+        except Exception as exc:  # gone, denied, unreachable: the directory's name stands
+            return exc
+        for i, raw in enumerate(data.split(b"\n")[:-1]):  # complete lines only
+            line = raw.rstrip(b"\r")
+            if i == 0 and line.startswith(BOM):
+                line = line[len(BOM) :]
+            if line:
+                item = decode_lines([line])[0]
+                if not isinstance(item, Exception):
+                    return item.job
+        return None
+
+    def find_job(self, job: str) -> str | None:
+        """``job`` as the store names it (its events' name when ``job`` is its directory's
+        name), if it has shipped a part; else None. One listing request of its directory
+        (and the first bytes of one part), unlike :meth:`jobs`."""
+        directory = safe_job_dir(job)
+        listed = [(k, n) for k, n in self._list_first(self._key(directory)) if _PART_MARK in k]
+        if not listed:
+            return None
+        if job != directory:
+            return job
+        real = self._first_job(*min(listed))
+        return real if isinstance(real, str) and safe_job_dir(real) == directory else job
+
+    def job_inside(self) -> tuple[ObjectStore, str] | None:
+        """When this URI is a job's directory (``s3://b/runs/JOB``) or an attempt's
+        (``.../JOB/0``) rather than a store root: the store root above it and the job
+        (named by its events), as a local job's directory is read. One listing request."""
+        listed = [(k, n) for k, n in self._list_first(self.prefix) if _PART_MARK in k]
+        if not listed or not self.prefix:
+            return None
+        key, size = min(listed)
+        up = 2 - key[len(self.prefix) + 1 :].count("/")  # 1: a job's directory; 2: an attempt's
+        names = self.prefix.split("/")
+        if up not in (1, 2) or len(names) < up:
+            return None
+        directory = names[-up]
+        parent = ObjectStore(
+            f"{self.scheme}://{self.bucket}/" + "/".join(names[:-up]),
+            ship_interval=self.ship_interval,
+            max_local_bytes=self.max_local_bytes,
+            client=self._client,
+        )
+        real = self._first_job(key, size)
+        named = isinstance(real, str) and safe_job_dir(real) == directory
+        return parent, real if named and isinstance(real, str) else directory
 
     def parts(self, job: str) -> dict[str, list[tuple[int, str, int]]]:
         """``stream -> [(number, key, size)]`` of ``job``'s parts, in number order."""
@@ -192,6 +277,14 @@ class ObjectStore:
         for parts in found.values():
             parts.sort()
         return found
+
+    def fingerprint(self, job: str) -> str:
+        """What a read of ``job`` would fetch: its parts' keys and sizes (one listing). A
+        part is never rewritten with other bytes, so equal fingerprints read equal events
+        (``badput fleet``'s cache keys a job's result by it)."""
+        return "\n".join(
+            f"{key}\0{size}" for parts in self.parts(job).values() for _, key, size in parts
+        )
 
     def streams(self, job: str) -> list[str]:
         """The job's streams: shipped, or still only in this machine's local files (what
