@@ -40,7 +40,7 @@ from badput.store._jsonl import (
 )
 from badput.store._lines import MAX_LINE_BYTES
 from badput.store._memory import MemoryStore, memory_store
-from badput.store._object import ObjectStore
+from badput.store._object import ObjectStore, ObjectStoreError
 from badput.store._reading import what_is, written_end
 from badput.store._spool import SPOOL_DIR, Orphans, SpooledWriter, ship_orphaned
 
@@ -55,6 +55,7 @@ __all__ = [
     "JsonlStore",
     "MemoryStore",
     "ObjectStore",
+    "ObjectStoreError",
     "Orphans",
     "ReadResult",
     "SingleFileStore",

@@ -16,14 +16,17 @@ instance's role; for GCS ``GOOGLE_APPLICATION_CREDENTIALS``; for Azure
 
 from __future__ import annotations
 
+import contextlib
 import os
 import threading
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, Final
 
 from badput.formats.codec import decode_lines
 from badput.runtime.optional import import_optional
 from badput.store._base import Chunk, Cursor, EventWriter, ReadResult, Unread, WriterKey
+from badput.store._clouds import ObjectStoreError, failed, make_client
 from badput.store._jsonl import JsonlStore, safe_job_dir
 from badput.store._lines import BOM, parse_stream, torn_tail
 from badput.store._shipper import (
@@ -35,7 +38,7 @@ from badput.store._shipper import (
 )
 from badput.store._spool import Orphans, SpooledWriter, ship_orphaned
 
-__all__ = ["SCHEMES", "ObjectStore"]
+__all__ = ["SCHEMES", "ObjectStore", "ObjectStoreError"]
 
 #: URI scheme -> the extra that brings its client.
 SCHEMES: Final = {"s3": "s3", "gs": "gs", "az": "az"}
@@ -94,38 +97,63 @@ class ObjectStore:
         """The obstore store of the bucket (made on first use)."""
         with self._lock:
             if self._client is None:
-                self._client = _make_client(self.scheme, self.bucket)
+                with self._asking("configuring the client"):
+                    self._client = make_client(self.scheme, self.bucket)
             return self._client
+
+    @contextlib.contextmanager
+    def _asking(self, what: str) -> Iterator[None]:
+        """Raise an obstore error of ``what`` as an :class:`ObjectStoreError` that names this
+        store and, for missing credentials, what the cloud's tools read (a missing object
+        stays the client's ``NotFoundError``)."""
+        try:
+            yield
+        except (ObjectStoreError, ImportError):
+            raise
+        except Exception as exc:
+            if type(exc).__name__ == "NotFoundError":
+                raise
+            raise failed(self._uri, self.scheme, what, exc) from exc
 
     def _key(self, *parts: str) -> str:
         return "/".join(p for p in (self.prefix, *parts) if p)
 
     def _put(self, job_dir: str, rel: str, data: bytes) -> None:
         obstore = import_optional("obstore", self.scheme)
-        obstore.put(self.client, self._key(job_dir, rel), data)
+        key = self._key(job_dir, rel)
+        with self._asking(f"uploading {key}"):
+            obstore.put(self.client, key, data)
 
     def _get(self, key: str) -> bytes:
         obstore = import_optional("obstore", self.scheme)
-        return bytes(obstore.get(self.client, key).bytes())
+        with self._asking(f"reading {key}"):
+            return bytes(obstore.get(self.client, key).bytes())
 
     def _head(self, key: str, size: int) -> bytes:
         obstore = import_optional("obstore", self.scheme)
-        return bytes(obstore.get_range(self.client, key, start=0, length=min(size, _HEAD_BYTES)))
+        with self._asking(f"reading {key}"):
+            return bytes(
+                obstore.get_range(self.client, key, start=0, length=min(size, _HEAD_BYTES))
+            )
 
     def _list_first(self, prefix: str) -> list[tuple[str, int]]:
         """The first page of the listing under ``prefix`` (one request)."""
         obstore = import_optional("obstore", self.scheme)
-        for batch in obstore.list(self.client, prefix + "/" if prefix else None, chunk_size=1000):
-            return [(str(meta["path"]), int(meta["size"])) for meta in batch]
+        with self._asking(f"listing {prefix or '/'}"):
+            for batch in obstore.list(
+                self.client, prefix + "/" if prefix else None, chunk_size=1000
+            ):
+                return [(str(meta["path"]), int(meta["size"])) for meta in batch]
         return []
 
     def _list(self, prefix: str) -> list[tuple[str, int]]:
         obstore = import_optional("obstore", self.scheme)
-        return [
-            (str(meta["path"]), int(meta["size"]))
-            for batch in obstore.list(self.client, prefix + "/" if prefix else None)
-            for meta in batch
-        ]
+        with self._asking(f"listing {prefix or '/'}"):
+            return [
+                (str(meta["path"]), int(meta["size"]))
+                for batch in obstore.list(self.client, prefix + "/" if prefix else None)
+                for meta in batch
+            ]
 
     # ----------------------------------------------------------------- writing
 
@@ -336,70 +364,3 @@ class ObjectStore:
             if torn is not None:
                 unread.append(torn)
         return ReadResult(chunks, out, unread, reached_end=complete)
-
-
-def _make_client(scheme: str, bucket: str) -> Any:
-    """The obstore store of ``scheme://bucket``, configured from the environment the way the
-    cloud's own tools are (obstore reads ``AWS_*``, ``GOOGLE_*``, ``AZURE_*`` itself)."""
-    store_mod = import_optional("obstore.store", scheme)
-    options: dict[str, Any] = {"timeout": "30s", "connect_timeout": "5s"}
-    retry = {"max_retries": 4, "retry_timeout": _timedelta(20.0)}
-    config: dict[str, str] = {}
-    if scheme == "s3":
-        config = _aws_profile()
-        endpoint = (
-            os.environ.get("AWS_ENDPOINT_URL_S3")
-            or os.environ.get("AWS_ENDPOINT_URL")
-            or config.get("endpoint", "")
-        )
-        if endpoint.startswith("http://"):  # as the AWS CLI: the URL says plain HTTP
-            options["allow_http"] = True
-    return store_mod.from_url(
-        f"{scheme}://{bucket}", config=config or None, client_options=options, retry_config=retry
-    )
-
-
-def _timedelta(seconds: float) -> Any:
-    import datetime  # noqa: PLC0415
-
-    return datetime.timedelta(seconds=seconds)
-
-
-def _aws_profile() -> dict[str, str]:
-    """Keys, region and endpoint of ``AWS_PROFILE`` (or ``default``) from the shared files
-    (``AWS_SHARED_CREDENTIALS_FILE``, ``AWS_CONFIG_FILE``), for what the environment does
-    not set: obstore reads the environment and instance roles, not profiles."""
-    if os.environ.get("AWS_ACCESS_KEY_ID"):
-        return {}
-    import configparser  # noqa: PLC0415 (only an S3 client's first use)
-
-    profile = os.environ.get("AWS_PROFILE") or "default"
-    home = os.path.expanduser("~")
-    creds = os.environ.get("AWS_SHARED_CREDENTIALS_FILE") or os.path.join(
-        home, ".aws", "credentials"
-    )
-    conf = os.environ.get("AWS_CONFIG_FILE") or os.path.join(home, ".aws", "config")
-    out: dict[str, str] = {}
-    wanted = {
-        "aws_access_key_id": "access_key_id",
-        "aws_secret_access_key": "secret_access_key",
-        "aws_session_token": "token",
-        "region": "region",
-        "endpoint_url": "endpoint",
-    }
-    for path, section in (
-        (conf, "default" if profile == "default" else f"profile {profile}"),
-        (creds, profile),
-    ):
-        parser = configparser.RawConfigParser()
-        try:
-            parser.read(path)
-        except configparser.Error:
-            continue
-        if parser.has_section(section):
-            for name, value in parser.items(section):
-                if name in wanted and value:
-                    out[wanted[name]] = value
-    if "AWS_DEFAULT_REGION" in os.environ or "AWS_REGION" in os.environ:
-        out.pop("region", None)
-    return out
