@@ -7,11 +7,10 @@ cursor's byte offset of a stream runs across its parts, so a
 :class:`~badput.analysis.LiveJob` stays incremental over the network.
 
 The client is obstore (``badput[s3]``, ``badput[gs]``, ``badput[az]``: the same one
-package), configured as each cloud's own tools are: for S3 ``AWS_ENDPOINT_URL``,
-``AWS_ACCESS_KEY_ID``/``AWS_SECRET_ACCESS_KEY``/``AWS_SESSION_TOKEN``,
-``AWS_DEFAULT_REGION``, ``AWS_PROFILE`` (the shared credentials and config files), and the
-instance's role; for GCS ``GOOGLE_APPLICATION_CREDENTIALS``; for Azure
-``AZURE_STORAGE_ACCOUNT_NAME`` and its keys. See docs/object-storage.md.
+package), configured as each cloud's own tools are (:mod:`._clouds`: ``AWS_*`` and
+profiles, ``GOOGLE_*``, ``AZURE_*`` and connection strings); its errors are raised as
+:class:`ObjectStoreError`, naming what to set when credentials are missing. See
+docs/object-storage.md.
 """
 
 from __future__ import annotations
@@ -243,18 +242,9 @@ class ObjectStore:
         """The job of the first decodable event in the first bytes of the part ``key``
         (None: none there; the exception when it could not be fetched)."""
         try:
-            data = self._head(key, size)
+            return _first_job_in(self._head(key, size))
         except Exception as exc:  # gone, denied, unreachable: the directory's name stands
             return exc
-        for i, raw in enumerate(data.split(b"\n")[:-1]):  # complete lines only
-            line = raw.rstrip(b"\r")
-            if i == 0 and line.startswith(BOM):
-                line = line[len(BOM) :]
-            if line:
-                item = decode_lines([line])[0]
-                if not isinstance(item, Exception):
-                    return item.job
-        return None
 
     def find_job(self, job: str) -> str | None:
         """``job`` as the store names it (its events' name when ``job`` is its directory's
@@ -328,22 +318,7 @@ class ObjectStore:
         in which ``max_bytes`` ran out."""
         cursor = cursor or Cursor()
         out = Cursor(dict(cursor.offsets))
-        plan: list[tuple[str, int, list[tuple[int, str]]]] = []  # stream, skip, [(start, key)]
-        budget = max_bytes
-        complete = True
-        for stream, parts in sorted(self.parts(job).items()):
-            offset = cursor.offsets.get(stream, (0, 0))[0]
-            start, wanted = 0, []
-            for _number, key, size in parts:
-                if start + size > offset and (budget is None or budget > 0):
-                    wanted.append((start, key))
-                    if budget is not None:
-                        budget -= start + size - max(offset, start)
-                elif start + size > offset:
-                    complete = False
-                start += size
-            if wanted:
-                plan.append((stream, offset, wanted))
+        plan, complete = _plan(self.parts(job), cursor, max_bytes)
         keys = [key for _, _, wanted in plan for _, key in wanted]
         from concurrent.futures import ThreadPoolExecutor  # noqa: PLC0415 (import cost)
 
@@ -364,3 +339,40 @@ class ObjectStore:
             if torn is not None:
                 unread.append(torn)
         return ReadResult(chunks, out, unread, reached_end=complete)
+
+
+def _first_job_in(data: bytes) -> str | None:
+    """The job of the first decodable event among the complete lines of ``data``."""
+    for i, raw in enumerate(data.split(b"\n")[:-1]):
+        line = raw.rstrip(b"\r")
+        if i == 0 and line.startswith(BOM):
+            line = line[len(BOM) :]
+        if line:
+            item = decode_lines([line])[0]
+            if not isinstance(item, Exception):
+                return item.job
+    return None
+
+
+def _plan(
+    found: dict[str, list[tuple[int, str, int]]], cursor: Cursor, max_bytes: int | None
+) -> tuple[list[tuple[str, int, list[tuple[int, str]]]], bool]:
+    """What a read fetches: ``[(stream, offset, [(part's start, key)])]`` of the parts past
+    the cursor (until ``max_bytes`` ran out), and whether that is all of them."""
+    plan: list[tuple[str, int, list[tuple[int, str]]]] = []
+    budget = max_bytes
+    complete = True
+    for stream, parts in sorted(found.items()):
+        offset = cursor.offsets.get(stream, (0, 0))[0]
+        start, wanted = 0, []
+        for _number, key, size in parts:
+            if start + size > offset and (budget is None or budget > 0):
+                wanted.append((start, key))
+                if budget is not None:
+                    budget -= start + size - max(offset, start)
+            elif start + size > offset:
+                complete = False
+            start += size
+        if wanted:
+            plan.append((stream, offset, wanted))
+    return plan, complete
