@@ -23,7 +23,7 @@ PUBLIC: dict[str, set[str]] = {
         "MAX_LINE_BYTES", "SPOOL_DIR", "Chunk", "Cursor", "EventStore", "EventWriter",
         "JobListing", "JsonlStore",
         "MemoryStore", "ObjectStore", "Orphans", "ReadResult", "SingleFileStore", "SpooledWriter",
-        "Unread",
+        "ObjectStoreError", "Unread",
         "WriterKey", "is_job_path", "job_sources", "list_job",
         "open_source",
         "open_regular", "open_store", "safe_job_dir", "ship_orphaned", "what_is", "written_end",

@@ -40,7 +40,7 @@ from badput.store._jsonl import (
 )
 from badput.store._lines import MAX_LINE_BYTES
 from badput.store._memory import MemoryStore, memory_store
-from badput.store._object import ObjectStore
+from badput.store._object import ObjectStore, ObjectStoreError
 from badput.store._reading import what_is, written_end
 from badput.store._spool import SPOOL_DIR, Orphans, SpooledWriter, ship_orphaned
 
@@ -55,6 +55,7 @@ __all__ = [
     "JsonlStore",
     "MemoryStore",
     "ObjectStore",
+    "ObjectStoreError",
     "Orphans",
     "ReadResult",
     "SingleFileStore",
@@ -174,7 +175,8 @@ def open_source(
        or when it is named after its events' attempt beside another attempt's directory
        of the same job (a renamed job's attempt). A ``job`` argument must name that job.
     4. **a store URI** (``memory://name``, ``file:///dir``, ``gcl://project/log``) or an
-       :class:`EventStore`: treated as a store root.
+       :class:`EventStore`: treated as a store root. An object store's URI
+       (``s3://bucket/prefix``) may also name a job's directory or an attempt's, as in 3.
 
     Raises ``ValueError`` naming ``path`` when it does not exist, holds no events,
     or ``job`` is missing, ambiguous or unknown.
@@ -184,6 +186,8 @@ def open_source(
     text = os.fspath(path)
     if "://" in text and not text.lower().startswith("file://"):
         store = open_store(text)
+        if isinstance(store, ObjectStore):
+            return _object_source(store, text, job)
         if job is not None and text.lower().startswith("gcl://"):
             from badput.store._gcl import CloudLoggingStore  # noqa: PLC0415
 
@@ -211,6 +215,25 @@ def open_source(
     return _pick_job(found, text, job) if isinstance(found, JsonlStore) else found
 
 
+def _object_source(store: ObjectStore, text: str, job: str | None) -> tuple[EventStore, str]:
+    """:func:`open_source` of an object store's URI: a job's (or an attempt's) directory is
+    read as that job of the store above it, as a local one is; a store root's ``job`` is
+    looked up by its directory alone (one listing, not the whole store's)."""
+    inside = store.job_inside()
+    if inside is not None:
+        parent, real = inside
+        if job is not None and safe_job_dir(job) != safe_job_dir(real):
+            raise ValueError(
+                f"{text} is the directory of job {real!r}, but job {job!r} was asked for"
+            )
+        return parent, real if job is None or job == safe_job_dir(real) else job
+    if job is not None:
+        found = store.find_job(job)
+        if found is not None:
+            return store, found
+    return _pick_job(store, text, job)
+
+
 def job_sources(
     uri_or_path: str | os.PathLike[str] | EventStore,
 ) -> list[tuple[EventStore, str]]:
@@ -225,6 +248,9 @@ def job_sources(
     text = os.fspath(uri_or_path)
     if "://" in text and not text.lower().startswith("file://"):
         store = open_store(text)
+        inside = store.job_inside() if isinstance(store, ObjectStore) else None
+        if inside is not None:
+            return [inside]
         return [(store, name) for name in store.jobs()]
     opened = open_store(text)
     if isinstance(opened, JsonlStore) and opened.root.is_dir():

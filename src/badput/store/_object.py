@@ -7,24 +7,27 @@ cursor's byte offset of a stream runs across its parts, so a
 :class:`~badput.analysis.LiveJob` stays incremental over the network.
 
 The client is obstore (``badput[s3]``, ``badput[gs]``, ``badput[az]``: the same one
-package), configured as each cloud's own tools are: for S3 ``AWS_ENDPOINT_URL``,
-``AWS_ACCESS_KEY_ID``/``AWS_SECRET_ACCESS_KEY``/``AWS_SESSION_TOKEN``,
-``AWS_DEFAULT_REGION``, ``AWS_PROFILE`` (the shared credentials and config files), and the
-instance's role; for GCS ``GOOGLE_APPLICATION_CREDENTIALS``; for Azure
-``AZURE_STORAGE_ACCOUNT_NAME`` and its keys. See docs/object-storage.md.
+package), configured as each cloud's own tools are (:mod:`._clouds`: ``AWS_*`` and
+profiles, ``GOOGLE_*``, ``AZURE_*`` and connection strings); its errors are raised as
+:class:`ObjectStoreError`, naming what to set when credentials are missing. See
+docs/object-storage.md.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import threading
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, Final
 
+from badput.formats.codec import decode_lines
 from badput.runtime.optional import import_optional
 from badput.store._base import Chunk, Cursor, EventWriter, ReadResult, Unread, WriterKey
+from badput.store._clouds import ObjectStoreError, failed, make_client
 from badput.store._jsonl import JsonlStore, safe_job_dir
-from badput.store._lines import parse_stream, torn_tail
+from badput.store._lines import BOM, parse_stream, torn_tail
 from badput.store._shipper import (
     DEFAULT_SHIP_INTERVAL,
     MAX_LOCAL_BYTES,
@@ -34,13 +37,15 @@ from badput.store._shipper import (
 )
 from badput.store._spool import Orphans, SpooledWriter, ship_orphaned
 
-__all__ = ["SCHEMES", "ObjectStore"]
+__all__ = ["SCHEMES", "ObjectStore", "ObjectStoreError"]
 
 #: URI scheme -> the extra that brings its client.
 SCHEMES: Final = {"s3": "s3", "gs": "gs", "az": "az"}
 _PART_MARK: Final = ".part-"
 #: Parts fetched at once by a read.
 _FETCHERS: Final = 16
+#: Bytes of a job's first part read to learn which job its events name.
+_HEAD_BYTES: Final = 64 << 10
 
 
 class ObjectStore:
@@ -75,6 +80,7 @@ class ObjectStore:
         self._client = client
         self._lock = threading.Lock()
         self._shipper: Shipper | None = None
+        self._names: dict[str, str] = {}  # job directory -> the job its first event names
 
     def __repr__(self) -> str:
         return f"ObjectStore({self._uri!r})"
@@ -90,27 +96,63 @@ class ObjectStore:
         """The obstore store of the bucket (made on first use)."""
         with self._lock:
             if self._client is None:
-                self._client = _make_client(self.scheme, self.bucket)
+                with self._asking("configuring the client"):
+                    self._client = make_client(self.scheme, self.bucket)
             return self._client
+
+    @contextlib.contextmanager
+    def _asking(self, what: str) -> Iterator[None]:
+        """Raise an obstore error of ``what`` as an :class:`ObjectStoreError` that names this
+        store and, for missing credentials, what the cloud's tools read (a missing object
+        stays the client's ``NotFoundError``)."""
+        try:
+            yield
+        except (ObjectStoreError, ImportError):
+            raise
+        except Exception as exc:
+            if type(exc).__name__ == "NotFoundError":
+                raise
+            raise failed(self._uri, self.scheme, what, exc) from exc
 
     def _key(self, *parts: str) -> str:
         return "/".join(p for p in (self.prefix, *parts) if p)
 
     def _put(self, job_dir: str, rel: str, data: bytes) -> None:
         obstore = import_optional("obstore", self.scheme)
-        obstore.put(self.client, self._key(job_dir, rel), data)
+        key = self._key(job_dir, rel)
+        with self._asking(f"uploading {key}"):
+            obstore.put(self.client, key, data)
 
     def _get(self, key: str) -> bytes:
         obstore = import_optional("obstore", self.scheme)
-        return bytes(obstore.get(self.client, key).bytes())
+        with self._asking(f"reading {key}"):
+            return bytes(obstore.get(self.client, key).bytes())
+
+    def _head(self, key: str, size: int) -> bytes:
+        obstore = import_optional("obstore", self.scheme)
+        with self._asking(f"reading {key}"):
+            return bytes(
+                obstore.get_range(self.client, key, start=0, length=min(size, _HEAD_BYTES))
+            )
+
+    def _list_first(self, prefix: str) -> list[tuple[str, int]]:
+        """The first page of the listing under ``prefix`` (one request)."""
+        obstore = import_optional("obstore", self.scheme)
+        with self._asking(f"listing {prefix or '/'}"):
+            for batch in obstore.list(
+                self.client, prefix + "/" if prefix else None, chunk_size=1000
+            ):
+                return [(str(meta["path"]), int(meta["size"])) for meta in batch]
+        return []
 
     def _list(self, prefix: str) -> list[tuple[str, int]]:
         obstore = import_optional("obstore", self.scheme)
-        return [
-            (str(meta["path"]), int(meta["size"]))
-            for batch in obstore.list(self.client, prefix + "/" if prefix else None)
-            for meta in batch
-        ]
+        with self._asking(f"listing {prefix or '/'}"):
+            return [
+                (str(meta["path"]), int(meta["size"]))
+                for batch in obstore.list(self.client, prefix + "/" if prefix else None)
+                for meta in batch
+            ]
 
     # ----------------------------------------------------------------- writing
 
@@ -171,13 +213,74 @@ class ObjectStore:
     # ----------------------------------------------------------------- reading
 
     def jobs(self) -> list[str]:
-        """Job directories under the prefix that hold at least one part, sorted."""
-        found = {rel.split("/", 1)[0] for rel, _ in self._relative(self._list(self.prefix))}
-        return sorted(found)
-
-    def _relative(self, listed: list[tuple[str, int]]) -> list[tuple[str, int]]:
+        """The jobs under the prefix that hold at least one part, sorted, each by the name
+        its events give it (a job's directory is its name made safe, :func:`safe_job_dir`:
+        ``team/llama`` lives in ``team_llama``). One listing, then the first bytes of the
+        first part of each directory not seen before (16 at a time)."""
+        first: dict[str, tuple[str, int]] = {}
         cut = len(self.prefix) + 1 if self.prefix else 0
-        return [(key[cut:], size) for key, size in listed if _PART_MARK in key]
+        for key, size in self._list(self.prefix):
+            rel = key[cut:]
+            if _PART_MARK in rel and rel.count("/") == 2:
+                directory = rel.split("/", 1)[0]
+                if directory not in first or key < first[directory][0]:
+                    first[directory] = (key, size)
+        unseen = [d for d in first if d not in self._names]
+        if unseen:
+            from concurrent.futures import ThreadPoolExecutor  # noqa: PLC0415 (import cost)
+
+            with ThreadPoolExecutor(min(_FETCHERS, len(unseen))) as pool:
+                named = list(pool.map(lambda d: self._first_job(*first[d]), unseen))
+            for directory, job in zip(unseen, named, strict=True):
+                if isinstance(job, Exception):
+                    continue  # not read this time (the directory's name): asked again next time
+                ok = job is not None and safe_job_dir(job) == directory
+                self._names[directory] = job if ok and job is not None else directory
+        return sorted({self._names.get(d, d) for d in first})
+
+    def _first_job(self, key: str, size: int) -> str | Exception | None:
+        """The job of the first decodable event in the first bytes of the part ``key``
+        (None: none there; the exception when it could not be fetched)."""
+        try:
+            return _first_job_in(self._head(key, size))
+        except Exception as exc:  # gone, denied, unreachable: the directory's name stands
+            return exc
+
+    def find_job(self, job: str) -> str | None:
+        """``job`` as the store names it (its events' name when ``job`` is its directory's
+        name), if it has shipped a part; else None. One listing request of its directory
+        (and the first bytes of one part), unlike :meth:`jobs`."""
+        directory = safe_job_dir(job)
+        listed = [(k, n) for k, n in self._list_first(self._key(directory)) if _PART_MARK in k]
+        if not listed:
+            return None
+        if job != directory:
+            return job
+        real = self._first_job(*min(listed))
+        return real if isinstance(real, str) and safe_job_dir(real) == directory else job
+
+    def job_inside(self) -> tuple[ObjectStore, str] | None:
+        """When this URI is a job's directory (``s3://b/runs/JOB``) or an attempt's
+        (``.../JOB/0``) rather than a store root: the store root above it and the job
+        (named by its events), as a local job's directory is read. One listing request."""
+        listed = [(k, n) for k, n in self._list_first(self.prefix) if _PART_MARK in k]
+        if not listed or not self.prefix:
+            return None
+        key, size = min(listed)
+        up = 2 - key[len(self.prefix) + 1 :].count("/")  # 1: a job's directory; 2: an attempt's
+        names = self.prefix.split("/")
+        if up not in (1, 2) or len(names) < up:
+            return None
+        directory = names[-up]
+        parent = ObjectStore(
+            f"{self.scheme}://{self.bucket}/" + "/".join(names[:-up]),
+            ship_interval=self.ship_interval,
+            max_local_bytes=self.max_local_bytes,
+            client=self._client,
+        )
+        real = self._first_job(key, size)
+        named = isinstance(real, str) and safe_job_dir(real) == directory
+        return parent, real if named and isinstance(real, str) else directory
 
     def parts(self, job: str) -> dict[str, list[tuple[int, str, int]]]:
         """``stream -> [(number, key, size)]`` of ``job``'s parts, in number order."""
@@ -193,6 +296,14 @@ class ObjectStore:
             parts.sort()
         return found
 
+    def fingerprint(self, job: str) -> str:
+        """What a read of ``job`` would fetch: its parts' keys and sizes (one listing). A
+        part is never rewritten with other bytes, so equal fingerprints read equal events
+        (``badput fleet``'s cache keys a job's result by it)."""
+        return "\n".join(
+            f"{key}\0{size}" for parts in self.parts(job).values() for _, key, size in parts
+        )
+
     def streams(self, job: str) -> list[str]:
         """The job's streams: shipped, or still only in this machine's local files (what
         ``badput run`` numbers the next attempt from)."""
@@ -207,22 +318,7 @@ class ObjectStore:
         in which ``max_bytes`` ran out."""
         cursor = cursor or Cursor()
         out = Cursor(dict(cursor.offsets))
-        plan: list[tuple[str, int, list[tuple[int, str]]]] = []  # stream, skip, [(start, key)]
-        budget = max_bytes
-        complete = True
-        for stream, parts in sorted(self.parts(job).items()):
-            offset = cursor.offsets.get(stream, (0, 0))[0]
-            start, wanted = 0, []
-            for _number, key, size in parts:
-                if start + size > offset and (budget is None or budget > 0):
-                    wanted.append((start, key))
-                    if budget is not None:
-                        budget -= start + size - max(offset, start)
-                elif start + size > offset:
-                    complete = False
-                start += size
-            if wanted:
-                plan.append((stream, offset, wanted))
+        plan, complete = _plan(self.parts(job), cursor, max_bytes)
         keys = [key for _, _, wanted in plan for _, key in wanted]
         from concurrent.futures import ThreadPoolExecutor  # noqa: PLC0415 (import cost)
 
@@ -245,68 +341,38 @@ class ObjectStore:
         return ReadResult(chunks, out, unread, reached_end=complete)
 
 
-def _make_client(scheme: str, bucket: str) -> Any:
-    """The obstore store of ``scheme://bucket``, configured from the environment the way the
-    cloud's own tools are (obstore reads ``AWS_*``, ``GOOGLE_*``, ``AZURE_*`` itself)."""
-    store_mod = import_optional("obstore.store", scheme)
-    options: dict[str, Any] = {"timeout": "30s", "connect_timeout": "5s"}
-    retry = {"max_retries": 4, "retry_timeout": _timedelta(20.0)}
-    config: dict[str, str] = {}
-    if scheme == "s3":
-        config = _aws_profile()
-        endpoint = (
-            os.environ.get("AWS_ENDPOINT_URL_S3")
-            or os.environ.get("AWS_ENDPOINT_URL")
-            or config.get("endpoint", "")
-        )
-        if endpoint.startswith("http://"):  # as the AWS CLI: the URL says plain HTTP
-            options["allow_http"] = True
-    return store_mod.from_url(
-        f"{scheme}://{bucket}", config=config or None, client_options=options, retry_config=retry
-    )
+def _first_job_in(data: bytes) -> str | None:
+    """The job of the first decodable event among the complete lines of ``data``."""
+    for i, raw in enumerate(data.split(b"\n")[:-1]):
+        line = raw.rstrip(b"\r")
+        if i == 0 and line.startswith(BOM):
+            line = line[len(BOM) :]
+        if line:
+            item = decode_lines([line])[0]
+            if not isinstance(item, Exception):
+                return item.job
+    return None
 
 
-def _timedelta(seconds: float) -> Any:
-    import datetime  # noqa: PLC0415
-
-    return datetime.timedelta(seconds=seconds)
-
-
-def _aws_profile() -> dict[str, str]:
-    """Keys, region and endpoint of ``AWS_PROFILE`` (or ``default``) from the shared files
-    (``AWS_SHARED_CREDENTIALS_FILE``, ``AWS_CONFIG_FILE``), for what the environment does
-    not set: obstore reads the environment and instance roles, not profiles."""
-    if os.environ.get("AWS_ACCESS_KEY_ID"):
-        return {}
-    import configparser  # noqa: PLC0415 (only an S3 client's first use)
-
-    profile = os.environ.get("AWS_PROFILE") or "default"
-    home = os.path.expanduser("~")
-    creds = os.environ.get("AWS_SHARED_CREDENTIALS_FILE") or os.path.join(
-        home, ".aws", "credentials"
-    )
-    conf = os.environ.get("AWS_CONFIG_FILE") or os.path.join(home, ".aws", "config")
-    out: dict[str, str] = {}
-    wanted = {
-        "aws_access_key_id": "access_key_id",
-        "aws_secret_access_key": "secret_access_key",
-        "aws_session_token": "token",
-        "region": "region",
-        "endpoint_url": "endpoint",
-    }
-    for path, section in (
-        (conf, "default" if profile == "default" else f"profile {profile}"),
-        (creds, profile),
-    ):
-        parser = configparser.RawConfigParser()
-        try:
-            parser.read(path)
-        except configparser.Error:
-            continue
-        if parser.has_section(section):
-            for name, value in parser.items(section):
-                if name in wanted and value:
-                    out[wanted[name]] = value
-    if "AWS_DEFAULT_REGION" in os.environ or "AWS_REGION" in os.environ:
-        out.pop("region", None)
-    return out
+def _plan(
+    found: dict[str, list[tuple[int, str, int]]], cursor: Cursor, max_bytes: int | None
+) -> tuple[list[tuple[str, int, list[tuple[int, str]]]], bool]:
+    """What a read fetches: ``[(stream, offset, [(part's start, key)])]`` of the parts past
+    the cursor (until ``max_bytes`` ran out), and whether that is all of them."""
+    plan: list[tuple[str, int, list[tuple[int, str]]]] = []
+    budget = max_bytes
+    complete = True
+    for stream, parts in sorted(found.items()):
+        offset = cursor.offsets.get(stream, (0, 0))[0]
+        start, wanted = 0, []
+        for _number, key, size in parts:
+            if start + size > offset and (budget is None or budget > 0):
+                wanted.append((start, key))
+                if budget is not None:
+                    budget -= start + size - max(offset, start)
+            elif start + size > offset:
+                complete = False
+            start += size
+        if wanted:
+            plan.append((stream, offset, wanted))
+    return plan, complete
