@@ -37,10 +37,12 @@ PUBLIC: dict[str, set[str]] = {
         "StepTimeStats", "Straggler", "Timeline", "cpu_time_with_helpers", "group_buckets",
         "step_time_stats", "JOB_STATES", "JobState", "SILENCE_MIN_SECONDS", "SILENCE_STEP_FACTOR",
         "job_state", "silence_threshold", "PEAK_FLOPS", "AttemptWork", "ProgramGoodput",
+        "Cost", "cost_of", "resolve_devices",
         "dense_flops_per_token", "table_peak",
     },
     "badput.report": {
         "JobRow", "MAX_ATTEMPT_ROWS", "compare_dict", "dumps_finite", "format_duration",
+        "format_money",
         "format_percent", "format_ts", "html_report", "inert", "job_row", "no_time_reason",
         "open_output", "render_compare", "render_jobs", "render_table", "render_watch",
         "report_of", "run_watch", "sort_rows",
@@ -64,7 +66,7 @@ PUBLIC: dict[str, set[str]] = {
         "ReplaySettings", "SaveFacts", "Spread", "WhatIf", "advise", "advise_of",
         "chi2_quantile", "daly_interval", "devices_of", "efficiency", "measure",
         "poisson_rate_interval", "read_job", "render_advice", "render_whatif",
-        "replay_seconds", "whatif", "whatif_of", "young_interval",
+        "replay_seconds", "report_advice", "whatif", "whatif_of", "young_interval",
     },
     "badput.recorder": {
         "DEFAULT_HEARTBEAT_INTERVAL", "LIVE_RECORDERS", "NullRecorder", "Recorder", "SPANS",

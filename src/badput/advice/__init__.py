@@ -13,7 +13,7 @@ A view of the engine's :class:`~badput.engine.Report` and
 from badput.advice._advise import Advice, FailureRate, Interval, Lever, Spread, advise_of
 from badput.advice._measure import AttemptFacts, JobFacts, SaveFacts, measure
 from badput.advice._model import daly_interval, efficiency, young_interval
-from badput.advice._read import advise, devices_of, read_job, whatif
+from badput.advice._read import advise, devices_of, read_job, report_advice, whatif
 from badput.advice._render import render_advice, render_whatif
 from badput.advice._replay import ReplaySettings, WhatIf, replay_seconds, whatif_of
 from badput.advice._stats import chi2_quantile, poisson_rate_interval
@@ -41,6 +41,7 @@ __all__ = [
     "render_advice",
     "render_whatif",
     "replay_seconds",
+    "report_advice",
     "whatif",
     "whatif_of",
     "young_interval",

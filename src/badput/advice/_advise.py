@@ -100,6 +100,8 @@ class Advice:
     notes: list[str] = field(default_factory=list)
     devices: int | None = None
     price_per_device_hour: float | None = None
+    # Why ``recommended`` is None (too little data), else None.
+    interval_reason: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         out = asdict(self)
@@ -203,6 +205,17 @@ def _levers(report: Report, facts: JobFacts, rec: Interval | None) -> list[Lever
     return sorted(out, key=lambda lv: -lv.gain_seconds)
 
 
+def _priced(levers: list[Lever], devices: int | None, price: float | None) -> list[Lever]:
+    """``levers`` with their gain in money (``devices`` default 1) when a price is given."""
+    if price is None:
+        return levers
+    per_second = (devices or 1) * price / 3600.0
+    return [
+        Lever(lv.name, lv.gain_seconds, lv.gain_share, lv.detail, lv.gain_seconds * per_second)
+        for lv in levers
+    ]
+
+
 def advise_of(
     report: Report,
     facts: JobFacts,
@@ -235,11 +248,14 @@ def advise_of(
     formula: str | None = None
     current = recommended = None
     model = None
+    reason = None
     if saves is None:
-        notes.append("the log has no blocking checkpoint save: no interval can be derived")
+        reason = "the log has no blocking checkpoint save: no interval can be derived"
     elif w is None or w <= 0:
-        notes.append("the log has no step time: no interval in steps can be derived")
-    elif math.isfinite(mtbf_s) and mtbf_s > 0:
+        reason = "the log has no step time: no interval in steps can be derived"
+    elif not (math.isfinite(mtbf_s) and mtbf_s > 0):
+        reason = "the log has no running time to measure a failure rate in"
+    else:
         delta = saves.median
         young, daly = young_interval(delta, mtbf_s), daly_interval(delta, mtbf_s)
         formula = "daly" if delta >= DALY_ABOVE * mtbf_s else "young"
@@ -250,16 +266,11 @@ def advise_of(
         recommended = _interval(report, facts, steps, w, model=model, current=cur_s)
         if facts.interval_steps:
             current = Interval(facts.interval_steps, cur_s or 0.0, report.goodput, report.goodput)
+    if reason is not None:
+        notes.append(reason)
     if facts.attempts and not facts.finished:
         notes.append("the job has not finished: figures are as of the log's end")
-    levers = _levers(report, facts, recommended)
-    if price_per_device_hour is not None:
-        n = devices or 1
-        levers = [
-            Lever(lv.name, lv.gain_seconds, lv.gain_share, lv.detail,
-                  lv.gain_seconds / 3600.0 * n * price_per_device_hour)
-            for lv in levers
-        ]  # fmt: skip
+    levers = _priced(_levers(report, facts, recommended), devices, price_per_device_hour)
     per = (lambda s: s / k) if k else (lambda s: None)
     return Advice(
         job=report.job,
@@ -282,4 +293,5 @@ def advise_of(
         notes=notes,
         devices=devices,
         price_per_device_hour=price_per_device_hour,
+        interval_reason=reason,
     )

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 from badput.engine._accountant import Accountant, cpu_time_with_helpers
+from badput.engine._cost import cost_of, resolve_devices
+from badput.engine._cost_model import Cost
 from badput.engine._model import (
     MAX_NAMED_BUCKETS,
     PRODUCTIVE,
@@ -49,6 +51,7 @@ __all__ = [
     "Accountant",
     "AttemptSummary",
     "AttemptWork",
+    "Cost",
     "Diagnostic",
     "GoodputSeries",
     "GroupedBuckets",
@@ -67,10 +70,12 @@ __all__ = [
     "StepTimeStats",
     "Straggler",
     "Timeline",
+    "cost_of",
     "cpu_time_with_helpers",
     "dense_flops_per_token",
     "group_buckets",
     "job_state",
+    "resolve_devices",
     "silence_threshold",
     "step_time_stats",
     "table_peak",

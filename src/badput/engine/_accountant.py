@@ -11,6 +11,7 @@ import numpy as np
 
 from badput.engine._batch import Batch
 from badput.engine._cache import QueryCache
+from badput.engine._cost import with_cost
 from badput.engine._hung import newest_hang_timeout
 from badput.engine._ingest import Ingestor
 from badput.engine._model import Report
@@ -67,6 +68,8 @@ class Accountant:
         #: One device's peak FLOP/s and the device count, over the log's (program goodput)
         self.peak_flops: float | None = None
         self.devices: int | None = None
+        #: Price of one device for an hour: each report's buckets in money (report.cost)
+        self.price_per_device_hour: float | None = None
         # The stalls of the last report with the partition of their time, and what that
         # report was asked (the state, its size, now, ideal, typical, the stalls found).
         self._stall_buckets: StallBuckets | None = None
@@ -190,7 +193,12 @@ class Accountant:
         """
         with gc_paused():
             report = self._report(now, window, ideal_step_time, typical, ranks)
-        return with_program(report, self._program, self.peak_flops, self.devices)
+        report = with_program(report, self._program, self.peak_flops, self.devices)
+        if self.price_per_device_hour is None:
+            return report
+        named = len({rank for _, rank in self._ranks.streams})  # one device per rank
+        recorded = self._program.recorded("devices")
+        return with_cost(report, self.price_per_device_hour, self.devices, recorded, named)
 
     def _report(
         self,

@@ -16,7 +16,13 @@ from rich.table import Table
 from rich.text import Text
 
 from badput.engine import GroupedBuckets, Report, Snapshot, group_buckets, job_state
-from badput.report._format import format_duration, format_percent, format_ts, inert
+from badput.report._format import (
+    format_duration,
+    format_money,
+    format_percent,
+    format_ts,
+    inert,
+)
 from badput.report._json import report_of
 from badput.report._table import grouped_note, log_text, ordered_buckets
 
@@ -59,6 +65,10 @@ class JobRow:
     attempts: int
     last_event: float | None
     error: str | None = None
+    # In money, with a price per device-hour (report.cost); else None.
+    cost: float | None = None
+    badput_cost: float | None = None
+    badput_cost_per_day: float | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -71,6 +81,9 @@ class JobRow:
             "attempts": self.attempts,
             "last_event": self.last_event,
             "error": self.error,
+            "cost": self.cost,
+            "badput_cost": self.badput_cost,
+            "badput_cost_per_day": self.badput_cost_per_day,
         }
 
 
@@ -90,6 +103,7 @@ def job_row(name: str, snapshot: Snapshot, now: float) -> JobRow:
     """The row of job ``name`` that ``badput jobs`` lists, from its ``snapshot``; its status
     at ``now`` from the snapshot's newest event (:func:`job_status`)."""
     report, last_event = snapshot.report, snapshot.last_event_time
+    c = report.cost
     return JobRow(
         job=name,
         status=job_status(report, last_event, now),
@@ -99,6 +113,9 @@ def job_row(name: str, snapshot: Snapshot, now: float) -> JobRow:
         observed_goodput=report.observed_goodput,
         attempts=len(report.attempts),
         last_event=last_event,
+        cost=c.total if c is not None else None,
+        badput_cost=c.badput if c is not None else None,
+        badput_cost_per_day=c.badput_per_day if c is not None else None,
     )
 
 
@@ -143,21 +160,28 @@ def render_jobs(rows: list[JobRow], console: Console) -> None:
     table.add_column("status", overflow="fold", min_width=min(statuses, 10))  # from the log
     if wide:
         table.add_column("start (UTC)", no_wrap=True)
+    priced = any(r.cost is not None for r in rows)
+    # With a price, a narrow console drops observed goodput for the cost columns.
+    observed = wide or not priced
     figures = [
         [
             format_duration(r.span_seconds),
             format_percent(r.goodput),
-            format_percent(r.observed_goodput),
+            *([format_percent(r.observed_goodput)] if observed else []),
             str(r.attempts),
+            *([_money(r.cost), _money(r.badput_cost_per_day)] if priced else []),
             _ts(r.last_event, short=not wide),
         ]
         for r in rows
     ]
     # figures and times are never cut: the job and its status (log text) fold instead
     last = "last event (UTC)" if wide else "last (UTC)"
-    for i, col in enumerate(("span", "goodput", "observed", "attempts", last)):
+    names = ("span", "goodput", *(("observed",) if observed else ()), "attempts")
+    names += ("cost", "badput/day") if priced else ()
+    for i, col in enumerate((*names, last)):
         widest = max([len(col), *(len(f[i]) for f in figures)])
-        table.add_column(col, justify="left" if i == 4 else "right", no_wrap=True, min_width=widest)
+        left = i == len(names)
+        table.add_column(col, justify="left" if left else "right", no_wrap=True, min_width=widest)
     for r, cells_of in zip(rows, figures, strict=True):
         style = {
             "running": "green",
@@ -175,6 +199,10 @@ def render_jobs(rows: list[JobRow], console: Console) -> None:
     for r in rows:
         if r.error:
             console.print(log_text(f"{r.job}: {r.error}", "red"))
+
+
+def _money(amount: float | None) -> str:
+    return "-" if amount is None else format_money(amount)
 
 
 def _signed(seconds: float) -> str:
@@ -200,6 +228,9 @@ def compare_dict(view_a: Snapshot | Report, view_b: Snapshot | Report) -> dict[s
             "steps_kept": r.steps.kept,
             "steps_wasted": r.steps.wasted,
             "ideal_step_time": r.ideal_step_time,
+            "cost": r.cost.total if r.cost is not None else None,
+            "badput_cost": r.cost.badput if r.cost is not None else None,
+            "badput_cost_per_day": r.cost.badput_per_day if r.cost is not None else None,
         }
 
     names = sorted(set(a.buckets) | set(b.buckets))
@@ -214,6 +245,8 @@ def compare_dict(view_a: Snapshot | Report, view_b: Snapshot | Report) -> dict[s
             "a_fraction": fa,
             "b_fraction": fb,
             "fraction_difference": fb - fa,
+            "a_cost": a.cost.money(sa) if a.cost is not None else None,
+            "b_cost": b.cost.money(sb) if b.cost is not None else None,
         }
     return {
         "a": head(a),
@@ -267,6 +300,8 @@ def render_compare(view_a: Snapshot | Report, view_b: Snapshot | Report, console
         str(b.steps.kept),
         f"{b.steps.kept - a.steps.kept:+d}",
     )
+    if a.cost is not None or b.cost is not None:
+        _cost_rows(head, a, b)
     console.print(head)
     ga, gb = _grouped_pair(a, b)
     order = [n for n, _ in ordered_buckets({**gb.buckets, **ga.buckets})]
@@ -293,6 +328,16 @@ def render_compare(view_a: Snapshot | Report, view_b: Snapshot | Report, console
         note = grouped_note(g, r.total_seconds)
         if note is not None:
             console.print(log_text(f"{side}: {note}", "dim"), soft_wrap=True)
+
+
+def _cost_rows(head: Table, a: Report, b: Report) -> None:
+    """The compared jobs' cost, badput cost and badput per day (``-``: no price)."""
+    rows = (("cost", "total"), ("badput cost", "badput"), ("badput/day", "badput_per_day"))
+    for label, name in rows:
+        va = getattr(a.cost, name) if a.cost is not None else None
+        vb = getattr(b.cost, name) if b.cost is not None else None
+        diff = f"{vb - va:+,.2f}" if va is not None and vb is not None else ""
+        head.add_row(label, _money(va), _money(vb), diff)
 
 
 def _grouped_pair(a: Report, b: Report) -> tuple[GroupedBuckets, GroupedBuckets]:

@@ -1,0 +1,154 @@
+"""``badput jobs`` and ``badput compare`` (registered on :func:`badput.cli._commands.main`):
+views of several reports; the work is :mod:`badput.report`'s."""
+
+from __future__ import annotations
+
+import os
+import time
+from typing import TYPE_CHECKING
+
+import click
+
+from badput.cli._commands import (
+    FiniteRange,
+    _fail,
+    _import_engine,
+    _note_diagnostics,
+    _read_job,
+    main,
+)
+from badput.runtime.env import BADPUT_STORE, DEFAULT_STORE
+
+if TYPE_CHECKING:
+    from badput.analysis import LiveJob
+
+#: ``--price-per-device-hour`` and ``--devices``: each bucket in money (docs/advice.md#cost).
+_price = click.option(
+    "--price-per-device-hour",
+    "price",
+    type=FiniteRange(min=0.0),
+    metavar="PRICE",
+    help="Each bucket in money: devices x hours x PRICE (docs/advice.md#cost).",
+)
+_devices = click.option(
+    "--devices",
+    type=click.IntRange(min=1),
+    metavar="N",
+    help="Devices of each job for its cost (default: the log's model event, else its ranks).",
+)
+
+
+def _priced(live: LiveJob, price: float | None, devices: int | None) -> LiveJob:
+    """``live`` whose reports carry their cost at ``price`` (``report.cost``)."""
+    live.accountant.price_per_device_hour = price
+    live.accountant.devices = devices
+    return live
+
+
+@main.command()
+@click.argument("store", required=False, default=None)
+@click.option(
+    "--sort",
+    "sort_key",
+    type=click.Choice(
+        ["job", "status", "start", "span", "goodput", "observed", "attempts", "last-event"]
+    ),
+    default="start",
+    show_default=True,
+    help="Column to sort by.",
+)
+@click.option("--reverse", is_flag=True, help="Sort in descending order.")
+@click.option("--json", "as_json", is_flag=True, help="Print a JSON list instead of a table.")
+@_price
+@_devices
+def jobs(
+    *,
+    store: str | None,
+    sort_key: str,
+    reverse: bool,
+    as_json: bool,
+    price: float | None = None,
+    devices: int | None = None,
+) -> None:
+    """List every job of STORE (default: $BADPUT_STORE or ./badput-runs).
+
+    Per job: status (the status of its job_end; running: an event in the last 10
+    minutes; stopped: no job_end and silent since), span, goodput, observed goodput,
+    attempts and the time of its last event.
+    """
+    _import_engine()
+    from badput.analysis import LiveJob  # noqa: PLC0415
+    from badput.report import JobRow, job_row, render_jobs, sort_rows  # noqa: PLC0415
+    from badput.store import job_sources  # noqa: PLC0415
+
+    root = store or os.environ.get(BADPUT_STORE) or DEFAULT_STORE
+    sources = []
+    # The default store not made yet has no jobs; a URI is always asked.
+    if store is not None or "://" in root or os.path.exists(root):
+        try:
+            sources = job_sources(root)
+        except (ValueError, OSError) as exc:
+            _fail("jobs", str(exc))
+    now = time.time()
+    rows = []
+    for opened, name in sources:
+        try:
+            live = _priced(LiveJob(opened, name), price, devices)
+            live.update()
+            snapshot = live.snapshot()
+            rows.append(job_row(snapshot.report.job or name, snapshot, now))
+        except (ValueError, OSError) as exc:
+            rows.append(JobRow(name, "error", None, 0.0, 0.0, 0.0, 0, None, str(exc)))
+    rows = sort_rows(rows, sort_key, reverse)
+    if as_json:
+        from badput.report import dumps_finite  # noqa: PLC0415
+
+        click.echo(dumps_finite([r.to_dict() for r in rows]))
+        return
+    from rich.console import Console  # noqa: PLC0415
+
+    if not rows:
+        click.echo(f"no jobs in {root}")
+        return
+    render_jobs(rows, Console())
+
+
+@main.command()
+@click.argument("job_a", metavar="JOB_A")
+@click.argument("job_b", metavar="JOB_B")
+@click.option(
+    "--store",
+    help="JOB_A and JOB_B are job names in this store (else each is a job path: a job "
+    "directory, a .jsonl file, or a store holding one job).",
+)
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
+@_price
+@_devices
+def compare(
+    *,
+    job_a: str,
+    job_b: str,
+    store: str | None,
+    as_json: bool,
+    price: float | None = None,
+    devices: int | None = None,
+) -> None:
+    """Two jobs side by side: goodput, totals and every bucket, with B minus A."""
+    from badput.report import compare_dict, render_compare  # noqa: PLC0415
+
+    if store is not None:
+        a = _priced(_read_job("compare", store, job_a), price, devices).snapshot()
+        b = _priced(_read_job("compare", store, job_b), price, devices).snapshot()
+    else:
+        a = _priced(_read_job("compare", job_a, None), price, devices).snapshot()
+        b = _priced(_read_job("compare", job_b, None), price, devices).snapshot()
+    _note_diagnostics("compare", a.report, f"JOB_A ({job_a})")
+    _note_diagnostics("compare", b.report, f"JOB_B ({job_b})")
+    if as_json:
+        from badput.report import dumps_finite  # noqa: PLC0415
+
+        click.echo(dumps_finite(compare_dict(a, b)))
+        return
+    from rich.console import Console  # noqa: PLC0415
+
+    render_compare(a, b, Console())
