@@ -800,7 +800,7 @@ def test_one_window_vocabulary_for_every_exporter() -> None:
         assert module.window_label is _vocab.window_label
         assert module.METRICS is _vocab.METRICS  # and one table of metric names
     names = [(m.prometheus, m.otel) for m in _vocab.METRICS.values()]
-    assert len({p for p, _ in names}) == len({o for _, o in names}) == len(names) == 15
+    assert len({p for p, _ in names}) == len({o for _, o in names}) == len(names) == 18
     assert all(p.startswith("badput_") and o.startswith("badput.") for p, o in names)
 
 

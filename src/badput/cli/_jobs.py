@@ -5,44 +5,18 @@ from __future__ import annotations
 
 import os
 import time
-from typing import TYPE_CHECKING
 
 import click
 
 from badput.cli._commands import (
-    FiniteRange,
     _fail,
     _import_engine,
     _note_diagnostics,
     _read_job,
     main,
 )
+from badput.cli._cost import devices_option, price_option, priced
 from badput.runtime.env import BADPUT_STORE, DEFAULT_STORE
-
-if TYPE_CHECKING:
-    from badput.analysis import LiveJob
-
-#: ``--price-per-device-hour`` and ``--devices``: each bucket in money (docs/advice.md#cost).
-_price = click.option(
-    "--price-per-device-hour",
-    "price",
-    type=FiniteRange(min=0.0),
-    metavar="PRICE",
-    help="Each bucket in money: devices x hours x PRICE (docs/advice.md#cost).",
-)
-_devices = click.option(
-    "--devices",
-    type=click.IntRange(min=1),
-    metavar="N",
-    help="Devices of each job for its cost (default: the log's model event, else its ranks).",
-)
-
-
-def _priced(live: LiveJob, price: float | None, devices: int | None) -> LiveJob:
-    """``live`` whose reports carry their cost at ``price`` (``report.cost``)."""
-    live.accountant.price_per_device_hour = price
-    live.accountant.devices = devices
-    return live
 
 
 @main.command()
@@ -59,8 +33,8 @@ def _priced(live: LiveJob, price: float | None, devices: int | None) -> LiveJob:
 )
 @click.option("--reverse", is_flag=True, help="Sort in descending order.")
 @click.option("--json", "as_json", is_flag=True, help="Print a JSON list instead of a table.")
-@_price
-@_devices
+@price_option
+@devices_option
 def jobs(
     *,
     store: str | None,
@@ -93,7 +67,7 @@ def jobs(
     rows = []
     for opened, name in sources:
         try:
-            live = _priced(LiveJob(opened, name), price, devices)
+            live = priced(LiveJob(opened, name), price, devices)
             live.update()
             snapshot = live.snapshot()
             rows.append(job_row(snapshot.report.job or name, snapshot, now))
@@ -122,8 +96,8 @@ def jobs(
     "directory, a .jsonl file, or a store holding one job).",
 )
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
-@_price
-@_devices
+@price_option
+@devices_option
 def compare(
     *,
     job_a: str,
@@ -137,11 +111,11 @@ def compare(
     from badput.report import compare_dict, render_compare  # noqa: PLC0415
 
     if store is not None:
-        a = _priced(_read_job("compare", store, job_a), price, devices).snapshot()
-        b = _priced(_read_job("compare", store, job_b), price, devices).snapshot()
+        a = priced(_read_job("compare", store, job_a), price, devices).snapshot()
+        b = priced(_read_job("compare", store, job_b), price, devices).snapshot()
     else:
-        a = _priced(_read_job("compare", job_a, None), price, devices).snapshot()
-        b = _priced(_read_job("compare", job_b, None), price, devices).snapshot()
+        a = priced(_read_job("compare", job_a, None), price, devices).snapshot()
+        b = priced(_read_job("compare", job_b, None), price, devices).snapshot()
     _note_diagnostics("compare", a.report, f"JOB_A ({job_a})")
     _note_diagnostics("compare", b.report, f"JOB_B ({job_b})")
     if as_json:

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from badput.cli._commands import FiniteRange, _fail, _seconds, main
+from badput.cli._cost import devices_option, price_option, priced
 from badput.runtime.env import DEFAULT_STORE
 
 if TYPE_CHECKING:
@@ -312,6 +313,8 @@ def _log_to_stderr(command: str) -> None:
     help="A rank whose relative or individual section score is below this is a straggler.",
 )
 @click.option("--once", is_flag=True, help="Run one cycle, print its status line and exit.")
+@price_option
+@devices_option
 def monitor(
     *,
     path: str,
@@ -328,6 +331,8 @@ def monitor(
     stall_after: float,
     straggler_threshold: float,
     once: bool,
+    price: float | None = None,
+    devices: int | None = None,
 ) -> None:
     """Export the goodput of the job at PATH every --interval seconds, beside the job.
 
@@ -379,6 +384,7 @@ def monitor(
         for exporter in exporters:
             exporter.close()
         _fail("monitor", str(exc))
+    priced(mon.live_job, price, devices)  # the buckets in money (docs/advice.md#cost)
     if once:
         _run_once(mon)
         return

@@ -236,7 +236,27 @@ def _families(core: Any, states: list[_Rows]) -> list[Metric]:
         grouped,
     ]
     families += _rank_families(core, states)
+    families += _cost_families(core, states)
     return [f for f in families if f.samples]
+
+
+def _cost_families(core: Any, states: list[_Rows]) -> list[Metric]:
+    """The buckets in money and badput per day, for jobs with a price (``report.cost``)."""
+    cost = _shared(core, "cost", "bucket")
+    per_day = _shared(core, "badput_cost_per_day")
+    w_per_day = _shared(core, "window.badput_cost_per_day", "window")
+    for state in states:
+        snap, job = state.snapshot, state.snapshot.job
+        c = snap.report.cost
+        if c is not None:
+            for b, value in state.buckets:
+                cost.add_metric([job, b], c.money(value))
+            per_day.add_metric([job], c.badput_per_day)
+        for w in sorted(snap.windows):
+            wc = snap.windows[w].cost
+            if wc is not None:
+                w_per_day.add_metric([job, window_label(w)], wc.badput_per_day)
+    return [cost, per_day, w_per_day]
 
 
 def _rank_families(core: Any, states: list[_Rows]) -> list[Metric]:

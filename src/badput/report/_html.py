@@ -541,8 +541,8 @@ def _headline(report: Report) -> str:
 {_card("steps", f"{report.steps.kept} kept", f"{report.steps.wasted} wasted · ideal {ideal}")}"""
 
 
-def _bucket_rows(report: Report) -> tuple[str, str]:
-    """The rows of the bucket table, and the note on grouped names (or "")."""
+def _bucket_rows(report: Report) -> tuple[str, str, str]:
+    """The bucket table's head cells, its rows, and the note on grouped names (or "")."""
     grouped = group_buckets(report.buckets)
     total = report.total_seconds
     cost = report.cost  # a column of its own with a price (engine/_cost.py)
@@ -556,7 +556,9 @@ def _bucket_rows(report: Report) -> tuple[str, str]:
         for n, v in ordered_buckets(grouped.buckets)
     )
     note = grouped_note(grouped, total)
-    return rows, f'<p class="dim" id="grouped-note">{_e(note)}</p>' if note else ""
+    cost_th = "<th>cost</th>" if cost is not None else ""
+    head = f"<th>bucket</th><th>time</th><th>%</th>{cost_th}<th>what it is</th>"
+    return head, rows, f'<p class="dim" id="grouped-note">{_e(note)}</p>' if note else ""
 
 
 def _scripts() -> tuple[str, str, str]:
@@ -579,7 +581,7 @@ def render_html(snapshot: Snapshot, advice_html: str = "") -> str:
     data = _chart_data(report, timeline, goodput)
     app, uplot, csp = _scripts()
     wasted = wasted_steps(timeline, len(report.attempts))
-    bucket_rows, grouped_p = _bucket_rows(report)
+    bucket_head, bucket_rows, grouped_p = _bucket_rows(report)
     diags = "\n".join(f"<li>{_e(str(d))}</li>" for d in report.diagnostics) or "<li>none</li>"
     return f"""<!DOCTYPE html>
 <html lang="en">
@@ -604,8 +606,7 @@ def render_html(snapshot: Snapshot, advice_html: str = "") -> str:
 <h2>Where the time went</h2>
 <div class="row"><div id="buckets-chart" class="chart"></div>
 <table id="buckets">
-<thead><tr><th>bucket</th><th>time</th><th>%</th>{"<th>cost</th>" if report.cost else ""}
-<th>what it is</th></tr></thead>
+<thead><tr>{bucket_head}</tr></thead>
 <tbody>
 {bucket_rows}
 </tbody></table></div>
