@@ -66,7 +66,8 @@ PUBLIC: dict[str, set[str]] = {
         "ReplaySettings", "SaveFacts", "Spread", "WhatIf", "advise", "advise_of",
         "chi2_quantile", "daly_interval", "devices_of", "efficiency", "measure",
         "poisson_rate_interval", "read_job", "render_advice", "render_whatif",
-        "replay_seconds", "report_advice", "whatif", "whatif_of", "young_interval",
+        "replay_seconds", "report_advice", "advise_pooled", "failure_rate", "pooled_rate",
+        "rate_of", "whatif", "whatif_of", "young_interval",
     },
     "badput.recorder": {
         "DEFAULT_HEARTBEAT_INTERVAL", "LIVE_RECORDERS", "NullRecorder", "Recorder", "SPANS",

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from typing import Any
 
-from badput.advice._advise import Advice, advise_of
+from badput.advice._advise import Advice, FailureRate, advise_of, pooled_rate
 from badput.advice._measure import JobFacts, measure
 from badput.advice._replay import ReplaySettings, WhatIf, whatif_of
 from badput.analysis import LiveJob
@@ -14,7 +15,7 @@ from badput.store import EventStore
 
 Source = str | os.PathLike[str] | EventStore
 
-__all__ = ["advise", "read_job", "report_advice", "whatif"]
+__all__ = ["advise", "advise_pooled", "read_job", "report_advice", "whatif"]
 
 
 def read_job(
@@ -52,6 +53,32 @@ def advise(
         devices=devices if devices is not None else devices_of(report),
         price_per_device_hour=price_per_device_hour,
     )
+
+
+def advise_pooled(
+    jobs: Sequence[tuple[Source, str | None]],
+    *,
+    ideal_step_time: float | None = None,
+    devices: int | None = None,
+    price_per_device_hour: float | None = None,
+) -> tuple[FailureRate, list[Advice]]:
+    """Each job's :class:`Advice` with the failure rate pooled over them all (their
+    failures over their running hours together, :func:`pooled_rate`); each job keeps its
+    own checkpoint, restore and restart costs. ``jobs``: (source, job) pairs, as
+    :func:`badput.store.job_sources` lists a store's (``badput advise --fleet``)."""
+    read = [read_job(src, job, ideal_step_time=ideal_step_time) for src, job in jobs]
+    rate = pooled_rate([facts for _, facts in read])
+    names = [facts.job for _, facts in read]
+    return rate, [
+        advise_of(
+            report,
+            facts,
+            devices=devices if devices is not None else devices_of(report),
+            price_per_device_hour=price_per_device_hour,
+            pooled=(rate, names),
+        )
+        for report, facts in read
+    ]
 
 
 def whatif(
