@@ -246,3 +246,19 @@ def test_badput_monitor_once_exports_the_money(tmp_path: Path) -> None:
     # the monitor's clock is now: the job ended long ago, so its span is its 200 minutes
     assert points(acc, "cost/badput_per_day")[0][2] == pytest.approx(144.0)
     assert points(acc, "cost/wasted")[0][2] == pytest.approx(8.0)
+
+
+def test_docs_cost_example_prints_its_documented_table(tmp_path: Path) -> None:
+    """docs/advice.md#cost: accounting.md's hand-written JSONL at 3.00 on 4 devices."""
+    from test_docs import DOCS, block_after
+
+    log = tmp_path / "example.jsonl"
+    log.write_text(block_after((DOCS / "accounting.md").read_text(), "### Run it: a hand-written"))
+    text = (DOCS / "advice.md").read_text()
+    documented = block_after(text, "prints, among the rest (80 columns):")
+    out = _run("report", str(log), "--ideal-step-time", "120",
+               "--price-per-device-hour", "3", "--devices", "4")  # fmt: skip
+    lines = [line.rstrip() for line in out.splitlines()]
+    want = [line.rstrip() for line in documented.strip("\n").splitlines()]
+    start = lines.index(want[0])
+    assert lines[start : start + len(want)] == want
