@@ -801,7 +801,7 @@ def test_one_window_vocabulary_for_every_exporter() -> None:
         assert module.METRICS is _vocab.METRICS  # and one table of metric names
     # 15, and program goodput's 7 (docs/program-goodput.md)
     names = [(m.prometheus, m.otel) for m in _vocab.METRICS.values()]
-    assert len({p for p, _ in names}) == len({o for _, o in names}) == len(names) == 22
+    assert len({p for p, _ in names}) == len({o for _, o in names}) == len(names) == 25
     assert all(p.startswith("badput_") and o.startswith("badput.") for p, o in names)
 
 

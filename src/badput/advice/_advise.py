@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -12,7 +13,18 @@ from badput.advice._replay import ReplaySettings, whatif_of
 from badput.advice._stats import poisson_rate_interval, quantile
 from badput.engine import Report
 
-__all__ = ["DALY_ABOVE", "Advice", "FailureRate", "Interval", "Lever", "Spread", "advise_of"]
+__all__ = [
+    "DALY_ABOVE",
+    "Advice",
+    "FailureRate",
+    "Interval",
+    "Lever",
+    "Spread",
+    "advise_of",
+    "failure_rate",
+    "pooled_rate",
+    "rate_of",
+]
 
 #: Daly's higher-order form is used when δ is at least this share of M; below it, Young's
 #: √(2δM) (the two then differ by less than 3 %).
@@ -100,6 +112,11 @@ class Advice:
     notes: list[str] = field(default_factory=list)
     devices: int | None = None
     price_per_device_hour: float | None = None
+    # Why ``recommended`` is None (too little data), else None.
+    interval_reason: str | None = None
+    # The jobs whose failures ``failure_rate`` pools (``badput advise --fleet``); empty:
+    # the job's own.
+    pooled_jobs: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         out = asdict(self)
@@ -120,12 +137,48 @@ def _finite(value: Any) -> Any:
 
 
 def failure_rate(facts: JobFacts, confidence: float = CONFIDENCE) -> FailureRate:
-    hours = facts.running_seconds / 3600.0
-    k = facts.failures
+    """The job's own failures per hour of its running time."""
+    return rate_of(facts.failures, facts.running_seconds / 3600.0, confidence)
+
+
+def pooled_rate(jobs: Sequence[JobFacts], confidence: float = CONFIDENCE) -> FailureRate:
+    """The failure rate of several jobs pooled: their failures over their running hours
+    together (one Poisson process: the jobs fail alike), with its exact interval."""
+    hours = math.fsum(f.running_seconds for f in jobs) / 3600.0
+    return rate_of(sum(f.failures for f in jobs), hours, confidence)
+
+
+def rate_of(k: int, hours: float, confidence: float = CONFIDENCE) -> FailureRate:
+    """``k`` failures in ``hours`` of running time: the rate and its exact interval."""
     low, high = poisson_rate_interval(k, hours, confidence)
     rate = k / hours if hours > 0 else 0.0
     wide = k == 0 or (low <= 0 or high / low > WIDE_FACTOR)
     return FailureRate(k, hours, rate, low, high, confidence, wide)
+
+
+def _rate_notes(rate: FailureRate, pooled: list[str]) -> tuple[float, list[str]]:
+    """The MTBF (seconds) the interval is derived from, and what to say of the rate."""
+    notes: list[str] = []
+    k = rate.failures
+    if pooled:
+        notes.append(
+            f"failure rate pooled over {len(pooled)} jobs: {k} failures in "
+            f"{rate.running_hours:.2f} h of running time (each job's own costs)"
+        )
+    if k == 0:
+        bound = 1.0 / rate.per_hour_high * 3600.0 if rate.per_hour_high > 0 else math.inf
+        notes.append(
+            f"no failure in {rate.running_hours:.2f} h of running time: the interval below "
+            f"uses the MTBF's {rate.confidence:.0%} lower bound ({bound / 3600.0:.2f} h)"
+        )
+        return bound, notes
+    if rate.wide:
+        notes.append(
+            f"only {k} failure{'s' if k != 1 else ''}: the failure rate is known to within "
+            f"{rate.per_hour_low:.3g}-{rate.per_hour_high:.3g} per hour "
+            f"({rate.confidence:.0%}), so the recommended interval is a rough guide"
+        )
+    return rate.mtbf_hours * 3600.0, notes
 
 
 def _spread(values: list[float]) -> Spread | None:
@@ -203,43 +256,46 @@ def _levers(report: Report, facts: JobFacts, rec: Interval | None) -> list[Lever
     return sorted(out, key=lambda lv: -lv.gain_seconds)
 
 
+def _priced(levers: list[Lever], devices: int | None, price: float | None) -> list[Lever]:
+    """``levers`` with their gain in money (``devices`` default 1) when a price is given."""
+    if price is None:
+        return levers
+    per_second = (devices or 1) * price / 3600.0
+    return [
+        Lever(lv.name, lv.gain_seconds, lv.gain_share, lv.detail, lv.gain_seconds * per_second)
+        for lv in levers
+    ]
+
+
 def advise_of(
     report: Report,
     facts: JobFacts,
     *,
     devices: int | None = None,
     price_per_device_hour: float | None = None,
+    pooled: tuple[FailureRate, list[str]] | None = None,
 ) -> Advice:
-    """The :class:`Advice` of a cumulative ``report`` and its measured ``facts``."""
-    rate = failure_rate(facts)
+    """The :class:`Advice` of a cumulative ``report`` and its measured ``facts``;
+    ``pooled``: a failure rate pooled over several jobs (:func:`pooled_rate`) and their
+    names, taken instead of the job's own (its checkpoint and restart costs stay its own)."""
+    rate = failure_rate(facts) if pooled is None else pooled[0]
     saves = _spread(list(facts.save_seconds))
     w = facts.step_seconds
     restart = _restart(facts)
-    notes: list[str] = []
-    k = facts.failures
-    mtbf_s = rate.mtbf_hours * 3600.0
-    if k == 0:
-        bound = 1.0 / rate.per_hour_high * 3600.0 if rate.per_hour_high > 0 else math.inf
-        notes.append(
-            f"no failure in {rate.running_hours:.2f} h of running time: the interval below "
-            f"uses the MTBF's {rate.confidence:.0%} lower bound ({bound / 3600.0:.2f} h)"
-        )
-        mtbf_s = bound
-    elif rate.wide:
-        notes.append(
-            f"only {k} failure{'s' if k != 1 else ''}: the failure rate is known to within "
-            f"{rate.per_hour_low:.3g}-{rate.per_hour_high:.3g} per hour "
-            f"({rate.confidence:.0%}), so the recommended interval is a rough guide"
-        )
+    k = facts.failures  # the job's own, for its costs per failure
+    mtbf_s, notes = _rate_notes(rate, pooled[1] if pooled is not None else [])
     young = daly = None
     formula: str | None = None
     current = recommended = None
     model = None
+    reason = None
     if saves is None:
-        notes.append("the log has no blocking checkpoint save: no interval can be derived")
+        reason = "the log has no blocking checkpoint save: no interval can be derived"
     elif w is None or w <= 0:
-        notes.append("the log has no step time: no interval in steps can be derived")
-    elif math.isfinite(mtbf_s) and mtbf_s > 0:
+        reason = "the log has no step time: no interval in steps can be derived"
+    elif not (math.isfinite(mtbf_s) and mtbf_s > 0):
+        reason = "the log has no running time to measure a failure rate in"
+    else:
         delta = saves.median
         young, daly = young_interval(delta, mtbf_s), daly_interval(delta, mtbf_s)
         formula = "daly" if delta >= DALY_ABOVE * mtbf_s else "young"
@@ -250,16 +306,11 @@ def advise_of(
         recommended = _interval(report, facts, steps, w, model=model, current=cur_s)
         if facts.interval_steps:
             current = Interval(facts.interval_steps, cur_s or 0.0, report.goodput, report.goodput)
+    if reason is not None:
+        notes.append(reason)
     if facts.attempts and not facts.finished:
         notes.append("the job has not finished: figures are as of the log's end")
-    levers = _levers(report, facts, recommended)
-    if price_per_device_hour is not None:
-        n = devices or 1
-        levers = [
-            Lever(lv.name, lv.gain_seconds, lv.gain_share, lv.detail,
-                  lv.gain_seconds / 3600.0 * n * price_per_device_hour)
-            for lv in levers
-        ]  # fmt: skip
+    levers = _priced(_levers(report, facts, recommended), devices, price_per_device_hour)
     per = (lambda s: s / k) if k else (lambda s: None)
     return Advice(
         job=report.job,
@@ -282,4 +333,6 @@ def advise_of(
         notes=notes,
         devices=devices,
         price_per_device_hour=price_per_device_hour,
+        interval_reason=reason,
+        pooled_jobs=pooled[1] if pooled is not None else [],
     )

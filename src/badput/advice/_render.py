@@ -36,7 +36,8 @@ def render_advice(a: Advice) -> str:
         "Measured",
         f"  failures      {r.failures} in {r.running_hours:.2f} h running: "
         f"{r.per_hour:.3g}/h ({r.confidence:.0%}: {r.per_hour_low:.3g}-{r.per_hour_high:.3g}/h),"
-        f" MTBF {_dur(r.mtbf_hours * 3600.0)}",
+        f" MTBF {_dur(r.mtbf_hours * 3600.0)}"
+        + (f" (pooled over {len(a.pooled_jobs)} jobs)" if a.pooled_jobs else ""),
     ]
     c = a.checkpoint_cost
     lines.append(

@@ -22,6 +22,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import os
 import shlex
@@ -34,7 +35,7 @@ import click
 
 from badput import __version__
 from badput.cli._types import FiniteRange, Program, program_options, set_program
-from badput.runtime.env import BADPUT_STORE, DEFAULT_STORE
+from badput.runtime.env import DEFAULT_STORE
 
 if TYPE_CHECKING:
     from badput.cli._list_ahead import ListingAhead
@@ -235,6 +236,13 @@ def main() -> None:
     help="With --resiliency: the reference (ideal) step time of that tool's calculator.",
 )
 @program_options
+@click.option(
+    "--price-per-device-hour",
+    "price",
+    type=FiniteRange(min=0.0),
+    metavar="PRICE",
+    help="Each bucket in money: devices x hours x PRICE (docs/advice.md#cost).",
+)
 def report(
     *,
     paths: tuple[str, ...],
@@ -252,6 +260,7 @@ def report(
     html_file: str | None = None,
     fail_under: float | None = None,
     program: Program = (None, None),
+    price: float | None = None,
 ) -> None:
     """Report the goodput and badput of the job logged at PATH.
 
@@ -285,23 +294,25 @@ def report(
         ideal_step_time=ideal_step_time,
         straggler_threshold=straggler_threshold,
         stall_after=stall_after,
-        drawing=html_file is not None,
+        drawing="page" if html_file is not None else "timeline" if as_json else "",
         program=program,
+        price=price,
     )
     result = snapshot.report
+    advice = _advice(snapshot, program[1], price) if as_json or html_file else (None, None)
     if html_file is not None:
         from badput.report import html_report, open_output  # noqa: PLC0415
 
         try:
             with open_output(html_file) as out:
-                out.write(html_report(snapshot))
+                out.write(html_report(snapshot, *advice))
         except OSError as exc:
             _fail("report", f"cannot write {html_file}: {exc}")
         click.echo(f"badput report: wrote {html_file}", err=True)
     from badput.report import render_table, to_json  # noqa: PLC0415 (rich is lazy)
 
     if as_json:
-        click.echo(to_json(snapshot))
+        click.echo(to_json(snapshot, extra={"advice": advice[0], "advice_absent": advice[1]}))
         if window is not None and result.total_seconds == 0:
             from badput.report import no_time_reason  # noqa: PLC0415
 
@@ -310,6 +321,13 @@ def report(
         render_table(snapshot, ranks=show_ranks, attempts=attempt_rows)
     if fail_under is not None:
         _gate(result, fail_under)
+
+
+def _advice(snapshot: Any, devices: int | None, price: float | None) -> tuple[Any, str | None]:
+    """The report's advice (JSON and HTML): ``badput advise``'s, or why there is none."""
+    from badput.advice import report_advice  # noqa: PLC0415
+
+    return report_advice(snapshot, devices=devices, price_per_device_hour=price)
 
 
 def _gate(result: Any, fail_under: float) -> None:
@@ -352,12 +370,14 @@ def _read_and_report(
     ideal_step_time: float | None,
     straggler_threshold: float,
     stall_after: float,
-    drawing: bool = False,
+    drawing: str = "",
     program: Program = (None, None),
+    price: float | None = None,
 ) -> Any:
     """Read the job at ``path`` (a read-progress line on a terminal) and make its snapshot
-    (with its timeline when ``drawing``: the HTML page's); the state read and the snapshot
-    are left for the process's exit to free (:func:`_leave_for_exit`)."""
+    (``drawing``: ``"page"``, with what the HTML page draws; ``"timeline"``, with its
+    timeline alone: the advice's); the state read and the snapshot are left for the
+    process's exit to free (:func:`_leave_for_exit`)."""
     from badput.runtime.heap import large_blocks_mapped  # noqa: PLC0415
 
     # A directory's job is listed by a helper process while this one imports the engine.
@@ -379,6 +399,7 @@ def _read_and_report(
         )
         live.update()
         set_program(live.accountant, program)  # program goodput
+        live.accountant.price_per_device_hour = price  # the buckets in money
         # This process is ours: the report's large columns are unmapped when freed (not
         # the read's nor an HTML page's many blocks of a megabyte or two: see _heap).
         with large_blocks_mapped():
@@ -388,7 +409,9 @@ def _read_and_report(
         progress.done()
         _fail("report", str(exc))
     progress.done()
-    snapshot = live.accountant.snapshot(now=now, report=result, drawing=drawing)
+    snapshot = live.accountant.snapshot(now=now, report=result, drawing=drawing == "page")
+    if drawing == "timeline" and result.window is None:
+        snapshot = dataclasses.replace(snapshot, timeline=live.accountant.timeline(result))
     _leave_for_exit(live, snapshot)
     return snapshot
 
@@ -627,111 +650,6 @@ def export_csv(*, path: str, directory: str, job: str | None, program: Program) 
         _fail("export csv", f"cannot write into {directory}: {exc}")
     for f in files:
         click.echo(str(f))
-
-
-@main.command()
-@click.argument("store", required=False, default=None)
-@click.option(
-    "--sort",
-    "sort_key",
-    type=click.Choice(
-        [
-            "job",
-            "status",
-            "start",
-            "span",
-            "goodput",
-            "observed",
-            "attempts",
-            "last-event",
-            "mfu",
-            "mpg",
-        ]
-    ),
-    default="start",
-    show_default=True,
-    help="Column to sort by.",
-)
-@click.option("--reverse", is_flag=True, help="Sort in descending order.")
-@click.option("--json", "as_json", is_flag=True, help="Print a JSON list instead of a table.")
-@program_options
-def jobs(
-    *, store: str | None, sort_key: str, reverse: bool, as_json: bool, program: Program
-) -> None:
-    """List every job of STORE (default: $BADPUT_STORE or ./badput-runs).
-
-    Per job: status (the status of its job_end; running: an event in the last 10
-    minutes; stopped: no job_end and silent since), span, goodput, observed goodput,
-    attempts and the time of its last event.
-    """
-    _import_engine()
-    from badput.analysis import LiveJob  # noqa: PLC0415
-    from badput.report import JobRow, job_row, render_jobs, sort_rows  # noqa: PLC0415
-    from badput.store import job_sources  # noqa: PLC0415
-
-    root = store or os.environ.get(BADPUT_STORE) or DEFAULT_STORE
-    sources = []
-    # The default store not made yet has no jobs; a URI is always asked.
-    if store is not None or "://" in root or os.path.exists(root):
-        try:
-            sources = job_sources(root)
-        except (ValueError, OSError) as exc:
-            _fail("jobs", str(exc))
-    now = time.time()
-    rows = []
-    for opened, name in sources:
-        try:
-            live = LiveJob(opened, name)
-            live.update()
-            set_program(live.accountant, program)
-            snapshot = live.snapshot()
-            rows.append(job_row(snapshot.report.job or name, snapshot, now))
-        except (ValueError, OSError) as exc:
-            rows.append(JobRow(name, "error", None, 0.0, 0.0, 0.0, 0, None, str(exc)))
-    rows = sort_rows(rows, sort_key, reverse)
-    if as_json:
-        from badput.report import dumps_finite  # noqa: PLC0415
-
-        click.echo(dumps_finite([r.to_dict() for r in rows]))
-        return
-    from rich.console import Console  # noqa: PLC0415
-
-    if not rows:
-        click.echo(f"no jobs in {root}")
-        return
-    render_jobs(rows, Console())
-
-
-@main.command()
-@click.argument("job_a", metavar="JOB_A")
-@click.argument("job_b", metavar="JOB_B")
-@click.option(
-    "--store",
-    help="JOB_A and JOB_B are job names in this store (else each is a job path: a job "
-    "directory, a .jsonl file, or a store holding one job).",
-)
-@click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
-@program_options
-def compare(*, job_a: str, job_b: str, store: str | None, as_json: bool, program: Program) -> None:
-    """Two jobs side by side: goodput, totals and every bucket, with B minus A."""
-    from badput.report import compare_dict, render_compare  # noqa: PLC0415
-
-    if store is not None:
-        a = _read_job("compare", store, job_a, program).snapshot()
-        b = _read_job("compare", store, job_b, program).snapshot()
-    else:
-        a = _read_job("compare", job_a, None, program).snapshot()
-        b = _read_job("compare", job_b, None, program).snapshot()
-    _note_diagnostics("compare", a.report, f"JOB_A ({job_a})")
-    _note_diagnostics("compare", b.report, f"JOB_B ({job_b})")
-    if as_json:
-        from badput.report import dumps_finite  # noqa: PLC0415
-
-        click.echo(dumps_finite(compare_dict(a, b)))
-        return
-    from rich.console import Console  # noqa: PLC0415
-
-    render_compare(a, b, Console())
 
 
 def _list_ahead(path: str, job: str | None) -> ListingAhead | None:

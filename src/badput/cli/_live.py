@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from badput.cli._commands import _fail, _seconds, main
+from badput.cli._cost import price_option, priced
 from badput.cli._types import FiniteRange, Program, program_options, set_program
 from badput.runtime.env import DEFAULT_STORE
 
@@ -314,6 +315,7 @@ def _log_to_stderr(command: str) -> None:
 )
 @click.option("--once", is_flag=True, help="Run one cycle, print its status line and exit.")
 @program_options
+@price_option
 def monitor(
     *,
     path: str,
@@ -331,6 +333,7 @@ def monitor(
     straggler_threshold: float,
     once: bool,
     program: Program,
+    price: float | None = None,
 ) -> None:
     """Export the goodput of the job at PATH every --interval seconds, beside the job.
 
@@ -343,22 +346,16 @@ def monitor(
     from badput.engine import RankOptions  # noqa: PLC0415
     from badput.monitor import Monitor  # noqa: PLC0415 (the engine pulls numpy)
     from badput.report import status_line  # noqa: PLC0415
-    from badput.runtime.optional import MissingExtraError  # noqa: PLC0415
 
     _log_to_stderr("monitor")
-    try:
-        exporters = _build_exporters(
-            prometheus=prometheus,
-            pushgateway=pushgateway,
-            tensorboard=tensorboard,
-            otlp=otlp,
-            gcp_project=gcp_project,
-            gcp_location=gcp_location,
-        )
-    except MissingExtraError as exc:
-        _fail("monitor", str(exc))
-    except (ValueError, OSError) as exc:
-        _fail("monitor", f"cannot start an exporter: {exc}")
+    exporters = _exporters_or_fail(
+        prometheus=prometheus,
+        pushgateway=pushgateway,
+        tensorboard=tensorboard,
+        otlp=otlp,
+        gcp_project=gcp_project,
+        gcp_location=gcp_location,
+    )
     previous: list[Any] = [None]
 
     def show(snapshot: Any) -> None:
@@ -383,6 +380,7 @@ def monitor(
             exporter.close()
         _fail("monitor", str(exc))
     set_program(mon.live_job.accountant, program)  # program goodput: the exporters' MFU
+    priced(mon.live_job, price)  # the buckets in money (docs/advice.md#cost)
     if once:
         _run_once(mon)
         return
@@ -393,6 +391,19 @@ def monitor(
         err=True,
     )
     _run_until_stopped(mon)
+
+
+def _exporters_or_fail(**where: str | None) -> list[Any]:
+    """The exporters ``where`` asks for (:func:`_build_exporters`); a usage error when one
+    cannot start or its extra is not installed."""
+    from badput.runtime.optional import MissingExtraError  # noqa: PLC0415
+
+    try:
+        return _build_exporters(**where)
+    except MissingExtraError as exc:
+        _fail("monitor", str(exc))
+    except (ValueError, OSError) as exc:
+        _fail("monitor", f"cannot start an exporter: {exc}")
 
 
 def _run_once(mon: Any) -> None:

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 from badput.engine._accountant import Accountant, cpu_time_with_helpers
+from badput.engine._cost import cost_of, resolve_devices
+from badput.engine._cost_model import Cost
 from badput.engine._model import (
     MAX_NAMED_BUCKETS,
     PRODUCTIVE,
@@ -58,6 +60,7 @@ __all__ = [
     "Accountant",
     "AttemptSummary",
     "AttemptWork",
+    "Cost",
     "Diagnostic",
     "GoodputSeries",
     "GroupedBuckets",
@@ -78,11 +81,13 @@ __all__ = [
     "Straggler",
     "Timeline",
     "clock_continues",
+    "cost_of",
     "cpu_time_with_helpers",
     "dense_flops_per_token",
     "group_buckets",
     "job_state",
     "mfu_over_time",
+    "resolve_devices",
     "silence_threshold",
     "step_time_stats",
     "table_peak",

@@ -11,6 +11,7 @@ import numpy as np
 
 from badput.engine._batch import Batch
 from badput.engine._cache import QueryCache
+from badput.engine._cost import with_cost
 from badput.engine._hung import newest_hang_timeout
 from badput.engine._ingest import Ingestor
 from badput.engine._model import Report
@@ -68,6 +69,8 @@ class Accountant:
         #: One device's peak FLOP/s and the device count, over the log's (program goodput)
         self.peak_flops: float | None = None
         self.devices: int | None = None
+        #: Price of one device for an hour: each report's buckets in money (report.cost)
+        self.price_per_device_hour: float | None = None
         # The stalls of the last report with the partition of their time, and what that
         # report was asked (the state, its size, now, ideal, typical, the stalls found).
         self._stall_buckets: StallBuckets | None = None
@@ -136,20 +139,7 @@ class Accountant:
                     self._ing.malformed(item.message, item.file or chunk.source, item.line)
                     begin = i + 1
             _add_run(events, runs, chunk, begin, len(items), columns)
-        joined = None
-        if columns and events:
-            joined = columns[0]
-            if len(columns) > 1:
-                writer = joined.writer
-                if any(c.writer != writer for c in columns):
-                    writer = None  # several writers (or events read in full): read them
-                joined = DecodedColumns(
-                    np.concatenate([c.kinds for c in columns]),
-                    np.concatenate([c.steps for c in columns]),
-                    writer,
-                    work=any(c.work for c in columns),
-                )
-        self._ingest_batch(events, runs, joined)
+        self._ingest_batch(events, runs, _joined(columns) if columns and events else None)
 
     def ingest_events(self, events: Iterable[Event], source: str | None = None) -> None:
         """Ingest events that did not come from a store (tests, other tools)."""
@@ -192,7 +182,12 @@ class Accountant:
         """
         with gc_paused():
             report = self._report(now, window, ideal_step_time, typical, ranks)
-        return with_program(report, self._program, self.peak_flops, self.devices)
+        report = with_program(report, self._program, self.peak_flops, self.devices)
+        if self.price_per_device_hour is None:
+            return report
+        named = len({rank for _, rank in self._ranks.streams})  # one device per rank
+        recorded = self._program.recorded("devices")
+        return with_cost(report, self.price_per_device_hour, self.devices, recorded, named)
 
     def _report(
         self,
@@ -390,6 +385,21 @@ def _join(worker: threading.Thread) -> None:
             interrupted = exc
     if interrupted is not None:
         raise interrupted
+
+
+def _joined(columns: list[DecodedColumns]) -> DecodedColumns:
+    """The runs' columns as one batch's (their writer when they all have the same)."""
+    if len(columns) == 1:
+        return columns[0]
+    writer = columns[0].writer
+    if any(c.writer != writer for c in columns):
+        writer = None  # several writers (or events read in full): read them
+    return DecodedColumns(
+        np.concatenate([c.kinds for c in columns]),
+        np.concatenate([c.steps for c in columns]),
+        writer,
+        work=any(c.work for c in columns),
+    )
 
 
 def _add_run(  # noqa: PLR0917 (the pieces of one run, all needed)

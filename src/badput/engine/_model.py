@@ -7,6 +7,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Final, Literal
 
+from badput.engine._cost_model import Cost
 from badput.engine._program_model import ProgramGoodput
 from badput.engine._rank_model import RankView, Stall, Straggler
 
@@ -257,6 +258,8 @@ class Report:
     # Tokens, MFU and ML Productivity Goodput (engine/_program.py); None when the log
     # records no step work and no model, and for windowed reports.
     program: ProgramGoodput | None = None
+    # Each bucket in money at a price per device-hour (engine/_cost.py); None without one.
+    cost: Cost | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.buckets, Buckets):  # built by hand (tests, other tools)

@@ -25,7 +25,7 @@ class MetricName(NamedTuple):
     prometheus: str
     otel: str
     tensorboard: str | None  # a tag, or None when TensorBoard does not plot it
-    unit: str  # UCUM, as OpenTelemetry wants it: "1" or "s"
+    unit: str  # UCUM, as OpenTelemetry wants it: "1", "s", "{currency}" (the price's)
     description: str
 
 
@@ -121,6 +121,27 @@ METRICS: Final[dict[str, MetricName]] = {
             "1",
             "Named buckets without a series of their own, counted in custom:(other) or "
             "elastic_wait:(other)",
+        ),
+        MetricName(
+            "badput_cost",
+            "badput.cost",
+            None,
+            "{currency}",
+            "Money of each bucket so far: seconds / 3600 x devices x price per device-hour",
+        ),
+        MetricName(
+            "badput_badput_cost_per_day",
+            "badput.badput_cost_per_day",
+            "cost/badput_per_day",
+            "{currency}/d",
+            "What badput costs a day at the job's badput share so far",
+        ),
+        MetricName(
+            "badput_window_badput_cost_per_day",
+            "badput.window.badput_cost_per_day",
+            None,
+            "{currency}/d",
+            "What badput costs a day at a rolling window's badput share",
         ),
         MetricName(
             "badput_up",

@@ -146,6 +146,9 @@ class OpenTelemetryExporter:
             "window.seconds": self._w_sec,
             "window.elapsed": self._w_elapsed,
             "grouped_buckets": self._grouped,
+            "cost": self._cost,
+            "badput_cost_per_day": self._per_day,
+            "window.badput_cost_per_day": self._w_per_day,
             "up": self._up,
         }
         gauges = [
@@ -264,6 +267,27 @@ class OpenTelemetryExporter:
         for st in self._states():
             for bucket, value in st.buckets:
                 out.append(self._obs(value, st.snapshot.job, bucket=bucket))
+        return out
+
+    def _cost(self, _: CallbackOptions) -> Iterable[Observation]:
+        out = []
+        for st in self._states():
+            c = st.snapshot.report.cost
+            if c is not None:
+                for bucket, value in st.buckets:
+                    out.append(self._obs(c.money(value), st.snapshot.job, bucket=bucket))
+        return out
+
+    def _per_day(self, _: CallbackOptions) -> Iterable[Observation]:
+        return self._per_job(lambda s: s.report.cost.badput_per_day if s.report.cost else None)
+
+    def _w_per_day(self, _: CallbackOptions) -> Iterable[Observation]:
+        out = []
+        for st in self._states():
+            for w, rep in sorted(st.snapshot.windows.items()):
+                if rep.cost is not None:
+                    label = window_label(w)
+                    out.append(self._obs(rep.cost.badput_per_day, st.snapshot.job, window=label))
         return out
 
     def _grouped(self, _: CallbackOptions) -> Iterable[Observation]:

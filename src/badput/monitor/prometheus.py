@@ -183,10 +183,6 @@ def _families(core: Any, states: list[_Rows]) -> list[Metric]:
     last_event = _gauge(
         core, "badput_last_event_timestamp_seconds", "Unix time of the newest event."
     )
-    w_goodput = _shared(core, "window.goodput", "window")
-    w_observed = _shared(core, "window.observed_goodput", "window")
-    w_elapsed = _shared(core, "window.elapsed", "window")
-    w_seconds = _shared(core, "window.seconds", "window", "bucket")
     grouped = _shared(core, "grouped_buckets")
     for state in states:
         snap = state.snapshot
@@ -215,14 +211,6 @@ def _families(core: Any, states: list[_Rows]) -> list[Metric]:
         stamp.add_metric([job], snap.time)
         if snap.last_event_time is not None:
             last_event.add_metric([job], snap.last_event_time)
-        for w in sorted(snap.windows):
-            wr = snap.windows[w]
-            label = window_label(w)
-            w_goodput.add_metric([job, label], wr.goodput)
-            w_observed.add_metric([job, label], wr.observed_goodput)
-            w_elapsed.add_metric([job, label], wr.total_seconds)
-            for b, value in state.windows.get(w, ()):
-                w_seconds.add_metric([job, label, b], value)
     families = [
         goodput,
         observed,
@@ -236,15 +224,32 @@ def _families(core: Any, states: list[_Rows]) -> list[Metric]:
         at_risk,
         stamp,
         last_event,
-        w_goodput,
-        w_observed,
-        w_elapsed,
-        w_seconds,
+        *_window_families(core, states),
         grouped,
     ]
     families += _program_families(core, states)
     families += _rank_families(core, states)
+    families += _cost_families(core, states)
     return [f for f in families if f.samples]
+
+
+def _window_families(core: Any, states: list[_Rows]) -> list[Metric]:
+    """The rolling windows' goodput, observed goodput, elapsed time and buckets."""
+    w_goodput = _shared(core, "window.goodput", "window")
+    w_observed = _shared(core, "window.observed_goodput", "window")
+    w_elapsed = _shared(core, "window.elapsed", "window")
+    w_seconds = _shared(core, "window.seconds", "window", "bucket")
+    for state in states:
+        snap, job = state.snapshot, state.snapshot.job
+        for w in sorted(snap.windows):
+            wr = snap.windows[w]
+            label = window_label(w)
+            w_goodput.add_metric([job, label], wr.goodput)
+            w_observed.add_metric([job, label], wr.observed_goodput)
+            w_elapsed.add_metric([job, label], wr.total_seconds)
+            for b, value in state.windows.get(w, ()):
+                w_seconds.add_metric([job, label, b], value)
+    return [w_goodput, w_observed, w_elapsed, w_seconds]
 
 
 def _program_families(core: Any, states: list[_Rows]) -> list[Metric]:
@@ -255,6 +260,25 @@ def _program_families(core: Any, states: list[_Rows]) -> list[Metric]:
         for key, value in program_values(state.snapshot):
             program[key].add_metric([state.snapshot.job], value)
     return list(program.values())
+
+
+def _cost_families(core: Any, states: list[_Rows]) -> list[Metric]:
+    """The buckets in money and badput per day, for jobs with a price (``report.cost``)."""
+    cost = _shared(core, "cost", "bucket")
+    per_day = _shared(core, "badput_cost_per_day")
+    w_per_day = _shared(core, "window.badput_cost_per_day", "window")
+    for state in states:
+        snap, job = state.snapshot, state.snapshot.job
+        c = snap.report.cost
+        if c is not None:
+            for b, value in state.buckets:
+                cost.add_metric([job, b], c.money(value))
+            per_day.add_metric([job], c.badput_per_day)
+        for w in sorted(snap.windows):
+            wc = snap.windows[w].cost
+            if wc is not None:
+                w_per_day.add_metric([job, window_label(w)], wc.badput_per_day)
+    return [cost, per_day, w_per_day]
 
 
 def _rank_families(core: Any, states: list[_Rows]) -> list[Metric]:

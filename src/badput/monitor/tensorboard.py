@@ -148,6 +148,9 @@ class TensorBoardExporter:
         out.update({k: v for k, v in stats.items() if v is not None})
         out.update(rank_scalars(snapshot))
         out.update((_TAG[key], value) for key, value in program_values(snapshot))
+        if r.cost is not None:  # with a price: badput in money a day, each bucket's money
+            out[_TAG["badput_cost_per_day"]] = r.cost.badput_per_day
+            out.update({f"cost/{b}": r.cost.money(v) for b, v in self._series.cumulative()})
         for w in sorted(snapshot.windows):
             wr = snapshot.windows[w]
             prefix = f"goodput_window/{window_label(w)}/"

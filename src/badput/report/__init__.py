@@ -8,11 +8,13 @@ package.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from badput.report._format import (
     MAX_ATTEMPT_ROWS,
     format_duration,
+    format_money,
     format_percent,
     format_ts,
     inert,
@@ -41,6 +43,7 @@ __all__ = [
     "compare_dict",
     "dumps_finite",
     "format_duration",
+    "format_money",
     "format_percent",
     "format_ts",
     "html_report",
@@ -103,10 +106,13 @@ def render_table(
     _render(report_of(view), console, ranks=ranks, attempts=attempts)
 
 
-def html_report(snapshot: Snapshot) -> str:
+def html_report(
+    snapshot: Snapshot, advice: Mapping[str, Any] | None = None, advice_absent: str | None = None
+) -> str:
     """The self-contained HTML page of ``snapshot`` (``badput report --html``), made with
     its timeline: ``LiveJob.snapshot(drawing=True)`` or ``Accountant.snapshot(drawing=True)``.
-    See :mod:`badput.report._html`."""
+    ``advice``: its Advice section (``badput.advice.report_advice``), or why there is none
+    (``advice_absent``). See :mod:`badput.report._html`."""
     from badput.report._html import html_report as _html  # noqa: PLC0415 (numpy is lazy)
 
-    return _html(snapshot)
+    return _html(snapshot, advice, advice_absent)

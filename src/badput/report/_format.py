@@ -16,6 +16,7 @@ __all__ = [
     "GOODPUT_LOW",
     "MAX_ATTEMPT_ROWS",
     "format_duration",
+    "format_money",
     "format_percent",
     "format_ts",
     "goodput_health",
@@ -81,6 +82,13 @@ def format_percent(fraction: float, digits: int = 1) -> str:
     if abs(fraction) >= 1e4:  # never a share of a total: a corrupt figure, kept short
         return f"{fraction * 100.0:.3g}%"
     return f"{fraction * 100.0:.{digits}f}%"
+
+
+def format_money(amount: float) -> str:
+    """``1234.5`` → ``1,234.50`` (in the currency of the price per device-hour given)."""
+    if not math.isfinite(amount):
+        return "n/a"
+    return f"{amount:,.2f}"
 
 
 def goodput_health(fraction: float) -> str:

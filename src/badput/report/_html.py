@@ -27,6 +27,7 @@ import hashlib
 import html
 import json
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
 from importlib import resources
 from typing import TYPE_CHECKING, Any, Final
@@ -49,11 +50,13 @@ from badput.engine import (
 from badput.report._csv import wasted_steps
 from badput.report._format import (
     format_duration,
+    format_money,
     format_percent,
     format_ts,
     goodput_health,
     inert,
 )
+from badput.report._html_advice import advice_section
 from badput.report._table import bucket_description, grouped_note, ordered_buckets
 
 if TYPE_CHECKING:
@@ -582,20 +585,24 @@ def _mfu_section(report: Report) -> str:
 <div id="mfu-chart" class="chart"></div>"""
 
 
-def _bucket_rows(report: Report) -> tuple[str, str]:
-    """The rows of the bucket table, and the note on grouped names (or "")."""
+def _bucket_rows(report: Report) -> tuple[str, str, str]:
+    """The bucket table's head cells, its rows, and the note on grouped names (or "")."""
     grouped = group_buckets(report.buckets)
     total = report.total_seconds
+    cost = report.cost  # a column of its own with a price (engine/_cost.py)
     rows = "\n".join(
         f'<tr><td><span class="sw" style="background:{bucket_color(n)}"></span>'
         f"{_e(grouped.label(n))}</td>"
         f"<td class=num>{_e(format_duration(v))}</td>"
         f"<td class=num>{_e(format_percent(v / total if total > 0 else 0.0))}</td>"
-        f"<td class=dim>{_e(bucket_description(n, grouped))}</td></tr>"
+        + (f"<td class=num>{_e(format_money(cost.money(v)))}</td>" if cost is not None else "")
+        + f"<td class=dim>{_e(bucket_description(n, grouped))}</td></tr>"
         for n, v in ordered_buckets(grouped.buckets)
     )
     note = grouped_note(grouped, total)
-    return rows, f'<p class="dim" id="grouped-note">{_e(note)}</p>' if note else ""
+    cost_th = "<th>cost</th>" if cost is not None else ""
+    head = f"<th>bucket</th><th>time</th><th>%</th>{cost_th}<th>what it is</th>"
+    return head, rows, f'<p class="dim" id="grouped-note">{_e(note)}</p>' if note else ""
 
 
 def _scripts() -> tuple[str, str, str]:
@@ -610,16 +617,15 @@ def _scripts() -> tuple[str, str, str]:
     return app, uplot, csp
 
 
-def render_html(snapshot: Snapshot) -> str:
-    """The page of ``snapshot``, made with its timeline (``drawing=True``): what the engine
-    computed (pure: no I/O but reading the assets)."""
+def render_html(snapshot: Snapshot, advice_html: str = "") -> str:
+    """The page of ``snapshot`` (made with ``drawing=True``) and its Advice section: pure."""
     report = snapshot.report
     timeline = snapshot.drawn("the HTML page")
     goodput = snapshot.over_time("the HTML page")
     data = _chart_data(report, timeline, goodput, snapshot.mfu_over_time)
     app, uplot, csp = _scripts()
     wasted = wasted_steps(timeline, len(report.attempts))
-    bucket_rows, grouped_p = _bucket_rows(report)
+    bucket_head, bucket_rows, grouped_p = _bucket_rows(report)
     diags = "\n".join(f"<li>{_e(str(d))}</li>" for d in report.diagnostics) or "<li>none</li>"
     return f"""<!DOCTYPE html>
 <html lang="en">
@@ -644,12 +650,13 @@ def render_html(snapshot: Snapshot) -> str:
 <h2>Where the time went</h2>
 <div class="row"><div id="buckets-chart" class="chart"></div>
 <table id="buckets">
-<thead><tr><th>bucket</th><th>time</th><th>%</th><th>what it is</th></tr></thead>
+<thead><tr>{bucket_head}</tr></thead>
 <tbody>
 {bucket_rows}
 </tbody></table></div>
 {grouped_p}
 </section>
+{advice_html}
 <section>
 <h2>Timeline</h2>
 <p class="dim">Drag to zoom, double-click to zoom out; hover a span to see what it is.
@@ -692,6 +699,10 @@ Charts: uPlot 1.6.32, © Leon Sorokin, MIT licence.</footer>
 """
 
 
-def html_report(snapshot: Snapshot) -> str:
-    """The HTML page of ``snapshot`` (made with ``drawing=True``)."""
-    return render_html(snapshot)
+def html_report(
+    snapshot: Snapshot, advice: Mapping[str, Any] | None = None, advice_absent: str | None = None
+) -> str:
+    """The HTML page of ``snapshot`` (made with ``drawing=True``): what the engine computed
+    (no I/O but reading the assets); ``advice``: the Advice section's data (``badput advise
+    --json``'s ``"advice"``, computed by the caller), or why there is none."""
+    return render_html(snapshot, advice_section(advice, advice_absent))

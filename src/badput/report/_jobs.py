@@ -16,7 +16,13 @@ from rich.table import Table
 from rich.text import Text
 
 from badput.engine import GroupedBuckets, Report, Snapshot, group_buckets, job_state
-from badput.report._format import format_duration, format_percent, format_ts, inert
+from badput.report._format import (
+    format_duration,
+    format_money,
+    format_percent,
+    format_ts,
+    inert,
+)
 from badput.report._json import report_of
 from badput.report._table import grouped_note, log_text, ordered_buckets
 
@@ -77,6 +83,10 @@ class JobRow:
     mfu: float | None = None  # of the kept steps (program goodput)
     mpg: float | None = None
     mfu_absent: str | None = NO_WORK  # why there is no MFU (None: there is)
+    # In money, with a price per device-hour (report.cost); else None.
+    cost: float | None = None
+    badput_cost: float | None = None
+    badput_cost_per_day: float | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -92,6 +102,9 @@ class JobRow:
             "mfu": self.mfu,
             "mpg": self.mpg,
             "mfu_absent": self.mfu_absent,
+            "cost": self.cost,
+            "badput_cost": self.badput_cost,
+            "badput_cost_per_day": self.badput_cost_per_day,
         }
 
 
@@ -112,6 +125,7 @@ def job_row(name: str, snapshot: Snapshot, now: float) -> JobRow:
     at ``now`` from the snapshot's newest event (:func:`job_status`)."""
     report, last_event = snapshot.report, snapshot.last_event_time
     mfu, mpg, why = program_figures(report)
+    c = report.cost
     return JobRow(
         job=name,
         status=job_status(report, last_event, now),
@@ -124,6 +138,9 @@ def job_row(name: str, snapshot: Snapshot, now: float) -> JobRow:
         mfu=mfu,
         mpg=mpg,
         mfu_absent=why,
+        cost=c.total if c is not None else None,
+        badput_cost=c.badput if c is not None else None,
+        badput_cost_per_day=c.badput_per_day if c is not None else None,
     )
 
 
@@ -184,23 +201,29 @@ def render_jobs(rows: list[JobRow], console: Console) -> None:
         table.add_column("start (UTC)", no_wrap=True)
     recorded = any(r.mfu_absent != NO_WORK for r in rows)
     program = recorded and wide
+    priced = any(r.cost is not None for r in rows)
+    # With a price, a narrow console drops observed goodput for the cost columns.
+    observed = wide or not priced
     figures = [
         [
             format_duration(r.span_seconds),
             format_percent(r.goodput),
-            format_percent(r.observed_goodput),
+            *([format_percent(r.observed_goodput)] if observed else []),
             *((_percent(r.mfu), _percent(r.mpg)) if program else ()),
             str(r.attempts),
+            *([_money(r.cost), _money(r.badput_cost_per_day)] if priced else []),
             _ts(r.last_event, short=not wide),
         ]
         for r in rows
     ]
     # figures and times are never cut: the job and its status (log text) fold instead
     last = "last event (UTC)" if wide else "last (UTC)"
-    cols = ("span", "goodput", "observed", *(("MFU", "MPG") if program else ()), "attempts", last)
-    for i, col in enumerate(cols):
+    names = ("span", "goodput", *(("observed",) if observed else ()))
+    names += (*(("MFU", "MPG") if program else ()), "attempts")
+    names += ("cost", "badput/day") if priced else ()
+    for i, col in enumerate((*names, last)):
         widest = max([len(col), *(len(f[i]) for f in figures)])
-        left = i == len(cols) - 1
+        left = i == len(names)
         table.add_column(col, justify="left" if left else "right", no_wrap=True, min_width=widest)
     for r, cells_of in zip(rows, figures, strict=True):
         style = {
@@ -224,6 +247,10 @@ def render_jobs(rows: list[JobRow], console: Console) -> None:
             console.print(log_text(f"{r.job}: no MFU: {why}", "dim"), soft_wrap=True)
     if recorded and not wide:
         console.print(Text("MFU and MPG: a console of 110 columns, or --json", style="dim"))
+
+
+def _money(amount: float | None) -> str:
+    return "-" if amount is None else format_money(amount)
 
 
 def _signed(seconds: float) -> str:
@@ -250,6 +277,9 @@ def compare_dict(view_a: Snapshot | Report, view_b: Snapshot | Report) -> dict[s
             "steps_wasted": r.steps.wasted,
             "ideal_step_time": r.ideal_step_time,
             **dict(zip(("mfu", "mpg", "mfu_absent"), program_figures(r), strict=True)),
+            "cost": r.cost.total if r.cost is not None else None,
+            "badput_cost": r.cost.badput if r.cost is not None else None,
+            "badput_cost_per_day": r.cost.badput_per_day if r.cost is not None else None,
         }
 
     names = sorted(set(a.buckets) | set(b.buckets))
@@ -264,6 +294,8 @@ def compare_dict(view_a: Snapshot | Report, view_b: Snapshot | Report) -> dict[s
             "a_fraction": fa,
             "b_fraction": fb,
             "fraction_difference": fb - fa,
+            "a_cost": a.cost.money(sa) if a.cost is not None else None,
+            "b_cost": b.cost.money(sb) if b.cost is not None else None,
         }
     return {
         "a": head(a),
@@ -338,6 +370,8 @@ def render_compare(view_a: Snapshot | Report, view_b: Snapshot | Report, console
         f"{b.steps.kept - a.steps.kept:+d}",
     )
     notes = _program_rows(head, a, b)
+    if a.cost is not None or b.cost is not None:
+        _cost_rows(head, a, b)
     console.print(head)
     for line in notes:
         console.print(log_text(line, "dim"), soft_wrap=True)
@@ -366,6 +400,16 @@ def render_compare(view_a: Snapshot | Report, view_b: Snapshot | Report, console
         note = grouped_note(g, r.total_seconds)
         if note is not None:
             console.print(log_text(f"{side}: {note}", "dim"), soft_wrap=True)
+
+
+def _cost_rows(head: Table, a: Report, b: Report) -> None:
+    """The compared jobs' cost, badput cost and badput per day (``-``: no price)."""
+    rows = (("cost", "total"), ("badput cost", "badput"), ("badput/day", "badput_per_day"))
+    for label, name in rows:
+        va = getattr(a.cost, name) if a.cost is not None else None
+        vb = getattr(b.cost, name) if b.cost is not None else None
+        diff = f"{vb - va:+,.2f}" if va is not None and vb is not None else ""
+        head.add_row(label, _money(va), _money(vb), diff)
 
 
 def _grouped_pair(a: Report, b: Report) -> tuple[GroupedBuckets, GroupedBuckets]:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Mapping
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any, cast
 
@@ -90,13 +91,19 @@ def dumps_finite(value: Any, *, indent: int | None = 2) -> str:
     return "".join(out)
 
 
-def to_json(view: Snapshot | Report, *, indent: int | None = 2) -> str:
+def to_json(
+    view: Snapshot | Report, *, indent: int | None = 2, extra: Mapping[str, Any] | None = None
+) -> str:
     """The report of ``view`` (a snapshot, or a report alone) as the JSON object of
-    ``badput report --json`` (ACCOUNTING.md §8).
+    ``badput report --json`` (ACCOUNTING.md §8), with the keys of ``extra`` added (what
+    a caller computed beside the report: ``badput report`` adds ``advice``).
 
     Always valid JSON: a non-finite number (never expected) is written as ``null``.
     """
-    return dumps_finite(report_of(view).to_dict(), indent=indent)
+    out = report_of(view).to_dict()
+    if extra:
+        out.update(extra)
+    return dumps_finite(out, indent=indent)
 
 
 def report_of(view: Snapshot | Report) -> Report:

@@ -13,6 +13,7 @@ from badput.engine import MAX_NAMED_BUCKETS, GroupedBuckets, group_buckets
 from badput.report._format import (
     MAX_ATTEMPT_ROWS,
     format_duration,
+    format_money,
     format_percent,
     format_ts,
     inert,
@@ -187,6 +188,15 @@ def _header(report: Report) -> Table:
         "observed goodput",
         f"{format_percent(report.observed_goodput)}  (productive + slowdown)",
     )
+    c = report.cost
+    if c is not None:
+        grid.add_row(
+            "cost",
+            f"{format_money(c.total)} ({c.devices} device{'s' if c.devices != 1 else ''} "
+            f"({c.devices_source}) at "
+            f"{format_money(c.price_per_device_hour)} per device-hour); badput "
+            f"{format_money(c.badput)}, {format_money(c.badput_per_day)} per day",
+        )
     return grid
 
 
@@ -203,6 +213,9 @@ def _bucket_table(report: Report, wide: bool, grouped: GroupedBuckets) -> Table:
         "time", justify="right", no_wrap=True, min_width=max(map(len, [*durations, "time"]))
     )
     table.add_column("% of total", justify="right", no_wrap=True, min_width=len("% of total"))
+    cost = report.cost
+    if cost is not None:
+        table.add_column("cost", justify="right", no_wrap=True)
     table.add_column("", no_wrap=True, min_width=BAR_WIDTH)
     if wide:
         table.add_column("what it is", style="dim")
@@ -213,6 +226,7 @@ def _bucket_table(report: Report, wide: bool, grouped: GroupedBuckets) -> Table:
             log_text(grouped.label(name), "bold green" if name == PRODUCTIVE else ""),
             format_duration(seconds),
             format_percent(fraction),
+            *([format_money(cost.money(seconds))] if cost is not None else []),
             Text(_bar(fraction), style=style),
         ]
         if wide:
@@ -224,13 +238,19 @@ def _bucket_table(report: Report, wide: bool, grouped: GroupedBuckets) -> Table:
             Text(f"({n_folded:,} more)", style="italic"),
             format_duration(folded),
             format_percent(fraction),
+            *([format_money(cost.money(folded))] if cost is not None else []),
             Text(_bar(fraction), style="red"),
         ]
         if wide:
             cells.append(f"the {n_folded:,} smallest buckets, folded (--json lists each)")
         table.add_row(*cells)
     table.add_section()
-    table.add_row("total", format_duration(total), format_percent(1.0 if total > 0 else 0.0))
+    table.add_row(
+        "total",
+        format_duration(total),
+        format_percent(1.0 if total > 0 else 0.0),
+        *([format_money(cost.total)] if cost is not None else []),
+    )
     return table
 
 
