@@ -164,15 +164,13 @@ def assert_work(
 
 
 def assert_model(
-    rep: Report, tmp_path: Path, job: str, params: int, devices: int, device: str = "cpu"
+    rep: Report, tmp_path: Path, job: str, params: int, *, devices: int, device: str = "cpu"
 ) -> None:
     """The ``model`` event(s) record the framework's parameter count and the device kind
     the framework tells (a CPU: not in the table of peaks, so MFU is omitted and says so)."""
     models = [e for e in events(tmp_path, job) if e["kind"] == "model"]
     assert models, "no model event"
-    assert {(e["params"], e["device"], e["devices"]) for e in models} == {
-        (params, device, devices)
-    }
+    assert {(e["params"], e["device"], e["devices"]) for e in models} == {(params, device, devices)}
     p = rep.program
     assert p is not None
     assert p.flops_per_token == 6 * params and p.devices == devices

@@ -23,8 +23,8 @@ What each bucket comes from (public Keras API only):
   it takes from the data iterator are counted as they pass; on TensorFlow, whose
   ``train_function`` is a graph, give ``BadputCallback(batch_size=N)`` (then each step
   is ``N`` samples).
-- ``model`` (once: at ``on_train_begin``, else at the first step's end when the model
-  is built by its first batch): ``model.count_params()``, and the device:
+- ``model`` (once: at the first step's start, else at its end when the model is built
+  by its first batch): ``model.count_params()``, and the device:
   ``jax.devices()[0].device_kind`` and ``jax.device_count()`` on JAX,
   ``torch.cuda.get_device_name`` on torch (``"cpu"`` on a CPU: MFU omitted).
 - ``data_loading``: from the last recorded moment to the next batch's start (Keras
@@ -169,7 +169,6 @@ class BadputCallback(_Callback):  # type: ignore[misc]
     def on_train_begin(self, logs: Any = None) -> None:
         self.session.job_start()
         self._count_batches()
-        self._record_model()
 
     def _record_model(self) -> None:
         """``model.count_params()`` and the device, once the model is built."""
@@ -214,6 +213,8 @@ class BadputCallback(_Callback):  # type: ignore[misc]
         self._step = self._global_step(batch)
         self._record_restore(self._step)  # a load inside an epoch (by a user's callback)
         s.span_since_mark("data_loading_start", "data_loading_end")
+        if not self._modelled:  # after the restore, whose events are dated earlier
+            self._record_model()
         self._count_batches()
         self._work.begin()
         s.rec.record_step_start(self._step)
