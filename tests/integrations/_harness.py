@@ -98,6 +98,12 @@ class Truth:
     def add(self, key: str, seconds: float) -> None:
         self.values[key] = self.values.get(key, 0.0) + seconds
 
+    def count(self, step: int, samples: int, tokens: int | None = None) -> None:
+        """The work of a step the script trained on, by the script's own count (written
+        at once: a rank killed by its launcher never reaches its exit)."""
+        self.values.setdefault("work", []).append([step, samples, tokens])
+        self.write()
+
     def timed(self, key: str) -> _Timed:
         return _Timed(self, key)
 
@@ -144,6 +150,58 @@ def time_jax_compiles(truth: Truth) -> None:
 
     jax.monitoring.register_event_time_span_listener(listen)
     atexit.register(union)  # before truth.write, registered earlier (atexit runs LIFO)
+
+
+def events(tmp_path: Path, job: str) -> list[dict[str, Any]]:
+    """Every event of ``job``'s streams, as written."""
+    return [
+        json.loads(line)
+        for f in sorted((tmp_path / "runs" / job).rglob("*.jsonl"))
+        for line in f.read_text().splitlines()
+    ]
+
+
+def work_counted(tmp_path: Path) -> list[tuple[dict[str, Any], int, int, int | None]]:
+    """``(truth, step, samples, tokens)`` of every step each process counted itself."""
+    return [(t, s, n, k) for t in truths(tmp_path) for s, n, k in t.get("work", [])]
+
+
+def assert_work(
+    rep: Report, tmp_path: Path, wasted: set[tuple[str | None, int]], *, tokens: bool = True
+) -> None:
+    """The report's samples (and tokens) are exactly what the processes counted, over every
+    rank (each counts its own batches), and its kept ones are those less the ``wasted``
+    steps ``(attempt as in the truth file, step)`` (ACCOUNTING.md §3)."""
+    counted = work_counted(tmp_path)
+    assert counted, "the run counted no work"
+    p = rep.program
+    assert p is not None
+    samples = sum(n for _, _, n, _ in counted)
+    kept = sum(n for t, s, n, _ in counted if (t.get("attempt"), s) not in wasted)
+    assert (p.samples, p.kept_samples) == (samples, kept), (p.samples, p.kept_samples)
+    if tokens:
+        total = sum(k or 0 for _, _, _, k in counted)
+        kept_tokens = sum(k or 0 for t, s, _, k in counted if (t.get("attempt"), s) not in wasted)
+        assert total > 0
+        assert (p.tokens, p.kept_tokens) == (total, kept_tokens), (p.tokens, p.kept_tokens)
+    else:
+        assert p.tokens == 0
+
+
+def assert_model(
+    rep: Report, tmp_path: Path, job: str, params: int, *, devices: int, device: str = "cpu"
+) -> None:
+    """The ``model`` event(s) record the framework's parameter count and the device kind
+    the framework tells (a CPU: not in the table of peaks, so MFU is omitted and says so)."""
+    models = [e for e in events(tmp_path, job) if e["kind"] == "model"]
+    assert models, "no model event"
+    assert {(e["params"], e["device"], e["devices"]) for e in models} == {(params, device, devices)}
+    p = rep.program
+    assert p is not None
+    assert p.flops_per_token == 6 * params and p.devices == devices
+    assert p.peak_flops is None and p.mfu_productive is None and p.mfu_job is None
+    assert f"device {device!r} is not in the table of peaks" in p.absent["peak_flops"]
+    assert "MFU omitted" in p.absent["program_goodput"]
 
 
 def crash_step() -> int | None:

@@ -5,7 +5,9 @@ every N batches). Attempt 0 crashes inside step $BADPUT_TEST_CRASH_AT; attempt 1
 the backup and, as Keras does, replays the epoch it was in from its start. The run's own
 log (the truth file): each batch begun (its data position, ``epoch * steps + batch + 1``),
 the epoch it resumed at, the optimizer's iterations then, and its own timing of the
-batch fetches, of the backups written and read, and of JAX's compilations.
+batch fetches, of the backups written and read, and of JAX's compilations; and its own
+count of the samples and tokens of each step it trained on (batch ``i`` of an epoch:
+``2 + i % 2`` sequences of ``SEQ`` tokens), and of the parameters.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from badput.integrations.keras import BadputCallback
 
 EPOCHS, STEPS = (int(a) for a in sys.argv[1:3])
 SAVE_FREQ: int | str = int(sys.argv[3]) if sys.argv[3].isdigit() else sys.argv[3]
+SEQ = 6
 truth = Truth()
 truth.values.update(attempt=os.environ.get("BADPUT_ATTEMPT"), steps=[], resumed_epoch=None)
 atexit.register(truth.write)
@@ -39,11 +42,17 @@ class Slow(keras.utils.PyDataset):  # type: ignore[misc]
     def __len__(self) -> int:
         return STEPS
 
-    def __getitem__(self, i: int) -> tuple[np.ndarray, np.ndarray]:
+    def __getitem__(self, i: int) -> tuple[dict[str, np.ndarray], np.ndarray]:
         with truth.timed("data_loading"):
             time.sleep(0.02)
-            x = np.full((2, 8), float(i % 7), dtype="float32")
-            return x, np.ones((2, 1), dtype="float32")
+            n = size(i)
+            x = {"input_ids": np.full((n, SEQ), i % 7, dtype="int32")}
+            return x, np.ones((n, 1), dtype="float32")
+
+
+def size(batch: int) -> int:
+    """The sequences of batch ``batch`` of an epoch."""
+    return 2 + batch % 2
 
 
 class Crash(keras.callbacks.Callback):  # type: ignore[misc]
@@ -78,6 +87,9 @@ class Log(keras.callbacks.Callback):  # type: ignore[misc]
     def on_train_batch_begin(self, batch: int, logs: Any = None) -> None:
         truth.values["steps"].append(self.epoch * STEPS + batch + 1)
 
+    def on_train_batch_end(self, batch: int, logs: Any = None) -> None:
+        truth.count(self.epoch * STEPS + batch + 1, size(batch), size(batch) * SEQ)
+
 
 class TimedBackup(keras.callbacks.BackupAndRestore):  # type: ignore[misc]
     """The run's own timing of the backups (through the model's save/load methods)."""
@@ -102,8 +114,11 @@ class TimedBackup(keras.callbacks.BackupAndRestore):  # type: ignore[misc]
 
 
 def main() -> None:
-    model = keras.Sequential([keras.Input((8,)), keras.layers.Dense(1)])
+    ids = keras.Input((SEQ,), name="input_ids", dtype="int32")
+    pooled = keras.layers.GlobalAveragePooling1D()(keras.layers.Embedding(16, 8)(ids))
+    model = keras.Model({"input_ids": ids}, keras.layers.Dense(1)(pooled))
     model.compile(optimizer="sgd", loss="mse")
+    truth.values["params"] = model.count_params()
     model.fit(
         Slow(),
         epochs=EPOCHS,

@@ -2,12 +2,14 @@
 
 argv: total steps, checkpoint every N steps, devices (1 or 2: DDP with gloo).
 Crashes inside step $BADPUT_TEST_CRASH_AT of attempt 0; resumes from the newest
-checkpoint with ``ckpt_path``.
+checkpoint with ``ckpt_path``. The truth file: the script's own count of the samples and
+tokens of each step it trained on (batches of 2 or 3 sequences), and of the parameters.
 """
 
 from __future__ import annotations
 
 import atexit
+import os
 import sys
 import time
 from pathlib import Path
@@ -24,16 +26,17 @@ from badput.integrations.lightning import BadputCallback
 STEPS, EVERY, DEVICES = (int(a) for a in sys.argv[1:4])
 FETCH_SECONDS = 0.01  # per sample; batches of 2
 truth = Truth()
+truth.values["attempt"] = os.environ.get("BADPUT_ATTEMPT")
 
 
-class Slow(Dataset[torch.Tensor]):
+class Slow(Dataset[dict[str, torch.Tensor]]):
     def __len__(self) -> int:
-        return 2 * STEPS
+        return 3 * STEPS
 
-    def __getitem__(self, i: int) -> torch.Tensor:
+    def __getitem__(self, i: int) -> dict[str, torch.Tensor]:
         with truth.timed("data_loading"):
             time.sleep(FETCH_SECONDS)
-            return torch.full((8,), float(i % 7))
+            return {"input_ids": torch.full((6,), i % 7, dtype=torch.long)}
 
 
 class TimingIO(TorchCheckpointIO):
@@ -53,14 +56,18 @@ class TimingIO(TorchCheckpointIO):
 class Model(pl.LightningModule):
     def __init__(self) -> None:
         super().__init__()
+        self.emb = torch.nn.Embedding(16, 8)
         self.net = torch.nn.Linear(8, 1)
         self.crash_at = crash_step()
 
-    def training_step(self, batch: torch.Tensor, batch_idx: int) -> torch.Tensor:
-        if self.crash_at is not None and self.trainer.global_step + 1 == self.crash_at:
+    def training_step(self, batch: dict[str, torch.Tensor], batch_idx: int) -> torch.Tensor:
+        step = self.trainer.global_step + 1
+        if self.crash_at is not None and step == self.crash_at:
             raise RuntimeError("injected crash")
         time.sleep(0.02)
-        return self.net(batch).pow(2).mean()
+        ids = batch["input_ids"]
+        truth.count(step, len(ids), sum(len(s) for s in ids))  # this rank's own count
+        return self.net(self.emb(ids).mean(1)).pow(2).mean()
 
     def configure_optimizers(self) -> torch.optim.Optimizer:
         return torch.optim.SGD(self.parameters(), lr=0.01)
@@ -86,9 +93,17 @@ def main() -> None:
     )
     truth.rank = trainer.global_rank
     truth.values["rank"] = trainer.global_rank
+    model = Model()
+    truth.values["params"] = sum(p.numel() for p in model.parameters())
     atexit.register(truth.write)
-    loader = DataLoader(Slow(), batch_size=2, num_workers=0)
-    trainer.fit(Model(), loader, ckpt_path=str(ckpts[-1]) if ckpts else None)
+    if DEVICES == 1:  # batches of 2 and 3 samples in turn (a batch sampler of its own)
+        sizes = [2 + i % 2 for i in range(STEPS)]
+        starts = [sum(sizes[:i]) for i in range(STEPS)]
+        batches = [list(range(a, a + n)) for a, n in zip(starts, sizes, strict=True)]
+        loader = DataLoader(Slow(), batch_sampler=batches, num_workers=0)
+    else:  # Lightning's DistributedSampler: each rank its own batches of 2
+        loader = DataLoader(Slow(), batch_size=2, num_workers=0)
+    trainer.fit(model, loader, ckpt_path=str(ckpts[-1]) if ckpts else None)
 
 
 if __name__ == "__main__":

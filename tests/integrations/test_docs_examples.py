@@ -36,6 +36,24 @@ STEPS = {
 }
 
 
+# samples each example trains on, as its data says (Keras: 64 rows, 2 epochs)
+SAMPLES = {
+    "Plain PyTorch": 64,
+    "PyTorch Lightning": 64,
+    "Hugging Face Transformers": 64,
+    "Keras 3": 128,
+    "JAX and Orbax": 16,
+}
+# the parameters of each example's model, counted by hand
+PARAMS = {
+    "Plain PyTorch": 9,
+    "PyTorch Lightning": 9,
+    "Hugging Face Transformers": 9,
+    "Keras 3": 9,
+    "JAX and Orbax": 8,
+}
+
+
 def test_every_framework_has_an_example() -> None:
     assert sorted(examples()) == sorted(STEPS)
 
@@ -49,6 +67,11 @@ def test_example_runs_and_reports(tmp_path: Path, title: str) -> None:
     assert_clean(rep)
     assert (rep.steps.kept, rep.steps.wasted, rep.steps.last) == (STEPS[title], 0, STEPS[title])
     assert rep.bucket("process_init") > 0
+    # the step work and the model each integration records by itself
+    p = rep.program
+    assert p is not None and (p.samples, p.kept_samples) == (SAMPLES[title], SAMPLES[title])
+    assert p.flops_per_token == 6 * PARAMS[title]
+    assert "device 'cpu' is not in the table" in p.absent["peak_flops"]
     if title == "Plain PyTorch":  # the example names its preparation and its teardown
         for bucket in ("model_build", "training_prep", "teardown"):
             assert rep.bucket(bucket) > 0, bucket

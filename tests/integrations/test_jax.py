@@ -10,11 +10,14 @@ from _harness import (
     assert_agrees,
     assert_bucket_agrees,
     assert_clean,
+    assert_model,
     assert_untracked_share,
+    assert_work,
     badput_run,
     report,
     script,
     truth_sum,
+    truths,
 )
 
 pytestmark = pytest.mark.slow
@@ -32,6 +35,14 @@ def test_crash_and_resume_from_orbax(tmp_path: Path) -> None:
     a0, a1 = rep.attempts
     assert (a0.first_step, a0.last_step) == (1, 8)
     assert (a1.restore_step, a1.first_step, a1.last_step) == (5, 6, 12)
+    # the samples and tokens of the steps it trained on, by the script's own count (batches
+    # of 2 or 3 sequences): steps 6 and 7 of attempt 0 were redone after the restore of 5
+    assert_work(rep, tmp_path, {("0", 6), ("0", 7)})
+    trained = [*range(1, 8), *range(6, 13)]  # step s fetched batch s - 1: 2 + (s - 1) % 2
+    assert rep.program is not None and rep.program.samples == sum(2 + (s - 1) % 2 for s in trained)
+    (params,) = {t["params"] for t in truths(tmp_path)}
+    assert params == 16 * 8 + 8
+    assert_model(rep, tmp_path, "jax", params, devices=1)
     assert_bucket_agrees(rep, tmp_path, "checkpoint_save", 2)
     assert_bucket_agrees(rep, tmp_path, "checkpoint_restore", 1)
     # 8 + 7 fetches, plus the empty fetch that ends each loop

@@ -9,7 +9,9 @@ from _harness import (
     assert_agrees,
     assert_bucket_agrees,
     assert_clean,
+    assert_model,
     assert_untracked_share,
+    assert_work,
     badput_run,
     report,
     script,
@@ -38,6 +40,12 @@ def test_backup_and_restore_replay_is_wasted(tmp_path: Path) -> None:
     a0, a1 = rep.attempts
     assert (a0.first_step, a0.last_step) == (1, 7)
     assert (a1.restore_step, a1.first_step, a1.last_step) == (4, 5, 12)
+    # the samples and tokens of the steps it trained on, by the script's own count
+    # (batches of 2 and 3 sequences); steps 5 and 6 of attempt 0 were replayed
+    assert_work(rep, tmp_path, {("0", 5), ("0", 6)})
+    (params,) = {t["params"] for t in truths(tmp_path)}
+    assert params == 16 * 8 + 8 + 1
+    assert_model(rep, tmp_path, "keras", params, devices=1)
     # backups: step 4 (attempt 0), 8 and 12 (attempt 1); one restore
     assert_bucket_agrees(rep, tmp_path, "checkpoint_save", 3)
     assert_bucket_agrees(rep, tmp_path, "checkpoint_restore", 1)
@@ -81,6 +89,7 @@ def test_backup_mid_epoch_restores_at_the_epoch_start(tmp_path: Path) -> None:
     a0, a1 = rep.attempts
     assert (a0.first_step, a0.last_step) == (1, max(log0["steps"]))
     assert (a1.restore_step, a1.first_step, a1.last_step) == (restored, restored + 1, 16)
+    assert_work(rep, tmp_path, {("0", s) for s in wasted})
     saves = int(truth_sum(tmp_path, "checkpoint_save_calls"))
     assert_bucket_agrees(rep, tmp_path, "checkpoint_save", saves)
     assert truth_sum(tmp_path, "checkpoint_restore_calls") == 1

@@ -9,10 +9,13 @@ import pytest
 from _harness import (
     assert_bucket_agrees,
     assert_clean,
+    assert_model,
     assert_untracked_share,
+    assert_work,
     badput_run,
     report,
     script,
+    truths,
 )
 
 pytestmark = pytest.mark.slow
@@ -33,6 +36,12 @@ def test_crash_and_resume_from_the_real_checkpoint(tmp_path: Path) -> None:
     a0, a1 = rep.attempts
     assert (a0.first_step, a0.last_step, a0.end_reason) == (1, 8, "attempt_end:failed")
     assert (a1.restore_step, a1.first_step, a1.last_step) == (5, 6, 12)
+    # the samples (batches of 2 and 3 in turn) and tokens of the steps it trained on, by the
+    # script's own count; steps 6 and 7 of attempt 0 were redone after the restore of 5
+    assert_work(rep, tmp_path, {("0", 6), ("0", 7)})
+    (params,) = {t["params"] for t in truths(tmp_path) if "params" in t}
+    assert params == 16 * 8 + 8 + 1
+    assert_model(rep, tmp_path, "lit", params, devices=1)
     # 2 saves (5 in attempt 0, 10 in attempt 1), 1 restore, 15 batches fetched
     assert_bucket_agrees(rep, tmp_path, "checkpoint_save", 2)
     assert_bucket_agrees(rep, tmp_path, "checkpoint_restore", 1)
@@ -53,6 +62,10 @@ def test_ddp_two_processes_write_per_rank_files_and_waste_nothing(tmp_path: Path
     assert (rep.steps.kept, rep.steps.wasted, rep.steps.last) == (8, 0, 8)
     assert rep.ideal_step_time is not None
     assert rep.bucket("wasted") == 0.0
+    # each rank counted its own batches; rank 0 recorded them times the 2 replicas
+    assert_work(rep, tmp_path, set())
+    assert rep.program is not None and rep.program.samples == 8 * 2 * 2
+    assert_model(rep, tmp_path, "lit-ddp", 16 * 8 + 8 + 1, devices=2)
     # the DDP launch and rendezvous (init_process_group, hooked) and the teardown are named:
     # rank 0 waits there for rank 1, which Lightning starts and which imports everything
     assert rep.bucket("distributed_init") > 0.5

@@ -14,7 +14,9 @@ from _harness import (
     assert_agrees,
     assert_bucket_agrees,
     assert_clean,
+    assert_model,
     assert_untracked_share,
+    assert_work,
     badput_run,
     report,
     script,
@@ -70,6 +72,14 @@ def test_torchrun_restart_inside_badput_run_is_a_new_attempt(tmp_path: Path) -> 
     assert [a.id for a in rep.attempts] == [0, "0.1"]
     assert (rep.steps.kept, rep.steps.wasted, rep.steps.last) == (12, 3, 12)
     assert (rep.attempts[1].restore_step, rep.attempts[1].first_step) == (5, 6)
+    # the samples and tokens each rank trained on, by its own count, summed over the ranks
+    # (the report's are rank 0's, times the DistributedSampler's 2 replicas); the first
+    # worker group's steps 6 and 7 were redone after the restore of 5
+    assert_work(rep, tmp_path, {("0.0", 6), ("0.0", 7)})
+    assert rep.program is not None and rep.program.samples == 14 * 2 * 2  # 14 steps, 2 x 2
+    (params,) = {t["params"] for t in truths(tmp_path) if "params" in t}
+    assert params == 16 * 8 + 8 + 1  # the Embedding and the Linear
+    assert_model(rep, tmp_path, "ddp", params, devices=2)
     assert_bucket_agrees(rep, tmp_path, "checkpoint_restore", 1)
     # rank 0 fetched 8 + 7 batches, plus the batches skipped past on resume (5)
     assert_bucket_agrees(rep, tmp_path, "data_loading", 20)

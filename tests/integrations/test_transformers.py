@@ -8,7 +8,9 @@ import pytest
 from _harness import (
     assert_bucket_agrees,
     assert_clean,
+    assert_model,
     assert_untracked_share,
+    assert_work,
     badput_run,
     report,
     script,
@@ -44,6 +46,12 @@ def test_resume_records_the_restore(tmp_path: Path, mode: str) -> None:
     assert (a0.first_step, a0.last_step) == (1, max(log0["steps"]))
     assert a0.end_reason == "attempt_end:failed"
     assert (a1.restore_step, a1.first_step, a1.last_step) == (restored, restored + 1, 12)
+    # the samples and tokens (sequences of 4 to 6) of the steps it trained on, by the run's
+    # own count: plain, from the step's batches; added_later, the Trainer's own count
+    # (include_num_input_tokens_seen); the steps after the restore point were redone
+    assert_work(rep, tmp_path, {(log0["attempt"], s) for s in wasted})
+    (params,) = {t["params"] for t in truths(tmp_path)}
+    assert_model(rep, tmp_path, "hf", params, devices=1)
     assert_bucket_agrees(rep, tmp_path, "checkpoint_save", 2)
     # weights, optimizer and scheduler, scaler, RNG state: the Trainer's four loads
     loads = int(truth_sum(tmp_path, "checkpoint_restore_calls"))

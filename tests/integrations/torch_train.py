@@ -6,7 +6,8 @@ inside step $BADPUT_TEST_CRASH_AT of the first worker group of attempt 0; torchr
 restarts the group, which loads the newest complete checkpoint. Rank 1 hangs (sleeps)
 inside step $BADPUT_TEST_HANG_AT of that group instead: ``badput run --hang-timeout`` kills it.
 The truth file holds the script's own clock: its start after imports, the seconds of its
-process-group calls and model building, and when its teardown (or hang) began.
+process-group calls and model building, and when its teardown (or hang) began; and its own
+count of the samples and tokens of each step it trained on, and of the model's parameters.
 """
 
 from __future__ import annotations
@@ -23,23 +24,34 @@ from _harness import Truth
 from torch.utils.data import DataLoader, Dataset, DistributedSampler
 
 import badput
-from badput.integrations.torch import TimedDataLoader, dcp_async_save, dcp_load
+from badput.integrations.torch import TimedDataLoader, dcp_async_save, dcp_load, record_model
 
 STEPS, EVERY = (int(a) for a in sys.argv[1:3])
 CKPT = Path("ckpt").absolute()
+SEQ = 6  # tokens of a sample
 
 
-class Slow(Dataset[torch.Tensor]):
+class Slow(Dataset[dict[str, torch.Tensor]]):
     def __init__(self, truth: Truth) -> None:
         self.truth = truth
 
     def __len__(self) -> int:
         return 4 * STEPS  # 2 ranks x batches of 2
 
-    def __getitem__(self, i: int) -> torch.Tensor:
+    def __getitem__(self, i: int) -> dict[str, torch.Tensor]:
         with self.truth.timed("data_loading"):
             time.sleep(0.01)
-            return torch.full((8,), float(i % 7))
+            return {"input_ids": torch.full((SEQ,), i % 7, dtype=torch.long)}
+
+
+class Net(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.emb = torch.nn.Embedding(16, 8)
+        self.out = torch.nn.Linear(8, 1)
+
+    def forward(self, ids: torch.Tensor) -> torch.Tensor:
+        return self.out(self.emb(ids).mean(1))
 
 
 def newest_complete() -> int | None:
@@ -65,14 +77,17 @@ def main() -> None:
     rank = dist.get_rank()
     truth = Truth(rank)
     truth.values["script_start"] = started
+    truth.values["attempt"] = group  # the worker group: torchrun restarts inside attempt 0
     truth.add("distributed_init", init_seconds)
     atexit.register(truth.write)
     rec = badput.Recorder()  # job, store, attempt, rank: all from the launchers' environment
     rec.record_job_start()
     hang = os.environ.get("BADPUT_TEST_HANG_AT")
     with truth.timed("model_build"), rec.model_build():
-        model = torch.nn.parallel.DistributedDataParallel(torch.nn.Linear(8, 1))
+        model = torch.nn.parallel.DistributedDataParallel(Net())
         opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    truth.values["params"] = sum(p.numel() for p in model.module.parameters())
+    record_model(rec, model.module)
     prep = rec.training_prep()
     prep.__enter__()
     done = newest_complete()
@@ -105,14 +120,16 @@ def main() -> None:
             truth.values["hung_from"] = time.time()
             truth.write()  # it never gets to exit: killed for the hang
             time.sleep(3600)
-        with rec.step(step):
+        with loader.step(step):
             if crash and first_group and rank == 1 and step == int(crash):
                 truth.values["teardown_from"] = time.time()
                 raise RuntimeError("injected crash")
             time.sleep(0.02)
             opt.zero_grad()
-            model(batch).pow(2).mean().backward()
+            model(batch["input_ids"]).pow(2).mean().backward()
             opt.step()
+        # the script's own count of what this rank trained on
+        truth.count(step, len(batch["input_ids"]), sum(len(s) for s in batch["input_ids"]))
         if step % EVERY == 0:
             if pending is not None:
                 pending.result()

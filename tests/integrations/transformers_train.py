@@ -5,8 +5,11 @@ inside step $BADPUT_TEST_CRASH_AT of attempt 0; a restart resumes from the newes
 checkpoint-N as users write it: ``plain``, ``trainer.train(resume_from_checkpoint=True)``
 with ``callbacks=[BadputCallback()]``; ``added_later``, the callback given to
 ``trainer.add_callback`` and ``callback.train(trainer, resume_from_checkpoint=True)``.
-The run's own log (the truth file): the steps it began, the step it resumed at, and its
-own timing of the batch fetches, checkpoint writes and loads.
+``added_later`` also turns on ``include_num_input_tokens_seen`` (the Trainer's own token
+count), ``plain`` leaves it off. The model is a tiny GPT-2 built in code.
+The run's own log (the truth file): the steps it began, the step it resumed at, its
+own timing of the batch fetches, checkpoint writes and loads, its own count of the
+samples and tokens of each step it trained on, and the model's ``num_parameters()``.
 """
 
 from __future__ import annotations
@@ -20,7 +23,7 @@ from typing import Any
 import torch
 from _harness import Truth, crash_step
 from torch.utils.data import Dataset
-from transformers import Trainer, TrainerCallback, TrainingArguments
+from transformers import GPT2Config, GPT2LMHeadModel, Trainer, TrainerCallback, TrainingArguments
 from transformers.trainer_utils import get_last_checkpoint
 
 from badput.integrations.transformers import BadputCallback
@@ -30,6 +33,7 @@ MODE = sys.argv[3]
 truth = Truth()
 truth.values.update(attempt=os.environ.get("BADPUT_ATTEMPT"), steps=[], resumed_at=None)
 atexit.register(truth.write)
+current_step = [0]  # the step the Trainer began last (the run's own log)
 
 
 class Slow(Dataset[dict[str, torch.Tensor]]):
@@ -39,23 +43,31 @@ class Slow(Dataset[dict[str, torch.Tensor]]):
     def __getitem__(self, i: int) -> dict[str, torch.Tensor]:
         with truth.timed("data_loading"):
             time.sleep(0.01)
-            return {"x": torch.full((8,), float(i % 7)), "labels": torch.tensor(1.0)}
+            return {"input_ids": torch.full((8,), i % 7, dtype=torch.long)}
 
 
-class Model(torch.nn.Module):
+def collate(features: list[dict[str, torch.Tensor]]) -> dict[str, torch.Tensor]:
+    """A batch whose sequences are 4 to 6 tokens long, by its first sample's id."""
+    ids = torch.stack([f["input_ids"] for f in features])
+    ids = ids[:, : 4 + int(ids[0, 0]) % 3]
+    return {"input_ids": ids, "labels": ids.clone()}
+
+
+class Model(GPT2LMHeadModel):  # type: ignore[misc]
     def __init__(self) -> None:
-        super().__init__()
-        self.net = torch.nn.Linear(8, 1)
+        super().__init__(GPT2Config(n_layer=1, n_embd=16, n_head=2, vocab_size=16, n_positions=8))
         self.calls = 0
         self.crash_at = crash_step()
 
-    def forward(self, x: torch.Tensor, labels: torch.Tensor) -> dict[str, torch.Tensor]:
+    def forward(self, input_ids: torch.Tensor, **kwargs: Any) -> Any:
         if self.training:
             self.calls += 1
             if self.crash_at is not None and self.calls == self.crash_at:
                 raise RuntimeError("injected crash")
             time.sleep(0.02)
-        return {"loss": (self.net(x).squeeze(-1) - labels).pow(2).mean()}
+            # the run's own count of what the step trains on
+            truth.count(current_step[0], input_ids.shape[0], input_ids.numel())
+        return super().forward(input_ids=input_ids, **kwargs)
 
 
 class TimedTrainer(Trainer):
@@ -99,6 +111,7 @@ class Log(TrainerCallback):  # type: ignore[misc]
 
     def on_step_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
         truth.values["steps"].append(state.global_step + 1)
+        current_step[0] = state.global_step + 1
 
 
 def restarted() -> bool:
@@ -119,17 +132,19 @@ def main() -> None:
         logging_steps=1000,
         disable_tqdm=True,
         dataloader_num_workers=0,
+        include_num_input_tokens_seen="no" if MODE == "plain" else "all",
     )
+    model = Model()
+    truth.values["params"] = model.num_parameters()
+    common = {"model": model, "args": args, "train_dataset": Slow(), "data_collator": collate}
     if MODE == "plain":
-        trainer = TimedTrainer(
-            model=Model(), args=args, train_dataset=Slow(), callbacks=[BadputCallback(), Log()]
-        )
+        trainer = TimedTrainer(**common, callbacks=[BadputCallback(), Log()])
         if restarted():
             trainer.train(resume_from_checkpoint=True)
         else:
             trainer.train()
     else:
-        trainer = TimedTrainer(model=Model(), args=args, train_dataset=Slow(), callbacks=[Log()])
+        trainer = TimedTrainer(**common, callbacks=[Log()])
         callback = BadputCallback()
         trainer.add_callback(callback)
         if restarted():

@@ -315,12 +315,13 @@ def _peak(
         if found is not None:
             return found[1], f"table:{found[0]}"
         absent["peak_flops"] = (
-            f"device {device!r} is not in the table of peaks: give --peak-flops or "
-            "record_model(peak_flops=...)"
+            f"peak FLOP/s unknown, MFU omitted: device {device!r} is not in the table of "
+            "peaks (give --peak-flops or record_model(peak_flops=...))"
         )
         return None, None
     absent["peak_flops"] = (
-        "no device peak: give --peak-flops, or record_model(device=...) or (peak_flops=...)"
+        "peak FLOP/s unknown, MFU omitted: no device recorded (give --peak-flops, or "
+        "record_model(device=...) or (peak_flops=...))"
     )
     return None, None
 

@@ -12,9 +12,10 @@ from __future__ import annotations
 import logging
 import os
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from typing import Any, TypeVar
 
+from badput.integrations._work import TimedBatches
 from badput.recorder import Recorder
 from badput.runtime.env import under_launcher
 from badput.store import EventStore
@@ -109,24 +110,15 @@ class RecorderSession:
         return self.touch(now)
 
 
-def timed_batches(batches: Iterable[T], rec: Recorder, *, blocking: bool = True) -> Iterator[T]:
+def timed_batches(
+    batches: Iterable[T], rec: Recorder, *, blocking: bool = True, replicas: int = 1
+) -> TimedBatches[T]:
     """Yield from ``batches``, recording each fetch (``next``) as ``data_loading``.
 
     ``blocking=False`` for a loader whose fetches overlap the step (a background
     prefetcher): they are then reported as overlapped time, outside the partition.
+    ``with it.step(n):`` (on the returned iterator) records step ``n`` with the work of
+    its batch (samples: the batch's leading dimension; tokens: its ``input_ids``' size;
+    each times ``replicas``, the data-parallel replicas fetching batches of their own).
     """
-    it = iter(batches)
-    start = rec.record_data_loading_start
-    end = rec.record_data_loading_end
-    while True:
-        start(blocking)
-        try:
-            batch = next(it)
-        except StopIteration:
-            end(blocking)
-            return
-        except BaseException:
-            end(blocking)
-            raise
-        end(blocking)
-        yield batch
+    return TimedBatches(batches, rec, blocking=blocking, replicas=replicas)

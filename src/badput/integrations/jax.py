@@ -15,7 +15,13 @@
   10 ms while a save is in flight, so the commit time is known to 10 ms). A
   synchronous save is committed when ``save`` returns.
 - ``checkpoint_restore``: ``restore`` (its step: the one asked for, else the latest).
-- ``data_loading``: wrap a batch iterator in :func:`timed_batches`.
+- ``data_loading``: wrap a batch iterator in :func:`timed_batches`;
+  ``with batches.step(n):`` then records step ``n`` with the samples of its batch (the
+  batch's leading dimension: a global ``jax.Array``'s is the job's; for per-process
+  batches give ``replicas=jax.process_count()``) and its tokens (the size of its
+  ``input_ids`` when the batch is a mapping that has them).
+- :func:`record_model`: the parameter count of a parameter pytree (the sum of its
+  leaves' sizes), ``jax.devices()[0].device_kind`` and ``jax.device_count()``.
 - ``compile``: every compilation, as JAX times it (tracing, lowering, XLA), recorded by a
   ``jax.monitoring`` listener installed when this module is imported (see
   :mod:`badput.integrations._jax_compile`); a compilation inside a step is taken out of it.
@@ -33,13 +39,14 @@ from typing import Any
 
 from badput.integrations._common import timed_batches
 from badput.integrations._jax_compile import install_compile_listener
+from badput.integrations._work import jax_devices, record_model_once
 from badput.recorder import Recorder
 from badput.runtime.optional import import_optional
 
 jax = import_optional("jax", "jax")
 install_compile_listener(jax)
 
-__all__ = ["TimedCheckpointManager", "recorder", "timed_batches"]
+__all__ = ["TimedCheckpointManager", "device", "record_model", "recorder", "timed_batches"]
 
 #: Seconds between two looks at an async save in flight.
 COMMIT_POLL_INTERVAL = 0.01
@@ -51,6 +58,26 @@ def recorder(job: str | None = None, store: Any = None, **kwargs: Any) -> Record
     if "rank" not in kwargs and jax.process_count() > 1:
         kwargs["rank"] = int(jax.process_index())
     return Recorder(job, store, **kwargs)
+
+
+def device() -> tuple[str, int]:
+    """``(jax.devices()[0].device_kind, jax.device_count())``: ``"cpu"`` on a CPU, which
+    the table of peaks does not hold (MFU is then omitted, never invented)."""
+    return jax_devices(jax)
+
+
+def param_count(params: Any) -> int | None:
+    """The parameters of a pytree of arrays: the sum of its leaves' sizes, else None."""
+    try:
+        return int(sum(int(getattr(x, "size", 0)) for x in jax.tree_util.tree_leaves(params)))
+    except Exception:
+        return None
+
+
+def record_model(rec: Recorder, params: Any, **sizes: Any) -> None:
+    """Record the parameter count of ``params`` (a pytree) and :func:`device` on ``rec``,
+    once, before training; ``sizes``: ``layers=``, ``hidden=``, ``seq_len=``. Never raises."""
+    record_model_once(rec, param_count(params), device(), **sizes)
 
 
 class TimedCheckpointManager:

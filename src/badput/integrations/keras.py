@@ -15,6 +15,18 @@ What each bucket comes from (public Keras API only):
   trained after it (``epoch * steps_per_epoch`` when ``BackupAndRestore`` resumes at an
   epoch's start, whatever batch its backup was taken at), so it is recorded at the next
   epoch's or batch's start, where Keras has said where it resumes.
+- the step's work, on its ``step_end``: samples, the leading dimension of each batch
+  the step trained on (of the inputs of ``(inputs, labels)``), tokens, the size of the
+  inputs' ``input_ids`` when they are a mapping with them. No callback hook hands over
+  the batch: on the JAX and torch backends the callback wraps the model's
+  ``train_function`` (which Keras builds before ``on_train_begin``) so that the batches
+  it takes from the data iterator are counted as they pass; on TensorFlow, whose
+  ``train_function`` is a graph, give ``BadputCallback(batch_size=N)`` (then each step
+  is ``N`` samples).
+- ``model`` (once: at the first step's start, else at its end when the model is built
+  by its first batch): ``model.count_params()``, and the device:
+  ``jax.devices()[0].device_kind`` and ``jax.device_count()`` on JAX,
+  ``torch.cuda.get_device_name`` on torch (``"cpu"`` on a CPU: MFU omitted).
 - ``data_loading``: from the last recorded moment (a batch's end, an epoch's start) to the
   next batch's start (Keras fetches the batch there; no hook surrounds the fetch).
 - ``custom:eval``: ``on_test_begin`` / ``on_test_end`` (validation inside ``fit``).
@@ -39,6 +51,12 @@ from typing import Any
 
 from badput.integrations._common import RecorderSession
 from badput.integrations._jax_compile import install_compile_listener
+from badput.integrations._work import (
+    StepWork,
+    jax_devices,
+    record_model_once,
+    torch_devices,
+)
 from badput.recorder import Recorder
 from badput.runtime.optional import import_optional
 from badput.store import EventStore
@@ -59,6 +77,8 @@ class BadputCallback(_Callback):  # type: ignore[misc]
         recorder: record through this recorder instead of building one.
         lifecycle: record ``job_start``/``job_end`` (default: when building its recorder).
         time_checkpoints: wrap the model's save/load methods (default on).
+        batch_size: the samples of a step, where the batches cannot be counted
+            (the TensorFlow backend); counted batches take precedence.
         recorder_kwargs: more ``Recorder`` arguments (rank: detected from the launcher).
     """
 
@@ -70,11 +90,16 @@ class BadputCallback(_Callback):  # type: ignore[misc]
         recorder: Recorder | None = None,
         lifecycle: bool | None = None,
         time_checkpoints: bool = True,
+        batch_size: int | None = None,
         **recorder_kwargs: Any,
     ) -> None:
         super().__init__()
         self.session = RecorderSession(job, store, recorder, lifecycle, recorder_kwargs)
         self.time_checkpoints = time_checkpoints
+        self.batch_size = batch_size
+        self._work = StepWork()  # the samples and tokens of the step in progress
+        self._counting: Any = None  # the train_function wrapper installed
+        self._modelled = False
         self._epoch = 0
         self._step: int | None = None
         self._last_step = 0  # the newest step ended (what a save holds)
@@ -152,6 +177,34 @@ class BadputCallback(_Callback):  # type: ignore[misc]
 
     def on_train_begin(self, logs: Any = None) -> None:
         self.session.job_start()
+        self._count_batches()
+
+    def _record_model(self) -> None:
+        """``model.count_params()`` and the device, once the model is built."""
+        if self._modelled:
+            return
+        try:
+            params = int(self.model.count_params())
+            device = _device()
+        except Exception:  # not built before its first batch (a subclassed model)
+            return
+        self._modelled = True
+        record_model_once(self.session.rec, params, device)
+
+    def _count_batches(self) -> None:
+        """Wrap the model's ``train_function`` (again, when Keras rebuilt it) so that the
+        batches it takes are counted (JAX and torch backends)."""
+        try:
+            function = getattr(self.model, "train_function", None)
+            if function is None or function is self._counting:
+                return
+            backend = keras.backend.backend()
+            if backend not in ("jax", "torch"):
+                return
+            self._counting = _counted(function, self._work, backend)
+            self.model.train_function = self._counting
+        except Exception:
+            pass
 
     def on_epoch_begin(self, epoch: int, logs: Any = None) -> None:
         self._epoch = int(epoch)
@@ -173,12 +226,21 @@ class BadputCallback(_Callback):  # type: ignore[misc]
         self._step = self._global_step(batch)
         self._record_restore(self._step)  # a load inside an epoch (by a user's callback)
         s.span_since_mark("data_loading_start", "data_loading_end")
+        if not self._modelled:  # after the restore, whose events are dated earlier
+            self._record_model()
+        self._count_batches()
+        self._work.begin()
         s.rec.record_step_start(self._step)
 
     def on_train_batch_end(self, batch: int, logs: Any = None) -> None:
         if self._step is not None:
-            self.session.rec.record_step_end(self._step)
+            samples, tokens = self._work.take()
+            if samples is None:
+                samples = self.batch_size
+            self.session.rec.record_step_end(self._step, samples=samples, tokens=tokens)
             self._last_step, self._step = self._step, None
+            if not self._modelled:
+                self._record_model()
         self.session.touch()
 
     def on_test_begin(self, logs: Any = None) -> None:
@@ -192,3 +254,49 @@ class BadputCallback(_Callback):  # type: ignore[misc]
 
     def on_train_end(self, logs: Any = None) -> None:
         self.session.job_end("completed")
+
+
+class _Counting:
+    """An iterator of batches that counts each one it gives (:class:`StepWork`)."""
+
+    __slots__ = ("_it", "_work")
+
+    def __init__(self, it: Any, work: StepWork) -> None:
+        self._it = it
+        self._work = work
+
+    def __iter__(self) -> _Counting:
+        return self
+
+    def __next__(self) -> Any:
+        batch = next(self._it)
+        self._work.add_batch(batch)
+        return batch
+
+
+def _counted(function: Callable[..., Any], work: StepWork, backend: str) -> Callable[..., Any]:
+    """``function`` (a Keras ``train_function``), counting the batches it trains on: on
+    JAX it takes them from an iterator (its last argument), on torch it is handed a list."""
+
+    @functools.wraps(function)
+    def train_function(*args: Any) -> Any:
+        if args:
+            data = args[-1]
+            if backend == "jax" and hasattr(data, "__next__"):
+                args = (*args[:-1], _Counting(data, work))
+            elif backend == "torch" and isinstance(data, list):
+                for batch in data:
+                    work.add_batch(batch)
+        return function(*args)
+
+    return train_function
+
+
+def _device() -> tuple[str, int] | None:
+    """The device kind and count as the backend tells them (JAX, torch), else None."""
+    backend = keras.backend.backend()
+    if backend == "jax":
+        return jax_devices(import_optional("jax", "jax"))
+    if backend == "torch":
+        return torch_devices(import_optional("torch", "torch"))
+    return None

@@ -16,6 +16,13 @@ What each bucket comes from (Lightning's public hooks only):
   a checkpoint written) to the next batch's start: Lightning fetches the next batch
   there and no hook surrounds the fetch itself.
 - ``custom:eval``: ``on_validation_start`` / ``on_validation_end`` (the sanity check too).
+- the step's work, on its ``step_end``: samples, the leading dimension of each batch
+  of the step (``on_train_batch_start``'s ``batch``: of its ``input_ids`` or first
+  tensor), tokens, the size of its ``input_ids`` when the batch is a mapping with them;
+  both times the strategy's data-parallel replicas (``distributed_sampler_kwargs``'s
+  ``num_replicas``), so they are the job's. A step that never ends did no counted work.
+- ``model`` (once, at ``on_train_start``): the module's parameters (``sum(p.numel())``),
+  ``torch.cuda.get_device_name`` (``"cpu"`` without CUDA: MFU omitted) and the world size.
 - the compute section ``forward`` (``rec.section``, docs/ranks.md): from each batch's
   start to ``on_before_backward`` (``training_step``: forward and loss). Backward is
   not timed: under DDP it waits in the gradient all-reduce for the slowest rank.
@@ -29,6 +36,7 @@ from typing import Any
 
 from badput.integrations._common import RecorderSession
 from badput.integrations._distributed import install_distributed_hooks
+from badput.integrations._work import StepWork, record_model_once, torch_devices, torch_params
 from badput.recorder import Recorder
 from badput.runtime.optional import import_optional
 from badput.store import EventStore
@@ -36,6 +44,7 @@ from badput.store import EventStore
 pl = import_optional("lightning.pytorch", "lightning")
 # process-group set-up is distributed_init; its destruction begins the teardown
 install_distributed_hooks(import_optional("torch.distributed", "torch"))
+torch = import_optional("torch", "torch")
 _io = import_optional("lightning.pytorch.plugins.io", "lightning")
 _CheckpointIO: Any = _io.CheckpointIO
 _Callback: Any = pl.Callback
@@ -46,6 +55,15 @@ __all__ = ["BadputCallback", "TimedCheckpointIO"]
 def _step_of(checkpoint: Any) -> int | None:
     step = checkpoint.get("global_step") if isinstance(checkpoint, dict) else None
     return step if isinstance(step, int) else None
+
+
+def _replicas(trainer: Any) -> int:
+    """The data-parallel replicas of ``trainer``'s strategy (each fetches its own batch)."""
+    try:
+        kwargs = trainer.strategy.distributed_sampler_kwargs
+        return max(int(kwargs["num_replicas"]), 1) if kwargs else 1
+    except Exception:
+        return 1
 
 
 class TimedCheckpointIO(_CheckpointIO):  # type: ignore[misc]
@@ -124,6 +142,7 @@ class BadputCallback(_Callback):  # type: ignore[misc]
         self._step: int | None = None  # the step in progress
         self._prep = False
         self._forward: Any = None  # the open "forward" section timer
+        self._work = StepWork()  # the samples and tokens of the step in progress
 
     @property
     def recorder(self) -> Recorder:
@@ -149,6 +168,8 @@ class BadputCallback(_Callback):  # type: ignore[misc]
 
     def on_train_start(self, trainer: Any, pl_module: Any) -> None:
         self._end_prep()
+        self._work = StepWork(_replicas(trainer))
+        record_model_once(self.session.rec, torch_params(pl_module), torch_devices(torch))
 
     def on_train_batch_start(
         self, trainer: Any, pl_module: Any, batch: Any, batch_idx: int
@@ -159,7 +180,9 @@ class BadputCallback(_Callback):  # type: ignore[misc]
             s = self.session
             s.span_since_mark("data_loading_start", "data_loading_end")
             self._step = step
+            self._work.begin()
             s.rec.record_step_start(step)
+        self._work.add_batch(batch)
         self._end_forward()
         self._forward = self.session.rec.section("forward")
         self._forward.__enter__()
@@ -178,7 +201,8 @@ class BadputCallback(_Callback):  # type: ignore[misc]
         self._end_forward()  # a training_step that returned no loss has no backward
         step = self._step
         if step is not None and int(trainer.global_step) >= step:  # the optimizer stepped
-            self.session.rec.record_step_end(step)
+            samples, tokens = self._work.take()
+            self.session.rec.record_step_end(step, samples=samples, tokens=tokens)
             self._step = None
             self.session.touch()
 

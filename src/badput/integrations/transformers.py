@@ -5,6 +5,17 @@ What each bucket comes from:
 - steps: ``on_step_begin`` / ``on_step_end``, numbered by ``state.global_step``
   (optimizer steps from 1, as saved in ``checkpoint-N``), so a resume from
   ``checkpoint-50`` runs 51, 52, ...; a step spans its gradient-accumulation micro-batches.
+- the step's work, on its ``step_end``: tokens, the growth of
+  ``state.num_input_tokens_seen`` over the step when ``include_num_input_tokens_seen``
+  is on (the Trainer gathers it over the processes), else the size of the main input
+  (``model.main_input_name``, ``input_ids``) of the step's batches; samples, the leading
+  dimension of that input. The batches are what the Trainer's ``get_batch_samples``
+  returned for the step (wrapped on the Trainer attached, as the loaders below); what
+  one process saw is multiplied by ``args.world_size``, so the counts are the job's.
+- ``model`` (once, at ``on_train_begin``): ``model.num_parameters()`` (a plain
+  ``torch.nn.Module``: ``sum(p.numel())``), ``config.num_hidden_layers`` and
+  ``config.hidden_size`` when the model has them, ``torch.cuda.get_device_name``
+  (``"cpu"`` without CUDA: MFU omitted) and the number of processes.
 - ``data_loading``: from the last recorded moment to ``on_step_begin``: the Trainer
   fetches the step's batches there (``get_batch_samples``) and no event surrounds it.
 - ``custom:eval``: from the step's end (or ``on_log``) to ``on_evaluate``.
@@ -53,6 +64,14 @@ from typing import Any
 
 from badput.integrations._common import RecorderSession
 from badput.integrations._distributed import install_distributed_hooks, time_calls
+from badput.integrations._work import (
+    StepWork,
+    batch_samples,
+    batch_tokens,
+    record_model_once,
+    torch_devices,
+    torch_params,
+)
 from badput.recorder import Recorder
 from badput.runtime.optional import import_optional
 from badput.store import EventStore
@@ -61,6 +80,7 @@ _tf = import_optional("transformers", "transformers")
 _TrainerCallback: Any = _tf.TrainerCallback
 # process-group set-up is distributed_init; its destruction begins the teardown
 install_distributed_hooks(import_optional("torch.distributed", "torch"))
+torch = import_optional("torch", "torch")
 
 __all__ = ["BadputCallback"]
 
@@ -118,6 +138,9 @@ class BadputCallback(_TrainerCallback):  # type: ignore[misc]
         self._restoring = False  # from a train() call to its first step: loads are restores
         self._restored: int | None = None  # the step restored, from on_train_begin
         self._step: int | None = None
+        self._work = StepWork()  # the samples and tokens of the step's batches
+        self._seen: int | None = None  # state.num_input_tokens_seen at the last step's end
+        self._modelled = False
 
     @property
     def recorder(self) -> Recorder:
@@ -136,6 +159,29 @@ class BadputCallback(_TrainerCallback):  # type: ignore[misc]
             method = getattr(trainer, name, None)
             if callable(method):
                 setattr(trainer, name, self._timed_load(method))
+        fetch = getattr(trainer, "get_batch_samples", None)
+        if callable(fetch):
+            trainer.get_batch_samples = self._counted_fetch(trainer, fetch)
+
+    def _counted_fetch(self, trainer: Any, method: Callable[..., Any]) -> Callable[..., Any]:
+        @functools.wraps(method)
+        def get_batch_samples(*args: Any, **kwargs: Any) -> Any:
+            result = method(*args, **kwargs)
+            try:
+                key = getattr(trainer.model, "main_input_name", "input_ids")
+                samples = tokens = None
+                for batch in result[0]:  # (batches of the step, number of items)
+                    ids = batch.get(key) if isinstance(batch, dict) else None
+                    n = batch_samples(batch if ids is None else ids)
+                    t = batch_tokens(batch, key)
+                    samples = samples if n is None else (samples or 0) + n
+                    tokens = tokens if t is None else (tokens or 0) + t
+                self._work.add(samples, tokens)
+            except Exception:
+                pass
+            return result
+
+        return get_batch_samples
 
     def train(self, trainer: Any, *args: Any, **kwargs: Any) -> Any:
         """``trainer.train(*args, **kwargs)``, with ``trainer`` attached first: needed only
@@ -214,17 +260,28 @@ class BadputCallback(_TrainerCallback):  # type: ignore[misc]
         if called is not None and now > called:
             rec.record_training_prep_end(ts=now)
         s.touch(now)
+        self._work = StepWork(int(getattr(args, "world_size", 1) or 1))
+        self._seen = _tokens_seen(args, state)
+        if not self._modelled:
+            self._modelled = True
+            _record_model(rec, kwargs.get("model"))
 
     def on_step_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
         s = self.session
         self._restoring, self._restored = False, None
         s.span_since_mark("data_loading_start", "data_loading_end")
         self._step = int(state.global_step) + 1
+        self._work.begin()
         s.rec.record_step_start(self._step)
 
     def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
         if self._step is not None:
-            self.session.rec.record_step_end(self._step)
+            samples, tokens = self._work.take()
+            seen = _tokens_seen(args, state)
+            if seen is not None and self._seen is not None and seen >= self._seen:
+                tokens = seen - self._seen  # gathered over the processes by the Trainer
+            self._seen = seen
+            self.session.rec.record_step_end(self._step, samples=samples, tokens=tokens)
             self._step = None
         self.session.touch()
 
@@ -244,6 +301,31 @@ class BadputCallback(_TrainerCallback):  # type: ignore[misc]
     def on_train_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
         self._restoring, self._restored = False, None
         self.session.job_end("completed")
+
+
+def _tokens_seen(args: Any, state: Any) -> int | None:
+    """``state.num_input_tokens_seen`` when the Trainer counts it, else None."""
+    if getattr(args, "include_num_input_tokens_seen", "no") in ("no", False, None):
+        return None
+    seen = getattr(state, "num_input_tokens_seen", None)
+    return int(seen) if isinstance(seen, (int, float)) else None
+
+
+def _record_model(rec: Recorder, model: Any) -> None:
+    """The model's parameters (``num_parameters()``), layers and hidden size, and the
+    device: recorded once, at the start of training; never raises."""
+    try:
+        count = getattr(model, "num_parameters", None)
+        params = int(count()) if callable(count) else torch_params(model)
+        config = getattr(model, "config", None)
+        sizes = {
+            name: value
+            for name, attr in (("layers", "num_hidden_layers"), ("hidden", "hidden_size"))
+            if isinstance(value := getattr(config, attr, None), int)
+        }
+    except Exception:
+        return
+    record_model_once(rec, params, torch_devices(torch), **sizes)
 
 
 def _install_build_hooks() -> None:

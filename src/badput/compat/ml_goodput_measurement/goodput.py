@@ -45,7 +45,7 @@ from badput.compat.ml_goodput_measurement.checkpoint_badput_calculator import (
     entries_from_events,
 )
 from badput.compat.ml_goodput_measurement.goodput_cache import GoodputCache
-from badput.engine import Accountant, Report
+from badput.engine import Accountant, ProgramGoodput, Report
 from badput.events import Event, Kind
 from badput.formats import mgm as pl
 from badput.recorder import Recorder, resolve_attempt
@@ -199,15 +199,24 @@ class GoodputRecorder:
         """Where events go (``None`` when logging is disabled)."""
         return self._store
 
-    def _write(self, payload: dict[str, Any], timestamp: float | None = None) -> None:
-        """Record the events of one payload; never raises into the training loop."""
+    def _write(
+        self,
+        payload: dict[str, Any],
+        timestamp: float | None = None,
+        work: dict[str, Any] | None = None,
+    ) -> None:
+        """Record the events of one payload (``work``: the step's tokens and samples, on
+        its ``step_start``); never raises into the training loop."""
         if not self._enabled:
             return
         try:
             with self._lock:
                 events = self._decoder.decode(payload, timestamp)
                 for event in events:
-                    self._recorder(event.attempt).record(event.kind, ts=event.ts, **_fields(event))
+                    fields = _fields(event)
+                    if work and event.kind == Kind.STEP_START:
+                        fields.update(work)
+                    self._recorder(event.attempt).record(event.kind, ts=event.ts, **fields)
         except Exception as exc:  # a bad timestamp from the caller, say
             logger.warning("badput: goodput event %r not recorded: %s", payload, exc)
             return
@@ -247,13 +256,33 @@ class GoodputRecorder:
 
     @_never_raises
     def record_step_start_time(
-        self, step: int, start_time: datetime.datetime | None = None
+        self,
+        step: int,
+        start_time: datetime.datetime | None = None,
+        *,
+        tokens: int | None = None,
+        samples: int | None = None,
     ) -> None:
-        """Record the start of training step ``step``."""
+        """Record the start of training step ``step``. badput extension: the step's
+        ``tokens`` and ``samples`` (the job's), for program goodput (the library has no
+        such fields; its payload is unchanged)."""
         if not self._enabled:
             return
         ts = _posix(start_time) if start_time is not None else time.time()
-        self._write({pl.JOB_NAME: self.job_name, pl.STEP_COUNT: step, pl.STEP_START_TIME: ts})
+        work = {k: v for k, v in (("tokens", tokens), ("samples", samples)) if v is not None}
+        payload = {pl.JOB_NAME: self.job_name, pl.STEP_COUNT: step, pl.STEP_START_TIME: ts}
+        self._write(payload, None, work)
+
+    @_never_raises
+    def record_model(self, **fields: Any) -> None:
+        """badput extension (no payload of the library's): the job's model and devices,
+        :meth:`badput.Recorder.record_model`'s keywords (``params``, ``layers``,
+        ``hidden``, ``seq_len``, ``flops_per_token``, ``devices``, ``device``,
+        ``peak_flops``), for program goodput (docs/program-goodput.md)."""
+        if not self._enabled:
+            return
+        with self._lock:
+            self._recorder(self._decoder.attempt).record_model(**fields)
 
     @_never_raises
     def record_checkpoint_progress(self, step: int, checkpoint_start_time: Any) -> None:
@@ -665,6 +694,13 @@ class GoodputCalculator:
             "interval_size": size,
         }
 
+    def get_program_goodput(
+        self, peak: float | None = None, devices: int | None = None
+    ) -> ProgramGoodput | None:
+        """badput extension: the job's tokens, MFU and MPG (:func:`program_of`)."""
+        with self._lock:
+            return program_of(self._view, self._clock(), peak, devices)
+
     def sync_to_gcs(self) -> None:
         """The library syncs its on-disk cache to GCS; badput keeps no such cache."""
 
@@ -688,6 +724,27 @@ class GoodputCalculator:
             ideal_step_time=ideal,
             step_deviations={step: abs(t - ideal) for step, t in times.items()},
         )
+
+
+def program_of(
+    view: JobView, now: float, peak_flops: float | None, devices: int | None
+) -> ProgramGoodput | None:
+    """The library reports no tokens, FLOPs or MFU: the job's tokens, samples, MFU and ML
+    Productivity Goodput from badput's own partition as of ``now`` (docs/program-goodput.md),
+    None when the log records no step work and no model. ``peak_flops`` (one device's
+    FLOP/s) and ``devices`` override the log's, for this query only."""
+    view.update()
+    if view.job_start is None:
+        raise ValueError(_ZERO_TIME)
+    if view.job_end is not None:
+        now = max(now, view.last_time)
+    accountant = view.accountant
+    kept = accountant.peak_flops, accountant.devices
+    accountant.peak_flops, accountant.devices = peak_flops, devices
+    try:
+        return accountant.report(now=now, ranks=False).program
+    finally:
+        accountant.peak_flops, accountant.devices = kept
 
 
 def _last_productive_step(report: Report) -> int:
