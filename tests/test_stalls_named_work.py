@@ -260,3 +260,12 @@ def test_badput_run_with_a_short_hang_timeout_lists_no_start_up_stall(tmp_path: 
     assert rep["stalls"] == []
     assert [a["end_reason"] for a in rep["attempts"]] == ["job_end"]
     assert math.isclose(rep["buckets"]["distributed_init"], 3.0, abs_tol=0.3)
+
+
+def test_the_docs_example_of_named_work_and_an_open_interval_runs() -> None:
+    """docs/ranks.md: the 8 s ``distributed_init`` is no stall; the save never ended is."""
+    text = (Path(__file__).parent.parent / "docs" / "ranks.md").read_text()
+    section = text[text.index("**Time inside a recorded interval is named work") :]
+    code = section.split("```python\n", 1)[1].split("```", 1)[0]
+    assert "hang_timeout=4.0" in code and "assert" in code
+    exec(compile(code, "docs/ranks.md", "exec"), {"__name__": "docs_ranks_named"})
