@@ -152,6 +152,9 @@ def test_a_live_job_inside_an_open_interval_is_stalled_until_it_closes() -> None
     acc = Accountant(JOB)
     acc.ingest_events(read_all(store, JOB)[0])
     assert acc.report(now=t + 13.0, ideal_step_time=1.0).stalls == []
+    # as of a time before it ended, it was still open: the stall is as it was then
+    (then,) = acc.report(now=t + 10.0, ideal_step_time=1.0).stalls
+    assert then.ongoing and then.seconds == 10.0
 
 
 # A rank's life as blocks: a step of 1 s, a closed interval or an open one, or silence.
