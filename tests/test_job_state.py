@@ -375,3 +375,25 @@ def test_badput_jobs_shows_hung_and_down_as_watch_does(tmp_path: Path) -> None:
     assert table.exit_code == 0, table.output
     cells = [line.split() for line in table.stdout.splitlines()]
     assert {c[0]: c[1] for c in cells if c and c[0] in statuses} == statuses
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    timeout=st.one_of(st.none(), st.floats(0.5, 600.0)),
+    silence=st.floats(0.0, 1200.0),
+)
+def test_down_exactly_past_the_recorded_hang_timeout(timeout: float | None, silence: float) -> None:
+    """For any recorded timeout and any silence after the last event: down iff the silence
+    exceeds the timeout (without one: max(60 s, 3 x the step)); the snapshot the accountant
+    takes and the jobs status say the same."""
+    tl = silent_job(timeout)
+    acc = Accountant(JOB)
+    acc.ingest_events(tl.events, source="log")
+    now = tl.now + silence
+    snap = acc.snapshot(now=now)
+    limit = 60.0 if timeout is None else timeout
+    assert snap.silence_threshold == limit
+    down = snap.state().state == "down"
+    assert down == (now - tl.now > limit)  # (the silence as the clock's floats have it)
+    status = job_status(snap.report, snap.last_event_time, now, snap.silence_threshold)
+    assert (status == "down") == down
