@@ -373,3 +373,19 @@ def test_unreachable_endpoint_does_not_hang() -> None:
     exporter.force_flush()
     exporter.close()
     assert time.monotonic() - t0 < 10
+
+
+def test_the_disruptions_counter_never_decreases(
+    reader_exporter: tuple[InMemoryMetricReader, OpenTelemetryExporter],
+) -> None:
+    """``badput.disruptions`` is a monotonic sum: after a snapshot with a restart, one whose
+    report holds fewer attempts (an earlier cut, a window) leaves it at the restarts seen."""
+    reader, exporter = reader_exporter
+    exporter.export(make_snapshot(sequence=0))
+    assert value(collected(reader)["badput.disruptions"], job=JOB) == 1
+    fewer = make_snapshot(sequence=1, upto=60.0)  # attempt 0 only
+    assert len(fewer.report.attempts) == 1
+    exporter.export(fewer)
+    got = collected(reader)
+    assert value(got["badput.disruptions"], job=JOB) == 1  # it was 0 before: a "reset"
+    assert value(got["badput.elapsed"], job=JOB) == pytest.approx(60.0)  # gauges: the latest

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import http.server
 import socket
 import sys
@@ -9,11 +10,14 @@ import threading
 import time
 import urllib.request
 from collections.abc import Iterator
+from dataclasses import replace
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from _worked_example import JOB, t, worked_example_events
-from badput.engine import Accountant
+from badput.engine import Accountant, Report
 from badput.monitor import Exporter, Snapshot
 from badput.monitor.prometheus import PrometheusExporter
 from badput.runtime.optional import MissingExtraError
@@ -300,3 +304,110 @@ def test_counters_are_typed_as_counters_in_a_real_scrape(exporter: PrometheusExp
     others = {name: kind for name, kind in types.items() if not name.endswith("_total")}
     assert set(others.values()) == {"gauge"}, others
     assert len(others) >= 20
+
+
+def test_counters_never_decrease_while_the_reports_stall_count_drops(
+    exporter: PrometheusExporter,
+) -> None:
+    """A real Monitor follows a live job (hang timeout 4 s) and exports to the exporter served
+    on 127.0.0.1; the report's stall count goes 1, 0 (the silence was a checkpoint save:
+    named work once it ends), 1 (a real silence), 0 (a windowed report, no per-rank view);
+    ``badput_stalls_total`` goes 1, 1, 2, 2 and ``badput_disruptions_total`` never drops."""
+    from badput.monitor import Monitor
+    from badput.testing import MemoryStore, read_all, recorder_for_tests
+
+    store = MemoryStore()
+    rec = recorder_for_tests(JOB, store)
+    t0 = 1_700_000_000.0
+    rec.record("job_start", ts=t0, hang_timeout=4.0)
+    for k in range(3):
+        rec.record_step_start(k, ts=t0 + 1 + k)
+        rec.record_step_end(k, ts=t0 + 2 + k)
+    rec.record_checkpoint_save_start(2, ts=t0 + 4)  # open: may be a hang
+    rec.flush()
+    clock = [t0 + 12.0]
+    mon = Monitor(JOB, store, [exporter], clock=lambda: clock[0], ideal_step_time=1.0)
+    seen: list[tuple[int, float, float]] = []
+
+    def cycle(at: float) -> None:
+        clock[0] = at
+        snap = mon.run_once()
+        _, samples = scrape(exporter)
+        got = (samples[key("badput_stalls_total")], samples[key("badput_disruptions_total")])
+        seen.append((len(snap.report.stalls), *got))
+
+    cycle(t0 + 12.0)  # 8 s inside the open save: a stall going on
+    rec.record_checkpoint_save_end(2, ts=t0 + 13.0)  # it was a save: no stall
+    for k in range(3, 5):
+        rec.record_step_start(k, ts=t0 + 10 + k)
+        rec.record_step_end(k, ts=t0 + 11 + k)
+    rec.flush()
+    cycle(t0 + 16.0)
+    rec.record_step_start(5, ts=t0 + 26.0)  # after 10 s without an event: a stall
+    rec.record_step_end(5, ts=t0 + 27.0)
+    rec.record_attempt_end("failed", 1, ts=t0 + 28.0)  # and a restart
+    rec.flush()
+    again = recorder_for_tests(JOB, store, attempt=1)
+    again.record_job_start(ts=t0 + 29.0)
+    again.flush()
+    cycle(t0 + 30.0)
+    # a snapshot of a windowed report: no per-rank view (0 stalls), one attempt
+    acc = Accountant(JOB)
+    acc.ingest_events(read_all(store, JOB)[0])
+    window = acc.report(now=t0 + 30.0, window=(t0 + 29.0, t0 + 30.0))
+    exporter.export(Snapshot(JOB, t0 + 30.0, window, last_event_time=t0 + 29.0))
+    _, samples = scrape(exporter)
+    seen.append(
+        (
+            len(window.stalls),
+            samples[key("badput_stalls_total")],
+            samples[key("badput_disruptions_total")],
+        )
+    )
+    assert [n for n, _, _ in seen] == [1, 0, 1, 0]  # the report's count drops twice
+    assert [c for _, c, _ in seen] == [1.0, 1.0, 2.0, 2.0]  # the counter never does
+    assert [d for _, _, d in seen] == [0.0, 0.0, 1.0, 1.0]
+    types, _ = scrape(exporter)
+    assert types["badput_stalls"] == types["badput_disruptions"] == "counter"
+    mon.stop(final_flush=False, timeout=1.0)
+
+
+@functools.cache
+def a_report() -> Report:
+    return snapshot_at(0).report
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    gaps=st.lists(st.tuples(st.floats(1.0, 50.0), st.floats(5.0, 50.0)), max_size=8),
+    cuts=st.lists(st.tuples(st.floats(0.0, 1.0), st.booleans()), min_size=1, max_size=12),
+)
+def test_the_stall_counter_counts_each_stall_once_and_never_drops(
+    gaps: list[tuple[float, float]], cuts: list[tuple[float, bool]]
+) -> None:
+    """Stalls of a live job, seen by an exporter at any sequence of times (each report lists
+    those begun by then, the last one ongoing up to then; some reports are windows without
+    them): the counter never decreases and ends at the number of stalls seen."""
+    from badput.engine import Stall
+    from badput.monitor._base import Tally
+
+    spans, at = [], 0.0
+    for before, length in gaps:
+        spans.append((at + before, at + before + length))
+        at += before + length
+    tally, last, seen = Tally(), 0, set()
+    rep = a_report()
+    for cut, windowed in sorted(cuts):
+        now = cut * (at + 1.0)
+        stalls = [
+            Stall("0", lo, min(hi, now), min(hi, now) - lo, hi > now, 4.0, None, [], "")
+            for lo, hi in spans
+            if lo < now
+        ]
+        snap = Snapshot(JOB, now, replace(rep, stalls=[] if windowed else stalls))
+        tally.update(snap)
+        assert tally.stalls >= last
+        last = tally.stalls
+        if not windowed:
+            seen |= {s.start for s in stalls}
+    assert tally.stalls == len(seen)

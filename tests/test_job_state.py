@@ -5,8 +5,10 @@ only once each rank ended it; ``badput report --fail-under``; goodput colours.""
 from __future__ import annotations
 
 import io
+import json
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -262,3 +264,136 @@ def test_fail_under_is_validated_at_parse_time(tmp_path: Path, bad: str) -> None
 def test_job_state_of_an_empty_report() -> None:
     acc = Accountant(JOB)
     assert job_state(acc.report(), None, T0, 60.0).state == "empty"
+
+
+# ------------------------------------------------------- the recorded hang timeout
+
+
+def silent_job(timeout: float | None, heartbeats: bool = False) -> Timeline:
+    """20 steps of 1 s under a launcher that recorded ``timeout``, then no progress (and
+    a heartbeat every 2 s when ``heartbeats``)."""
+    tl = Timeline(JOB, start=T0)
+    tl.emit("job_start", **({"hang_timeout": timeout} if timeout else {}))
+    tl.steps(20, 1.0)
+    if heartbeats:
+        for _ in range(10):
+            tl.emit("heartbeat", dt=2.0)
+    return tl
+
+
+def test_watch_says_down_after_the_recorded_hang_timeout_not_a_fixed_minute() -> None:
+    tl = silent_job(10.0)
+    (snap,) = monitor_snapshots(tl, [tl.now + 15.0], ideal_step_time=1.0)
+    assert snap.hang_timeout == 10.0 and snap.silence_threshold == 10.0
+    state = snap.state()
+    assert state.state == "down" and state.why == "no event for 15s (> 10s), not even a heartbeat"
+    assert "DOWN: no event for 15.0s (> 10.0s), not even a heartbeat" in status_line(snap)
+    # the exporters publish the same state
+    registry = CollectorRegistry()
+    exp = PrometheusExporter(port=None, registry=registry)
+    exp.export(snap)
+    text = generate_latest(registry).decode()
+    exp.close()
+    assert f'badput_job_state{{job="{JOB}",state="down"}} 1.0' in text
+    # 9 s of silence: not yet; without a recorded timeout: a minute, as before
+    (early,) = monitor_snapshots(tl, [tl.now + 9.0], ideal_step_time=1.0)
+    assert early.state().state == "running"
+    plain = silent_job(None)
+    (snap,) = monitor_snapshots(plain, [plain.now + 15.0], ideal_step_time=1.0)
+    assert snap.silence_threshold == 60.0 and snap.state().state == "running"
+
+
+def test_heartbeats_without_progress_past_the_hang_timeout_are_hung() -> None:
+    tl = silent_job(10.0, heartbeats=True)  # the last step ended at T0 + 20; beats to 40
+    (snap,) = monitor_snapshots(tl, [tl.now + 1.0], ideal_step_time=1.0)
+    state = snap.state()
+    assert state.state == "hung" and state.since == T0 + 20.0
+    assert state.why == "no progress for 21s (> 10s)"
+    assert "STALLED" in status_line(snap)
+
+
+def test_a_job_killed_for_a_hang_is_hung_until_its_next_attempt() -> None:
+    tl = silent_job(10.0, heartbeats=True)
+    tl.emit("attempt_end", dt=1.0, rank=None, status="hung", exit_code=1)
+    (snap,) = monitor_snapshots(tl, [tl.now + 3.0], ideal_step_time=1.0)
+    state = snap.state()
+    assert (state.state, state.status, state.restart_due) == ("hung", "hung", True)
+    assert state.why == "attempt 0 killed for a hang, all ranks stopped together; a restart is due"
+    line = status_line(snap)
+    assert "hung (attempt 0 killed for a hang" in line and "attempt ended 3.0s ago)" in line
+    assert "/s)" not in line  # no step rate between attempts
+    # its next attempt starts: running again
+    tl.emit("job_start", dt=5.0, attempt=1, hang_timeout=10.0)
+    tl.identity["attempt"] = 1
+    tl.steps(2, 1.0)
+    (again,) = monitor_snapshots(tl, [tl.now + 1.0], ideal_step_time=1.0)
+    assert again.state().state == "running"
+
+
+def live_job(root: Path, name: str, now: float, tail: str) -> None:
+    """A job under ``badput run --hang-timeout 5``: 20 steps of 1 s ending 30 s before
+    ``now``, then ``tail``: ``beats`` (a heartbeat every 2 s to 1 s ago: hung), ``killed``
+    (the launcher's ``attempt_end`` ``hung`` 3 s ago), ``silent`` (nothing: down),
+    ``stepping`` (steps to now: running), ``done`` (its ``job_end``)."""
+    tl = Timeline(name, start=now - 50.0)
+    tl.emit("job_start", rank=None, hang_timeout=5.0)
+    tl.steps(20, 1.0)
+    if tail in ("beats", "killed"):
+        while tl.now < now - 3.0:
+            tl.emit("heartbeat", dt=2.0)
+    if tail == "killed":
+        tl.emit("attempt_end", rank=None, status="hung", exit_code=1)
+    if tail == "stepping":
+        tl.steps(29, 1.0)
+    if tail == "done":
+        tl.emit("job_end", rank=None, status="completed")
+    events_to_jsonl(root / name / "0" / "h-0-1.jsonl", [e for e in tl.events if e.ts < now])
+
+
+def test_badput_jobs_shows_hung_and_down_as_watch_does(tmp_path: Path) -> None:
+    now = time.time()
+    for name, tail in (
+        ("a-hung", "beats"),
+        ("b-killed", "killed"),
+        ("c-silent", "silent"),
+        ("d-running", "stepping"),
+        ("e-done", "done"),
+    ):
+        live_job(tmp_path, name, now, tail)
+    runner = CliRunner()
+    listed = runner.invoke(main, ["jobs", str(tmp_path), "--json", "--sort", "job"])
+    assert listed.exit_code == 0, listed.output
+    statuses = {row["job"]: row["status"] for row in json.loads(listed.stdout)}
+    assert statuses == {
+        "a-hung": "hung",  # heartbeats, no progress for 30 s > 5 s
+        "b-killed": "hung",  # killed for a hang by the launcher; a restart is due
+        "c-silent": "down",  # silent 30 s > the 5 s hang timeout (not 10 minutes)
+        "d-running": "running",
+        "e-done": "completed",
+    }
+    table = runner.invoke(main, ["jobs", str(tmp_path), "--sort", "job"])
+    assert table.exit_code == 0, table.output
+    cells = [line.split() for line in table.stdout.splitlines()]
+    assert {c[0]: c[1] for c in cells if c and c[0] in statuses} == statuses
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    timeout=st.one_of(st.none(), st.floats(0.5, 600.0)),
+    silence=st.floats(0.0, 1200.0),
+)
+def test_down_exactly_past_the_recorded_hang_timeout(timeout: float | None, silence: float) -> None:
+    """For any recorded timeout and any silence after the last event: down iff the silence
+    exceeds the timeout (without one: max(60 s, 3 x the step)); the snapshot the accountant
+    takes and the jobs status say the same."""
+    tl = silent_job(timeout)
+    acc = Accountant(JOB)
+    acc.ingest_events(tl.events, source="log")
+    now = tl.now + silence
+    snap = acc.snapshot(now=now)
+    limit = 60.0 if timeout is None else timeout
+    assert snap.silence_threshold == limit
+    down = snap.state().state == "down"
+    assert down == (now - tl.now > limit)  # (the silence as the clock's floats have it)
+    status = job_status(snap.report, snap.last_event_time, now, snap.silence_threshold)
+    assert (status == "down") == down

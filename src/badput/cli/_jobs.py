@@ -58,9 +58,11 @@ def jobs(
 ) -> None:
     """List every job of STORE (default: $BADPUT_STORE or ./badput-runs).
 
-    Per job: status (the status of its job_end; running: an event in the last 10
-    minutes; stopped: no job_end and silent since), span, goodput, observed goodput,
-    attempts and the time of its last event.
+    Per job: status (the state badput watch shows: the status of its job_end once it
+    finished; running; hung: no rank made progress past the stall threshold, or its
+    last attempt was killed hung; restarting; down: not even a heartbeat for longer than
+    the recorded hang timeout, else max(60 s, 3 x the typical step)), span, goodput,
+    observed goodput, attempts and the time of its last event.
     """
     _import_engine()
     from badput.analysis import LiveJob  # noqa: PLC0415
@@ -83,7 +85,10 @@ def jobs(
             live.update()
             set_program(live.accountant, program)
             snapshot = live.snapshot()
-            rows.append(job_row(snapshot.report.job or name, snapshot, now))
+            state = snapshot.state(now)
+            if state.state == "running":  # hung: a stall going on now, as watch says
+                state = live.snapshot(now=now).state(now)
+            rows.append(job_row(snapshot.report.job or name, snapshot, now, state))
         except (ValueError, OSError) as exc:
             rows.append(JobRow(name, "error", None, 0.0, 0.0, 0.0, 0, None, str(exc)))
     rows = sort_rows(rows, sort_key, reverse)

@@ -1,6 +1,13 @@
 """Stalls (hangs): times during which no rank of an attempt made progress (steps,
 recorded intervals, section completions, not heartbeats) for longer than a threshold,
-and who stopped first."""
+and who stopped first.
+
+Time a rank spent inside one of its recorded intervals that it closed (a long
+``distributed_init``, ``model_build``, ``compile``, checkpoint save, blocking data load,
+evaluation...) is named work, not a stall: it is no gap of that rank. An interval still
+open (at a kill, or now) may be where the rank hangs: its time stays a gap, and the stall
+says which interval it is inside.
+"""
 
 from __future__ import annotations
 
@@ -114,6 +121,81 @@ def _gaps(times: F64, start: float, end: float, threshold: float) -> list[tuple[
     return [(float(edges[i]), float(edges[i + 1])) for i in idx]
 
 
+def closed_spans(s: RankStream) -> tuple[F64, F64]:
+    """The union of the recorded intervals ``s`` opened and closed (each bucket's marks paired
+    as the per-rank view pairs them: by time, starts first at equal times, nested ones on a
+    stack; an end without a start is left out): the starts and ends of its disjoint pieces,
+    in time order. A start never ended (an interval still open) spans nothing. Kept on the
+    stream until marks arrive (a hung job's next reports, heartbeats only, reuse it)."""
+    n = len(s.pair_ts)
+    if s.closed is None or s.closed[0] != n:
+        s.closed = (n, *_closed_spans(s)) if n else (0, _NONE, _NONE)
+    return s.closed[1], s.closed[2]
+
+
+def _closed_spans(s: RankStream) -> tuple[F64, F64]:
+    if not len(s.pair_ts):
+        return _NONE, _NONE
+    ts = np.frombuffer(s.pair_ts, dtype=np.float64)
+    code = np.frombuffer(s.pair_code, dtype=np.int32)
+    bucket, is_start = code >> 1, (code & 1).astype(bool)
+    single = int(bucket.min()) == int(bucket.max())
+    if not (single and bool((ts[1:] > ts[:-1]).all())):  # (a load per step: in order)
+        order = np.lexsort((~is_start, ts, bucket))
+        ts, bucket, is_start = ts[order], bucket[order], is_start[order]
+    heads = np.flatnonzero(np.concatenate(([True], bucket[1:] != bucket[:-1])))
+    los: list[F64] = []
+    his: list[F64] = []
+    for a, b in zip(heads.tolist(), [*heads[1:].tolist(), len(ts)], strict=True):
+        depth = np.cumsum(np.where(is_start[a:b], 1, -1))
+        depth -= np.minimum(np.minimum.accumulate(depth), 0)  # a stray end closes nothing
+        # Of the intervals open after mark i, those never closed: the least depth from i on.
+        never = np.minimum.accumulate(depth[::-1])[::-1]
+        inside = np.flatnonzero(depth[:-1] > never[:-1])  # some open after i is closed later
+        los.append(ts[a:b][inside])
+        his.append(ts[a:b][inside + 1])
+    lo, hi = (los[0], his[0]) if single else (np.concatenate(los), np.concatenate(his))
+    if not len(lo):
+        return _NONE, _NONE
+    if not single:
+        by = np.argsort(lo, kind="stable")
+        lo, hi = lo[by], hi[by]
+    reach = np.maximum.accumulate(hi)
+    pieces = np.flatnonzero(np.concatenate(([True], lo[1:] > reach[:-1])))
+    return lo[pieces], reach[np.concatenate((pieces[1:] - 1, [len(lo) - 1]))]
+
+
+_NONE: F64 = np.zeros(0, np.float64)
+
+
+def _outside(
+    gaps: list[tuple[float, float]], busy: tuple[F64, F64], threshold: float, until: float
+) -> list[tuple[float, float]]:
+    """The parts of ``gaps`` outside the spans ``busy`` (disjoint, in time order: starts and
+    ends) that ended by ``until`` (one closed later was still open then), longer than
+    ``threshold``."""
+    los, his = busy
+    if len(los) and his[-1] > until:
+        keep = his <= until
+        los, his = los[keep], his[keep]
+    if not len(los) or not gaps:
+        return gaps
+    out: list[tuple[float, float]] = []
+    for lo, hi in gaps:
+        k = max(0, int(np.searchsorted(los, lo, side="right")) - 1)
+        at = lo
+        while k < len(los) and los[k] < hi:
+            b_lo, b_hi = float(los[k]), float(his[k])
+            if b_hi > at:
+                if b_lo - at > threshold:
+                    out.append((at, b_lo))
+                at = max(at, b_hi)
+            k += 1
+        if hi - at > threshold:
+            out.append((at, hi))
+    return out
+
+
 def _intersect(
     a: list[tuple[float, float]], b: list[tuple[float, float]]
 ) -> list[tuple[float, float]]:
@@ -151,8 +233,12 @@ def find_stalls(
         end = min(end, max(float(p[-1]) for p in progress.values() if len(p)))
     # A span is a job stall when it is a gap on every rank: intersect the ranks' gaps.
     common: list[tuple[float, float]] | None = None
-    for p in progress.values():
-        g = _gaps(p, begin, end, threshold)  # a job stall lies inside a long gap of each rank
+    of_rank = {s.rank: s for s in streams}  # (the stream each rank's progress is of)
+    for rank, p in progress.items():
+        g = _gaps(p, begin, end, threshold)  # a job stall lies inside a long gap of each
+        # rank, outside the recorded intervals it closed (named work)
+        if g:
+            g = _outside(g, closed_spans(of_rank[rank]), threshold, end)
         common = g if common is None else _intersect(common, g)
         if not common:
             return []

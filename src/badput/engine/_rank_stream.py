@@ -50,6 +50,7 @@ class RankStream:
         "attempt",
         "buckets",
         "changes",
+        "closed",
         "covered",
         "derived",
         "derived_at",
@@ -108,6 +109,8 @@ class RankStream:
         self.worker_pids: set[int | None] = set()
         self.pid_seen: dict[int | None, float] = {}
         self.changes = 0  # bumped by every change: what was derived from the columns is stale
+        # The closed intervals' union (_rank_stalls.closed_spans) and the marks it is of.
+        self.closed: tuple[int, F64, F64] | None = None
         self.covered = Covered()  # what :func:`derive_streams` took from the columns so far
         self.derived: Derived | None = None
         self.derived_at = -1  # ``changes`` when ``_derived`` was computed

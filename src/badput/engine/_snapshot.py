@@ -41,6 +41,9 @@ class Snapshot:
     - ``timeline`` and ``goodput_over_time``: what the drawing views (HTML, CSV, trace)
       need, made when asked (``Accountant.snapshot(drawing=True)``), else ``None``;
       ``mfu_over_time`` beside them when the report has an MFU (``report.program``).
+    - ``hang_timeout``: the hang timeout a launcher recorded (``Accountant.hang_timeout``,
+      ``badput run --hang-timeout``), else ``None``: the silence after which the job is
+      down, as its stalls' threshold is.
     """
 
     job: str
@@ -53,6 +56,7 @@ class Snapshot:
     timeline: Timeline | None = None
     goodput_over_time: GoodputSeries | None = None
     mfu_over_time: MfuSeries | None = None
+    hang_timeout: float | None = None
 
     @classmethod
     def of(cls, report: Report, *, time: float | None = None) -> Snapshot:
@@ -72,14 +76,15 @@ class Snapshot:
 
     @property
     def silence_threshold(self) -> float:
-        """Seconds without any event after which the job is taken to be down:
-        ``max(60 s, 3 x typical step time)`` (the recent median step, else the ideal)."""
+        """Seconds without any event after which the job is taken to be down: the recorded
+        :attr:`hang_timeout`, else ``max(60 s, 3 x typical step time)`` (the recent median
+        step, else the ideal)."""
         typical = None
         if self.step_time is not None:
             typical = self.step_time.recent_median
         if typical is None:
             typical = self.report.ideal_step_time
-        return silence_threshold(typical)
+        return silence_threshold(typical, self.hang_timeout)
 
     def state(self, now: float | None = None) -> JobState:
         """The job's state at ``now`` (default: the snapshot's time), as
@@ -139,4 +144,5 @@ def take(
             if timeline is not None and series is not None
             else None
         ),
+        hang_timeout=accountant.hang_timeout,
     )

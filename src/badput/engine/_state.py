@@ -27,9 +27,12 @@ SILENCE_MIN_SECONDS: Final = 60.0
 SILENCE_STEP_FACTOR: Final = 3.0
 
 
-def silence_threshold(typical_step_time: float | None) -> float:
-    """Seconds without any event after which a job is taken to be down:
-    ``max(60 s, 3 x typical_step_time)``."""
+def silence_threshold(typical_step_time: float | None, hang_timeout: float | None = None) -> float:
+    """Seconds without any event after which a job is taken to be down: the hang timeout a
+    launcher recorded (``badput run --hang-timeout``: the launcher and the views agree),
+    else ``max(60 s, 3 x typical_step_time)``."""
+    if hang_timeout is not None:
+        return hang_timeout
     scaled = SILENCE_STEP_FACTOR * typical_step_time if typical_step_time else 0.0
     return max(SILENCE_MIN_SECONDS, scaled)
 
@@ -58,7 +61,9 @@ class JobState:
       the attempt a restart is due after, the last event, the start of the stall);
       ``None`` when unknown;
     - ``status``: the status of the job's ``job_end`` or of the attempt's ``attempt_end``;
-    - ``open_ranks``: the ranks that have not written their ``job_end`` while others have.
+    - ``open_ranks``: the ranks that have not written their ``job_end`` while others have;
+    - ``restart_due``: the final attempt ended with ``attempt_end`` (``restarting``, or
+      ``hung`` when it was killed hung): no step comes until the next attempt starts.
     """
 
     state: State
@@ -66,6 +71,7 @@ class JobState:
     since: float | None = None
     status: str | None = None
     open_ranks: tuple[int, ...] = ()
+    restart_due: bool = False
 
     @property
     def ended(self) -> bool:
@@ -90,7 +96,10 @@ def job_state(report: Report, last_event: float | None, now: float, stall_after:
     2. **finished**: the final attempt ended with ``job_end`` and every rank that took
        part in it wrote its own end (or an end without a rank, a launcher's, ended it).
     3. **restarting**: the final attempt ended with ``attempt_end``: a restart is due
-       (a launcher with no restarts left writes ``job_end`` after it: rule 2).
+       (a launcher with no restarts left writes ``job_end`` after it: rule 2); but
+       **hung** when it ended hung: killed for a hang (status ``hung``, ``badput run
+       --hang-timeout``), or with hung time (a stall of it holds ``hung`` seconds:
+       silent past the stall threshold until whoever killed it).
     4. **down**: the log has been silent (not even a heartbeat) for longer than
        ``stall_after``: the processes are gone or cannot write; also a job whose other
        ranks have ended while these have not, silent as long.
@@ -112,8 +121,11 @@ def job_state(report: Report, last_event: float | None, now: float, stall_after:
         )
     if final.end_reason.startswith("attempt_end"):
         status = final.status
+        killed = _killed_hung(report, final.id, status)
+        if killed is not None:
+            return JobState("hung", killed, since=final.end, status=status, restart_due=True)
         why = f"attempt {final.id} ended ({status or 'attempt_end'}); a restart is due"
-        return JobState("restarting", why, since=final.end, status=status)
+        return JobState("restarting", why, since=final.end, status=status, restart_due=True)
     silent = None if last_event is None else max(0.0, now - last_event)
     if silent is not None and silent > stall_after:
         why = f"no event for {silent:.0f}s (> {stall_after:.0f}s), not even a heartbeat"
@@ -132,3 +144,19 @@ def job_state(report: Report, last_event: float | None, now: float, stall_after:
             why = f"no progress for {max(0.0, now - stall.start):.0f}s (> {stall.threshold:.0f}s)"
             return JobState("hung", why, since=stall.start)
     return JobState("running", "events arriving", since=final.start)
+
+
+def _killed_hung(report: Report, attempt: str | int, status: str | None) -> str | None:
+    """Why attempt ``attempt``, ended by an ``attempt_end``, ended hung (``None``: it did
+    not): the launcher's status ``hung``, or a stall of it that holds hung time."""
+    stall = next(
+        (s for s in reversed(report.stalls) if s.attempt == str(attempt) and s.buckets.get("hung")),
+        None,
+    )
+    if status != "hung" and stall is None:
+        return None
+    who = f", {_ranks(tuple(stall.first_stopped))} stopped first" if stall else ""
+    if stall and not stall.first_stopped:
+        who = ", all ranks stopped together"
+    how = "killed for a hang" if status == "hung" else f"ended ({status or 'attempt_end'}) hung"
+    return f"attempt {attempt} {how}{who}; a restart is due"

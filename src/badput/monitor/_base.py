@@ -8,11 +8,13 @@ accounting of their own (DESIGN.md): every number comes from the snapshot.
 
 from __future__ import annotations
 
+import bisect
+from collections.abc import Iterable
 from typing import Protocol, runtime_checkable
 
-from badput.engine import MAX_NAMED_BUCKETS, Snapshot, group_buckets
+from badput.engine import MAX_NAMED_BUCKETS, Snapshot, Stall, group_buckets
 
-__all__ = ["BucketSeries", "Exporter", "Snapshot"]
+__all__ = ["BucketSeries", "Exporter", "Snapshot", "Tally"]
 
 
 @runtime_checkable
@@ -87,3 +89,51 @@ class BucketSeries:
     def current_window(self, seconds: float) -> dict[str, float]:
         """The same for the rolling window of ``seconds``."""
         return dict(self._window_values.get(seconds, {}))
+
+
+class Tally:
+    """The counters one exporter publishes for one job, monotone for the life of the
+    process (Prometheus counter semantics: ``rate()`` and ``increase()`` read a decrease as
+    a reset): each counts what it has **seen**, never what the latest report holds.
+
+    - :attr:`disruptions`: restarts seen: the distinct attempts of every snapshot taken,
+      less the first (a windowed report, holding fewer attempts, takes none back);
+    - :attr:`stalls`: stalls seen. A stall is the same one while its span overlaps one
+      seen before of its attempt (an ongoing stall grows; late progress moves its
+      start); a stall that the report no longer lists (its time turned out to be inside a
+      recorded interval, a window without the per-rank view) stays counted.
+
+    :meth:`update` takes each snapshot. Not thread-safe: the exporter locks around it.
+    """
+
+    __slots__ = ("_attempts", "_spans", "stalls")
+
+    def __init__(self) -> None:
+        self._attempts: set[str] = set()
+        # Per attempt: the spans of the stalls seen, disjoint, sorted by start.
+        self._spans: dict[str | None, tuple[list[float], list[float]]] = {}
+        self.stalls = 0
+
+    @property
+    def disruptions(self) -> int:
+        """Restarts seen: attempts after the first."""
+        return max(0, len(self._attempts) - 1)
+
+    def update(self, snapshot: Snapshot) -> None:
+        """Take ``snapshot``'s attempts and stalls."""
+        self._attempts.update(str(a.id) for a in snapshot.report.attempts)
+        self._see(snapshot.report.stalls)
+
+    def _see(self, stalls: Iterable[Stall]) -> None:
+        for st in stalls:
+            starts, ends = self._spans.setdefault(st.attempt, ([], []))
+            lo, hi = st.start, st.end
+            k = bisect.bisect_left(starts, hi)  # the spans that start before this one ends
+            first = k
+            while first > 0 and ends[first - 1] > lo:  # ... and end after it starts
+                first -= 1
+            if first == k:
+                self.stalls += 1  # overlaps none seen: a new stall
+            else:  # the same stall (or several seen, now one): one span
+                lo, hi = min(lo, starts[first]), max(hi, ends[k - 1])
+            starts[first:k], ends[first:k] = [lo], [hi]

@@ -367,6 +367,7 @@ class Monitor:
             step_time=step_time,
             sequence=self._sequence,
             last_event_time=live.accountant.last_event_ts,
+            hang_timeout=live.accountant.hang_timeout,
         )
 
     def _cycle(self, *, final: bool = False, raise_errors: bool = False) -> Snapshot | None:

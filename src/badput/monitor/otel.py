@@ -54,7 +54,7 @@ from typing import TYPE_CHECKING, Any
 
 from badput import __version__
 from badput.engine import Report
-from badput.monitor._base import BucketSeries, Snapshot
+from badput.monitor._base import BucketSeries, Snapshot, Tally
 from badput.monitor._rankmetrics import stall_state
 from badput.monitor._vocab import METRICS, PROGRAM_METRICS, program_values, window_label
 from badput.runtime.optional import import_optional
@@ -70,11 +70,13 @@ _EXTRA = "otel"
 class _JobState:
     """The latest snapshot of one job and its bucket series (bounded, stable)."""
 
-    __slots__ = ("buckets", "grouped", "series", "snapshot", "windows")
+    __slots__ = ("buckets", "disruptions", "grouped", "series", "snapshot", "tally", "windows")
 
     def __init__(self, snapshot: Snapshot) -> None:
         self.snapshot = snapshot
         self.series = BucketSeries()
+        self.tally = Tally()  # the counter: restarts seen, never fewer
+        self.disruptions = 0
         self.buckets: list[tuple[str, float]] = []
         self.windows: dict[float, list[tuple[str, float]]] = {}
         self.grouped = 0
@@ -86,6 +88,8 @@ class _JobState:
         self.buckets = self.series.cumulative()
         self.windows = {w: self.series.window(w) for w in snapshot.windows}
         self.grouped = self.series.grouped
+        self.tally.update(snapshot)
+        self.disruptions = self.tally.disruptions
 
 
 class OpenTelemetryExporter:
@@ -248,7 +252,8 @@ class OpenTelemetryExporter:
         return self._per_job(lambda s: s.report.total_seconds)
 
     def _disruptions(self, _: CallbackOptions) -> Iterable[Observation]:
-        return self._per_job(lambda s: s.disruptions)
+        # a monotonic sum: what this exporter has seen, never the latest report's fewer
+        return [self._obs(float(st.disruptions), st.snapshot.job) for st in self._states()]
 
     def _last_step(self, _: CallbackOptions) -> Iterable[Observation]:
         return self._per_job(lambda s: s.last_step)

@@ -3,7 +3,8 @@
 ``pip install 'badput[prometheus]'`` brings prometheus-client, which is imported only
 when a :class:`PrometheusExporter` is created.
 
-Gauges (all labelled ``job``, the training job's name; seconds unless a ratio)::
+Gauges and two counters (``_total``: monotone for the life of the exporter, what it
+has seen; all labelled ``job``, the training job's name; seconds unless a ratio)::
 
     badput_goodput_ratio                      Report.goodput
     badput_observed_goodput_ratio             Report.observed_goodput
@@ -11,7 +12,7 @@ Gauges (all labelled ``job``, the training job's name; seconds unless a ratio)::
     badput_seconds{bucket}                    every bucket, productive included
     badput_grouped_buckets                    named buckets counted in custom:(other)...
     badput_elapsed_seconds                    total time of the job so far
-    badput_disruptions_total                  restarts (attempts after the first)
+    badput_disruptions_total                  restarts seen (attempts after the first)
     badput_last_step                          last step reached
     badput_ideal_step_seconds                 ideal step time
     badput_step_time_deviation_seconds        the GCM step-time deviation statistic
@@ -32,7 +33,7 @@ Gauges (all labelled ``job``, the training job's name; seconds unless a ratio)::
     badput_window_seconds{window,bucket}
     badput_stalled                            1 while no rank makes progress (docs/ranks.md)
     badput_stall_seconds                      how long, 0 when not stalled
-    badput_stalls_total                       stalls found so far
+    badput_stalls_total                       stalls seen so far (never decreases)
     badput_stall_first_stopped{rank}          1 for each rank that stopped first
     badput_stragglers                         ranks below the score threshold
     badput_straggler{rank,host,section}       1 for each straggler (rank, section)
@@ -68,7 +69,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from badput.engine import JOB_STATES
-from badput.monitor._base import BucketSeries, Snapshot
+from badput.monitor._base import BucketSeries, Snapshot, Tally
 from badput.monitor._rankmetrics import stall_state
 from badput.monitor._vocab import METRICS, PROGRAM_METRICS, program_values, window_label
 from badput.runtime.optional import import_optional
@@ -86,16 +87,18 @@ class _JobState:
 
     snapshot: Snapshot
     series: BucketSeries = field(default_factory=BucketSeries)
+    tally: Tally = field(default_factory=Tally)
 
     def update(self, snapshot: Snapshot) -> None:
         self.snapshot = snapshot
         self.series.update(snapshot)
+        self.tally.update(snapshot)
 
     def rows(self) -> _Rows:
         """What a scrape shows of this job (taken under the collector's lock)."""
-        s = self.series
+        s, t = self.series, self.tally
         windows = {w: s.window(w) for w in self.snapshot.windows}
-        return _Rows(self.snapshot, s.cumulative(), windows, s.grouped)
+        return _Rows(self.snapshot, s.cumulative(), windows, s.grouped, t.disruptions, t.stalls)
 
 
 @dataclass(frozen=True)
@@ -104,6 +107,8 @@ class _Rows:
     buckets: list[tuple[str, float]]
     windows: dict[float, list[tuple[str, float]]]
     grouped: int
+    disruptions: int  # the counters: what this process has seen (Tally), never less
+    stalls: int
 
 
 class _SnapshotCollector:
@@ -161,7 +166,10 @@ def _shared(core: Any, key: str, *labels: str) -> Any:
 
 def _counter(core: Any, name: str, doc: str) -> Any:
     """A counter (a figure that only adds up: rate() and increase() apply;
-    ``badput_disruptions_total`` and ``badput_stalls_total`` were gauges before issue 39)."""
+    ``badput_disruptions_total`` and ``badput_stalls_total`` were gauges before issue 39).
+    Its value is what this exporter has seen of the job (:class:`Tally`), which never goes
+    down, not a figure of the latest report (which can: a window, a stall that turns out
+    to be a recorded interval)."""
     return core.CounterMetricFamily(name, doc, labels=["job"])
 
 
@@ -194,7 +202,7 @@ def _families(core: Any, states: list[_Rows]) -> list[Metric]:
             seconds.add_metric([job, b], value)
         grouped.add_metric([job], float(state.grouped))
         elapsed.add_metric([job], r.total_seconds)
-        disruptions.add_metric([job], float(snap.disruptions))
+        disruptions.add_metric([job], float(state.disruptions))
         if snap.last_step is not None:
             last_step.add_metric([job], float(snap.last_step))
         st = snap.step_time
@@ -306,7 +314,7 @@ def _rank_families(core: Any, states: list[_Rows]) -> list[Metric]:
         is_stalled, seconds, ranks = stall_state(snap)
         stalled.add_metric([job], 1.0 if is_stalled else 0.0)
         stall_s.add_metric([job], seconds)
-        stalls.add_metric([job], float(len(rep.stalls)))
+        stalls.add_metric([job], float(state.stalls))
         for r in ranks:
             first.add_metric([job, str(r)], 1.0)
         count.add_metric([job], float(len(rep.stragglers)))

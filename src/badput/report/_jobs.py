@@ -15,7 +15,15 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from badput.engine import GroupedBuckets, Report, Snapshot, group_buckets, job_state
+from badput.engine import (
+    GroupedBuckets,
+    JobState,
+    Report,
+    Snapshot,
+    group_buckets,
+    job_state,
+    silence_threshold,
+)
 from badput.report._format import (
     format_duration,
     format_money,
@@ -35,9 +43,6 @@ __all__ = [
     "render_jobs",
     "sort_rows",
 ]
-
-#: A job not ended whose newest event is older than this is shown down.
-RUNNING_WITHIN = 600.0
 
 SortKey = Literal[
     "job", "status", "start", "span", "goodput", "observed", "attempts", "last-event", "mfu", "mpg"
@@ -108,27 +113,40 @@ class JobRow:
         }
 
 
-def job_status(report: Report, last_event: float | None, now: float) -> str:
+def job_status(
+    report: Report, last_event: float | None, now: float, stall_after: float | None = None
+) -> str:
     """The job's state (:func:`badput.engine.job_state`, the one ``badput watch`` and the
-    monitor show), with :data:`RUNNING_WITHIN` as the silence that makes it ``down``: the
-    status of its ``job_end`` once every rank ended it (``completed``, ``failed``...;
-    ``finished`` without one), else ``running``, ``hung``, ``restarting``, ``down``
-    (silent since: crashed or killed), or ``empty``."""
-    state = job_state(report, last_event, now, RUNNING_WITHIN)
+    monitor show) with ``stall_after`` as the silence that makes it ``down`` (default:
+    :func:`badput.engine.silence_threshold` of the report's ideal step time): the status of
+    its ``job_end`` once every rank ended it (``completed``, ``failed``...; ``finished``
+    without one), else ``running``, ``hung``, ``restarting``, ``down`` (silent since:
+    crashed or killed), or ``empty``."""
+    if stall_after is None:
+        stall_after = silence_threshold(report.ideal_step_time)
+    return status_of(job_state(report, last_event, now, stall_after))
+
+
+def status_of(state: JobState) -> str:
+    """What ``badput jobs`` shows of a job's ``state``: the status of its ``job_end`` once it
+    finished, else the state."""
     if state.ended:
         return state.status or "finished"
     return state.state
 
 
-def job_row(name: str, snapshot: Snapshot, now: float) -> JobRow:
+def job_row(name: str, snapshot: Snapshot, now: float, state: JobState | None = None) -> JobRow:
     """The row of job ``name`` that ``badput jobs`` lists, from its ``snapshot``; its status
-    at ``now`` from the snapshot's newest event (:func:`job_status`)."""
+    from its ``state`` at ``now`` (default: ``snapshot.state(now)``, with the silence
+    threshold ``badput watch`` uses: the recorded hang timeout, else max(60 s, 3 x the
+    typical step)). Whether a running job is hung takes a report as of ``now`` (its
+    stall going on): the caller passes that snapshot's state."""
     report, last_event = snapshot.report, snapshot.last_event_time
     mfu, mpg, why = program_figures(report)
     c = report.cost
     return JobRow(
         job=name,
-        status=job_status(report, last_event, now),
+        status=status_of(snapshot.state(now) if state is None else state),
         start=report.start if report.attempts else None,
         span_seconds=report.total_seconds,
         goodput=report.goodput,

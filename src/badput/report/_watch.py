@@ -69,7 +69,7 @@ HEALTH_STYLE: Final = {"good": "green", "warn": "yellow", "bad": "red"}
 
 def stall_threshold(snapshot: Snapshot) -> float:
     """Seconds of silence after which a job is shown down (``Snapshot.silence_threshold``:
-    ``max(60 s, 3 x typical step time)``)."""
+    the hang timeout ``badput run`` recorded, else ``max(60 s, 3 x typical step time)``)."""
     return snapshot.silence_threshold
 
 
@@ -130,6 +130,11 @@ def _state_words(state: JobState, snapshot: Snapshot, now: float) -> str:
         return f"DOWN: no event for {format_duration(age)} (> {limit}), not even a heartbeat{who}"
     if state.open_ranks:
         return f"ending (waiting for the job_end of {_ranks_list(state.open_ranks)})"
+    if state.state == "hung" and state.restart_due:  # killed hung: no stall goes on
+        ended = (
+            "" if state.since is None else f" {format_duration(max(0.0, now - state.since))} ago"
+        )
+        return f"hung ({inert(state.why)}; attempt ended{ended})"
     return state.state  # running, hung (the stall's own part says how long), empty
 
 
@@ -142,7 +147,7 @@ def _ranks_list(ranks: tuple[int, ...]) -> str:
 def _moving(state: JobState) -> bool:
     """Steps may come: a rate and a slowdown alarm mean something (not finished, down or
     restarting: no '0.00 steps/s' on a job that has ended, no alarm on one that is down)."""
-    return state.state in ("running", "hung")
+    return state.state in ("running", "hung") and not state.restart_due
 
 
 def status_line(
@@ -164,7 +169,7 @@ def status_line(
     step = "-" if snapshot.last_step is None else str(snapshot.last_step)
     rate = step_rate(snapshot, previous) if _moving(state) else None
     parts.append(f"step {step}" + (f" ({rate:.2f}/s)" if rate is not None else ""))
-    if state.state != "hung":  # a stall says STALLED in its own part (_rank_parts)
+    if state.state != "hung" or state.restart_due:  # a stall says STALLED in its own part
         parts.append(_state_words(state, snapshot, now))
     if not state.ended and state.state != "down":
         parts.append(f"last event {format_duration(age)} ago")
