@@ -14,7 +14,7 @@ of files or jobs (:mod:`badput.store` does).
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
-from itertools import repeat
+from itertools import pairwise, repeat
 from typing import Any, Final
 
 import msgspec
@@ -74,7 +74,7 @@ _FLOAT: Final = frozenset(
 _DICT_TEXT: Final = frozenset({"kind", "job", "host", "attempt", "status", "name", "device"})
 _TEXT: Final = frozenset({"quantiles"})  # JSON text
 _BOOL: Final = frozenset({"blocking"})
-assert _INT | _FLOAT | _DICT_TEXT | _TEXT | _BOOL == frozenset(_FIELDS), "a field lacks a column"
+assert frozenset(_FIELDS) == _INT | _FLOAT | _DICT_TEXT | _TEXT | _BOOL, "a field lacks a column"
 
 #: The columns in order: where a row comes from, its error, the event's fields, ``extra``.
 COLUMNS: Final[tuple[str, ...]] = (
@@ -171,7 +171,7 @@ def chunks_of(table: Any, sources: dict[str, str]) -> Iterator[Chunk]:
     bounds = [0, *cut.tolist(), n]
     items = _items(table, sources, names, codes, line)
     kinds, steps, clean = _coded(table)
-    for begin, end in zip(bounds[:-1], bounds[1:], strict=True):
+    for begin, end in pairwise(bounds):
         source = sources[names[codes[begin]]]
         for a in range(begin, end, _CHUNK_ROWS):
             b = min(a + _CHUNK_ROWS, end)

@@ -204,10 +204,18 @@ def _archive_source(
             )
         dirs = None if safe_job_dir(real) == p.name else {real: p.name}
         return with_archive(JsonlStore(p.parent, job_dirs=dirs), real), real
-    if any((sub / ARCHIVE_NAME).is_file() for sub in p.iterdir() if sub.is_dir()):
+    if _archives_below(p):
         store, name = _pick_job(JsonlStore(p), os.fspath(path), job)
         return with_archive(store, name), name
     return None
+
+
+def _archives_below(p: Path) -> bool:
+    """Whether a sub-directory of ``p`` holds a job's archive (a store root's job)."""
+    try:
+        return any((sub / ARCHIVE_NAME).is_file() for sub in p.iterdir() if sub.is_dir())
+    except OSError:
+        return False
 
 
 def _open_source(
@@ -294,7 +302,12 @@ def job_sources(
         return [(store, name) for name in store.jobs()]
     opened = open_store(text)
     if isinstance(opened, JsonlStore) and opened.root.is_dir():
-        found = _locate(opened.root.absolute(), text, None)
+        try:
+            found = _locate(opened.root.absolute(), text, None)
+        except ValueError:  # no event files: a root of jobs whose archives replaced them?
+            if not _archives_below(opened.root):
+                raise
+            found = opened
         if isinstance(found, JsonlStore):
             return [_archived(*_held(found, name)) for name in found.jobs()]
     return [open_source(text)]

@@ -86,6 +86,9 @@ class ArchivedStore:
         self.path = path
         self._meta: dict[str, Any] | None = None
         self._file: Any = None
+        # A read from the start: the files' chunks after the archive (by file), held until
+        # the archive's rows of the files before them are read, and that read of the files.
+        self._tails: tuple[dict[str, list[Chunk]], ReadResult] | None = None
 
     def __repr__(self) -> str:
         return f"ArchivedStore({self.inner!r}, {self.job!r})"
@@ -123,31 +126,52 @@ class ArchivedStore:
         max_bytes: int | None = None,
         lean: bool = False,
     ) -> ReadResult:
-        """See :meth:`EventStore.read`: one row group of the archive a read, then the files
-        from where it stops (``lean`` as :meth:`JsonlStore.read`)."""
+        """See :meth:`EventStore.read`. A read from the start gives one row group of the
+        archive a read, each file's lines after the archive's after its rows (the order of a
+        read of the files alone: its diagnostics in the same order); a read that goes on
+        after that reads the files (``lean`` as :meth:`JsonlStore.read`)."""
         if job != self.job:
             return self.inner.read(job, cursor, max_bytes=max_bytes, lean=lean)
         cursor = cursor or Cursor()
-        done = cursor.offsets.get(_KEY, (0, 0))[0]
-        if self._file is None:
-            self._file = _columns().arrow_parquet().ParquetFile(self.path)
-        groups = self._file.num_row_groups
         offsets = dict(cursor.offsets)
-        if _KEY not in offsets or done < groups:
-            chunks: list[Chunk] = []
-            if done < groups:
-                table = self._file.read_row_group(done)
-                chunks = list(_columns().chunks_of(table, self._sources()))
-                done += 1
-            offsets[_KEY] = (done, 0)
-            if done >= groups:  # the files go on from where the archive stops
-                offsets.update(self.covered())
-                self._file = None
-            return ReadResult(chunks, Cursor(offsets), [], reached_end=False)
-        inner = Cursor({k: v for k, v in offsets.items() if k != _KEY}, resume=cursor.resume)
-        result = self.inner.read(job, inner, max_bytes=max_bytes, lean=lean)
-        result.cursor.offsets[_KEY] = (done, 0)
-        return result
+        if _KEY in offsets and self._tails is None:  # the archive was read: the files
+            archived = offsets.pop(_KEY)
+            result = self.inner.read(
+                job, Cursor(offsets, resume=cursor.resume), max_bytes=max_bytes, lean=lean
+            )
+            result.cursor.offsets[_KEY] = archived
+            return result
+        if _KEY not in offsets:  # from the start: what the files hold after the archive
+            self._file = _columns().arrow_parquet().ParquetFile(self.path)
+            tail = self.inner.read(job, Cursor({**offsets, **self.covered()}), lean=lean)
+            by_source: dict[str, list[Chunk]] = {}
+            for chunk in tail.chunks:
+                by_source.setdefault(chunk.source, []).append(chunk)
+            self._tails = (by_source, tail)
+        assert self._tails is not None and self._file is not None
+        by_source, tail = self._tails
+        done = offsets.get(_KEY, (0, 0))[0]
+        chunks: list[Chunk] = []
+        if done < self._file.num_row_groups:
+            table = self._file.read_row_group(done)
+            for chunk in _columns().chunks_of(table, self._sources()):
+                _flush(by_source, chunks, before=chunk.source)
+                chunks.append(chunk)
+            done += 1
+        if done < self._file.num_row_groups:
+            return ReadResult(chunks, Cursor({**offsets, _KEY: (done, 0)}), [])
+        _flush(by_source, chunks, before=None)
+        self._tails = self._file = None
+        out = Cursor({**tail.cursor.offsets, _KEY: (done, 0)}, resume=tail.cursor.resume)
+        return ReadResult(chunks, out, tail.unread, reached_end=tail.reached_end)
+
+
+def _flush(by_source: dict[str, list[Chunk]], chunks: list[Chunk], before: str | None) -> None:
+    """Move to ``chunks`` the held chunks of the files read before ``before`` (all: None)."""
+    for source in sorted(by_source):
+        if before is not None and source >= before:
+            break
+        chunks += by_source.pop(source)
 
 
 @dataclass(frozen=True)
