@@ -13,8 +13,10 @@ of files or jobs (:mod:`badput.store` does).
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterator, Sequence
 from itertools import pairwise, repeat
+from operator import attrgetter
 from typing import Any, Final
 
 import msgspec
@@ -27,6 +29,7 @@ from badput.events import (
     DecodedColumns,
     Event,
     EventError,
+    LeanRows,
 )
 from badput.runtime.optional import import_optional
 
@@ -88,6 +91,19 @@ COLUMNS: Final[tuple[str, ...]] = (
 )
 _STEP_CODES: Final = np.array(sorted(KIND_CODE[k] for k in STEP_KINDS), np.int16)
 _json = msgspec.json.Encoder()
+astuple = msgspec.structs.astuple
+
+
+#: An event as the archive's reader gives the engine (:attr:`Chunk.rows
+#: <badput.events.Chunk.rows>`): the fields of :class:`~badput.events.Event` in its order,
+#: made from a row's values in one call of msgspec's (a :class:`~badput.events.LeanEvent`
+#: of no one writer); :attr:`Chunk.items <badput.events.Chunk.items>` are Events.
+RowEvent: Any = msgspec.defstruct(
+    "RowEvent",
+    [(f.name, Any, f.default) for f in msgspec.structs.fields(Event)],
+    array_like=True,
+    gc=False,
+)
 
 
 def arrow() -> Any:
@@ -125,35 +141,49 @@ def batch_of(chunks: Sequence[Chunk], stream_of: dict[str, str]) -> Any:
     streams: list[str] = []
     lines: list[int] = []
     errors: list[str | None] = []
-    rows: list[tuple[Any, ...]] = []
-    empty = (None,) * len(_FIELDS)
-    astuple = msgspec.structs.astuple
+    events: list[Any] = []
+    blank = RowEvent(None, None, None)  # an error's row: every field null
     for chunk in chunks:
-        items = chunk.items
-        stream = stream_of[chunk.source]
-        streams += [stream] * len(items)
+        items = chunk.rows  # (an archive's rows: its events as read, the same fields)
+        streams += [stream_of[chunk.source]] * len(items)
         lines += range(chunk.first_line, chunk.first_line + len(items))
+        if EventError not in set(map(type, items)):
+            errors += [None] * len(items)
+            events += items
+            continue
         for item in items:
-            if isinstance(item, EventError):
-                errors.append(item.message)
-                rows.append(empty)
-            else:
-                errors.append(None)
-                rows.append(astuple(item))
+            bad = isinstance(item, EventError)
+            errors.append(item.message if isinstance(item, EventError) else None)
+            events.append(blank if bad else item)
+    n = len(events)
     values: dict[str, Any] = {"stream": streams, "line": lines, "error": errors}
-    n = len(rows)
-    columns = list(zip(*rows, strict=True)) if rows else [() for _ in _FIELDS]
-    for name, column in zip(_FIELDS, columns, strict=True):
-        values[name] = column
+    for name in _FIELDS:
+        values[name] = list(map(attrgetter(name), events))
     attempt = values["attempt"]
-    values["attempt_is_int"] = [None if a is None else isinstance(a, int) for a in attempt]
-    values["attempt"] = [a if a is None or isinstance(a, str) else str(a) for a in attempt]
-    values["quantiles"] = [
-        None if q is None else _json.encode(q).decode() for q in values["quantiles"]
-    ]
+    if attempt.count(None) != n:
+        seen = {a: (a if isinstance(a, str) else str(a), isinstance(a, int)) for a in set(attempt)}
+        seen[None] = (None, None)  # type: ignore[assignment]
+        coded = list(map(seen.__getitem__, attempt))
+        values["attempt"] = [a for a, _ in coded]
+        values["attempt_is_int"] = [i for _, i in coded]
+    else:
+        values["attempt_is_int"] = attempt
+    quantiles = values["quantiles"]
+    if quantiles.count(None) != n:
+        values["quantiles"] = [None if q is None else _json.encode(q).decode() for q in quantiles]
     values["extra"] = [None] * n
-    arrays = [pa.array(values[name], _type(pa, name)) for name in COLUMNS]
+    arrays = [_array(pa, name, values[name], n) for name in COLUMNS]
     return pa.RecordBatch.from_arrays(arrays, schema=schema())
+
+
+def _array(pa: Any, name: str, values: Sequence[Any], n: int) -> Any:
+    """The column ``name`` of ``values`` (``n`` of them)."""
+    kind = _type(pa, name)
+    if values.count(None) == n:
+        return pa.nulls(n, kind)
+    if name in _DICT_TEXT or name == "stream":
+        return pa.array(values, pa.string()).dictionary_encode()
+    return pa.array(values, kind)
 
 
 def chunks_of(table: Any, sources: dict[str, str]) -> Iterator[Chunk]:
@@ -164,8 +194,8 @@ def chunks_of(table: Any, sources: dict[str, str]) -> Iterator[Chunk]:
         return
     stream = table.column("stream").combine_chunks()
     names = stream.dictionary.to_pylist()
-    codes = stream.indices.to_numpy(zero_copy_only=False)
-    line = table.column("line").to_numpy()
+    codes = _np(stream.indices)
+    line = _np(table.column("line").combine_chunks())
     # a new chunk where the stream changes or a line is not the next one
     cut = np.flatnonzero((codes[1:] != codes[:-1]) | (line[1:] != line[:-1] + 1)) + 1
     bounds = [0, *cut.tolist(), n]
@@ -184,39 +214,105 @@ def _coded(table: Any) -> tuple[Any, Any, Any]:
     what a decoder works out of a block (:class:`~badput.events.DecodedColumns`)."""
     kind = table.column("kind").combine_chunks()
     table_codes = np.array([KIND_CODE[k] for k in kind.dictionary.to_pylist()] + [-1], np.int16)
-    index = kind.indices.fill_null(-1).to_numpy(zero_copy_only=False).astype(np.int64)
+    index = _filled(kind.indices, -1).astype(np.int64)
     kinds = table_codes[index]  # -1 (the last) for a row without a kind: an error
-    clean = table.column("error").is_null().to_numpy(zero_copy_only=False)
-    step = table.column("step").fill_null(0).to_numpy()
+    clean = _np(table.column("error").combine_chunks().is_null())
+    step = _filled(table.column("step").combine_chunks(), 0)
     steps = np.where(np.isin(kinds, _STEP_CODES) & clean, step, 0).astype(np.int64)
     return kinds, steps, clean
 
 
+def _values(column: Any) -> Any:
+    """A column's values as Python objects (one object per distinct dictionary value)."""
+    n = len(column)
+    if column.null_count == n:
+        return repeat(None, n)
+    if hasattr(column, "dictionary"):
+        values = np.array([*column.dictionary.to_pylist(), None], dtype=object)
+        index = _filled(column.indices, len(values) - 1)
+        return values[index].tolist()
+    if column.null_count == 0 and column.type in (arrow().int64(), arrow().float64()):
+        return _np(column).tolist()
+    return column.to_pylist()
+
+
+def _np(array: Any) -> Any:
+    """A numpy view of an Arrow array without nulls (booleans unpacked), from its buffer:
+    ``to_numpy`` imports pandas (1.9 s) to convert."""
+    pa = arrow()
+    if array.type == pa.bool_():
+        array = pc().cast(array, pa.uint8())
+    dtype = np.dtype(_NUMPY[str(array.type)])
+    return np.frombuffer(
+        array.buffers()[1], dtype, len(array), array.offset * dtype.itemsize
+    ).astype(np.bool_ if dtype == np.uint8 else dtype, copy=False)
+
+
+def _filled(array: Any, fill: int) -> Any:
+    """:func:`_np` of an array with nulls: ``fill`` at each (no ``fill_null``: an Arrow
+    scalar made of a Python value imports pandas)."""
+    raw = _np(array)
+    if array.null_count:
+        raw = np.where(_np(array.is_valid()), raw, fill)
+    return raw
+
+
+_NUMPY: Final = {"int32": "int32", "int64": "int64", "double": "float64", "uint8": "uint8"}
+
+
+def _attempts(table: Any) -> Any:
+    """The ``attempt`` of each row, an integer where the log's was."""
+    column = table.column("attempt").combine_chunks()
+    is_int = table.column("attempt_is_int")
+    if column.null_count == len(column) or not pc().any(is_int).as_py():
+        return _values(column)
+    if pc().all(is_int).as_py():  # (nulls skipped) every attempt given an integer
+        values = np.array([*map(int, column.dictionary.to_pylist()), None], dtype=object)
+        index = _filled(column.indices, len(values) - 1)
+        return values[index].tolist()
+    return [int(a) if i else a for a, i in zip(_values(column), is_int.to_pylist(), strict=True)]
+
+
+def pc() -> Any:
+    """pyarrow.compute (``badput[archive]``)."""
+    return import_optional("pyarrow.compute", "archive")
+
+
 def _items(
     table: Any, sources: dict[str, str], names: list[str], codes: Any, line: Any
-) -> list[Event | EventError]:
-    """Every row as the read gave it: its event, or its line's error."""
-    errors = table.column("error").to_pylist()
-    present = [f for f in _FIELDS if table.column(f).null_count < table.num_rows]
-    columns = {f: table.column(f).to_pylist() for f in present}
-    if "attempt" in columns:
-        is_int = table.column("attempt_is_int").to_pylist()
-        columns["attempt"] = [
-            int(a) if i else a for a, i in zip(columns["attempt"], is_int, strict=True)
+) -> LeanRows:
+    """Every row as the read gave it: its event (a :data:`RowEvent`), or its line's error;
+    the same as :class:`~badput.events.Event` s when asked (:attr:`Chunk.items`)."""
+    errors = table.column("error")
+    columns: list[Any] = []
+    for name in _FIELDS:
+        if name == "attempt":
+            columns.append(_attempts(table))
+        elif name == "quantiles":
+            columns.append(
+                [None if q is None else msgspec.json.decode(q) for q in _values(table.column(name))]
+            )
+        else:
+            columns.append(_values(table.column(name).combine_chunks()))
+    tuples = list(zip(*columns, strict=False))
+    if errors.null_count == len(errors):
+        rows: list[Any] = msgspec.convert(tuples, list[RowEvent])
+    else:
+        messages = errors.to_pylist()
+        good = [i for i, m in enumerate(messages) if m is None]
+        events = iter(msgspec.convert([tuples[i] for i in good], list[RowEvent]))
+        lines = line.tolist()
+        rows = [
+            next(events) if m is None else EventError(m, sources[names[c]], lines[i])
+            for i, (m, c) in enumerate(zip(messages, codes.tolist(), strict=True))
         ]
-    if "quantiles" in columns:
-        columns["quantiles"] = [
-            None if q is None else msgspec.json.decode(q) for q in columns["quantiles"]
-        ]
-    out: list[Event | EventError] = []
-    append = out.append
-    lines = line.tolist()
-    code_list = codes.tolist()
-    rows = zip(*columns.values(), strict=True) if columns else repeat((), len(errors))
-    for k, row in enumerate(rows):
-        error = errors[k]
-        if error is not None:
-            append(EventError(error, sources[names[code_list[k]]], lines[k]))
-            continue
-        append(Event(**dict(zip(present, row, strict=True))))
-    return out
+    return LeanRows(rows, functools.partial(_as_events, rows))
+
+
+def _as_events(rows: list[Any]) -> list[Event | EventError]:
+    """``rows`` (:func:`_items`) as :class:`~badput.events.Event` s."""
+    fields = _FIELDS
+    return [
+        r if isinstance(r, EventError) else Event(**dict(zip(fields, astuple(r), strict=True)))
+        for r in rows
+    ]
