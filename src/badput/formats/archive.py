@@ -41,6 +41,7 @@ __all__ = [
     "arrow_parquet",
     "batch_of",
     "chunks_of",
+    "columns_to_read",
     "schema",
 ]
 
@@ -186,38 +187,89 @@ def _array(pa: Any, name: str, values: Sequence[Any], n: int) -> Any:
     return pa.array(values, kind)
 
 
+#: Columns a reader always reads (the others, only when a row group has a value in them).
+_ALWAYS: Final = frozenset({"stream", "line", "error", "ts", "kind", "job", "step"})
+
+
+def columns_to_read(row_group: Any) -> list[str]:
+    """The columns of a row group (its Parquet metadata) that hold a value: reading the
+    others (most of an event's fields, null in most logs) costs two thirds of a read."""
+    out = []
+    for j, name in enumerate(COLUMNS):
+        stats = row_group.column(j).statistics
+        empty = stats is not None and stats.has_null_count
+        if name in _ALWAYS or not (empty and stats.null_count == row_group.num_rows):
+            out.append(name)
+    return out
+
+
+def _column(table: Any, name: str) -> Any:
+    """The column ``name`` of ``table``, all null when it was not read (:func:`columns_to_read`)."""
+    if name in table.column_names:
+        return table.column(name)
+    pa = arrow()
+    return pa.chunked_array([pa.nulls(table.num_rows, _type(pa, name))])
+
+
 def chunks_of(table: Any, sources: dict[str, str]) -> Iterator[Chunk]:
     """The chunks a read of the JSON lines gave, from the archive's rows ``table``:
     ``sources``: the path each stream is read by now (chunks and errors name it)."""
     n = table.num_rows
     if not n:
         return
-    stream = table.column("stream").combine_chunks()
+    stream = _column(table, "stream").combine_chunks()
     names = stream.dictionary.to_pylist()
     codes = _np(stream.indices)
-    line = _np(table.column("line").combine_chunks())
+    line = _np(_column(table, "line").combine_chunks())
     # a new chunk where the stream changes or a line is not the next one
     cut = np.flatnonzero((codes[1:] != codes[:-1]) | (line[1:] != line[:-1] + 1)) + 1
     bounds = [0, *cut.tolist(), n]
     items = _items(table, sources, names, codes, line)
     kinds, steps, clean = _coded(table)
+    writers = _writer_codes(table)
     for begin, end in pairwise(bounds):
         source = sources[names[codes[begin]]]
         for a in range(begin, end, _CHUNK_ROWS):
             b = min(a + _CHUNK_ROWS, end)
-            columns = DecodedColumns(kinds[a:b], steps[a:b], None, bool(clean[a:b].all()))
-            yield Chunk(source, int(line[a]), items[a:b], columns)
+            whole = bool(clean[a:b].all())
+            writer = None
+            if whole and all((w[a:b] == w[a]).all() for w in writers):
+                first: Any = items.rows[a]  # every event's writer is this one's (the same objects)
+                writer = (first.job, first.attempt, first.host, first.rank, first.pid)
+            yield Chunk(
+                source,
+                int(line[a]),
+                items[a:b],
+                DecodedColumns(kinds[a:b], steps[a:b], writer, whole),
+            )
+
+
+def _writer_codes(table: Any) -> list[Any]:
+    """A number a row for each field of an event's writer (job, attempt and its type, host,
+    rank, pid): equal where the values are (null included)."""
+    out = []
+    for name in ("job", "attempt", "attempt_is_int", "host", "rank", "pid"):
+        column = _column(table, name).combine_chunks()
+        if column.null_count == len(column):
+            continue
+        if hasattr(column, "indices"):
+            out.append(_filled(column.indices, -1))
+        elif column.type == arrow().bool_():
+            out.append(_filled(column, False) * 1 - _np(column.is_null()))
+        else:
+            out.append(_filled(column, -(2**62)))
+    return out
 
 
 def _coded(table: Any) -> tuple[Any, Any, Any]:
     """Each row's kind code, step (0 where a step kind has none) and whether it is an event:
     what a decoder works out of a block (:class:`~badput.events.DecodedColumns`)."""
-    kind = table.column("kind").combine_chunks()
+    kind = _column(table, "kind").combine_chunks()
     table_codes = np.array([KIND_CODE[k] for k in kind.dictionary.to_pylist()] + [-1], np.int16)
     index = _filled(kind.indices, -1).astype(np.int64)
     kinds = table_codes[index]  # -1 (the last) for a row without a kind: an error
-    clean = _np(table.column("error").combine_chunks().is_null())
-    step = _filled(table.column("step").combine_chunks(), 0)
+    clean = _np(_column(table, "error").combine_chunks().is_null())
+    step = _filled(_column(table, "step").combine_chunks(), 0)
     steps = np.where(np.isin(kinds, _STEP_CODES) & clean, step, 0).astype(np.int64)
     return kinds, steps, clean
 
@@ -262,8 +314,8 @@ _NUMPY: Final = {"int32": "int32", "int64": "int64", "double": "float64", "uint8
 
 def _attempts(table: Any) -> Any:
     """The ``attempt`` of each row, an integer where the log's was."""
-    column = table.column("attempt").combine_chunks()
-    is_int = table.column("attempt_is_int")
+    column = _column(table, "attempt").combine_chunks()
+    is_int = _column(table, "attempt_is_int")
     if column.null_count == len(column) or not pc().any(is_int).as_py():
         return _values(column)
     if pc().all(is_int).as_py():  # (nulls skipped) every attempt given an integer
@@ -283,24 +335,29 @@ def _items(
 ) -> LeanRows:
     """Every row as the read gave it: its event (a :data:`RowEvent`), or its line's error;
     the same as :class:`~badput.events.Event` s when asked (:attr:`Chunk.items`)."""
-    errors = table.column("error")
+    errors = _column(table, "error")
+    n = table.num_rows
+    present: list[str] = []
     columns: list[Any] = []
     for name in _FIELDS:
+        column = _column(table, name)
+        if column.null_count == n:
+            continue  # (left to the struct's default: None)
+        present.append(name)
         if name == "attempt":
             columns.append(_attempts(table))
         elif name == "quantiles":
-            columns.append(
-                [None if q is None else msgspec.json.decode(q) for q in _values(table.column(name))]
-            )
+            columns.append([None if q is None else msgspec.json.decode(q) for q in _values(column)])
         else:
-            columns.append(_values(table.column(name).combine_chunks()))
-    tuples = list(zip(*columns, strict=False))
-    if errors.null_count == len(errors):
-        rows: list[Any] = msgspec.convert(tuples, list[RowEvent])
+            columns.append(_values(column.combine_chunks()))
+    kind: Any = list[_row_struct(tuple(present))]  # type: ignore[misc]
+    tuples = list(zip(*columns, strict=True)) if columns else []
+    if errors.null_count == n:
+        rows: list[Any] = msgspec.convert(tuples, kind)
     else:
         messages = errors.to_pylist()
         good = [i for i, m in enumerate(messages) if m is None]
-        events = iter(msgspec.convert([tuples[i] for i in good], list[RowEvent]))
+        events = iter(msgspec.convert([tuples[i] for i in good], kind))
         lines = line.tolist()
         rows = [
             next(events) if m is None else EventError(m, sources[names[c]], lines[i])
@@ -309,10 +366,21 @@ def _items(
     return LeanRows(rows, functools.partial(_as_events, rows))
 
 
+@functools.cache
+def _row_struct(present: tuple[str, ...]) -> Any:
+    """:data:`RowEvent` with the fields ``present`` first: a row gives only those (the others
+    keep their defaults), and msgspec makes each from a tuple of them in one call."""
+    info = {f.name: f for f in msgspec.structs.fields(Event)}
+    order = [*present, *(f for f in _FIELDS if f not in present)]
+    return msgspec.defstruct(
+        "RowEvent",
+        [(f, Any, info[f].default) if f not in present else (f, Any) for f in order],
+        array_like=True,
+        gc=False,
+    )
+
+
 def _as_events(rows: list[Any]) -> list[Event | EventError]:
     """``rows`` (:func:`_items`) as :class:`~badput.events.Event` s."""
-    fields = _FIELDS
-    return [
-        r if isinstance(r, EventError) else Event(**dict(zip(fields, astuple(r), strict=True)))
-        for r in rows
-    ]
+    asdict = msgspec.structs.asdict
+    return [r if isinstance(r, EventError) else Event(**asdict(r)) for r in rows]

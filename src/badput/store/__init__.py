@@ -81,6 +81,7 @@ __all__ = [
     "open_regular",
     "open_source",
     "open_store",
+    "read_meta",
     "safe_job_dir",
     "ship_orphaned",
     "what_is",

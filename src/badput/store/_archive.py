@@ -153,7 +153,8 @@ class ArchivedStore:
         done = offsets.get(_KEY, (0, 0))[0]
         chunks: list[Chunk] = []
         if done < self._file.num_row_groups:
-            table = self._file.read_row_group(done)
+            wanted = _columns().columns_to_read(self._file.metadata.row_group(done))
+            table = self._file.read_row_group(done, columns=wanted)
             for chunk in _columns().chunks_of(table, self._sources()):
                 _flush(by_source, chunks, before=chunk.source)
                 chunks.append(chunk)
