@@ -27,6 +27,8 @@ PUBLIC: dict[str, set[str]] = {
         "WriterKey", "is_job_path", "job_sources", "list_job",
         "open_source",
         "open_regular", "open_store", "safe_job_dir", "ship_orphaned", "what_is", "written_end",
+        "ARCHIVE_NAME", "ArchivedStore", "Compacted", "archive_of", "compact", "read_meta",
+        "with_archive",
     },
     "badput.engine": {
         "Accountant", "AttemptSummary", "DEFAULT_SLOWDOWN_FACTOR", "Diagnostic", "GOODPUT_BINS",

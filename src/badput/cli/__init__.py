@@ -5,6 +5,7 @@ printing; the work is in the library."""
 
 from badput.cli import (
     _advice,  # noqa: F401 (registers advise and whatif on main)
+    _archive,  # noqa: F401 (registers compact on main)
     _fleet,  # noqa: F401 (registers fleet on main)
     _jobs,  # noqa: F401 (registers jobs and compare on main)
     _live,  # noqa: F401 (registers run, demo, monitor and watch on main)

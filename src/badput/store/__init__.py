@@ -18,6 +18,14 @@ from urllib.parse import unquote, urlsplit
 
 from badput.events import Event
 from badput.runtime.env import BADPUT_STORE, DEFAULT_STORE
+from badput.store._archive import (
+    ArchivedStore,
+    Compacted,
+    archive_of,
+    compact,
+    read_meta,
+    with_archive,
+)
 from badput.store._base import (
     Chunk,
     Cursor,
@@ -29,6 +37,7 @@ from badput.store._base import (
     safe_name,
 )
 from badput.store._jsonl import (
+    ARCHIVE_NAME,
     JsonlStore,
     SingleFileStore,
     first_event_below,
@@ -45,9 +54,12 @@ from badput.store._reading import what_is, written_end
 from badput.store._spool import SPOOL_DIR, Orphans, SpooledWriter, ship_orphaned
 
 __all__ = [
+    "ARCHIVE_NAME",
     "MAX_LINE_BYTES",
     "SPOOL_DIR",
+    "ArchivedStore",
     "Chunk",
+    "Compacted",
     "Cursor",
     "EventStore",
     "EventWriter",
@@ -62,15 +74,19 @@ __all__ = [
     "SpooledWriter",
     "Unread",
     "WriterKey",
+    "archive_of",
+    "compact",
     "is_job_path",
     "job_sources",
     "list_job",
     "open_regular",
     "open_source",
     "open_store",
+    "read_meta",
     "safe_job_dir",
     "ship_orphaned",
     "what_is",
+    "with_archive",
     "written_end",
 ]
 
@@ -146,6 +162,65 @@ def _has_jsonl_directly(directory: Path) -> bool:
 
 
 def open_source(
+    path: str | os.PathLike[str] | EventStore, job: str | None = None
+) -> tuple[EventStore, str]:
+    """The store and job that ``path`` designates, for reading (:func:`_open_source`), read
+    through the job's columnar archive when it has one (``badput compact``): a job's
+    directory, file or store root, or the archive itself (``*.parquet``), whose files
+    ``--replace`` removed."""
+    archived = _archive_source(path, job)
+    if archived is not None:
+        return archived
+    try:
+        store, name = _open_source(path, job)
+    except ValueError:
+        archived = _archive_source(path, job, look_below=True)
+        if archived is None:
+            raise
+        return archived
+    return with_archive(store, name), name
+
+
+def _archive_source(
+    path: str | os.PathLike[str] | EventStore, job: str | None, *, look_below: bool = False
+) -> tuple[EventStore, str] | None:
+    """The job of an archive ``path`` names (the file), or, ``look_below``, of the archive in
+    the directory ``path`` (a job's) or in its sub-directories (a store root's jobs)."""
+    if not isinstance(path, (str, os.PathLike)) or "://" in os.fspath(path):
+        return None
+    p = Path(path)
+    if p.name.endswith(".parquet") and p.is_file():
+        meta = read_meta(p)
+        if meta["layout"] == "file":
+            name = job if job is not None else str(meta["job"])
+            jsonl = p.parent / str(meta["streams"][0][0]) if meta["streams"] else p
+            return ArchivedStore(SingleFileStore(jsonl, name), name, p), name
+        p = p.parent
+    elif not look_below or not p.is_dir():
+        return None
+    if (p / ARCHIVE_NAME).is_file():
+        real = str(read_meta(p / ARCHIVE_NAME)["job"])
+        if job is not None and job != real:
+            raise ValueError(
+                f"{path} is the directory of job {real!r}, but job {job!r} was asked for"
+            )
+        dirs = None if safe_job_dir(real) == p.name else {real: p.name}
+        return with_archive(JsonlStore(p.parent, job_dirs=dirs), real), real
+    if _archives_below(p):
+        store, name = _pick_job(JsonlStore(p), os.fspath(path), job)
+        return with_archive(store, name), name
+    return None
+
+
+def _archives_below(p: Path) -> bool:
+    """Whether a sub-directory of ``p`` holds a job's archive (a store root's job)."""
+    try:
+        return any((sub / ARCHIVE_NAME).is_file() for sub in p.iterdir() if sub.is_dir())
+    except OSError:
+        return False
+
+
+def _open_source(
     path: str | os.PathLike[str] | EventStore, job: str | None = None
 ) -> tuple[EventStore, str]:
     """The store and job that ``path`` designates, for reading.
@@ -243,7 +318,7 @@ def job_sources(
     Raises ``ValueError`` for a path that does not exist or is neither."""
     if not isinstance(uri_or_path, (str, os.PathLike)):
         if isinstance(uri_or_path, JsonlStore):
-            return [_held(uri_or_path, name) for name in uri_or_path.jobs()]
+            return [_archived(*_held(uri_or_path, name)) for name in uri_or_path.jobs()]
         return [(uri_or_path, name) for name in uri_or_path.jobs()]
     text = os.fspath(uri_or_path)
     if "://" in text and not text.lower().startswith("file://"):
@@ -254,10 +329,19 @@ def job_sources(
         return [(store, name) for name in store.jobs()]
     opened = open_store(text)
     if isinstance(opened, JsonlStore) and opened.root.is_dir():
-        found = _locate(opened.root.absolute(), text, None)
+        try:
+            found = _locate(opened.root.absolute(), text, None)
+        except ValueError:  # no event files: a root of jobs whose archives replaced them?
+            if not _archives_below(opened.root):
+                raise
+            found = opened
         if isinstance(found, JsonlStore):
-            return [_held(found, name) for name in found.jobs()]
+            return [_archived(*_held(found, name)) for name in found.jobs()]
     return [open_source(text)]
+
+
+def _archived(store: EventStore, job: str) -> tuple[EventStore, str]:
+    return with_archive(store, job), job
 
 
 def is_job_path(path: str | os.PathLike[str]) -> bool:
@@ -269,6 +353,8 @@ def is_job_path(path: str | os.PathLike[str]) -> bool:
     except ValueError:  # no job yet, or several: a store root
         return False
     given = open_store(path)  # (a file:// URI names its directory)
+    if isinstance(store, ArchivedStore):
+        store = store.inner
     return not (
         isinstance(store, JsonlStore)
         and isinstance(given, JsonlStore)

@@ -51,6 +51,7 @@ from badput.store._reading import (
 from badput.store._spool import SPOOL_DIR, Orphans, SpooledWriter, ship_orphaned
 
 __all__ = [
+    "ARCHIVE_NAME",
     "JsonlStore",
     "JsonlWriter",
     "SingleFileStore",
@@ -61,6 +62,10 @@ __all__ = [
     "open_regular",
     "safe_job_dir",
 ]
+
+
+#: The columnar archive of a job kept in a directory (``badput compact``; store/_archive.py).
+ARCHIVE_NAME: Final = "badput-archive.parquet"
 
 
 def safe_job_dir(job: str) -> str:
@@ -245,7 +250,12 @@ class JsonlStore:
             entries = sorted(os.scandir(self.root), key=lambda e: e.name)
         except (FileNotFoundError, NotADirectoryError):
             return []
-        return [e.name for e in entries if e.is_dir() and has_jsonl_below(e.path)]
+        return [
+            e.name
+            for e in entries
+            if e.is_dir()
+            and (has_jsonl_below(e.path) or os.path.isfile(os.path.join(e.path, ARCHIVE_NAME)))
+        ]
 
     def streams(self, job: str) -> list[str]:
         """Stream names of ``job`` (paths relative to its directory, ``/``-separated), sorted.

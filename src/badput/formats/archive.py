@@ -1,0 +1,386 @@
+"""Events as columns, and back: the rows of a job's columnar archive (Parquet, pyarrow).
+
+One row a line a read of the job's JSON lines gave: the line's stream and number, and
+either its event, field by field (``kind`` as a dictionary, ``ts`` float64, ``step``
+int64...), or the reason the line is not one (``error``). Nothing is lost: every field of
+:class:`~badput.events.Event` has its column (``attempt``, a string or an integer in a
+log, is kept as text with ``attempt_is_int``; ``quantiles`` as JSON text), and fields the
+schema lacks go to ``extra`` (JSON text), when the writer was given them.
+
+pyarrow is imported when first needed (``badput[archive]``); this module knows nothing
+of files or jobs (:mod:`badput.store` does).
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Iterator, Sequence
+from itertools import pairwise, repeat
+from operator import attrgetter
+from typing import Any, Final
+
+import msgspec
+import numpy as np
+
+from badput.events import (
+    KIND_CODE,
+    STEP_KINDS,
+    Chunk,
+    DecodedColumns,
+    Event,
+    EventError,
+    LeanRows,
+)
+from badput.runtime.optional import import_optional
+
+__all__ = [
+    "ARCHIVE_VERSION",
+    "COLUMNS",
+    "METADATA_KEY",
+    "arrow",
+    "arrow_parquet",
+    "batch_of",
+    "chunks_of",
+    "columns_to_read",
+    "schema",
+]
+
+#: The key of the archive's own metadata in the Parquet file's key-value metadata.
+METADATA_KEY: Final = b"badput.archive"
+ARCHIVE_VERSION: Final = 1
+#: Rows of one chunk read back (a run of one stream's lines).
+_CHUNK_ROWS: Final = 65_536
+
+_FIELDS: Final[tuple[str, ...]] = Event.__struct_fields__
+_INT: Final = frozenset(
+    {
+        "rank",
+        "pid",
+        "step",
+        "exit_code",
+        "active",
+        "total",
+        "available",
+        "count",
+        "tokens",
+        "samples",
+        "params",
+        "layers",
+        "hidden",
+        "seq_len",
+        "devices",
+        "v",
+    }
+)
+_FLOAT: Final = frozenset(
+    {"ts", "seconds", "last", "open_since", "flops_per_token", "peak_flops", "hang_timeout"}
+)
+_DICT_TEXT: Final = frozenset({"kind", "job", "host", "attempt", "status", "name", "device"})
+_TEXT: Final = frozenset({"quantiles"})  # JSON text
+_BOOL: Final = frozenset({"blocking"})
+assert frozenset(_FIELDS) == _INT | _FLOAT | _DICT_TEXT | _TEXT | _BOOL, "a field lacks a column"
+
+#: The columns in order: where a row comes from, its error, the event's fields, ``extra``.
+COLUMNS: Final[tuple[str, ...]] = (
+    "stream",
+    "line",
+    "error",
+    *_FIELDS[:4],
+    "attempt_is_int",
+    *_FIELDS[4:],
+    "extra",
+)
+_STEP_CODES: Final = np.array(sorted(KIND_CODE[k] for k in STEP_KINDS), np.int16)
+_json = msgspec.json.Encoder()
+astuple = msgspec.structs.astuple
+
+
+#: An event as the archive's reader gives the engine (:attr:`Chunk.rows
+#: <badput.events.Chunk.rows>`): the fields of :class:`~badput.events.Event` in its order,
+#: made from a row's values in one call of msgspec's (a :class:`~badput.events.LeanEvent`
+#: of no one writer); :attr:`Chunk.items <badput.events.Chunk.items>` are Events.
+RowEvent: Any = msgspec.defstruct(
+    "RowEvent",
+    [(f.name, Any, f.default) for f in msgspec.structs.fields(Event)],
+    array_like=True,
+    gc=False,
+)
+
+
+def arrow() -> Any:
+    """pyarrow (``badput[archive]``)."""
+    return import_optional("pyarrow", "archive")
+
+
+def arrow_parquet() -> Any:
+    """pyarrow.parquet (``badput[archive]``)."""
+    return import_optional("pyarrow.parquet", "archive")
+
+
+def _type(pa: Any, name: str) -> Any:
+    if name in _INT or name == "line":
+        return pa.int64()
+    if name in _FLOAT:
+        return pa.float64()
+    if name in _BOOL or name == "attempt_is_int":
+        return pa.bool_()
+    if name in _DICT_TEXT or name == "stream":
+        return pa.dictionary(pa.int32(), pa.string())
+    return pa.string()
+
+
+def schema(metadata: dict[bytes, bytes] | None = None) -> Any:
+    """The archive's Arrow schema."""
+    pa = arrow()
+    return pa.schema([pa.field(n, _type(pa, n)) for n in COLUMNS], metadata=metadata)
+
+
+def batch_of(chunks: Sequence[Chunk], stream_of: dict[str, str]) -> Any:
+    """The rows of ``chunks`` (a read's) as one record batch; ``stream_of``: each chunk
+    source's stream name (what the archive keeps: the path is the reader's)."""
+    pa = arrow()
+    streams: list[str] = []
+    lines: list[int] = []
+    errors: list[str | None] = []
+    events: list[Any] = []
+    blank = RowEvent(None, None, None)  # an error's row: every field null
+    for chunk in chunks:
+        items = chunk.rows  # (an archive's rows: its events as read, the same fields)
+        streams += [stream_of[chunk.source]] * len(items)
+        lines += range(chunk.first_line, chunk.first_line + len(items))
+        if EventError not in set(map(type, items)):
+            errors += [None] * len(items)
+            events += items
+            continue
+        for item in items:
+            bad = isinstance(item, EventError)
+            errors.append(item.message if isinstance(item, EventError) else None)
+            events.append(blank if bad else item)
+    n = len(events)
+    values: dict[str, Any] = {"stream": streams, "line": lines, "error": errors}
+    for name in _FIELDS:
+        values[name] = list(map(attrgetter(name), events))
+    attempt = values["attempt"]
+    if attempt.count(None) != n:
+        seen = {a: (a if isinstance(a, str) else str(a), isinstance(a, int)) for a in set(attempt)}
+        seen[None] = (None, None)  # type: ignore[assignment]
+        coded = list(map(seen.__getitem__, attempt))
+        values["attempt"] = [a for a, _ in coded]
+        values["attempt_is_int"] = [i for _, i in coded]
+    else:
+        values["attempt_is_int"] = attempt
+    quantiles = values["quantiles"]
+    if quantiles.count(None) != n:
+        values["quantiles"] = [None if q is None else _json.encode(q).decode() for q in quantiles]
+    values["extra"] = [None] * n
+    arrays = [_array(pa, name, values[name], n) for name in COLUMNS]
+    return pa.RecordBatch.from_arrays(arrays, schema=schema())
+
+
+def _array(pa: Any, name: str, values: Sequence[Any], n: int) -> Any:
+    """The column ``name`` of ``values`` (``n`` of them)."""
+    kind = _type(pa, name)
+    if values.count(None) == n:
+        return pa.nulls(n, kind)
+    if name in _DICT_TEXT or name == "stream":
+        return pa.array(values, pa.string()).dictionary_encode()
+    return pa.array(values, kind)
+
+
+#: Columns a reader always reads (the others, only when a row group has a value in them).
+_ALWAYS: Final = frozenset({"stream", "line", "error", "ts", "kind", "job", "step"})
+
+
+def columns_to_read(row_group: Any) -> list[str]:
+    """The columns of a row group (its Parquet metadata) that hold a value: reading the
+    others (most of an event's fields, null in most logs) costs two thirds of a read."""
+    out = []
+    for j, name in enumerate(COLUMNS):
+        stats = row_group.column(j).statistics
+        empty = stats is not None and stats.has_null_count
+        if name in _ALWAYS or not (empty and stats.null_count == row_group.num_rows):
+            out.append(name)
+    return out
+
+
+def _column(table: Any, name: str) -> Any:
+    """The column ``name`` of ``table``, all null when it was not read (:func:`columns_to_read`)."""
+    if name in table.column_names:
+        return table.column(name)
+    pa = arrow()
+    return pa.chunked_array([pa.nulls(table.num_rows, _type(pa, name))])
+
+
+def chunks_of(table: Any, sources: dict[str, str]) -> Iterator[Chunk]:
+    """The chunks a read of the JSON lines gave, from the archive's rows ``table``:
+    ``sources``: the path each stream is read by now (chunks and errors name it)."""
+    n = table.num_rows
+    if not n:
+        return
+    stream = _column(table, "stream").combine_chunks()
+    names = stream.dictionary.to_pylist()
+    codes = _np(stream.indices)
+    line = _np(_column(table, "line").combine_chunks())
+    # a new chunk where the stream changes or a line is not the next one
+    cut = np.flatnonzero((codes[1:] != codes[:-1]) | (line[1:] != line[:-1] + 1)) + 1
+    bounds = [0, *cut.tolist(), n]
+    items = _items(table, sources, names, codes, line)
+    kinds, steps, clean = _coded(table)
+    writers = _writer_codes(table)
+    for begin, end in pairwise(bounds):
+        source = sources[names[codes[begin]]]
+        for a in range(begin, end, _CHUNK_ROWS):
+            b = min(a + _CHUNK_ROWS, end)
+            whole = bool(clean[a:b].all())
+            writer = None
+            if whole and all((w[a:b] == w[a]).all() for w in writers):
+                first: Any = items.rows[a]  # every event's writer is this one's (the same objects)
+                writer = (first.job, first.attempt, first.host, first.rank, first.pid)
+            yield Chunk(
+                source,
+                int(line[a]),
+                items[a:b],
+                DecodedColumns(kinds[a:b], steps[a:b], writer, whole),
+            )
+
+
+def _writer_codes(table: Any) -> list[Any]:
+    """A number a row for each field of an event's writer (job, attempt and its type, host,
+    rank, pid): equal where the values are (null included)."""
+    out = []
+    for name in ("job", "attempt", "attempt_is_int", "host", "rank", "pid"):
+        column = _column(table, name).combine_chunks()
+        if column.null_count == len(column):
+            continue
+        if hasattr(column, "indices"):
+            out.append(_filled(column.indices, -1))
+        elif column.type == arrow().bool_():
+            out.append(_filled(column, False) * 1 - _np(column.is_null()))
+        else:
+            out.append(_filled(column, -(2**62)))
+    return out
+
+
+def _coded(table: Any) -> tuple[Any, Any, Any]:
+    """Each row's kind code, step (0 where a step kind has none) and whether it is an event:
+    what a decoder works out of a block (:class:`~badput.events.DecodedColumns`)."""
+    kind = _column(table, "kind").combine_chunks()
+    table_codes = np.array([KIND_CODE[k] for k in kind.dictionary.to_pylist()] + [-1], np.int16)
+    index = _filled(kind.indices, -1).astype(np.int64)
+    kinds = table_codes[index]  # -1 (the last) for a row without a kind: an error
+    clean = _np(_column(table, "error").combine_chunks().is_null())
+    step = _filled(_column(table, "step").combine_chunks(), 0)
+    steps = np.where(np.isin(kinds, _STEP_CODES) & clean, step, 0).astype(np.int64)
+    return kinds, steps, clean
+
+
+def _values(column: Any) -> Any:
+    """A column's values as Python objects (one object per distinct dictionary value)."""
+    n = len(column)
+    if column.null_count == n:
+        return repeat(None, n)
+    if hasattr(column, "dictionary"):
+        values = np.array([*column.dictionary.to_pylist(), None], dtype=object)
+        index = _filled(column.indices, len(values) - 1)
+        return values[index].tolist()
+    if column.null_count == 0 and column.type in (arrow().int64(), arrow().float64()):
+        return _np(column).tolist()
+    return column.to_pylist()
+
+
+def _np(array: Any) -> Any:
+    """A numpy view of an Arrow array without nulls (booleans unpacked), from its buffer:
+    ``to_numpy`` imports pandas (1.9 s) to convert."""
+    pa = arrow()
+    if array.type == pa.bool_():
+        array = pc().cast(array, pa.uint8())
+    dtype = np.dtype(_NUMPY[str(array.type)])
+    return np.frombuffer(
+        array.buffers()[1], dtype, len(array), array.offset * dtype.itemsize
+    ).astype(np.bool_ if dtype == np.uint8 else dtype, copy=False)
+
+
+def _filled(array: Any, fill: int) -> Any:
+    """:func:`_np` of an array with nulls: ``fill`` at each (no ``fill_null``: an Arrow
+    scalar made of a Python value imports pandas)."""
+    raw = _np(array)
+    if array.null_count:
+        raw = np.where(_np(array.is_valid()), raw, fill)
+    return raw
+
+
+_NUMPY: Final = {"int32": "int32", "int64": "int64", "double": "float64", "uint8": "uint8"}
+
+
+def _attempts(table: Any) -> Any:
+    """The ``attempt`` of each row, an integer where the log's was."""
+    column = _column(table, "attempt").combine_chunks()
+    is_int = _column(table, "attempt_is_int")
+    if column.null_count == len(column) or not pc().any(is_int).as_py():
+        return _values(column)
+    if pc().all(is_int).as_py():  # (nulls skipped) every attempt given an integer
+        values = np.array([*map(int, column.dictionary.to_pylist()), None], dtype=object)
+        index = _filled(column.indices, len(values) - 1)
+        return values[index].tolist()
+    return [int(a) if i else a for a, i in zip(_values(column), is_int.to_pylist(), strict=True)]
+
+
+def pc() -> Any:
+    """pyarrow.compute (``badput[archive]``)."""
+    return import_optional("pyarrow.compute", "archive")
+
+
+def _items(
+    table: Any, sources: dict[str, str], names: list[str], codes: Any, line: Any
+) -> LeanRows:
+    """Every row as the read gave it: its event (a :data:`RowEvent`), or its line's error;
+    the same as :class:`~badput.events.Event` s when asked (:attr:`Chunk.items`)."""
+    errors = _column(table, "error")
+    n = table.num_rows
+    present: list[str] = []
+    columns: list[Any] = []
+    for name in _FIELDS:
+        column = _column(table, name)
+        if column.null_count == n:
+            continue  # (left to the struct's default: None)
+        present.append(name)
+        if name == "attempt":
+            columns.append(_attempts(table))
+        elif name == "quantiles":
+            columns.append([None if q is None else msgspec.json.decode(q) for q in _values(column)])
+        else:
+            columns.append(_values(column.combine_chunks()))
+    kind: Any = list[_row_struct(tuple(present))]  # type: ignore[misc]
+    tuples = list(zip(*columns, strict=True)) if columns else []
+    if errors.null_count == n:
+        rows: list[Any] = msgspec.convert(tuples, kind)
+    else:
+        messages = errors.to_pylist()
+        good = [i for i, m in enumerate(messages) if m is None]
+        events = iter(msgspec.convert([tuples[i] for i in good], kind))
+        lines = line.tolist()
+        rows = [
+            next(events) if m is None else EventError(m, sources[names[c]], lines[i])
+            for i, (m, c) in enumerate(zip(messages, codes.tolist(), strict=True))
+        ]
+    return LeanRows(rows, functools.partial(_as_events, rows))
+
+
+@functools.cache
+def _row_struct(present: tuple[str, ...]) -> Any:
+    """:data:`RowEvent` with the fields ``present`` first: a row gives only those (the others
+    keep their defaults), and msgspec makes each from a tuple of them in one call."""
+    info = {f.name: f for f in msgspec.structs.fields(Event)}
+    order = [*present, *(f for f in _FIELDS if f not in present)]
+    return msgspec.defstruct(
+        "RowEvent",
+        [(f, Any, info[f].default) if f not in present else (f, Any) for f in order],
+        array_like=True,
+        gc=False,
+    )
+
+
+def _as_events(rows: list[Any]) -> list[Event | EventError]:
+    """``rows`` (:func:`_items`) as :class:`~badput.events.Event` s."""
+    asdict = msgspec.structs.asdict
+    return [r if isinstance(r, EventError) else Event(**asdict(r)) for r in rows]

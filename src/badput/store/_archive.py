@@ -1,0 +1,308 @@
+"""A job's columnar archive: its lines as Parquet beside (or instead of) its JSON lines.
+
+``compact`` reads a job as every reader does and writes each line the read gave (its
+event, or why it is not one) as a row of :mod:`badput.formats.archive`, with what the
+archive covers of each file (bytes and lines) in its metadata. :class:`ArchivedStore`
+reads a job so: the archive's rows first, then each file from where the archive stops
+(a job that goes on after compaction), as the store's own read would from a cursor
+there. The archive is ``<job dir>/badput-archive.parquet`` of a directory of files, or
+``<name>.archive.parquet`` beside a single ``<name>.jsonl``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterable
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any, Final
+
+from badput.events import Chunk
+from badput.store._base import Cursor, EventStore, EventWriter, ReadResult, Unread, WriterKey
+from badput.store._jsonl import ARCHIVE_NAME, JsonlStore, SingleFileStore
+
+__all__ = ["ArchivedStore", "Compacted", "archive_of", "compact", "with_archive"]
+
+#: The cursor's entry of the archive: (row groups read, 0).
+_KEY: Final = "\0archive"
+#: Bytes of JSON lines read per slice while compacting (each slice: a few row groups).
+_SLICE_BYTES: Final = 16 * 1024 * 1024
+_ROW_GROUP: Final = 262_144
+_SINGLE_SUFFIX: Final = ".archive.parquet"
+
+Files = JsonlStore | SingleFileStore
+
+
+def _columns() -> Any:
+    """:mod:`badput.formats.archive`, imported when an archive is read or written (numpy
+    and pyarrow with it: a listing of a job imports neither)."""
+    from badput.formats import archive  # noqa: PLC0415
+
+    return archive
+
+
+def archive_of(store: EventStore, job: str) -> Path | None:
+    """Where ``job``'s archive is (or would be) kept in ``store``; None for a store that
+    is not of files."""
+    if isinstance(store, ArchivedStore):
+        return store.path
+    if isinstance(store, JsonlStore):
+        return store.job_dir(job) / ARCHIVE_NAME
+    if isinstance(store, SingleFileStore):
+        return store.path.with_name(store.path.name.removesuffix(".jsonl") + _SINGLE_SUFFIX)
+    return None
+
+
+def with_archive(store: EventStore, job: str) -> EventStore:
+    """``store``, read through ``job``'s archive when it has one."""
+    if isinstance(store, (JsonlStore, SingleFileStore)):
+        path = archive_of(store, job)
+        if path is not None and path.is_file():
+            return ArchivedStore(store, job, path)
+    return store
+
+
+def read_meta(path: Path) -> dict[str, Any]:
+    """The archive's own metadata (:func:`compact` wrote it)."""
+    pq = _columns().arrow_parquet()
+    meta = pq.read_metadata(path).metadata or {}
+    raw = meta.get(_columns().METADATA_KEY)
+    if raw is None:
+        raise ValueError(f"{path}: not a badput archive (no {_columns().METADATA_KEY.decode()!r})")
+    out: dict[str, Any] = json.loads(raw)
+    if out.get("version") != _columns().ARCHIVE_VERSION:
+        raise ValueError(f"{path}: archive version {out.get('version')!r} is not supported")
+    return out
+
+
+class ArchivedStore:
+    """A store of files read through one job's archive: its rows, then what the files hold
+    after what the archive covers. Writers write to the store's files as before."""
+
+    def __init__(self, inner: Files, job: str, path: Path) -> None:
+        self.inner = inner
+        self.job = job
+        self.path = path
+        self._meta: dict[str, Any] | None = None
+        self._file: Any = None
+        # A read from the start: the files' chunks after the archive (by file), held until
+        # the archive's rows of the files before them are read, and that read of the files.
+        self._tails: tuple[dict[str, list[Chunk]], ReadResult] | None = None
+
+    def __repr__(self) -> str:
+        return f"ArchivedStore({self.inner!r}, {self.job!r})"
+
+    @property
+    def uri(self) -> str:
+        return self.inner.uri
+
+    def open_writer(self, job: str, key: WriterKey) -> EventWriter:
+        return self.inner.open_writer(job, key)
+
+    def jobs(self) -> list[str]:
+        return self.inner.jobs()
+
+    def meta(self) -> dict[str, Any]:
+        if self._meta is None:
+            self._meta = read_meta(self.path)
+        return self._meta
+
+    def covered(self) -> dict[str, tuple[int, int]]:
+        """Each file the archive covers: (bytes, lines) of it."""
+        return {s: (int(b), int(n)) for s, b, n in self.meta()["streams"]}
+
+    def _sources(self) -> dict[str, str]:
+        names = [s for s, _, _ in self.meta()["streams"]]
+        if isinstance(self.inner, SingleFileStore):
+            return dict.fromkeys(names, str(self.inner.path))
+        return dict(zip(names, self.inner.paths(self.job, names), strict=True))
+
+    def read(
+        self,
+        job: str,
+        cursor: Cursor | None = None,
+        *,
+        max_bytes: int | None = None,
+        lean: bool = False,
+    ) -> ReadResult:
+        """See :meth:`EventStore.read`. A read from the start gives one row group of the
+        archive a read, each file's lines after the archive's after its rows (the order of a
+        read of the files alone: its diagnostics in the same order); a read that goes on
+        after that reads the files (``lean`` as :meth:`JsonlStore.read`)."""
+        if job != self.job:
+            return self.inner.read(job, cursor, max_bytes=max_bytes, lean=lean)
+        cursor = cursor or Cursor()
+        offsets = dict(cursor.offsets)
+        if _KEY in offsets and self._tails is None:  # the archive was read: the files
+            archived = offsets.pop(_KEY)
+            result = self.inner.read(
+                job, Cursor(offsets, resume=cursor.resume), max_bytes=max_bytes, lean=lean
+            )
+            result.cursor.offsets[_KEY] = archived
+            return result
+        if _KEY not in offsets:  # from the start: what the files hold after the archive
+            self._file = _columns().arrow_parquet().ParquetFile(self.path)
+            tail = self.inner.read(job, Cursor({**offsets, **self.covered()}), lean=lean)
+            by_source: dict[str, list[Chunk]] = {}
+            for chunk in tail.chunks:
+                by_source.setdefault(chunk.source, []).append(chunk)
+            self._tails = (by_source, tail)
+        assert self._tails is not None and self._file is not None
+        by_source, tail = self._tails
+        done = offsets.get(_KEY, (0, 0))[0]
+        chunks: list[Chunk] = []
+        if done < self._file.num_row_groups:
+            wanted = _columns().columns_to_read(self._file.metadata.row_group(done))
+            table = self._file.read_row_group(done, columns=wanted)
+            for chunk in _columns().chunks_of(table, self._sources()):
+                _flush(by_source, chunks, before=chunk.source)
+                chunks.append(chunk)
+            done += 1
+        if done < self._file.num_row_groups:
+            return ReadResult(chunks, Cursor({**offsets, _KEY: (done, 0)}), [])
+        _flush(by_source, chunks, before=None)
+        self._tails = self._file = None
+        out = Cursor({**tail.cursor.offsets, _KEY: (done, 0)}, resume=tail.cursor.resume)
+        return ReadResult(chunks, out, tail.unread, reached_end=tail.reached_end)
+
+
+def _flush(by_source: dict[str, list[Chunk]], chunks: list[Chunk], before: str | None) -> None:
+    """Move to ``chunks`` the held chunks of the files read before ``before`` (all: None)."""
+    for source in sorted(by_source):
+        if before is not None and source >= before:
+            break
+        chunks += by_source.pop(source)
+
+
+@dataclass(frozen=True)
+class Compacted:
+    """What :func:`compact` did."""
+
+    path: Path
+    rows: int  # lines archived (events and malformed lines)
+    errors: int  # of which malformed
+    archive_bytes: int
+    covered_bytes: int  # JSON-lines bytes it covers
+    removed: tuple[str, ...]  # files --replace removed (wholly covered)
+    kept: tuple[str, ...]  # files --replace kept (a torn or unread tail, or written since)
+
+
+def _stream_of(store: Files, job: str) -> Any:
+    if isinstance(store, SingleFileStore):
+        name = store.path.name
+        return lambda source: name
+    prefix = str(store.job_dir(job)) + os.sep
+    return lambda source: source[len(prefix) :].replace(os.sep, "/")
+
+
+def compact(store: EventStore, job: str, *, replace: bool = False) -> Compacted:
+    """Write ``job``'s archive (what a read of it gives, its current archive included) and,
+    with ``replace``, remove the files it covers whole once it is written, synced to disk
+    and read back. Raises ``ValueError`` for a store that is not of files."""
+    files = store.inner if isinstance(store, ArchivedStore) else store
+    if not isinstance(files, (JsonlStore, SingleFileStore)):
+        raise ValueError(f"{store.uri}: only a directory of event files or a file is compacted")
+    path = archive_of(files, job)
+    assert path is not None
+    reading = with_archive(files, job)
+    tmp = path.with_name(path.name + ".tmp")
+    pq = _columns().arrow_parquet()
+    stream_of = _stream_of(files, job)
+    rows = errors = 0
+    left: dict[str, Unread] = {}
+    cursor: Cursor | None = None
+    with pq.ParquetWriter(tmp, _columns().schema(), compression="zstd") as writer:
+        while True:
+            result = reading.read(job, cursor, max_bytes=_SLICE_BYTES)
+            progressed = cursor is None or result.cursor.offsets != cursor.offsets
+            _keep_unread(left, result.unread, (c.source for c in result.chunks))
+            cursor = result.cursor
+            if result.chunks:
+                names = {c.source: stream_of(c.source) for c in result.chunks}
+                batch = _columns().batch_of(result.chunks, names)
+                errors += batch.num_rows - batch.column("error").null_count
+                rows += batch.num_rows
+                writer.write_batch(batch, row_group_size=_ROW_GROUP)
+            if result.reached_end or not progressed:
+                break
+        covered = {k: v for k, v in cursor.offsets.items() if k != _KEY} if cursor else {}
+        meta = {
+            "version": _columns().ARCHIVE_VERSION,
+            "job": job,
+            "layout": "file" if isinstance(files, SingleFileStore) else "directory",
+            "streams": [[s, b, n] for s, (b, n) in sorted(covered.items())],
+            "rows": rows,
+            "errors": errors,
+            "unread": [asdict(u) for u in left.values()],
+        }
+        writer.add_key_value_metadata({_columns().METADATA_KEY: json.dumps(meta).encode()})
+    _sync(tmp)
+    os.replace(tmp, path)
+    _sync(path.parent)
+    _verify(path, rows)
+    removed: list[str] = []
+    kept: list[str] = []
+    if replace:
+        removed, kept = _replace(files, job, covered, left)
+    return Compacted(
+        path,
+        rows,
+        errors,
+        path.stat().st_size,
+        sum(b for b, _ in covered.values()),
+        tuple(removed),
+        tuple(kept),
+    )
+
+
+def _keep_unread(left: dict[str, Unread], unread: list[Unread], read_from: Iterable[str]) -> None:
+    for source in read_from:
+        left.pop(source, None)
+    for u in unread:
+        left[u.source] = u
+
+
+def _sync(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _verify(path: Path, rows: int) -> None:
+    """Read the archive back: its footer and metadata, and the column of every row's line
+    number, as many as were written."""
+    pq = _columns().arrow_parquet()
+    meta = read_meta(path)
+    got = pq.read_table(path, columns=["line"]).num_rows
+    if got != rows or meta["rows"] != rows:
+        raise OSError(f"{path}: {got:,} rows read back, {rows:,} written")
+
+
+def _replace(
+    files: Files, job: str, covered: dict[str, tuple[int, int]], left: dict[str, Unread]
+) -> tuple[list[str], list[str]]:
+    """Remove the files the archive covers whole (nothing after its bytes, nothing the read
+    left alone): ``(removed, kept)``."""
+    if isinstance(files, SingleFileStore):
+        paths = {files.path.name: files.path}
+    else:
+        paths = {s: files.job_dir(job) / s for s in covered}
+    removed: list[str] = []
+    kept: list[str] = []
+    for stream, (size, _) in sorted(covered.items()):
+        path = paths[stream]
+        try:
+            whole = path.stat().st_size == size and str(path) not in left
+        except OSError:
+            continue
+        if not whole:
+            kept.append(str(path))
+            continue
+        path.unlink()
+        removed.append(str(path))
+    for directory in {p.parent for p in paths.values()}:
+        _sync(directory)
+    return removed, kept

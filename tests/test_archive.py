@@ -1,0 +1,342 @@
+"""``badput compact``: a job's columnar archive, read by every reader as its JSON lines are.
+
+What a report of the archive must be: byte for byte the JSON of the report of the JSON lines
+it covers (events, malformed lines and their numbers, torn last lines), with whatever was
+appended to the files after it; ``--replace`` loses nothing.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+from hypothesis import HealthCheck, Phase, given, settings
+from hypothesis import strategies as st
+
+from _log_fuzz import make_case, write_case
+from badput.analysis import LiveJob
+from badput.cli import main
+from badput.events import Event
+from badput.formats.codec import encode_lines
+from badput.store import ARCHIVE_NAME, ArchivedStore, compact, open_source, read_meta
+from test_engine_properties import event_logs
+
+pytest.importorskip("pyarrow")
+
+BAD_LINES = [
+    b'{"ts": 1',  # truncated
+    b"not json at all",
+    b'{"ts": "soon", "kind": "step_start", "job": "p"}',  # wrong type
+    b'{"ts": 1700000000.0, "kind": "step_start", "job": "p"}',  # no step
+    b"",  # blank: skipped, counted
+    b"   ",
+    b"\xff\xfe{}",  # not UTF-8
+]
+
+
+def invoke(*args: str) -> str:
+    result = CliRunner().invoke(main, list(args))
+    assert result.exit_code == 0, (result.output, result.exception)
+    return result.output
+
+
+def report_json(path: Path) -> str:
+    return invoke("report", "--json", str(path))
+
+
+def write_files(job_dir: Path, files: dict[str, bytes]) -> None:
+    for rel, data in files.items():
+        p = job_dir / rel
+        p.parent.mkdir(parents=True, exist_ok=True)
+        p.write_bytes(data)
+
+
+def append_files(job_dir: Path, files: dict[str, bytes]) -> None:
+    for rel, data in files.items():
+        p = job_dir / rel
+        p.parent.mkdir(parents=True, exist_ok=True)
+        with p.open("ab") as f:
+            f.write(data)
+
+
+def jsonl_only(job_dir: Path) -> str:
+    """The report of the JSON lines alone (the archive moved aside meanwhile)."""
+    archive = job_dir / ARCHIVE_NAME
+    aside = job_dir.parent / "aside.parquet"
+    archive.rename(aside)
+    try:
+        return report_json(job_dir)
+    finally:
+        aside.rename(archive)
+
+
+def log_files(events: list[Event], rnd: random.Random) -> dict[str, bytes]:
+    """The events in one file per (attempt, rank), with malformed and blank lines put among
+    them and now and then a torn last line."""
+    files: dict[str, list[bytes]] = {}
+    for e in events:
+        rel = f"{e.attempt if e.attempt is not None else 'x'}/h-{e.rank}-1.jsonl"
+        files.setdefault(rel, []).append(encode_lines([e]).rstrip(b"\n"))
+    out: dict[str, bytes] = {}
+    for rel, lines in files.items():
+        for _ in range(rnd.randint(0, 3)):
+            lines.insert(rnd.randint(0, len(lines)), rnd.choice(BAD_LINES))
+        data = b"\n".join(lines) + b"\n"
+        if rnd.random() < 0.2:
+            data += rnd.choice([b'{"ts": 17', encode_lines(events[:1]).rstrip(b"\n")])
+        out[rel] = data
+    return out
+
+
+def split_log(
+    files: dict[str, bytes], rnd: random.Random
+) -> tuple[dict[str, bytes], dict[str, bytes]]:
+    """Each file cut at a line end: what was written before compaction, and after."""
+    before: dict[str, bytes] = {}
+    after: dict[str, bytes] = {}
+    for rel, data in files.items():
+        ends = [i + 1 for i, b in enumerate(data) if b == 0x0A]
+        cut = rnd.choice([0, *ends])
+        if cut:
+            before[rel] = data[:cut]
+        if data[cut:]:
+            after[rel] = data[cut:]
+    return before, after
+
+
+@settings(
+    max_examples=30,
+    deadline=None,
+    phases=[Phase.explicit, Phase.reuse, Phase.generate],
+    suppress_health_check=list(HealthCheck),
+)
+@given(events=event_logs(), seed=st.integers(0, 2**32 - 1))
+def test_archive_report_is_the_jsonl_report_byte_for_byte(
+    tmp_path_factory: pytest.TempPathFactory, events: list[Event], seed: int
+) -> None:
+    """Any log, malformed lines and torn last lines among its lines: the report of the
+    compacted job is the report of its JSON lines, and so it stays for a job that goes on
+    after compaction (lines appended to its files, new files), archive kept or files
+    replaced."""
+    rnd = random.Random(seed)
+    root = tmp_path_factory.mktemp("archive")
+    job_dir = root / "p"
+    files = log_files(events, rnd)
+    before, after = split_log(files, rnd)
+    if not before:  # nothing to compact yet
+        before, after = files, {}
+    write_files(job_dir, files)
+    expected = report_json(job_dir)  # the whole log, as JSON lines
+    shutil.rmtree(job_dir)
+    write_files(job_dir, before)
+    at_compaction = report_json(job_dir)
+    invoke("compact", str(job_dir))
+    assert report_json(job_dir) == at_compaction
+    append_files(job_dir, after)
+    assert report_json(job_dir) == expected
+    assert jsonl_only(job_dir) == expected
+    # --replace: the files the archive covers whole are removed, and never written again
+    # (a writer that goes on writes a new file: the recorder's are named by process)
+    removed = {rel for rel, data in before.items() if data.endswith(b"\n")}
+    later = {(f"{rel[:-6]}-9.jsonl" if rel in removed else rel): d for rel, d in after.items()}
+    shutil.rmtree(job_dir)
+    write_files(job_dir, before)
+    append_files(job_dir, later)
+    expected = report_json(job_dir)
+    shutil.rmtree(job_dir)
+    write_files(job_dir, before)
+    invoke("compact", "--replace", str(job_dir))
+    assert {p.relative_to(job_dir).as_posix() for p in job_dir.rglob("*.jsonl")} == (
+        set(before) - removed
+    )
+    assert report_json(job_dir) == at_compaction
+    append_files(job_dir, later)
+    assert report_json(job_dir) == expected
+    # compacted again: the archive of the archive and what came after it
+    invoke("compact", "--replace", str(job_dir))
+    assert report_json(job_dir) == expected
+
+
+@pytest.mark.parametrize("seed", range(30))
+def test_fuzzed_logs_read_the_same_from_the_archive(tmp_path: Path, seed: int) -> None:
+    """The read-path fuzzer's damaged real logs (flipped bytes, truncation, bad encodings,
+    NUL tails, overlong lines, deep nesting...): the same report from the archive, before
+    and after ``--replace``."""
+    case = make_case(random.Random(seed))
+    case.fifo = False  # (a FIFO is never read: nothing to archive)
+    job_dir = write_case(case, tmp_path)
+    expected = report_json(job_dir)
+    invoke("compact", str(job_dir))
+    assert report_json(job_dir) == expected
+    invoke("compact", "--replace", str(job_dir))
+    assert report_json(job_dir) == expected
+
+
+def test_malformed_lines_keep_their_numbers_and_messages(tmp_path: Path) -> None:
+    job_dir = tmp_path / "p"
+    good = [Event(ts=1_700_000_000.0 + i, kind="step_start", job="p", step=i) for i in range(5)]
+    lines = encode_lines(good).split(b"\n")[:-1]
+    lines[2:2] = [b'{"ts": 1', b"", b'{"ts": "x", "kind": "k", "job": "p"}']
+    write_files(job_dir, {"0/h-0-1.jsonl": b"\n".join(lines) + b"\n" + b'{"ts": 17'})
+    expected = json.loads(report_json(job_dir))
+    done = compact(*open_source(job_dir), replace=True)
+    assert (done.rows, done.errors) == (7, 2)
+    assert done.kept == (str(job_dir / "0/h-0-1.jsonl"),)  # its torn line: kept
+    got = json.loads(report_json(job_dir))
+    assert got == expected
+    codes = [(d["code"], d.get("line")) for d in got["diagnostics"]]
+    assert ("malformed_line", 3) in codes
+    assert ("malformed_line", 5) in codes
+    assert ("torn_line", 9) in codes
+
+
+def test_replace_removes_only_what_the_archive_covers_whole(tmp_path: Path) -> None:
+    job_dir = tmp_path / "p"
+    events = [
+        Event(ts=1_700_000_000.0 + i, kind="step_start", job="p", step=i, attempt=0, rank=r)
+        for i in range(50)
+        for r in (0, 1)
+    ]
+    write_files(
+        job_dir,
+        {
+            "0/h-0-1.jsonl": encode_lines([e for e in events if e.rank == 0]),
+            "0/h-1-1.jsonl": encode_lines([e for e in events if e.rank == 1]),
+        },
+    )
+    expected = report_json(job_dir)
+    done = compact(*open_source(job_dir), replace=True)
+    assert sorted(Path(p).name for p in done.removed) == ["h-0-1.jsonl", "h-1-1.jsonl"]
+    assert not list(job_dir.rglob("*.jsonl"))
+    assert done.rows == 100
+    meta = read_meta(job_dir / ARCHIVE_NAME)
+    assert meta["job"] == "p"
+    assert [s for s, _, _ in meta["streams"]] == ["0/h-0-1.jsonl", "0/h-1-1.jsonl"]
+    # every reader finds the job: by its directory, its store root, the archive file
+    assert report_json(job_dir) == expected
+    assert report_json(tmp_path) == expected
+    assert report_json(job_dir / ARCHIVE_NAME) == expected
+    store, job = open_source(tmp_path)
+    assert (isinstance(store, ArchivedStore), job) == (True, "p")
+    assert json.loads(invoke("jobs", "--json", str(tmp_path)))[0]["job"] == "p"
+
+
+def test_a_live_reader_follows_a_job_that_goes_on_after_compaction(tmp_path: Path) -> None:
+    """``LiveJob`` (watch, the monitor): the archive, then each new line once."""
+    job_dir = tmp_path / "p"
+    t0 = 1_700_000_000.0
+
+    def steps(a: int, b: int, rank: int = 0) -> bytes:
+        return encode_lines(
+            [
+                Event(ts=t0 + i, kind="step_start", job="p", step=i, attempt=0, rank=rank)
+                for i in range(a, b)
+            ]
+        )
+
+    write_files(job_dir, {"0/h-0-1.jsonl": steps(0, 10)})
+    compact(*open_source(job_dir))
+    live = LiveJob(job_dir)
+    assert isinstance(live.store, ArchivedStore)
+    assert live.update() == 10
+    append_files(job_dir, {"0/h-0-1.jsonl": steps(10, 15), "0/h-1-1.jsonl": steps(0, 15, 1)})
+    assert live.update() == 20
+    assert live.update() == 0
+    archived = live.report(final=True)
+    (job_dir / ARCHIVE_NAME).unlink()
+    plain = LiveJob(job_dir)
+    plain.update()
+    assert archived == plain.report(final=True)
+
+
+def test_a_single_file_is_compacted_beside_it(tmp_path: Path) -> None:
+    log = tmp_path / "run.jsonl"
+    events = [
+        Event(ts=1_700_000_000.0 + i, kind="step_start", job="solo", step=i) for i in range(20)
+    ]
+    log.write_bytes(encode_lines(events) + b"oops\n")
+    expected = report_json(log)
+    invoke("compact", str(log))
+    archive = tmp_path / "run.archive.parquet"
+    assert archive.is_file()
+    assert report_json(log) == expected
+    invoke("compact", "--replace", str(log))
+    assert not log.exists()
+    assert report_json(archive) == expected
+
+
+def test_the_archive_is_typed_column_by_column(tmp_path: Path) -> None:
+    pq = pytest.importorskip("pyarrow.parquet")
+    job_dir = tmp_path / "p"
+    events = [
+        Event(ts=1.7e9, kind="job_start", job="p", attempt="a-1", host="h", rank=0, pid=7),
+        Event(ts=1.7e9 + 1, kind="step_start", job="p", attempt=3, step=2**53 - 1),
+        Event(
+            ts=1.7e9 + 2,
+            kind="section_summary",
+            job="p",
+            name="fwd",
+            count=2,
+            seconds=0.5,
+            quantiles={"p50": 0.25},
+        ),
+    ]
+    write_files(job_dir, {"0/h-0-7.jsonl": encode_lines(events)})
+    compact(*open_source(job_dir))
+    table = pq.read_table(job_dir / ARCHIVE_NAME)
+    types = {f.name: str(f.type) for f in table.schema}
+    assert types["kind"] == "dictionary<values=string, indices=int32, ordered=0>"
+    assert (types["ts"], types["step"], types["rank"]) == ("double", "int64", "int64")
+    assert table.column("step").to_pylist() == [None, 2**53 - 1, None]
+    assert table.column("attempt").to_pylist() == ["a-1", "3", None]
+    assert table.column("attempt_is_int").to_pylist() == [False, True, None]
+    store, job = open_source(job_dir)
+    items = [i for c in store.read(job).chunks for i in c.items]
+    assert items == events  # every field as it was, attempt's type included
+
+
+DOC_QUERY = """
+SELECT kind, count(*) AS events, max(step) AS last_step
+FROM read_parquet('{archive}')
+WHERE error IS NULL
+GROUP BY kind ORDER BY kind
+"""
+
+
+def test_duckdb_reads_the_archive_as_documented(tmp_path: Path) -> None:
+    duckdb = pytest.importorskip("duckdb")
+    job_dir = tmp_path / "p"
+    events = [Event(ts=1.7e9 + i, kind="step_start", job="p", step=i) for i in range(7)]
+    write_files(job_dir, {"0/h-0-1.jsonl": encode_lines(events) + b"garbage\n"})
+    compact(*open_source(job_dir))
+    docs = (Path(__file__).parent.parent / "docs" / "archive.md").read_text()
+    assert DOC_QUERY.strip().replace("{archive}", "p/badput-archive.parquet") in docs
+    rows = duckdb.sql(DOC_QUERY.format(archive=job_dir / ARCHIVE_NAME)).fetchall()
+    assert rows == [("step_start", 7, 6)]
+    errors = duckdb.sql(
+        f"SELECT line, error FROM read_parquet('{job_dir / ARCHIVE_NAME}') WHERE error IS NOT NULL"
+    ).fetchall()
+    assert errors[0][0] == 8
+
+
+def test_without_pyarrow_the_error_names_the_extra(tmp_path: Path) -> None:
+    job_dir = tmp_path / "p"
+    write_files(
+        job_dir, {"0/h-0-1.jsonl": encode_lines([Event(ts=1.7e9, kind="heartbeat", job="p")])}
+    )
+    code = (
+        "import sys; sys.modules['pyarrow'] = None; sys.modules['pyarrow.parquet'] = None\n"
+        "from badput.cli import main; main(['compact', sys.argv[1]])"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code, str(job_dir)], capture_output=True, text=True, check=False
+    )
+    assert done.returncode == 2
+    assert "pip install 'badput[archive]'" in done.stderr
+    assert not (job_dir / ARCHIVE_NAME).exists()
