@@ -243,7 +243,9 @@ def test_jobs_and_compare_show_mfu_and_mpg(tmp_path: Path) -> None:
     assert head[head.index("observed") + 1 : head.index("observed") + 3] == ["MFU", "MPG"]
     line = next(line for line in table.splitlines() if line.split()[:1] == [JOB])
     assert "40.4%" in line and "23.8%" in line
-    assert "no-model: no MFU: no FLOPs per token; peak FLOP/s unknown, MFU omitted; number of" in table
+    assert (
+        "no-model: no MFU: no FLOPs per token; peak FLOP/s unknown, MFU omitted; number of" in table
+    )
     narrow = CliRunner().invoke(main, ["jobs", str(store)], env={"COLUMNS": "80"}).output
     assert max(len(line.rstrip()) for line in narrow.splitlines()) <= 80
     assert "…" not in narrow and "MFU and MPG: a console of 110 columns, or --json" in narrow
