@@ -1,0 +1,82 @@
+"""Cost (docs/advice.md#cost) in the views test_cost.py does not cover: ``badput watch``,
+``badput export csv``, the Cloud Monitoring exporter and the Grafana dashboard.
+
+The job of these tests: 10 minutes of accelerator init, then 600 steps of 1 s (the ideal):
+20 minutes, half of it productive. At 3.00 per device-hour on 4 devices a second costs
+1/300: 4.00 in all, 2.00 of it badput; the devices cost 288.00 a day, 144.00 of it badput
+at the job's share; its last 10 minutes are all steps, so at that window's rate the job
+loses 0.00 a day.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import re
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+from rich.console import Console
+
+from badput.cli import main
+from badput.engine import Accountant
+from badput.monitor import Monitor, Snapshot
+from badput.report._watch import cost_line, render_watch, status_line
+from badput.testing import MemoryStore, Timeline, events_to_jsonl, events_to_store
+
+T0 = 1_700_000_000.0
+JOB = "priced"
+PRICE, DEVICES = 3.0, 4
+PRICED = ["--price-per-device-hour", "3", "--devices", "4"]
+
+
+def half_init(finished: bool = False) -> Timeline:
+    tl = Timeline(JOB, start=T0)
+    tl.emit("job_start")
+    tl.span("accelerator_init", 600.0)
+    tl.steps(600, 1.0)
+    if finished:
+        tl.emit("job_end", status="completed")
+    return tl
+
+
+def watched(price: float | None = PRICE) -> Snapshot:
+    """The running job at T0 + 20 min, as ``badput watch`` sees it (a 10-minute window)."""
+    store = MemoryStore()
+    events_to_store(store, half_init().events, JOB)
+    mon = Monitor(
+        JOB, store, rolling_windows=(600.0,), ideal_step_time=1.0, clock=lambda: T0 + 1200.0
+    )
+    acc = mon.live_job.accountant
+    acc.devices, acc.price_per_device_hour = DEVICES, price
+    return mon.run_once()
+
+
+def test_watch_shows_the_cost_so_far_and_badput_a_day() -> None:
+    snap = watched()
+    assert snap.report.goodput == pytest.approx(0.5)
+    want = (
+        "4.00 so far (4 devices (given) at 3.00 per device-hour); badput 2.00, 144.00/day "
+        "(last 10m: 0.00/day)"
+    )
+    assert cost_line(snap) == want
+    console = Console(record=True, width=200, file=io.StringIO())
+    console.print(render_watch(snap, now=T0 + 1200.0))
+    screen = console.export_text()
+    assert re.search(r"^cost +" + re.escape(want), screen, re.MULTILINE), screen
+    assert status_line(snap, now=T0 + 1200.0).endswith(f", cost {want}")
+    unpriced = watched(price=None)
+    assert cost_line(unpriced) is None and "cost" not in status_line(unpriced)
+
+
+def test_badput_watch_takes_the_price(tmp_path: Path) -> None:
+    log = events_to_jsonl(tmp_path / "job.jsonl", half_init(finished=True).events)
+    result = CliRunner().invoke(
+        main, ["watch", str(log), "--interval", "0.1", *PRICED], catch_exceptions=False
+    )
+    assert result.exit_code == 0, result.output
+    line = result.stdout.splitlines()[0]
+    assert "cost 4.00 so far (4 devices (given) at 3.00 per device-hour); badput 2.00, " in line
+    assert "144.00/day" in line
