@@ -80,3 +80,41 @@ def test_badput_watch_takes_the_price(tmp_path: Path) -> None:
     line = result.stdout.splitlines()[0]
     assert "cost 4.00 so far (4 devices (given) at 3.00 per device-hour); badput 2.00, " in line
     assert "144.00/day" in line
+
+
+# ------------------------------------------------------------------------------- CSV
+
+
+def test_csv_buckets_and_attempts_carry_their_money(tmp_path: Path) -> None:
+    """ACCOUNTING.md §7's worked example at 3.00 on 4 devices (0.20 a minute): each bucket
+    its minutes x 0.20; attempt 0 ran minutes 0-100 (20.00), attempt 1 115-200 (17.00)."""
+    from _worked_example import EXPECTED_MINUTES, worked_example_events
+    from badput.report import write_csv
+
+    acc = Accountant("worked-example", ideal_step_time=120.0)
+    acc.ingest_events(worked_example_events())
+    acc.price_per_device_hour, acc.devices = PRICE, DEVICES
+    write_csv(acc.snapshot(drawing=True), tmp_path / "priced")
+    with open(tmp_path / "priced" / "buckets.csv", newline="") as f:
+        buckets = {row["bucket"]: float(row["cost"]) for row in csv.DictReader(f)}
+    assert buckets == pytest.approx({b: m * 0.2 for b, m in EXPECTED_MINUTES.items()}, rel=1e-12)
+    assert buckets["wasted"] == pytest.approx(8.0)
+    with open(tmp_path / "priced" / "attempts.csv", newline="") as f:
+        attempts = [float(row["cost"]) for row in csv.DictReader(f)]
+    assert attempts == pytest.approx([20.0, 17.0], rel=1e-12)
+    acc.price_per_device_hour = None  # no price: the columns of before
+    write_csv(acc.snapshot(drawing=True), tmp_path / "plain")
+    heads = (tmp_path / "plain" / "buckets.csv").read_text().splitlines()[0]
+    assert heads == "bucket,seconds,fraction,description"
+
+
+def test_badput_export_csv_takes_the_price(tmp_path: Path) -> None:
+    log = events_to_jsonl(tmp_path / "job.jsonl", half_init(finished=True).events)
+    out = tmp_path / "csv"
+    result = CliRunner().invoke(main, ["export", "csv", str(log), str(out), *PRICED])
+    assert result.exit_code == 0, result.output
+    with open(out / "buckets.csv", newline="") as f:
+        rows = {row["bucket"]: float(row["cost"]) for row in csv.DictReader(f)}
+    assert rows == pytest.approx({"productive": 2.0, "accelerator_init": 2.0})  # 600 s each
+    with open(out / "attempts.csv", newline="") as f:
+        assert [float(r["cost"]) for r in csv.DictReader(f)] == pytest.approx([4.0])
