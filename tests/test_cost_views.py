@@ -42,12 +42,12 @@ def half_init(finished: bool = False) -> Timeline:
     return tl
 
 
-def watched(price: float | None = PRICE) -> Snapshot:
+def watched(price: float | None = PRICE, windows: tuple[float, ...] = (600.0,)) -> Snapshot:
     """The running job at T0 + 20 min, as ``badput watch`` sees it (a 10-minute window)."""
     store = MemoryStore()
     events_to_store(store, half_init().events, JOB)
     mon = Monitor(
-        JOB, store, rolling_windows=(600.0,), ideal_step_time=1.0, clock=lambda: T0 + 1200.0
+        JOB, store, rolling_windows=windows, ideal_step_time=1.0, clock=lambda: T0 + 1200.0
     )
     acc = mon.live_job.accountant
     acc.devices, acc.price_per_device_hour = DEVICES, price
@@ -118,3 +118,44 @@ def test_badput_export_csv_takes_the_price(tmp_path: Path) -> None:
     assert rows == pytest.approx({"productive": 2.0, "accelerator_init": 2.0})  # 600 s each
     with open(out / "attempts.csv", newline="") as f:
         assert [float(r["cost"]) for r in csv.DictReader(f)] == pytest.approx([4.0])
+
+
+# -------------------------------------------------------------- Cloud Monitoring
+
+
+def test_cloud_monitoring_writes_the_money_as_the_other_exporters_do() -> None:
+    """The real client against the loopback gRPC fake: each bucket's money, badput a day
+    so far (144.00) and at each window's rate: the last 10 minutes are all steps (0.00),
+    the last 15 have 5 of init in them (a third: 96.00 a day)."""
+    pytest.importorskip("google.cloud.monitoring_v3")
+    from _gcm_fake import FakeMetricService
+    from badput.monitor.gcm import PROGRAM_PREFIX, CloudMonitoringExporter
+
+    snap = watched(windows=(600.0, 900.0))
+    fake = FakeMetricService()
+    try:
+        exp = CloudMonitoringExporter(
+            "p", client=fake.client(), location="us-east5-a", labels={"cluster_name": "c"}
+        )
+        exp.export(snap)
+        exp.close()
+        got = fake.series(strip=PROGRAM_PREFIX)
+        exp = CloudMonitoringExporter("p", client=fake.client(), location="us-east5-a")
+        exp.export(watched(price=None))
+        unpriced = fake.series(strip=PROGRAM_PREFIX)[len(got) :]
+    finally:
+        fake.stop()
+    common = {"accelerator_type": "UNKNOWN", "cluster_name": "c"}
+    cost = {s["labels"]["bucket"]: s["value"] for s in got if s["type"] == "cost"}
+    assert cost == pytest.approx({"productive": 2.0, "accelerator_init": 2.0})
+    (per_day,) = [s for s in got if s["type"] == "badput_cost_per_day"]
+    assert (per_day["value"], per_day["labels"]) == (pytest.approx(144.0), common)
+    assert per_day["resource_type"] == "generic_task" and per_day["resource"]["job"] == JOB
+    windows = {
+        s["labels"]["rolling_window_size"]: s["value"]
+        for s in got
+        if s["type"] == "window/badput_cost_per_day"
+    }
+    assert windows == pytest.approx({"600": 0.0, "900": 96.0})
+    assert not [s for s in unpriced if "cost" in s["type"]]
+    assert any(s["type"].endswith("workload/goodput_time") for s in unpriced)
