@@ -158,3 +158,24 @@ def test_cloud_monitoring_writes_the_money_as_the_other_exporters_do() -> None:
     assert windows == pytest.approx({"600": 0.0, "900": 96.0})
     assert not [s for s in unpriced if "cost" in s["type"]]
     assert any(s["type"].endswith("workload/goodput_time") for s in unpriced)
+
+
+def test_docs_watch_and_csv_examples(tmp_path: Path) -> None:
+    """docs/advice.md#in-each-view: the watch row and ``buckets.csv`` are what they print."""
+    from test_docs import DOCS, block_after
+
+    text = (DOCS / "advice.md").read_text()
+    watch = block_after(text, "has this row in its summary (100 columns):")
+    console = Console(record=True, width=100, file=io.StringIO())
+    console.print(render_watch(watched(), now=T0 + 1200.0))
+    screen = [line.rstrip() for line in console.export_text().splitlines()]
+    want = [line.rstrip() for line in watch.strip("\n").splitlines()]
+    start = screen.index(want[0])
+    assert screen[start : start + len(want)] == want
+    log = tmp_path / "example.jsonl"
+    log.write_text(block_after((DOCS / "accounting.md").read_text(), "### Run it: a hand-written"))
+    out = tmp_path / "csv"
+    result = CliRunner().invoke(main, ["export", "csv", str(log), str(out), *PRICED])
+    assert result.exit_code == 0, result.output
+    documented = block_after(text, "writes this `csv/buckets.csv`:")
+    assert (out / "buckets.csv").read_text().splitlines() == documented.strip().splitlines()

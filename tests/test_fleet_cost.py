@@ -169,3 +169,13 @@ def test_fleet_page_in_money_in_a_browser(store: Path, tmp_path: Path) -> None:
         assert worst == {"eight": ["12.00", "4.00"], "pair": ["6.00", "2.00"]}
         lost = ["accelerator_init", "30m 00s", "33.3%", "2", "6.00"]
         assert _table(driver, "lost")[0][:5] == lost
+
+
+def test_docs_fleet_example(store: Path) -> None:
+    """docs/advice.md#in-each-view: the fleet lines it shows are this store's."""
+    from test_docs import DOCS, block_after
+
+    documented = block_after((DOCS / "advice.md").read_text(), "badput fleet ./badput-runs --price")
+    lines = fleet(str(store), "--no-cache", *PRICE).splitlines()
+    for line in documented.strip().splitlines():
+        assert line == "..." or line in lines, line
