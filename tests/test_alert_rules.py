@@ -95,11 +95,15 @@ def jobs() -> dict[str, list[Event]]:
     return out
 
 
-def scrape_over_time() -> dict[str, list[float | None]]:
-    """Series text → its value at each minute (None: absent), from real scrapes."""
+def scrape_over_time(
+    all_events: dict[str, list[Event]] | None = None, price: float | None = None
+) -> dict[str, list[float | None]]:
+    """Series text → its value at each minute (None: absent), from real scrapes of
+    ``all_events`` (default: :func:`jobs`); ``price``: per device-hour, on 4 devices."""
     store = MemoryStore()
     clock = [T0]
     exporter = PrometheusExporter(port=0)
+    all_events = jobs() if all_events is None else all_events
     monitors = {
         name: Monitor(
             name,
@@ -109,9 +113,11 @@ def scrape_over_time() -> dict[str, list[float | None]]:
             interval=60,
             rolling_windows=(600,),  # the dashboard's window panels (--window 600)
         )
-        for name in jobs()
+        for name in all_events
     }
-    all_events = jobs()
+    for mon in monitors.values():
+        mon.live_job.accountant.price_per_device_hour = price
+        mon.live_job.accountant.devices = None if price is None else 4
     done = dict.fromkeys(all_events, 0)
     series: dict[str, list[float | None]] = {}
     try:
@@ -317,5 +323,45 @@ def test_every_grafana_panel_shows_data_or_says_none_on_a_healthy_job(
     tests["tests"] = [
         {"interval": "1m", "input_series": input_series(hung), "promql_expr_test": stall_panels}
     ]
+    done = run_promtool(tmp_path, tests)
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
+def test_the_cost_panels_show_a_priced_jobs_money(tmp_path: Path) -> None:
+    """The cost panels, evaluated by promtool on a priced job's real series (the healthy
+    job above has no price: they say none there). 30 minutes of init, then 10 s steps, on
+    4 devices at 3.00 (0.20 a minute): at minute 100, init cost 6.00 and the steps 14.00;
+    badput is 30 % of 288.00 a day (86.40), and 0.00 a day at the last 10 minutes' rate."""
+    priced = Timeline("priced", start=T0)
+    priced.emit("job_start")
+    priced.span("accelerator_init", 1800.0)
+    priced.steps(int((MINUTES * 60.0 - 1800.0) / 10.0) - 1, 10.0)
+    series = scrape_over_time({"priced": priced.events}, price=3.0)
+    exprs = {title: e.replace("healthy", "priced") for title, e, _ in panel_exprs()}
+    per_day = [e for t, e, _ in panel_exprs() if t == "Badput cost per day"]
+    assert len(per_day) == 2
+    so_far, window = (e.replace("healthy", "priced") for e in per_day)
+    by_bucket = exprs["Cost so far by bucket"]
+    want = [
+        (so_far, 86.4),
+        (window, 0.0),
+        (by_bucket.replace("}", ', bucket="accelerator_init"}'), 6.0),
+        (by_bucket.replace("}", ', bucket="productive"}'), 14.0),
+    ]
+    cases = [  # promtool compares exactly: the money to within 1e-9
+        {
+            "expr": f"abs(sum({expr}) - {value!r}) < bool 1e-9",
+            "eval_time": "100m",
+            "exp_samples": [{"labels": "{}", "value": 1}],
+        }
+        for expr, value in want
+    ]
+    tests = {
+        "rule_files": [],
+        "evaluation_interval": "1m",
+        "tests": [
+            {"interval": "1m", "input_series": input_series(series), "promql_expr_test": cases}
+        ],
+    }
     done = run_promtool(tmp_path, tests)
     assert done.returncode == 0, done.stdout + done.stderr

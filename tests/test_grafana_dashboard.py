@@ -3,17 +3,21 @@ Prometheus exporter emits (scraped over 127.0.0.1)."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 import urllib.request
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
 from badput.monitor.prometheus import PrometheusExporter
 from test_export_prometheus import WINDOW, parse, snapshot_at
 from test_rank_exports import snapshot as ranks_snapshot
+
+if TYPE_CHECKING:
+    from badput.monitor import Snapshot
 
 DASHBOARD = Path(__file__).resolve().parent.parent / "docs" / "grafana-badput.json"
 METRIC = re.compile(r"\bbadput_[a-z_]+\b")
@@ -44,6 +48,7 @@ def test_dashboard_queries_use_only_emitted_metrics_and_labels() -> None:
         ranks = ranks_snapshot()
         assert ranks.report.stalls and ranks.report.stragglers
         exporter.export(ranks)
+        exporter.export(priced_snapshot())  # a job with a price: the cost series exist
         assert exporter.url is not None and exporter.url.startswith("http://127.0.0.1:")
         with urllib.request.urlopen(exporter.url, timeout=5) as resp:
             _types, samples = parse(resp.read().decode())
@@ -97,3 +102,66 @@ def test_dashboard_is_well_formed() -> None:
 )
 def test_dashboard_covers_the_issue_panels(needle: str) -> None:
     assert needle in DASHBOARD.read_text(encoding="utf-8")
+
+
+def priced_snapshot() -> Snapshot:
+    """test_cost.py's worked example at 3.00 per device-hour on 4 devices, as job "priced"."""
+    from test_cost import _snapshot
+
+    return dataclasses.replace(_snapshot(), job="priced")
+
+
+def select(expr: str, samples: dict[Any, float]) -> dict[tuple[tuple[str, str], ...], float]:
+    """What a panel's instant selector ``metric{label=~"re", ...}`` returns from scraped
+    ``samples``, with every variable at Grafana's "All" (``.*``): labels -> value."""
+    every = expr.replace("$job", ".*").replace("$window", ".*")
+    m = re.fullmatch(r"(badput_[a-z_]+)\{([^}]*)\}", every)
+    assert m is not None, expr
+    matchers = re.findall(r'([a-z_]+)\s*(=~|=)\s*"([^"]*)"', m.group(2))
+    out = {}
+    for (name, labels), value in samples.items():
+        have = dict(labels)
+        if name == m.group(1) and all(
+            re.fullmatch(v, have.get(k, "")) if op == "=~" else have.get(k) == v
+            for k, op, v in matchers
+        ):
+            out[labels] = value
+    return out
+
+
+def test_cost_panels_show_the_money_or_say_none() -> None:
+    """The cost panels (badput $/day, cost by bucket) on a priced job: the hand-computed
+    money (the worked example: 144.00 a day of badput, wasted 8.00); on a job without a
+    price their queries return nothing and the panels say "none"."""
+    from test_cost import EXPECTED_MONEY
+
+    dashboard = json.loads(DASHBOARD.read_text(encoding="utf-8"))
+    per_day, by_bucket = (
+        next(p for p in dashboard["panels"] if p["title"] == title)
+        for title in ("Badput cost per day", "Cost so far by bucket")
+    )
+    priced = priced_snapshot()
+    for exported, priced_job in ((snapshot_at(200), False), (priced, True)):
+        exporter = PrometheusExporter(port=0)
+        try:
+            exporter.export(exported)
+            assert exporter.url is not None
+            with urllib.request.urlopen(exporter.url, timeout=5) as resp:
+                _types, samples = parse(resp.read().decode())
+        finally:
+            exporter.close()
+        so_far, window = (select(t["expr"], samples) for t in per_day["targets"])
+        buckets = select(by_bucket["targets"][0]["expr"], samples)
+        if not priced_job:
+            assert so_far == window == buckets == {}
+            for panel in (per_day, by_bucket):
+                assert panel["fieldConfig"]["defaults"]["noValue"].startswith("none")
+            continue
+        assert list(so_far.values()) == pytest.approx([144.0])
+        w = priced.windows[WINDOW]
+        assert window == {
+            (("job", "priced"), ("window", f"{int(WINDOW)}s")): pytest.approx(
+                288.0 * (1.0 - w.goodput)
+            )
+        }
+        assert {dict(k)["bucket"]: v for k, v in buckets.items()} == pytest.approx(EXPECTED_MONEY)

@@ -34,6 +34,7 @@ from typing import TYPE_CHECKING, Any, NoReturn
 import click
 
 from badput import __version__
+from badput.cli._cost import price_option, priced
 from badput.cli._types import FiniteRange, Program, program_options, set_program
 from badput.runtime.env import DEFAULT_STORE
 
@@ -637,12 +638,17 @@ def export_trace(*, path: str, file: str, job: str | None, program: Program) -> 
 @click.argument("directory", metavar="DIR", type=click.Path(file_okay=False))
 @click.option("--job", help="Job to export (needed when PATH is a store with several jobs).")
 @program_options
-def export_csv(*, path: str, directory: str, job: str | None, program: Program) -> None:
+@price_option
+def export_csv(
+    *, path: str, directory: str, job: str | None, program: Program, price: float | None = None
+) -> None:
     """Write the job at PATH as CSV files into DIR: buckets, attempts, steps per attempt
-    (and program goodput's figures when the log records step work or a model)."""
+    (and program goodput's figures when the log records step work or a model). With
+    --price-per-device-hour, buckets and attempts get a cost column."""
     from badput.report import write_csv  # noqa: PLC0415
 
-    snapshot = _read_job("export csv", path, job, program).snapshot(drawing=True)
+    live = priced(_read_job("export csv", path, job, program), price)
+    snapshot = live.snapshot(drawing=True)
     _note_diagnostics("export csv", snapshot.report, path)
     try:
         files = write_csv(snapshot, directory)

@@ -12,6 +12,7 @@ from typing import Any
 import click
 
 from badput.cli._commands import _fail, _import_engine, main
+from badput.cli._cost import price_option
 
 
 def _print_rows(columns: list[str], rows: list[tuple[Any, ...]], as_json: bool) -> None:
@@ -77,6 +78,7 @@ def _query_tables_only(sql: str | None, tables: str, as_json: bool) -> None:
 @click.option("--sql", metavar="QUERY", help="Run QUERY over the tables (DuckDB) and print it.")
 @click.option("--tables", metavar="DIR", help="With --sql: query these Parquet tables, no STORE.")
 @click.option("--worst", type=click.IntRange(min=0), default=10, show_default=True)
+@price_option
 def fleet(  # noqa: PLR0917
     store: str | None,
     engine: str,
@@ -91,9 +93,11 @@ def fleet(  # noqa: PLR0917
     sql: str | None,
     tables: str | None,
     worst: int,
+    price: float | None = None,
 ) -> None:
     """Every job of STORE at once: the fleet's goodput (time-weighted), time lost by
     cause, the worst jobs, failures and MTBF per week, goodput per day. See docs/fleet.md.
+    With --price-per-device-hour, each in money too (each job on its log's devices).
 
     Each job's result is cached by the names, sizes and times of the files it read: a
     second run over an unchanged store analyses nothing.
@@ -127,7 +131,7 @@ def fleet(  # noqa: PLR0917
         f"{time.perf_counter() - started:.2f} s",
         err=True,
     )
-    summary = fl.fleet_summary(run.results, source=store, worst=worst)
+    summary = fl.fleet_summary(run.results, source=store, worst=worst, price=price)
     try:
         _outputs(
             fl,
@@ -139,7 +143,7 @@ def fleet(  # noqa: PLR0917
             workers=workers,
         )
         if sql is not None:
-            columns, rows = fl.query_tables(sql, fl.fleet_tables(run.results))
+            columns, rows = fl.query_tables(sql, fl.fleet_tables(run.results, price))
             _print_rows(columns, rows, as_json)
             return
     except (MissingExtraError, OSError) as exc:
@@ -168,7 +172,7 @@ def _outputs(
     workers: int | None,
 ) -> None:
     if parquet is not None:
-        fl.write_parquet(fl.fleet_tables(run.results), parquet)
+        fl.write_parquet(fl.fleet_tables(run.results, summary["price_per_device_hour"]), parquet)
     if html_file is None:
         return
     links = None

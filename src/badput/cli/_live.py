@@ -456,13 +456,21 @@ def _run_until_stopped(mon: Any) -> None:
     help="No progress for longer than max(10 x typical step time, SECONDS) shows STALLED.",
 )
 @program_options
+@price_option
 def watch(
-    *, path: str, job: str | None, interval: float, stall_after: float, program: Program
+    *,
+    path: str,
+    job: str | None,
+    interval: float,
+    stall_after: float,
+    program: Program,
+    price: float | None = None,
 ) -> None:
     """Live view of the job at PATH: goodput, buckets, steps, stalls. Ctrl-C quits.
 
     Works on a job that is still being written. On a terminal the view redraws in
     place; when the output is not a terminal, one status line is printed per refresh.
+    With --price-per-device-hour: the job's cost so far and its badput a day.
     """
     import signal  # noqa: PLC0415
 
@@ -480,7 +488,9 @@ def watch(
 
     old = signal.signal(signal.SIGTERM, interrupt)
     try:
-        run_watch(path, job, interval=interval, stall_after=stall_after, program=program)
+        run_watch(
+            path, job, interval=interval, stall_after=stall_after, program=program, price=price
+        )
     except ValueError as exc:
         _fail("watch", str(exc))
     except KeyboardInterrupt:

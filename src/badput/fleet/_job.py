@@ -17,6 +17,7 @@ from badput.store import EventStore
 
 if TYPE_CHECKING:
     from badput.analysis import LiveJob
+    from badput.engine import Report
 
 __all__ = [
     "DAY",
@@ -38,8 +39,8 @@ DAY: Final = 86_400.0
 _NOT_FAILURES: Final = frozenset({"completed", "cancelled", "success", "succeeded"})
 
 #: Bumped whenever what :func:`analyse_job` returns changes: cached results of another
-#: version are analysed again.
-RESULT_VERSION: Final = 1
+#: version are analysed again. (2: ``devices``, ``devices_source``.)
+RESULT_VERSION: Final = 2
 
 
 def _failed(status: str | None, end_reason: str, last: bool) -> bool:
@@ -92,7 +93,7 @@ def job_result(live: LiveJob) -> JobResult:
     several workers and merged: :meth:`~badput.analysis.LiveJob.from_split`)."""
     job = live.job
     try:
-        report = live.report(final=True)
+        report = _priced_report(live)
         days = []
         if report.total_seconds > 0:
             for day, lo, hi in _days(report.start, report.end):
@@ -136,7 +137,24 @@ def job_result(live: LiveJob) -> JobResult:
         "steps_wasted": report.steps.wasted,
         "ranks": len(report.ranks),
         "diagnostics": len(report.diagnostics),
+        # the devices its money is counted on (the engine's rule: the log's model event,
+        # else one per rank); money itself is the summary's, at the price of that run
+        "devices": report.cost.devices if report.cost is not None else None,
+        "devices_source": report.cost.devices_source if report.cost is not None else None,
     }
+
+
+def _priced_report(live: LiveJob) -> Report:
+    """The job's final report at a price of 1 per device-hour: its ``cost`` names the
+    devices (the engine's rule, ``engine/_cost.py``) without the result depending on any
+    price, so a cached result prices at every price."""
+    accountant = live.accountant
+    before = accountant.price_per_device_hour
+    accountant.price_per_device_hour = 1.0
+    try:
+        return live.report(final=True)
+    finally:
+        accountant.price_per_device_hour = before
 
 
 def _status(last_status: str | None, end_reason: str) -> str:
@@ -162,6 +180,8 @@ def _error_result(job: str, message: str) -> JobResult:
         "steps_wasted": 0,
         "ranks": 0,
         "diagnostics": 0,
+        "devices": None,
+        "devices_source": None,
     }
 
 

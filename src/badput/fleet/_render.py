@@ -11,9 +11,9 @@ import html
 from typing import Any, Final
 
 from badput import __version__
-from badput.report import format_duration, format_percent, inert
+from badput.report import format_duration, format_money, format_percent, inert
 
-__all__ = ["fleet_html", "job_page_name", "render_fleet"]
+__all__ = ["cost_headline", "fleet_html", "job_page_name", "render_fleet"]
 
 _CSP: Final = (
     "default-src 'none'; style-src 'unsafe-inline'; img-src data:; "
@@ -32,6 +32,25 @@ def _hours(seconds: float) -> str:
     return format_duration(seconds)
 
 
+def _money(amount: float | None) -> str:
+    return "-" if amount is None else format_money(amount)
+
+
+def cost_headline(summary: dict[str, Any]) -> str | None:
+    """``cost 40.00 at 3.00 per device-hour (badput 20.00)``, and the jobs left out for
+    want of a device count; None without a price."""
+    price = summary.get("price_per_device_hour")
+    if price is None:
+        return None
+    unpriced = summary["unpriced_jobs"]
+    plural = "s" if unpriced != 1 else ""
+    left = f"; {unpriced} job{plural} without devices left out" if unpriced else ""
+    return (
+        f"cost {_money(summary['cost'])} at {format_money(price)} per device-hour "
+        f"(badput {_money(summary['badput_cost'])}){left}"
+    )
+
+
 def render_fleet(summary: dict[str, Any], console: Any) -> None:
     """The fleet's tables on ``console`` (a ``rich.console.Console``)."""
     from rich.table import Table  # noqa: PLC0415
@@ -47,16 +66,22 @@ def render_fleet(summary: dict[str, Any], console: Any) -> None:
             f"{_hours(summary['total_seconds'])} (lost {_hours(summary['badput_seconds'])})"
         )
     )
+    money = cost_headline(summary)
+    priced = money is not None
+    if money is not None:
+        console.print(Text(money))
     lost = Table(title="Time lost by cause", title_justify="left")
-    for name in ("cause", "time", "% of all", "jobs"):
+    for name in ("cause", "time", "% of all", "jobs", *(["cost"] if priced else [])):
         lost.add_column(name, justify="left" if name == "cause" else "right")
     for row in summary["lost_by_cause"]:
         lost.add_row(
-            t(row["bucket"]), _hours(row["seconds"]), format_percent(row["share"]), str(row["jobs"])
-        )
+            t(row["bucket"]), _hours(row["seconds"]), format_percent(row["share"]),
+            str(row["jobs"]), *([_money(row["cost"])] if priced else []),
+        )  # fmt: skip
     console.print(lost)
     worst = Table(title="Worst jobs by badput", title_justify="left")
-    for name in ("job", "badput", "goodput", "fails", "top cause"):
+    money_heads = ("cost", "lost") if priced else ()
+    for name in ("job", "badput", "goodput", "fails", "top cause", *money_heads):
         worst.add_column(name, justify="left" if name in ("job", "top cause") else "right")
     for row in summary["worst_jobs"]:
         worst.add_row(
@@ -65,6 +90,7 @@ def render_fleet(summary: dict[str, Any], console: Any) -> None:
             format_percent(row["goodput"]),
             str(row["failures"]),
             t(row["top_cause"] or "-"),
+            *([_money(row["cost"]), _money(row["badput_cost"])] if priced else []),
         )
     console.print(worst)
     weeks = Table(title="Failures per week", title_justify="left")
@@ -138,12 +164,14 @@ def _rows(
 ) -> tuple[list[list[str]], list[list[str]], list[list[str]], list[list[str]]]:
     """The cells of the page's four tables."""
     store = summary["source"]
+    priced = summary.get("price_per_device_hour") is not None
     lost = [
         [
             "<td>" + _e(r["bucket"]) + "</td>",
             _num(_hours(r["seconds"])),
             _num(format_percent(r["share"])),
             _num(str(r["jobs"])),
+            *([_num(_money(r["cost"]))] if priced else []),
             _bar(r["share"] / summary["lost_by_cause"][0]["share"]).replace('"bar"', '"bar lost"')
             if summary["lost_by_cause"][0]["share"] > 0
             else "<td></td>",
@@ -158,6 +186,7 @@ def _rows(
             _num(str(r["attempts"])),
             _num(str(r["failures"])),
             "<td>" + _e(r["top_cause"] or "-") + "</td>",
+            *([_num(_money(r["cost"])), _num(_money(r["badput_cost"]))] if priced else []),
         ]
         for r in summary["worst_jobs"]
     ]
@@ -201,6 +230,9 @@ def fleet_html(summary: dict[str, Any], *, job_links: str | None = None) -> str:
         "(hover a job for its command), or run <code>badput fleet --html-jobs DIR</code>."
     )
     goodput = format_percent(summary["goodput"])
+    headline = cost_headline(summary)
+    money = "" if headline is None else f'<p class="headline" id="cost">{_e(headline)}</p>'
+    cost = ["cost", "badput cost"] if headline is not None else []
     return f"""<!DOCTYPE html>
 <html lang="en">
 <head>
@@ -217,11 +249,12 @@ def fleet_html(summary: dict[str, Any], *, job_links: str | None = None) -> str:
 of {_e(_hours(summary["total_seconds"]))} over <span id="jobs">{summary["jobs"]}</span> jobs
 ({summary["attempts"]} attempts, {summary["failures"]} failures);
 lost {_e(_hours(summary["badput_seconds"]))}</p>
+{money}
 <h2>Time lost by cause</h2>
-{_table("lost", ["cause", "time", "% of all time", "jobs", ""], lost)}
+{_table("lost", ["cause", "time", "% of all time", "jobs", *cost[:1], ""], lost)}
 <h2>Worst jobs by badput</h2>
 <p class="dim">{how}</p>
-{_table("worst", ["job", "badput", "goodput", "attempts", "failures", "top cause"], worst)}
+{_table("worst", ["job", "badput", "goodput", "attempts", "failures", "top cause", *cost], worst)}
 <h2>Failures and MTBF per week</h2>
 {_table("weeks", ["ISO week", "from", "failures", "run time", "MTBF"], weeks)}
 <h2>Goodput per day (UTC)</h2>

@@ -1,5 +1,10 @@
 """The fleet's answers, from its jobs' results (pure; no I/O): time-weighted goodput, the
-time lost by cause, the worst jobs, failures and MTBF per ISO week, goodput per UTC day.
+time lost by cause, the worst jobs, failures and MTBF per ISO week, goodput per UTC day;
+with a price per device-hour, the money of each (docs/advice.md#cost).
+
+Money is made here, from each result's seconds and devices (``devices``: the log's model
+event, else its ranks), never kept in a result: a cached result is keyed by the job's
+files only and prices at whatever price this run is given.
 
 Every sum is :func:`math.fsum` (exactly rounded, so independent of the order the jobs
 came in) and every list has a total order, so one fleet gives one JSON text."""
@@ -13,7 +18,7 @@ from typing import Any, Final
 
 from badput.fleet._job import JobResult
 
-__all__ = ["WORST_JOBS", "fleet_summary"]
+__all__ = ["WORST_JOBS", "fleet_summary", "job_money"]
 
 #: Jobs listed as the worst by default.
 WORST_JOBS: Final = 10
@@ -37,18 +42,38 @@ def _week_name(start: float) -> str:
     return f"{iso.year}-W{iso.week:02d}"
 
 
-def _lost_by_cause(results: list[JobResult], total: float) -> list[dict[str, Any]]:
+def job_money(result: JobResult, seconds: float, price: float | None) -> float | None:
+    """What ``seconds`` of ``result``'s job cost on its devices at ``price`` per
+    device-hour (``seconds / 3600 x devices x price``); None without a price or when the
+    log names no device (no model event, no rank)."""
+    devices = result.get("devices")
+    if price is None or not isinstance(devices, int) or devices <= 0:
+        return None
+    return seconds / 3600.0 * devices * price
+
+
+def _sum(values: list[float | None], price: float | None) -> float | None:
+    """The fleet's money: the priced jobs' sum (None without a price)."""
+    return None if price is None else math.fsum(v for v in values if v is not None)
+
+
+def _lost_by_cause(
+    results: list[JobResult], total: float, price: float | None
+) -> list[dict[str, Any]]:
     seconds: dict[str, list[float]] = defaultdict(list)
+    money: dict[str, list[float | None]] = defaultdict(list)
     for r in results:
         for bucket, s in r["buckets"].items():
             if bucket != _PRODUCTIVE and s > 0:
                 seconds[bucket].append(s)
+                money[bucket].append(job_money(r, s, price))
     rows: list[dict[str, Any]] = [
         {
             "bucket": b,
             "seconds": math.fsum(v),
             "share": _share(math.fsum(v), total),
             "jobs": len(v),
+            "cost": _sum(money[b], price),
         }
         for b, v in seconds.items()
     ]
@@ -56,7 +81,7 @@ def _lost_by_cause(results: list[JobResult], total: float) -> list[dict[str, Any
     return rows
 
 
-def _worst_jobs(results: list[JobResult], n: int) -> list[dict[str, Any]]:
+def _worst_jobs(results: list[JobResult], n: int, price: float | None) -> list[dict[str, Any]]:
     rows = []
     for r in results:
         lost = {b: s for b, s in r["buckets"].items() if b != _PRODUCTIVE and s > 0}
@@ -71,6 +96,9 @@ def _worst_jobs(results: list[JobResult], n: int) -> list[dict[str, Any]]:
                 "attempts": len(r["attempts"]),
                 "failures": sum(a["failed"] for a in r["attempts"]),
                 "top_cause": top,
+                "devices": r.get("devices"),
+                "cost": job_money(r, r["total_seconds"], price),
+                "badput_cost": job_money(r, badput, price),
             }
         )
     rows.sort(key=lambda row: (-row["badput_seconds"], row["job"]))
@@ -135,12 +163,19 @@ def _days(results: list[JobResult]) -> list[dict[str, Any]]:
 
 
 def fleet_summary(
-    results: list[JobResult], *, source: str, worst: int = WORST_JOBS
+    results: list[JobResult],
+    *,
+    source: str,
+    worst: int = WORST_JOBS,
+    price: float | None = None,
 ) -> dict[str, Any]:
-    """The fleet's JSON object (``badput fleet --json``; docs/fleet.md lists its keys)."""
+    """The fleet's JSON object (``badput fleet --json``; docs/fleet.md lists its keys).
+    ``price``: per device-hour, each job's, cause's and the fleet's money (else None)."""
     total = math.fsum(r["total_seconds"] for r in results)
     productive = math.fsum(r["goodput_seconds"] for r in results)
     attempts = [a for r in results for a in r["attempts"]]
+    cost = [job_money(r, r["total_seconds"], price) for r in results]
+    lost = [job_money(r, r["total_seconds"] - r["goodput_seconds"], price) for r in results]
     return {
         "source": source,
         "jobs": len(results),
@@ -150,8 +185,12 @@ def fleet_summary(
         "goodput_seconds": productive,
         "badput_seconds": total - productive,
         "goodput": _share(productive, total),
-        "lost_by_cause": _lost_by_cause(results, total),
-        "worst_jobs": _worst_jobs(results, worst),
+        "price_per_device_hour": price,
+        "cost": _sum(cost, price),
+        "badput_cost": _sum(lost, price),
+        "unpriced_jobs": None if price is None else sum(c is None for c in cost),
+        "lost_by_cause": _lost_by_cause(results, total, price),
+        "worst_jobs": _worst_jobs(results, worst, price),
         "weeks": _weeks(results),
         "days": _days(results),
         "errors": [

@@ -9,7 +9,9 @@ Tables, one row per:
 - ``days``: job and UTC day (seconds, goodput seconds).
 
 Column names and types are fixed (docs/fleet.md), so Spark and BigQuery load the files as
-they are."""
+they are. Every table has a ``cost`` column: the row's time on the job's devices at the price
+per device-hour given (null without one, or when the log names no device); ``jobs`` also
+has ``devices`` and ``badput_cost``."""
 
 from __future__ import annotations
 
@@ -17,6 +19,7 @@ import os
 from typing import Any, Final
 
 from badput.fleet._job import JobResult
+from badput.fleet._summary import job_money
 from badput.runtime.optional import import_optional
 
 __all__ = [
@@ -56,6 +59,9 @@ def _schemas(pa: Any) -> dict[str, Any]:
                 ("steps_wasted", i64),
                 ("ranks", i64),
                 ("diagnostics", i64),
+                ("devices", i64),
+                ("cost", f64),
+                ("badput_cost", f64),
             ]
         ),
         "attempts": pa.schema(
@@ -70,21 +76,25 @@ def _schemas(pa: Any) -> dict[str, Any]:
                 ("exit_code", i64),
                 ("end_reason", s),
                 ("failed", pa.bool_()),
+                ("cost", f64),
             ]
         ),
-        "buckets": pa.schema([("job", s), ("bucket", s), ("seconds", f64), ("share", f64)]),
+        "buckets": pa.schema(
+            [("job", s), ("bucket", s), ("seconds", f64), ("share", f64), ("cost", f64)]
+        ),
         "days": pa.schema(
             [
                 ("job", s),
                 ("day", pa.date32()),
                 ("seconds", f64),
                 ("goodput_seconds", f64),
+                ("cost", f64),
             ]
         ),
     }
 
 
-def _rows(results: list[JobResult]) -> dict[str, list[dict[str, Any]]]:
+def _rows(results: list[JobResult], price: float | None) -> dict[str, list[dict[str, Any]]]:
     from datetime import date  # noqa: PLC0415
 
     out: dict[str, list[dict[str, Any]]] = {name: [] for name in TABLES}
@@ -108,6 +118,9 @@ def _rows(results: list[JobResult]) -> dict[str, list[dict[str, Any]]]:
                 "steps_wasted": r["steps_wasted"],
                 "ranks": r["ranks"],
                 "diagnostics": r["diagnostics"],
+                "devices": r.get("devices"),
+                "cost": job_money(r, total, price),
+                "badput_cost": job_money(r, total - r["goodput_seconds"], price),
             }
         )
         for i, a in enumerate(r["attempts"]):
@@ -123,6 +136,7 @@ def _rows(results: list[JobResult]) -> dict[str, list[dict[str, Any]]]:
                     "exit_code": a["exit_code"],
                     "end_reason": a["end_reason"],
                     "failed": a["failed"],
+                    "cost": job_money(r, a["end"] - a["start"], price),
                 }
             )
         for bucket, seconds in r["buckets"].items():
@@ -132,6 +146,7 @@ def _rows(results: list[JobResult]) -> dict[str, list[dict[str, Any]]]:
                     "bucket": bucket,
                     "seconds": seconds,
                     "share": seconds / total if total > 0 else 0.0,
+                    "cost": job_money(r, seconds, price),
                 }
             )
         for d in r["days"]:
@@ -141,18 +156,20 @@ def _rows(results: list[JobResult]) -> dict[str, list[dict[str, Any]]]:
                     "day": date.fromisoformat(d["day"]),
                     "seconds": d["seconds"],
                     "goodput_seconds": d["goodput_seconds"],
+                    "cost": job_money(r, d["seconds"], price),
                 }
             )
     return out
 
 
-def fleet_tables(results: list[JobResult]) -> dict[str, Any]:
-    """The four tidy tables of ``results`` as ``pyarrow.Table`` s, by name."""
+def fleet_tables(results: list[JobResult], price: float | None = None) -> dict[str, Any]:
+    """The four tidy tables of ``results`` as ``pyarrow.Table`` s, by name; ``price``: per
+    device-hour, for their ``cost`` columns (null without it)."""
     pa = _pa()
     schemas = _schemas(pa)
     return {
         name: pa.Table.from_pylist(rows, schema=schemas[name])
-        for name, rows in _rows(results).items()
+        for name, rows in _rows(results, price).items()
     }
 
 

@@ -31,7 +31,12 @@ labels ``accelerator_type`` and the extra ``labels``): ``tokens_per_second``,
 ``program_goodput``, ``mpg``, each only when computed, on the ``generic_task`` resource
 (``location``, ``namespace="badput"``, ``job`` = the job, ``task_id`` = ``replica_id``;
 user-defined metrics cannot be written to the Workload resource) or the
-``monitored_resource`` given.
+``monitored_resource`` given. So is the job's cost when it has a price per device-hour
+(``report.cost``, docs/advice.md#cost), as the other exporters send it:
+``custom.googleapis.com/badput/cost`` (each bucket's money so far, label ``bucket``: the
+badput bucket names, grouped as ``badput_time``'s sources are), ``.../badput_cost_per_day``
+(badput's cost a day at the job's share so far) and ``.../window/badput_cost_per_day``
+(at each rolling window's, label ``rolling_window_size``).
 
 ``badput_source`` values are that library's ``BadputType`` names
 (ACCOUNTING.md §6): ``TPU_INITIALIZATION`` = accelerator_init, ``TRAINING_PREP``
@@ -339,7 +344,7 @@ class CloudMonitoringExporter:
         out.append(series("total_elapsed_time", rep.total_seconds, DOUBLE, cumulative))
         if rep.ideal_step_time is not None:
             out.append(series("performance", rep.ideal_step_time, DOUBLE, {}))
-        out += self._program_series(snapshot, common)
+        out += self._custom_series(snapshot, _custom_values(snapshot, named, common))
         if not self.include_intervals:
             return out
         for w, wrep in sorted(snapshot.windows.items()):
@@ -355,9 +360,10 @@ class CloudMonitoringExporter:
                 out.append(series("interval_badput", pct, DOUBLE, labels))
         return out
 
-    def _program_series(self, snapshot: Snapshot, labels: dict[str, str]) -> list[dict[str, Any]]:
-        """Program goodput's figures that are computed, as user-defined metrics."""
-        values = program_values(snapshot)
+    def _custom_series(
+        self, snapshot: Snapshot, values: list[tuple[str, float, dict[str, str]]]
+    ) -> list[dict[str, Any]]:
+        """``(metric key, value, labels)`` as user-defined metrics (program goodput, cost)."""
         if not values:
             return []
         resource = self._resource or {
@@ -380,7 +386,7 @@ class CloudMonitoringExporter:
                 end_time=snapshot.time,
                 prefix=PROGRAM_PREFIX,
             )
-            for key, value in values
+            for key, value, labels in values
         ]
 
     def _location(self) -> str:
@@ -403,6 +409,23 @@ class CloudMonitoringExporter:
             timeout=self.timeout,
         )
         self._last_write = snapshot.time
+
+
+def _custom_values(
+    snapshot: Snapshot, named: BucketSeries, labels: dict[str, str]
+) -> list[tuple[str, float, dict[str, str]]]:
+    """The user-defined metrics of ``snapshot``: program goodput's computed figures, and
+    its money when priced (the keys of :data:`~badput.monitor._vocab.METRICS`)."""
+    out = [(key, value, labels) for key, value in program_values(snapshot)]
+    c = snapshot.report.cost
+    if c is not None:
+        out += [("cost", c.money(s), {**labels, "bucket": b}) for b, s in named.current().items()]
+        out.append(("badput_cost_per_day", c.badput_per_day, labels))
+    for w, wrep in sorted(snapshot.windows.items()):
+        if wrep.cost is not None:
+            window = {**labels, "rolling_window_size": str(int(w))}
+            out.append(("window.badput_cost_per_day", wrep.cost.badput_per_day, window))
+    return out
 
 
 #: HTTP answers of the metadata server worth asking again.

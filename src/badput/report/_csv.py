@@ -6,7 +6,10 @@ per attempt (``i`` its index in the report, never its id: file names carry no lo
 text); when the log records step work or a model (program goodput,
 docs/program-goodput.md), ``program.csv`` (figure, value, unit, absent: one row per
 figure, the reason where one is absent) and ``program_attempts.csv`` (tokens and
-samples per attempt, and their rate). A text cell from the log that a spreadsheet
+samples per attempt, and their rate). A report with a price per device-hour
+(``report.cost``, docs/advice.md#cost) adds a ``cost`` column to ``buckets.csv`` and
+``attempts.csv``: each bucket's and each attempt's time on the job's devices at that
+price (no such column without a price). A text cell from the log that a spreadsheet
 would take for a formula (starting with ``=``, ``+``, ``-``, ``@``, a tab or a
 carriage return) is written with a leading ``'``.
 """
@@ -117,15 +120,25 @@ def _rate(value: float | None) -> str:
     return "" if value is None else repr(value)
 
 
+def _money(report: Report, seconds: float) -> list[str]:
+    """The ``cost`` cell of ``seconds`` of the job's time: none without a price."""
+    return [] if report.cost is None else [repr(report.cost.money(seconds))]
+
+
 def _write_buckets(report: Report, path: Path) -> Path:
     total = report.total_seconds
     with open_output(path, newline="") as f:
         w = csv.writer(f)
-        w.writerow(["bucket", "seconds", "fraction", "description"])
+        w.writerow(["bucket", "seconds", "fraction", "description", *_cost_head(report)])
         for name, seconds in ordered_buckets(report.buckets):
             fraction = seconds / total if total > 0 else 0.0
-            w.writerow([_text(name), repr(seconds), repr(fraction), bucket_description(name)])
+            w.writerow([_text(name), repr(seconds), repr(fraction), bucket_description(name),
+                        *_money(report, seconds)])  # fmt: skip
     return path
+
+
+def _cost_head(report: Report) -> list[str]:
+    return [] if report.cost is None else ["cost"]
 
 
 _ATTEMPT_COLUMNS = [
@@ -148,7 +161,7 @@ def _write_attempts(report: Report, timeline: Timeline, path: Path) -> Path:
     wasted = wasted_steps(timeline, len(report.attempts))
     with open_output(path, newline="") as f:
         w = csv.writer(f)
-        w.writerow(_ATTEMPT_COLUMNS)
+        w.writerow([*_ATTEMPT_COLUMNS, *_cost_head(report)])
         for i, a in enumerate(report.attempts):
             w.writerow(
                 [
@@ -164,6 +177,7 @@ def _write_attempts(report: Report, timeline: Timeline, path: Path) -> Path:
                     _opt(a.first_step),
                     _opt(a.last_step),
                     wasted[i],
+                    *_money(report, a.end - a.start),
                 ]
             )
     return path

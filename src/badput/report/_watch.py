@@ -20,6 +20,7 @@ from rich.text import Text
 from badput.engine import SILENCE_MIN_SECONDS, SILENCE_STEP_FACTOR, group_buckets
 from badput.report._format import (
     format_duration,
+    format_money,
     format_percent,
     format_ts,
     goodput_health,
@@ -47,6 +48,7 @@ __all__ = [
     "STALL_MIN_SECONDS",
     "STALL_STEP_FACTOR",
     "WATCH_WINDOW",
+    "cost_line",
     "ended_line",
     "is_stalled",
     "render_watch",
@@ -180,7 +182,32 @@ def status_line(
     program = program_line(rep)
     if program is not None and rep.program is not None and rep.program.mfu_productive is not None:
         parts.append(program)
+    cost = cost_line(snapshot)
+    if cost is not None:
+        parts.append(f"cost {cost}")
     return f"{head}: " + ", ".join(parts)
+
+
+def cost_line(snapshot: Snapshot) -> str | None:
+    """``40.00 so far (4 devices at 3.00 per device-hour); badput 20.00, 144.00/day (last
+    10m: 288.00/day)``: the job's money so far and what its badput costs a day, at its
+    share so far and at each rolling window's (what it loses a day now); None unpriced
+    (docs/advice.md#cost)."""
+    c = snapshot.report.cost
+    if c is None:
+        return None
+    plural = "s" if c.devices != 1 else ""
+    windows = [
+        f"last {window_label(w)}: {format_money(wc.badput_per_day)}/day"
+        for w, wrep in sorted(snapshot.windows.items())
+        if (wc := wrep.cost) is not None and wrep.total_seconds > 0
+    ]
+    return (
+        f"{format_money(c.total)} so far ({c.devices} device{plural} ({c.devices_source}) at "
+        f"{format_money(c.price_per_device_hour)} per device-hour); badput "
+        f"{format_money(c.badput)}, {format_money(c.badput_per_day)}/day"
+        + (f" ({', '.join(windows)})" if windows else "")
+    )
 
 
 def _rank_parts(snapshot: Snapshot, state: JobState, now: float) -> list[str]:
@@ -287,6 +314,9 @@ def _summary(snapshot: Snapshot, state: JobState, now: float) -> Table:
     program = program_line(rep)
     if program is not None:
         grid.add_row("program", program)
+    cost = cost_line(snapshot)
+    if cost is not None:
+        grid.add_row("cost", cost)
     return grid
 
 
@@ -484,12 +514,14 @@ def run_watch(
     window: float = WATCH_WINDOW,
     stall_after: float | None = None,
     program: tuple[float | None, int | None] = (None, None),
+    price: float | None = None,
 ) -> JobState | None:
     """Follow the job at ``source`` and redraw :func:`render_watch` every ``interval`` s.
 
     ``stall_after``: the floor of the stall threshold, seconds (docs/ranks.md).
     ``program``: each device's peak FLOP/s and the device count, for MFU (each None: the
-    log's; docs/program-goodput.md).
+    log's; docs/program-goodput.md). ``price``: per device-hour, the job's cost so far and
+    its badput a day (:func:`cost_line`; docs/advice.md#cost).
 
     Returns once the job has ended (``Snapshot.state``: its ``job_end``, from every rank
     that took part), after a last frame and :func:`ended_line`; on Ctrl-C
@@ -508,6 +540,7 @@ def run_watch(
         job, source, interval=interval, rolling_windows=(window,), rank_options=options
     )
     monitor.live_job.accountant.peak_flops, monitor.live_job.accountant.devices = program
+    monitor.live_job.accountant.price_per_device_hour = price
     loop = _WatchLoop(monitor, con, interval, max_cycles)
     try:
         if con.is_terminal:
