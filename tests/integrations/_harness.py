@@ -188,6 +188,19 @@ def assert_work(
         assert p.tokens == 0
 
 
+def assert_work_by_step(tmp_path: Path, job: str) -> None:
+    """Each step's ``step_end`` carries the samples and tokens of the batch the process
+    counted for that step itself (one process per attempt): which step trained on which
+    batch, not only their sums."""
+    recorded = {
+        (str(e["attempt"]), e["step"]): (e.get("samples"), e.get("tokens"))
+        for e in events(tmp_path, job)
+        if e["kind"] == "step_end"
+    }
+    counted = {(t.get("attempt"), s): (n, k) for t, s, n, k in work_counted(tmp_path)}
+    assert counted and recorded == counted, sorted(set(recorded.items()) ^ set(counted.items()))
+
+
 def assert_model(
     rep: Report, tmp_path: Path, job: str, params: int, *, devices: int, device: str = "cpu"
 ) -> None:

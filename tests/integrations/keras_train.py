@@ -20,6 +20,7 @@ from typing import Any
 
 os.environ.setdefault("KERAS_BACKEND", "jax")
 
+import jax
 import keras
 import numpy as np
 from _harness import Truth, crash_step, time_jax_compiles
@@ -51,8 +52,23 @@ class Slow(keras.utils.PyDataset):  # type: ignore[misc]
 
 
 def size(batch: int) -> int:
-    """The sequences of batch ``batch`` of an epoch."""
+    """The sequences of batch ``batch`` of the dataset."""
     return 2 + batch % 2
+
+
+trained: list[tuple[int, int]] = []  # (samples, tokens) of the steps computed, not yet logged
+
+
+def computed(input_ids: np.ndarray) -> None:
+    trained.append((int(input_ids.shape[0]), int(input_ids.size)))
+
+
+class Model(keras.Model):  # type: ignore[misc]
+    """A functional model whose compiled train step reports the batch it trained on."""
+
+    def train_step(self, state: Any, data: Any) -> Any:
+        jax.debug.callback(computed, data[0]["input_ids"])
+        return super().train_step(state, data)
 
 
 class Crash(keras.callbacks.Callback):  # type: ignore[misc]
@@ -88,7 +104,10 @@ class Log(keras.callbacks.Callback):  # type: ignore[misc]
         truth.values["steps"].append(self.epoch * STEPS + batch + 1)
 
     def on_train_batch_end(self, batch: int, logs: Any = None) -> None:
-        truth.count(self.epoch * STEPS + batch + 1, size(batch), size(batch) * SEQ)
+        jax.effects_barrier()  # the step's callback has run
+        ((samples, tokens),) = trained  # one batch a step
+        trained.clear()
+        truth.count(self.epoch * STEPS + batch + 1, samples, tokens)
 
 
 class TimedBackup(keras.callbacks.BackupAndRestore):  # type: ignore[misc]
@@ -116,7 +135,7 @@ class TimedBackup(keras.callbacks.BackupAndRestore):  # type: ignore[misc]
 def main() -> None:
     ids = keras.Input((SEQ,), name="input_ids", dtype="int32")
     pooled = keras.layers.GlobalAveragePooling1D()(keras.layers.Embedding(16, 8)(ids))
-    model = keras.Model({"input_ids": ids}, keras.layers.Dense(1)(pooled))
+    model = Model({"input_ids": ids}, keras.layers.Dense(1)(pooled))
     model.compile(optimizer="sgd", loss="mse")
     truth.values["params"] = model.count_params()
     model.fit(

@@ -12,6 +12,7 @@ from _harness import (
     assert_model,
     assert_untracked_share,
     assert_work,
+    assert_work_by_step,
     badput_run,
     report,
     script,
@@ -41,8 +42,11 @@ def test_backup_and_restore_replay_is_wasted(tmp_path: Path) -> None:
     assert (a0.first_step, a0.last_step) == (1, 7)
     assert (a1.restore_step, a1.first_step, a1.last_step) == (4, 5, 12)
     # the samples and tokens of the steps it trained on, by the script's own count
-    # (batches of 2 and 3 sequences); steps 5 and 6 of attempt 0 were replayed
+    # (batches of 2 and 3 sequences, in the order fit shuffled them into: each step's
+    # own, as its compiled train step reported it); steps 5 and 6 of attempt 0 were
+    # replayed
     assert_work(rep, tmp_path, {("0", 5), ("0", 6)})
+    assert_work_by_step(tmp_path, "keras")
     (params,) = {t["params"] for t in truths(tmp_path)}
     assert params == 16 * 8 + 8 + 1
     assert_model(rep, tmp_path, "keras", params, devices=1)
@@ -90,6 +94,7 @@ def test_backup_mid_epoch_restores_at_the_epoch_start(tmp_path: Path) -> None:
     assert (a0.first_step, a0.last_step) == (1, max(log0["steps"]))
     assert (a1.restore_step, a1.first_step, a1.last_step) == (restored, restored + 1, 16)
     assert_work(rep, tmp_path, {("0", s) for s in wasted})
+    assert_work_by_step(tmp_path, "keras")
     saves = int(truth_sum(tmp_path, "checkpoint_save_calls"))
     assert_bucket_agrees(rep, tmp_path, "checkpoint_save", saves)
     assert truth_sum(tmp_path, "checkpoint_restore_calls") == 1

@@ -1,4 +1,5 @@
-"""PyTorch Lightning under ``badput run``: a real fit on CPU that crashes and resumes."""
+"""PyTorch Lightning: a real fit on CPU under ``badput run`` that crashes and resumes; two
+fits in one process with one callback, the first crashing inside a step."""
 
 from __future__ import annotations
 
@@ -79,3 +80,65 @@ def test_ddp_two_processes_write_per_rank_files_and_waste_nothing(tmp_path: Path
             if e["kind"] == "section_summary" and e["name"] == "forward":
                 forwards[e["rank"]] = forwards.get(e["rank"], 0) + e["count"]
     assert forwards == {0: 8, 1: 8}
+
+
+def test_a_fit_after_a_crash_inside_a_step_counts_each_step_its_own_batch(
+    tmp_path: Path,
+) -> None:
+    # One callback, two fits in one process: the first crashes inside step 3 (after its
+    # batch was counted); the second resumes from the checkpoint of step 2, so its first
+    # step is step 3 again, on the loader's first batch. Each step_end carries the batch
+    # that step trained on (by the module's own count), none of a neighbour's.
+    import lightning.pytorch as pl
+    import torch
+    from lightning.pytorch.callbacks import ModelCheckpoint
+    from torch.utils.data import DataLoader
+
+    from badput.integrations.lightning import BadputCallback
+
+    trained: list[tuple[int, int, int]] = []  # (fit, step, samples) as the module saw them
+
+    class Model(pl.LightningModule):
+        def __init__(self, fit: int, crash_at: int | None) -> None:
+            super().__init__()
+            self.net = torch.nn.Linear(4, 1)
+            self.fit_no, self.crash_at = fit, crash_at
+
+        def training_step(self, batch: torch.Tensor, batch_idx: int) -> torch.Tensor:
+            step = self.trainer.global_step + 1
+            if step == self.crash_at:
+                raise RuntimeError("injected crash")
+            trained.append((self.fit_no, step, len(batch)))
+            return self.net(batch).sum()
+
+        def configure_optimizers(self) -> torch.optim.Optimizer:
+            return torch.optim.SGD(self.parameters(), lr=0.1)
+
+    batches = [torch.ones(2 + i % 2, 4) for i in range(8)]  # 2, 3, 2, 3, ...
+    callback = BadputCallback("pl", tmp_path / "runs")
+
+    def fit(n: int, crash_at: int | None, ckpt: Path | None) -> None:
+        pl.Trainer(
+            max_steps=5,
+            accelerator="cpu",
+            callbacks=[callback, ModelCheckpoint(tmp_path / "ck", "{step}", every_n_train_steps=1)],
+            logger=False,
+            enable_progress_bar=False,
+            enable_model_summary=False,
+        ).fit(Model(n, crash_at), DataLoader(batches, batch_size=None), ckpt_path=ckpt)
+
+    with pytest.raises(RuntimeError, match="injected crash"):
+        fit(0, 3, None)
+    fit(1, None, tmp_path / "ck" / "step=2.ckpt")
+    callback.recorder.flush(timeout=5.0)
+    steps = [
+        (e["kind"], e["step"], e.get("samples"))
+        for f in sorted((tmp_path / "runs").rglob("*.jsonl"))
+        for e in map(json.loads, f.read_text().splitlines())
+        if e["kind"] in ("step_start", "step_end")
+    ]
+    assert [(s, n) for _, s, n in trained] == [(1, 2), (2, 3), (3, 2), (4, 3), (5, 2)]
+    ends = [(s, n) for kind, s, n in steps if kind == "step_end"]
+    assert ends == [(s, n) for _, s, n in trained]
+    starts = [s for kind, s, _ in steps if kind == "step_start"]
+    assert starts == [1, 2, 3, 3, 4, 5]  # the crashed step 3, then step 3 of the resume

@@ -168,6 +168,9 @@ class BadputCallback(_Callback):  # type: ignore[misc]
 
     def on_train_start(self, trainer: Any, pl_module: Any) -> None:
         self._end_prep()
+        # A fit after one that crashed inside a step (this callback again, resumed from
+        # a checkpoint) begins its first step afresh, even when it has the same number.
+        self._step = self._forward = None
         self._work = StepWork(_replicas(trainer))
         record_model_once(self.session.rec, torch_params(pl_module), torch_devices(torch))
 
