@@ -23,6 +23,7 @@ from badput.store._archive import (
     Compacted,
     archive_of,
     compact,
+    is_archive,
     read_meta,
     with_archive,
 )
@@ -189,7 +190,7 @@ def _archive_source(
     if not isinstance(path, (str, os.PathLike)) or "://" in os.fspath(path):
         return None
     p = Path(path)
-    if p.name.endswith(".parquet") and p.is_file():
+    if p.name.endswith(".parquet") and is_archive(p):
         meta = read_meta(p)
         if meta["layout"] == "file":
             name = job if job is not None else str(meta["job"])
@@ -198,7 +199,7 @@ def _archive_source(
         p = p.parent
     elif not look_below or not p.is_dir():
         return None
-    if (p / ARCHIVE_NAME).is_file():
+    if is_archive(p / ARCHIVE_NAME):
         real = str(read_meta(p / ARCHIVE_NAME)["job"])
         if job is not None and job != real:
             raise ValueError(
@@ -215,7 +216,7 @@ def _archive_source(
 def _archives_below(p: Path) -> bool:
     """Whether a sub-directory of ``p`` holds a job's archive (a store root's job)."""
     try:
-        return any((sub / ARCHIVE_NAME).is_file() for sub in p.iterdir() if sub.is_dir())
+        return any(is_archive(sub / ARCHIVE_NAME) for sub in p.iterdir() if sub.is_dir())
     except OSError:
         return False
 

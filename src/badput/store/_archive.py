@@ -54,11 +54,20 @@ def archive_of(store: EventStore, job: str) -> Path | None:
     return None
 
 
+def is_archive(path: Path) -> bool:
+    """Whether ``path`` is a file (an archive where one is kept); False when it cannot be
+    looked at (a directory without permission: its readers say so, naming what they read)."""
+    try:
+        return path.is_file()
+    except OSError:
+        return False
+
+
 def with_archive(store: EventStore, job: str) -> EventStore:
     """``store``, read through ``job``'s archive when it has one."""
     if isinstance(store, (JsonlStore, SingleFileStore)):
         path = archive_of(store, job)
-        if path is not None and path.is_file():
+        if path is not None and is_archive(path):
             return ArchivedStore(store, job, path)
     return store
 
