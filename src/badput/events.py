@@ -279,6 +279,9 @@ class DecodedColumns(NamedTuple):
     #: False when the decoder knows that no item records step work (``tokens`` or
     #: ``samples``): the engine then reads neither field of any of them.
     work: bool = True
+    #: The fields that may hold a value other than their default in some item, when the
+    #: decoder knows (a read for columns: ``codec.decoding_for_columns``), else None.
+    fields: frozenset[str] | None = None
 
     def rows(self, begin: int, end: int) -> DecodedColumns:
         """The columns of items ``begin:end``."""

@@ -24,6 +24,8 @@ import numpy as np
 
 from badput.events import (
     KIND_CODE,
+    KIND_NAMES,
+    SCHEMA_VERSION,
     STEP_KINDS,
     Chunk,
     DecodedColumns,
@@ -136,8 +138,122 @@ def schema(metadata: dict[bytes, bytes] | None = None) -> Any:
 
 
 def batch_of(chunks: Sequence[Chunk], stream_of: dict[str, str]) -> Any:
-    """The rows of ``chunks`` (a read's) as one record batch; ``stream_of``: each chunk
-    source's stream name (what the archive keeps: the path is the reader's)."""
+    """The rows of ``chunks`` (a read's) as one table; ``stream_of``: each chunk source's
+    stream name (what the archive keeps: the path is the reader's).
+
+    A chunk of one writer's valid events decoded for columns (``codec.decoding_for_columns``:
+    it knows which fields hold a value) has its columns made from its decoded columns, the
+    writer and the few fields it holds (:func:`_batch_of_columns`); any other, field by
+    field from its items (:func:`_batch_of_items`)."""
+    pa = arrow()
+    batches: list[Any] = []
+    held: list[Chunk] = []
+    for chunk in chunks:
+        columns = chunk.columns
+        if columns is None or columns.writer is None or columns.fields is None or not columns.clean:
+            held.append(chunk)
+            continue
+        if held:
+            batches.append(_batch_of_items(held, stream_of))
+            held = []
+        batches.append(_batch_of_columns(chunk, columns, stream_of[chunk.source]))
+    if held:
+        batches.append(_batch_of_items(held, stream_of))
+    return pa.Table.from_batches(batches, schema=schema())
+
+
+def _batch_of_columns(chunk: Chunk, columns: DecodedColumns, stream: str) -> Any:
+    """The rows of ``chunk`` (valid events of one writer, ``columns.fields`` known)."""
+    pa = arrow()
+    rows = chunk.rows
+    n = len(rows)
+    assert columns.writer is not None and columns.fields is not None
+    fields = columns.fields
+    job, attempt, host, rank, pid = columns.writer
+    values: dict[str, Any] = {
+        "stream": _constant("stream", stream, n),
+        "line": _numbers(np.arange(chunk.first_line, chunk.first_line + n, dtype=np.int64)),
+        "job": _constant("job", job, n),
+        "attempt": _constant("attempt", None if attempt is None else str(attempt), n),
+        "attempt_is_int": _constant(
+            "attempt_is_int", None if attempt is None else isinstance(attempt, int), n
+        ),
+        "host": _constant("host", host, n),
+        "rank": _constant("rank", rank, n),
+        "pid": _constant("pid", pid, n),
+    }
+    if "v" not in fields:  # every event of schema v1 (the default)
+        values["v"] = _constant("v", SCHEMA_VERSION, n)
+    if "kind" not in fields:  # every kind one of schema v1's: the codes are the column
+        values["kind"] = _dictionary(columns.kinds.astype(np.int32), KIND_NAMES)
+    for name in COLUMNS:
+        if name in values:
+            continue
+        if name not in fields:
+            values[name] = pa.nulls(n, _type(pa, name))
+            continue
+        found = list(map(attrgetter(name), rows))
+        if name in _FLOAT or name in _INT:
+            values[name] = _numeric(found, n, np.float64 if name in _FLOAT else np.int64)
+        else:
+            if name == "quantiles":
+                found = [None if q is None else _json.encode(q).decode() for q in found]
+            values[name] = _array(pa, name, found, n)
+    return pa.RecordBatch.from_arrays([values[name] for name in COLUMNS], schema=schema())
+
+
+def _numbers(values: Any, valid: Any = None) -> Any:
+    """An Arrow array of a numpy array of int64 or float64 (``valid``: where it is not null),
+    made from its buffers (``pa.array`` imports pandas, 0.5-1 s, on its first call)."""
+    pa = arrow()
+    kind = pa.int64() if values.dtype == np.int64 else pa.float64()
+    mask = None if valid is None else pa.py_buffer(np.packbits(valid, bitorder="little"))
+    return pa.Array.from_buffers(kind, len(values), [mask, pa.py_buffer(values)])
+
+
+def _numeric(found: list[Any], n: int, dtype: Any) -> Any:
+    """The column of ``found`` (numbers or None) as :func:`_numbers`."""
+    if found.count(None) == 0:
+        return _numbers(np.array(found, dtype))
+    held = np.array(found, dtype=object)
+    valid = held != None  # noqa: E711 (elementwise)
+    held[~valid] = 0
+    return _numbers(held.astype(dtype), valid)
+
+
+def _strings(values: Sequence[str]) -> Any:
+    """An Arrow string array of ``values`` (none null), from its buffers."""
+    pa = arrow()
+    raw = [v.encode() for v in values]
+    offsets = np.zeros(len(raw) + 1, np.int32)
+    offsets[1:] = np.cumsum([len(r) for r in raw])
+    return pa.Array.from_buffers(
+        pa.string(), len(raw), [None, pa.py_buffer(offsets), pa.py_buffer(b"".join(raw))]
+    )
+
+
+def _dictionary(indices: Any, names: Sequence[str]) -> Any:
+    """A dictionary array of ``indices`` (int32) into ``names``."""
+    pa = arrow()
+    codes = pa.Array.from_buffers(pa.int32(), len(indices), [None, pa.py_buffer(indices)])
+    return pa.DictionaryArray.from_arrays(codes, _strings(names))
+
+
+def _constant(name: str, value: str | bool | int | None, n: int) -> Any:
+    """``n`` times ``value`` as the column ``name`` (all null for None)."""
+    pa = arrow()
+    if value is None:
+        return pa.nulls(n, _type(pa, name))
+    if isinstance(value, str):
+        return _dictionary(np.zeros(n, np.int32), [value])
+    if isinstance(value, bool):
+        bits = np.packbits(np.full(n, value, np.bool_), bitorder="little")
+        return pa.Array.from_buffers(pa.bool_(), n, [None, pa.py_buffer(bits)])
+    return _numbers(np.full(n, value, np.int64))
+
+
+def _batch_of_items(chunks: Sequence[Chunk], stream_of: dict[str, str]) -> Any:
+    """The rows of ``chunks``, field by field from their items."""
     pa = arrow()
     streams: list[str] = []
     lines: list[int] = []
