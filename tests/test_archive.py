@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 from click.testing import CliRunner
-from hypothesis import HealthCheck, Phase, given, settings
+from hypothesis import HealthCheck, Phase, example, given, settings
 from hypothesis import strategies as st
 
 from _log_fuzz import make_case, write_case
@@ -396,6 +396,12 @@ def one_writer_lines(draw: st.DrawFn) -> list[bytes]:
 
 @settings(max_examples=25, deadline=None, suppress_health_check=list(HealthCheck))
 @given(lines=one_writer_lines())
+@example(  # a row made alone: its ``blocking`` false, not 0 (a blocking load)
+    lines=[
+        b'{"ts": 1700000000.0, "kind": "accelerator_init_end", "job": "p", "step": 0}',
+        b'{"ts": 1700000001.0, "kind": "data_loading_start", "job": "p", "blocking": false}',
+    ]
+)
 def test_columns_of_a_writers_block_are_its_events_columns(
     tmp_path_factory: Any, lines: list[bytes]
 ) -> None:
@@ -420,3 +426,61 @@ def test_columns_of_a_writers_block_are_its_events_columns(
     expected = report_json(log)
     invoke("compact", str(log))
     assert report_json(log) == expected
+
+
+def test_a_report_of_the_archive_makes_only_the_rare_events(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The engine reads an archive's columns (times, kinds, steps, writer, which fields are
+    filled): of 60,000 steps with a data load each, only the lifecycle events, the named
+    intervals and the checkpoints are made as events, and the report is the JSON lines'."""
+    from badput.formats import archive
+
+    t0 = 1_700_000_000.0
+    events = [Event(ts=t0, kind="job_start", job="p", attempt=0, rank=0)]
+    rare = 1
+    for i in range(60_000):
+        t = t0 + 1 + i
+        events += [
+            Event(ts=t, kind="step_start", job="p", attempt=0, rank=0, step=i),
+            Event(ts=t + 0.1, kind="data_loading_start", job="p", attempt=0, rank=0),
+            Event(ts=t + 0.2, kind="data_loading_end", job="p", attempt=0, rank=0),
+            Event(ts=t + 0.9, kind="step_end", job="p", attempt=0, rank=0, step=i),
+        ]
+        if i % 5_000 == 0:
+            for kind in ("custom_start", "custom_end"):
+                events.append(Event(ts=t + 0.95, kind=kind, job="p", attempt=0, rank=0, name="e"))
+            events.append(
+                Event(
+                    ts=t + 0.97,
+                    kind="checkpoint_save_start",
+                    job="p",
+                    attempt=0,
+                    rank=0,
+                    step=i,
+                )
+            )
+            rare += 3
+    events.append(Event(ts=t0 + 70_000, kind="job_end", job="p", attempt=0, rank=0))
+    rare += 1
+    job_dir = tmp_path / "p"
+    write_files(job_dir, {"0/h-0-1.jsonl": encode_lines(events)})
+    expected = report_json(job_dir)
+    compact(*open_source(job_dir))
+    made = {"one": 0, "all": 0}
+    one, every = archive._TableRows.row, archive._TableRows.all
+
+    def row(self: Any, i: int) -> Any:
+        made["one"] += 1
+        return one(self, i)
+
+    def all_rows(self: Any) -> Any:
+        made["all"] += 1
+        return every(self)
+
+    monkeypatch.setattr(archive._TableRows, "row", row)
+    monkeypatch.setattr(archive._TableRows, "all", all_rows)
+    assert report_json(job_dir) == expected
+    assert made["all"] == 0
+    # each rare event (twice at most: the accounting and the per-rank view), nothing else
+    assert made["one"] <= 2 * rare, made
