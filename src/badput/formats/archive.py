@@ -95,6 +95,7 @@ COLUMNS: Final[tuple[str, ...]] = (
 _STEP_CODES: Final = np.array(sorted(KIND_CODE[k] for k in STEP_KINDS), np.int16)
 _json = msgspec.json.Encoder()
 astuple = msgspec.structs.astuple
+_ts = attrgetter("ts")
 
 
 #: An event as the archive's reader gives the engine (:attr:`Chunk.rows
@@ -109,11 +110,13 @@ RowEvent: Any = msgspec.defstruct(
 )
 
 
+@functools.cache  # (a failed import is not kept: the next call tries again)
 def arrow() -> Any:
     """pyarrow (``badput[archive]``)."""
     return import_optional("pyarrow", "archive")
 
 
+@functools.cache
 def arrow_parquet() -> Any:
     """pyarrow.parquet (``badput[archive]``)."""
     return import_optional("pyarrow.parquet", "archive")
@@ -191,6 +194,9 @@ def _batch_of_columns(chunk: Chunk, columns: DecodedColumns, stream: str) -> Any
             continue
         if name not in fields:
             values[name] = pa.nulls(n, _type(pa, name))
+            continue
+        if name == "ts":  # (never null)
+            values[name] = _numbers(np.fromiter(map(_ts, rows), np.float64, n))
             continue
         found = list(map(attrgetter(name), rows))
         if name in _FLOAT or name in _INT:
