@@ -13,17 +13,19 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 from click.testing import CliRunner
-from hypothesis import HealthCheck, Phase, given, settings
+from hypothesis import HealthCheck, Phase, example, given, settings
 from hypothesis import strategies as st
 
 from _log_fuzz import make_case, write_case
 from badput.analysis import LiveJob
 from badput.cli import main
-from badput.events import Event
-from badput.formats.codec import encode_lines
+from badput.events import KIND_NAMES, STEP_KINDS, Chunk, Event, EventError
+from badput.formats.archive import batch_of
+from badput.formats.codec import decode_line, decoding_for_columns, encode_lines
 from badput.store import ARCHIVE_NAME, ArchivedStore, compact, open_source, read_meta
 from test_engine_properties import event_logs
 
@@ -340,3 +342,145 @@ def test_without_pyarrow_the_error_names_the_extra(tmp_path: Path) -> None:
     assert done.returncode == 2
     assert "pip install 'badput[archive]'" in done.stderr
     assert not (job_dir / ARCHIVE_NAME).exists()
+
+
+_TYPED: dict[str, st.SearchStrategy[object]] = {
+    "name": st.sampled_from(["eval", "sdc", "é\u2603"]),
+    "blocking": st.booleans(),
+    "status": st.sampled_from(["ok", "failed"]),
+    "exit_code": st.integers(-9, 255),
+    "count": st.integers(0, 9),
+    "seconds": st.floats(0, 1e3),
+    "quantiles": st.dictionaries(st.sampled_from(["min", "p50", "p90", "max"]), st.floats(0, 9)),
+    "last": st.floats(1.6e9, 1.8e9),
+    "tokens": st.integers(0, 2**53 - 1),
+    "samples": st.integers(0, 10**6),
+    "active": st.integers(0, 9),
+    "flops_per_token": st.floats(1.0, 1e12),
+    "device": st.sampled_from(["cpu", "h100"]),
+    "hang_timeout": st.floats(0.5, 3600.0),
+    "v": st.integers(1, 3),
+    "unknown_field": st.sampled_from([1, "x", [1, {"a": None}]]),
+}
+
+
+@st.composite
+def one_writer_lines(draw: st.DrawFn) -> list[bytes]:
+    """Valid events of one writer (its fields any of their types), of every kind and
+    unknown ones, each optional field now and then, unknown fields among them."""
+    writer = {
+        "job": "p",
+        "attempt": draw(st.sampled_from([None, 0, 3, "a-1", "7"])),
+        "host": draw(st.sampled_from([None, "h0"])),
+        "rank": draw(st.sampled_from([None, 0, 5])),
+        "pid": draw(st.sampled_from([None, 4242])),
+    }
+    kinds = st.sampled_from([*KIND_NAMES, "a_newer_kind"])
+    lines = []
+    for i in range(draw(st.integers(1, 40))):
+        kind = draw(kinds)
+        event: dict[str, object] = {"ts": 1.7e9 + i * 0.25, "kind": kind}
+        event.update({k: v for k, v in writer.items() if v is not None})
+        if kind in STEP_KINDS or draw(st.integers(0, 3)) == 0:
+            event["step"] = draw(st.integers(0, 2**53 - 1))
+        for field in draw(st.lists(st.sampled_from(sorted(_TYPED)), max_size=4)):
+            event[field] = draw(_TYPED[field])
+        line = json.dumps(event).encode()
+        try:
+            decode_line(line)
+        except EventError:
+            continue  # (a rule of its kind broken: not what this test is about)
+        lines.append(line)
+    return lines
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=list(HealthCheck))
+@given(lines=one_writer_lines())
+@example(  # a row made alone: its ``blocking`` false, not 0 (a blocking load)
+    lines=[
+        b'{"ts": 1700000000.0, "kind": "accelerator_init_end", "job": "p", "step": 0}',
+        b'{"ts": 1700000001.0, "kind": "data_loading_start", "job": "p", "blocking": false}',
+    ]
+)
+def test_columns_of_a_writers_block_are_its_events_columns(
+    tmp_path_factory: Any, lines: list[bytes]
+) -> None:
+    """A large block of one writer's events is compacted from its decoded columns and the
+    fields it holds: the same rows, column by column, as made field by field of its events,
+    and the same report."""
+    if not lines:
+        return
+    block = b"\n".join(lines) + b"\n"
+    log = tmp_path_factory.mktemp("writer") / "run.jsonl"
+    log.write_bytes(block * (300_000 // len(block) + 1))  # a block decoded lean
+    store, job = open_source(log)
+    with decoding_for_columns():
+        chunks = store.read(job, lean=True).chunks
+    assert all(c.columns is not None and c.columns.fields is not None for c in chunks)
+    names = {log.as_posix(): log.name}
+    by_columns = batch_of(chunks, names)
+    by_events = batch_of([Chunk(c.source, c.first_line, c.items) for c in chunks], names)
+    assert by_columns.schema == by_events.schema
+    for name in by_columns.column_names:
+        assert by_columns.column(name).to_pylist() == by_events.column(name).to_pylist(), name
+    expected = report_json(log)
+    invoke("compact", str(log))
+    assert report_json(log) == expected
+
+
+def test_a_report_of_the_archive_makes_only_the_rare_events(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The engine reads an archive's columns (times, kinds, steps, writer, which fields are
+    filled): of 60,000 steps with a data load each, only the lifecycle events, the named
+    intervals and the checkpoints are made as events, and the report is the JSON lines'."""
+    from badput.formats import archive
+
+    t0 = 1_700_000_000.0
+    events = [Event(ts=t0, kind="job_start", job="p", attempt=0, rank=0)]
+    rare = 1
+    for i in range(60_000):
+        t = t0 + 1 + i
+        events += [
+            Event(ts=t, kind="step_start", job="p", attempt=0, rank=0, step=i),
+            Event(ts=t + 0.1, kind="data_loading_start", job="p", attempt=0, rank=0),
+            Event(ts=t + 0.2, kind="data_loading_end", job="p", attempt=0, rank=0),
+            Event(ts=t + 0.9, kind="step_end", job="p", attempt=0, rank=0, step=i),
+        ]
+        if i % 5_000 == 0:
+            for kind in ("custom_start", "custom_end"):
+                events.append(Event(ts=t + 0.95, kind=kind, job="p", attempt=0, rank=0, name="e"))
+            events.append(
+                Event(
+                    ts=t + 0.97,
+                    kind="checkpoint_save_start",
+                    job="p",
+                    attempt=0,
+                    rank=0,
+                    step=i,
+                )
+            )
+            rare += 3
+    events.append(Event(ts=t0 + 70_000, kind="job_end", job="p", attempt=0, rank=0))
+    rare += 1
+    job_dir = tmp_path / "p"
+    write_files(job_dir, {"0/h-0-1.jsonl": encode_lines(events)})
+    expected = report_json(job_dir)
+    compact(*open_source(job_dir))
+    made = {"one": 0, "all": 0}
+    one, every = archive._TableRows.row, archive._TableRows.all
+
+    def row(self: Any, i: int) -> Any:
+        made["one"] += 1
+        return one(self, i)
+
+    def all_rows(self: Any) -> Any:
+        made["all"] += 1
+        return every(self)
+
+    monkeypatch.setattr(archive._TableRows, "row", row)
+    monkeypatch.setattr(archive._TableRows, "all", all_rows)
+    assert report_json(job_dir) == expected
+    assert made["all"] == 0
+    # each rare event (twice at most: the accounting and the per-rank view), nothing else
+    assert made["one"] <= 2 * rare, made

@@ -279,10 +279,17 @@ class DecodedColumns(NamedTuple):
     #: False when the decoder knows that no item records step work (``tokens`` or
     #: ``samples``): the engine then reads neither field of any of them.
     work: bool = True
+    #: The fields that may hold a value other than their default in some item, when the
+    #: decoder knows (a read for columns: ``codec.decoding_for_columns``), else None.
+    fields: frozenset[str] | None = None
+    #: float64: each item's ``ts`` (0.0 for an error), when the decoder has them as a column
+    #: (an archive's read), else None: the engine then reads them from the events.
+    ts: Any = None
 
     def rows(self, begin: int, end: int) -> DecodedColumns:
         """The columns of items ``begin:end``."""
-        return self._replace(kinds=self.kinds[begin:end], steps=self.steps[begin:end])
+        ts = None if self.ts is None else self.ts[begin:end]
+        return self._replace(kinds=self.kinds[begin:end], steps=self.steps[begin:end], ts=ts)
 
 
 class LeanRows:
@@ -294,7 +301,7 @@ class LeanRows:
 
     def __init__(
         self,
-        rows: list[LeanEvent | EventError],
+        rows: Sequence[LeanEvent | EventError],
         full: Callable[[], list[Event | EventError]],
         _whole: list[list[Event | EventError]] | None = None,
         _begin: int = 0,

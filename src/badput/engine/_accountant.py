@@ -9,7 +9,7 @@ from typing import Final
 
 import numpy as np
 
-from badput.engine._batch import Batch
+from badput.engine._batch import Batch, JoinedRows
 from badput.engine._cache import QueryCache
 from badput.engine._cost import with_cost
 from badput.engine._hung import newest_hang_timeout
@@ -121,7 +121,7 @@ class Accountant:
         """All the chunks of one read as one batch: a read of many small files (a job of
         thousands of attempts) costs one pass over columns, not one per file. Malformed
         lines split runs; they are reported in line order with the other diagnostics."""
-        events: list[Event | LeanEvent] = []
+        events = JoinedRows()
         runs: list[Run] = []
         columns: list[DecodedColumns] | None = []  # the runs' while every chunk has them
         for chunk in chunks:
@@ -139,7 +139,8 @@ class Accountant:
                     self._ing.malformed(item.message, item.file or chunk.source, item.line)
                     begin = i + 1
             _add_run(events, runs, chunk, begin, len(items), columns)
-        self._ingest_batch(events, runs, _joined(columns) if columns and events else None)
+        rows = events.joined()
+        self._ingest_batch(rows, runs, _joined(columns) if columns and rows else None)
 
     def ingest_events(self, events: Iterable[Event], source: str | None = None) -> None:
         """Ingest events that did not come from a store (tests, other tools)."""
@@ -394,16 +395,21 @@ def _joined(columns: list[DecodedColumns]) -> DecodedColumns:
     writer = columns[0].writer
     if any(c.writer != writer for c in columns):
         writer = None  # several writers (or events read in full): read them
+    fields: frozenset[str] | None = frozenset()
+    for c in columns:
+        fields = None if fields is None or c.fields is None else fields | c.fields
     return DecodedColumns(
         np.concatenate([c.kinds for c in columns]),
         np.concatenate([c.steps for c in columns]),
         writer,
         work=any(c.work for c in columns),
+        fields=fields,
+        ts=None if any(c.ts is None for c in columns) else np.concatenate([c.ts for c in columns]),
     )
 
 
 def _add_run(  # noqa: PLR0917 (the pieces of one run, all needed)
-    events: list[Event | LeanEvent],
+    events: JoinedRows,
     runs: list[Run],
     chunk: Chunk,
     begin: int,
@@ -415,6 +421,6 @@ def _add_run(  # noqa: PLR0917 (the pieces of one run, all needed)
     if end > begin:
         first = len(events)
         runs.append(Run(chunk.source, chunk.first_line + begin, first, first + end - begin))
-        events += chunk.rows[begin:end]  # type: ignore[arg-type]  # no error in begin:end
+        events.add(chunk.rows[begin:end])  # type: ignore[arg-type]  # no error in begin:end
         if columns is not None and chunk.columns is not None:
             columns.append(chunk.columns.rows(begin, end))

@@ -14,8 +14,9 @@ index into :attr:`Batch.keys`. A file written by one process has one group.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from itertools import repeat
+from bisect import bisect_right
+from collections.abc import Iterator, Sequence
+from itertools import chain, repeat
 from operator import attrgetter, eq, is_not
 from typing import Any
 
@@ -24,7 +25,7 @@ import numpy.typing as npt
 
 from badput.events import KIND_CODE, DecodedColumns, Event, LeanEvent
 
-__all__ = ["Batch"]
+__all__ = ["Batch", "JoinedRows"]
 
 F64 = npt.NDArray[np.float64]
 I64 = npt.NDArray[np.int64]
@@ -94,6 +95,55 @@ def _groups_by_run(
     return group if covered == n else None
 
 
+Row = Event | LeanEvent
+
+
+class JoinedRows(Sequence[Row]):
+    """The events of a read's runs, one after the other: a list of them, or, where a run's
+    events are not a list (an archive's rows, made one by one when asked), the runs held as
+    they are, so that events no one asks for are never made (:meth:`joined`)."""
+
+    def __init__(self) -> None:
+        self._list: list[Row] = []
+        self._parts: list[Sequence[Row]] = []
+        self._starts: list[int] = []
+        self._n = 0
+
+    def add(self, rows: Sequence[Row]) -> None:
+        if isinstance(rows, list):
+            self._list += rows
+        else:
+            self._flush()
+            self._starts.append(self._n)
+            self._parts.append(rows)
+        self._n += len(rows)
+
+    def _flush(self) -> None:
+        if self._list:
+            self._starts.append(self._n - len(self._list))
+            self._parts.append(self._list)
+            self._list = []
+
+    def joined(self) -> Sequence[Row]:
+        """The events: a list when every run's was one."""
+        if not self._parts:
+            return self._list
+        self._flush()
+        return self
+
+    def __len__(self) -> int:
+        return self._n
+
+    def __iter__(self) -> Iterator[Row]:
+        return chain.from_iterable(self._parts)
+
+    def __getitem__(self, i: int) -> Row:  # type: ignore[override]  # (no slices asked)
+        if i < 0:
+            i += self._n
+        k = bisect_right(self._starts, i) - 1
+        return self._parts[k][i - self._starts[k]]
+
+
 class Batch:
     """Columns of consecutive events of one source (see the module docstring).
 
@@ -109,6 +159,7 @@ class Batch:
         "_same_job",
         "_steps",
         "events",
+        "fields",
         "group",
         "keys",
         "kind",
@@ -134,7 +185,12 @@ class Batch:
         n = len(events)
         self.events = events
         self.n = n
-        self.ts: F64 = np.fromiter(map(_ts, events), np.float64, n)
+        if columns is not None and columns.ts is not None:
+            self.ts: F64 = columns.ts
+        else:
+            self.ts = np.fromiter(map(_ts, events), np.float64, n)
+        #: The fields that may hold a value in some event (the others: none), when known.
+        self.fields = None if columns is None else columns.fields
         self._steps: tuple[I64, BoolArray, BoolArray] | None = None
         #: False when the decoder knows no event here records step work (DecodedColumns)
         self.may_hold_work = columns is None or columns.work
@@ -242,6 +298,8 @@ class Batch:
         """Whether no data-loading mark of the batch sets ``blocking`` (the usual log: a
         data load per step, none marked). Looked at once per batch, for the accounting
         and the per-rank view (a data load per step is a third of a log's events)."""
+        if self._loads_plain is None and self.fields is not None:
+            self._loads_plain = "blocking" not in self.fields
         if self._loads_plain is None:
             # No event of the batch sets it (one pass over all of them, four times faster
             # than picking out the data-loading marks); else look at those marks only.

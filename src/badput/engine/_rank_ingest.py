@@ -446,7 +446,7 @@ def _hosts(
                 slots[i].host = host
             if not missing:
                 break
-    if not unnamed:
+    if not unnamed or (batch.fields is not None and "host" not in batch.fields):
         return
     hosts = list(map(_host, events))
     if hosts.count(None) == batch.n:  # no event of the batch names a host

@@ -24,6 +24,8 @@ import numpy as np
 
 from badput.events import (
     KIND_CODE,
+    KIND_NAMES,
+    SCHEMA_VERSION,
     STEP_KINDS,
     Chunk,
     DecodedColumns,
@@ -93,6 +95,7 @@ COLUMNS: Final[tuple[str, ...]] = (
 _STEP_CODES: Final = np.array(sorted(KIND_CODE[k] for k in STEP_KINDS), np.int16)
 _json = msgspec.json.Encoder()
 astuple = msgspec.structs.astuple
+_ts = attrgetter("ts")
 
 
 #: An event as the archive's reader gives the engine (:attr:`Chunk.rows
@@ -107,11 +110,13 @@ RowEvent: Any = msgspec.defstruct(
 )
 
 
+@functools.cache  # (a failed import is not kept: the next call tries again)
 def arrow() -> Any:
     """pyarrow (``badput[archive]``)."""
     return import_optional("pyarrow", "archive")
 
 
+@functools.cache
 def arrow_parquet() -> Any:
     """pyarrow.parquet (``badput[archive]``)."""
     return import_optional("pyarrow.parquet", "archive")
@@ -136,8 +141,125 @@ def schema(metadata: dict[bytes, bytes] | None = None) -> Any:
 
 
 def batch_of(chunks: Sequence[Chunk], stream_of: dict[str, str]) -> Any:
-    """The rows of ``chunks`` (a read's) as one record batch; ``stream_of``: each chunk
-    source's stream name (what the archive keeps: the path is the reader's)."""
+    """The rows of ``chunks`` (a read's) as one table; ``stream_of``: each chunk source's
+    stream name (what the archive keeps: the path is the reader's).
+
+    A chunk of one writer's valid events decoded for columns (``codec.decoding_for_columns``:
+    it knows which fields hold a value) has its columns made from its decoded columns, the
+    writer and the few fields it holds (:func:`_batch_of_columns`); any other, field by
+    field from its items (:func:`_batch_of_items`)."""
+    pa = arrow()
+    batches: list[Any] = []
+    held: list[Chunk] = []
+    for chunk in chunks:
+        columns = chunk.columns
+        if columns is None or columns.writer is None or columns.fields is None or not columns.clean:
+            held.append(chunk)
+            continue
+        if held:
+            batches.append(_batch_of_items(held, stream_of))
+            held = []
+        batches.append(_batch_of_columns(chunk, columns, stream_of[chunk.source]))
+    if held:
+        batches.append(_batch_of_items(held, stream_of))
+    return pa.Table.from_batches(batches, schema=schema())
+
+
+def _batch_of_columns(chunk: Chunk, columns: DecodedColumns, stream: str) -> Any:
+    """The rows of ``chunk`` (valid events of one writer, ``columns.fields`` known)."""
+    pa = arrow()
+    rows = chunk.rows
+    n = len(rows)
+    assert columns.writer is not None and columns.fields is not None
+    fields = columns.fields
+    job, attempt, host, rank, pid = columns.writer
+    values: dict[str, Any] = {
+        "stream": _constant("stream", stream, n),
+        "line": _numbers(np.arange(chunk.first_line, chunk.first_line + n, dtype=np.int64)),
+        "job": _constant("job", job, n),
+        "attempt": _constant("attempt", None if attempt is None else str(attempt), n),
+        "attempt_is_int": _constant(
+            "attempt_is_int", None if attempt is None else isinstance(attempt, int), n
+        ),
+        "host": _constant("host", host, n),
+        "rank": _constant("rank", rank, n),
+        "pid": _constant("pid", pid, n),
+    }
+    if "v" not in fields:  # every event of schema v1 (the default)
+        values["v"] = _constant("v", SCHEMA_VERSION, n)
+    if "kind" not in fields:  # every kind one of schema v1's: the codes are the column
+        values["kind"] = _dictionary(columns.kinds.astype(np.int32), KIND_NAMES)
+    for name in COLUMNS:
+        if name in values:
+            continue
+        if name not in fields:
+            values[name] = pa.nulls(n, _type(pa, name))
+            continue
+        if name == "ts":  # (never null)
+            values[name] = _numbers(np.fromiter(map(_ts, rows), np.float64, n))
+            continue
+        found = list(map(attrgetter(name), rows))
+        if name in _FLOAT or name in _INT:
+            values[name] = _numeric(found, n, np.float64 if name in _FLOAT else np.int64)
+        else:
+            if name == "quantiles":
+                found = [None if q is None else _json.encode(q).decode() for q in found]
+            values[name] = _array(pa, name, found, n)
+    return pa.RecordBatch.from_arrays([values[name] for name in COLUMNS], schema=schema())
+
+
+def _numbers(values: Any, valid: Any = None) -> Any:
+    """An Arrow array of a numpy array of int64 or float64 (``valid``: where it is not null),
+    made from its buffers (``pa.array`` imports pandas, 0.5-1 s, on its first call)."""
+    pa = arrow()
+    kind = pa.int64() if values.dtype == np.int64 else pa.float64()
+    mask = None if valid is None else pa.py_buffer(np.packbits(valid, bitorder="little"))
+    return pa.Array.from_buffers(kind, len(values), [mask, pa.py_buffer(values)])
+
+
+def _numeric(found: list[Any], n: int, dtype: Any) -> Any:
+    """The column of ``found`` (numbers or None) as :func:`_numbers`."""
+    if found.count(None) == 0:
+        return _numbers(np.array(found, dtype))
+    held = np.array(found, dtype=object)
+    valid = held != None  # noqa: E711 (elementwise)
+    held[~valid] = 0
+    return _numbers(held.astype(dtype), valid)
+
+
+def _strings(values: Sequence[str]) -> Any:
+    """An Arrow string array of ``values`` (none null), from its buffers."""
+    pa = arrow()
+    raw = [v.encode() for v in values]
+    offsets = np.zeros(len(raw) + 1, np.int32)
+    offsets[1:] = np.cumsum([len(r) for r in raw])
+    return pa.Array.from_buffers(
+        pa.string(), len(raw), [None, pa.py_buffer(offsets), pa.py_buffer(b"".join(raw))]
+    )
+
+
+def _dictionary(indices: Any, names: Sequence[str]) -> Any:
+    """A dictionary array of ``indices`` (int32) into ``names``."""
+    pa = arrow()
+    codes = pa.Array.from_buffers(pa.int32(), len(indices), [None, pa.py_buffer(indices)])
+    return pa.DictionaryArray.from_arrays(codes, _strings(names))
+
+
+def _constant(name: str, value: str | bool | int | None, n: int) -> Any:
+    """``n`` times ``value`` as the column ``name`` (all null for None)."""
+    pa = arrow()
+    if value is None:
+        return pa.nulls(n, _type(pa, name))
+    if isinstance(value, str):
+        return _dictionary(np.zeros(n, np.int32), [value])
+    if isinstance(value, bool):
+        bits = np.packbits(np.full(n, value, np.bool_), bitorder="little")
+        return pa.Array.from_buffers(pa.bool_(), n, [None, pa.py_buffer(bits)])
+    return _numbers(np.full(n, value, np.int64))
+
+
+def _batch_of_items(chunks: Sequence[Chunk], stream_of: dict[str, str]) -> Any:
+    """The rows of ``chunks``, field by field from their items."""
     pa = arrow()
     streams: list[str] = []
     lines: list[int] = []
@@ -213,7 +335,12 @@ def _column(table: Any, name: str) -> Any:
 
 def chunks_of(table: Any, sources: dict[str, str]) -> Iterator[Chunk]:
     """The chunks a read of the JSON lines gave, from the archive's rows ``table``:
-    ``sources``: the path each stream is read by now (chunks and errors name it)."""
+    ``sources``: the path each stream is read by now (chunks and errors name it).
+
+    Each chunk is a run of events or of errors. An event chunk's columns hold all the
+    engine reads of every event (kind codes, steps, times, its writer, the fields any
+    event has: :class:`~badput.events.DecodedColumns`), and its rows are made one by one
+    when asked (:class:`ColumnRows`: the rare kinds), all of them only when iterated."""
     n = table.num_rows
     if not n:
         return
@@ -221,27 +348,127 @@ def chunks_of(table: Any, sources: dict[str, str]) -> Iterator[Chunk]:
     names = stream.dictionary.to_pylist()
     codes = _np(stream.indices)
     line = _np(_column(table, "line").combine_chunks())
-    # a new chunk where the stream changes or a line is not the next one
-    cut = np.flatnonzero((codes[1:] != codes[:-1]) | (line[1:] != line[:-1] + 1)) + 1
-    bounds = [0, *cut.tolist(), n]
-    items = _items(table, sources, names, codes, line)
     kinds, steps, clean = _coded(table)
+    # a new chunk where the stream changes, a line is not the next one, or errors begin or end
+    cut = np.flatnonzero(
+        (codes[1:] != codes[:-1]) | (line[1:] != line[:-1] + 1) | (clean[1:] != clean[:-1])
+    )
+    bounds = [0, *(cut + 1).tolist(), n]
+    rows = _TableRows(table, sources, names, codes, line)
     writers = _writer_codes(table)
+    ts = _filled(_column(table, "ts").combine_chunks(), 0)
+    fields = frozenset(rows.present)
+    work = not fields.isdisjoint(("tokens", "samples"))
+    errors = None if clean.all() else _column(table, "error").combine_chunks()
     for begin, end in pairwise(bounds):
         source = sources[names[codes[begin]]]
+        if not clean[begin]:
+            assert errors is not None
+            lines = line[begin:end].tolist()
+            items: list[Event | EventError] = [
+                EventError(m, source, k)
+                for m, k in zip(errors.slice(begin, end - begin).to_pylist(), lines, strict=True)
+            ]
+            yield Chunk(source, lines[0], items, DecodedColumns(kinds[begin:end], steps[begin:end]))
+            continue
         for a in range(begin, end, _CHUNK_ROWS):
             b = min(a + _CHUNK_ROWS, end)
-            whole = bool(clean[a:b].all())
             writer = None
-            if whole and all((w[a:b] == w[a]).all() for w in writers):
-                first: Any = items.rows[a]  # every event's writer is this one's (the same objects)
+            if all((w[a:b] == w[a]).all() for w in writers):
+                first: Any = rows.row(a)  # every event's writer is this one's
                 writer = (first.job, first.attempt, first.host, first.rank, first.pid)
+            view = ColumnRows(rows, a, b)
             yield Chunk(
                 source,
                 int(line[a]),
-                items[a:b],
-                DecodedColumns(kinds[a:b], steps[a:b], writer, whole),
+                LeanRows(view, view.events),
+                DecodedColumns(kinds[a:b], steps[a:b], writer, True, work, fields, ts[a:b]),
             )
+
+
+class _TableRows:
+    """The rows of a row group, made one by one from its columns (:meth:`row`), or all at
+    once (:meth:`all`: one msgspec call), which is done once more than a sixteenth of them
+    were asked for one by one."""
+
+    def __init__(
+        self, table: Any, sources: dict[str, str], names: list[str], codes: Any, line: Any
+    ) -> None:
+        self._table = table
+        self._where = (sources, names, codes, line)
+        n = self.n = table.num_rows
+        self.present = [f for f in _FIELDS if _column(table, f).null_count != n]
+        self._struct = _row_struct(tuple(self.present))
+        self._getters: list[Any] | None = None
+        self._all: list[Any] | None = None
+        self._asked = 0
+
+    def row(self, i: int) -> Any:
+        if self._all is not None:
+            return self._all[i]
+        self._asked += 1
+        if self._asked > self.n // 16 + 16:
+            return self.all()[i]
+        if self._getters is None:
+            self._getters = [_getter(self._table, f) for f in self.present]
+        return self._struct(*[get(i) for get in self._getters])
+
+    def all(self) -> list[Any]:
+        if self._all is None:
+            self._all = _items(self._table, *self._where)
+        return self._all
+
+
+def _getter(table: Any, name: str) -> Any:
+    """The value of the field ``name`` of row ``i`` (a function of ``i``), as a decode
+    gives it: made of numpy views of the columns (nothing a row)."""
+    column = _column(table, name).combine_chunks()
+    if hasattr(column, "dictionary"):
+        words = column.dictionary.to_pylist()
+        index = _filled(column.indices, -1)
+        if name == "attempt":
+            flags = _column(table, "attempt_is_int").combine_chunks()
+            is_int = _filled(flags, 0).astype(np.bool_)
+            return lambda i: (
+                None if index[i] < 0 else int(words[index[i]]) if is_int[i] else words[index[i]]
+            )
+        return lambda i: None if index[i] < 0 else words[index[i]]
+    if name == "quantiles":
+        return lambda i: None if (q := column[i].as_py()) is None else msgspec.json.decode(q)
+    values = _filled(column, 0)
+    if column.type == arrow().bool_():
+        values = values.astype(np.bool_)  # (filled: as integers)
+    valid = _valid(column)
+    return lambda i: values[i].item() if valid[i] else None
+
+
+class ColumnRows(Sequence[Any]):
+    """Rows ``begin:end`` of a row group (:class:`_TableRows`), each made when asked."""
+
+    def __init__(self, rows: _TableRows, begin: int, end: int) -> None:
+        self._rows = rows
+        self._begin = begin
+        self._end = end
+
+    def __len__(self) -> int:
+        return self._end - self._begin
+
+    def __getitem__(self, i: Any) -> Any:
+        if isinstance(i, slice):
+            a, b, _ = i.indices(len(self))
+            return ColumnRows(self._rows, self._begin + a, self._begin + max(a, b))
+        if i < 0:
+            i += len(self)
+        if not 0 <= i < len(self):
+            raise IndexError(i)
+        return self._rows.row(self._begin + i)
+
+    def __iter__(self) -> Iterator[Any]:
+        return iter(self._rows.all()[self._begin : self._end])
+
+    def events(self) -> list[Event | EventError]:
+        """The rows as :class:`~badput.events.Event` s."""
+        return _as_events(self._rows.all()[self._begin : self._end])
 
 
 def _writer_codes(table: Any) -> list[Any]:
@@ -255,7 +482,7 @@ def _writer_codes(table: Any) -> list[Any]:
         if hasattr(column, "indices"):
             out.append(_filled(column.indices, -1))
         elif column.type == arrow().bool_():
-            out.append(_filled(column, False) * 1 - _np(column.is_null()))
+            out.append(_filled(column, False) * 1 - (~_valid(column)).astype(np.int64))
         else:
             out.append(_filled(column, -(2**62)))
     return out
@@ -268,7 +495,7 @@ def _coded(table: Any) -> tuple[Any, Any, Any]:
     table_codes = np.array([KIND_CODE[k] for k in kind.dictionary.to_pylist()] + [-1], np.int16)
     index = _filled(kind.indices, -1).astype(np.int64)
     kinds = table_codes[index]  # -1 (the last) for a row without a kind: an error
-    clean = _np(_column(table, "error").combine_chunks().is_null())
+    clean = ~_valid(_column(table, "error").combine_chunks())
     step = _filled(_column(table, "step").combine_chunks(), 0)
     steps = np.where(np.isin(kinds, _STEP_CODES) & clean, step, 0).astype(np.int64)
     return kinds, steps, clean
@@ -293,7 +520,7 @@ def _np(array: Any) -> Any:
     ``to_numpy`` imports pandas (1.9 s) to convert."""
     pa = arrow()
     if array.type == pa.bool_():
-        array = pc().cast(array, pa.uint8())
+        return _bits(array.buffers()[1], array.offset, len(array))
     dtype = np.dtype(_NUMPY[str(array.type)])
     return np.frombuffer(
         array.buffers()[1], dtype, len(array), array.offset * dtype.itemsize
@@ -305,8 +532,25 @@ def _filled(array: Any, fill: int) -> Any:
     scalar made of a Python value imports pandas)."""
     raw = _np(array)
     if array.null_count:
-        raw = np.where(_np(array.is_valid()), raw, fill)
+        raw = np.where(_valid(array), raw, fill)
     return raw
+
+
+def _bits(buffer: Any, offset: int, n: int) -> Any:
+    """``n`` bits of an Arrow bitmap from bit ``offset``, as booleans."""
+    raw = np.frombuffer(buffer, np.uint8)
+    return np.unpackbits(raw, bitorder="little")[offset : offset + n].astype(np.bool_)
+
+
+def _valid(array: Any) -> Any:
+    """Which values of an Arrow array are not null (``is_valid`` imports pyarrow.compute,
+    0.15 s)."""
+    n = len(array)
+    if array.null_count == 0:
+        return np.ones(n, np.bool_)
+    if array.null_count == n or array.buffers()[0] is None:
+        return np.zeros(n, np.bool_)
+    return _bits(array.buffers()[0], array.offset, n)
 
 
 _NUMPY: Final = {"int32": "int32", "int64": "int64", "double": "float64", "uint8": "uint8"}
@@ -315,26 +559,23 @@ _NUMPY: Final = {"int32": "int32", "int64": "int64", "double": "float64", "uint8
 def _attempts(table: Any) -> Any:
     """The ``attempt`` of each row, an integer where the log's was."""
     column = _column(table, "attempt").combine_chunks()
-    is_int = _column(table, "attempt_is_int")
-    if column.null_count == len(column) or not pc().any(is_int).as_py():
+    if column.null_count == len(column):
+        return list(_values(column))
+    flags = _column(table, "attempt_is_int").combine_chunks()
+    is_int = _filled(flags, 0).astype(np.bool_)
+    if not is_int.any():
         return _values(column)
-    if pc().all(is_int).as_py():  # (nulls skipped) every attempt given an integer
+    if is_int[_valid(flags)].all():  # (nulls skipped) every attempt given an integer
         values = np.array([*map(int, column.dictionary.to_pylist()), None], dtype=object)
         index = _filled(column.indices, len(values) - 1)
         return values[index].tolist()
-    return [int(a) if i else a for a, i in zip(_values(column), is_int.to_pylist(), strict=True)]
-
-
-def pc() -> Any:
-    """pyarrow.compute (``badput[archive]``)."""
-    return import_optional("pyarrow.compute", "archive")
+    return [int(a) if i else a for a, i in zip(_values(column), is_int.tolist(), strict=True)]
 
 
 def _items(
     table: Any, sources: dict[str, str], names: list[str], codes: Any, line: Any
-) -> LeanRows:
-    """Every row as the read gave it: its event (a :data:`RowEvent`), or its line's error;
-    the same as :class:`~badput.events.Event` s when asked (:attr:`Chunk.items`)."""
+) -> list[Any]:
+    """Every row as the read gave it: its event (a :data:`RowEvent`), or its line's error."""
     errors = _column(table, "error")
     n = table.num_rows
     present: list[str] = []
@@ -363,7 +604,7 @@ def _items(
             next(events) if m is None else EventError(m, sources[names[c]], lines[i])
             for i, (m, c) in enumerate(zip(messages, codes.tolist(), strict=True))
         ]
-    return LeanRows(rows, functools.partial(_as_events, rows))
+    return rows
 
 
 @functools.cache

@@ -6,9 +6,11 @@ so the standard library's ``json`` reads everything written here.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import re
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextvars import ContextVar
 from operator import attrgetter
 from typing import Any, Final, Literal, NamedTuple, cast
 
@@ -18,6 +20,7 @@ from badput.events import (
     KIND_CODE,
     KIND_NAMES,
     NAMED_KINDS,
+    SCHEMA_VERSION,
     STEP_KINDS,
     DecodedColumns,
     Event,
@@ -34,6 +37,7 @@ __all__ = [
     "decode_block_coded",
     "decode_line",
     "decode_lines",
+    "decoding_for_columns",
     "encode_line",
     "encode_lines",
     "why_not_text",
@@ -297,33 +301,58 @@ _LEAN_KEPT: Final = 64
 
 
 class _LeanDecoder(NamedTuple):
-    """A writer's decoder, and which of :data:`_NARROW`'s fields it takes as an Event does."""
+    """A writer's decoder, and which of its narrowed fields (:data:`_NARROW`, or
+    :data:`_NARROW_ALL` for columns) it takes as an Event does."""
 
     decoder: msgspec.json.Decoder[LeanEvent]
     opened: frozenset[str]
+    narrow: dict[str, tuple[str, Any] | tuple[str, Any, Any]]
 
 
 _lean_decoders: dict[Writer, _LeanDecoder] = {}
+#: The writers' decoders of a read for columns (:func:`decoding_for_columns`).
+_column_decoders: dict[Writer, _LeanDecoder] = {}
+_for_columns: ContextVar[bool] = ContextVar("_for_columns", default=False)
+
+
+@contextlib.contextmanager
+def decoding_for_columns() -> Iterator[None]:
+    """Within it (this thread), a lean decode (``decode_block_coded(lean=True)``) takes every
+    optional field of an event as absent until a line of the writer has it, and its columns
+    name the fields that may hold a value (:attr:`DecodedColumns.fields
+    <badput.events.DecodedColumns.fields>`): what a writer of columns (the archive) reads
+    of each event, and no more. The events are those of any other decode."""
+    token = _for_columns.set(True)
+    try:
+        yield
+    finally:
+        _for_columns.reset(token)
 
 
 def _lean_decoder_for(writer: Writer, size: int) -> _LeanDecoder | None:
     """The decoder of ``writer``'s events, made if the block (``size`` bytes) pays for
     it (:data:`_LEAN_NEW_BYTES`); None otherwise."""
-    lean = _lean_decoders.get(writer)
+    columns = _for_columns.get()
+    kept = _column_decoders if columns else _lean_decoders
+    lean = kept.get(writer)
     if lean is None and size >= _LEAN_NEW_BYTES:
-        lean = _lean_decoder(writer)
+        lean = _lean_decoder(writer, narrow=_NARROW_ALL if columns else _NARROW)
         # No lock (a reader may run in any thread, and a parallel read forks): at worst two
         # threads drop the same oldest one, or one more is kept for a while.
-        while len(_lean_decoders) >= _LEAN_KEPT:
+        while len(kept) >= _LEAN_KEPT:
             try:
-                _lean_decoders.pop(next(iter(_lean_decoders)), None)
+                kept.pop(next(iter(kept)), None)
             except (RuntimeError, StopIteration):  # changed meanwhile by another thread
                 break
-        _lean_decoders[writer] = lean
+        kept[writer] = lean
     return lean
 
 
-def _lean_decoder(writer: Writer, opened: frozenset[str] = frozenset()) -> _LeanDecoder:
+def _lean_decoder(
+    writer: Writer,
+    opened: frozenset[str] = frozenset(),
+    narrow: dict[str, tuple[str, Any] | tuple[str, Any, Any]] | None = None,
+) -> _LeanDecoder:
     """A decoder of events of ``writer`` only: its fields are typed as exactly its values
     (``Literal``; ``None`` for an absent one), so a line of any other writer, or one that
     repeats a writer's field with another value, fails the decode (the block is then
@@ -334,9 +363,10 @@ def _lean_decoder(writer: Writer, opened: frozenset[str] = frozenset()) -> _Lean
         (name, None, None) if value is None else (name, Literal[value])
         for name, value in zip(_WRITER_FIELDS, writer, strict=True)
     ]
-    fields += [narrow for name, narrow in _NARROW.items() if name not in opened]
+    narrow = _NARROW if narrow is None else narrow
+    fields += [field for name, field in narrow.items() if name not in opened]
     lean = msgspec.defstruct("LeanEventOf", fields, bases=(LeanEvent,), kw_only=True, gc=False)
-    return _LeanDecoder(msgspec.json.Decoder(lean), opened)
+    return _LeanDecoder(msgspec.json.Decoder(lean), opened, narrow)
 
 
 #: Fields a writer's decoder first takes narrower than an Event does: ``kind`` one of schema
@@ -354,12 +384,25 @@ _NARROW: Final[dict[str, tuple[str, Any] | tuple[str, Any, Any]]] = {
     "samples": ("samples", None, None),
 }
 _WORK_FIELDS: Final = frozenset({"tokens", "samples"})
+#: For columns (:func:`decoding_for_columns`): every field but ``ts`` and the writer's taken
+#: narrower: absent (``v``: 1, its default), ``kind`` as in :data:`_NARROW`.
+_NARROW_ALL: Final[dict[str, tuple[str, Any] | tuple[str, Any, Any]]] = {
+    **{
+        f: (f, None, None)
+        for f in Event.__struct_fields__
+        if f not in {"ts", "kind", "job", "v", *_WRITER_FIELDS}
+    },
+    "kind": _NARROW["kind"],
+    "v": ("v", Literal[SCHEMA_VERSION], SCHEMA_VERSION),
+}
 
 
-def _narrowed(message: str, opened: frozenset[str]) -> str | None:
-    """The field of :data:`_NARROW` not yet ``opened`` that a decode error names, if any
-    (msgspec ends the message with the path: ``... - at `$[12].kind```)."""
-    return next((f for f in _NARROW if f not in opened and message.endswith(f".{f}`")), None)
+def _narrowed(message: str, lean: _LeanDecoder) -> str | None:
+    """The narrowed field not yet opened that a decode error names, if any (msgspec ends
+    the message with the path: ``... - at `$[12].kind```)."""
+    return next(
+        (f for f in lean.narrow if f not in lean.opened and message.endswith(f".{f}`")), None
+    )
 
 
 def _decode_lean(
@@ -378,11 +421,12 @@ def _decode_lean(
                 rows = lean.decoder.decode_lines(block)
                 break
             except msgspec.ValidationError as exc:
-                field = _narrowed(str(exc), lean.opened)
+                field = _narrowed(str(exc), lean)
                 if field is None:
                     raise
                 # this block, and the writer's later ones, with that field as an Event has it
-                lean = _lean_decoders[writer] = _lean_decoder(writer, lean.opened | {field})
+                kept = _lean_decoders if lean.narrow is _NARROW else _column_decoders
+                lean = kept[writer] = _lean_decoder(writer, lean.opened | {field}, lean.narrow)
     except Exception:  # another writer, a bad line...: the full decode sorts it out
         return None
     if len(rows) != n_lines:
@@ -391,7 +435,10 @@ def _decode_lean(
     columns = _checked_columns(rows, out, file, first_lineno)
     full = functools.partial(_decoded_in_full, block, file, first_lineno)
     work = not _WORK_FIELDS.isdisjoint(lean.opened)
-    return LeanRows(out, full), columns._replace(writer=writer, work=work)
+    fields = None
+    if lean.narrow is _NARROW_ALL:
+        fields = frozenset(Event.__struct_fields__) - (_NARROW_ALL.keys() - lean.opened)
+    return LeanRows(out, full), columns._replace(writer=writer, work=work, fields=fields)
 
 
 def _decoded_in_full(block: bytes, file: str | None, first_lineno: int) -> list[Event | EventError]:
