@@ -18,7 +18,7 @@ from __future__ import annotations
 import contextlib
 import os
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any, Final
 
@@ -28,6 +28,7 @@ from badput.store._base import Chunk, Cursor, EventWriter, ReadResult, Unread, W
 from badput.store._clouds import ObjectStoreError, failed, make_client
 from badput.store._jsonl import JsonlStore, safe_job_dir
 from badput.store._lines import BOM, parse_stream, torn_tail
+from badput.store._names import FirstPart, JobNames
 from badput.store._shipper import (
     DEFAULT_SHIP_INTERVAL,
     MAX_LOCAL_BYTES,
@@ -47,12 +48,24 @@ _FETCHERS: Final = 16
 #: Bytes of a job's first part read to learn which job its events name.
 _HEAD_BYTES: Final = 64 << 10
 
+#: A listed object: its key, size and etag ("" when the store gave none).
+Listed = tuple[str, int, str]
+#: A job's parts by stream: ``[(number, key, size, etag)]`` in number order.
+JobParts = dict[str, list[tuple[int, str, int, str]]]
+
 
 class ObjectStore:
     """Events in an object store: written through a local spool and event file shipped as
     part objects, read back part by part. ``local``: the machine's directory of this store's
     local files (default :func:`~badput.store._shipper.local_root`); ``client``: an obstore
-    store to use instead of one made from the URI and the environment (tests)."""
+    store to use instead of one made from the URI and the environment (tests); ``names``:
+    where :meth:`jobs` remembers which job each directory holds between runs (a
+    :class:`~badput.store.JobNames`; ``badput fleet`` gives its own)."""
+
+    #: Whether a process forked from one that used this store can use it: no. The client's
+    #: runtime (obstore's, in Rust) does not survive ``fork``; a process pool of a store's
+    #: readers starts its processes afresh (``badput fleet``: ``spawn``).
+    fork_safe: Final = False
 
     def __init__(
         self,
@@ -62,6 +75,7 @@ class ObjectStore:
         max_local_bytes: int = MAX_LOCAL_BYTES,
         local: str | os.PathLike[str] | None = None,
         client: Any = None,
+        names: JobNames | None = None,
     ) -> None:
         scheme, _, rest = uri.partition("://")
         scheme = scheme.lower()
@@ -80,7 +94,22 @@ class ObjectStore:
         self._client = client
         self._lock = threading.Lock()
         self._shipper: Shipper | None = None
-        self._names: dict[str, str] = {}  # job directory -> the job its first event names
+        #: job directory -> its first part when read, and the job that part's events name
+        self._names: dict[str, tuple[FirstPart, str]] = {}
+        self.names = names
+        #: Each job directory's parts as the last listing of every job (:meth:`jobs`) saw them.
+        self._listed: dict[str, list[Listed]] | None = None
+
+    def __getstate__(self) -> dict[str, Any]:
+        """What a worker process is sent (``badput fleet``'s pool, Ray): the store's place
+        and client, not its lock, shipper, nor what this process listed and named."""
+        state = dict(self.__dict__)
+        state.update(_lock=None, _shipper=None, _names={}, names=None, _listed=None)
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self._lock = threading.Lock()
 
     def __repr__(self) -> str:
         return f"ObjectStore({self._uri!r})"
@@ -145,11 +174,12 @@ class ObjectStore:
                 return [(str(meta["path"]), int(meta["size"])) for meta in batch]
         return []
 
-    def _list(self, prefix: str) -> list[tuple[str, int]]:
+    def _list(self, prefix: str) -> list[Listed]:
+        """Every object under ``prefix``: key, size, etag (a request per 1,000)."""
         obstore = import_optional("obstore", self.scheme)
         with self._asking(f"listing {prefix or '/'}"):
             return [
-                (str(meta["path"]), int(meta["size"]))
+                (str(meta["path"]), int(meta["size"]), str(meta.get("e_tag") or ""))
                 for batch in obstore.list(self.client, prefix + "/" if prefix else None)
                 for meta in batch
             ]
@@ -216,27 +246,53 @@ class ObjectStore:
         """The jobs under the prefix that hold at least one part, sorted, each by the name
         its events give it (a job's directory is its name made safe, :func:`safe_job_dir`:
         ``team/llama`` lives in ``team_llama``). One listing, then the first bytes of the
-        first part of each directory not seen before (16 at a time)."""
-        first: dict[str, tuple[str, int]] = {}
-        cut = len(self.prefix) + 1 if self.prefix else 0
-        for key, size in self._list(self.prefix):
-            rel = key[cut:]
-            if _PART_MARK in rel and rel.count("/") == 2:
-                directory = rel.split("/", 1)[0]
-                if directory not in first or key < first[directory][0]:
-                    first[directory] = (key, size)
-        unseen = [d for d in first if d not in self._names]
-        if unseen:
-            from concurrent.futures import ThreadPoolExecutor  # noqa: PLC0415 (import cost)
+        first part of each directory not seen before (16 at a time): not seen by this
+        object, nor by :attr:`names` with the same first part (key, size and etag).
 
-            with ThreadPoolExecutor(min(_FETCHERS, len(unseen))) as pool:
-                named = list(pool.map(lambda d: self._first_job(*first[d]), unseen))
-            for directory, job in zip(unseen, named, strict=True):
-                if isinstance(job, Exception):
-                    continue  # not read this time (the directory's name): asked again next time
-                ok = job is not None and safe_job_dir(job) == directory
-                self._names[directory] = job if ok and job is not None else directory
-        return sorted({self._names.get(d, d) for d in first})
+        The listing is kept: :meth:`fingerprint` of a job answers from it."""
+        listed: dict[str, list[Listed]] = {}
+        first: dict[str, FirstPart] = {}
+        cut = len(self.prefix) + 1 if self.prefix else 0
+        for key, size, etag in self._list(self.prefix):
+            rel = key[cut:]
+            directory, sep, _ = rel.partition("/")
+            if sep and _PART_MARK in rel:
+                listed.setdefault(directory, []).append((key, size, etag))
+                if rel.count("/") == 2 and (directory not in first or key < first[directory].key):
+                    first[directory] = FirstPart(key, size, etag)
+        self._listed = listed
+        self._name_directories(first)
+        return sorted({self._names[d][1] if d in self._names else d for d in first})
+
+    def _name_directories(self, first: dict[str, FirstPart]) -> None:
+        """Learn the job of each directory whose first part is not the one it was named
+        by: from :attr:`names`, else from the part's first bytes (16 requests at a time)."""
+        unseen = [d for d in first if self._names.get(d, (None, ""))[0] != first[d]]
+        if self.names is not None:
+            for d in unseen:
+                held = self.names.get(d, first[d])
+                if held is not None:
+                    self._names[d] = (first[d], held)
+            unseen = [d for d in unseen if self._names.get(d, (None, ""))[0] != first[d]]
+        if not unseen:
+            return
+        from concurrent.futures import ThreadPoolExecutor  # noqa: PLC0415 (import cost)
+
+        with ThreadPoolExecutor(min(_FETCHERS, len(unseen))) as pool:
+            named = list(pool.map(lambda d: self._first_job(first[d].key, first[d].size), unseen))
+        for directory, job in zip(unseen, named, strict=True):
+            if isinstance(job, Exception):
+                self._names.pop(directory, None)  # the directory's name this time; asked again
+                continue
+            ok = job is not None and safe_job_dir(job) == directory
+            self._names[directory] = (
+                first[directory],
+                job if ok and job is not None else directory,
+            )
+            if self.names is not None:
+                self.names.put(directory, first[directory], self._names[directory][1])
+        if self.names is not None:
+            self.names.save()
 
     def _first_job(self, key: str, size: int) -> str | Exception | None:
         """The job of the first decodable event in the first bytes of the part ``key``
@@ -283,25 +339,31 @@ class ObjectStore:
         return parent, real if named and isinstance(real, str) else directory
 
     def parts(self, job: str) -> dict[str, list[tuple[int, str, int]]]:
-        """``stream -> [(number, key, size)]`` of ``job``'s parts, in number order."""
+        """``stream -> [(number, key, size)]`` of ``job``'s parts, in number order (one
+        listing of the job's directory)."""
         base = self._key(safe_job_dir(job))
-        found: dict[str, list[tuple[int, str, int]]] = {}
-        for key, size in self._list(base):
-            rel = key[len(base) + 1 :]
-            stream, mark, number = rel.rpartition(_PART_MARK)
-            if not mark or not number.isdigit() or "/" not in stream:
-                continue
-            found.setdefault(stream, []).append((int(number), key, size))
-        for parts in found.values():
-            parts.sort()
-        return found
+        return {
+            stream: [(number, key, size) for number, key, size, _ in parts]
+            for stream, parts in _job_parts(base, self._list(base)).items()
+        }
 
     def fingerprint(self, job: str) -> str:
-        """What a read of ``job`` would fetch: its parts' keys and sizes (one listing). A
-        part is never rewritten with other bytes, so equal fingerprints read equal events
-        (``badput fleet``'s cache keys a job's result by it)."""
+        """What a read of ``job`` would fetch: its parts' keys, sizes and etags. A part is
+        never rewritten with other bytes, so equal fingerprints read equal events
+        (``badput fleet``'s cache keys a job's result by it).
+
+        Taken from the listing of every job :meth:`jobs` made last when it saw the job
+        (no request: a fleet of 10,000 jobs is fingerprinted from one listing), else one
+        listing of the job's directory. A listing older than a read is a safe key for
+        what that read gave: the read saw at least what it lists."""
+        directory = safe_job_dir(job)
+        base = self._key(directory)
+        listed = self._listed.get(directory) if self._listed is not None else None
+        found = _job_parts(base, self._list(base) if listed is None else listed)
         return "\n".join(
-            f"{key}\0{size}" for parts in self.parts(job).values() for _, key, size in parts
+            f"{key}\0{size}\0{etag}"
+            for _, parts in sorted(found.items())
+            for _, key, size, etag in parts
         )
 
     def streams(self, job: str) -> list[str]:
@@ -339,6 +401,21 @@ class ObjectStore:
             if torn is not None:
                 unread.append(torn)
         return ReadResult(chunks, out, unread, reached_end=complete)
+
+
+def _job_parts(base: str, listed: Iterable[Listed]) -> JobParts:
+    """The parts of the job under the key ``base`` among ``listed``, by stream."""
+    found: JobParts = {}
+    for key, size, etag in listed:
+        if not key.startswith(base + "/"):
+            continue
+        stream, mark, number = key[len(base) + 1 :].rpartition(_PART_MARK)
+        if not mark or not number.isdigit() or "/" not in stream:
+            continue
+        found.setdefault(stream, []).append((int(number), key, size, etag))
+    for parts in found.values():
+        parts.sort()
+    return found
 
 
 def _first_job_in(data: bytes) -> str | None:
