@@ -16,10 +16,13 @@ import json
 import os
 import tempfile
 import threading
+from collections.abc import Callable
 from pathlib import Path
 from typing import Final, NamedTuple
 
-__all__ = ["FirstPart", "JobNames"]
+from badput.store._jsonl import safe_job_dir
+
+__all__ = ["FirstPart", "JobNames", "name_directories"]
 
 _VERSION: Final = 1
 
@@ -93,3 +96,40 @@ class JobNames:
                 if tmp is not None:
                     with contextlib.suppress(OSError):
                         os.unlink(tmp)
+
+
+def name_directories(
+    first: dict[str, FirstPart],
+    known: dict[str, tuple[FirstPart, str]],
+    names: JobNames | None,
+    read: Callable[[FirstPart], str | Exception | None],
+    fetchers: int,
+) -> None:
+    """Learn, into ``known``, the job of each directory of ``first`` whose first part is
+    not the one ``known`` was told by: from ``names``, else by ``read`` of the part (the
+    job its first event names; ``fetchers`` at a time). A directory whose events name
+    another job's directory, or none, is its own name; one that could not be read is
+    left out (its directory's name this time, read again next time)."""
+    unseen = [d for d in first if d not in known or known[d][0] != first[d]]
+    if names is not None:
+        for d in unseen:
+            held = names.get(d, first[d])
+            if held is not None:
+                known[d] = (first[d], held)
+        unseen = [d for d in unseen if d not in known or known[d][0] != first[d]]
+    if not unseen:
+        return
+    from concurrent.futures import ThreadPoolExecutor  # noqa: PLC0415 (import cost)
+
+    with ThreadPoolExecutor(min(fetchers, len(unseen))) as pool:
+        named = list(pool.map(lambda d: read(first[d]), unseen))
+    for directory, job in zip(unseen, named, strict=True):
+        if isinstance(job, Exception):
+            known.pop(directory, None)
+            continue
+        name = job if job is not None and safe_job_dir(job) == directory else directory
+        known[directory] = (first[directory], name)
+        if names is not None:
+            names.put(directory, first[directory], name)
+    if names is not None:
+        names.save()

@@ -28,7 +28,7 @@ from badput.store._base import Chunk, Cursor, EventWriter, ReadResult, Unread, W
 from badput.store._clouds import ObjectStoreError, failed, make_client
 from badput.store._jsonl import JsonlStore, safe_job_dir
 from badput.store._lines import BOM, parse_stream, torn_tail
-from badput.store._names import FirstPart, JobNames
+from badput.store._names import FirstPart, JobNames, name_directories
 from badput.store._shipper import (
     DEFAULT_SHIP_INTERVAL,
     MAX_LOCAL_BYTES,
@@ -62,9 +62,8 @@ class ObjectStore:
     where :meth:`jobs` remembers which job each directory holds between runs (a
     :class:`~badput.store.JobNames`; ``badput fleet`` gives its own)."""
 
-    #: Whether a process forked from one that used this store can use it: no. The client's
-    #: runtime (obstore's, in Rust) does not survive ``fork``; a process pool of a store's
-    #: readers starts its processes afresh (``badput fleet``: ``spawn``).
+    #: Whether a process forked from one that used this store can use it: no, obstore's
+    #: runtime does not survive ``fork`` (``badput fleet``'s pool starts by ``spawn``).
     fork_safe: Final = False
 
     def __init__(
@@ -77,17 +76,8 @@ class ObjectStore:
         client: Any = None,
         names: JobNames | None = None,
     ) -> None:
-        scheme, _, rest = uri.partition("://")
-        scheme = scheme.lower()
-        if scheme not in SCHEMES:
-            raise ValueError(f"not an object store URI: {uri!r}")
-        bucket, _, prefix = rest.partition("/")
-        if not bucket:
-            raise ValueError(f"object store URI without a bucket: {uri!r}")
-        self._uri = f"{scheme}://{bucket}" + (f"/{prefix.strip('/')}" if prefix.strip("/") else "")
-        self.scheme = scheme
-        self.bucket = bucket
-        self.prefix = prefix.strip("/")
+        self.scheme, self.bucket, self.prefix = _parse_uri(uri)
+        self._uri = f"{self.scheme}://{self.bucket}" + (f"/{self.prefix}" if self.prefix else "")
         self.ship_interval = ship_interval
         self.max_local_bytes = max_local_bytes
         self.local = JsonlStore(Path(local) if local is not None else local_root(self._uri))
@@ -250,49 +240,11 @@ class ObjectStore:
         object, nor by :attr:`names` with the same first part (key, size and etag).
 
         The listing is kept: :meth:`fingerprint` of a job answers from it."""
-        listed: dict[str, list[Listed]] = {}
-        first: dict[str, FirstPart] = {}
-        cut = len(self.prefix) + 1 if self.prefix else 0
-        for key, size, etag in self._list(self.prefix):
-            rel = key[cut:]
-            directory, sep, _ = rel.partition("/")
-            if sep and _PART_MARK in rel:
-                listed.setdefault(directory, []).append((key, size, etag))
-                if rel.count("/") == 2 and (directory not in first or key < first[directory].key):
-                    first[directory] = FirstPart(key, size, etag)
-        self._listed = listed
-        self._name_directories(first)
+        self._listed, first = _by_directory(self._list(self.prefix), self.prefix)
+        name_directories(
+            first, self._names, self.names, lambda p: self._first_job(p.key, p.size), _FETCHERS
+        )
         return sorted({self._names[d][1] if d in self._names else d for d in first})
-
-    def _name_directories(self, first: dict[str, FirstPart]) -> None:
-        """Learn the job of each directory whose first part is not the one it was named
-        by: from :attr:`names`, else from the part's first bytes (16 requests at a time)."""
-        unseen = [d for d in first if self._names.get(d, (None, ""))[0] != first[d]]
-        if self.names is not None:
-            for d in unseen:
-                held = self.names.get(d, first[d])
-                if held is not None:
-                    self._names[d] = (first[d], held)
-            unseen = [d for d in unseen if self._names.get(d, (None, ""))[0] != first[d]]
-        if not unseen:
-            return
-        from concurrent.futures import ThreadPoolExecutor  # noqa: PLC0415 (import cost)
-
-        with ThreadPoolExecutor(min(_FETCHERS, len(unseen))) as pool:
-            named = list(pool.map(lambda d: self._first_job(first[d].key, first[d].size), unseen))
-        for directory, job in zip(unseen, named, strict=True):
-            if isinstance(job, Exception):
-                self._names.pop(directory, None)  # the directory's name this time; asked again
-                continue
-            ok = job is not None and safe_job_dir(job) == directory
-            self._names[directory] = (
-                first[directory],
-                job if ok and job is not None else directory,
-            )
-            if self.names is not None:
-                self.names.put(directory, first[directory], self._names[directory][1])
-        if self.names is not None:
-            self.names.save()
 
     def _first_job(self, key: str, size: int) -> str | Exception | None:
         """The job of the first decodable event in the first bytes of the part ``key``
@@ -348,14 +300,10 @@ class ObjectStore:
         }
 
     def fingerprint(self, job: str) -> str:
-        """What a read of ``job`` would fetch: its parts' keys, sizes and etags. A part is
-        never rewritten with other bytes, so equal fingerprints read equal events
-        (``badput fleet``'s cache keys a job's result by it).
-
-        Taken from the listing of every job :meth:`jobs` made last when it saw the job
-        (no request: a fleet of 10,000 jobs is fingerprinted from one listing), else one
-        listing of the job's directory. A listing older than a read is a safe key for
-        what that read gave: the read saw at least what it lists."""
+        """What a read of ``job`` would fetch: its parts' keys, sizes and etags (equal
+        fingerprints read equal events: ``badput fleet``'s cache key). From :meth:`jobs`'s
+        last listing if it saw the job (no request), else one listing. An older listing
+        than a read is a safe key for what it read: the read saw all it lists."""
         directory = safe_job_dir(job)
         base = self._key(directory)
         listed = self._listed.get(directory) if self._listed is not None else None
@@ -401,6 +349,36 @@ class ObjectStore:
             if torn is not None:
                 unread.append(torn)
         return ReadResult(chunks, out, unread, reached_end=complete)
+
+
+def _parse_uri(uri: str) -> tuple[str, str, str]:
+    """``scheme://bucket/prefix`` as its scheme (lower case), bucket and prefix."""
+    scheme, _, rest = uri.partition("://")
+    scheme = scheme.lower()
+    if scheme not in SCHEMES:
+        raise ValueError(f"not an object store URI: {uri!r}")
+    bucket, _, prefix = rest.partition("/")
+    if not bucket:
+        raise ValueError(f"object store URI without a bucket: {uri!r}")
+    return scheme, bucket, prefix.strip("/")
+
+
+def _by_directory(
+    listing: list[Listed], prefix: str
+) -> tuple[dict[str, list[Listed]], dict[str, FirstPart]]:
+    """The parts of ``listing`` (under ``prefix``) by job directory, and each directory's
+    first part among its streams (``<directory>/<attempt>/<file>.part-N``)."""
+    listed: dict[str, list[Listed]] = {}
+    first: dict[str, FirstPart] = {}
+    cut = len(prefix) + 1 if prefix else 0
+    for key, size, etag in listing:
+        rel = key[cut:]
+        directory, sep, _ = rel.partition("/")
+        if sep and _PART_MARK in rel:
+            listed.setdefault(directory, []).append((key, size, etag))
+            if rel.count("/") == 2 and (directory not in first or key < first[directory].key):
+                first[directory] = FirstPart(key, size, etag)
+    return listed, first
 
 
 def _job_parts(base: str, listed: Iterable[Listed]) -> JobParts:
