@@ -332,12 +332,12 @@ def job_sources(
     text = os.fspath(uri_or_path)
     if "://" in text and not text.lower().startswith("file://"):
         store = open_store(text)
-        if names is not None and isinstance(store, ObjectStore):
-            store.names = names
-        inside = store.job_inside() if isinstance(store, ObjectStore) else None
-        if inside is not None:
-            return [inside]
-        return [(store, name) for name in store.jobs()]
+        if not isinstance(store, ObjectStore):
+            return [(store, name) for name in store.jobs()]
+        store.names = names if names is not None else store.names
+        listing = store.listing()  # one listing: a job's directory, or every job's
+        inside = store.job_inside(listing)
+        return [inside] if inside is not None else [(store, n) for n in store.jobs(listing)]
     opened = open_store(text)
     if isinstance(opened, JsonlStore) and opened.root.is_dir():
         try:

@@ -62,8 +62,7 @@ class ObjectStore:
     where :meth:`jobs` remembers which job each directory holds between runs (a
     :class:`~badput.store.JobNames`; ``badput fleet`` gives its own)."""
 
-    #: Whether a process forked from one that used this store can use it: no, obstore's
-    #: runtime does not survive ``fork`` (``badput fleet``'s pool starts by ``spawn``).
+    #: No: obstore's runtime does not survive ``fork`` (``badput fleet``'s pool: ``spawn``).
     fork_safe: Final = False
 
     def __init__(
@@ -154,25 +153,23 @@ class ObjectStore:
                 obstore.get_range(self.client, key, start=0, length=min(size, _HEAD_BYTES))
             )
 
-    def _list_first(self, prefix: str) -> list[tuple[str, int]]:
-        """The first page of the listing under ``prefix`` (one request)."""
+    def _list(self, prefix: str, *, first_page: bool = False) -> list[Listed]:
+        """Every object under ``prefix``: key, size, etag (a request per 1,000 objects);
+        with ``first_page``, the first 1,000 (one request)."""
         obstore = import_optional("obstore", self.scheme)
+        out: list[Listed] = []
         with self._asking(f"listing {prefix or '/'}"):
             for batch in obstore.list(
                 self.client, prefix + "/" if prefix else None, chunk_size=1000
             ):
-                return [(str(meta["path"]), int(meta["size"])) for meta in batch]
-        return []
+                out += [(str(m["path"]), int(m["size"]), str(m.get("e_tag") or "")) for m in batch]
+                if first_page:
+                    break
+        return out
 
-    def _list(self, prefix: str) -> list[Listed]:
-        """Every object under ``prefix``: key, size, etag (a request per 1,000)."""
-        obstore = import_optional("obstore", self.scheme)
-        with self._asking(f"listing {prefix or '/'}"):
-            return [
-                (str(meta["path"]), int(meta["size"]), str(meta.get("e_tag") or ""))
-                for batch in obstore.list(self.client, prefix + "/" if prefix else None)
-                for meta in batch
-            ]
+    def listing(self) -> list[Listed]:
+        """Every object under the prefix (a request per 1,000), for :meth:`jobs` and co."""
+        return self._list(self.prefix)
 
     # ----------------------------------------------------------------- writing
 
@@ -232,15 +229,17 @@ class ObjectStore:
 
     # ----------------------------------------------------------------- reading
 
-    def jobs(self) -> list[str]:
+    def jobs(self, listing: list[Listed] | None = None) -> list[str]:
         """The jobs under the prefix that hold at least one part, sorted, each by the name
         its events give it (a job's directory is its name made safe, :func:`safe_job_dir`:
         ``team/llama`` lives in ``team_llama``). One listing, then the first bytes of the
         first part of each directory not seen before (16 at a time): not seen by this
         object, nor by :attr:`names` with the same first part (key, size and etag).
 
-        The listing is kept: :meth:`fingerprint` of a job answers from it."""
-        self._listed, first = _by_directory(self._list(self.prefix), self.prefix)
+        The listing (or ``listing``, :meth:`listing`'s) is kept: :meth:`fingerprint` answers
+        from it."""
+        listing = self._list(self.prefix) if listing is None else listing
+        self._listed, first = _by_directory(listing, self.prefix)
         name_directories(
             first, self._names, self.names, lambda p: self._first_job(p.key, p.size), _FETCHERS
         )
@@ -259,7 +258,8 @@ class ObjectStore:
         name), if it has shipped a part; else None. One listing request of its directory
         (and the first bytes of one part), unlike :meth:`jobs`."""
         directory = safe_job_dir(job)
-        listed = [(k, n) for k, n in self._list_first(self._key(directory)) if _PART_MARK in k]
+        listed = [(k, n) for k, n, _ in self._list(self._key(directory), first_page=True)]
+        listed = [(k, n) for k, n in listed if _PART_MARK in k]
         if not listed:
             return None
         if job != directory:
@@ -267,11 +267,13 @@ class ObjectStore:
         real = self._first_job(*min(listed))
         return real if isinstance(real, str) and safe_job_dir(real) == directory else job
 
-    def job_inside(self) -> tuple[ObjectStore, str] | None:
+    def job_inside(self, listing: list[Listed] | None = None) -> tuple[ObjectStore, str] | None:
         """When this URI is a job's directory (``s3://b/runs/JOB``) or an attempt's
         (``.../JOB/0``) rather than a store root: the store root above it and the job
-        (named by its events), as a local job's directory is read. One listing request."""
-        listed = [(k, n) for k, n in self._list_first(self.prefix) if _PART_MARK in k]
+        (named by its events), as a local job's directory is read. One listing request
+        (none given ``listing``, :meth:`listing`'s)."""
+        listing = self._list(self.prefix, first_page=True) if listing is None else listing
+        listed = [(k, n) for k, n, _ in listing if _PART_MARK in k]
         if not listed or not self.prefix:
             return None
         key, size = min(listed)
