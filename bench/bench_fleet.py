@@ -4,22 +4,31 @@ store, and ``--sql`` over the fleet's tables, side by side in one run.
 Goals (issue 34), at the full size (``--jobs 10000 --steps 10000``): local on 2 cores
 >= 1.8 times one process; the second run ≤ 5 % of the first; ``--sql`` ≤ 1 s.
 
+``--store s3``: the same fleet uploaded as parts to moto's S3 server on 127.0.0.1 (its own
+process; ``badput[s3]`` and ``moto[server]``), then a first and a second run over
+``s3://...`` with a cache: their times, their ratio and the requests each made (moto's
+log), and the fleet's JSON checked equal to the local store's, byte for byte.
+
     PYTHONPATH=src:tests python bench/bench_fleet.py --jobs 200 --steps 200
+    PYTHONPATH=src:tests python bench/bench_fleet.py --jobs 300 --steps 300 --store s3
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import tempfile
 import time
+from collections import Counter
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent.parent / "tests"))
 
 from _fleet_jobs import write_fleet
 from badput.fleet import (
+    FleetRun,
     ResultCache,
     analyse_fleet,
     fleet_summary,
@@ -28,44 +37,101 @@ from badput.fleet import (
 )
 
 
+def _cached_runs(source: str, cache_dir: Path) -> tuple[float, float, FleetRun]:
+    """A first and a second run over ``source`` with a fresh cache: their times, and the
+    second run (its fleet's JSON checked the same as the first's)."""
+    cache = ResultCache(cache_dir, source)
+    t = time.perf_counter()
+    run = analyse_fleet(source, cache=cache)
+    first = time.perf_counter() - t
+    text = json.dumps(fleet_summary(run.results, source="s"))
+    t = time.perf_counter()
+    run = analyse_fleet(source, cache=cache)
+    second = time.perf_counter() - t
+    assert run.analysed == 0, run.analysed
+    assert json.dumps(fleet_summary(run.results, source="s")) == text
+    return first, second, run
+
+
+def _local(root: Path, tmp: Path) -> str:
+    timings = {}
+    texts = {}
+    for engine in ("serial", "local"):
+        t = time.perf_counter()
+        run = analyse_fleet(root, engine=engine)  # type: ignore[arg-type]
+        timings[engine] = time.perf_counter() - t
+        texts[engine] = json.dumps(fleet_summary(run.results, source="s"))
+    assert texts["serial"] == texts["local"]
+    first, second, run = _cached_runs(str(root), tmp / "cache")
+    tables = fleet_tables(run.results)
+    t = time.perf_counter()
+    query_tables(
+        "SELECT bucket, sum(seconds) FROM buckets JOIN jobs USING (job) "
+        "WHERE failures > 0 GROUP BY 1 ORDER BY 2 DESC",
+        tables,
+    )
+    sql = time.perf_counter() - t
+    speedup = timings["serial"] / timings["local"]
+    print(f"one process {timings['serial']:.2f} s, local {timings['local']:.2f} s: {speedup:.2f}x")
+    print(f"local: cached run {second:.3f} s = {second / first:.1%} of the first ({first:.2f} s)")
+    print(f"--sql {sql * 1000:.0f} ms")
+    return texts["serial"]
+
+
+def _s3(root: Path, tmp: Path, local_text: str) -> None:
+    from _s3 import MotoServer, s3_env, upload_store  # noqa: PLC0415 (moto, obstore)
+
+    server = MotoServer(log=tmp / "moto.log").start()
+    try:
+        server.make_bucket("fleet")
+        with s3_env(server.url, str(tmp / "xdg")):
+            uri = "s3://fleet/runs"
+            t = time.perf_counter()
+            parts = upload_store(root, uri, part_bytes=1 << 20)
+            print(f"uploaded {parts} parts in {time.perf_counter() - t:.1f} s")
+            asked = [len(server.requests())]
+            cache = ResultCache(tmp / "s3-cache", uri)
+            runs = []
+            for _ in range(2):
+                t = time.perf_counter()
+                run = analyse_fleet(uri, cache=cache)
+                runs.append((time.perf_counter() - t, run))
+                asked.append(len(server.requests()))
+            text = json.dumps(fleet_summary(runs[0][1].results, source="s"))
+            assert text == local_text, "the fleet over s3 is not the local store's"
+            assert runs[1][1].analysed == 0
+            assert json.dumps(fleet_summary(runs[1][1].results, source="s")) == text
+            requests = server.requests()
+    finally:
+        server.stop()
+    (first, _), (second, _) = runs
+    for name, (lo, hi) in (("first", asked[0:2]), ("second", asked[1:3])):
+        kinds = Counter(
+            "list" if r.is_listing else "get" if r.is_object_read else r.method
+            for r in requests[lo:hi]
+        )
+        said = ", ".join(f"{n} {k}" for k, n in kinds.items())
+        print(f"s3: {name} run: {hi - lo} requests ({said})")
+    print(f"s3: cached run {second:.3f} s = {second / first:.1%} of the first ({first:.2f} s)")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--jobs", type=int, default=10_000)
     ap.add_argument("--steps", type=int, default=10_000, help="about this many steps a job")
+    ap.add_argument(
+        "--store", choices=("local", "s3"), default="local", help="s3: also over moto's S3"
+    )
     args = ap.parse_args()
+    print(f"{args.jobs} jobs, ~{args.steps} steps, {os.cpu_count()} cores")
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp) / "store"
         t = time.perf_counter()
         write_fleet(root, args.jobs, steps_scale=max(1, args.steps // 60))
         print(f"generated {args.jobs} jobs in {time.perf_counter() - t:.1f} s")
-        timings = {}
-        texts = {}
-        for engine in ("serial", "local"):
-            t = time.perf_counter()
-            run = analyse_fleet(root, engine=engine)  # type: ignore[arg-type]
-            timings[engine] = time.perf_counter() - t
-            texts[engine] = json.dumps(fleet_summary(run.results, source="s"))
-        assert texts["serial"] == texts["local"]
-        cache = ResultCache(Path(tmp) / "cache", str(root))
-        t = time.perf_counter()
-        analyse_fleet(root, cache=cache)
-        first = time.perf_counter() - t
-        t = time.perf_counter()
-        run = analyse_fleet(root, cache=cache)
-        second = time.perf_counter() - t
-        assert run.analysed == 0
-        tables = fleet_tables(run.results)
-        t = time.perf_counter()
-        query_tables(
-            "SELECT bucket, sum(seconds) FROM buckets JOIN jobs USING (job) "
-            "WHERE failures > 0 GROUP BY 1 ORDER BY 2 DESC",
-            tables,
-        )
-        sql = time.perf_counter() - t
-    speedup = timings["serial"] / timings["local"]
-    print(f"one process {timings['serial']:.2f} s, local {timings['local']:.2f} s: {speedup:.2f}x")
-    print(f"cached run {second:.3f} s = {second / first:.1%} of the first ({first:.2f} s)")
-    print(f"--sql {sql * 1000:.0f} ms")
+        text = _local(root, Path(tmp))
+        if args.store == "s3":
+            _s3(root, Path(tmp), text)
 
 
 if __name__ == "__main__":

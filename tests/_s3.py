@@ -1,6 +1,7 @@
 """A real S3-protocol server for tests and benches: moto's server mode on 127.0.0.1, and a
 small TCP proxy in front of it that can refuse connections (an outage) or answer ``503
-SlowDown`` (throttling) for a while, which moto itself cannot do.
+SlowDown`` (throttling) for a while, which moto itself cannot do. The server's own request
+log (``MotoServer(log=...)``) tells which requests a client made: :meth:`MotoServer.requests`.
 
 The proxy, not moto, is what an outage stops: moto keeps its objects in memory, and a
 stopped moto would come back empty. To the client the two are the same: nothing listens.
@@ -10,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import socket
 import subprocess
 import sys
@@ -17,8 +19,36 @@ import threading
 import time
 import urllib.request
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import NamedTuple
+from urllib.parse import parse_qs, unquote, urlsplit
 
-__all__ = ["FaultProxy", "MotoServer", "s3_env"]
+from badput.store import ObjectStore
+
+__all__ = ["FaultProxy", "MotoServer", "Request", "s3_env", "upload_store"]
+
+#: A request line of the server's log (werkzeug's, colours and all).
+_LOGGED = re.compile(r'"(?:\x1b\[[0-9;]*m)*([A-Z]+) (\S+) HTTP/[0-9.]+(?:\x1b\[[0-9;]*m)*" (\d+)')
+
+
+class Request(NamedTuple):
+    """One request the server answered, from its log."""
+
+    method: str
+    bucket: str
+    key: str  # the object's key ("" for a request of the bucket: a listing)
+    query: dict[str, list[str]]
+    status: int
+
+    @property
+    def is_listing(self) -> bool:
+        return self.method == "GET" and not self.key and "list-type" in self.query
+
+    @property
+    def is_object_read(self) -> bool:
+        return self.method in ("GET", "HEAD") and bool(self.key)
+
 
 _THROTTLED = (
     b"HTTP/1.1 503 Slow Down\r\nContent-Type: application/xml\r\nContent-Length: 95\r\n"
@@ -34,19 +64,23 @@ def _free_port() -> int:
 
 
 class MotoServer:
-    """``python -m moto.server`` on a free port of 127.0.0.1, in its own process."""
+    """``python -m moto.server`` on a free port of 127.0.0.1, in its own process; ``log``:
+    a file its request log goes to (:meth:`requests` reads it)."""
 
-    def __init__(self) -> None:
+    def __init__(self, log: Path | None = None) -> None:
         self.port = _free_port()
         self.url = f"http://127.0.0.1:{self.port}"
+        self.log = log
         self._proc: subprocess.Popen[bytes] | None = None
 
     def start(self) -> MotoServer:
-        self._proc = subprocess.Popen(
-            [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(self.port)],
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-        )
+        with contextlib.ExitStack() as stack:
+            err = stack.enter_context(open(self.log, "ab")) if self.log else subprocess.DEVNULL
+            self._proc = subprocess.Popen(
+                [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(self.port)],
+                stdout=subprocess.DEVNULL,
+                stderr=err,
+            )
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline:
             with contextlib.suppress(OSError):
@@ -56,6 +90,21 @@ class MotoServer:
                 raise RuntimeError("moto server exited at start")
             time.sleep(0.1)
         raise RuntimeError("moto server did not start within 30 s")
+
+    def requests(self) -> list[Request]:
+        """Every request the server logged so far (needs ``log``), in order. The server
+        logs a request as it answers it: all of a client's requests are there once the
+        client has its answers."""
+        assert self.log is not None, "MotoServer(log=...) logs requests"
+        out = []
+        for line in self.log.read_text(errors="replace").splitlines():
+            m = _LOGGED.search(line)
+            if m is None or m.group(2).startswith("/moto-api"):
+                continue
+            url = urlsplit(m.group(2))
+            bucket, _, key = unquote(url.path).lstrip("/").partition("/")
+            out.append(Request(m.group(1), bucket, key, parse_qs(url.query), int(m.group(3))))
+        return out
 
     def make_bucket(self, name: str) -> None:
         req = urllib.request.Request(f"{self.url}/{name}", method="PUT")
@@ -161,3 +210,24 @@ def s3_env(endpoint: str, cache: str) -> Iterator[dict[str, str]]:
                 os.environ.pop(k, None)
             else:
                 os.environ[k] = v
+
+
+def upload_store(root: Path, uri: str, *, part_bytes: int = 1 << 20, threads: int = 8) -> int:
+    """Upload the directory store ``root`` (``<job>/<attempt>/<file>.jsonl``) to the object
+    store ``uri`` as the shipper lays it out: each file as numbered parts of about
+    ``part_bytes``, cut after a newline. Returns the parts uploaded."""
+    store = ObjectStore(uri)
+    uploads: list[tuple[str, str, bytes]] = []
+    for path in sorted(root.glob("*/*/*.jsonl")):
+        data = path.read_bytes()
+        stream = f"{path.parent.name}/{path.name}"
+        start, number = 0, 1
+        while start < len(data):
+            end = data.find(b"\n", min(start + part_bytes, len(data)) - 1) + 1 or len(data)
+            uploads.append(
+                (path.parent.parent.name, f"{stream}.part-{number:08d}", data[start:end])
+            )
+            start, number = end, number + 1
+    with ThreadPoolExecutor(threads) as pool:
+        list(pool.map(lambda u: store._put(*u), uploads))
+    return len(uploads)

@@ -21,7 +21,7 @@ PUBLIC: dict[str, set[str]] = {
     },
     "badput.store": {
         "MAX_LINE_BYTES", "SPOOL_DIR", "Chunk", "Cursor", "EventStore", "EventWriter",
-        "JobListing", "JsonlStore",
+        "FirstPart", "JobListing", "JobNames", "JsonlStore",
         "MemoryStore", "ObjectStore", "Orphans", "ReadResult", "SingleFileStore", "SpooledWriter",
         "ObjectStoreError", "Unread",
         "WriterKey", "is_job_path", "job_sources", "list_job",

@@ -1,6 +1,10 @@
 """The fleet's per-job result cache: one small JSON file per job, keyed by what the job's
 analysis read (:func:`~badput.fleet._job.job_fingerprint`). A second run over a store in
-which nothing changed reads these files and analyses nothing."""
+which nothing changed reads these files and analyses nothing.
+
+Beside them, for an object store, the name of the job each directory holds
+(:meth:`ResultCache.names`): with it a second run over an unchanged bucket makes listing
+requests only (no GET of a part to learn a job's name, no listing per job)."""
 
 from __future__ import annotations
 
@@ -12,6 +16,7 @@ import tempfile
 from pathlib import Path
 
 from badput.fleet._job import JobResult
+from badput.store import JobNames
 
 __all__ = ["ResultCache", "default_cache_dir"]
 
@@ -37,6 +42,12 @@ class ResultCache:
         h = hashlib.sha256(f"{self.store_uri}\0{job}".encode("utf-8", "surrogatepass"))
         digest = h.hexdigest()
         return self.root / digest[:2] / f"{digest}.json"
+
+    def names(self) -> JobNames:
+        """Which job each directory of the store holds, as its first part said (an object
+        store reads it from the part otherwise: a GET per job directory per run)."""
+        digest = hashlib.sha256(self.store_uri.encode("utf-8", "surrogatepass")).hexdigest()
+        return JobNames(self.root / "names" / f"{digest}.json")
 
     def get(self, job: str, key: str | None) -> JobResult | None:
         """The cached result of ``job`` if it was computed from files with fingerprint ``key``."""

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import multiprocessing
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final, Literal
@@ -28,7 +28,15 @@ from badput.store import EventStore, job_sources
 if TYPE_CHECKING:
     from badput.analysis import JobSplit
 
-__all__ = ["ENGINES", "SPLIT_BYTES", "FleetRun", "analyse_fleet", "run_batch", "run_task"]
+__all__ = [
+    "ENGINES",
+    "SPLIT_BYTES",
+    "FleetRun",
+    "analyse_fleet",
+    "pool_context",
+    "run_batch",
+    "run_task",
+]
 
 Engine = Literal["local", "ray", "serial"]
 ENGINES: Final = ("local", "ray", "serial")
@@ -87,12 +95,20 @@ def _run_serial(tasks: list[Task], workers: int) -> list[list[Any]]:
     return [run_task(task) for task in tasks]
 
 
+def pool_context(stores: Iterable[EventStore]) -> multiprocessing.context.BaseContext:
+    """How a process pool reading ``stores`` starts its processes: ``fork`` (they start
+    with badput and the engine imported; ``spawn`` imports them again in each, 0.3 s; the
+    driver holds no threads of ours), unless a store's client does not survive a fork (an
+    object store's: ``fork_safe`` False), then ``spawn``."""
+    forkable = all(getattr(store, "fork_safe", True) for store in stores)
+    return multiprocessing.get_context("fork" if forkable else "spawn")
+
+
 def _run_local(tasks: list[Task], workers: int) -> list[list[Any]]:
     if workers <= 1 or len(tasks) <= 1:
         return [run_task(task) for task in tasks]
-    # fork: the workers start with badput and the engine imported (spawn imports them again
-    # in each worker, 0.3 s); the driver holds no threads of ours here.
-    context = multiprocessing.get_context("fork")
+    stores = (store for task in tasks if task[0] == "jobs" for store, _ in task[1])
+    context = pool_context(stores)
     with ProcessPoolExecutor(max_workers=workers, mp_context=context) as pool:
         return list(pool.map(run_task, tasks))
 
@@ -182,7 +198,8 @@ def analyse_fleet(
     split_bytes: int | None = SPLIT_BYTES,
 ) -> FleetRun:
     """Every job of the store ``source`` analysed (:func:`badput.store.job_sources`), the
-    jobs whose files did not change since ``cache`` kept their result taken from it.
+    jobs whose files did not change since ``cache`` kept their result taken from it (and,
+    for an object store, its directories' job names: :meth:`ResultCache.names`).
 
     ``engine``: ``local`` (a process pool of ``workers``, default one per core), ``ray``
     (Ray tasks on the cluster ``RAY_ADDRESS`` names, else a local one; a task whose worker
@@ -191,7 +208,7 @@ def analyse_fleet(
     a source that is not a store."""
     if engine not in _RUNNERS:
         raise ValueError(f"unknown engine {engine!r}; one of {', '.join(ENGINES)}")
-    sources = job_sources(source)
+    sources = job_sources(source, names=cache.names() if cache is not None else None)
     results: list[JobResult | None] = [None] * len(sources)
     keys: list[str | None] = []
     todo: list[tuple[EventStore, str]] = []

@@ -4,11 +4,11 @@ of the job's name (:func:`~badput.fleet._render.job_page_name`)."""
 
 from __future__ import annotations
 
-import multiprocessing
 import os
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
+from badput.fleet._engine import pool_context
 from badput.fleet._render import job_page_name
 from badput.store import EventStore
 
@@ -36,5 +36,5 @@ def write_job_pages(
     todo = [(store, job, os.fspath(directory)) for store, job in sources]
     if workers <= 1 or len(todo) <= 1:
         return [_write_page(t) for t in todo]
-    with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("fork")) as pool:
+    with ProcessPoolExecutor(workers, mp_context=pool_context(s for s, _ in sources)) as pool:
         return list(pool.map(_write_page, todo))

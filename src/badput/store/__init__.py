@@ -50,6 +50,7 @@ from badput.store._jsonl import (
 )
 from badput.store._lines import MAX_LINE_BYTES
 from badput.store._memory import MemoryStore, memory_store
+from badput.store._names import FirstPart, JobNames
 from badput.store._object import ObjectStore, ObjectStoreError
 from badput.store._reading import what_is, written_end
 from badput.store._spool import SPOOL_DIR, Orphans, SpooledWriter, ship_orphaned
@@ -64,7 +65,9 @@ __all__ = [
     "Cursor",
     "EventStore",
     "EventWriter",
+    "FirstPart",
     "JobListing",
+    "JobNames",
     "JsonlStore",
     "MemoryStore",
     "ObjectStore",
@@ -312,22 +315,29 @@ def _object_source(store: ObjectStore, text: str, job: str | None) -> tuple[Even
 
 def job_sources(
     uri_or_path: str | os.PathLike[str] | EventStore,
+    *,
+    names: JobNames | None = None,
 ) -> list[tuple[EventStore, str]]:
     """Every job ``uri_or_path`` designates, each as the store and job to read it by:
     a store's jobs (a renamed job directory read as the job its events name), or the one
     job of a job directory, an attempt's directory or a file (see :func:`open_source`).
-    Raises ``ValueError`` for a path that does not exist or is neither."""
+    ``names``: what an object store remembers its job directories' names in (see
+    :class:`JobNames`). Raises ``ValueError`` for a path that does not exist or is neither."""
     if not isinstance(uri_or_path, (str, os.PathLike)):
         if isinstance(uri_or_path, JsonlStore):
             return [_archived(*_held(uri_or_path, name)) for name in uri_or_path.jobs()]
+        if names is not None and isinstance(uri_or_path, ObjectStore):
+            uri_or_path.names = names
         return [(uri_or_path, name) for name in uri_or_path.jobs()]
     text = os.fspath(uri_or_path)
     if "://" in text and not text.lower().startswith("file://"):
         store = open_store(text)
-        inside = store.job_inside() if isinstance(store, ObjectStore) else None
-        if inside is not None:
-            return [inside]
-        return [(store, name) for name in store.jobs()]
+        if not isinstance(store, ObjectStore):
+            return [(store, name) for name in store.jobs()]
+        store.names = names if names is not None else store.names
+        listing = store.listing()  # one listing: a job's directory, or every job's
+        inside = store.job_inside(listing)
+        return [inside] if inside is not None else [(store, n) for n in store.jobs(listing)]
     opened = open_store(text)
     if isinstance(opened, JsonlStore) and opened.root.is_dir():
         try:

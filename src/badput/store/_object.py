@@ -18,7 +18,7 @@ from __future__ import annotations
 import contextlib
 import os
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any, Final
 
@@ -28,6 +28,7 @@ from badput.store._base import Chunk, Cursor, EventWriter, ReadResult, Unread, W
 from badput.store._clouds import ObjectStoreError, failed, make_client
 from badput.store._jsonl import JsonlStore, safe_job_dir
 from badput.store._lines import BOM, parse_stream, torn_tail
+from badput.store._names import FirstPart, JobNames, name_directories
 from badput.store._shipper import (
     DEFAULT_SHIP_INTERVAL,
     MAX_LOCAL_BYTES,
@@ -47,12 +48,22 @@ _FETCHERS: Final = 16
 #: Bytes of a job's first part read to learn which job its events name.
 _HEAD_BYTES: Final = 64 << 10
 
+#: A listed object: its key, size and etag ("" when the store gave none).
+Listed = tuple[str, int, str]
+#: A job's parts by stream: ``[(number, key, size, etag)]`` in number order.
+JobParts = dict[str, list[tuple[int, str, int, str]]]
+
 
 class ObjectStore:
     """Events in an object store: written through a local spool and event file shipped as
     part objects, read back part by part. ``local``: the machine's directory of this store's
     local files (default :func:`~badput.store._shipper.local_root`); ``client``: an obstore
-    store to use instead of one made from the URI and the environment (tests)."""
+    store to use instead of one made from the URI and the environment (tests); ``names``:
+    where :meth:`jobs` remembers which job each directory holds between runs (a
+    :class:`~badput.store.JobNames`; ``badput fleet`` gives its own)."""
+
+    #: No: obstore's runtime does not survive ``fork`` (``badput fleet``'s pool: ``spawn``).
+    fork_safe: Final = False
 
     def __init__(
         self,
@@ -62,25 +73,32 @@ class ObjectStore:
         max_local_bytes: int = MAX_LOCAL_BYTES,
         local: str | os.PathLike[str] | None = None,
         client: Any = None,
+        names: JobNames | None = None,
     ) -> None:
-        scheme, _, rest = uri.partition("://")
-        scheme = scheme.lower()
-        if scheme not in SCHEMES:
-            raise ValueError(f"not an object store URI: {uri!r}")
-        bucket, _, prefix = rest.partition("/")
-        if not bucket:
-            raise ValueError(f"object store URI without a bucket: {uri!r}")
-        self._uri = f"{scheme}://{bucket}" + (f"/{prefix.strip('/')}" if prefix.strip("/") else "")
-        self.scheme = scheme
-        self.bucket = bucket
-        self.prefix = prefix.strip("/")
+        self.scheme, self.bucket, self.prefix = _parse_uri(uri)
+        self._uri = f"{self.scheme}://{self.bucket}" + (f"/{self.prefix}" if self.prefix else "")
         self.ship_interval = ship_interval
         self.max_local_bytes = max_local_bytes
         self.local = JsonlStore(Path(local) if local is not None else local_root(self._uri))
         self._client = client
         self._lock = threading.Lock()
         self._shipper: Shipper | None = None
-        self._names: dict[str, str] = {}  # job directory -> the job its first event names
+        #: job directory -> its first part when read, and the job that part's events name
+        self._names: dict[str, tuple[FirstPart, str]] = {}
+        self.names = names
+        #: Each job directory's parts as the last listing of every job (:meth:`jobs`) saw them.
+        self._listed: dict[str, list[Listed]] | None = None
+
+    def __getstate__(self) -> dict[str, Any]:
+        """What a worker process is sent (``badput fleet``'s pool, Ray): the store's place
+        and client, not its lock, shipper, nor what this process listed and named."""
+        state = dict(self.__dict__)
+        state.update(_lock=None, _shipper=None, _names={}, names=None, _listed=None)
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self._lock = threading.Lock()
 
     def __repr__(self) -> str:
         return f"ObjectStore({self._uri!r})"
@@ -135,24 +153,23 @@ class ObjectStore:
                 obstore.get_range(self.client, key, start=0, length=min(size, _HEAD_BYTES))
             )
 
-    def _list_first(self, prefix: str) -> list[tuple[str, int]]:
-        """The first page of the listing under ``prefix`` (one request)."""
+    def _list(self, prefix: str, *, first_page: bool = False) -> list[Listed]:
+        """Every object under ``prefix``: key, size, etag (a request per 1,000 objects);
+        with ``first_page``, the first 1,000 (one request)."""
         obstore = import_optional("obstore", self.scheme)
+        out: list[Listed] = []
         with self._asking(f"listing {prefix or '/'}"):
             for batch in obstore.list(
                 self.client, prefix + "/" if prefix else None, chunk_size=1000
             ):
-                return [(str(meta["path"]), int(meta["size"])) for meta in batch]
-        return []
+                out += [(str(m["path"]), int(m["size"]), str(m.get("e_tag") or "")) for m in batch]
+                if first_page:
+                    break
+        return out
 
-    def _list(self, prefix: str) -> list[tuple[str, int]]:
-        obstore = import_optional("obstore", self.scheme)
-        with self._asking(f"listing {prefix or '/'}"):
-            return [
-                (str(meta["path"]), int(meta["size"]))
-                for batch in obstore.list(self.client, prefix + "/" if prefix else None)
-                for meta in batch
-            ]
+    def listing(self) -> list[Listed]:
+        """Every object under the prefix (a request per 1,000), for :meth:`jobs` and co."""
+        return self._list(self.prefix)
 
     # ----------------------------------------------------------------- writing
 
@@ -212,31 +229,21 @@ class ObjectStore:
 
     # ----------------------------------------------------------------- reading
 
-    def jobs(self) -> list[str]:
+    def jobs(self, listing: list[Listed] | None = None) -> list[str]:
         """The jobs under the prefix that hold at least one part, sorted, each by the name
         its events give it (a job's directory is its name made safe, :func:`safe_job_dir`:
         ``team/llama`` lives in ``team_llama``). One listing, then the first bytes of the
-        first part of each directory not seen before (16 at a time)."""
-        first: dict[str, tuple[str, int]] = {}
-        cut = len(self.prefix) + 1 if self.prefix else 0
-        for key, size in self._list(self.prefix):
-            rel = key[cut:]
-            if _PART_MARK in rel and rel.count("/") == 2:
-                directory = rel.split("/", 1)[0]
-                if directory not in first or key < first[directory][0]:
-                    first[directory] = (key, size)
-        unseen = [d for d in first if d not in self._names]
-        if unseen:
-            from concurrent.futures import ThreadPoolExecutor  # noqa: PLC0415 (import cost)
+        first part of each directory not seen before (16 at a time): not seen by this
+        object, nor by :attr:`names` with the same first part (key, size and etag).
 
-            with ThreadPoolExecutor(min(_FETCHERS, len(unseen))) as pool:
-                named = list(pool.map(lambda d: self._first_job(*first[d]), unseen))
-            for directory, job in zip(unseen, named, strict=True):
-                if isinstance(job, Exception):
-                    continue  # not read this time (the directory's name): asked again next time
-                ok = job is not None and safe_job_dir(job) == directory
-                self._names[directory] = job if ok and job is not None else directory
-        return sorted({self._names.get(d, d) for d in first})
+        The listing (or ``listing``, :meth:`listing`'s) is kept: :meth:`fingerprint` answers
+        from it."""
+        listing = self._list(self.prefix) if listing is None else listing
+        self._listed, first = _by_directory(listing, self.prefix)
+        name_directories(
+            first, self._names, self.names, lambda p: self._first_job(p.key, p.size), _FETCHERS
+        )
+        return sorted({self._names[d][1] if d in self._names else d for d in first})
 
     def _first_job(self, key: str, size: int) -> str | Exception | None:
         """The job of the first decodable event in the first bytes of the part ``key``
@@ -251,7 +258,8 @@ class ObjectStore:
         name), if it has shipped a part; else None. One listing request of its directory
         (and the first bytes of one part), unlike :meth:`jobs`."""
         directory = safe_job_dir(job)
-        listed = [(k, n) for k, n in self._list_first(self._key(directory)) if _PART_MARK in k]
+        listed = [(k, n) for k, n, _ in self._list(self._key(directory), first_page=True)]
+        listed = [(k, n) for k, n in listed if _PART_MARK in k]
         if not listed:
             return None
         if job != directory:
@@ -259,11 +267,13 @@ class ObjectStore:
         real = self._first_job(*min(listed))
         return real if isinstance(real, str) and safe_job_dir(real) == directory else job
 
-    def job_inside(self) -> tuple[ObjectStore, str] | None:
+    def job_inside(self, listing: list[Listed] | None = None) -> tuple[ObjectStore, str] | None:
         """When this URI is a job's directory (``s3://b/runs/JOB``) or an attempt's
         (``.../JOB/0``) rather than a store root: the store root above it and the job
-        (named by its events), as a local job's directory is read. One listing request."""
-        listed = [(k, n) for k, n in self._list_first(self.prefix) if _PART_MARK in k]
+        (named by its events), as a local job's directory is read. One listing request
+        (none given ``listing``, :meth:`listing`'s)."""
+        listing = self._list(self.prefix, first_page=True) if listing is None else listing
+        listed = [(k, n) for k, n, _ in listing if _PART_MARK in k]
         if not listed or not self.prefix:
             return None
         key, size = min(listed)
@@ -283,25 +293,27 @@ class ObjectStore:
         return parent, real if named and isinstance(real, str) else directory
 
     def parts(self, job: str) -> dict[str, list[tuple[int, str, int]]]:
-        """``stream -> [(number, key, size)]`` of ``job``'s parts, in number order."""
+        """``stream -> [(number, key, size)]`` of ``job``'s parts, in number order (one
+        listing of the job's directory)."""
         base = self._key(safe_job_dir(job))
-        found: dict[str, list[tuple[int, str, int]]] = {}
-        for key, size in self._list(base):
-            rel = key[len(base) + 1 :]
-            stream, mark, number = rel.rpartition(_PART_MARK)
-            if not mark or not number.isdigit() or "/" not in stream:
-                continue
-            found.setdefault(stream, []).append((int(number), key, size))
-        for parts in found.values():
-            parts.sort()
-        return found
+        return {
+            stream: [(number, key, size) for number, key, size, _ in parts]
+            for stream, parts in _job_parts(base, self._list(base)).items()
+        }
 
     def fingerprint(self, job: str) -> str:
-        """What a read of ``job`` would fetch: its parts' keys and sizes (one listing). A
-        part is never rewritten with other bytes, so equal fingerprints read equal events
-        (``badput fleet``'s cache keys a job's result by it)."""
+        """What a read of ``job`` would fetch: its parts' keys, sizes and etags (equal
+        fingerprints read equal events: ``badput fleet``'s cache key). From :meth:`jobs`'s
+        last listing if it saw the job (no request), else one listing. An older listing
+        than a read is a safe key for what it read: the read saw all it lists."""
+        directory = safe_job_dir(job)
+        base = self._key(directory)
+        listed = self._listed.get(directory) if self._listed is not None else None
+        found = _job_parts(base, self._list(base) if listed is None else listed)
         return "\n".join(
-            f"{key}\0{size}" for parts in self.parts(job).values() for _, key, size in parts
+            f"{key}\0{size}\0{etag}"
+            for _, parts in sorted(found.items())
+            for _, key, size, etag in parts
         )
 
     def streams(self, job: str) -> list[str]:
@@ -339,6 +351,51 @@ class ObjectStore:
             if torn is not None:
                 unread.append(torn)
         return ReadResult(chunks, out, unread, reached_end=complete)
+
+
+def _parse_uri(uri: str) -> tuple[str, str, str]:
+    """``scheme://bucket/prefix`` as its scheme (lower case), bucket and prefix."""
+    scheme, _, rest = uri.partition("://")
+    scheme = scheme.lower()
+    if scheme not in SCHEMES:
+        raise ValueError(f"not an object store URI: {uri!r}")
+    bucket, _, prefix = rest.partition("/")
+    if not bucket:
+        raise ValueError(f"object store URI without a bucket: {uri!r}")
+    return scheme, bucket, prefix.strip("/")
+
+
+def _by_directory(
+    listing: list[Listed], prefix: str
+) -> tuple[dict[str, list[Listed]], dict[str, FirstPart]]:
+    """The parts of ``listing`` (under ``prefix``) by job directory, and each directory's
+    first part among its streams (``<directory>/<attempt>/<file>.part-N``)."""
+    listed: dict[str, list[Listed]] = {}
+    first: dict[str, FirstPart] = {}
+    cut = len(prefix) + 1 if prefix else 0
+    for key, size, etag in listing:
+        rel = key[cut:]
+        directory, sep, _ = rel.partition("/")
+        if sep and _PART_MARK in rel:
+            listed.setdefault(directory, []).append((key, size, etag))
+            if rel.count("/") == 2 and (directory not in first or key < first[directory].key):
+                first[directory] = FirstPart(key, size, etag)
+    return listed, first
+
+
+def _job_parts(base: str, listed: Iterable[Listed]) -> JobParts:
+    """The parts of the job under the key ``base`` among ``listed``, by stream."""
+    found: JobParts = {}
+    for key, size, etag in listed:
+        if not key.startswith(base + "/"):
+            continue
+        stream, mark, number = key[len(base) + 1 :].rpartition(_PART_MARK)
+        if not mark or not number.isdigit() or "/" not in stream:
+            continue
+        found.setdefault(stream, []).append((int(number), key, size, etag))
+    for parts in found.values():
+        parts.sort()
+    return found
 
 
 def _first_job_in(data: bytes) -> str | None:
