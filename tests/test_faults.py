@@ -141,6 +141,36 @@ def test_deleted_job_directory_is_recreated_with_every_event(
     assert len(warnings) == 1 and "deleted or replaced" in warnings[0]
 
 
+def test_a_spool_segment_whose_directory_is_deleted_while_it_is_made_is_made_again(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The job's directory deleted from outside while the background thread makes the next
+    spool segment (its directory made, then gone before the file is named: CI saw it once
+    in the test above): the segment is made again, nothing is lost, and no "cannot write"
+    warning is given for it."""
+    real_rename = os.rename
+    deleted: list[str] = []
+
+    def rename(src: Any, dst: Any, *args: Any, **kwargs: Any) -> None:
+        if str(src).endswith(".making") and not deleted:  # the first segment made
+            deleted.append(str(src))
+            shutil.rmtree(tmp_path / JOB, ignore_errors=True)
+        real_rename(src, dst, *args, **kwargs)
+
+    monkeypatch.setattr(os, "rename", rename)
+    rec = Recorder(JOB, tmp_path, attempt=0, heartbeat_interval=0, flush_interval=0.01)
+    for i in range(200):
+        rec.record_step_start(i)
+    rec.close()
+    monkeypatch.setattr(os, "rename", real_rename)
+    assert len(deleted) == 1
+    evs, errors = read_store(tmp_path)
+    assert errors == []
+    assert sorted(e.step for e in evs if e.step is not None) == list(range(200))
+    assert rec.dropped_events == 0 and rec.recorded_events == 200
+    assert not [w for w in badput_warnings(caplog) if "cannot write" in w]
+
+
 def test_replaced_stream_file_is_left_alone_and_events_rewritten(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:

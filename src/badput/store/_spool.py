@@ -56,6 +56,8 @@ SPOOL_DIR: Final = ".spool"
 HEADER: Final = 4096
 _MAGIC: Final = b"badput-spool 1\n"
 _SUFFIX: Final = ".spool"
+#: Times a segment is made again when its directory vanished while it was made.
+_MAKE_TRIES: Final = 3
 _MAKING: Final = ".making"  # a segment being made: never looked at by recovery
 #: Bytes written to the event file per ``write()`` call.
 _SHIP_BLOCK: Final = 4 * 1024 * 1024
@@ -112,6 +114,19 @@ def create_event_file(directory: Path, name: str) -> tuple[Path, int]:
         except FileExistsError:
             continue
     raise FileExistsError(f"no free event file name like {directory / name}")
+
+
+def made_segment(spool: Path, token: str, seq: int, capacity: int) -> SpoolSegment:
+    """A new :class:`SpoolSegment`, made again when the job's directory was deleted from
+    outside while it was made (its directory made, then gone before the file was named):
+    as the event file is made again; only what persists is said ("deleted or replaced")."""
+    for tries in range(_MAKE_TRIES):
+        try:
+            return SpoolSegment(spool, token, seq, capacity)
+        except FileNotFoundError:
+            if tries == _MAKE_TRIES - 1:
+                raise
+    raise AssertionError("unreachable")  # (the loop returns or raises)
 
 
 class SpoolSegment:
@@ -262,7 +277,7 @@ class SpooledWriter:
         # (next() of a count is one C call). They name segments, not their order: a header's
         # offset does (see ship_orphaned).
         self._numbers = itertools.count(1)
-        first = SpoolSegment(self.spool, self.token, 0, segment_bytes)
+        first = made_segment(self.spool, self.token, 0, segment_bytes)
         try:
             self.path, self.fd = create_event_file(job_dir.joinpath(*dirs), name)
         except BaseException:
@@ -313,7 +328,7 @@ class SpooledWriter:
             self._spare = spare
 
     def _new_segment(self, capacity: int) -> SpoolSegment:
-        seg = SpoolSegment(self.spool, self.token, next(self._numbers), capacity)
+        seg = made_segment(self.spool, self.token, next(self._numbers), capacity)
         seg.populate(min(capacity, 256 * 1024))
         return seg
 
