@@ -17,6 +17,8 @@ from typing import Any
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from badput.events import Event, EventError, validate
 from badput.recorder import NullRecorder, Recorder
@@ -741,4 +743,60 @@ def test_testing_helpers(tmp_path: Path) -> None:
     rec = recorder_for_tests("t")
     assert isinstance(rec.store, MemoryStore) and rec.heartbeat_interval == 0
     assert (rec.attempt, rec.rank) == (0, 0)
+    rec.close()
+
+
+# Identity text the hot calls' bytes templates must carry through as data: ``%`` (the
+# templates' own marker), quotes, backslashes, control and non-ASCII characters.
+_identity_text = (
+    st.lists(st.sampled_from(["%", "%d", "%%", "%s", '"', "\\", "\n", "é", "a", "0"]), max_size=6)
+    .map("".join)
+    .map(lambda s: s.strip() or "j")
+)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    job=_identity_text,
+    host=_identity_text,
+    attempt=st.one_of(_identity_text, st.integers(0, 2**40)),
+    steps=st.lists(st.integers(-(2**53) + 1, 2**53 - 1), min_size=1, max_size=4),
+)
+def test_hot_calls_write_any_identity_and_step_exactly(
+    job: str, host: str, attempt: str | int, steps: list[int]
+) -> None:
+    rec = recorder_for_tests(job, host=host, attempt=attempt, rank=5)
+    for step in steps:
+        rec.record_data_loading_start()
+        rec.record_data_loading_end()
+        rec.record_step_start(step)
+        rec.record_step_end(step)
+    assert rec.store is not None and rec.flush(timeout=5)
+    evs, errors = read_all(rec.store, job)
+    rec.close()
+    assert errors == [] and rec.dropped_events == 0
+    kinds = ["data_loading_start", "data_loading_end", "step_start", "step_end"]
+    assert [e.kind for e in evs] == kinds * len(steps)
+    assert [e.step for e in evs if e.kind.startswith("step")] == [s for s in steps for _ in "se"]
+    assert {(e.job, e.host, e.attempt, e.rank, e.pid) for e in evs} == {
+        (job, host, attempt, 5, os.getpid())
+    }
+    assert all(e.blocking is None for e in evs)
+
+
+def test_hot_calls_out_of_range_or_odd_values_take_the_checked_path() -> None:
+    rec = recorder_for_tests(JOB)
+    rec.record_step_start(2**53)  # beyond what every JSON reader holds: dropped, counted
+    rec.record_step_end(True)  # a bool is no step number: coerced to 1 by the checked path
+    rec.record_step_start(np.int64(7))
+    rec.record_data_loading_start(blocking=False)
+    rec.record_data_loading_end(blocking=0)
+    evs = written(rec)
+    assert [(e.kind, e.step, e.blocking) for e in evs] == [
+        ("step_end", 1, None),
+        ("step_start", 7, None),
+        ("data_loading_start", None, False),
+        ("data_loading_end", None, False),
+    ]
+    assert rec.dropped_events == 1
     rec.close()

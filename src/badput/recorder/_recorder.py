@@ -19,7 +19,8 @@ from typing import Any, Final
 
 import msgspec
 
-from badput.events import MAX_INT, validate
+from badput.events import validate
+from badput.recorder._hot import HotRecords
 from badput.recorder._identity import (
     MAX_PROCESS_INIT,
     _env_rank,
@@ -33,7 +34,6 @@ from badput.recorder._phases import PhaseRecords
 from badput.recorder._sections import DEFAULT_SECTION_INTERVAL
 from badput.recorder._spans import SPANS, _Span
 from badput.recorder._teardown import begin_teardown
-from badput.recorder._work import WorkRecording
 from badput.runtime import lifecycle as _lifecycle
 from badput.runtime.env import (
     BADPUT_JOB,
@@ -58,7 +58,7 @@ _replace = msgspec.structs.replace
 _process_init_jobs: set[str] = set()
 
 
-class Recorder(PhaseRecords, RecorderLifetime, WorkRecording):
+class Recorder(PhaseRecords, RecorderLifetime, HotRecords):
     """Records a training job's events into an :class:`~badput.store.EventStore`.
 
     Args:
@@ -202,45 +202,6 @@ class Recorder(PhaseRecords, RecorderLifetime, WorkRecording):
     def record_heartbeat(self, *, ts: float | None = None) -> None:
         self._bare(',"kind":"heartbeat"}\n', ts)
 
-    # The two hottest calls, written out: one C call to format, one to copy.
-    def record_step_start(
-        self,
-        step: int,
-        *,
-        ts: float | None = None,
-        tokens: int | None = None,
-        samples: int | None = None,
-    ) -> None:
-        if tokens is not None or samples is not None:
-            self._worked("step_start", step, ts, tokens, samples)
-        elif ts is None and type(step) is int and -MAX_INT <= step <= MAX_INT:
-            line = f'{self._pfx}{_time_ns()}e-9,"kind":"step_start","step":{step}}}\n'.encode()
-            try:
-                self._write(line)
-            except Exception:
-                self._put_locked(line)
-        else:
-            self._stepped("step_start", step, ts)
-
-    def record_step_end(
-        self,
-        step: int,
-        *,
-        ts: float | None = None,
-        tokens: int | None = None,
-        samples: int | None = None,
-    ) -> None:
-        if tokens is not None or samples is not None:
-            self._worked("step_end", step, ts, tokens, samples)
-        elif ts is None and type(step) is int and -MAX_INT <= step <= MAX_INT:
-            line = f'{self._pfx}{_time_ns()}e-9,"kind":"step_end","step":{step}}}\n'.encode()
-            try:
-                self._write(line)
-            except Exception:
-                self._put_locked(line)
-        else:
-            self._stepped("step_end", step, ts)
-
     def record_accelerator_init_start(self, *, ts: float | None = None) -> None:
         self._bare(',"kind":"accelerator_init_start"}\n', ts)
 
@@ -272,12 +233,6 @@ class Recorder(PhaseRecords, RecorderLifetime, WorkRecording):
     def record_checkpoint_committed(self, step: int, *, ts: float | None = None) -> None:
         self._stepped("checkpoint_committed", step, ts)
         self._prompt()
-
-    def record_data_loading_start(self, blocking: bool = True, *, ts: float | None = None) -> None:
-        self._data_loading(',"kind":"data_loading_start"', blocking, ts)
-
-    def record_data_loading_end(self, blocking: bool = True, *, ts: float | None = None) -> None:
-        self._data_loading(',"kind":"data_loading_end"', blocking, ts)
 
     def record_compile_start(self, *, ts: float | None = None) -> None:
         self._bare(',"kind":"compile_start"}\n', ts)
