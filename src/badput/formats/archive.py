@@ -14,7 +14,7 @@ of files or jobs (:mod:`badput.store` does).
 from __future__ import annotations
 
 import functools
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from itertools import pairwise, repeat
 from operator import attrgetter
 from typing import Any, Final
@@ -44,6 +44,7 @@ __all__ = [
     "batch_of",
     "chunks_of",
     "columns_to_read",
+    "group_chunks",
     "schema",
 ]
 
@@ -386,22 +387,124 @@ def chunks_of(table: Any, sources: dict[str, str]) -> Iterator[Chunk]:
             )
 
 
+#: The fields of an event's writer (:attr:`DecodedColumns.writer <badput.events.DecodedColumns>`
+#: is made of them), as a row group's statistics give them.
+_WRITER: Final = ("job", "attempt", "attempt_is_int", "host", "rank", "pid")
+#: The columns the engine reads of every event of a plain row group (:func:`group_chunks`).
+_ENGINE: Final = ["ts", "kind", "step"]
+
+
+def group_chunks(
+    meta: Any, read: Callable[[list[str]], Any], sources: dict[str, str]
+) -> list[Chunk]:
+    """The chunks a read of the JSON lines gave, from one row group of the archive: its
+    Parquet metadata ``meta``, and ``read(columns)``, which reads those of its columns.
+
+    A plain row group (the usual: lines one after the other of one file and one writer, no
+    malformed line, as its statistics say) is one chunk, of which only the columns the
+    engine reads of every event are read (times, kinds, steps): the writer, the stream,
+    the line numbers and which fields hold a value are the statistics'. The other columns
+    are read when the engine first asks for a row (the rare kinds). Any other row group is
+    read whole (:func:`chunks_of`)."""
+    n = int(meta.num_rows)
+    plan = _plain(meta) if n else None
+    if plan is None:
+        return list(chunks_of(read(columns_to_read(meta)), sources))
+    stream, first_line, writer, fields = plan
+    table = read(_ENGINE)
+    kind = _whole(table.column("kind"))
+    table_codes = np.array([KIND_CODE[k] for k in kind.dictionary.to_pylist()] + [-1], np.int16)
+    kinds = table_codes[_filled(kind.indices, -1)]
+    step = table.column("step")
+    if step.null_count == n:
+        steps = np.zeros(n, np.int64)
+    else:
+        steps = np.where(np.isin(kinds, _STEP_CODES), _filled(_whole(step), 0), 0)
+    ts = _np(_whole(table.column("ts")))
+    source = sources[stream]
+    codes, line = np.zeros(n, np.int32), np.arange(first_line, first_line + n, dtype=np.int64)
+    rows = _TableRows(lambda: read(columns_to_read(meta)), sources, [stream], codes, line)
+    view = ColumnRows(rows, 0, n)
+    work = not fields.isdisjoint(("tokens", "samples"))
+    columns = DecodedColumns(
+        kinds, steps.astype(np.int64, copy=False), writer, True, work, fields, ts
+    )
+    return [Chunk(source, first_line, LeanRows(view, view.events), columns)]
+
+
+def _plain(meta: Any) -> tuple[str, int, Any, frozenset[str]] | None:
+    """Of a row group (its Parquet metadata) whose statistics say it is plain (one stream,
+    consecutive lines, no error, one writer): its stream, first line, writer and the fields
+    that hold a value; else None."""
+    n = int(meta.num_rows)
+    stats = {name: meta.column(j).statistics for j, name in enumerate(COLUMNS)}
+    if any(s is None or not s.has_null_count for s in stats.values()):
+        return None
+
+    def one(name: str) -> tuple[bool, Any]:  # (the column has one value in every row, it)
+        s = stats[name]
+        if s.null_count == n:
+            return True, None
+        return s.null_count == 0 and s.has_min_max and s.min == s.max, s.min
+
+    if stats["error"].null_count != n or stats["ts"].null_count or stats["kind"].null_count:
+        return None
+    line = stats["line"]
+    single, stream = one("stream")
+    if not (single and stream is not None and line.null_count == 0 and line.has_min_max):
+        return None
+    if line.max - line.min + 1 != n:  # (a stream's lines are in order: consecutive)
+        return None
+    values: dict[str, Any] = {}
+    for name in _WRITER:
+        single, values[name] = one(name)
+        if not single:
+            return None
+    attempt = values["attempt"]
+    if attempt is not None and values["attempt_is_int"]:
+        attempt = int(attempt)
+    writer = (values["job"], attempt, values["host"], values["rank"], values["pid"])
+    fields = frozenset(f for f in _FIELDS if stats[f].null_count != n)
+    return str(stream), int(line.min), writer, fields
+
+
+def _whole(column: Any) -> Any:
+    """A column of a table as one array (its one chunk as it is)."""
+    return column.chunk(0) if column.num_chunks == 1 else column.combine_chunks()
+
+
 class _TableRows:
     """The rows of a row group, made one by one from its columns (:meth:`row`), or all at
     once (:meth:`all`: one msgspec call), which is done once more than a sixteenth of them
-    were asked for one by one."""
+    were asked for one by one. ``table``: the row group's columns, or what reads them
+    (a read of the engine's columns only: the others are read when a row is first asked)."""
 
     def __init__(
         self, table: Any, sources: dict[str, str], names: list[str], codes: Any, line: Any
     ) -> None:
         self._table = table
         self._where = (sources, names, codes, line)
-        n = self.n = table.num_rows
-        self.present = [f for f in _FIELDS if _column(table, f).null_count != n]
-        self._struct = _row_struct(tuple(self.present))
+        self._present: list[str] | None = None
         self._getters: list[Any] | None = None
         self._all: list[Any] | None = None
         self._asked = 0
+
+    @property
+    def table(self) -> Any:
+        if callable(self._table):
+            self._table = self._table()
+        return self._table
+
+    @property
+    def n(self) -> int:
+        return int(self.table.num_rows)
+
+    @property
+    def present(self) -> list[str]:
+        if self._present is None:
+            table, n = self.table, self.n
+            self._present = [f for f in _FIELDS if _column(table, f).null_count != n]
+        return self._present
 
     def row(self, i: int) -> Any:
         if self._all is not None:
@@ -410,12 +513,12 @@ class _TableRows:
         if self._asked > self.n // 16 + 16:
             return self.all()[i]
         if self._getters is None:
-            self._getters = [_getter(self._table, f) for f in self.present]
-        return self._struct(*[get(i) for get in self._getters])
+            self._getters = [_getter(self.table, f) for f in self.present]
+        return _row_struct(tuple(self.present))(*[get(i) for get in self._getters])
 
     def all(self) -> list[Any]:
         if self._all is None:
-            self._all = _items(self._table, *self._where)
+            self._all = _items(self.table, *self._where)
         return self._all
 
 
