@@ -42,7 +42,6 @@ __all__ = [
     "arrow",
     "arrow_parquet",
     "batch_of",
-    "chunks_of",
     "columns_to_read",
     "group_chunks",
     "schema",
@@ -51,8 +50,6 @@ __all__ = [
 #: The key of the archive's own metadata in the Parquet file's key-value metadata.
 METADATA_KEY: Final = b"badput.archive"
 ARCHIVE_VERSION: Final = 1
-#: Rows of one chunk read back (a run of one stream's lines).
-_CHUNK_ROWS: Final = 65_536
 
 _FIELDS: Final[tuple[str, ...]] = Event.__struct_fields__
 _INT: Final = frozenset(
@@ -334,33 +331,63 @@ def _column(table: Any, name: str) -> Any:
     return pa.chunked_array([pa.nulls(table.num_rows, _type(pa, name))])
 
 
-def chunks_of(table: Any, sources: dict[str, str]) -> Iterator[Chunk]:
-    """The chunks a read of the JSON lines gave, from the archive's rows ``table``:
+#: The fields of an event's writer (:attr:`DecodedColumns.writer
+#: <badput.events.DecodedColumns>` is made of them, ``attempt_is_int`` with ``attempt``).
+_WRITER: Final = ("job", "attempt", "attempt_is_int", "host", "rank", "pid")
+#: The columns the engine reads of every event (the others: of the rare kinds).
+_ENGINE: Final = ["ts", "kind", "step"]
+
+
+def group_chunks(
+    meta: Any, read: Callable[[list[str]], Any], sources: dict[str, str]
+) -> Iterator[Chunk]:
+    """The chunks a read of the JSON lines gave, from one row group of the archive: its
+    Parquet metadata ``meta``, and ``read(columns)``, which reads those of its columns;
     ``sources``: the path each stream is read by now (chunks and errors name it).
 
     Each chunk is a run of events or of errors. An event chunk's columns hold all the
     engine reads of every event (kind codes, steps, times, its writer, the fields any
     event has: :class:`~badput.events.DecodedColumns`), and its rows are made one by one
-    when asked (:class:`ColumnRows`: the rare kinds), all of them only when iterated."""
-    n = table.num_rows
+    when asked (:class:`ColumnRows`: the rare kinds), all of them only when iterated.
+    Only the columns the engine reads of every event are read at first (times, kinds,
+    steps) and those that say where each row is from (stream, line, error, writer) and
+    are not known from the row group's statistics (a column of one value, or of none);
+    the others, when the engine first asks for a row."""
+    n = int(meta.num_rows)
     if not n:
         return
-    stream = _column(table, "stream").combine_chunks()
-    names = stream.dictionary.to_pylist()
-    codes = _np(stream.indices)
-    line = _np(_column(table, "line").combine_chunks())
-    kinds, steps, clean = _coded(table)
-    # a new chunk where the stream changes, a line is not the next one, or errors begin or end
-    cut = np.flatnonzero(
-        (codes[1:] != codes[:-1]) | (line[1:] != line[:-1] + 1) | (clean[1:] != clean[:-1])
-    )
-    bounds = [0, *(cut + 1).tolist(), n]
-    rows = _TableRows(table, sources, names, codes, line)
-    writers = _writer_codes(table)
-    ts = _filled(_column(table, "ts").combine_chunks(), 0)
-    fields = frozenset(rows.present)
+    stats = Stats(meta)
+    known = {name: stats.one(name) for name in ("stream", *_WRITER)}
+    fields = frozenset(f for f in _FIELDS if not stats.empty(f))
     work = not fields.isdisjoint(("tokens", "samples"))
-    errors = None if clean.all() else _column(table, "error").combine_chunks()
+    clean_group = stats.empty("error")
+    wanted = [*_ENGINE, *(name for name, (one, _) in known.items() if not one)]
+    simple = known["stream"][0] and clean_group and stats.consecutive("line")
+    if not simple:
+        wanted += ["line", *(() if clean_group else ("error",))]
+    table = read(wanted)
+    if known["stream"][0]:
+        names, codes = [known["stream"][1]], np.zeros(n, np.int32)
+    else:
+        stream = _whole(table.column("stream"))
+        names, codes = stream.dictionary.to_pylist(), _np(stream.indices)
+    if simple:
+        first = int(stats.of["line"].min)
+        line = np.arange(first, first + n, dtype=np.int64)
+    else:
+        line = _np(_whole(table.column("line")))
+    kinds, steps, clean = _coded(table)
+    ts = _filled(_whole(table.column("ts")), 0)
+    rows = _TableRows(lambda: read(columns_to_read(meta)), sources, names, codes, line)
+    if simple:
+        bounds = [0, n]
+    else:  # a new chunk where the stream changes, a line is not the next one, errors begin or end
+        cut = np.flatnonzero(
+            (codes[1:] != codes[:-1]) | (line[1:] != line[:-1] + 1) | (clean[1:] != clean[:-1])
+        )
+        bounds = [0, *(cut + 1).tolist(), n]
+    writers = _writer_codes(table)
+    errors = None if clean.all() else _whole(table.column("error"))
     for begin, end in pairwise(bounds):
         source = sources[names[codes[begin]]]
         if not clean[begin]:
@@ -375,9 +402,8 @@ def chunks_of(table: Any, sources: dict[str, str]) -> Iterator[Chunk]:
         for a in range(begin, end, _CHUNK_ROWS):
             b = min(a + _CHUNK_ROWS, end)
             writer = None
-            if all((w[a:b] == w[a]).all() for w in writers):
-                first: Any = rows.row(a)  # every event's writer is this one's
-                writer = (first.job, first.attempt, first.host, first.rank, first.pid)
+            if all((w[a:b] == w[a]).all() for w in writers):  # every event's is this one's
+                writer = _writer_at(table, known, a)
             view = ColumnRows(rows, a, b)
             yield Chunk(
                 source,
@@ -387,85 +413,56 @@ def chunks_of(table: Any, sources: dict[str, str]) -> Iterator[Chunk]:
             )
 
 
-#: The fields of an event's writer (:attr:`DecodedColumns.writer <badput.events.DecodedColumns>`
-#: is made of them), as a row group's statistics give them.
-_WRITER: Final = ("job", "attempt", "attempt_is_int", "host", "rank", "pid")
-#: The columns the engine reads of every event of a plain row group (:func:`group_chunks`).
-_ENGINE: Final = ["ts", "kind", "step"]
+#: Rows of one chunk (a run of one stream's lines).
+_CHUNK_ROWS: Final = 1 << 20
 
 
-def group_chunks(
-    meta: Any, read: Callable[[list[str]], Any], sources: dict[str, str]
-) -> list[Chunk]:
-    """The chunks a read of the JSON lines gave, from one row group of the archive: its
-    Parquet metadata ``meta``, and ``read(columns)``, which reads those of its columns.
+class Stats:
+    """What a row group's statistics say of its columns (each column's, or None)."""
 
-    A plain row group (the usual: lines one after the other of one file and one writer, no
-    malformed line, as its statistics say) is one chunk, of which only the columns the
-    engine reads of every event are read (times, kinds, steps): the writer, the stream,
-    the line numbers and which fields hold a value are the statistics'. The other columns
-    are read when the engine first asks for a row (the rare kinds). Any other row group is
-    read whole (:func:`chunks_of`)."""
-    n = int(meta.num_rows)
-    plan = _plain(meta) if n else None
-    if plan is None:
-        return list(chunks_of(read(columns_to_read(meta)), sources))
-    stream, first_line, writer, fields = plan
-    table = read(_ENGINE)
-    kind = _whole(table.column("kind"))
-    table_codes = np.array([KIND_CODE[k] for k in kind.dictionary.to_pylist()] + [-1], np.int16)
-    kinds = table_codes[_filled(kind.indices, -1)]
-    step = table.column("step")
-    if step.null_count == n:
-        steps = np.zeros(n, np.int64)
-    else:
-        steps = np.where(np.isin(kinds, _STEP_CODES), _filled(_whole(step), 0), 0)
-    ts = _np(_whole(table.column("ts")))
-    source = sources[stream]
-    codes, line = np.zeros(n, np.int32), np.arange(first_line, first_line + n, dtype=np.int64)
-    rows = _TableRows(lambda: read(columns_to_read(meta)), sources, [stream], codes, line)
-    view = ColumnRows(rows, 0, n)
-    work = not fields.isdisjoint(("tokens", "samples"))
-    columns = DecodedColumns(
-        kinds, steps.astype(np.int64, copy=False), writer, True, work, fields, ts
-    )
-    return [Chunk(source, first_line, LeanRows(view, view.events), columns)]
+    def __init__(self, meta: Any) -> None:
+        self.n = int(meta.num_rows)
+        self.of = {name: meta.column(j).statistics for j, name in enumerate(COLUMNS)}
 
+    def empty(self, name: str) -> bool:
+        """Whether the column is all null (False when not known)."""
+        s = self.of[name]
+        return s is not None and s.has_null_count and s.null_count == self.n
 
-def _plain(meta: Any) -> tuple[str, int, Any, frozenset[str]] | None:
-    """Of a row group (its Parquet metadata) whose statistics say it is plain (one stream,
-    consecutive lines, no error, one writer): its stream, first line, writer and the fields
-    that hold a value; else None."""
-    n = int(meta.num_rows)
-    stats = {name: meta.column(j).statistics for j, name in enumerate(COLUMNS)}
-    if any(s is None or not s.has_null_count for s in stats.values()):
-        return None
-
-    def one(name: str) -> tuple[bool, Any]:  # (the column has one value in every row, it)
-        s = stats[name]
-        if s.null_count == n:
+    def one(self, name: str) -> tuple[bool, Any]:
+        """Whether the column has one value (null included) in every row, and it."""
+        s = self.of[name]
+        if s is None or not s.has_null_count:
+            return False, None
+        if s.null_count == self.n:
             return True, None
+        # (Parquet keeps a minimum and a maximum whole, or none: never a cut one)
         return s.null_count == 0 and s.has_min_max and s.min == s.max, s.min
 
-    if stats["error"].null_count != n or stats["ts"].null_count or stats["kind"].null_count:
-        return None
-    line = stats["line"]
-    single, stream = one("stream")
-    if not (single and stream is not None and line.null_count == 0 and line.has_min_max):
-        return None
-    if line.max - line.min + 1 != n:  # (a stream's lines are in order: consecutive)
-        return None
+    def consecutive(self, name: str) -> bool:
+        """Whether the column (increasing: a stream's line numbers) holds every number from
+        its least to its greatest."""
+        s = self.of[name]
+        return (
+            s is not None
+            and s.has_null_count
+            and s.null_count == 0
+            and s.has_min_max
+            and s.max - s.min + 1 == self.n
+        )
+
+
+def _writer_at(table: Any, known: dict[str, tuple[bool, Any]], i: int) -> Any:
+    """The writer of row ``i`` (:attr:`DecodedColumns.writer <badput.events.DecodedColumns>`):
+    each field as the statistics know it, else from its column."""
     values: dict[str, Any] = {}
     for name in _WRITER:
-        single, values[name] = one(name)
-        if not single:
-            return None
+        one, value = known[name]
+        values[name] = value if one else table.column(name)[i].as_py()
     attempt = values["attempt"]
     if attempt is not None and values["attempt_is_int"]:
         attempt = int(attempt)
-    writer = (values["job"], attempt, values["host"], values["rank"], values["pid"])
-    fields = frozenset(f for f in _FIELDS if stats[f].null_count != n)
-    return str(stream), int(line.min), writer, fields
+    return (values["job"], attempt, values["host"], values["rank"], values["pid"])
 
 
 def _whole(column: Any) -> Any:
