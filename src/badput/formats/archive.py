@@ -575,8 +575,10 @@ def _writer_codes(table: Any) -> list[Any]:
     """A number a row for each field of an event's writer (job, attempt and its type, host,
     rank, pid): equal where the values are (null included)."""
     out = []
-    for name in ("job", "attempt", "attempt_is_int", "host", "rank", "pid"):
-        column = _column(table, name).combine_chunks()
+    for name in _WRITER:
+        if name not in table.column_names:
+            continue  # (one value in every row: the statistics')
+        column = _whole(table.column(name))
         if column.null_count == len(column):
             continue
         if hasattr(column, "indices"):
@@ -591,14 +593,26 @@ def _writer_codes(table: Any) -> list[Any]:
 def _coded(table: Any) -> tuple[Any, Any, Any]:
     """Each row's kind code, step (0 where a step kind has none) and whether it is an event:
     what a decoder works out of a block (:class:`~badput.events.DecodedColumns`)."""
-    kind = _column(table, "kind").combine_chunks()
+    n = table.num_rows
+    kind = _whole(table.column("kind"))
     table_codes = np.array([KIND_CODE[k] for k in kind.dictionary.to_pylist()] + [-1], np.int16)
-    index = _filled(kind.indices, -1).astype(np.int64)
-    kinds = table_codes[index]  # -1 (the last) for a row without a kind: an error
-    clean = ~_valid(_column(table, "error").combine_chunks())
-    step = _filled(_column(table, "step").combine_chunks(), 0)
-    steps = np.where(np.isin(kinds, _STEP_CODES) & clean, step, 0).astype(np.int64)
-    return kinds, steps, clean
+    kinds = table_codes[_filled(kind.indices, -1)]  # -1 (the last) for a row without a kind
+    if "error" in table.column_names:
+        clean = ~_valid(_whole(table.column("error")))
+        is_step = _IS_STEP[kinds] & clean
+    else:  # (not read: no row is an error)
+        clean = np.ones(n, np.bool_)
+        is_step = _IS_STEP[kinds]
+    step = _whole(table.column("step"))
+    if step.null_count == n:
+        return kinds, np.zeros(n, np.int64), clean
+    # an event of a step kind has its step (a read rejects one without): where the column is
+    # null, the row is not a step event, and its (undefined) value is not taken
+    return kinds, np.where(is_step, _np(step), 0), clean
+
+
+#: Whether each kind code is one of :data:`~badput.events.STEP_KINDS` (the last: -1).
+_IS_STEP: Final = np.isin(np.arange(len(KIND_NAMES) + 1), _STEP_CODES)
 
 
 def _values(column: Any) -> Any:
