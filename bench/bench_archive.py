@@ -35,7 +35,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
-from bench_shapes import write_steps
+from badput.events import Event
+from badput.formats.codec import encode_lines
 from host_speed import host_index
 
 JOB = "dataload"
@@ -110,6 +111,7 @@ DUCKDB = (
 import json, sys, time
 c0, w0 = time.process_time(), time.perf_counter()
 import duckdb
+duckdb.sql("SET enable_progress_bar = false")  # (else drawn on stdout when slow)
 rows = duckdb.sql(
     f"SELECT kind, count(*) FROM read_json('{sys.argv[1]}', format='newline_delimited') "
     "GROUP BY kind"
@@ -120,6 +122,29 @@ print(json.dumps({"wall": time.perf_counter() - w0, "cpu": time.process_time() -
 )
 
 
+def write_job(root: Path, steps: int) -> None:
+    """The job ``write_steps(root, JOB, steps, per_attempt=False)`` writes, line for line,
+    written a block of steps at a time (that one holds every event: 10 M steps do not fit)."""
+    path = root / JOB / "all" / "h-0-0.jsonl"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tt = 1_732_000_000.0
+    with path.open("wb") as fh:
+        block = [Event(ts=tt, kind="job_start", job=JOB, attempt=0, rank=0)]
+        for s in range(1, steps + 1):
+            block += [
+                Event(ts=tt, kind="step_start", job=JOB, attempt=0, rank=0, step=s),
+                Event(ts=tt + 0.001, kind="data_loading_start", job=JOB, attempt=0, rank=0),
+                Event(ts=tt + 0.021, kind="data_loading_end", job=JOB, attempt=0, rank=0),
+                Event(ts=tt + 0.1, kind="step_end", job=JOB, attempt=0, rank=0, step=s),
+            ]
+            tt += 0.1 + 0.0001 * 0
+            if len(block) >= 200_000:
+                fh.write(encode_lines(block))
+                block = []
+        block.append(Event(ts=tt + 1.0, kind="job_end", job=JOB, attempt=0, rank=0))
+        fh.write(encode_lines(block))
+
+
 def child(code: str, *args: str, src: str | None = None) -> dict[str, object]:
     env = dict(os.environ)
     if src is not None:
@@ -127,7 +152,7 @@ def child(code: str, *args: str, src: str | None = None) -> dict[str, object]:
     out = subprocess.run(
         [sys.executable, "-c", code, *args], capture_output=True, check=True, text=True, env=env
     )
-    return json.loads(out.stdout)  # type: ignore[no-any-return]
+    return json.loads(out.stdout.splitlines()[-1])  # type: ignore[no-any-return]
 
 
 def row(name: str, r: dict[str, object]) -> None:
@@ -157,7 +182,7 @@ def main() -> None:
         job_dir = root / JOB
         log = job_dir / "all" / "h-0-0.jsonl"
         if not log.exists():
-            write_steps(root, JOB, args.steps, per_attempt=False)
+            write_job(root, args.steps)
         archive = job_dir / "badput-archive.parquet"
         archive.unlink(missing_ok=True)
         print(f"{args.steps:,} steps, {log.stat().st_size / 1e6:,.0f} MB of JSON lines")
