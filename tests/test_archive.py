@@ -27,6 +27,7 @@ from badput.events import KIND_NAMES, STEP_KINDS, Chunk, Event, EventError
 from badput.formats.archive import batch_of
 from badput.formats.codec import decode_line, decoding_for_columns, encode_lines
 from badput.store import ARCHIVE_NAME, ArchivedStore, compact, open_source, read_meta
+from badput.store import _archive as archive_store
 from test_engine_properties import event_logs
 
 pytest.importorskip("pyarrow")
@@ -118,14 +119,49 @@ def split_log(
     phases=[Phase.explicit, Phase.reuse, Phase.generate],
     suppress_health_check=list(HealthCheck),
 )
-@given(events=event_logs(), seed=st.integers(0, 2**32 - 1))
+@given(
+    events=event_logs(),
+    seed=st.integers(0, 2**32 - 1),
+    slice_bytes=st.sampled_from([None, 1, 200, 2_000]),
+)
 def test_archive_report_is_the_jsonl_report_byte_for_byte(
-    tmp_path_factory: pytest.TempPathFactory, events: list[Event], seed: int
+    tmp_path_factory: pytest.TempPathFactory,
+    events: list[Event],
+    seed: int,
+    slice_bytes: int | None,
 ) -> None:
     """Any log, malformed lines and torn last lines among its lines: the report of the
     compacted job is the report of its JSON lines, and so it stays for a job that goes on
     after compaction (lines appended to its files, new files), archive kept or files
-    replaced."""
+    replaced. ``slice_bytes``: compaction reads the lines so many bytes at a time (a row
+    group a slice: row groups of one file, of part of one, of several), so that the read
+    of a row group from its statistics alone (one file, one writer) is tried as well as
+    the read of its columns."""
+    with pytest.MonkeyPatch.context() as patch:
+        if slice_bytes is not None:
+            patch.setattr(archive_store, "_SLICE_BYTES", slice_bytes)
+            patch.setattr(sys.modules[__name__], "report_json", diagnostics_sorted(report_json))
+        check_archive_report(tmp_path_factory, events, seed)
+
+
+def diagnostics_sorted(report: Any) -> Any:
+    """``report`` (a report's JSON text of a path) with its diagnostics in one order: a
+    job's diagnostics are listed by code, the codes in the order a read first met them,
+    and a read meets the lines of a malformed line, an unknown kind or a clock step back
+    by batch (a JSON-lines read: its slices of bytes; an archive's: its row groups), so a
+    read of many small row groups may meet two codes in the other order."""
+
+    def sorted_report(path: Path) -> str:
+        out = json.loads(report(path))
+        out["diagnostics"].sort(key=lambda d: json.dumps(d, sort_keys=True))
+        return json.dumps(out, indent=2)
+
+    return sorted_report
+
+
+def check_archive_report(
+    tmp_path_factory: pytest.TempPathFactory, events: list[Event], seed: int
+) -> None:
     rnd = random.Random(seed)
     root = tmp_path_factory.mktemp("archive")
     job_dir = root / "p"
@@ -484,3 +520,46 @@ def test_a_report_of_the_archive_makes_only_the_rare_events(
     assert made["all"] == 0
     # each rare event (twice at most: the accounting and the per-rank view), nothing else
     assert made["one"] <= 2 * rare, made
+
+
+def test_a_report_reads_of_a_plain_row_group_only_the_engines_columns(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A row group of one file's consecutive lines of one writer, none malformed (its
+    statistics say so): its times, kinds and steps are read, nothing else (stream, line,
+    writer and which fields hold a value are the statistics'), and the rest of its columns
+    only where the engine asks for an event (the first and last row groups: the job's start
+    and end)."""
+    import pyarrow.parquet as pq
+
+    t0 = 1_700_000_000.0
+    events = [Event(ts=t0, kind="job_start", job="p", attempt=3, rank=1, host="h")]
+    for i in range(1, 2_001):
+        t = t0 + i
+        events += [
+            Event(ts=t, kind="step_start", job="p", attempt=3, rank=1, host="h", step=i),
+            Event(ts=t + 0.1, kind="data_loading_start", job="p", attempt=3, rank=1, host="h"),
+            Event(ts=t + 0.2, kind="data_loading_end", job="p", attempt=3, rank=1, host="h"),
+            Event(ts=t + 0.9, kind="step_end", job="p", attempt=3, rank=1, host="h", step=i),
+        ]
+    events.append(Event(ts=t0 + 3_000, kind="job_end", job="p", attempt=3, rank=1, host="h"))
+    job_dir = tmp_path / "p"
+    write_files(job_dir, {"3/h-1-7.jsonl": encode_lines(events)})
+    expected = report_json(job_dir)
+    monkeypatch.setattr(archive_store, "_ROW_GROUP", 1_000)
+    compact(*open_source(job_dir))
+    groups = pq.ParquetFile(job_dir / ARCHIVE_NAME).num_row_groups
+    assert groups == 9
+    reads: list[tuple[int, list[str]]] = []
+    read_row_group = pq.ParquetFile.read_row_group
+
+    def record(self: Any, i: int, columns: list[str], **kw: Any) -> Any:
+        reads.append((i, list(columns)))
+        return read_row_group(self, i, columns=columns, **kw)
+
+    monkeypatch.setattr(pq.ParquetFile, "read_row_group", record)
+    assert report_json(job_dir) == expected
+    engine = [(i, ["ts", "kind", "step"]) for i in range(groups)]
+    rest = [(i, cols) for i, cols in reads if (i, cols) not in engine]
+    assert [r for r in reads if r in engine] == engine
+    assert sorted(i for i, _ in rest) == [0, groups - 1], reads

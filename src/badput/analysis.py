@@ -24,6 +24,7 @@ from badput.runtime import shared_work
 from badput.runtime.gc_pause import gc_paused
 from badput.runtime.heap import give_back
 from badput.store import (
+    ArchivedStore,
     Cursor,
     EventStore,
     JobListing,
@@ -110,7 +111,7 @@ def _read(store: EventStore, job: str, cursor: Cursor | None, max_bytes: int) ->
     return store.read(job, cursor, max_bytes=max_bytes)
 
 
-_LEAN_READS: Final = (JsonlStore.read, SingleFileStore.read)
+_LEAN_READS: Final = (JsonlStore.read, SingleFileStore.read, ArchivedStore.read)
 
 
 def _slice_bytes(store: EventStore) -> int:

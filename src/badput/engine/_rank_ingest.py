@@ -429,8 +429,8 @@ def _hosts(
     cut in batches). Looked for only while a stream has none: first in each stream's
     first event (where a recorder's file names it), then in all its events."""
     missing = {i for i, s in enumerate(slots) if s.host is None}
-    if not missing:
-        return
+    if not missing or (batch.fields is not None and "host" not in batch.fields):
+        return  # (no event of the batch names a host: an archive's rows are not made)
     events = batch.events
     kept = np.flatnonzero(slot < len(slots))
     owner = slot[kept]

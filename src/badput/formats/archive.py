@@ -14,7 +14,7 @@ of files or jobs (:mod:`badput.store` does).
 from __future__ import annotations
 
 import functools
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from itertools import pairwise, repeat
 from operator import attrgetter
 from typing import Any, Final
@@ -42,16 +42,14 @@ __all__ = [
     "arrow",
     "arrow_parquet",
     "batch_of",
-    "chunks_of",
     "columns_to_read",
+    "group_chunks",
     "schema",
 ]
 
 #: The key of the archive's own metadata in the Parquet file's key-value metadata.
 METADATA_KEY: Final = b"badput.archive"
 ARCHIVE_VERSION: Final = 1
-#: Rows of one chunk read back (a run of one stream's lines).
-_CHUNK_ROWS: Final = 65_536
 
 _FIELDS: Final[tuple[str, ...]] = Event.__struct_fields__
 _INT: Final = frozenset(
@@ -333,33 +331,63 @@ def _column(table: Any, name: str) -> Any:
     return pa.chunked_array([pa.nulls(table.num_rows, _type(pa, name))])
 
 
-def chunks_of(table: Any, sources: dict[str, str]) -> Iterator[Chunk]:
-    """The chunks a read of the JSON lines gave, from the archive's rows ``table``:
+#: The fields of an event's writer (:attr:`DecodedColumns.writer
+#: <badput.events.DecodedColumns>` is made of them, ``attempt_is_int`` with ``attempt``).
+_WRITER: Final = ("job", "attempt", "attempt_is_int", "host", "rank", "pid")
+#: The columns the engine reads of every event (the others: of the rare kinds).
+_ENGINE: Final = ["ts", "kind", "step"]
+
+
+def group_chunks(
+    meta: Any, read: Callable[[list[str]], Any], sources: dict[str, str]
+) -> Iterator[Chunk]:
+    """The chunks a read of the JSON lines gave, from one row group of the archive: its
+    Parquet metadata ``meta``, and ``read(columns)``, which reads those of its columns;
     ``sources``: the path each stream is read by now (chunks and errors name it).
 
     Each chunk is a run of events or of errors. An event chunk's columns hold all the
     engine reads of every event (kind codes, steps, times, its writer, the fields any
     event has: :class:`~badput.events.DecodedColumns`), and its rows are made one by one
-    when asked (:class:`ColumnRows`: the rare kinds), all of them only when iterated."""
-    n = table.num_rows
+    when asked (:class:`ColumnRows`: the rare kinds), all of them only when iterated.
+    Only the columns the engine reads of every event are read at first (times, kinds,
+    steps) and those that say where each row is from (stream, line, error, writer) and
+    are not known from the row group's statistics (a column of one value, or of none);
+    the others, when the engine first asks for a row."""
+    n = int(meta.num_rows)
     if not n:
         return
-    stream = _column(table, "stream").combine_chunks()
-    names = stream.dictionary.to_pylist()
-    codes = _np(stream.indices)
-    line = _np(_column(table, "line").combine_chunks())
-    kinds, steps, clean = _coded(table)
-    # a new chunk where the stream changes, a line is not the next one, or errors begin or end
-    cut = np.flatnonzero(
-        (codes[1:] != codes[:-1]) | (line[1:] != line[:-1] + 1) | (clean[1:] != clean[:-1])
-    )
-    bounds = [0, *(cut + 1).tolist(), n]
-    rows = _TableRows(table, sources, names, codes, line)
-    writers = _writer_codes(table)
-    ts = _filled(_column(table, "ts").combine_chunks(), 0)
-    fields = frozenset(rows.present)
+    stats = Stats(meta)
+    known = {name: stats.one(name) for name in ("stream", *_WRITER)}
+    fields = frozenset(f for f in _FIELDS if not stats.empty(f))
     work = not fields.isdisjoint(("tokens", "samples"))
-    errors = None if clean.all() else _column(table, "error").combine_chunks()
+    clean_group = stats.empty("error")
+    wanted = [*_ENGINE, *(name for name, (one, _) in known.items() if not one)]
+    simple = known["stream"][0] and clean_group and stats.consecutive("line")
+    if not simple:
+        wanted += ["line", *(() if clean_group else ("error",))]
+    table = read(wanted)
+    if known["stream"][0]:
+        names, codes = [known["stream"][1]], np.zeros(n, np.int32)
+    else:
+        stream = _whole(table.column("stream"))
+        names, codes = stream.dictionary.to_pylist(), _np(stream.indices)
+    if simple:
+        first = int(stats.of["line"].min)
+        line = np.arange(first, first + n, dtype=np.int64)
+    else:
+        line = _np(_whole(table.column("line")))
+    kinds, steps, clean = _coded(table)
+    ts = _filled(_whole(table.column("ts")), 0)
+    rows = _TableRows(lambda: read(columns_to_read(meta)), sources, names, codes, line)
+    if simple:
+        bounds = [0, n]
+    else:  # a new chunk where the stream changes, a line is not the next one, errors begin or end
+        cut = np.flatnonzero(
+            (codes[1:] != codes[:-1]) | (line[1:] != line[:-1] + 1) | (clean[1:] != clean[:-1])
+        )
+        bounds = [0, *(cut + 1).tolist(), n]
+    writers = _writer_codes(table)
+    errors = None if clean.all() else _whole(table.column("error"))
     for begin, end in pairwise(bounds):
         source = sources[names[codes[begin]]]
         if not clean[begin]:
@@ -374,9 +402,8 @@ def chunks_of(table: Any, sources: dict[str, str]) -> Iterator[Chunk]:
         for a in range(begin, end, _CHUNK_ROWS):
             b = min(a + _CHUNK_ROWS, end)
             writer = None
-            if all((w[a:b] == w[a]).all() for w in writers):
-                first: Any = rows.row(a)  # every event's writer is this one's
-                writer = (first.job, first.attempt, first.host, first.rank, first.pid)
+            if all((w[a:b] == w[a]).all() for w in writers):  # every event's is this one's
+                writer = _writer_at(table, known, a)
             view = ColumnRows(rows, a, b)
             yield Chunk(
                 source,
@@ -386,22 +413,95 @@ def chunks_of(table: Any, sources: dict[str, str]) -> Iterator[Chunk]:
             )
 
 
+#: Rows of one chunk (a run of one stream's lines).
+_CHUNK_ROWS: Final = 1 << 20
+
+
+class Stats:
+    """What a row group's statistics say of its columns (each column's, or None)."""
+
+    def __init__(self, meta: Any) -> None:
+        self.n = int(meta.num_rows)
+        self.of = {name: meta.column(j).statistics for j, name in enumerate(COLUMNS)}
+
+    def empty(self, name: str) -> bool:
+        """Whether the column is all null (False when not known)."""
+        s = self.of[name]
+        return s is not None and s.has_null_count and s.null_count == self.n
+
+    def one(self, name: str) -> tuple[bool, Any]:
+        """Whether the column has one value (null included) in every row, and it."""
+        s = self.of[name]
+        if s is None or not s.has_null_count:
+            return False, None
+        if s.null_count == self.n:
+            return True, None
+        # (Parquet keeps a minimum and a maximum whole, or none: never a cut one)
+        return s.null_count == 0 and s.has_min_max and s.min == s.max, s.min
+
+    def consecutive(self, name: str) -> bool:
+        """Whether the column (increasing: a stream's line numbers) holds every number from
+        its least to its greatest."""
+        s = self.of[name]
+        return (
+            s is not None
+            and s.has_null_count
+            and s.null_count == 0
+            and s.has_min_max
+            and s.max - s.min + 1 == self.n
+        )
+
+
+def _writer_at(table: Any, known: dict[str, tuple[bool, Any]], i: int) -> Any:
+    """The writer of row ``i`` (:attr:`DecodedColumns.writer <badput.events.DecodedColumns>`):
+    each field as the statistics know it, else from its column."""
+    values: dict[str, Any] = {}
+    for name in _WRITER:
+        one, value = known[name]
+        values[name] = value if one else table.column(name)[i].as_py()
+    attempt = values["attempt"]
+    if attempt is not None and values["attempt_is_int"]:
+        attempt = int(attempt)
+    return (values["job"], attempt, values["host"], values["rank"], values["pid"])
+
+
+def _whole(column: Any) -> Any:
+    """A column of a table as one array (its one chunk as it is)."""
+    return column.chunk(0) if column.num_chunks == 1 else column.combine_chunks()
+
+
 class _TableRows:
     """The rows of a row group, made one by one from its columns (:meth:`row`), or all at
     once (:meth:`all`: one msgspec call), which is done once more than a sixteenth of them
-    were asked for one by one."""
+    were asked for one by one. ``table``: the row group's columns, or what reads them
+    (a read of the engine's columns only: the others are read when a row is first asked)."""
 
     def __init__(
         self, table: Any, sources: dict[str, str], names: list[str], codes: Any, line: Any
     ) -> None:
         self._table = table
         self._where = (sources, names, codes, line)
-        n = self.n = table.num_rows
-        self.present = [f for f in _FIELDS if _column(table, f).null_count != n]
-        self._struct = _row_struct(tuple(self.present))
+        self._present: list[str] | None = None
         self._getters: list[Any] | None = None
         self._all: list[Any] | None = None
         self._asked = 0
+
+    @property
+    def table(self) -> Any:
+        if callable(self._table):
+            self._table = self._table()
+        return self._table
+
+    @property
+    def n(self) -> int:
+        return int(self.table.num_rows)
+
+    @property
+    def present(self) -> list[str]:
+        if self._present is None:
+            table, n = self.table, self.n
+            self._present = [f for f in _FIELDS if _column(table, f).null_count != n]
+        return self._present
 
     def row(self, i: int) -> Any:
         if self._all is not None:
@@ -410,12 +510,12 @@ class _TableRows:
         if self._asked > self.n // 16 + 16:
             return self.all()[i]
         if self._getters is None:
-            self._getters = [_getter(self._table, f) for f in self.present]
-        return self._struct(*[get(i) for get in self._getters])
+            self._getters = [_getter(self.table, f) for f in self.present]
+        return _row_struct(tuple(self.present))(*[get(i) for get in self._getters])
 
     def all(self) -> list[Any]:
         if self._all is None:
-            self._all = _items(self._table, *self._where)
+            self._all = _items(self.table, *self._where)
         return self._all
 
 
@@ -475,8 +575,10 @@ def _writer_codes(table: Any) -> list[Any]:
     """A number a row for each field of an event's writer (job, attempt and its type, host,
     rank, pid): equal where the values are (null included)."""
     out = []
-    for name in ("job", "attempt", "attempt_is_int", "host", "rank", "pid"):
-        column = _column(table, name).combine_chunks()
+    for name in _WRITER:
+        if name not in table.column_names:
+            continue  # (one value in every row: the statistics')
+        column = _whole(table.column(name))
         if column.null_count == len(column):
             continue
         if hasattr(column, "indices"):
@@ -491,14 +593,26 @@ def _writer_codes(table: Any) -> list[Any]:
 def _coded(table: Any) -> tuple[Any, Any, Any]:
     """Each row's kind code, step (0 where a step kind has none) and whether it is an event:
     what a decoder works out of a block (:class:`~badput.events.DecodedColumns`)."""
-    kind = _column(table, "kind").combine_chunks()
+    n = table.num_rows
+    kind = _whole(table.column("kind"))
     table_codes = np.array([KIND_CODE[k] for k in kind.dictionary.to_pylist()] + [-1], np.int16)
-    index = _filled(kind.indices, -1).astype(np.int64)
-    kinds = table_codes[index]  # -1 (the last) for a row without a kind: an error
-    clean = ~_valid(_column(table, "error").combine_chunks())
-    step = _filled(_column(table, "step").combine_chunks(), 0)
-    steps = np.where(np.isin(kinds, _STEP_CODES) & clean, step, 0).astype(np.int64)
-    return kinds, steps, clean
+    kinds = table_codes[_filled(kind.indices, -1)]  # -1 (the last) for a row without a kind
+    if "error" in table.column_names:
+        clean = ~_valid(_whole(table.column("error")))
+        is_step = _IS_STEP[kinds] & clean
+    else:  # (not read: no row is an error)
+        clean = np.ones(n, np.bool_)
+        is_step = _IS_STEP[kinds]
+    step = _whole(table.column("step"))
+    if step.null_count == n:
+        return kinds, np.zeros(n, np.int64), clean
+    # an event of a step kind has its step (a read rejects one without): where the column is
+    # null, the row is not a step event, and its (undefined) value is not taken
+    return kinds, np.where(is_step, _np(step), 0), clean
+
+
+#: Whether each kind code is one of :data:`~badput.events.STEP_KINDS` (the last: -1).
+_IS_STEP: Final = np.isin(np.arange(len(KIND_NAMES) + 1), _STEP_CODES)
 
 
 def _values(column: Any) -> Any:

@@ -170,9 +170,13 @@ class ArchivedStore:
             # the row groups read before are let go of by now: give their memory back (Arrow's
             # pool keeps it otherwise; the 4 M-event data-load job: 70 MB a row group kept)
             _columns().arrow().default_memory_pool().release_unused()
-            wanted = _columns().columns_to_read(self._file.metadata.row_group(done))
-            table = self._file.read_row_group(done, columns=wanted)
-            for chunk in _columns().chunks_of(table, self._sources()):
+            file, group = self._file, done
+
+            def read(columns: list[str]) -> Any:
+                return file.read_row_group(group, columns=columns)
+
+            meta = file.metadata.row_group(done)
+            for chunk in _columns().group_chunks(meta, read, self._sources()):
                 _flush(by_source, chunks, before=chunk.source)
                 chunks.append(chunk)
             done += 1
