@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from badput.runtime import shared_work
 from badput.store import _archive, compact, open_source
 
 pa = pytest.importorskip("pyarrow")
@@ -62,6 +63,7 @@ def _same(a: Any, b: Any) -> None:
 def test_a_parallel_compaction_is_the_serial_one(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, worker_fails: bool
 ) -> None:
+    monkeypatch.setattr(shared_work, "idle_helpers", lambda cores: 1)  # (whatever the load)
     monkeypatch.setattr(_archive, "_SLICE_BYTES", 1 << 20)
     monkeypatch.setattr(_archive, "_PARALLEL_BYTES", 2 << 20)
     job_dir = tmp_path / "p"
@@ -81,3 +83,14 @@ def test_a_parallel_compaction_is_the_serial_one(
     assert parallel_meta == serial_meta
     assert json.loads(serial_meta.split(b"}[")[0] + b"}")["unread"][0]["code"] == "torn_line"
     assert not list(job_dir.glob("*.tmp"))  # the worker's part is gone
+
+
+def test_no_worker_without_an_idle_core(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A worker on a busy core only adds work: the job is compacted by one process."""
+    monkeypatch.setattr(shared_work, "idle_helpers", lambda cores: 0)
+    monkeypatch.setattr(_archive, "_SLICE_BYTES", 1 << 20)
+    monkeypatch.setattr(_archive, "_PARALLEL_BYTES", 2 << 20)
+    _write_job(tmp_path / "p", seed=3)
+    assert _archive._halfway(*open_source(tmp_path / "p")) is None
+    monkeypatch.setattr(shared_work, "idle_helpers", lambda cores: 1)
+    assert _archive._halfway(*open_source(tmp_path / "p")) is not None

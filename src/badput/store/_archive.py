@@ -370,21 +370,23 @@ _PARENT_SHARE: Final = 0.45
 def _halfway(files: Files, job: str) -> Halfway | None:
     """Where a worker compacting the second part of ``job`` starts (a stop of the serial
     reads: it reads from there exactly as they would); None when the job is read by one
-    process (small, one core, another thread alive: no fork)."""
+    process (small, no idle core, another thread alive: no fork)."""
     from badput.runtime import shared_work  # noqa: PLC0415
 
-    if not shared_work.fork_safe() or len(os.sched_getaffinity(0)) < 2:
+    # (a worker on a busy core only adds the cost of handing its rows over: as LiveJob's)
+    if not shared_work.fork_safe() or shared_work.idle_helpers(len(os.sched_getaffinity(0))) < 1:
         return None
     try:
         listed = list(files.files(job))
-        stops = files.read_stops(job, _SLICE_BYTES, listed, count_lines=True)
+        stops = files.read_stops(job, _SLICE_BYTES, listed, count_lines=False)
+        if len(stops) * _SLICE_BYTES < _PARALLEL_BYTES:
+            return None
+        stream, offset, _ = stops[int(len(stops) * _PARENT_SHARE)]
+        lines = files.count_lines(job, stream, offset)  # (those before it only)
     except (OSError, ValueError):
         return None
-    if len(stops) * _SLICE_BYTES < _PARALLEL_BYTES:
-        return None
-    stream, offset, lines = stops[int(len(stops) * _PARENT_SHARE)]
     names = [name for name, _ in listed]
-    if lines is None or stream not in names:
+    if stream not in names:
         return None
     return stream, offset, lines, tuple(names[names.index(stream) :])
 
@@ -415,11 +417,11 @@ def _compact_part(  # noqa: PLR0917 (the worker's arguments)
     took: _Took | None = None
     try:
         pa = _columns().arrow()
-        # Arrow's own format (lz4), not Parquet: the parent writes its row groups once
-        options = pa.ipc.IpcWriteOptions(compression="lz4")
+        # Arrow's own format, not Parquet: the parent writes its row groups once
+        # (uncompressed: compressing costs CPU on both sides)
         with (
             pa.OSFile(str(part), "wb") as sink,
-            pa.ipc.new_stream(sink, _columns().schema(), options=options) as stream,
+            pa.ipc.new_stream(sink, _columns().schema()) as stream,
         ):
             done = _Slices(reading, job, stream_of, start)
             done.write(_TableSink(stream), stop=None)
@@ -466,7 +468,7 @@ def _copy(part: Path, batches: list[int], writer: Any) -> None:
     """Write the tables of ``part`` (a worker's IPC stream: ``batches`` record batches each)
     into ``writer``, each as the worker's read made it (the row groups of a serial one)."""
     pa = _columns().arrow()
-    with pa.memory_map(str(part)) as source:
+    with pa.OSFile(str(part), "rb") as source:  # (not mapped: each batch let go once written)
         reader = pa.ipc.open_stream(source)
         for n in batches:
             table = pa.Table.from_batches([reader.read_next_batch() for _ in range(n)])
