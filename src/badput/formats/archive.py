@@ -99,6 +99,7 @@ _STEP_CODES: Final = np.array(sorted(KIND_CODE[k] for k in STEP_KINDS), np.int16
 _json = msgspec.json.Encoder()
 astuple = msgspec.structs.astuple
 _ts = attrgetter("ts")
+_step = attrgetter("step")
 
 
 #: An event as the archive's reader gives the engine (:attr:`Chunk.rows
@@ -203,6 +204,9 @@ def _batch_of_columns(chunk: Chunk, columns: DecodedColumns, stream: str) -> Any
         if name == "ts":  # (never null)
             values[name] = _numbers(np.fromiter(map(_ts, rows), np.float64, n))
             continue
+        if name == "step":
+            values[name] = _steps(rows, columns)
+            continue
         found = list(map(attrgetter(name), rows))
         if name in _FLOAT or name in _INT:
             values[name] = _numeric(found, n, np.float64 if name in _FLOAT else np.int64)
@@ -211,6 +215,23 @@ def _batch_of_columns(chunk: Chunk, columns: DecodedColumns, stream: str) -> Any
                 found = [None if q is None else _json.encode(q).decode() for q in found]
             values[name] = _array(pa, name, found, n)
     return pa.RecordBatch.from_arrays([values[name] for name in COLUMNS], schema=schema())
+
+
+def _steps(rows: Sequence[Any], columns: DecodedColumns) -> Any:
+    """The ``step`` column of valid events ``rows``: the decode's steps of the step kinds
+    (it checked that each has one), and ``step`` read of the others only."""
+    at_step = np.isin(columns.kinds, _STEP_CODES)
+    steps = columns.steps.astype(np.int64)  # (a copy: 0 where no step kind)
+    valid = at_step
+    others = np.flatnonzero(~at_step).tolist()
+    found = list(map(_step, map(rows.__getitem__, others)))
+    if found.count(None) != len(found):
+        valid = at_step.copy()
+        for i, step in zip(others, found, strict=True):
+            if step is not None:
+                steps[i] = step
+                valid[i] = True
+    return _numbers(steps, None if valid.all() else valid)
 
 
 def _numbers(values: Any, valid: Any = None) -> Any:
