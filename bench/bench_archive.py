@@ -27,6 +27,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
 from bench_shapes import write_steps
+from host_speed import host_index
 
 JOB = "dataload"
 
@@ -131,6 +132,7 @@ def main() -> None:
         job_dir = root / JOB
         log = job_dir / "all" / "h-0-0.jsonl"
         print(f"{args.steps:,} steps, {log.stat().st_size / 1e6:,.0f} MB of JSON lines")
+        print(f"host index before: {host_index(3):.2f} s (bench/host_speed.py; lower is faster)")
         print(f"{'':<20} {'wall s':>8} {'CPU s':>8} {'peak MB':>9}")
         jsonl = child(REPORT, str(job_dir))
         row("report (JSONL)", jsonl)
@@ -147,6 +149,7 @@ def main() -> None:
             f"archive {int(str(done['archive_bytes'])) / 1e6:,.1f} MB = {size:.1%} of the "
             f"JSON lines; reports identical: {same}; events {archived['events']:,}"
         )
+        print(f"host index after: {host_index(3):.2f} s")
         if not same:
             sys.exit("the report of the archive differs from the report of the JSON lines")
 
