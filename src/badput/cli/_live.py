@@ -84,6 +84,12 @@ def _run_status_line(message: str) -> None:
     metavar="SECONDS",
     help="Cap of the back-off; an attempt that ran longer resets it.",
 )
+@click.option(
+    "--compact",
+    is_flag=True,
+    help="When the job is over, write its columnar archive (as 'badput compact' does) and "
+    "say where it is; a failure to write it is said and changes nothing else.",
+)
 @click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
 def run(
     *,
@@ -95,6 +101,7 @@ def run(
     hang_timeout: str | None,
     backoff: float,
     backoff_max: float,
+    compact: bool,
     command: tuple[str, ...],
 ) -> None:
     """Run COMMAND as a recorded job, restarting it when it fails.
@@ -128,6 +135,7 @@ def run(
             hang_timeout=timeout,
             backoff=backoff,
             backoff_max=backoff_max,
+            compact=compact,
         )
     except (ValueError, TypeError) as exc:
         _fail("run", str(exc))

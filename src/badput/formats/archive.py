@@ -90,10 +90,14 @@ COLUMNS: Final[tuple[str, ...]] = (
     *_FIELDS[4:],
     "extra",
 )
+#: The field of an event that carries its line's fields schema v1 lacks (JSON text: the
+#: codec's ``EventWithUnknown``, and the rows of an archive's ``extra`` column).
+_UNKNOWN: Final = "unknown_fields"
 _STEP_CODES: Final = np.array(sorted(KIND_CODE[k] for k in STEP_KINDS), np.int16)
 _json = msgspec.json.Encoder()
 astuple = msgspec.structs.astuple
 _ts = attrgetter("ts")
+_step = attrgetter("step")
 
 
 #: An event as the archive's reader gives the engine (:attr:`Chunk.rows
@@ -187,6 +191,8 @@ def _batch_of_columns(chunk: Chunk, columns: DecodedColumns, stream: str) -> Any
         values["v"] = _constant("v", SCHEMA_VERSION, n)
     if "kind" not in fields:  # every kind one of schema v1's: the codes are the column
         values["kind"] = _dictionary(columns.kinds.astype(np.int32), KIND_NAMES)
+    if n and _UNKNOWN in getattr(type(rows[0]), "__struct_fields__", ()):  # an archive's rows
+        values["extra"] = _array(pa, "extra", [getattr(r, _UNKNOWN) for r in rows], n)
     for name in COLUMNS:
         if name in values:
             continue
@@ -196,6 +202,9 @@ def _batch_of_columns(chunk: Chunk, columns: DecodedColumns, stream: str) -> Any
         if name == "ts":  # (never null)
             values[name] = _numbers(np.fromiter(map(_ts, rows), np.float64, n))
             continue
+        if name == "step":
+            values[name] = _steps(rows, columns)
+            continue
         found = list(map(attrgetter(name), rows))
         if name in _FLOAT or name in _INT:
             values[name] = _numeric(found, n, np.float64 if name in _FLOAT else np.int64)
@@ -204,6 +213,23 @@ def _batch_of_columns(chunk: Chunk, columns: DecodedColumns, stream: str) -> Any
                 found = [None if q is None else _json.encode(q).decode() for q in found]
             values[name] = _array(pa, name, found, n)
     return pa.RecordBatch.from_arrays([values[name] for name in COLUMNS], schema=schema())
+
+
+def _steps(rows: Sequence[Any], columns: DecodedColumns) -> Any:
+    """The ``step`` column of valid events ``rows``: the decode's steps of the step kinds
+    (it checked that each has one), and ``step`` read of the others only."""
+    at_step = np.isin(columns.kinds, _STEP_CODES)
+    steps = columns.steps.astype(np.int64)  # (a copy: 0 where no step kind)
+    valid = at_step
+    others = np.flatnonzero(~at_step).tolist()
+    found = list(map(_step, map(rows.__getitem__, others)))
+    if found.count(None) != len(found):
+        valid = at_step.copy()
+        for i, step in zip(others, found, strict=True):
+            if step is not None:
+                steps[i] = step
+                valid[i] = True
+    return _numbers(steps, None if valid.all() else valid)
 
 
 def _numbers(values: Any, valid: Any = None) -> Any:
@@ -292,7 +318,7 @@ def _batch_of_items(chunks: Sequence[Chunk], stream_of: dict[str, str]) -> Any:
     quantiles = values["quantiles"]
     if quantiles.count(None) != n:
         values["quantiles"] = [None if q is None else _json.encode(q).decode() for q in quantiles]
-    values["extra"] = [None] * n
+    values["extra"] = [getattr(e, _UNKNOWN, None) for e in events]
     arrays = [_array(pa, name, values[name], n) for name in COLUMNS]
     return pa.RecordBatch.from_arrays(arrays, schema=schema())
 
@@ -482,6 +508,8 @@ class _TableRows:
         self._table = table
         self._where = (sources, names, codes, line)
         self._present: list[str] | None = None
+        self._unknown: list[str] = []
+        self._struct: Any = None
         self._getters: list[Any] | None = None
         self._all: list[Any] | None = None
         self._asked = 0
@@ -501,6 +529,8 @@ class _TableRows:
         if self._present is None:
             table, n = self.table, self.n
             self._present = [f for f in _FIELDS if _column(table, f).null_count != n]
+            # (rows carry ``extra``, for a compaction of the archive to keep; events drop it)
+            self._unknown = [_UNKNOWN] if _column(table, "extra").null_count != n else []
         return self._present
 
     def row(self, i: int) -> Any:
@@ -510,8 +540,10 @@ class _TableRows:
         if self._asked > self.n // 16 + 16:
             return self.all()[i]
         if self._getters is None:
-            self._getters = [_getter(self.table, f) for f in self.present]
-        return _row_struct(tuple(self.present))(*[get(i) for get in self._getters])
+            fields = self.present + self._unknown
+            self._getters = [_getter(self.table, f) for f in fields]
+            self._struct = _row_struct(tuple(fields))
+        return self._struct(*[get(i) for get in self._getters])
 
     def all(self) -> list[Any]:
         if self._all is None:
@@ -522,6 +554,7 @@ class _TableRows:
 def _getter(table: Any, name: str) -> Any:
     """The value of the field ``name`` of row ``i`` (a function of ``i``), as a decode
     gives it: made of numpy views of the columns (nothing a row)."""
+    name = "extra" if name == _UNKNOWN else name
     column = _column(table, name).combine_chunks()
     if hasattr(column, "dictionary"):
         words = column.dictionary.to_pylist()
@@ -535,6 +568,8 @@ def _getter(table: Any, name: str) -> Any:
         return lambda i: None if index[i] < 0 else words[index[i]]
     if name == "quantiles":
         return lambda i: None if (q := column[i].as_py()) is None else msgspec.json.decode(q)
+    if name == "extra":
+        return lambda i: column[i].as_py()
     values = _filled(column, 0)
     if column.type == arrow().bool_():
         values = values.astype(np.bool_)  # (filled: as integers)
@@ -705,6 +740,10 @@ def _items(
             columns.append([None if q is None else msgspec.json.decode(q) for q in _values(column)])
         else:
             columns.append(_values(column.combine_chunks()))
+    extra = _column(table, "extra")
+    if extra.null_count != n:
+        present.append(_UNKNOWN)
+        columns.append(_values(extra.combine_chunks()))
     kind: Any = list[_row_struct(tuple(present))]  # type: ignore[misc]
     tuples = list(zip(*columns, strict=True)) if columns else []
     if errors.null_count == n:
@@ -726,7 +765,7 @@ def _row_struct(present: tuple[str, ...]) -> Any:
     """:data:`RowEvent` with the fields ``present`` first: a row gives only those (the others
     keep their defaults), and msgspec makes each from a tuple of them in one call."""
     info = {f.name: f for f in msgspec.structs.fields(Event)}
-    order = [*present, *(f for f in _FIELDS if f not in present)]
+    order = [*present, *(f for f in _FIELDS if f not in present)]  # (and _UNKNOWN if present)
     return msgspec.defstruct(
         "RowEvent",
         [(f, Any, info[f].default) if f not in present else (f, Any) for f in order],
@@ -738,4 +777,11 @@ def _row_struct(present: tuple[str, ...]) -> Any:
 def _as_events(rows: list[Any]) -> list[Event | EventError]:
     """``rows`` (:func:`_items`) as :class:`~badput.events.Event` s."""
     asdict = msgspec.structs.asdict
+    first = next((r for r in rows if not isinstance(r, EventError)), None)
+    if _UNKNOWN in getattr(type(first), "__struct_fields__", ()):
+        kept = [r if isinstance(r, EventError) else asdict(r) for r in rows]
+        for r in kept:
+            if isinstance(r, dict):
+                del r[_UNKNOWN]  # (a read of the JSON lines drops them)
+        return [r if isinstance(r, EventError) else Event(**r) for r in kept]
     return [r if isinstance(r, EventError) else Event(**asdict(r)) for r in rows]

@@ -33,6 +33,7 @@ from badput.events import (
 )
 
 __all__ = [
+    "EventWithUnknown",
     "decode_block",
     "decode_block_coded",
     "decode_line",
@@ -45,6 +46,64 @@ __all__ = [
 
 _encoder = msgspec.json.Encoder()
 _decoder = msgspec.json.Decoder(Event)
+
+
+class EventWithUnknown(Event, kw_only=True, omit_defaults=True, gc=False):
+    """An :class:`~badput.events.Event` whose line also had fields schema v1 lacks, which a
+    read drops: only a read for columns (:func:`decoding_for_columns`) makes one, for the
+    archive to keep them. ``unknown_fields``: a JSON object's text of them, each key
+    re-encoded and each value the line's own bytes (``1e400`` stays ``1e400``)."""
+
+    unknown_fields: str | None = None
+
+
+class _StrictEvent(Event, kw_only=True, omit_defaults=True, gc=False, forbid_unknown_fields=True):
+    """An :class:`~badput.events.Event` whose line has no field schema v1 lacks (a read for
+    columns decodes a block as these: one with an unknown field fails, and is read again
+    with them kept)."""
+
+
+_strict_decoder = msgspec.json.Decoder(_StrictEvent)
+_raw_fields = msgspec.json.Decoder(dict[str, msgspec.Raw])
+_KNOWN_FIELDS: Final = frozenset(Event.__struct_fields__)
+
+
+def _unknown_text(fields: dict[str, msgspec.Raw]) -> str | None:
+    """The JSON text of the fields of ``fields`` (a line's, values undecoded) that schema v1
+    lacks; None when it has none."""
+    unknown = [(k, v) for k, v in fields.items() if k not in _KNOWN_FIELDS]
+    if not unknown:
+        return None
+    return (
+        "{"
+        + ",".join(f"{_encoder.encode(k).decode()}:{bytes(v).decode()}" for k, v in unknown)
+        + "}"
+    )
+
+
+def _with_unknown(event: Event, line: bytes | str) -> Event:
+    """``event`` (decoded from ``line``) with the fields of ``line`` that schema v1 lacks."""
+    try:
+        unknown = _unknown_text(_raw_fields.decode(line))
+    except Exception:  # (the event decoded: a line this cannot read has nothing to add)
+        return event
+    if unknown is None:
+        return event
+    return EventWithUnknown(**msgspec.structs.asdict(event), unknown_fields=unknown)
+
+
+def _decoded_keeping_unknown(block: bytes) -> list[Event]:
+    """The events of ``block`` (one object a line) with the fields schema v1 lacks
+    (:class:`EventWithUnknown`); raises as a decode of the block does."""
+    events: list[Event] = _decoder.decode_lines(block)
+    raws = _raw_fields.decode_lines(block)
+    asdict = msgspec.structs.asdict
+    for i, fields in enumerate(raws):
+        unknown = _unknown_text(fields)
+        if unknown is not None:
+            events[i] = EventWithUnknown(**asdict(events[i]), unknown_fields=unknown)
+    return events
+
 
 # Kinds whose rules a present ``step`` does not settle.
 _CHECK_ALWAYS = NAMED_KINDS | {Kind.ELASTIC_SLICES, Kind.SECTION_SUMMARY}
@@ -104,6 +163,8 @@ def decode_line(line: bytes | str, file: str | None = None, lineno: int | None =
     problem = validate(event)
     if problem is not None:
         raise EventError(problem, file, lineno)
+    if _for_columns.get():  # (the archive keeps what schema v1 lacks)
+        return _with_unknown(event, line)
     return event
 
 
@@ -226,10 +287,16 @@ def decode_block_coded(
         decoded = _decode_lean(block, file, first_lineno, n_lines)
         if decoded is not None:
             return decoded
+    columns = _for_columns.get()
     try:
-        events = _decoder.decode_lines(block)
-    except Exception:  # any bad line (bad UTF-8, deep nesting...): the per-line path names it
-        return None
+        events = (_strict_decoder if columns else _decoder).decode_lines(block)
+    except Exception as exc:  # any bad line (bad UTF-8, deep nesting...): the per-line path
+        if not (columns and "unknown field" in str(exc)):
+            return None
+        try:  # fields schema v1 lacks, which a read for columns keeps
+            events = _decoded_keeping_unknown(block)
+        except Exception:
+            return None
     if len(events) != n_lines:
         return None
     out = cast("list[Event | EventError]", events)  # ours: an error takes its event's place
@@ -365,7 +432,16 @@ def _lean_decoder(
     ]
     narrow = _NARROW if narrow is None else narrow
     fields += [field for name, field in narrow.items() if name not in opened]
-    lean = msgspec.defstruct("LeanEventOf", fields, bases=(LeanEvent,), kw_only=True, gc=False)
+    # (for columns: a line with a field schema v1 lacks fails it, and is read again keeping it)
+    strict = narrow is _NARROW_ALL
+    lean = msgspec.defstruct(
+        "LeanEventOf",
+        fields,
+        bases=(LeanEvent,),
+        kw_only=True,
+        gc=False,
+        forbid_unknown_fields=strict,
+    )
     return _LeanDecoder(msgspec.json.Decoder(lean), opened, narrow)
 
 

@@ -38,6 +38,7 @@ so the time between the two runs is not counted as recovery.
 from __future__ import annotations
 
 import contextlib
+import functools
 import math
 import os
 import queue
@@ -99,7 +100,7 @@ class _Journal:
     def __init__(self, job: str, store: str | EventStore) -> None:
         self.job = job
         self.store = store
-        self._ops: queue.SimpleQueue[Callable[[], None] | None] = queue.SimpleQueue()
+        self._ops: queue.SimpleQueue[Callable[[], object] | None] = queue.SimpleQueue()
         self._recorders: dict[int | str, Recorder] = {}
         self._thread = threading.Thread(target=self._run, name="badput-launcher", daemon=True)
         self._thread.start()
@@ -139,7 +140,7 @@ class _Journal:
 
         self._ops.put(op)
 
-    def submit(self, op: Callable[[], None]) -> None:
+    def submit(self, op: Callable[[], object]) -> None:
         self._ops.put(op)
 
     def finish(self, timeout: float) -> bool:
@@ -289,6 +290,8 @@ class LaunchResult:
     status: str
     attempts: list[int | None] = field(default_factory=list)
     signal: int | None = None
+    #: The job's archive, when ``compact`` asked for one and it was written (else None).
+    archive: str | None = None
 
 
 class Launcher:
@@ -303,7 +306,8 @@ class Launcher:
     change (for progress output). ``hang_timeout`` (seconds, or ``"auto"``): an
     attempt with no progress for that long is killed (its process group) and
     restarted like a failure, its ``attempt_end`` status ``"hung"``
-    (:mod:`badput.launcher._hangwatch`, docs/ranks.md).
+    (:mod:`badput.launcher._hangwatch`, docs/ranks.md). ``compact``: at the job's end
+    (whatever it is), write its archive (docs/archive.md); a failure is only said.
     """
 
     def __init__(
@@ -322,6 +326,7 @@ class Launcher:
         hang_timeout: float | str | None = None,
         backoff: float = DEFAULT_BACKOFF,
         backoff_max: float = DEFAULT_BACKOFF_MAX,
+        compact: bool = False,
     ) -> None:
         _check_arguments(
             command,
@@ -358,6 +363,8 @@ class Launcher:
         self.hang_timeout = hang_timeout
         self.backoff = backoff
         self.backoff_max = backoff_max
+        self.compact = compact
+        self._signals = 0  # signals received (a compaction stops at the next)
         self._proc: subprocess.Popen[bytes] | None = None
         self._signal: int | None = None
         self._signal_at = 0.0  # time.monotonic() of the first signal
@@ -383,6 +390,7 @@ class Launcher:
         return proc
 
     def _handle(self, signum: int, frame: FrameType | None) -> None:
+        self._signals += 1
         if self._signal is None:  # the first signal decides the status
             self._signal = signum
             self._signal_at = time.monotonic()
@@ -469,22 +477,15 @@ class Launcher:
         previous = _install_handlers(self._handle)
         self._journal = _Journal(self.job, self.store)
         if self._listed and self.first_attempt > 0:
-            last, job = self.first_attempt - 1, self.job
-            store = self.store
-
-            def end_orphan() -> None:
-                end_orphaned_attempt(store, job, last)
-
-            self._journal.submit(end_orphan)
+            last = self.first_attempt - 1  # ended at its last event if a launcher was killed
+            orphan = functools.partial(end_orphaned_attempt, self.store, self.job, last)
+            self._journal.submit(orphan)
+        result: LaunchResult | None = None
         try:
-            return self._run()
+            result = self._run()
+            return result
         finally:
-            _restore_handlers(previous)
-            if not self._journal.finish(JOURNAL_TIMEOUT):
-                self._say(
-                    f"the store {self.store_uri} did not take the launcher's events "
-                    f"within {JOURNAL_TIMEOUT:g}s; some may be missing"
-                )
+            _finish(self, result, previous)
 
     def _backoff_delay(self, failures: int) -> float:
         """Seconds before the restart after ``failures`` consecutive quick failures."""
@@ -588,6 +589,59 @@ class Launcher:
         return LaunchResult(exit_code, status, codes, signum)
 
 
+def _finish(launcher: Launcher, result: LaunchResult | None, handlers: dict[int, Any]) -> None:
+    """The launcher's end: its own events stored, its archive written if asked (under its
+    signal handlers: a signal then stops only the compaction), its handlers put back."""
+    if not launcher.compact:
+        _restore_handlers(handlers)
+    if not launcher._journal.finish(JOURNAL_TIMEOUT):
+        launcher._say(
+            f"the store {launcher.store_uri} did not take the launcher's events "
+            f"within {JOURNAL_TIMEOUT:g}s; some may be missing"
+        )
+    if launcher.compact:
+        if result is not None:
+            signals = functools.partial(getattr, launcher, "_signals")
+            result.archive = _compacted(launcher.store, launcher.job, launcher._say, signals)
+        _restore_handlers(handlers)
+
+
+def _compacted(
+    store: str | EventStore, job: str, say: Callable[[str], None], stop: Callable[[], int]
+) -> str | None:
+    """Compact ``job`` (its files as they are now) on a helper thread, and say where its
+    archive is; None when it is not written (a failure, said; ``stop``: the launcher's
+    count of signals received: once it changes, the compaction is given up)."""
+    signals = stop()
+    done: list[Any] = []
+
+    def work() -> None:
+        from badput.store import compact, open_store  # noqa: PLC0415 (pyarrow: on demand)
+
+        try:
+            done.append(compact(open_store(store), job))
+        except Exception as exc:  # said: the job's exit is not the archive's
+            done.append(exc)
+
+    thread = threading.Thread(target=work, name="badput-compact", daemon=True)
+    thread.start()
+    while thread.is_alive() and stop() == signals:
+        thread.join(_POLL_SECONDS)
+    if not done:
+        say("compaction given up (signalled); the event files are as they were")
+        return None
+    out = done[0]
+    if isinstance(out, Exception):
+        say(f"cannot compact job {job!r}: {out}; the event files are as they were")
+        return None
+    ratio = out.archive_bytes / out.covered_bytes if out.covered_bytes else 0.0
+    say(
+        f"archive {out.path}: {out.archive_bytes:,} bytes for {out.covered_bytes:,} "
+        f"of JSON lines ({ratio:.1%}), {out.rows:,} lines"
+    )
+    return str(out.path)
+
+
 def run_job(
     command: Sequence[str],
     job: str | None = None,
@@ -603,6 +657,7 @@ def run_job(
     hang_timeout: float | str | None = None,
     backoff: float = DEFAULT_BACKOFF,
     backoff_max: float = DEFAULT_BACKOFF_MAX,
+    compact: bool = False,
 ) -> int:
     """Run ``command`` as a recorded job; return its final exit status.
 
@@ -624,6 +679,7 @@ def run_job(
             hang_timeout=hang_timeout,
             backoff=backoff,
             backoff_max=backoff_max,
+            compact=compact,
         )
         .run()
         .exit_code

@@ -220,7 +220,11 @@ def _stream_of(store: Files, job: str) -> Any:
 def compact(store: EventStore, job: str, *, replace: bool = False) -> Compacted:
     """Write ``job``'s archive (what a read of it gives, its current archive included) and,
     with ``replace``, remove the files it covers whole once it is written, synced to disk
-    and read back. Raises ``ValueError`` for a store that is not of files."""
+    and read back. Raises ``ValueError`` for a store that is not of files.
+
+    A large job without an archive is read by two processes (:func:`_halfway`): a forked
+    worker compacts the reads after the middle one into a part file, which is copied after
+    the first half's row groups; the archive is the same as a serial compaction's."""
     files = store.inner if isinstance(store, ArchivedStore) else store
     if not isinstance(files, (JsonlStore, SingleFileStore)):
         raise ValueError(f"{store.uri}: only a directory of event files or a file is compacted")
@@ -229,66 +233,250 @@ def compact(store: EventStore, job: str, *, replace: bool = False) -> Compacted:
     reading = with_archive(files, job)
     assert isinstance(reading, (ArchivedStore, JsonlStore, SingleFileStore))
     tmp = path.with_name(path.name + ".tmp")
+    part = path.with_name(path.name + ".part.tmp")
     pq = _columns().arrow_parquet()
     stream_of = _stream_of(files, job)
-    rows = errors = 0
-    left: dict[str, Unread] = {}
-    cursor: Cursor | None = None
-    with (
-        pq.ParquetWriter(
+    halfway = _halfway(files, job) if reading is files else None
+    worker = None if halfway is None else _start_worker(files, job, halfway, part, stream_of)
+    try:
+        with pq.ParquetWriter(
             tmp, _columns().schema(), compression="zstd", use_dictionary=_DICTIONARY
-        ) as writer,
-        ThreadPoolExecutor(1, thread_name_prefix="badput-compact") as pool,
-        decoding_for_columns(),
-    ):
-        # Each slice's rows are written by the pool's thread (pyarrow lets go of the GIL)
-        # while the next slice is read: one write at a time, in order.
-        writing: Future[None] | None = None
-        while True:
-            result = reading.read(job, cursor, max_bytes=_SLICE_BYTES, lean=True)
-            progressed = cursor is None or result.cursor.offsets != cursor.offsets
-            _keep_unread(left, result.unread, (c.source for c in result.chunks))
-            cursor = result.cursor
-            if result.chunks:
-                names = {c.source: stream_of(c.source) for c in result.chunks}
-                table = _columns().batch_of(result.chunks, names)
-                errors += table.num_rows - table.column("error").null_count
-                rows += table.num_rows
-                if writing is not None:
-                    writing.result()
-                writing = pool.submit(writer.write_table, table, row_group_size=_ROW_GROUP)
-            if result.reached_end or not progressed:
-                break
-        if writing is not None:
-            writing.result()
-        covered = {k: v for k, v in cursor.offsets.items() if k != _KEY} if cursor else {}
-        meta = {
-            "version": _columns().ARCHIVE_VERSION,
-            "job": job,
-            "layout": "file" if isinstance(files, SingleFileStore) else "directory",
-            "streams": [[s, b, n] for s, (b, n) in sorted(covered.items())],
-            "rows": rows,
-            "errors": errors,
-            "unread": [asdict(u) for u in left.values()],
-        }
-        writer.add_key_value_metadata({_columns().METADATA_KEY: json.dumps(meta).encode()})
+        ) as writer:
+            done = _Slices(reading, job, stream_of)
+            done.write(writer, stop=None if worker is None else halfway)
+            if worker is not None:
+                took = _join_worker(*worker)
+                if done.met and took is not None and took.rows:
+                    _copy(part, took.batches, writer)
+                    done.merge(took)
+                elif not done.reached_end:  # (the worker failed: the parent goes on)
+                    done.write(writer, stop=None)
+            covered = {k: v for k, v in done.cursor.offsets.items() if k != _KEY}
+            meta = {
+                "version": _columns().ARCHIVE_VERSION,
+                "job": job,
+                "layout": "file" if isinstance(files, SingleFileStore) else "directory",
+                "streams": [[s, b, n] for s, (b, n) in sorted(covered.items())],
+                "rows": done.rows,
+                "errors": done.errors,
+                "unread": [asdict(u) for u in done.left.values()],
+            }
+            writer.add_key_value_metadata({_columns().METADATA_KEY: json.dumps(meta).encode()})
+    finally:
+        if worker is not None:
+            _stop_worker(worker[0])
+        part.unlink(missing_ok=True)
     _sync(tmp)
     os.replace(tmp, path)
     _sync(path.parent)
-    _verify(path, rows)
+    _verify(path, done.rows)
     removed: list[str] = []
     kept: list[str] = []
     if replace:
-        removed, kept = _replace(files, job, covered, left)
+        removed, kept = _replace(files, job, covered, done.left)
     return Compacted(
         path,
-        rows,
-        errors,
+        done.rows,
+        done.errors,
         path.stat().st_size,
         sum(b for b, _ in covered.values()),
         tuple(removed),
         tuple(kept),
     )
+
+
+#: Where a worker starts: ``(stream, offset, lines, the streams from it on)``.
+Halfway = tuple[str, int, int, tuple[str, ...]]
+
+
+@dataclass
+class _Took:
+    """What a worker compacted (:func:`_compact_part`), for the parent to merge."""
+
+    offsets: dict[str, tuple[int, int]]
+    left: dict[str, Unread]
+    read_from: frozenset[str]
+    rows: int
+    errors: int
+    batches: list[int]  # the record batches of each table it wrote, in order
+
+
+class _Slices:
+    """The serial compaction: reads of :data:`_SLICE_BYTES`, each written as row groups by a
+    thread while the next is read (pyarrow lets go of the GIL), one write at a time."""
+
+    def __init__(self, reading: Any, job: str, stream_of: Any, cursor: Cursor | None = None):
+        self.reading = reading
+        self.job = job
+        self.stream_of = stream_of
+        self.cursor = cursor or Cursor()
+        self.fresh = cursor is None
+        self.rows = self.errors = 0
+        self.left: dict[str, Unread] = {}
+        self.read_from: set[str] = set()
+        self.met = False  # the reads stopped where ``stop`` said (a worker goes on from there)
+        self.reached_end = False
+        self.batches: list[int] = []  # of each table written (a worker's, for the parent)
+
+    def write(self, writer: Any, stop: Halfway | None) -> None:
+        """Read and write until the end of the job, or until the cursor is at ``stop``."""
+        cursor: Cursor | None = None if self.fresh and not self.cursor.offsets else self.cursor
+        with (
+            ThreadPoolExecutor(1, thread_name_prefix="badput-compact") as pool,
+            decoding_for_columns(),
+        ):
+            writing: Future[None] | None = None
+            while True:
+                result = self.reading.read(self.job, cursor, max_bytes=_SLICE_BYTES, lean=True)
+                progressed = cursor is None or result.cursor.offsets != cursor.offsets
+                sources = {c.source for c in result.chunks}
+                _keep_unread(self.left, result.unread, sources)
+                self.read_from |= sources
+                cursor = self.cursor = result.cursor
+                if result.chunks:
+                    names = {c.source: self.stream_of(c.source) for c in result.chunks}
+                    table = _columns().batch_of(result.chunks, names)
+                    self.errors += table.num_rows - table.column("error").null_count
+                    self.rows += table.num_rows
+                    self.batches.append(len(table.to_batches()))
+                    if writing is not None:
+                        writing.result()
+                    writing = pool.submit(writer.write_table, table, row_group_size=_ROW_GROUP)
+                if result.reached_end or not progressed:
+                    self.reached_end = True
+                    break
+                if stop is not None:
+                    at = cursor.offsets.get(stop[0])
+                    if at == (stop[1], stop[2]):
+                        self.met = True
+                        break
+                    if at is not None and at[0] >= stop[1]:  # past it (a file changed)
+                        stop = None
+            if writing is not None:
+                writing.result()
+        self.fresh = False
+
+    def merge(self, took: _Took) -> None:
+        """What a worker compacted after this read's end (its rows are written after these)."""
+        self.cursor = Cursor({**self.cursor.offsets, **took.offsets})
+        _keep_unread(self.left, list(took.left.values()), took.read_from)
+        self.rows += took.rows
+        self.errors += took.errors
+
+
+#: A job of this many bytes of JSON lines or more is compacted by two processes.
+_PARALLEL_BYTES: Final = 4 * _SLICE_BYTES
+#: The share of a parallel compaction's reads the parent makes: it also copies the
+#: worker's row groups into the archive after its own.
+_PARENT_SHARE: Final = 0.45
+
+
+def _halfway(files: Files, job: str) -> Halfway | None:
+    """Where a worker compacting the second part of ``job`` starts (a stop of the serial
+    reads: it reads from there exactly as they would); None when the job is read by one
+    process (small, no idle core, another thread alive: no fork)."""
+    from badput.runtime import shared_work  # noqa: PLC0415
+
+    # (a worker on a busy core only adds the cost of handing its rows over: as LiveJob's)
+    if not shared_work.fork_safe() or shared_work.idle_helpers(len(os.sched_getaffinity(0))) < 1:
+        return None
+    try:
+        listed = list(files.files(job))
+        stops = files.read_stops(job, _SLICE_BYTES, listed, count_lines=False)
+        if len(stops) * _SLICE_BYTES < _PARALLEL_BYTES:
+            return None
+        stream, offset, _ = stops[int(len(stops) * _PARENT_SHARE)]
+        lines = files.count_lines(job, stream, offset)  # (those before it only)
+    except (OSError, ValueError):
+        return None
+    names = [name for name, _ in listed]
+    if stream not in names:
+        return None
+    return stream, offset, lines, tuple(names[names.index(stream) :])
+
+
+def _start_worker(reading: Files, job: str, at: Halfway, part: Path, stream_of: Any) -> Any:
+    """A forked process compacting ``job`` from ``at`` into ``part``: (process, pipe end)."""
+    import multiprocessing  # noqa: PLC0415
+
+    ctx = multiprocessing.get_context("fork")
+    ours, theirs = ctx.Pipe(duplex=False)
+    start = Cursor({at[0]: (at[1], at[2])}, resume=(job, at[3]))
+    proc = ctx.Process(
+        target=_compact_part,
+        args=(reading, job, start, part, stream_of, theirs),
+        name="badput-compact",
+        daemon=True,
+    )
+    proc.start()
+    theirs.close()
+    return proc, ours
+
+
+def _compact_part(  # noqa: PLR0917 (the worker's arguments)
+    reading: Files, job: str, start: Cursor, part: Path, stream_of: Any, out: Any
+) -> None:
+    """The worker: compact ``job`` from ``start`` to its end into ``part``; send a _Took (or
+    None when it failed: the parent then reads on itself)."""
+    took: _Took | None = None
+    try:
+        pa = _columns().arrow()
+        # Arrow's own format, not Parquet: the parent writes its row groups once
+        # (uncompressed: compressing costs CPU on both sides)
+        with (
+            pa.OSFile(str(part), "wb") as sink,
+            pa.ipc.new_stream(sink, _columns().schema()) as stream,
+        ):
+            done = _Slices(reading, job, stream_of, start)
+            done.write(_TableSink(stream), stop=None)
+        took = _Took(
+            dict(done.cursor.offsets),
+            done.left,
+            frozenset(done.read_from),
+            done.rows,
+            done.errors,
+            done.batches,
+        )
+    except Exception:  # (the parent reads on itself)
+        took = None
+    out.send(took)
+    out.close()
+
+
+def _join_worker(proc: Any, pipe: Any) -> _Took | None:
+    try:
+        took: _Took | None = pipe.recv()
+    except (EOFError, OSError):
+        took = None
+    proc.join()
+    return took
+
+
+def _stop_worker(proc: Any) -> None:
+    if proc.is_alive():
+        proc.kill()
+    proc.join()
+
+
+class _TableSink:
+    """A writer of tables (as a ParquetWriter takes them) into an Arrow IPC stream."""
+
+    def __init__(self, stream: Any) -> None:
+        self.stream = stream
+
+    def write_table(self, table: Any, row_group_size: int) -> None:
+        self.stream.write_table(table)
+
+
+def _copy(part: Path, batches: list[int], writer: Any) -> None:
+    """Write the tables of ``part`` (a worker's IPC stream: ``batches`` record batches each)
+    into ``writer``, each as the worker's read made it (the row groups of a serial one)."""
+    pa = _columns().arrow()
+    with pa.OSFile(str(part), "rb") as source:  # (not mapped: each batch let go once written)
+        reader = pa.ipc.open_stream(source)
+        for n in batches:
+            table = pa.Table.from_batches([reader.read_next_batch() for _ in range(n)])
+            writer.write_table(table, row_group_size=_ROW_GROUP)
 
 
 def _keep_unread(left: dict[str, Unread], unread: list[Unread], read_from: Iterable[str]) -> None:
