@@ -25,6 +25,7 @@ from collections import Counter
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent.parent / "tests"))
+sys.path.insert(0, str(Path(__file__).parent))
 
 from _fleet_jobs import write_fleet
 from badput.fleet import (
@@ -35,6 +36,7 @@ from badput.fleet import (
     fleet_tables,
     query_tables,
 )
+from host_speed import host_index
 
 
 def _cached_runs(source: str, cache_dir: Path) -> tuple[float, float, FleetRun]:
@@ -129,7 +131,9 @@ def main() -> None:
         t = time.perf_counter()
         write_fleet(root, args.jobs, steps_scale=max(1, args.steps // 60))
         print(f"generated {args.jobs} jobs in {time.perf_counter() - t:.1f} s")
+        print(f"host index {host_index(3):.2f} s", flush=True)
         text = _local(root, Path(tmp))
+        print(f"host index {host_index(3):.2f} s", flush=True)
         if args.store == "s3":
             _s3(root, Path(tmp), text)
 

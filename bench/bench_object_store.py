@@ -1,18 +1,32 @@
-"""Recording to an object store: the record cost, and how far the bucket lags behind.
+"""Recording to an object store: the record cost beside a local store's, and how far the
+bucket lags behind the recorder.
 
-    python bench/bench_object_store.py [--seconds 30] [--rate 100000] [--ship-interval 10]
+    python bench/bench_object_store.py [--rounds 3] [--seconds 30] [--rate 100000]
+                                       [--ship-interval 10]
 
-Starts moto's S3 server on 127.0.0.1 and records ``--rate`` events a second (batches of
-1,000, paced) into ``s3://bench/runs`` for ``--seconds``. Prints the median cost of one
-``record_step_start`` (goal: at most 1 µs, unchanged from a directory store), and the
-shipping lag: for each byte recorded, the time until a listing of the bucket shows it
-shipped (goal: at most ``ship_interval`` + 2 s), as the median and the maximum.
+Starts moto's S3 server on 127.0.0.1 (its own process) and, in each of ``--rounds``
+rounds, alternates:
+
+- **record cost**, a directory store then ``s3://bench/cost-<round>`` (the same method as
+  ``bench/bench_record.py``: the median cost of one ``record_step_start`` in 50 batches of
+  10,000 calls back to back, and in batches of 1,000 calls 10 ms apart). Goal: at most 1 µs
+  a call, and the s3 store's equal to the directory store's (the recording thread never
+  touches the network);
+- **shipping lag**: ``--rate`` events a second (batches of 1,000, paced) for ``--seconds``
+  into ``s3://bench/lag-<round>``, while a reader LISTs the bucket every 0.1 s. An event's
+  lag is the time from its ``record_*`` call's return to the first listing that shows a
+  part holding it (the reader fetches each new part once to see its last step). Goal: at
+  most ``ship_interval`` + 2 s (median and maximum printed).
+
+The host index (``bench/host_speed.py``) is printed before each round: the machine is
+shared, and figures are comparable only at a like index.
 """
 
 from __future__ import annotations
 
 import argparse
 import bisect
+import json
 import os
 import statistics
 import sys
@@ -24,12 +38,86 @@ from pathlib import Path
 import badput
 from badput.store import ObjectStore
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 from _s3 import MotoServer
+from bench_record import per_call_ns
+from host_speed import host_index
+
+
+def record_cost(store: object) -> tuple[float, float]:
+    """``(burst, paced)``: median ns of one ``record_step_start`` into ``store``."""
+    rec = badput.Recorder("cost", store, attempt="0", heartbeat_interval=0)  # type: ignore[arg-type]
+    try:
+        per_call_ns(rec, 1_000, 2)  # warm up: writer thread started, file open
+        burst = per_call_ns(rec, 10_000, 50)
+        paced = per_call_ns(rec, 1_000, 50, pause=0.01)
+    finally:
+        rec.close()
+    return burst, paced
+
+
+def _last_step(data: bytes) -> int:
+    """The step of the last complete line of a part (every line is a ``step_start``)."""
+    lines = data.rstrip(b"\n").rsplit(b"\n", 1)
+    return int(json.loads(lines[-1])["step"])
+
+
+def shipping_lag(
+    uri: str, seconds: float, rate: int, ship_interval: float
+) -> tuple[list[float], int, float]:
+    """Record ``rate`` events a second into ``uri`` for ``seconds``: every event's lag (one
+    sample per batch of 1,000, its last event's), the events recorded, the rate reached."""
+    store = ObjectStore(uri, ship_interval=ship_interval)
+    reader = ObjectStore(uri)
+    rec = badput.Recorder("lag", store, attempt="0", heartbeat_interval=0)
+    seen: list[tuple[int, float]] = []  # (highest step shipped, when a listing showed it)
+    stop = threading.Event()
+
+    def watch() -> None:
+        fetched: set[str] = set()
+        top = -1
+        while not stop.is_set():
+            listed = reader.parts("lag")
+            when = time.monotonic()
+            for parts in listed.values():
+                for _, key, _ in parts:
+                    if key not in fetched:
+                        fetched.add(key)
+                        top = max(top, _last_step(reader._get(key)))
+            seen.append((top, when))
+            stop.wait(0.1)
+
+    watcher = threading.Thread(target=watch, daemon=True)
+    watcher.start()
+    batch = 1000
+    recorded: list[tuple[int, float]] = []  # (last step of a batch, when its call returned)
+    step = 0
+    start = time.monotonic()
+    while time.monotonic() - start < seconds:
+        for _ in range(batch):
+            rec.record_step_start(step)
+            step += 1
+        recorded.append((step - 1, time.monotonic()))
+        time.sleep(max(start + step / rate - time.monotonic(), 0))
+    reached = step / (time.monotonic() - start)
+    rec.close()  # waits up to 5 s for the last part
+    deadline = time.monotonic() + ship_interval + 10
+    while (not seen or seen[-1][0] < step - 1) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    stop.set()
+    watcher.join()
+    tops = [top for top, _ in seen]
+    lags = []
+    for last, when in recorded:
+        k = bisect.bisect_left(tops, last)
+        lags.append(seen[k][1] - when if k < len(seen) else float("inf"))
+    return lags, step, reached
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser()
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--seconds", type=float, default=30.0)
     parser.add_argument("--rate", type=int, default=100_000)
     parser.add_argument("--ship-interval", type=float, default=10.0)
@@ -42,55 +130,31 @@ def main() -> None:
         AWS_DEFAULT_REGION="us-east-1",
         XDG_CACHE_HOME=tempfile.mkdtemp(),
     )
+    goal = args.ship_interval + 2
     try:
         server.make_bucket("bench")
-        store = ObjectStore("s3://bench/runs", ship_interval=args.ship_interval)
-        rec = badput.Recorder("lag", store, heartbeat_interval=0)
-        recorded: list[tuple[int, float]] = []  # (bytes recorded, when)
-        shipped: list[tuple[int, float]] = []  # (bytes the bucket holds, when seen)
-        stop = threading.Event()
-
-        def watch() -> None:
-            while not stop.is_set():
-                total = sum(size for p in store.parts("lag").values() for _, _, size in p)
-                shipped.append((total, time.monotonic()))
-                time.sleep(0.2)
-
-        watcher = threading.Thread(target=watch, daemon=True)
-        watcher.start()
-        batch = 1000
-        costs = []
-        step = 0
-        start = time.monotonic()
-        while time.monotonic() - start < args.seconds:
-            t0 = time.perf_counter()
-            for _ in range(batch):
-                rec.record_step_start(step)
-                step += 1
-            costs.append((time.perf_counter() - t0) / batch * 1e9)
-            seg = rec._seg
-            if seg is not None:
-                recorded.append((seg.recorded_bytes(), time.monotonic()))
-            next_at = start + step / args.rate
-            time.sleep(max(next_at - time.monotonic(), 0))
-        rate = step / (time.monotonic() - start)
-        rec.close()
-        time.sleep(args.ship_interval + 3)
-        stop.set()
-        watcher.join()
-        seen_bytes = [b for b, _ in shipped]
-        lags = []
-        for nbytes, when in recorded:
-            k = bisect.bisect_left(seen_bytes, nbytes)
-            if k < len(shipped):
-                lags.append(shipped[k][1] - when)
-        print(f"recorded {step:,} events ({rate:,.0f}/s asked {args.rate:,}/s)")
-        print(f"record_step_start: median {statistics.median(costs):.0f} ns a call")
-        print(
-            f"shipping lag (ship_interval {args.ship_interval:g} s): median "
-            f"{statistics.median(lags):.1f} s, max {max(lags):.1f} s; "
-            f"not shipped at the end: {len(recorded) - len(lags)} samples"
-        )
+        for r in range(args.rounds):
+            print(f"round {r + 1}: host index {host_index(3):.2f} s", flush=True)
+            with tempfile.TemporaryDirectory() as root:
+                local = record_cost(root)
+            remote = record_cost(ObjectStore(f"s3://bench/cost-{r}"))
+            for name, (burst, paced) in (("directory", local), ("s3", remote)):
+                print(
+                    f"  record_step_start, {name:9} store: {burst / 1000:.2f} µs a call "
+                    f"(10,000 back to back), {paced / 1000:.2f} µs (1,000 every 10 ms)",
+                    flush=True,
+                )
+            lags, events, reached = shipping_lag(
+                f"s3://bench/lag-{r}", args.seconds, args.rate, args.ship_interval
+            )
+            worst = max(lags)
+            print(
+                f"  shipping lag, {events:,} events at {reached:,.0f}/s (ship_interval "
+                f"{args.ship_interval:g} s): median {statistics.median(lags):.2f} s, max "
+                f"{worst:.2f} s: {'within' if worst <= goal else 'OVER'} the goal of "
+                f"{goal:g} s",
+                flush=True,
+            )
     finally:
         server.stop()
 

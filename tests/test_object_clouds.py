@@ -1,14 +1,17 @@
 """gs:// and az:// stores: configured from each cloud's own variables, a clear error when
 credentials are missing, and real protocol servers on 127.0.0.1 (see tests/_clouds.py):
-Azurite serves Azure Blob Storage whole (record, ship, read); fake-gcs-server serves the
-reads of GCS (list, get, ranged get), its uploads being put through its JSON API."""
+Azurite serves Azure Blob Storage, fake-gcs-server GCS (behind a proxy that has it take the
+XML API's object upload): record, ship, kill -9, ship what was left, read."""
 
 from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
+import textwrap
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -259,3 +262,88 @@ def test_azure_record_ship_and_read_as_the_local_files(
     clean.setenv("AZURE_STORAGE_ACCOUNT_KEY", "d3Jvbmc=")  # a wrong key: refused, and said so
     with pytest.raises(ObjectStoreError, match="AZURE_STORAGE_ACCOUNT_KEY"):
         ObjectStore("az://ctr/runs").jobs()
+
+
+# ------------------------------------------- both: record, kill -9, ship what was left
+
+_KILLED = textwrap.dedent(
+    """
+    import sys, time
+    import badput
+    from badput.store import ObjectStore
+    store = ObjectStore(sys.argv[1], ship_interval=0.2)
+    rec = badput.Recorder(sys.argv[2], store, heartbeat_interval=0, attempt=0)
+    rec.record_job_start(ts=1000.0)
+    i = 0
+    while True:
+        rec.record_step_start(i, ts=1001.0 + i)
+        rec.record_step_end(i, ts=1001.5 + i)
+        i += 1
+        if i % 500 == 0:
+            print(i, flush=True)
+            time.sleep(0.01)
+    """
+)
+
+
+def _local(store: ObjectStore, job: str) -> dict[str, bytes]:
+    local = store.local.job_dir(job)
+    return {s: (local / s).read_bytes() for s in store.local.streams(job)}
+
+
+def _kill_9_ship_and_report(uri: str) -> None:
+    """A recorder shipping to ``uri`` killed mid-run; the job's next recorder on this
+    machine ships what it left; the reports from ``uri`` are the local files' byte for
+    byte. (The environment names the store's server.)"""
+    env = {**os.environ, "PYTHONPATH": SRC}
+    child = subprocess.Popen([sys.executable, "-c", _KILLED, uri, ODD], stdout=subprocess.PIPE,
+                             env=env)  # fmt: skip
+    assert child.stdout is not None
+    recorded = 0
+    while recorded < 3000:
+        line = child.stdout.readline()
+        assert line, "the recording child ended"
+        recorded = int(line)
+    time.sleep(0.5)  # some parts shipped by the child's own shipper
+    child.send_signal(signal.SIGKILL)
+    child.wait(10)
+    store = ObjectStore(uri, ship_interval=0.2)
+    before = sum(map(len, _remote(store, ODD).values()))
+    assert before > 0  # the child shipped while it ran
+    with badput.Recorder(ODD, store, heartbeat_interval=0, attempt=1) as rec:
+        for i in range(20):
+            rec.record_step_start(i, ts=900_000.0 + i)
+            rec.record_step_end(i, ts=900_000.5 + i)
+        rec.record_job_end(ts=900_030.0)
+        deadline = time.monotonic() + 30
+        while _remote(store, ODD) != _local(store, ODD):
+            assert time.monotonic() < deadline, "the killed recorder's events were not shipped"
+            time.sleep(0.2)
+    remote = _remote(store, ODD)
+    assert remote == _local(store, ODD)
+    assert sum(map(len, remote.values())) > before  # what the killed one left: shipped now
+    first = next(s for s in remote if s.startswith("0/"))
+    steps = [json.loads(x)["step"] for x in remote[first].splitlines()[1:]]
+    assert steps[: 2 * recorded : 2] == list(range(recorded))  # every step printed, once
+    for fmt in (["--json"], []):
+        got = [
+            subprocess.run([BADPUT, "report", src, *fmt], capture_output=True, env=env,
+                           check=True, timeout=120).stdout
+            for src in (uri, str(store.local.root))
+        ]  # fmt: skip
+        assert got[0] == got[1] and ODD.encode() in got[0]
+
+
+def test_gcs_record_kill_9_ship_the_rest_and_report_as_the_local_files(
+    gcs: tuple[FakeGcs, Path], clean: pytest.MonkeyPatch
+) -> None:
+    clean.setenv("GOOGLE_SERVICE_ACCOUNT", str(gcs[1]))
+    _kill_9_ship_and_report("gs://gbkt/killed")
+
+
+@pytest.mark.slow  # the first run installs Azurite with npm (two minutes)
+def test_azure_record_kill_9_ship_the_rest_and_report_as_the_local_files(
+    azurite: Azurite, clean: pytest.MonkeyPatch
+) -> None:
+    clean.setenv("AZURE_STORAGE_CONNECTION_STRING", azurite.connection_string())
+    _kill_9_ship_and_report("az://ctr/killed")

@@ -26,6 +26,7 @@ import badput
 from _fleet_jobs import write_fleet, write_job
 from _s3 import MotoServer, Request, s3_env, upload_store
 from badput.store import FirstPart, JobNames, ObjectStore, safe_job_dir
+from badput.store._names import named_by_itself
 
 BADPUT = str(Path(sys.executable).with_name("badput"))
 SRC = str(Path(badput.__file__).resolve().parent.parent)
@@ -109,12 +110,12 @@ def test_second_fleet_run_lists_only_and_an_appended_job_is_read_again(
 
     first, asked = _counted(server, *args)
     assert b"61 jobs, 61 analysed, 0 from the cache" in first.stderr
-    assert _directories(asked) == directories  # every job read (its name, its parts)
+    assert _directories(asked) == directories  # every job read (its parts)
     reads = Counter(r.key for r in asked if r.is_object_read)
-    assert sorted(Counter(reads.values()).items()) == [
-        (1, parts - len(directories)),
-        (2, len(directories)),
-    ]
+    # each part once; ODD's first part twice (its first bytes name the job: its directory
+    # is not its name); a directory without "_" or "~" can hold no other name: not read
+    assert sorted(Counter(reads.values()).items()) == [(1, parts - 1), (2, 1)]
+    assert safe_job_dir(ODD) in max(reads, key=reads.__getitem__)
     assert ODD.encode() in first.stdout and b"team_" not in first.stdout
 
     again, asked = _counted(server, *args)
@@ -169,16 +170,16 @@ def test_a_rewritten_first_part_is_named_again(server: MotoServer, tmp_path: Pat
     before = heads()
     store = ObjectStore(uri, names=names)
     assert store.jobs() == ["b", "team/a"]
-    assert heads() == before + 2
+    assert heads() == before + 1  # "b" can hold no other name: not read
     fingerprint = store.fingerprint("team/a")
     assert fingerprint == ObjectStore(uri).fingerprint("team/a")  # its listing, or its own
     assert ObjectStore(uri, names=JobNames(names.path)).jobs() == ["b", "team/a"]
-    assert heads() == before + 2  # the file held both names
+    assert heads() == before + 1  # the file held the name
     # the same directory's first part rewritten: another object (etag), read again
     ObjectStore(uri)._put("team_a", "0/h-0-1.jsonl.part-00000001", _events("team_a", 3))
     store = ObjectStore(uri, names=JobNames(names.path))
     assert store.jobs() == ["b", "team_a"]
-    assert heads() == before + 3
+    assert heads() == before + 2
     assert store.fingerprint("team_a") != fingerprint
 
 
@@ -202,3 +203,62 @@ def test_job_names_round_trip_any_name(held: dict[str, tuple[str, int, str, str]
             assert again.get(d, FirstPart(key, size, etag)) == job
             assert again.get(d, FirstPart(key, size + 1, etag)) is None
             assert again.get(d, FirstPart(key, size, etag + "x")) is None
+
+
+def _ended_job(root: Path) -> str:
+    """A generated job that has ended (its last stream holds a ``job_end``)."""
+    for job_dir in sorted(root.glob("job-*")):
+        if any(b'"job_end"' in p.read_bytes() for p in job_dir.glob("*/*.jsonl")):
+            return job_dir.name
+    raise AssertionError("no ended job in the generated fleet")
+
+
+def test_one_off_readers_list_once_and_fetch_each_part_once(
+    server: MotoServer, uploaded: tuple[Path, int], tmp_path: Path
+) -> None:
+    """``jobs``, ``report`` (of a job's URI, and of the store with ``--job``) and ``watch``:
+    one listing request (a page of 1,000 objects), then each part of what they read once;
+    a directory that is not its job's name (ODD's) is named by its first part's first
+    bytes once on this machine, then by what the readers remember of it (keyed by that
+    part's key, size and etag)."""
+    local, _ = uploaded
+    listing = ObjectStore(S3).listing()  # (the bucket as it is now: a test may have added)
+    parts = [k for k, _, _ in listing if ".part-" in k]
+    pages = -(-len(listing) // 1000)
+    env = {**os.environ, "PYTHONPATH": SRC, "XDG_CACHE_HOME": str(tmp_path / "xdg")}
+
+    def counted(*args: str) -> Counter[str]:
+        before = len(server.requests())
+        done = subprocess.run([BADPUT, *args], capture_output=True, env=env, check=False)
+        assert done.returncode == 0, done.stderr.decode(errors="replace")
+        asked = server.requests()[before:]
+        assert all(r.is_listing or r.is_object_read for r in asked), asked
+        assert sum(r.is_listing for r in asked) == (pages if args[0] == "jobs" else 1), asked
+        return Counter(r.key for r in asked if r.is_object_read)
+
+    odd_first = min(k for k in parts if k.startswith(f"runs/{safe_job_dir(ODD)}/"))
+    reads = counted("jobs", S3, "--json")  # every job is read, for its state
+    assert reads == {**dict.fromkeys(parts, 1), odd_first: 2}  # ODD's name: its first bytes
+    assert counted("jobs", S3, "--json") == dict.fromkeys(parts, 1)  # its name remembered
+    ended = _ended_job(local)
+    own = {k: 1 for k in parts if k.startswith(f"runs/{ended}/")}
+    assert counted("report", f"{S3}/{ended}", "--json") == own
+    assert counted("report", S3, "--job", ended) == own
+    assert counted("watch", f"{S3}/{ended}") == own
+    odd = {k: 1 for k in parts if k.startswith(f"runs/{safe_job_dir(ODD)}/")}
+    assert counted("report", f"{S3}/{safe_job_dir(ODD)}") == odd
+    env["XDG_CACHE_HOME"] = str(tmp_path / "another")  # a machine that has not named it
+    assert counted("report", f"{S3}/{safe_job_dir(ODD)}") == {**odd, odd_first: 2}
+    assert counted("report", S3, "--job", ODD) == odd  # its real name: no need to read it
+
+
+@settings(max_examples=300, deadline=None)
+@given(job=st.one_of(_NAMES, st.text(min_size=200, max_size=400), st.sampled_from([".", ".."])))
+def test_a_directory_named_by_itself_holds_only_that_job(job: str) -> None:
+    """What lets the readers name such a directory without reading it: no other name is
+    kept in a directory without ``_`` or ``~``."""
+    directory = safe_job_dir(job)
+    if named_by_itself(directory):
+        assert directory == job
+    else:
+        assert "_" in directory or "~" in directory

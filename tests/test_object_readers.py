@@ -181,6 +181,9 @@ def test_watch_follows_a_live_job_until_its_end(env: dict[str, str], local: Path
         env=env,
     )
     try:
+        assert proc.stdout is not None  # it has begun, and waits for the job's first part
+        first = proc.stdout.readline()
+        assert first.endswith(b"live: no events yet\n"), first
         store = ObjectStore(S3, ship_interval=0.2)
         rec = badput.Recorder("live", store, heartbeat_interval=0, attempt=0)
         rec.record_job_start()
@@ -195,7 +198,7 @@ def test_watch_follows_a_live_job_until_its_end(env: dict[str, str], local: Path
         proc.kill()
         proc.wait()
     assert proc.returncode == 0, err
-    lines = out.decode().splitlines()
+    lines = (first + out).decode().splitlines()
     steps = {ln.split(", step ")[1].split(",")[0] for ln in lines if ", step " in ln}
     assert len(steps) >= 3  # it saw the job advance, part by part
     assert lines[-1].startswith("badput watch: live ended: finished (completed), goodput ")

@@ -52,7 +52,7 @@ from badput.monitor._base import Exporter, Snapshot
 from badput.monitor._lanes import ExporterLanes
 from badput.runtime import lifecycle as _lifecycle
 from badput.runtime.worker import PeriodicWorker
-from badput.store import EventStore, is_job_path, open_store
+from badput.store import EventStore, ObjectStore, is_job_path, open_store
 
 __all__ = ["EXIT_TIMEOUT", "Monitor"]
 
@@ -108,6 +108,14 @@ def _open_live(
                 raise  # (another job's directory: no job of that name will start in it)
             # The job has not written its first event yet: follow <path>/<job>/...
             store = open_store(path)
+    elif isinstance(store, (str, os.PathLike)) and job is not None:
+        try:
+            return LiveJob(store, job, ideal_step_time=ideal, rank_options=rank_options)
+        except ValueError:
+            opened = open_store(store)
+            if not isinstance(opened, ObjectStore) or opened.job_inside() is not None:
+                raise  # (not an object store's root: a job's URI holds no other job)
+            store = opened  # its first part not shipped yet: followed from it on
     return LiveJob(store, job, ideal_step_time=ideal, rank_options=rank_options)
 
 

@@ -135,9 +135,9 @@ def open_store(uri_or_path: str | os.PathLike[str] | EventStore | None = None) -
 
             return CloudLoggingStore.from_uri(text)
         if scheme in ("s3", "gs", "az"):
-            from badput.store._object import ObjectStore  # noqa: PLC0415 (an extra's client)
+            from badput.store._object import remembering  # noqa: PLC0415 (an extra's client)
 
-            return ObjectStore(text)
+            return remembering(text)
         if scheme == "file":
             parts = urlsplit(text)
             if parts.netloc not in ("", "localhost"):
@@ -297,7 +297,12 @@ def _open_source(
 def _object_source(store: ObjectStore, text: str, job: str | None) -> tuple[EventStore, str]:
     """:func:`open_source` of an object store's URI: a job's (or an attempt's) directory is
     read as that job of the store above it, as a local one is; a store root's ``job`` is
-    looked up by its directory alone (one listing, not the whole store's)."""
+    looked up by its directory alone (one listing, not the whole store's, kept for the
+    job's first read)."""
+    if job is not None:  # a job's parts are <dir>/<attempt>/<file>: never a job's own URI
+        found = store.find_job(job)
+        if found is not None:
+            return store, found
     inside = store.job_inside()
     if inside is not None:
         parent, real = inside
@@ -306,10 +311,6 @@ def _object_source(store: ObjectStore, text: str, job: str | None) -> tuple[Even
                 f"{text} is the directory of job {real!r}, but job {job!r} was asked for"
             )
         return parent, real if job is None or job == safe_job_dir(real) else job
-    if job is not None:
-        found = store.find_job(job)
-        if found is not None:
-            return store, found
     return _pick_job(store, text, job)
 
 

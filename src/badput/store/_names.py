@@ -22,9 +22,18 @@ from typing import Final, NamedTuple
 
 from badput.store._jsonl import safe_job_dir
 
-__all__ = ["FirstPart", "JobNames", "name_directories"]
+__all__ = ["FirstPart", "JobNames", "job_of", "name_directories", "named_by_itself"]
 
 _VERSION: Final = 1
+
+
+def named_by_itself(directory: str) -> bool:
+    """Whether the job directory ``directory`` can hold no job but the one of that name:
+    :func:`~badput.store.safe_job_dir` changes a name only by ``_`` (for a separator, a
+    control character, ``.`` or ``..``, or an empty name) or by a ``~`` and a hash (a name
+    too long), so a directory without either is its own name, and no read can name it
+    otherwise (a directory whose events name another is its own name too)."""
+    return "_" not in directory and "~" not in directory
 
 
 class FirstPart(NamedTuple):
@@ -106,11 +115,16 @@ def name_directories(
     fetchers: int,
 ) -> None:
     """Learn, into ``known``, the job of each directory of ``first`` whose first part is
-    not the one ``known`` was told by: from ``names``, else by ``read`` of the part (the
+    not the one ``known`` was told by: its own name when it can hold no other
+    (:func:`named_by_itself`), else from ``names``, else by ``read`` of the part (the
     job its first event names; ``fetchers`` at a time). A directory whose events name
     another job's directory, or none, is its own name; one that could not be read is
     left out (its directory's name this time, read again next time)."""
     unseen = [d for d in first if d not in known or known[d][0] != first[d]]
+    for d in unseen:
+        if named_by_itself(d):  # no other name is kept in it: nothing to read
+            known[d] = (first[d], d)
+    unseen = [d for d in unseen if d not in known or known[d][0] != first[d]]
     if names is not None:
         for d in unseen:
             held = names.get(d, first[d])
@@ -133,3 +147,27 @@ def name_directories(
             names.put(directory, first[directory], name)
     if names is not None:
         names.save()
+
+
+def job_of(
+    directory: str,
+    first: FirstPart,
+    names: JobNames | None,
+    read: Callable[[FirstPart], str | Exception | None],
+) -> str:
+    """The job the directory ``directory`` holds, its first part being ``first``: its own
+    name when it can be no other (:func:`named_by_itself`), else what ``names`` remembers
+    of that first part, else what ``read`` of the part says (then remembered)."""
+    if named_by_itself(directory):
+        return directory
+    held = names.get(directory, first) if names is not None else None
+    if held is not None:
+        return held
+    real = read(first)
+    if isinstance(real, Exception):
+        return directory  # not remembered: read again next time
+    name = real if real is not None and safe_job_dir(real) == directory else directory
+    if names is not None:
+        names.put(directory, first, name)
+        names.save()
+    return name

@@ -28,7 +28,7 @@ from badput.store._base import Chunk, Cursor, EventWriter, ReadResult, Unread, W
 from badput.store._clouds import ObjectStoreError, failed, make_client
 from badput.store._jsonl import JsonlStore, safe_job_dir
 from badput.store._lines import BOM, parse_stream, torn_tail
-from badput.store._names import FirstPart, JobNames, name_directories
+from badput.store._names import FirstPart, JobNames, job_of, name_directories, named_by_itself
 from badput.store._shipper import (
     DEFAULT_SHIP_INTERVAL,
     MAX_LOCAL_BYTES,
@@ -47,6 +47,8 @@ _PART_MARK: Final = ".part-"
 _FETCHERS: Final = 16
 #: Bytes of a job's first part read to learn which job its events name.
 _HEAD_BYTES: Final = 64 << 10
+#: Objects a listing request returns at most (S3's page; obstore asks for as many).
+_PAGE: Final = 1000
 
 #: A listed object: its key, size and etag ("" when the store gave none).
 Listed = tuple[str, int, str]
@@ -88,12 +90,15 @@ class ObjectStore:
         self.names = names
         #: Each job directory's parts as the last listing of every job (:meth:`jobs`) saw them.
         self._listed: dict[str, list[Listed]] | None = None
+        #: Job directory -> every object of it a listing just saw: the next :meth:`parts` of
+        #: its job takes it instead of listing again (once; see :meth:`_listed_for_read`).
+        self._fresh: dict[str, list[Listed]] = {}
 
     def __getstate__(self) -> dict[str, Any]:
         """What a worker process is sent (``badput fleet``'s pool, Ray): the store's place
         and client, not its lock, shipper, nor what this process listed and named."""
         state = dict(self.__dict__)
-        state.update(_lock=None, _shipper=None, _names={}, names=None, _listed=None)
+        state.update(_lock=None, _shipper=None, _names={}, names=None, _listed=None, _fresh={})
         return state
 
     def __setstate__(self, state: dict[str, Any]) -> None:
@@ -233,13 +238,15 @@ class ObjectStore:
         """The jobs under the prefix that hold at least one part, sorted, each by the name
         its events give it (a job's directory is its name made safe, :func:`safe_job_dir`:
         ``team/llama`` lives in ``team_llama``). One listing, then the first bytes of the
-        first part of each directory not seen before (16 at a time): not seen by this
-        object, nor by :attr:`names` with the same first part (key, size and etag).
+        first part of each directory that may hold another name (:func:`named_by_itself`)
+        not seen before (16 at a time): not by this object, nor by :attr:`names` with the
+        same first part (key, size and etag).
 
         The listing (or ``listing``, :meth:`listing`'s) is kept: :meth:`fingerprint` answers
-        from it."""
+        from it, and each job's next read (:meth:`parts`) takes its parts from it."""
         listing = self._list(self.prefix) if listing is None else listing
         self._listed, first = _by_directory(listing, self.prefix)
+        self._fresh = dict(self._listed)
         name_directories(
             first, self._names, self.names, lambda p: self._first_job(p.key, p.size), _FETCHERS
         )
@@ -255,28 +262,33 @@ class ObjectStore:
 
     def find_job(self, job: str) -> str | None:
         """``job`` as the store names it (its events' name when ``job`` is its directory's
-        name), if it has shipped a part; else None. One listing request of its directory
-        (and the first bytes of one part), unlike :meth:`jobs`."""
+        name), if it has shipped a part (``<directory>/<attempt>/<file>.part-N``); else
+        None. One listing request of its directory (kept for the job's first read), not
+        of every job as :meth:`jobs`; a part's first bytes if the directory needs naming."""
         directory = safe_job_dir(job)
-        listed = [(k, n) for k, n, _ in self._list(self._key(directory), first_page=True)]
-        listed = [(k, n) for k, n in listed if _PART_MARK in k]
+        base = self._key(directory)
+        objects = self._list(base, first_page=True)
+        depth = base.count("/") + 2
+        listed = [o for o in objects if _PART_MARK in o[0] and o[0].count("/") == depth]
         if not listed:
             return None
-        if job != directory:
-            return job
-        real = self._first_job(*min(listed))
-        return real if isinstance(real, str) and safe_job_dir(real) == directory else job
+        _keep_fresh(self, directory, objects)
+        return job if job != directory else self._job_of(directory, FirstPart(*min(listed)))
+
+    def _job_of(self, directory: str, first: FirstPart) -> str:
+        return job_of(directory, first, self.names, lambda p: self._first_job(p.key, p.size))
 
     def job_inside(self, listing: list[Listed] | None = None) -> tuple[ObjectStore, str] | None:
         """When this URI is a job's directory (``s3://b/runs/JOB``) or an attempt's
         (``.../JOB/0``) rather than a store root: the store root above it and the job
         (named by its events), as a local job's directory is read. One listing request
         (none given ``listing``, :meth:`listing`'s)."""
+        whole = listing is not None
         listing = self._list(self.prefix, first_page=True) if listing is None else listing
-        listed = [(k, n) for k, n, _ in listing if _PART_MARK in k]
+        listed = [o for o in listing if _PART_MARK in o[0]]
         if not listed or not self.prefix:
             return None
-        key, size = min(listed)
+        key, size, etag = min(listed)
         up = 2 - key[len(self.prefix) + 1 :].count("/")  # 1: a job's directory; 2: an attempt's
         names = self.prefix.split("/")
         if up not in (1, 2) or len(names) < up:
@@ -288,17 +300,32 @@ class ObjectStore:
             max_local_bytes=self.max_local_bytes,
             client=self._client,
         )
-        real = self._first_job(key, size)
-        named = isinstance(real, str) and safe_job_dir(real) == directory
-        return parent, real if named and isinstance(real, str) else directory
+        if self.names is not None:
+            parent.names = JobNames(names_file(parent.uri))
+        if up == 2:  # an attempt's: its first part is not its job's, to be remembered by
+            real = directory if named_by_itself(directory) else self._first_job(key, size)
+            named = isinstance(real, str) and safe_job_dir(real) == directory
+            return parent, real if named and isinstance(real, str) else directory
+        if whole:  # the job directory's listing: its first read need not list again
+            parent._fresh[directory] = listing
+        else:
+            _keep_fresh(parent, directory, listing)
+        return parent, parent._job_of(directory, FirstPart(key, size, etag))
 
     def parts(self, job: str) -> dict[str, list[tuple[int, str, int]]]:
-        """``stream -> [(number, key, size)]`` of ``job``'s parts, in number order (one
-        listing of the job's directory)."""
-        base = self._key(safe_job_dir(job))
+        """``stream -> [(number, key, size)]`` of ``job``'s parts, in number order: one
+        listing of the job's directory, or none when a listing that saw all of it was just
+        made (:meth:`jobs`, :meth:`find_job`, :meth:`job_inside`): its first read after
+        that takes what it saw, and lists again from then on (a :class:`LiveJob`'s
+        updates)."""
+        directory = safe_job_dir(job)
+        base = self._key(directory)
+        listed = self._fresh.pop(directory, None)
         return {
             stream: [(number, key, size) for number, key, size, _ in parts]
-            for stream, parts in _job_parts(base, self._list(base)).items()
+            for stream, parts in _job_parts(
+                base, self._list(base) if listed is None else listed
+            ).items()
         }
 
     def fingerprint(self, job: str) -> str:
@@ -328,29 +355,57 @@ class ObjectStore:
         """See :meth:`EventStore.read`: one listing of the job, then only the parts past the
         cursor are fetched (at most :data:`_FETCHERS` at once). A read stops after the part
         in which ``max_bytes`` ran out."""
-        cursor = cursor or Cursor()
-        out = Cursor(dict(cursor.offsets))
-        plan, complete = _plan(self.parts(job), cursor, max_bytes)
-        keys = [key for _, _, wanted in plan for _, key in wanted]
-        from concurrent.futures import ThreadPoolExecutor  # noqa: PLC0415 (import cost)
+        return _read(self, job, cursor or Cursor(), max_bytes)
 
-        with ThreadPoolExecutor(min(_FETCHERS, max(len(keys), 1))) as pool:
-            fetched = dict(zip(keys, pool.map(self._get, keys), strict=True))
-        chunks: list[Chunk] = []
-        unread: list[Unread] = []
-        for stream, offset, wanted in plan:
-            blocks = [fetched[key] for _, key in wanted]
-            blocks[0] = blocks[0][offset - wanted[0][0] :]
-            lines = cursor.offsets.get(stream, (0, 0))[1]
-            source = f"{self._uri}/{safe_job_dir(job)}/{stream}"
-            parsed = parse_stream(blocks, source, lines, at_start=offset == 0)
-            chunks.extend(parsed.chunks)
-            if parsed.n_bytes:
-                out.offsets[stream] = (offset + parsed.n_bytes, lines + parsed.n_lines)
-            torn = torn_tail(parsed, source, lines + parsed.n_lines + 1)
-            if torn is not None:
-                unread.append(torn)
-        return ReadResult(chunks, out, unread, reached_end=complete)
+
+def _read(store: ObjectStore, job: str, cursor: Cursor, max_bytes: int | None) -> ReadResult:
+    """:meth:`ObjectStore.read`."""
+    out = Cursor(dict(cursor.offsets))
+    plan, complete = _plan(store.parts(job), cursor, max_bytes)
+    keys = [key for _, _, wanted in plan for _, key in wanted]
+    from concurrent.futures import ThreadPoolExecutor  # noqa: PLC0415 (import cost)
+
+    with ThreadPoolExecutor(min(_FETCHERS, max(len(keys), 1))) as pool:
+        fetched = dict(zip(keys, pool.map(store._get, keys), strict=True))
+    chunks: list[Chunk] = []
+    unread: list[Unread] = []
+    for stream, offset, wanted in plan:
+        blocks = [fetched[key] for _, key in wanted]
+        blocks[0] = blocks[0][offset - wanted[0][0] :]
+        lines = cursor.offsets.get(stream, (0, 0))[1]
+        source = f"{store.uri}/{safe_job_dir(job)}/{stream}"
+        parsed = parse_stream(blocks, source, lines, at_start=offset == 0)
+        chunks.extend(parsed.chunks)
+        if parsed.n_bytes:
+            out.offsets[stream] = (offset + parsed.n_bytes, lines + parsed.n_lines)
+        torn = torn_tail(parsed, source, lines + parsed.n_lines + 1)
+        if torn is not None:
+            unread.append(torn)
+    return ReadResult(chunks, out, unread, reached_end=complete)
+
+
+def names_file(uri: str) -> Path:
+    """Where this machine's readers of the object store ``uri`` remember its job
+    directories' names (:class:`JobNames`): beside the store's local files
+    (:func:`~badput.store._shipper.local_root`), ``<that directory>.names.json``."""
+    root = local_root(uri)
+    return root.with_name(root.name + ".names.json")
+
+
+def remembering(uri: str) -> ObjectStore:
+    """The object store ``uri`` whose :meth:`~ObjectStore.jobs` remember its directories'
+    names on this machine (:func:`names_file`): what ``open_store`` gives, so that a
+    second ``badput jobs`` or report makes no request to name them."""
+    store = ObjectStore(uri)
+    store.names = JobNames(names_file(store.uri))
+    return store
+
+
+def _keep_fresh(store: ObjectStore, directory: str, objects: list[Listed]) -> None:
+    """Keep ``objects``, a listing of the job directory ``directory``, for its job's next
+    read (:meth:`ObjectStore.parts`), when it is the whole directory (not a full page)."""
+    if len(objects) < _PAGE:
+        store._fresh[directory] = objects
 
 
 def _parse_uri(uri: str) -> tuple[str, str, str]:
