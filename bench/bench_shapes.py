@@ -25,6 +25,9 @@ Shapes (each written to a temporary store, then read by a fresh process):
 ``--slice-bytes N ...`` reads with slices and blocks of N bytes instead of the library's
 (``--slice-bytes 8388608 1048576``: the sizes of before and since 2026-11-26), each in turn.
 
+``--trees SRC SRC ...`` measures several source trees (a worktree of an older commit and
+this one: ``--trees ../wt-old/src src``) on the same generated logs, alternating.
+
 ``--parallel both`` reads each shape twice, by one process and shared with worker processes
 (forced on; ``auto``, the default, starts workers only on idle cores); ``--parallel all`` three
 times: ``off``, ``auto``, ``on`` (and says whether ``auto`` was slower than ``off``).
@@ -177,16 +180,44 @@ def write_steps(
 
 
 def measure(
-    root: Path, job: str, parallel: str, slice_bytes: int | None = None
+    root: Path, job: str, parallel: str, slice_bytes: int | None = None, src: str | None = None
 ) -> dict[str, float]:
+    """One cold read and report in a fresh process; ``src``: the ``src`` directory of the
+    source tree to measure (``--trees``), else the badput this interpreter imports."""
     size = [] if slice_bytes is None else [str(slice_bytes)]
+    env = None if src is None else {**os.environ, "PYTHONPATH": src}
     out = subprocess.run(
         [sys.executable, "-c", CHILD, str(root), job, parallel, *size],
         capture_output=True,
         check=True,
         text=True,
+        env=env,
     )
     return json.loads(out.stdout)  # type: ignore[no-any-return]
+
+
+def _tree_name(src: str) -> str:
+    """A source tree's label: its checkout's short commit, else its directory's name."""
+    checkout = Path(src).resolve().parent
+    try:
+        return subprocess.run(
+            ["git", "-C", str(checkout), "rev-parse", "--short", "HEAD"],
+            capture_output=True,
+            check=True,
+            text=True,
+        ).stdout.strip() + ("*" if _dirty(checkout) else "")
+    except (OSError, subprocess.CalledProcessError):
+        return checkout.name
+
+
+def _dirty(checkout: Path) -> bool:
+    out = subprocess.run(
+        ["git", "-C", str(checkout), "status", "--porcelain", "--", "src"],
+        check=False,
+        capture_output=True,
+        text=True,
+    )
+    return bool(out.stdout.strip())
 
 
 def main() -> None:
@@ -209,6 +240,14 @@ def main() -> None:
         nargs="+",
         help="read in slices and blocks of these sizes instead of the library's "
         "(READ_SLICE_BYTES, READ_BLOCK), each measured in turn",
+    )
+    parser.add_argument(
+        "--trees",
+        nargs="+",
+        metavar="SRC",
+        help="measure these source trees' badput (each a checkout's src directory, e.g. a "
+        "worktree of an older commit) on the same generated logs, alternating; compile "
+        "each first (python -m compileall SRC) or the one without bytecode parses its modules",
     )
     args = parser.parse_args()
     if any(n < 4096 for n in args.slice_bytes or ()):
@@ -257,16 +296,20 @@ def main() -> None:
                 args.parallel, (args.parallel,)
             )
             sizes: list[int | None] = args.slice_bytes or [None]
+            trees: list[str | None] = args.trees or [None]
             variants = {
-                mode if size is None else f"{mode}, {size // 1024} KiB": (mode, size)
+                (mode if size is None else f"{mode}, {size // 1024} KiB")
+                + ("" if tree is None else f", {_tree_name(tree)}"): (mode, size, tree)
+                for tree in trees
                 for size in sizes
                 for mode in modes
             }
             samples: dict[str, list[dict[str, float]]] = {label: [] for label in variants}
             for _ in range(args.repeat):  # modes alternate, so a busier minute hits them all
-                for label, (mode, size) in variants.items():
+                for label, (mode, size, tree) in variants.items():
                     load = os.getloadavg()[0]
-                    samples[label].append({**measure(root, job, mode, size), "load": load})
+                    got = measure(root, job, mode, size, tree)
+                    samples[label].append({**got, "load": load})
             runs: dict[str, dict[str, float]] = {}
             for label in variants:
                 m = runs[label] = {
