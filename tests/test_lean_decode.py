@@ -341,19 +341,33 @@ def test_kinds_of_v1_are_one_object_each_and_a_new_kind_is_still_read_lean() -> 
         assert again[1] is not None
         assert again[1].writer == tuple(ident.values())
     assert [args[:2] for args in made] == [
-        (tuple(ident.values()), frozenset({"kind"}))
-    ]  # made again: any kind
+        (tuple(ident.values()), frozenset({"kind", "step"}))
+    ]  # made again: any kind (its step opened by the first block)
 
 
 def test_a_lean_event_has_every_field_of_an_event_of_the_same_type() -> None:
-    """``LeanEvent`` mirrors ``Event`` field for field (names, order, types, defaults): a
-    field added to one and not the other would be dropped, or not checked, by a lean
-    decode. ``event()`` gives back the same event."""
+    """``LeanEvent`` mirrors ``Event`` field for field: ``ts``, ``kind`` and ``job`` as
+    fields of the same types, every other field as a class attribute with Event's default
+    (what a field absent from a writer's lines reads as), and a writer's class with every
+    field opened has each of Event's types and defaults: a field added to one and not the
+    other would be dropped, or not checked, by a lean decode. ``event()`` gives back the
+    same event."""
 
     def described(cls: type) -> list[tuple[str, object, object, bool]]:
         return [(f.name, f.type, f.default, f.required) for f in fields(cls)]
 
-    assert described(LeanEvent) == described(Event)
+    assert described(LeanEvent) == described(Event)[:3]
+    assert [f.name for f in fields(Event)][:3] == ["ts", "kind", "job"]
+    for f in fields(Event)[3:]:
+        assert getattr(LeanEvent, f.name) == f.default, f.name
+        assert f.name in LeanEvent.__annotations__, f.name
+    writer = ("j", "a", "h", 1, 2)
+    opened = frozenset(Event.__struct_fields__) - {"ts", "job", *codec._WRITER_FIELDS}
+    every = codec._lean_decoder(writer, opened).decoder.type
+    by_name = {f.name: f for f in fields(every)}
+    for f in fields(Event):
+        if f.name not in codec._WRITER_FIELDS:
+            assert (by_name[f.name].type, by_name[f.name].default) == (f.type, f.default)
     e = Event(
         ts=1.0,
         kind="custom_start",
@@ -366,9 +380,45 @@ def test_a_lean_event_has_every_field_of_an_event_of_the_same_type() -> None:
         quantiles={"p50": 0.5},
         v=1,
     )
-    lean = LeanEvent(**{f.name: getattr(e, f.name) for f in fields(Event)})
+    lean = every(**{f.name: getattr(e, f.name) for f in fields(Event)})
     assert lean.event() == e
     assert type(lean.event()) is Event
+    # A writer's class that opened nothing: every optional field reads as Event's default.
+    bare = codec._lean_decoder(writer).decoder.decode(
+        b'{"ts":1.0,"kind":"heartbeat","job":"j","attempt":"a","host":"h","rank":1,"pid":2}'
+    )
+    assert bare.event() == Event(ts=1.0, kind="heartbeat", job="j", attempt="a", host="h",
+                                 rank=1, pid=2)  # fmt: skip
+    assert set(type(bare).__struct_fields__) == {"ts", "kind", "job", "v", *codec._WRITER_FIELDS}
+
+
+def test_a_writer_s_fields_are_opened_by_the_first_line_that_holds_them() -> None:
+    """A field the writer's lines have not held is no field of its class; the first block
+    with one (an Event field, or a field schema v1 lacks, which is kept unread) opens it,
+    and the block and the writer's later ones decode lean as they decode in full."""
+    ident: dict[str, Any] = {"job": "opens", "attempt": 0, "host": "h", "rank": 0, "pid": 77}
+    beats = [Event(ts=float(i), kind="heartbeat", **ident) for i in range(3000)]
+    coded = decode_block_coded(encode_lines(beats), "f", 1, lean=True)
+    assert coded is not None and coded[1] is not None and coded[1].writer is not None
+    lines = [
+        *beats,
+        Event(ts=6.0, kind="custom_start", name="eval", **ident),
+        Event(ts=7.0, kind="data_loading_start", blocking=False, **ident),
+    ]
+    block = encode_lines(lines)[:-2] + b',"from_a_newer_recorder":[1,2]}\n'
+    with spy(codec, "_lean_decoder", lambda args, result: args) as made:
+        coded = decode_block_coded(block, "f", 1, lean=True)
+    assert coded is not None and coded[1] is not None
+    assert coded[1].writer == tuple(ident.values())  # still lean
+    assert [o for _, o, *_ in made] == [
+        frozenset({"name"}),
+        frozenset({"name", "blocking"}),
+        frozenset({"name", "blocking", "from_a_newer_recorder"}),
+    ]
+    assert isinstance(coded[0], LeanRows)
+    assert [r.event() for r in coded[0].rows] == lines  # type: ignore[union-attr]
+    full = decode_block_coded(block, "f", 1, lean=False)
+    assert full is not None and full[0] == lines
 
 
 def test_a_writer_s_step_work_is_read_from_the_first_block_that_records_it(

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
-from typing import Annotated, Any, Final, NamedTuple
+from typing import Annotated, Any, ClassVar, Final, NamedTuple
 
 import msgspec
 
@@ -240,23 +240,65 @@ class EventError(ValueError):
         super().__init__(f"{where}{message}")
 
 
-class LeanEvent(_EventFields, kw_only=True, gc=False):
+class LeanEvent(msgspec.Struct, kw_only=True, gc=False):
     """An event as the engine reads it from a large block of one writer's lines: the
-    fields of :class:`Event`, of the same types, but its writer's fields (``job``,
-    ``attempt``, ``host``, ``rank``, ``pid``) are the same objects in every event of the
-    block, checked while decoding (not made anew for each line). Its class is made at run
-    time for each writer, and cannot be pickled.
+    fields of :class:`Event`, of the same types, read as attributes. Its class is made at
+    run time for each writer (:mod:`badput.formats.codec`), and cannot be pickled:
+
+    - its writer's fields (``job``, ``attempt``, ``host``, ``rank``, ``pid``) are the same
+      objects in every event of the block, checked while decoding (not made anew for each
+      line);
+    - a field none of the writer's lines has held so far is no field of the class at all
+      but the class attribute below (``None``, ``v`` 1): a decode fills no default for it
+      and frees nothing, which is most of an event's fields. A line that holds one fails
+      the class's decode (unknown field), and the writer's class then takes the field as
+      :class:`Event` does, for that block and the writer's later ones.
 
     The codec decodes a block so when its first line's writer is every line's (a file
-    written by one process: the usual file); it costs a third less than an
-    :class:`Event` a line, and the engine need not read those five fields of every
-    event to learn that. Only the engine sees one, and only reads its fields (it keeps
-    values, never events). Stores hand readers :class:`Event` s (:attr:`Chunk.items`).
+    written by one process: the usual file); it costs about half what an :class:`Event`
+    a line does, and the engine need not read those five fields of every event to learn
+    that. Only the engine sees one, and only reads its fields (it keeps values, never
+    events). Stores hand readers :class:`Event` s (:attr:`Chunk.items`).
     """
+
+    ts: Timestamp
+    kind: NonEmptyStr
+    job: NonEmptyStr
+    # Every other field of an Event, as an absent one reads (tests/test_codec.py checks
+    # that these are Event's fields and defaults).
+    attempt: ClassVar[str | int | None] = None
+    host: ClassVar[str | None] = None
+    rank: ClassVar[int | None] = None
+    pid: ClassVar[int | None] = None
+    step: ClassVar[int | None] = None
+    name: ClassVar[str | None] = None
+    blocking: ClassVar[bool | None] = None
+    status: ClassVar[str | None] = None
+    exit_code: ClassVar[int | None] = None
+    active: ClassVar[int | None] = None
+    total: ClassVar[int | None] = None
+    available: ClassVar[int | None] = None
+    count: ClassVar[int | None] = None
+    seconds: ClassVar[float | None] = None
+    quantiles: ClassVar[dict[str, float] | None] = None
+    last: ClassVar[float | None] = None
+    open_since: ClassVar[float | None] = None
+    tokens: ClassVar[int | None] = None
+    samples: ClassVar[int | None] = None
+    params: ClassVar[int | None] = None
+    layers: ClassVar[int | None] = None
+    hidden: ClassVar[int | None] = None
+    seq_len: ClassVar[int | None] = None
+    flops_per_token: ClassVar[float | None] = None
+    devices: ClassVar[int | None] = None
+    peak_flops: ClassVar[float | None] = None
+    device: ClassVar[str | None] = None
+    hang_timeout: ClassVar[float | None] = None
+    v: ClassVar[int] = SCHEMA_VERSION
 
     def event(self) -> Event:
         """The same event as an :class:`Event` (what a full decode of its line gives)."""
-        return Event(**msgspec.structs.asdict(self))
+        return Event(**{name: getattr(self, name) for name in Event.__struct_fields__})
 
 
 #: The writer's fields of an event, in this order: ``(job, attempt, host, rank, pid)``.

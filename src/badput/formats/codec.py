@@ -425,57 +425,77 @@ def _lean_decoder(
     repeats a writer's field with another value, fails the decode (the block is then
     decoded as :class:`Event` s), and each value is one object, not one a line.
 
-    The fields of :data:`_NARROW` not ``opened`` are taken narrower too."""
+    The fields of ``narrow`` not ``opened`` are taken narrower too: absent ones are no
+    field of the class (:class:`~badput.events.LeanEvent`'s class attribute is read), so a
+    line with one fails as an unknown field. ``opened`` fields are taken as an Event takes
+    them; an opened name Event lacks (a newer recorder's field) is kept and never read."""
     fields: list[tuple[str, Any] | tuple[str, Any, Any]] = [
         (name, None, None) if value is None else (name, Literal[value])
         for name, value in zip(_WRITER_FIELDS, writer, strict=True)
     ]
     narrow = _NARROW if narrow is None else narrow
-    fields += [field for name, field in narrow.items() if name not in opened]
+    for name in sorted(opened):
+        info = _EVENT_FIELD_INFO.get(name)
+        fields.append((name, Any, None) if info is None else (name, info.type, info.default))
+    fields += [
+        field
+        for name, field in narrow.items()
+        if name not in opened and field != (name, None, None)
+    ]
     # (for columns: a line with a field schema v1 lacks fails it, and is read again keeping it)
-    strict = narrow is _NARROW_ALL
     lean = msgspec.defstruct(
         "LeanEventOf",
         fields,
         bases=(LeanEvent,),
         kw_only=True,
         gc=False,
-        forbid_unknown_fields=strict,
+        forbid_unknown_fields=True,
     )
     return _LeanDecoder(msgspec.json.Decoder(lean), opened, narrow)
 
 
-#: Fields a writer's decoder first takes narrower than an Event does: ``kind`` one of schema
-#: v1's (each kind one object, whose code is looked up without hashing a new string: a serial
-#: read of the 4 M-event data-load log 3.09 s against 3.35 s, medians of 5). A block with
-#: another value (a newer recorder's kind) opens that field of the writer's decoder, for that
-#: block and the writer's later ones. (No ``blocking`` at first, so that the batch need not
-#: read it from every event, saved nothing measurable: not done.) ``tokens`` and ``samples``
-#: saved reading both of every event (0.44 s of the 4 M-event data-load log's 7.3 s CPU).
+#: The fields a writer's decoder first takes narrower than an Event does (for an engine's
+#: read and for columns alike): ``kind`` one of schema v1's (each kind one object, whose
+#: code is looked up without hashing a new string: a serial read of the 4 M-event data-load
+#: log 3.09 s against 3.35 s, medians of 5); ``v`` 1; every other field but ``ts`` and the
+#: writer's absent, no field of its class (a line of steps, loads and heartbeats holds two
+#: or three of the 34: filling and freeing the other defaults was a third of a line's
+#: decode, 560 of 1,630 instructions an event of the data-load log, 2026-11-29). A block
+#: with another value, or with an absent field, opens that field of the writer's decoder,
+#: for that block and the writer's later ones. Step work absent at first also tells that a
+#: block of a writer that records none holds none (``DecodedColumns.work``) without reading
+#: ``tokens`` and ``samples`` of every event (0.44 s of the 4 M-event log's 7.3 s CPU).
 _NARROW: Final[dict[str, tuple[str, Any] | tuple[str, Any, Any]]] = {
-    "kind": ("kind", Literal[KIND_NAMES]),
-    # Step work: absent (null) at first, so that a block of a writer that records none is
-    # known to hold none (DecodedColumns.work) without reading the two fields of every event.
-    "tokens": ("tokens", None, None),
-    "samples": ("samples", None, None),
-}
-_WORK_FIELDS: Final = frozenset({"tokens", "samples"})
-#: For columns (:func:`decoding_for_columns`): every field but ``ts`` and the writer's taken
-#: narrower: absent (``v``: 1, its default), ``kind`` as in :data:`_NARROW`.
-_NARROW_ALL: Final[dict[str, tuple[str, Any] | tuple[str, Any, Any]]] = {
     **{
         f: (f, None, None)
         for f in Event.__struct_fields__
         if f not in {"ts", "kind", "job", "v", *_WRITER_FIELDS}
     },
-    "kind": _NARROW["kind"],
+    "kind": ("kind", Literal[KIND_NAMES]),
     "v": ("v", Literal[SCHEMA_VERSION], SCHEMA_VERSION),
 }
+_WORK_FIELDS: Final = frozenset({"tokens", "samples"})
+_EVENT_FIELD_INFO: Final = {f.name: f for f in msgspec.structs.fields(Event)}
+#: For columns (:func:`decoding_for_columns`): the same narrowing, kept apart (its
+#: decoders also forbid fields schema v1 lacks, and its columns name the opened fields).
+_NARROW_ALL: Final[dict[str, tuple[str, Any] | tuple[str, Any, Any]]] = dict(_NARROW)
+
+_UNKNOWN_FIELD: Final = re.compile(r"unknown field `([^`]*)`")
 
 
 def _narrowed(message: str, lean: _LeanDecoder) -> str | None:
-    """The narrowed field not yet opened that a decode error names, if any (msgspec ends
-    the message with the path: ``... - at `$[12].kind```)."""
+    """The field to open that a decode error names, if any: a narrowed field not yet
+    opened whose value the narrow type refused (msgspec ends the message with the path:
+    ``... - at `$[12].kind```), or a field the class lacks (``unknown field `name```):
+    one of Event's, or, in a read for the engine, any (kept unread, as Event ignores it)."""
+    unknown = _UNKNOWN_FIELD.search(message)
+    if unknown is not None:
+        name = unknown.group(1)
+        if name in lean.opened:
+            return None
+        if name in _EVENT_FIELD_INFO or lean.narrow is not _NARROW_ALL:
+            return name
+        return None
     return next(
         (f for f in lean.narrow if f not in lean.opened and message.endswith(f".{f}`")), None
     )
