@@ -1,4 +1,6 @@
-"""The diagnostics of one report, in the order they were found.
+"""The diagnostics of one report: what ingest found, by place in the job (each code's
+first by file and line, the codes in the order of their first), then what the accounting
+found, in the order it found them.
 
 At most :data:`~badput.engine._ingest_state.MAX_DIAGNOSTICS_PER_CODE` of one code are shown; the
 rest are counted and reported as one "... and N more" line. A report of a state already
@@ -66,11 +68,12 @@ class ReportDiagnostics:
                 self.add(code, message, file, line)
 
     def add_ingest(self, log: DiagnosticLog) -> None:
-        """Add what ingest found (its entries, and what it only counted)."""
-        for code, entries in log.entries.items():
+        """Add what ingest found (its entries, and what it only counted), by place in the
+        job (:meth:`DiagnosticLog.listed`): not in the order its reads met them."""
+        for code, entries, count in log.listed():
             for message, source, line in entries:
                 self.add(code, message, source, line)
-            extra = log.counts.get(code, 0) - len(entries)
+            extra = count - len(entries)
             if extra > 0:  # counted at ingest, not kept: reported as "... and N more"
                 self.count_more(code, extra)
 
