@@ -58,7 +58,8 @@ def damaged_line(what: str, near: Event, rnd: random.Random) -> bytes:
 
 def damaged_log(events: list[Event], rnd: random.Random, one_file: bool) -> dict[str, bytes]:
     """The events in one file per (attempt, rank), or all in one file (ranks mixed: a batch
-    meets their rare events stream by stream), with damage put among their lines."""
+    meets their rare events stream by stream), with damage put among their lines and now
+    and then a torn last line."""
     files: dict[str, list[tuple[bytes, Event]]] = {}
     for e in events:
         if one_file:
@@ -73,7 +74,7 @@ def damaged_log(events: list[Event], rnd: random.Random, one_file: bool) -> dict
             at = rnd.randint(0, len(lines))
             near = lines[max(0, at - 1)][1]
             text.insert(at + len(text) - len(lines), damaged_line(rnd.choice(DAMAGE), near, rnd))
-        out[rel] = b"\n".join(text) + b"\n"
+        out[rel] = b"\n".join(text) + b"\n" + (b'{"ts": 17' if rnd.random() < 0.2 else b"")
     return out
 
 
