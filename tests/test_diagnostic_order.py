@@ -169,3 +169,24 @@ def test_ingest_diagnostics_are_listed_by_file_and_line(tmp_path: Path) -> None:
         patch.setattr(store_reading, "READ_BLOCK", 100)
         sliced = analysis.analyze(job_dir, "p", parallel=False)
     assert to_json(sliced) == to_json(whole)
+
+
+def test_another_jobs_events_are_named_once_a_file_and_the_rest_counted(tmp_path: Path) -> None:
+    """30 events of job q in a file of job p, in runs that malformed lines cut apart: the
+    first named (line 2), the other 29 counted."""
+    job_dir = tmp_path / "p"
+    (job_dir / "0").mkdir(parents=True)
+    ours = Event(ts=1_700_000_000.0, kind="job_start", job="p", attempt=0, rank=0)
+    lines = [encode_lines([ours]).rstrip(b"\n")]
+    for i in range(30):
+        theirs = Event(ts=1_700_000_001.0 + i, kind="step_start", job="q", step=i, rank=0)
+        lines.append(encode_lines([theirs]).rstrip(b"\n"))
+        if i % 10 == 9:
+            lines.append(b"not json")
+    (job_dir / "0/h-0-1.jsonl").write_bytes(b"\n".join(lines) + b"\n")
+    report = analysis.analyze(job_dir, "p", parallel=False)
+    foreign = [(d.line, d.message) for d in report.diagnostics if d.code == "foreign_job"]
+    assert foreign == [
+        (2, "event of job 'q' in the log of job 'p'; skipped"),
+        (None, "... and 29 more foreign_job"),
+    ]

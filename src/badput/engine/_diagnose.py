@@ -11,6 +11,7 @@ own part (:meth:`ReportDiagnostics.snapshot`) and replays what it found after
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Iterator
 from contextlib import contextmanager
 
@@ -92,9 +93,11 @@ class ReportDiagnostics:
             self._recording = None
 
     def finish(self) -> list[Diagnostic]:
-        """The diagnostics shown, then one line per code with more than were shown."""
+        """The diagnostics shown, then one line per code with more than were shown (fewer
+        than the cap may be: one ``foreign_job`` a file)."""
         out = list(self.shown)
+        shown = Counter(d.code for d in self.shown)
         for code, n in self.counts.items():
-            if n > MAX_DIAGNOSTICS_PER_CODE:
-                out.append(Diagnostic(code, f"... and {n - MAX_DIAGNOSTICS_PER_CODE} more {code}"))
+            if n > shown[code]:
+                out.append(Diagnostic(code, f"... and {n - shown[code]} more {code}"))
         return out
