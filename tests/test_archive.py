@@ -140,23 +140,7 @@ def test_archive_report_is_the_jsonl_report_byte_for_byte(
     with pytest.MonkeyPatch.context() as patch:
         if slice_bytes is not None:
             patch.setattr(archive_store, "_SLICE_BYTES", slice_bytes)
-            patch.setattr(sys.modules[__name__], "report_json", diagnostics_sorted(report_json))
         check_archive_report(tmp_path_factory, events, seed)
-
-
-def diagnostics_sorted(report: Any) -> Any:
-    """``report`` (a report's JSON text of a path) with its diagnostics in one order: a
-    job's diagnostics are listed by code, the codes in the order a read first met them,
-    and a read meets the lines of a malformed line, an unknown kind or a clock step back
-    by batch (a JSON-lines read: its slices of bytes; an archive's: its row groups), so a
-    read of many small row groups may meet two codes in the other order."""
-
-    def sorted_report(path: Path) -> str:
-        out = json.loads(report(path))
-        out["diagnostics"].sort(key=lambda d: json.dumps(d, sort_keys=True))
-        return json.dumps(out, indent=2)
-
-    return sorted_report
 
 
 def check_archive_report(

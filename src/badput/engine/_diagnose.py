@@ -1,4 +1,6 @@
-"""The diagnostics of one report, in the order they were found.
+"""The diagnostics of one report: what ingest found, by place in the job (each code's
+first by file and line, the codes in the order of their first), then what the accounting
+found, in the order it found them.
 
 At most :data:`~badput.engine._ingest_state.MAX_DIAGNOSTICS_PER_CODE` of one code are shown; the
 rest are counted and reported as one "... and N more" line. A report of a state already
@@ -9,6 +11,7 @@ own part (:meth:`ReportDiagnostics.snapshot`) and replays what it found after
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Iterator
 from contextlib import contextmanager
 
@@ -66,11 +69,12 @@ class ReportDiagnostics:
                 self.add(code, message, file, line)
 
     def add_ingest(self, log: DiagnosticLog) -> None:
-        """Add what ingest found (its entries, and what it only counted)."""
-        for code, entries in log.entries.items():
+        """Add what ingest found (its entries, and what it only counted), by place in the
+        job (:meth:`DiagnosticLog.listed`): not in the order its reads met them."""
+        for code, entries, count in log.listed():
             for message, source, line in entries:
                 self.add(code, message, source, line)
-            extra = log.counts.get(code, 0) - len(entries)
+            extra = count - len(entries)
             if extra > 0:  # counted at ingest, not kept: reported as "... and N more"
                 self.count_more(code, extra)
 
@@ -89,9 +93,11 @@ class ReportDiagnostics:
             self._recording = None
 
     def finish(self) -> list[Diagnostic]:
-        """The diagnostics shown, then one line per code with more than were shown."""
+        """The diagnostics shown, then one line per code with more than were shown (fewer
+        than the cap may be: one ``foreign_job`` a file)."""
         out = list(self.shown)
+        shown = Counter(d.code for d in self.shown)
         for code, n in self.counts.items():
-            if n > MAX_DIAGNOSTICS_PER_CODE:
-                out.append(Diagnostic(code, f"... and {n - MAX_DIAGNOSTICS_PER_CODE} more {code}"))
+            if n > shown[code]:
+                out.append(Diagnostic(code, f"... and {n - shown[code]} more {code}"))
         return out

@@ -335,7 +335,13 @@ class Ingestor(IngestState):
             n = self.unknown_kinds.get(kind, 0)
             self.unknown_kinds[kind] = n + 1
             if n == 0:
-                self.diagnostics.add("unknown_kind", unknown_kind_message(kind), source, line)
+                self.diagnostics.counts["unknown_kind"] = (
+                    self.diagnostics.counts.get("unknown_kind", 0) + 1
+                )
+            # shown once, where it first appears (a batch meets its rare events by stream)
+            self.diagnostics.add_first(
+                "unknown_kind", kind, unknown_kind_message(kind), source, line
+            )
 
 
 _STEP_START = KIND_CODE[Kind.STEP_START]

@@ -9,6 +9,7 @@ batch, is its subclass :class:`~badput.engine._ingest.Ingestor`.
 
 from __future__ import annotations
 
+import bisect
 import math
 from array import array
 from dataclasses import dataclass, field
@@ -49,18 +50,91 @@ class LifecycleEvent(NamedTuple):
     hang_timeout: float | None = None  # a launcher's job_start (``badput run --hang-timeout``)
 
 
+#: One diagnostic as ingest keeps it: (message, file, line).
+Entry = tuple[str, str | None, int | None]
+
+
+def place(entry: Entry) -> tuple[bool, str, int]:
+    """Where a diagnostic is in the job: its file (by path: the order a read goes through a
+    job's files), then its line; those of no file (events given directly) first."""
+    _message, source, line = entry
+    return source is not None, source or "", -1 if line is None else line
+
+
 @dataclass
 class DiagnosticLog:
-    """Diagnostics found while ingesting, capped per code (the rest counted)."""
+    """Diagnostics found while ingesting, capped per code (the rest counted), kept so that
+    how the job's lines were cut into reads (slices, row groups, a parallel read's parts)
+    changes nothing: each code keeps its first :data:`MAX_DIAGNOSTICS_PER_CODE` by
+    :func:`place`, in that order, whatever order they were found in; :meth:`listed` gives
+    the codes in the order of their first diagnostic's place.
 
-    entries: dict[str, list[tuple[str, str | None, int | None]]] = field(default_factory=dict)
+    ``entries``: each code's kept diagnostics (:meth:`add`); ``firsts``: per (code, key)
+    the first diagnostic by place (:meth:`add_first`: one per unknown kind, one per file
+    holding another job's events); ``counts``: the diagnostics of each code in all."""
+
+    entries: dict[str, list[Entry]] = field(default_factory=dict)
     counts: dict[str, int] = field(default_factory=dict)
+    firsts: dict[tuple[str, str], Entry] = field(default_factory=dict)
 
     def add(self, code: str, message: str, source: str | None, line: int | None) -> None:
-        n = self.counts.get(code, 0)
-        self.counts[code] = n + 1
-        if n < MAX_DIAGNOSTICS_PER_CODE:
-            self.entries.setdefault(code, []).append((message, source, line))
+        """Count a diagnostic; keep it if it is among its code's first by place."""
+        self.counts[code] = self.counts.get(code, 0) + 1
+        self._keep(code, (message, source, line))
+
+    def _keep(self, code: str, entry: Entry) -> None:
+        kept = self.entries.setdefault(code, [])
+        if len(kept) >= MAX_DIAGNOSTICS_PER_CODE and place(entry) >= place(kept[-1]):
+            return  # the usual past the cap: found in order, after those kept
+        bisect.insort(kept, entry, key=place)
+        if len(kept) > MAX_DIAGNOSTICS_PER_CODE:
+            kept.pop()
+
+    def add_first(
+        self, code: str, key: str, message: str, source: str | None, line: int | None
+    ) -> bool:
+        """Keep the diagnostic if it is the first by place of ``key`` within ``code`` (not
+        counted: the caller counts). Returns whether ``key`` is new."""
+        entry = (message, source, line)
+        known = self.firsts.get((code, key))
+        if known is None or place(entry) < place(known):
+            self.firsts[(code, key)] = entry
+        return known is None
+
+    def absorb(self, other: DiagnosticLog) -> None:
+        """Add what another read found (its counts added: the caller corrects those of
+        keys :meth:`add_first` met in both)."""
+        for code, entries in other.entries.items():
+            for entry in entries:
+                self._keep(code, entry)
+        for code, n in other.counts.items():
+            self.counts[code] = self.counts.get(code, 0) + n
+        for (code, key), entry in other.firsts.items():
+            self.add_first(code, key, *entry)
+
+    def shift_lines(self, source: str, by: int) -> None:
+        """Move the line numbers of ``source`` by ``by`` (its order among the rest stays)."""
+
+        def moved(entry: Entry) -> Entry:
+            message, where, line = entry
+            return (message, where, line + by) if where == source and line is not None else entry
+
+        for entries in self.entries.values():
+            entries[:] = [moved(e) for e in entries]
+        self.firsts = {k: moved(e) for k, e in self.firsts.items()}
+
+    def listed(self) -> list[tuple[str, list[Entry], int]]:
+        """Each code's shown diagnostics (its first by place) and its count, the codes in
+        the order of their first diagnostic's place (codes with none shown last)."""
+        shown = {code: list(entries) for code, entries in self.entries.items()}
+        for (code, _key), entry in self.firsts.items():
+            shown.setdefault(code, []).append(entry)
+        for entries in shown.values():
+            entries.sort(key=place)
+            del entries[MAX_DIAGNOSTICS_PER_CODE:]
+        codes = [*shown, *(code for code in self.counts if code not in shown)]
+        codes.sort(key=lambda c: (not shown.get(c), place(shown[c][0]) if shown.get(c) else ()))
+        return [(code, shown.get(code, []), self.counts.get(code, 0)) for code in codes]
 
 
 def unknown_kind_message(kind: str) -> str:
@@ -126,8 +200,7 @@ class IngestState:
         def moved(where: str | None, line: int | None) -> int | None:
             return line + by if where == source and line is not None else line
 
-        for entries in self.diagnostics.entries.values():
-            entries[:] = [(msg, where, moved(where, line)) for msg, where, line in entries]
+        self.diagnostics.shift_lines(source, by)
         self.lifecycle = [
             e._replace(line=moved(e.source, e.line)) if e.source == source else e
             for e in self.lifecycle
@@ -183,23 +256,11 @@ class IngestState:
         self.idless_ts.extend(other.idless_ts)
         self.first_idless = self.first_idless or other.first_idless
         self.n_events += other.n_events
-        # An unknown kind is reported once, where it first appears: not again from `other`.
-        seen = {unknown_kind_message(kind) for kind in self.unknown_kinds}
-        for code, entries in other.diagnostics.entries.items():
-            for message, source, line in entries:
-                if code == "unknown_kind" and message in seen:
-                    other.diagnostics.counts[code] -= 1
-                    continue
-                self.diagnostics.add(code, message, source, line)
-        for code, count in other.diagnostics.counts.items():
-            kept = len(
-                [
-                    e
-                    for e in other.diagnostics.entries.get(code, [])
-                    if code != "unknown_kind" or e[0] not in seen
-                ]
-            )
-            self.diagnostics.counts[code] = self.diagnostics.counts.get(code, 0) + count - kept
+        # An unknown kind is counted once (shown where it first appears: `add_first`).
+        self.diagnostics.absorb(other.diagnostics)
+        both = len(self.unknown_kinds.keys() & other.unknown_kinds.keys())
+        if both:
+            self.diagnostics.counts["unknown_kind"] -= both
         for kind, count in other.unknown_kinds.items():
             self.unknown_kinds[kind] = self.unknown_kinds.get(kind, 0) + count
         self._seq = max(self._seq, other._seq)

@@ -144,18 +144,21 @@ def report_foreign(
     job: str,
     diagnostics: DiagnosticLog,
 ) -> None:
-    """Events of another job: one diagnostic for the first of each source run, the
-    rest counted."""
-    shown = 0
+    """Events of another job: one diagnostic for the first of each file (its first by
+    line, however its lines were cut into batches), all counted."""
     for run_first in origin.first_of_each_run(foreign):
         ev = batch.events[run_first]
-        diagnostics.add(
+        source, line = origin.where(run_first)
+        diagnostics.add_first(
             "foreign_job",
+            source or "",
             f"event of job {ev.job!r} in the log of job {job!r}; skipped",
-            *origin.where(run_first),
+            source,
+            line,
         )
-        shown += 1
-    diagnostics.counts["foreign_job"] += int(foreign.shape[0]) - shown
+    diagnostics.counts["foreign_job"] = diagnostics.counts.get("foreign_job", 0) + int(
+        foreign.shape[0]
+    )
 
 
 def check_clock(
