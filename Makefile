@@ -25,12 +25,15 @@ $(STAMP): pyproject.toml | $(BIN)/python
 demo: $(CORE)
 	$(BIN)/badput demo
 
+# Two test processes (pytest-xdist) at most four: much of the suite waits on subprocesses.
+XDIST  := --numprocesses=auto --maxprocesses=4
+
 test: $(STAMP) browser lint typecheck
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q $(XDIST)
 
 # The same without the tests marked slow (the real-framework runs of tests/integrations/).
 test-fast: $(STAMP) lint typecheck
-	$(BIN)/python -m pytest -q -m "not slow"
+	$(BIN)/python -m pytest -q $(XDIST) -m "not slow"
 
 lint: $(STAMP)
 	$(BIN)/ruff check src tests bench tools

@@ -459,8 +459,8 @@ def _lean_decoder(
 #: code is looked up without hashing a new string: a serial read of the 4 M-event data-load
 #: log 3.09 s against 3.35 s, medians of 5); ``v`` 1; every other field but ``ts`` and the
 #: writer's absent, no field of its class (a line of steps, loads and heartbeats holds two
-#: or three of the 34: filling and freeing the other defaults was a third of a line's
-#: decode, 560 of 1,630 instructions an event of the data-load log, 2026-11-29). A block
+#: or three of the 32: filling and freeing the other defaults took 1,630 of the 8,916
+#: instructions an event of the data-load log's read and report cost, 2026-11-29). A block
 #: with another value, or with an absent field, opens that field of the writer's decoder,
 #: for that block and the writer's later ones. Step work absent at first also tells that a
 #: block of a writer that records none holds none (``DecodedColumns.work``) without reading
