@@ -568,25 +568,27 @@ def test_crash_loop_backs_off_exponentially_up_to_the_cap(tmp_path: Path) -> Non
     from badput.launcher._run import run_job
 
     messages: list[str] = []
-    # A command that fails at once even on a loaded machine: an attempt that ran longer
-    # than backoff_max would (rightly) reset the back-off and change the delays.
+    # A command that fails at once: an attempt that ran longer than backoff_max would
+    # (rightly) reset the back-off and change the delays. backoff_max is 1.2 s, not 0.3 s:
+    # on a loaded machine (make test runs two test processes) an attempt of `sh -c` took
+    # longer than 0.3 s in CI and reset the back-off.
     rc = run_job(
         ["sh", "-c", "exit 2"],
         JOB,
         tmp_path / "runs",
         max_restarts=4,
-        backoff=0.1,
-        backoff_max=0.3,
+        backoff=0.3,
+        backoff_max=1.2,
         on_event=messages.append,
     )
     assert rc == 2
     delays = [m.rsplit("restarting in ", 1)[1] for m in messages if "restarting in" in m]
-    assert delays == ["0.1s", "0.2s", "0.3s", "0.3s"]
+    assert delays == ["0.3s", "0.6s", "1.2s", "1.2s"]
     evs = sorted(read_all(JsonlStore(tmp_path / "runs"), JOB)[0], key=lambda e: e.ts)
     ends = [e.ts for e in evs if e.kind == "attempt_end"]
     starts = [e.ts for e in evs if e.kind == "job_start"]
     gaps = [b - a for a, b in zip(ends, starts[1:], strict=False)]
-    assert all(g >= d - 0.01 for g, d in zip(gaps, (0.1, 0.2, 0.3, 0.3), strict=True))
+    assert all(g >= d - 0.01 for g, d in zip(gaps, (0.3, 0.6, 1.2, 1.2), strict=True))
 
 
 class _HangingStore:
