@@ -280,11 +280,11 @@ def test_a_step_log_told_its_rows_order_knows_it_as_one_that_looks(
     told, looked = StepLog(), StepLog()
     for i, (rows, look) in enumerate(zip(batches, lazy, strict=False)):
         ts = np.array(rows)
-        raw = ts.tobytes(), np.zeros(len(rows), np.int64).tobytes(), bytes(len(rows))
+        raw = ts.tobytes(), np.zeros(len(rows), np.int64), bytes(len(rows))
         looked.ts.frombytes(raw[0])
         if look:  # appended without telling: unsorted looks at them
             told.ts.frombytes(raw[0])
-            told.step.frombytes(raw[1])
+            told.step.extend(raw[1])
             told.is_end.frombytes(raw[2])
         else:
             descends = bool((ts[1:] < ts[:-1]).any())

@@ -206,6 +206,6 @@ def _newest_mark(s: Stream, lo: float, hi: float, skip: Sequence[int]) -> float:
     arr = np.frombuffer(s.marks.ts, dtype=np.float64)
     keep = (arr >= lo) & (arr < hi)
     if skip:
-        keep &= ~np.isin(np.frombuffer(s.marks.bucket, dtype=np.int32), skip)
+        keep &= ~np.isin(s.marks.bucket.column(), skip)
     inside = arr[keep]
     return float(inside.max()) if inside.shape[0] else -math.inf

@@ -177,7 +177,10 @@ class Ingestor(IngestState):
                 source[order],
             )
         )
-        ts_b, step_b = ts.tobytes(), steps.tobytes()
+        ts_b = ts.tobytes()
+        step_fits = bool(len(streams)) and streams[0].steps.step.fits(steps)
+        if step_fits:
+            steps = steps.astype(np.int32)  # (as each stream keeps them)
         is_end_b = (kind == _STEP_END).astype(np.int8).tobytes()
         descends = MarkBytes.out_of_order(ts, edges[1:-1:_CATEGORIES], edges[2::_CATEGORIES])
         step_descends = MarkBytes.out_of_order(ts, edges[0:-1:_CATEGORIES], edges[1::_CATEGORIES])
@@ -195,10 +198,11 @@ class Ingestor(IngestState):
             if b > a:
                 s.steps.append_checked(
                     ts_b[8 * a : 8 * b],
-                    step_b[8 * a : 8 * b],
+                    steps[a:b],
                     is_end_b[a:b],
                     first_ts=ts.item(a),  # as a Python float
                     descends=step_descends[k],
+                    fits=step_fits,
                 )
             if c > b:
                 marks.append_to(s.marks, b, c, descends[k])

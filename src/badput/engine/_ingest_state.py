@@ -235,7 +235,7 @@ class IngestState:
                 self.streams[key] = theirs
                 continue
             mine.steps.ts.extend(theirs.steps.ts)
-            mine.steps.step.extend(theirs.steps.step)
+            mine.steps.step.extend(theirs.steps.step.column())
             mine.steps.is_end.extend(theirs.steps.is_end)
             mine.steps.recheck()
             mine.marks.append_columns(theirs.marks.raw())

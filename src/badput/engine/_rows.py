@@ -506,7 +506,7 @@ def sorted_step_arrays(stream: Stream) -> tuple[F64, I64, npt.NDArray[np.int8]]:
     if not len(log):
         return np.zeros(0), np.zeros(0, np.int64), np.zeros(0, np.int8)
     ts = np.frombuffer(log.ts, dtype=np.float64)
-    step = np.frombuffer(log.step, dtype=np.int64)
+    step = log.step.column()
     is_end = np.frombuffer(log.is_end, dtype=np.int8)
     if log.unsorted:
         order = np.argsort(ts, kind="stable")  # arrival order breaks ties

@@ -146,7 +146,7 @@ def _pair_steps(stream: Stream, close_at: float) -> tuple[F64, F64, I64, npt.NDA
         empty = np.zeros(0)
         return empty, empty, np.zeros(0, np.int64), np.zeros(0, np.bool_)
     ts = np.frombuffer(log.ts, dtype=np.float64)
-    step = np.frombuffer(log.step, dtype=np.int64)
+    step = log.step.column()
     is_end = np.frombuffer(log.is_end, dtype=np.int8).astype(bool)
     if log.unsorted:
         order = np.argsort(ts, kind="stable")

@@ -39,7 +39,7 @@ from badput.engine._steps import (
     repeated,
     without_order,
 )
-from badput.engine._stream import Stream
+from badput.engine._stream import PackedInts, Stream
 
 __all__ = ["ClosedAttempt", "SealedTogether", "SegmentTable", "seal_together", "seal_whole_many"]
 
@@ -211,16 +211,16 @@ def _gathered(attempts: list[ClosedAttempt]) -> tuple[F64, I64, npt.NDArray[np.i
 
     return (
         joined(step_logs, "ts", np.float64),
-        joined(step_logs, "step", np.int64),
+        PackedInts.joined([log.step for log in step_logs], np.int64),
         joined(step_logs, "is_end", np.int8),
         Marks(
             joined(mark_logs, "ts", np.float64),
-            joined(mark_logs, "seq", np.int64),
-            joined(mark_logs, "bucket", np.int32),
+            PackedInts.joined([m.seq for m in mark_logs], np.int64),
+            PackedInts.joined([m.bucket for m in mark_logs], np.int32),
             joined(mark_logs, "is_start", np.bool_),
-            joined(mark_logs, "blocking", np.bool_),
+            PackedInts.joined([m.blocking for m in mark_logs], np.int8).view(np.bool_),
             joined(mark_logs, "line", np.int32),
-            joined(mark_logs, "source", np.int32),
+            PackedInts.joined([m.source for m in mark_logs], np.int32),
         ),
     )
 
