@@ -458,3 +458,20 @@ def test_a_writer_s_step_work_is_read_from_the_first_block_that_records_it(
     assert False in work and True in work  # blocks without work were known to hold none
     assert report.program is not None
     assert report.program.tokens == sum(100 + i for i in range(4000))
+
+
+def test_a_writer_of_ever_new_unknown_fields_is_read_in_full_not_a_decoder_each() -> None:
+    """Fields schema v1 lacks are opened a few at a time (a newer recorder's one or two);
+    a writer that writes a new name on every line is read as Events, the same events,
+    without a decoder made for each name."""
+    ident: dict[str, Any] = {"job": "names", "attempt": 0, "host": "h", "rank": 0, "pid": 78}
+    beats = [Event(ts=float(i), kind="heartbeat", **ident) for i in range(3000)]
+    assert decode_block_coded(encode_lines(beats), "f", 1, lean=True) is not None
+    lines = encode_lines(beats).split(b"\n")[:-1]
+    odd = b"\n".join(line[:-1] + b',"x%d":1}' % i for i, line in enumerate(lines)) + b"\n"
+    with spy(codec, "_lean_decoder", lambda args, result: args) as made:
+        coded = decode_block_coded(odd, "f", 1, lean=True)
+    assert len(made) == 8  # then the block is read in full
+    assert coded is not None
+    events = coded[0].events if isinstance(coded[0], LeanRows) else coded[0]  # type: ignore[union-attr]
+    assert list(events) == beats

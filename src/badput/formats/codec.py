@@ -493,9 +493,11 @@ def _narrowed(message: str, lean: _LeanDecoder) -> str | None:
         name = unknown.group(1)
         if name in lean.opened:
             return None
-        if name in _EVENT_FIELD_INFO or lean.narrow is not _NARROW_ALL:
+        if name in _EVENT_FIELD_INFO:
             return name
-        return None
+        if lean.narrow is _NARROW_ALL or len(lean.opened - _EVENT_FIELD_INFO.keys()) >= 8:
+            return None  # (a writer of ever new field names: read in full, not a decoder each)
+        return name
     return next(
         (f for f in lean.narrow if f not in lean.opened and message.endswith(f".{f}`")), None
     )
