@@ -19,7 +19,7 @@ from typing import Final, NamedTuple
 
 from badput.events import EventError
 from badput.formats.codec import decode_block_coded, decode_line, decode_lines
-from badput.store._base import Chunk, Unread
+from badput.store._base import Chunk, Cursor, Unread
 
 __all__ = [
     "BOM",
@@ -177,6 +177,28 @@ def torn_tail(
         else:
             complete = True
     return Unread("torn_line", source, line, parsed.tail_size, complete, modified=modified)
+
+
+def keep_parsed(
+    parsed: Parsed,
+    stream: str,
+    source: str,
+    offset: int,
+    lines: int,
+    *,
+    out: Cursor,
+    chunks: list[Chunk],
+    unread: list[Unread],
+    modified: float | None = None,
+) -> None:
+    """Add what ``parsed`` read of ``stream`` (from byte ``offset``, after ``lines`` lines)
+    to a read's chunks, its cursor ``out`` and its ``unread`` records (a torn tail)."""
+    chunks.extend(parsed.chunks)
+    if parsed.n_bytes:
+        out.offsets[stream] = (offset + parsed.n_bytes, lines + parsed.n_lines)
+    torn = torn_tail(parsed, source, lines + parsed.n_lines + 1, modified)
+    if torn is not None:
+        unread.append(torn)
 
 
 def _overlong(source: str, lineno: int, size: int) -> Chunk:

@@ -12,7 +12,7 @@ import weakref
 from typing import Final
 
 from badput.store._base import Chunk, Cursor, EventWriter, ReadResult, Unread, WriterKey
-from badput.store._lines import parse_stream, torn_tail
+from badput.store._lines import keep_parsed, parse_stream
 
 __all__ = ["MemoryStore", "memory_store"]
 
@@ -126,12 +126,7 @@ class MemoryStore:
                 data = bytes(buf[offset:] if end < 0 else buf[offset : end + 1])
             source = f"{self.uri}/{job}/{name}"
             parsed = parse_stream([data], source, lines, at_start=offset == 0)
-            chunks.extend(parsed.chunks)
-            if parsed.n_bytes:
-                out.offsets[name] = (offset + parsed.n_bytes, lines + parsed.n_lines)
-            torn = torn_tail(parsed, source, lines + parsed.n_lines + 1)
-            if torn is not None:
-                unread.append(torn)
+            keep_parsed(parsed, name, source, offset, lines, out=out, chunks=chunks, unread=unread)
             if budget is not None:
                 budget -= parsed.n_bytes
         return ReadResult(chunks, out, unread)

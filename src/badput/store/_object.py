@@ -27,7 +27,7 @@ from badput.runtime.optional import import_optional
 from badput.store._base import Chunk, Cursor, EventWriter, ReadResult, Unread, WriterKey
 from badput.store._clouds import ObjectStoreError, failed, make_client
 from badput.store._jsonl import JsonlStore, safe_job_dir
-from badput.store._lines import BOM, parse_stream, torn_tail
+from badput.store._lines import BOM, keep_parsed, parse_stream
 from badput.store._names import FirstPart, JobNames, job_of, name_directories, named_by_itself
 from badput.store._shipper import (
     DEFAULT_SHIP_INTERVAL,
@@ -375,12 +375,7 @@ def _read(store: ObjectStore, job: str, cursor: Cursor, max_bytes: int | None) -
         lines = cursor.offsets.get(stream, (0, 0))[1]
         source = f"{store.uri}/{safe_job_dir(job)}/{stream}"
         parsed = parse_stream(blocks, source, lines, at_start=offset == 0)
-        chunks.extend(parsed.chunks)
-        if parsed.n_bytes:
-            out.offsets[stream] = (offset + parsed.n_bytes, lines + parsed.n_lines)
-        torn = torn_tail(parsed, source, lines + parsed.n_lines + 1)
-        if torn is not None:
-            unread.append(torn)
+        keep_parsed(parsed, stream, source, offset, lines, out=out, chunks=chunks, unread=unread)
     return ReadResult(chunks, out, unread, reached_end=complete)
 
 

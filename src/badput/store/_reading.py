@@ -17,8 +17,8 @@ from badput.store._lines import (
     BOM,
     CHUNK_LINES,
     MAX_LINE_BYTES,
+    keep_parsed,
     parse_stream,
-    torn_tail,
     written_length,
 )
 
@@ -239,12 +239,17 @@ def _read_path(  # noqa: PLR0917 (one call site per store kind)
         parsed = parse_stream(blocks, path, lines, at_start=offset == 0, lean=lean)
     finally:
         os.close(fd)
-    chunks.extend(parsed.chunks)
-    if parsed.n_bytes:
-        out.offsets[stream] = (offset + parsed.n_bytes, lines + parsed.n_lines)
-    torn = torn_tail(parsed, path, lines + parsed.n_lines + 1, st.st_mtime)
-    if torn is not None:
-        unread.append(torn)
+    keep_parsed(
+        parsed,
+        stream,
+        path,
+        offset,
+        lines,
+        out=out,
+        chunks=chunks,
+        unread=unread,
+        modified=st.st_mtime,
+    )
     return parsed.n_bytes
 
 
