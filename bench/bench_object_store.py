@@ -33,6 +33,7 @@ import sys
 import tempfile
 import threading
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import badput
@@ -45,16 +46,18 @@ from bench_record import per_call_ns
 from host_speed import host_index
 
 
-def record_cost(store: object) -> tuple[float, float]:
-    """``(burst, paced)``: median ns of one ``record_step_start`` into ``store``."""
+def record_cost(store: object) -> tuple[float, float, float]:
+    """``(burst, burst_cpu, paced)``: median ns of one ``record_step_start`` into
+    ``store``, back to back (wall time, and the calling thread's CPU time) and paced."""
     rec = badput.Recorder("cost", store, attempt="0", heartbeat_interval=0)  # type: ignore[arg-type]
     try:
         per_call_ns(rec, 1_000, 2)  # warm up: writer thread started, file open
         burst = per_call_ns(rec, 10_000, 50)
+        burst_cpu = per_call_ns(rec, 10_000, 50, clock="thread")
         paced = per_call_ns(rec, 1_000, 50, pause=0.01)
     finally:
         rec.close()
-    return burst, paced
+    return burst, burst_cpu, paced
 
 
 def _last_step(data: bytes) -> int:
@@ -63,11 +66,47 @@ def _last_step(data: bytes) -> int:
     return int(json.loads(lines[-1])["step"])
 
 
-def shipping_lag(
-    uri: str, seconds: float, rate: int, ship_interval: float
-) -> tuple[list[float], int, float]:
+@dataclass
+class Paced:
+    """``rate`` events a second recorded for ``seconds`` in batches of 1,000."""
+
+    lags: list[float]  # every batch's last event's lag (empty for a local store)
+    events: int
+    reached: float  # events a second
+    cost_ns: float  # median of the batches' wall ns per call
+    cost_cpu_ns: float  # the same in the recording thread's CPU time
+
+
+def paced_into(
+    rec: badput.Recorder, seconds: float, rate: int
+) -> tuple[list[tuple[int, float]], Paced]:
+    """Record ``rate`` step marks a second into ``rec`` for ``seconds``: each batch's last
+    step and when its last call returned, and the figures (no lags)."""
+    batch = 1000
+    recorded: list[tuple[int, float]] = []
+    wall: list[float] = []
+    cpu: list[float] = []
+    record = rec.record_step_start
+    step = 0
+    start = time.monotonic()
+    while time.monotonic() - start < seconds:
+        t0, c0 = time.perf_counter_ns(), time.thread_time_ns()
+        for _ in range(batch):
+            record(step)
+            step += 1
+        c1, t1 = time.thread_time_ns(), time.perf_counter_ns()
+        wall.append((t1 - t0) / batch)
+        cpu.append((c1 - c0) / batch)
+        recorded.append((step - 1, time.monotonic()))
+        time.sleep(max(start + step / rate - time.monotonic(), 0))
+    reached = step / (time.monotonic() - start)
+    return recorded, Paced([], step, reached, statistics.median(wall), statistics.median(cpu))
+
+
+def shipping_lag(uri: str, seconds: float, rate: int, ship_interval: float) -> Paced:
     """Record ``rate`` events a second into ``uri`` for ``seconds``: every event's lag (one
-    sample per batch of 1,000, its last event's), the events recorded, the rate reached."""
+    sample per batch of 1,000, its last event's), the events recorded, the rate reached,
+    the record cost while the shipper uploads."""
     store = ObjectStore(uri, ship_interval=ship_interval)
     reader = ObjectStore(uri)
     rec = badput.Recorder("lag", store, attempt="0", heartbeat_interval=0)
@@ -90,17 +129,8 @@ def shipping_lag(
 
     watcher = threading.Thread(target=watch, daemon=True)
     watcher.start()
-    batch = 1000
-    recorded: list[tuple[int, float]] = []  # (last step of a batch, when its call returned)
-    step = 0
-    start = time.monotonic()
-    while time.monotonic() - start < seconds:
-        for _ in range(batch):
-            rec.record_step_start(step)
-            step += 1
-        recorded.append((step - 1, time.monotonic()))
-        time.sleep(max(start + step / rate - time.monotonic(), 0))
-    reached = step / (time.monotonic() - start)
+    recorded, paced = paced_into(rec, seconds, rate)
+    step = paced.events
     rec.close()  # waits up to 5 s for the last part
     deadline = time.monotonic() + ship_interval + 10
     while (not seen or seen[-1][0] < step - 1) and time.monotonic() < deadline:
@@ -112,7 +142,18 @@ def shipping_lag(
     for last, when in recorded:
         k = bisect.bisect_left(tops, last)
         lags.append(seen[k][1] - when if k < len(seen) else float("inf"))
-    return lags, step, reached
+    paced.lags = lags
+    return paced
+
+
+def paced_local(seconds: float, rate: int) -> Paced:
+    """The same pacing into a directory store: the record cost to compare."""
+    with tempfile.TemporaryDirectory() as root:
+        rec = badput.Recorder("lag", root, attempt="0", heartbeat_interval=0)
+        try:
+            return paced_into(rec, seconds, rate)[1]
+        finally:
+            rec.close()
 
 
 def main() -> None:
@@ -121,8 +162,15 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=30.0)
     parser.add_argument("--rate", type=int, default=100_000)
     parser.add_argument("--ship-interval", type=float, default=10.0)
+    parser.add_argument(
+        "--server-niceness",
+        type=int,
+        default=19,
+        help="added to moto's nice value: a real store runs on other machines, not on the "
+        "recording machine's cores (0: moto competes with the recorder for them)",
+    )
     args = parser.parse_args()
-    server = MotoServer().start()
+    server = MotoServer(niceness=args.server_niceness).start()
     os.environ.update(
         AWS_ENDPOINT_URL=server.url,
         AWS_ACCESS_KEY_ID="bench",
@@ -138,23 +186,31 @@ def main() -> None:
             with tempfile.TemporaryDirectory() as root:
                 local = record_cost(root)
             remote = record_cost(ObjectStore(f"s3://bench/cost-{r}"))
-            for name, (burst, paced) in (("directory", local), ("s3", remote)):
+            for name, (burst, burst_cpu, paced) in (("directory", local), ("s3", remote)):
                 print(
                     f"  record_step_start, {name:9} store: {burst / 1000:.2f} µs a call "
-                    f"(10,000 back to back), {paced / 1000:.2f} µs (1,000 every 10 ms)",
+                    f"(10,000 back to back; {burst_cpu / 1000:.2f} µs of the thread's CPU), "
+                    f"{paced / 1000:.2f} µs (1,000 every 10 ms)",
                     flush=True,
                 )
-            lags, events, reached = shipping_lag(
-                f"s3://bench/lag-{r}", args.seconds, args.rate, args.ship_interval
-            )
-            worst = max(lags)
+            ship = shipping_lag(f"s3://bench/lag-{r}", args.seconds, args.rate, args.ship_interval)
+            here = paced_local(args.seconds, args.rate)
+            worst = max(ship.lags)
             print(
-                f"  shipping lag, {events:,} events at {reached:,.0f}/s (ship_interval "
-                f"{args.ship_interval:g} s): median {statistics.median(lags):.2f} s, max "
+                f"  shipping lag, {ship.events:,} events at {ship.reached:,.0f}/s (ship_interval "
+                f"{args.ship_interval:g} s): median {statistics.median(ship.lags):.2f} s, max "
                 f"{worst:.2f} s: {'within' if worst <= goal else 'OVER'} the goal of "
                 f"{goal:g} s",
                 flush=True,
             )
+            for name, run in (("s3, shipping", ship), ("directory", here)):
+                print(
+                    f"  record_step_start at {run.reached:,.0f}/s, {name:12}: "
+                    f"{run.cost_ns / 1000:.2f} µs a call, "
+                    f"{run.cost_cpu_ns / 1000:.2f} µs of the thread's CPU (medians of "
+                    f"{run.events // 1000:,} batches of 1,000)",
+                    flush=True,
+                )
     finally:
         server.stop()
 

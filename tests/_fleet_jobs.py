@@ -25,11 +25,20 @@ def _line(ts: float, kind: str, job: str, attempt: int, rank: int, **extra: obje
     return json.dumps(fields, separators=(",", ":")) + "\n"
 
 
-def write_job(root: Path, i: int, *, steps_scale: int = 1) -> dict[str, int]:
-    """Job ``job-<i>`` (deterministic in ``i``); returns its ranks, attempts, crashes."""
+#: A job's ranks are drawn from these.
+RANKS: tuple[int, ...] = (1, 1, 2, 4)
+#: A job's steps (over its attempts) for ``steps_scale`` 1, on average.
+MEAN_STEPS = 104
+
+
+def write_job(
+    root: Path, i: int, *, steps_scale: int = 1, ranks_from: tuple[int, ...] = RANKS
+) -> dict[str, int]:
+    """Job ``job-<i>`` (deterministic in ``i``), about ``MEAN_STEPS * steps_scale`` steps
+    long on average; returns its ranks, attempts, crashes."""
     rng = random.Random(i)
     job = f"job-{i:05d}"
-    ranks = rng.choice((1, 1, 2, 4))
+    ranks = rng.choice(ranks_from)
     crashes = rng.choice((0, 0, 0, 1, 1, 2))
     running = rng.random() < 0.05  # still running: no end
     step_time = rng.choice((0.5, 1.0, 2.0))
@@ -86,6 +95,8 @@ def write_job(root: Path, i: int, *, steps_scale: int = 1) -> dict[str, int]:
     return {"ranks": ranks, "attempts": crashes + 1, "crashes": crashes}
 
 
-def write_fleet(root: Path, n: int, *, steps_scale: int = 1) -> list[dict[str, int]]:
+def write_fleet(
+    root: Path, n: int, *, steps_scale: int = 1, ranks_from: tuple[int, ...] = RANKS
+) -> list[dict[str, int]]:
     root.mkdir(parents=True, exist_ok=True)
-    return [write_job(root, i, steps_scale=steps_scale) for i in range(n)]
+    return [write_job(root, i, steps_scale=steps_scale, ranks_from=ranks_from) for i in range(n)]

@@ -65,12 +65,15 @@ def _free_port() -> int:
 
 class MotoServer:
     """``python -m moto.server`` on a free port of 127.0.0.1, in its own process; ``log``:
-    a file its request log goes to (:meth:`requests` reads it)."""
+    a file its request log goes to (:meth:`requests` reads it); ``niceness``: added to the
+    server's nice value (a benchmark's recorder then has the cores first, as beside a store
+    that runs on other machines)."""
 
-    def __init__(self, log: Path | None = None) -> None:
+    def __init__(self, log: Path | None = None, *, niceness: int = 0) -> None:
         self.port = _free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.log = log
+        self.niceness = niceness
         self._proc: subprocess.Popen[bytes] | None = None
 
     def start(self) -> MotoServer:
@@ -80,6 +83,7 @@ class MotoServer:
                 [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(self.port)],
                 stdout=subprocess.DEVNULL,
                 stderr=err,
+                preexec_fn=(lambda: os.nice(self.niceness)) if self.niceness else None,  # noqa: PLW1509 (no threads yet in the callers)
             )
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline:

@@ -30,6 +30,7 @@ from badput.fleet import (
     write_parquet,
 )
 from badput.report import dumps_finite
+from badput.store import JsonlStore, open_source
 from badput.testing import Timeline, events_to_jsonl
 
 N_JOBS = 40
@@ -274,3 +275,38 @@ def test_summary_is_a_partition_in_any_order(jobs: list[Any], rnd: Any) -> None:
     lost = math.fsum(r["seconds"] for r in a["lost_by_cause"])
     assert lost + a["goodput_seconds"] == pytest.approx(a["total_seconds"], rel=1e-12, abs=1e-9)
     assert 0.0 <= a["goodput"] <= 1.0
+
+
+def test_a_fleet_lists_its_store_once_not_once_a_job(
+    fleet_store: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each job is opened by its own directory: a listing of the store per job made a
+    fleet of 10,000 jobs 10,000 x 10,000 directory walks (the driver's split of each job,
+    each worker's read)."""
+    root, _made = fleet_store
+    listed = []
+    real_jobs = JsonlStore.jobs
+
+    def counted(self: JsonlStore) -> list[str]:
+        listed.append(self.root)
+        return real_jobs(self)
+
+    monkeypatch.setattr(JsonlStore, "jobs", counted)
+    run = analyse_fleet(root, engine="serial")
+    assert run.analysed == N_JOBS
+    assert len(listed) == 1  # job_sources: the fleet's one listing
+    listed.clear()
+    assert analysis.LiveJob(JsonlStore(root), "job-00003").job == "job-00003"
+    analysis.split_job(JsonlStore(root), "job-00004", min_bytes=1)
+    assert listed == []
+
+
+def test_a_job_named_like_a_path_is_not_taken_for_a_directory(tmp_path: Path) -> None:
+    """The by-name check refuses what the listing could never hold: ``..``, a path."""
+    write_job(tmp_path / "store", 1)
+    store = JsonlStore(tmp_path / "store" / "job-00001")
+    for name in ("..", ".", "", "0/..", "a\0b"):
+        assert not store.holds_job_dir(name)
+    assert JsonlStore(tmp_path / "store").holds_job_dir("job-00001")
+    with pytest.raises(ValueError, match="no job '../store'"):
+        open_source(JsonlStore(tmp_path / "store"), "../store")

@@ -643,6 +643,13 @@ def _pick_job(store: EventStore, text: str, job: str | None) -> tuple[EventStore
     directory store, a job is a directory: named after the job (sanitised), or renamed or
     copied, when it is read as the job its events name (``job_dirs``); ``job`` may give
     either name."""
+    if job is not None and isinstance(store, JsonlStore):
+        # The first two of the rules below, each by the job's directory alone; only a job
+        # whose directory is named otherwise (renamed, copied) needs every job listed.
+        if store.holds_job_dir(job):
+            return _held(store, job, prefer=job)
+        if safe_job_dir(job) != job and store.holds_job_dir(safe_job_dir(job)):
+            return store, job
     jobs = store.jobs()
     if job is not None:
         if isinstance(store, JsonlStore):

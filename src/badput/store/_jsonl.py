@@ -185,6 +185,11 @@ def has_jsonl_below(directory: str | os.PathLike[str], depth: int = 1) -> bool:
     return False
 
 
+def _holds_a_job(path: str) -> bool:
+    """Whether the directory ``path`` is a job's: event files below it, or its archive."""
+    return has_jsonl_below(path) or os.path.isfile(os.path.join(path, ARCHIVE_NAME))
+
+
 class JsonlStore:
     """A store rooted at a directory: one sub-directory per job, JSONL files inside.
 
@@ -250,12 +255,16 @@ class JsonlStore:
             entries = sorted(os.scandir(self.root), key=lambda e: e.name)
         except (FileNotFoundError, NotADirectoryError):
             return []
-        return [
-            e.name
-            for e in entries
-            if e.is_dir()
-            and (has_jsonl_below(e.path) or os.path.isfile(os.path.join(e.path, ARCHIVE_NAME)))
-        ]
+        return [e.name for e in entries if e.is_dir() and _holds_a_job(e.path)]
+
+    def holds_job_dir(self, name: str) -> bool:
+        """Whether :meth:`jobs` lists ``name``, without listing the others (a fleet of
+        10,000 jobs opens each by name: a listing each would be 10,000 x 10,000)."""
+        seps = {"/", os.sep, os.altsep or "/", "\0"}
+        if not name or name in {".", ".."} or any(c in name for c in seps):
+            return False
+        path = os.path.join(self.root, name)
+        return os.path.isdir(path) and _holds_a_job(path)
 
     def streams(self, job: str) -> list[str]:
         """Stream names of ``job`` (paths relative to its directory, ``/``-separated), sorted.
