@@ -26,6 +26,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import sys
 import tempfile
 import time
@@ -117,6 +118,58 @@ def _local(root: Path, tmp: Path) -> str:
     return texts["serial"]
 
 
+def _cpu() -> float:
+    """CPU seconds of this process and of its reaped children (a pool's workers)."""
+    me = resource.getrusage(resource.RUSAGE_SELF)
+    kids = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return me.ru_utime + me.ru_stime + kids.ru_utime + kids.ru_stime
+
+
+def _blocks(root: Path, blocks: int, tmp: Path) -> None:
+    """The fleet cut into ``blocks`` stores (job ``i`` in store ``i % blocks``), each read
+    by one process and by the local engine (with a cache, then again: the cached run)
+    back to back, in turns (which goes first alternates): the host's speed drifts by tens
+    of percent over the minutes a full-size run takes, and a ratio of two runs ten minutes
+    apart measures the drift as much as the engine."""
+    stores = [root.parent / f"block-{b}" for b in range(blocks)]
+    for store in stores:
+        store.mkdir()
+    for i, job in enumerate(sorted(p.name for p in root.iterdir())):
+        (root / job).rename(stores[i % blocks] / job)
+    sums = Counter[str]()
+    for b, store in enumerate(stores):
+        order = ("serial", "local") if b % 2 == 0 else ("local", "serial")
+        texts = {}
+        for engine in order:
+            t, c = time.perf_counter(), _cpu()
+            if engine == "serial":
+                run = analyse_fleet(store, engine="serial")
+            else:
+                cache = ResultCache(tmp / f"cache-{b}", str(store))
+                run = analyse_fleet(store, cache=cache)
+            sums[engine] += time.perf_counter() - t
+            sums[engine + " cpu"] += _cpu() - c
+            texts[engine] = json.dumps(fleet_summary(run.results, source="s"))
+            if engine == "local":
+                t = time.perf_counter()
+                again = analyse_fleet(store, cache=cache)
+                sums["second"] += time.perf_counter() - t
+                assert again.analysed == 0
+        assert texts["serial"] == texts["local"]
+        print(
+            f"block {b}: one process {sums['serial']:.1f} s so far, local {sums['local']:.1f} s "
+            f"({sums['serial'] / sums['local']:.2f}x; CPU {sums['serial cpu']:.1f} / "
+            f"{sums['local cpu']:.1f} s), host index {host_index(3):.2f} s",
+            flush=True,
+        )
+    print(
+        f"one process {sums['serial']:.2f} s, local {sums['local']:.2f} s: "
+        f"{sums['serial'] / sums['local']:.2f}x (local's CPU, workers included, "
+        f"{sums['local cpu'] / sums['local']:.2f} cores busy)"
+    )
+    print(f"local: cached runs {sums['second']:.3f} s = {sums['second'] / sums['local']:.1%}")
+
+
 def _s3(root: Path, tmp: Path, local_text: str) -> None:
     from _s3 import MotoServer, s3_env, upload_store  # noqa: PLC0415 (moto, obstore)
 
@@ -164,6 +217,12 @@ def main() -> None:
     )
     ap.add_argument("--dir", type=Path, default=None, help="write the fleet under this directory")
     ap.add_argument(
+        "--blocks",
+        type=int,
+        default=0,
+        help="cut the fleet into this many stores, one process and local in turns on each",
+    )
+    ap.add_argument(
         "--store", choices=("local", "s3"), default="local", help="s3: also over moto's S3"
     )
     args = ap.parse_args()
@@ -183,6 +242,9 @@ def main() -> None:
             flush=True,
         )
         print(f"host index {host_index(3):.2f} s", flush=True)
+        if args.blocks:
+            _blocks(root, args.blocks, Path(tmp))
+            return
         text = _local(root, Path(tmp))
         print(f"host index {host_index(3):.2f} s", flush=True)
         if args.store == "s3":
