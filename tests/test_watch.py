@@ -179,6 +179,10 @@ def test_run_watch_on_a_terminal_and_piped(tmp_path: Path) -> None:
     assert lines[1].startswith("badput watch: watched ended: finished (completed), goodput ")
 
 
+def _sigint_as_at_a_terminal() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def test_badput_watch_follows_a_live_job_and_exits_0_on_ctrl_c(tmp_path: Path) -> None:
     root = tmp_path / "runs"
     path = root / JOB / "0" / "h-0-1.jsonl"
@@ -189,7 +193,14 @@ def test_badput_watch_follows_a_live_job_and_exits_0_on_ctrl_c(tmp_path: Path) -
     events_to_jsonl(path, tl.events)
     cmd = [str(Path(sys.executable).with_name("badput")), "watch", str(root / JOB)]
     proc = subprocess.Popen(
-        [*cmd, "--interval", "0.2"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        [*cmd, "--interval", "0.2"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        # Ctrl-C at a terminal: SIGINT at its default. A test run started in the background
+        # by a shell without job control ignores SIGINT, and so would the watch it starts
+        # (Python keeps an inherited SIG_IGN, as a background job should): it hung here.
+        preexec_fn=_sigint_as_at_a_terminal,  # noqa: PLW1509 (no thread of ours forks here)
     )
     try:
         assert proc.stdout is not None
