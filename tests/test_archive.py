@@ -293,22 +293,27 @@ def test_a_single_file_is_compacted_beside_it(tmp_path: Path) -> None:
     assert report_json(archive) == expected
 
 
+#: Events of fields of every type: an attempt as text and as an integer, a step of 53 bits,
+#: quantiles (an object).
+TYPED_EVENTS = [
+    Event(ts=1.7e9, kind="job_start", job="p", attempt="a-1", host="h", rank=0, pid=7),
+    Event(ts=1.7e9 + 1, kind="step_start", job="p", attempt=3, step=2**53 - 1),
+    Event(
+        ts=1.7e9 + 2,
+        kind="section_summary",
+        job="p",
+        name="fwd",
+        count=2,
+        seconds=0.5,
+        quantiles={"p50": 0.25},
+    ),
+]
+
+
 def test_the_archive_is_typed_column_by_column(tmp_path: Path) -> None:
     pq = pytest.importorskip("pyarrow.parquet")
     job_dir = tmp_path / "p"
-    events = [
-        Event(ts=1.7e9, kind="job_start", job="p", attempt="a-1", host="h", rank=0, pid=7),
-        Event(ts=1.7e9 + 1, kind="step_start", job="p", attempt=3, step=2**53 - 1),
-        Event(
-            ts=1.7e9 + 2,
-            kind="section_summary",
-            job="p",
-            name="fwd",
-            count=2,
-            seconds=0.5,
-            quantiles={"p50": 0.25},
-        ),
-    ]
+    events = TYPED_EVENTS
     write_files(job_dir, {"0/h-0-7.jsonl": encode_lines(events)})
     compact(*open_source(job_dir))
     table = pq.read_table(job_dir / ARCHIVE_NAME)
@@ -549,3 +554,73 @@ def test_a_report_reads_of_a_plain_row_group_only_the_engines_columns(
     rest = [(i, cols) for i, cols in reads if (i, cols) not in engine]
     assert [r for r in reads if r in engine] == engine
     assert sorted(i for i, _ in rest) == [0, groups - 1], reads
+
+
+def test_a_row_made_value_by_value_is_the_row_made_of_whole_columns(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The first rows a reader asks of a row group are made value by value, the rest of
+    numpy views of whole columns: both give every field as a decode does (an attempt's
+    type, quantiles as an object, a boolean, an unknown field kept as its text)."""
+    pq = pytest.importorskip("pyarrow.parquet")
+    from badput.formats import archive
+
+    job_dir = tmp_path / "p"
+    lines = [
+        encode_lines(TYPED_EVENTS),
+        encode_lines([Event(ts=1.7e9 + 3, kind="data_loading_start", job="p", blocking=False)]),
+        b'{"ts": 1700000004.0, "kind": "heartbeat", "job": "p", "colour": [1, "x"]}\n',
+        b"not json\n",
+    ]
+    write_files(job_dir, {"0/h-0-7.jsonl": b"".join(lines)})
+    compact(*open_source(job_dir))
+    file = pq.ParquetFile(job_dir / ARCHIVE_NAME)
+    table = file.read_row_group(0, columns=archive.columns_to_read(file.metadata.row_group(0)))
+    where = ({"0/h-0-7.jsonl": "f"}, ["0/h-0-7.jsonl"], [0] * 6, list(range(1, 7)))
+
+    def rows(few: int) -> list[Any]:
+        monkeypatch.setattr(archive, "_FEW_ROWS", few)
+        made = archive._TableRows(table, *where)
+        return [made.row(i) for i in range(5)]  # (the sixth: an error, never asked a row)
+
+    by_value, by_column = rows(32), rows(0)
+    fields = [*Event.__struct_fields__, "unknown_fields"]
+    as_values = [[getattr(r, f, None) for f in fields] for r in by_value]
+    assert as_values == [[getattr(r, f, None) for f in fields] for r in by_column]
+    assert [r.attempt for r in by_value[:2]] == ["a-1", 3]
+    assert by_value[2].quantiles == {"p50": 0.25}
+    assert by_value[3].blocking is False
+    assert json.loads(by_value[4].unknown_fields) == {"colour": [1, "x"]}
+
+
+def test_the_thread_reading_row_groups_ahead_ends_with_the_read(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each row group's first columns are read while the one before is ingested, by a thread
+    that is gone once the archive is read (a process with another thread alive does not
+    fork its read workers): and the rows are the same as read one group at a time."""
+    import threading
+
+    events = [
+        Event(ts=1.7e9 + i, kind=kind, job="p", step=i if kind in STEP_KINDS else None)
+        for i in range(600)
+        for kind in ("step_start", "data_loading_start", "data_loading_end", "step_end")
+    ]
+    job_dir = tmp_path / "p"
+    write_files(job_dir, {"0/h-0-1.jsonl": encode_lines(events)})
+    monkeypatch.setattr(archive_store, "_ROW_GROUP", 500)
+    compact(*open_source(job_dir))
+    store, job = open_source(job_dir)
+    assert isinstance(store, ArchivedStore)
+    got: list[Any] = []
+    names: set[str] = set()
+    result = store.read(job)
+    while True:
+        got += [i for c in result.chunks for i in c.items]
+        names |= {t.name for t in threading.enumerate()}
+        if result.reached_end:
+            break
+        result = store.read(job, result.cursor)
+    assert any(n.startswith("badput-archive") for n in names)  # (5 groups: it read ahead)
+    assert not any(t.name.startswith("badput-archive") for t in threading.enumerate())
+    assert got == events

@@ -7,8 +7,9 @@ int64...), or the reason the line is not one (``error``). Nothing is lost: every
 log, is kept as text with ``attempt_is_int``; ``quantiles`` as JSON text), and fields the
 schema lacks go to ``extra`` (JSON text), when the writer was given them.
 
-pyarrow is imported when first needed (``badput[archive]``); this module knows nothing
-of files or jobs (:mod:`badput.store` does).
+pyarrow is imported when first needed (``badput[archive]``: its arrays are read as numpy
+arrays by :mod:`badput.formats._arrow_values`); this module knows nothing of files or jobs
+(:mod:`badput.store` does).
 """
 
 from __future__ import annotations
@@ -33,7 +34,11 @@ from badput.events import (
     EventError,
     LeanRows,
 )
-from badput.runtime.optional import import_optional
+from badput.formats._arrow_values import arrow, arrow_parquet
+from badput.formats._arrow_values import filled as _filled
+from badput.formats._arrow_values import numpy_of as _np
+from badput.formats._arrow_values import valid as _valid
+from badput.formats._arrow_values import whole as _whole
 
 __all__ = [
     "ARCHIVE_VERSION",
@@ -43,6 +48,7 @@ __all__ = [
     "arrow_parquet",
     "batch_of",
     "columns_to_read",
+    "first_columns",
     "group_chunks",
     "schema",
 ]
@@ -110,18 +116,6 @@ RowEvent: Any = msgspec.defstruct(
     array_like=True,
     gc=False,
 )
-
-
-@functools.cache  # (a failed import is not kept: the next call tries again)
-def arrow() -> Any:
-    """pyarrow (``badput[archive]``)."""
-    return import_optional("pyarrow", "archive")
-
-
-@functools.cache
-def arrow_parquet() -> Any:
-    """pyarrow.parquet (``badput[archive]``)."""
-    return import_optional("pyarrow.parquet", "archive")
 
 
 def _type(pa: Any, name: str) -> Any:
@@ -383,15 +377,11 @@ def group_chunks(
     if not n:
         return
     stats = Stats(meta)
-    known = {name: stats.one(name) for name in ("stream", *_WRITER)}
+    known = stats.writer()
     fields = frozenset(f for f in _FIELDS if not stats.empty(f))
     work = not fields.isdisjoint(("tokens", "samples"))
-    clean_group = stats.empty("error")
-    wanted = [*_ENGINE, *(name for name, (one, _) in known.items() if not one)]
-    simple = known["stream"][0] and clean_group and stats.consecutive("line")
-    if not simple:
-        wanted += ["line", *(() if clean_group else ("error",))]
-    table = read(wanted)
+    simple = stats.simple()
+    table = read(first_columns(meta))
     if known["stream"][0]:
         names, codes = [known["stream"][1]], np.zeros(n, np.int32)
     else:
@@ -439,6 +429,17 @@ def group_chunks(
             )
 
 
+def first_columns(meta: Any) -> list[str]:
+    """The columns :func:`group_chunks` reads first of the row group ``meta`` (its Parquet
+    metadata): what the engine reads of every event, and where each row is from unless the
+    statistics say (a reader may read them ahead, while the row group before is ingested)."""
+    stats = Stats(meta)
+    wanted = [*_ENGINE, *(name for name, (one, _) in stats.writer().items() if not one)]
+    if not stats.simple():
+        wanted += ["line", *(() if stats.empty("error") else ("error",))]
+    return wanted
+
+
 #: Rows of one chunk (a run of one stream's lines).
 _CHUNK_ROWS: Final = 1 << 20
 
@@ -464,6 +465,14 @@ class Stats:
             return True, None
         # (Parquet keeps a minimum and a maximum whole, or none: never a cut one)
         return s.null_count == 0 and s.has_min_max and s.min == s.max, s.min
+
+    def writer(self) -> dict[str, tuple[bool, Any]]:
+        """:meth:`one` of the stream and of each field of the writer."""
+        return {name: self.one(name) for name in ("stream", *_WRITER)}
+
+    def simple(self) -> bool:
+        """Whether the row group is one stream's consecutive lines, every one an event."""
+        return self.one("stream")[0] and self.empty("error") and self.consecutive("line")
 
     def consecutive(self, name: str) -> bool:
         """Whether the column (increasing: a stream's line numbers) holds every number from
@@ -491,11 +500,6 @@ def _writer_at(table: Any, known: dict[str, tuple[bool, Any]], i: int) -> Any:
     return (values["job"], attempt, values["host"], values["rank"], values["pid"])
 
 
-def _whole(column: Any) -> Any:
-    """A column of a table as one array (its one chunk as it is)."""
-    return column.chunk(0) if column.num_chunks == 1 else column.combine_chunks()
-
-
 class _TableRows:
     """The rows of a row group, made one by one from its columns (:meth:`row`), or all at
     once (:meth:`all`: one msgspec call), which is done once more than a sixteenth of them
@@ -513,6 +517,7 @@ class _TableRows:
         self._getters: list[Any] | None = None
         self._all: list[Any] | None = None
         self._asked = 0
+        self._few = False  # the getters are _scalar_getter's
 
     @property
     def table(self) -> Any:
@@ -539,9 +544,13 @@ class _TableRows:
         self._asked += 1
         if self._asked > self.n // 16 + 16:
             return self.all()[i]
-        if self._getters is None:
+        if self._getters is None or (self._asked == _FEW_ROWS + 1 and self._few):
             fields = self.present + self._unknown
-            self._getters = [_getter(self.table, f) for f in fields]
+            # the first few rows (a job's start and end among a million steps) value by
+            # value; then from numpy views of whole columns, made once
+            self._few = self._asked <= _FEW_ROWS
+            made = _scalar_getter if self._few else _getter
+            self._getters = [made(self.table, f) for f in fields]
             self._struct = _row_struct(tuple(fields))
         return self._struct(*[get(i) for get in self._getters])
 
@@ -549,6 +558,25 @@ class _TableRows:
         if self._all is None:
             self._all = _items(self.table, *self._where)
         return self._all
+
+
+#: Rows of a row group made value by value (:func:`_scalar_getter`) before its columns are
+#: made numpy views (:func:`_getter`: 3-6 ms a column of 262,144 rows).
+_FEW_ROWS: Final = 32
+
+
+def _scalar_getter(table: Any, name: str) -> Any:
+    """:func:`_getter`, each value taken of its column as a Python object (a few µs)."""
+    name = "extra" if name == _UNKNOWN else name
+    column = _column(table, name)
+    if name == "attempt":
+        flags = _column(table, "attempt_is_int")
+        return lambda i: (
+            None if (v := column[i].as_py()) is None else int(v) if flags[i].as_py() else v
+        )
+    if name == "quantiles":
+        return lambda i: None if (q := column[i].as_py()) is None else msgspec.json.decode(q)
+    return lambda i: column[i].as_py()
 
 
 def _getter(table: Any, name: str) -> Any:
@@ -662,47 +690,6 @@ def _values(column: Any) -> Any:
     if column.null_count == 0 and column.type in (arrow().int64(), arrow().float64()):
         return _np(column).tolist()
     return column.to_pylist()
-
-
-def _np(array: Any) -> Any:
-    """A numpy view of an Arrow array without nulls (booleans unpacked), from its buffer:
-    ``to_numpy`` imports pandas (1.9 s) to convert."""
-    pa = arrow()
-    if array.type == pa.bool_():
-        return _bits(array.buffers()[1], array.offset, len(array))
-    dtype = np.dtype(_NUMPY[str(array.type)])
-    return np.frombuffer(
-        array.buffers()[1], dtype, len(array), array.offset * dtype.itemsize
-    ).astype(np.bool_ if dtype == np.uint8 else dtype, copy=False)
-
-
-def _filled(array: Any, fill: int) -> Any:
-    """:func:`_np` of an array with nulls: ``fill`` at each (no ``fill_null``: an Arrow
-    scalar made of a Python value imports pandas)."""
-    raw = _np(array)
-    if array.null_count:
-        raw = np.where(_valid(array), raw, fill)
-    return raw
-
-
-def _bits(buffer: Any, offset: int, n: int) -> Any:
-    """``n`` bits of an Arrow bitmap from bit ``offset``, as booleans."""
-    raw = np.frombuffer(buffer, np.uint8)
-    return np.unpackbits(raw, bitorder="little")[offset : offset + n].astype(np.bool_)
-
-
-def _valid(array: Any) -> Any:
-    """Which values of an Arrow array are not null (``is_valid`` imports pyarrow.compute,
-    0.15 s)."""
-    n = len(array)
-    if array.null_count == 0:
-        return np.ones(n, np.bool_)
-    if array.null_count == n or array.buffers()[0] is None:
-        return np.zeros(n, np.bool_)
-    return _bits(array.buffers()[0], array.offset, n)
-
-
-_NUMPY: Final = {"int32": "int32", "int64": "int64", "double": "float64", "uint8": "uint8"}
 
 
 def _attempts(table: Any) -> Any:
