@@ -7,7 +7,7 @@ job_end moving the end, end events without id ending the attempt running at thei
 overlap clipping, events after the end ignored), the accounting rank (lowest rank with
 steps or intervals), recorded intervals (pairing, innermost wins), step rows (own ends,
 sparse records, segments, open last steps), typical step time, startup, the ideal step
-time estimate, restore points, kept/wasted, at risk, windows. Not covered: logs without
+time estimate, restore points, kept/wasted, at risk, windows, hung time. Not covered: logs without
 any attempt id, ``now``, step-less logs beyond the rule of §7.
 """
 
@@ -45,6 +45,7 @@ class _Att:
     events: list[tuple[int, Event]] = field(default_factory=list)  # (arrival, event)
     eff_start: float = 0.0
     eff_end: float = 0.0
+    status: str | None = None  # of its end events, the newest that has one
 
 
 @dataclass
@@ -113,6 +114,7 @@ def _attempts(events: list[Event]) -> list[_Att]:
         for _, e in sorted(ends[att.key], key=lambda p: (p[1].ts, p[0])):
             if not att.ended or e.kind == "job_end":
                 att.ended, att.end, att.by_job_end = True, e.ts, e.kind == "job_end"
+                att.status = e.status or att.status
         if att.ended:  # events after the end do not exist (§9.5)
             att.events = [(i, e) for i, e in att.events if e.ts <= att.end]
     prev = -math.inf
@@ -222,12 +224,49 @@ def _rows(evs: list[tuple[int, Event]], lo: float, hi: float) -> list[_Row]:
     return rows
 
 
+def _hung_spans(attempts: list[_Att], ideal: float | None) -> list[tuple[float, float]]:
+    """The silences of the attempts that ended hung (§3 "Hung time"): not completed, not
+    ended by a job_end without a status, and either killed for a hang (status ``hung``) or
+    silent longer than the stall threshold (a ``hang_timeout`` on its job_start, else
+    max(10 I, 60 s)) from its last step or interval event (not a teardown) to its end."""
+    out = []
+    for att in attempts:
+        if att.status == "completed" or (att.by_job_end and att.status is None):
+            continue
+        timeouts = [
+            e.hang_timeout
+            for _, e in att.events
+            if e.kind == "job_start" and e.hang_timeout is not None
+        ]
+        limit = timeouts[-1] if timeouts else max(10 * ideal if ideal else 0.0, 60.0)
+        killed = att.status == "hung"
+        progress = [
+            e.ts
+            for _, e in att.events
+            if e.kind in ("step_start", "step_end")
+            or ((mark := interval_base(e.kind)) is not None and mark[0] != "teardown")
+        ]
+        end = att.eff_end
+        if not progress or max(progress) >= end:  # (no silence after its last progress)
+            continue
+        if not killed and end - att.eff_start <= limit:
+            continue
+        newest = max(progress)
+        if killed or end - newest > limit:
+            out.append((max(newest, att.eff_start), end))
+    return out
+
+
 def reference_report(
     events: list[Event],
     *,
     ideal_step_time: float | None = None,
     window: tuple[float, float] | None = None,
+    hung: bool = True,
 ) -> RefReport:
+    """The report of ``events`` (``window``: of that span); ``hung``: whether the untracked
+    silences of attempts that ended hung are moved to ``hung`` (not in the report of such a
+    silence that measures them)."""
     attempts = _attempts(events)
     final = attempts[-1]
     scheduled = [e.ts for e in events if e.kind == "job_scheduled"]
@@ -360,6 +399,16 @@ def reference_report(
         add("untracked", -moved)
         add("productive", moved)
         kept_count = progress
+    for start, stop in _hung_spans(attempts, ideal) if hung else []:
+        silent_lo, silent_hi = max(start, lo), min(stop, hi)
+        if silent_hi <= silent_lo:
+            continue
+        silence = reference_report(
+            events, ideal_step_time=ideal_step_time, window=(silent_lo, silent_hi), hung=False
+        )
+        moved = min(silence.buckets.get("untracked", 0.0), buckets.get("untracked", 0.0))
+        add("untracked", -moved)
+        add("hung", moved)
     return RefReport(
         total=hi - lo,
         buckets={k: v for k, v in buckets.items() if v > 1e-12},

@@ -322,3 +322,27 @@ def test_the_quiet_cut_is_the_last_quiet_row(  # noqa: PLR0917 (one strategy per
         starts.tolist(), spans, (np.array(unpaired) / 2).tolist(), exact, min_keep, before=before
     )
     assert got == expected
+
+
+@pytest.mark.parametrize(("end", "buckets"), [(61.0, {"hung": 61.0}), (59.0, {"untracked": 59.0})])
+def test_an_attempt_silent_past_its_stall_threshold_ends_hung_in_both(
+    end: float, buckets: dict[str, float]
+) -> None:
+    """Attempt 0 opens a step and says nothing more until its attempt_end, while a late
+    attempt 1 writes steps meanwhile (its span starts at 0's end: attempts do not overlap).
+    Silent 61 s, over the 60 s threshold without an ideal step time: 0 ended hung, and its
+    silence is ``hung`` (accounting.md §3), in the engine and in the reference; 59 s is not.
+    (The reference once had no hung time: hypothesis found this log.)"""
+    t = 1_700_000_000.0
+    events = [
+        Event(ts=t, kind="job_start", job="r", attempt=0, rank=0),
+        Event(ts=t, kind="step_start", job="r", attempt=0, rank=0, step=0),
+        Event(ts=t + 1.5, kind="step_start", job="r", attempt=1, rank=0, step=0),
+        Event(ts=t + 30, kind="step_start", job="r", attempt=1, rank=0, step=0),
+        Event(ts=t + end, kind="attempt_end", job="r", attempt=0, rank=0),
+        Event(ts=t + end + 1, kind="step_start", job="r", attempt=0, rank=0, step=0),
+    ]
+    acc = Accountant("r")
+    acc.ingest_events(events)
+    assert dict(acc.report().buckets) == buckets
+    assert reference_report(events).buckets == buckets
