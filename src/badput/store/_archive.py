@@ -13,7 +13,9 @@ from __future__ import annotations
 
 import json
 import os
+import threading
 from collections.abc import Iterable
+from concurrent import futures
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -198,14 +200,17 @@ class ArchivedStore:
 class _RowGroups:
     """An archive's row groups, the next one's first columns read by a thread while the
     engine ingests the one before (pyarrow lets go of the GIL while it reads: on two
-    cores, the read of the 4 M-event data-load job's 16 row groups is mostly hidden)."""
+    cores, the read of the 4 M-event data-load job's 16 row groups is mostly hidden).
+
+    A thread a read ahead, gone when its read is (not a pool's idle thread: a reader that
+    stops halfway leaves no thread behind, and a process with a thread alive does not fork
+    its read workers)."""
 
     def __init__(self, path: Path) -> None:
         self.path = path
         self.file = _columns().arrow_parquet().ParquetFile(path)
         self.n: int = self.file.num_row_groups
-        self._pool: ThreadPoolExecutor | None = None
-        self._behind: Any = None  # the thread's own handle of the file
+        self._behind: Any = None  # the threads' own handle of the file
         self._ahead: tuple[int, list[str], Future[Any]] | None = None
 
     def meta(self, group: int) -> Any:
@@ -222,25 +227,32 @@ class _RowGroups:
 
     def read_ahead(self, group: int) -> None:
         """Start reading the first columns of ``group`` (:func:`archive.first_columns`)."""
-        if group >= self.n:
+        if group >= self.n or self._ahead is not None:
             return
-        if self._pool is None:
-            self._pool = ThreadPoolExecutor(1, thread_name_prefix="badput-archive")
+        if self._behind is None:
             # (a handle of its own: one handle's reads are not documented as thread-safe)
             self._behind = (
                 _columns().arrow_parquet().ParquetFile(self.path, metadata=self.file.metadata)
             )
         columns = _columns().first_columns(self.meta(group))
-        future = self._pool.submit(self._behind.read_row_group, group, columns=columns)
+        future: Future[Any] = Future()
+        behind = self._behind
+
+        def run() -> None:
+            try:
+                future.set_result(behind.read_row_group(group, columns=columns))
+            except BaseException as e:  # (raised where the columns are taken)
+                future.set_exception(e)
+
+        threading.Thread(target=run, name="badput-archive", daemon=True).start()
         self._ahead = (group, columns, future)
 
     def close(self) -> None:
-        """Stop the thread (a read ahead not taken is dropped); the file stays open for
-        the rows made later of the row groups read."""
-        self._ahead = None
-        if self._pool is not None:
-            self._pool.shutdown(wait=True, cancel_futures=True)
-            self._pool = None
+        """Let go of a read ahead not taken (once it is done) and of the threads' handle;
+        the file stays open for the rows made later of the row groups read."""
+        if self._ahead is not None:
+            futures.wait([self._ahead[2]])
+            self._ahead = None
         if self._behind is not None:
             self._behind.close()
             self._behind = None
