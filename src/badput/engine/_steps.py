@@ -45,6 +45,7 @@ __all__ = [
     "clipped_sums",
     "compute_rows",
     "median_of_sorted",
+    "one_valued",
     "quiet_cut",
     "repeated",
     "tail_intervals",
@@ -573,14 +574,14 @@ class AttemptSteps:
 
     @property
     def pieces(self) -> Spans:
-        if len(self.piece_parts) > 1:
-            self.piece_parts = [Spans.concat(self.piece_parts)]
+        if len(self.piece_parts) > 1:  # (sealed without order: joined, still so)
+            self.piece_parts = [without_order(Spans.concat(self.piece_parts))]
         return self.piece_parts[0] if self.piece_parts else _NO_SPANS
 
     @property
     def nonblocking(self) -> Spans:
         if len(self.nonblocking_parts) > 1:
-            self.nonblocking_parts = [Spans.concat(self.nonblocking_parts)]
+            self.nonblocking_parts = [without_order(Spans.concat(self.nonblocking_parts))]
         return self.nonblocking_parts[0] if self.nonblocking_parts else _NO_SPANS
 
     def reserve(self, rows: int) -> None:
@@ -704,9 +705,19 @@ _ROW_COLUMNS: tuple[tuple[str, Any], ...] = (
 
 def without_order(spans: Spans) -> Spans:
     """Sealed spans, whose innermost order is no longer needed: a zero-stride column of
-    zeros in its place (no memory: a million sealed data loads keep 8 MB less)."""
-    zeros = repeated(_ZERO_CELL, len(spans))
-    return Spans(spans.start, spans.end, spans.bucket, spans.blocking, zeros)
+    zeros in its place (no memory: a million sealed data loads keep 8 MB less); their
+    bucket and blocking flag likewise while every span has the same (5 MB less)."""
+    bucket, blocking = one_valued(spans.bucket), one_valued(spans.blocking)
+    return Spans(spans.start, spans.end, bucket, blocking, repeated(_ZERO_CELL, len(spans)))
+
+
+def one_valued(column: npt.NDArray[Any]) -> npt.NDArray[Any]:
+    """``column``, or a read-only zero-stride view of its one value when every value is
+    the same (the same values, no memory: sealed columns are never written into)."""
+    first = column[:1]
+    if column.shape[0] < 2 or column.strides == (0,) or not bool((column == first).all()):
+        return column
+    return repeated(first.copy(), int(column.shape[0]))
 
 
 def add_sums(sums: dict[int, float], spans: Spans) -> None:

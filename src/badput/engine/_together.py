@@ -36,6 +36,7 @@ from badput.engine._steps import (
     Rows,
     add_sums,
     compute_rows,
+    one_valued,
     repeated,
     without_order,
 )
@@ -466,7 +467,8 @@ def _apart(spans: Spans, n_buckets: int, g: int) -> tuple[Spans, list[int]]:
     if bool((group[1:] < group[:-1]).any()):  # attempts whose spans interleave in time
         order = np.argsort(group, kind="stable")
         spans, group = spans.take(order), group[order]
-    plain = Spans(spans.start, spans.end, spans.bucket % n_buckets, spans.blocking, spans.order)
+    own = one_valued(spans.bucket % n_buckets)  # (no memory when all of one bucket)
+    plain = Spans(spans.start, spans.end, own, spans.blocking, spans.order)
     return plain, np.searchsorted(group, np.arange(g + 1)).tolist()
 
 
