@@ -20,6 +20,8 @@ from badput.engine._rank_stream import (
     in_chunks,
     nonempty_segments,
     spread,
+    step_numbers,
+    steps_as_int64,
     tail,
 )
 
@@ -170,7 +172,7 @@ def _add_new_steps(s: RankStream, k: int, step_ts: array[float], step_no: array[
         step_ts.append(s.covered.last_ts)
         step_no.append(s.covered.last_no)
     step_ts += tail(s.step_ts, k)
-    step_no += s.step_no[k:] if k else s.step_no
+    steps_as_int64(step_no, s, k)
 
 
 def _derive_chunk(streams: list[RankStream]) -> list[RankStream]:
@@ -193,7 +195,7 @@ def _derive_chunk(streams: list[RankStream]) -> list[RankStream]:
             cols += s.pair_ts
             cols += s.extra_ts
             step_ts += s.step_ts
-            step_no += s.step_no
+            steps_as_int64(step_no, s, 0)
         else:
             at = cov.at
             cols.append(cov.hi)  # the newest value taken: the next gap starts there
@@ -224,7 +226,7 @@ def _derive_fresh(s: RankStream) -> list[RankStream]:
     held = [np.concatenate(parts) if parts else EMPTY]  # a copy: sorted in place
     del parts  # views of the stream's columns (which cannot grow while one is held)
     s_ts = np.frombuffer(s.step_ts, dtype=np.float64) if len(s.step_ts) else EMPTY
-    s_no = np.frombuffer(s.step_no, dtype=np.int64) if len(s.step_no) else np.zeros(0, np.int64)
+    s_no = step_numbers(s)  # (int32 while the steps fit: the same values)
     return _derive_columns([s], held, [len(held[0])], s_ts, s_no, [len(s_ts)], [])
 
 

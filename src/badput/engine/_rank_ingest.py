@@ -14,7 +14,14 @@ import numpy as np
 import numpy.typing as npt
 
 from badput.engine._batch import Batch
-from badput.engine._rank_stream import RankStream, SectionLog
+from badput.engine._rank_stream import (
+    RankStream,
+    SectionLog,
+    add_steps,
+    narrow_steps,
+    step_numbers,
+    widen_steps,
+)
 from badput.events import (
     KIND_CODE,
     KIND_NAMES,
@@ -45,8 +52,12 @@ def stream_of(streams: Streams, key: tuple[str | None, int]) -> RankStream:
 def absorb_stream(mine: RankStream, theirs: RankStream) -> None:
     """Add to ``mine`` what ``theirs`` read of the same (attempt, rank), later."""
     mine.host = mine.host or theirs.host
-    for name in ("step_ts", "step_no", "end_ts", "extra_ts", "pair_ts"):
+    for name in ("step_ts", "end_ts", "extra_ts", "pair_ts"):
         getattr(mine, name).extend(getattr(theirs, name))
+    if mine.step_no.typecode == theirs.step_no.typecode:
+        mine.step_no.extend(theirs.step_no)
+    else:
+        add_steps(mine, step_numbers(theirs))
     _append_codes(mine, theirs)
     for name, log in theirs.sections.items():
         m = mine.sections.setdefault(name, SectionLog())
@@ -258,9 +269,17 @@ def _step_starts(
         return
     no, ok = batch.steps(starts)
     # out of range: the accounting reports it (a diagnostic); not a step here
-    if not ok.all() or no.min() < -MAX_INT or no.max() > MAX_INT:
+    lo, hi = int(no.min()), int(no.max())
+    if not ok.all() or lo < -MAX_INT or hi > MAX_INT:
         ok &= (no >= -MAX_INT) & (no <= MAX_INT)
         starts, no = starts[ok], no[ok]
+        lo, hi = (int(no.min()), int(no.max())) if len(no) else (0, 0)
+    # int32 while they fit and every stream's are (else all of the batch's as int64)
+    narrow = narrow_steps(lo, hi) and all(s.step_no.typecode == "i" for s in slots)
+    if not narrow:
+        for s in slots:
+            widen_steps(s)
+    no = no.astype(np.int32 if narrow else np.int64, copy=False)
     _hand(slots, slot, starts, ("step_ts", batch.ts[starts]), ("step_no", no))
     if len(starts):
         keys = batch.keys
@@ -397,6 +416,8 @@ def _ingest_few(streams: Streams, events: Sequence[Event | LeanEvent], job: str 
             if step is None or not -MAX_INT <= step <= MAX_INT:
                 continue
             s.step_ts.append(ev.ts)
+            if not narrow_steps(step, step):
+                widen_steps(s)
             s.step_no.append(step)
             s.worker_pids.add(ev.pid)
         elif kind == step_end:

@@ -45,6 +45,7 @@ __all__ = [
     "clipped_sums",
     "compute_rows",
     "median_of_sorted",
+    "one_valued",
     "quiet_cut",
     "repeated",
     "tail_intervals",
@@ -486,11 +487,16 @@ class AttemptSteps:
         """The prefix sums D, K and KPOS as columns, made when first asked for."""
         if self._cum_cols is None:
             if self.together is None:
-                self._cum_cols = (_Col.of(_ZERO), _Col.of(_ZERO), _Col.of(_ZERO))
+                # K and KPOS are one column while every row sealed has a time > 0 (their
+                # sums are then the same, bit for bit): see seal
+                cum_k = _Col.of(_ZERO)
+                self._cum_cols = (_Col.of(_ZERO), cum_k, cum_k)
             else:
                 sealed, k = self.together
                 d, count, kpos = sealed.cums(k)
-                self._cum_cols = (_Col.of(d), _Col.of(count), _Col.of(kpos))
+                cum_k = _Col.of(count)
+                # (one column for both while they are equal: see SealedTogether.cums)
+                self._cum_cols = (_Col.of(d), cum_k, cum_k if kpos is count else _Col.of(kpos))
         return self._cum_cols
 
     @property
@@ -502,7 +508,7 @@ class AttemptSteps:
         return self._cums()[1]
 
     @property
-    def cum_kpos(self) -> _Col:  # Σ count where d > 0
+    def cum_kpos(self) -> _Col:  # Σ count where d > 0 (cum_k itself while every d > 0)
         return self._cums()[2]
 
     @property
@@ -568,14 +574,14 @@ class AttemptSteps:
 
     @property
     def pieces(self) -> Spans:
-        if len(self.piece_parts) > 1:
-            self.piece_parts = [Spans.concat(self.piece_parts)]
+        if len(self.piece_parts) > 1:  # (sealed without order: joined, still so)
+            self.piece_parts = [without_order(Spans.concat(self.piece_parts))]
         return self.piece_parts[0] if self.piece_parts else _NO_SPANS
 
     @property
     def nonblocking(self) -> Spans:
         if len(self.nonblocking_parts) > 1:
-            self.nonblocking_parts = [Spans.concat(self.nonblocking_parts)]
+            self.nonblocking_parts = [without_order(Spans.concat(self.nonblocking_parts))]
         return self.nonblocking_parts[0] if self.nonblocking_parts else _NO_SPANS
 
     def reserve(self, rows: int) -> None:
@@ -630,10 +636,18 @@ class AttemptSteps:
         is_open = np.isnan(rows.d)
         d0 = np.where(is_open, 0.0, rows.d)
         _extend_cumsum(self.cum_d, d0)
-        _extend_cumsum(self.cum_k, rows.count)
-        np.multiply(rows.count, rows.d > 0, out=d0)  # steps of rows with time > 0
-        _extend_cumsum(self.cum_kpos, d0)
-        del d0
+        positive = rows.d > 0
+        cum_k, cum_kpos = self.cum_k, self.cum_kpos
+        if cum_kpos is cum_k and not bool(positive.all()):
+            # K and KPOS part: KPOS a column of its own from here on (room as reserved)
+            cum_kpos = _Col.of(cum_k.a.copy())
+            cum_kpos.reserve(max(self._room, rows.n))
+            self._cum_cols = (self.cum_d, cum_k, cum_kpos)
+        _extend_cumsum(cum_k, rows.count)
+        if cum_kpos is not cum_k:
+            np.multiply(rows.count, positive, out=d0)  # steps of rows with time > 0
+            _extend_cumsum(cum_kpos, d0)
+        del d0, positive
         self.clean_vals.extend(rows.d[rows.clean] / rows.count[rows.clean])
         opened = np.flatnonzero(is_open)
         self.open_rows.extend((opened + base).tolist())
@@ -691,9 +705,19 @@ _ROW_COLUMNS: tuple[tuple[str, Any], ...] = (
 
 def without_order(spans: Spans) -> Spans:
     """Sealed spans, whose innermost order is no longer needed: a zero-stride column of
-    zeros in its place (no memory: a million sealed data loads keep 8 MB less)."""
-    zeros = repeated(_ZERO_CELL, len(spans))
-    return Spans(spans.start, spans.end, spans.bucket, spans.blocking, zeros)
+    zeros in its place (no memory: a million sealed data loads keep 8 MB less); their
+    bucket and blocking flag likewise while every span has the same (5 MB less)."""
+    bucket, blocking = one_valued(spans.bucket), one_valued(spans.blocking)
+    return Spans(spans.start, spans.end, bucket, blocking, repeated(_ZERO_CELL, len(spans)))
+
+
+def one_valued(column: npt.NDArray[Any]) -> npt.NDArray[Any]:
+    """``column``, or a read-only zero-stride view of its one value when every value is
+    the same (the same values, no memory: sealed columns are never written into)."""
+    first = column[:1]
+    if column.shape[0] < 2 or column.strides == (0,) or not bool((column == first).all()):
+        return column
+    return repeated(first.copy(), int(column.shape[0]))
 
 
 def add_sums(sums: dict[int, float], spans: Spans) -> None:

@@ -36,6 +36,7 @@ from badput.engine._steps import (
     Rows,
     add_sums,
     compute_rows,
+    one_valued,
     repeated,
     without_order,
 )
@@ -155,7 +156,9 @@ class SealedTogether:
         """Attempt ``k``'s prefix sums D, K and KPOS (``n + 1`` values each, views)."""
         a = self.cum_from[k]
         b = a + self.bounds[k + 1] - self.bounds[k] + 1
-        return self.cum_d[a:b], self.cum_k[a:b], self.cum_kpos[a:b]
+        cum_k = self.cum_k[a:b]
+        # (one view for both when they are one column: every row's time > 0)
+        return self.cum_d[a:b], cum_k, cum_k if self.cum_kpos is self.cum_k else self.cum_kpos[a:b]
 
     def seg_first(self, k: int) -> list[int]:
         """The rows of attempt ``k`` that begin a segment."""
@@ -419,10 +422,12 @@ def _relative_cums(rows: Rows, nan: B, at: I64) -> tuple[F64, F64, F64, list[int
     attempt's begin (attempt k's rows are ``at[k]:at[k + 1]``; ``nan``: the open rows)."""
     d = rows.d
     d0 = np.where(nan, 0.0, d)
-    cums = [
-        np.concatenate(([0.0], np.cumsum(x)))
-        for x in (d0, rows.count, np.where(d > 0, rows.count, 0.0))
-    ]
+    positive = d > 0
+    # KPOS is K when every row's time is > 0 (the same sums, bit for bit): one column kept
+    every = bool(positive.all())
+    kpos = rows.count if every else np.where(positive, rows.count, 0.0)
+    cums = [np.concatenate(([0.0], np.cumsum(x))) for x in (d0, rows.count)]
+    cums.append(cums[1] if every else np.concatenate(([0.0], np.cumsum(kpos))))
     # Each attempt's prefix sums start from 0: attempt k's are cums[at[k] : at[k+1] + 1] less
     # their first value, made for all attempts in one subtraction (each one value longer than
     # its rows) and sliced, not subtracted attempt by attempt.
@@ -430,7 +435,8 @@ def _relative_cums(rows: Rows, nan: B, at: I64) -> tuple[F64, F64, F64, list[int
     rel_at = np.cumsum(spans) - spans  # where attempt k's start
     own = np.repeat(np.arange(at.shape[0] - 1), spans)
     where = np.arange(int(spans.sum())) - rel_at[own] + at[own]
-    rel_d, rel_k, rel_kpos = (c[where] - c[at[:-1]][own] for c in cums)
+    rel_d, rel_k = (c[where] - c[at[:-1]][own] for c in cums[:2])
+    rel_kpos = rel_k if every else cums[2][where] - cums[2][at[:-1]][own]
     return rel_d, rel_k, rel_kpos, rel_at.tolist()
 
 
@@ -461,7 +467,8 @@ def _apart(spans: Spans, n_buckets: int, g: int) -> tuple[Spans, list[int]]:
     if bool((group[1:] < group[:-1]).any()):  # attempts whose spans interleave in time
         order = np.argsort(group, kind="stable")
         spans, group = spans.take(order), group[order]
-    plain = Spans(spans.start, spans.end, spans.bucket % n_buckets, spans.blocking, spans.order)
+    own = one_valued(spans.bucket % n_buckets)  # (no memory when all of one bucket)
+    plain = Spans(spans.start, spans.end, own, spans.blocking, spans.order)
     return plain, np.searchsorted(group, np.arange(g + 1)).tolist()
 
 
