@@ -455,13 +455,33 @@ def test_columns_of_a_writers_block_are_its_events_columns(
     assert report_json(log) == expected
 
 
+def count_rows_made(monkeypatch: pytest.MonkeyPatch) -> dict[str, int]:
+    """Counts, from now on, the rows of an archive made one by one (``one``) and the row
+    groups made whole (``all``)."""
+    from badput.formats import archive
+
+    made = {"one": 0, "all": 0}
+    one, every = archive._TableRows.row, archive._TableRows.all
+
+    def row(self: Any, i: int) -> Any:
+        made["one"] += 1
+        return one(self, i)
+
+    def all_rows(self: Any) -> Any:
+        made["all"] += 1
+        return every(self)
+
+    monkeypatch.setattr(archive._TableRows, "row", row)
+    monkeypatch.setattr(archive._TableRows, "all", all_rows)
+    return made
+
+
 def test_a_report_of_the_archive_makes_only_the_rare_events(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The engine reads an archive's columns (times, kinds, steps, writer, which fields are
     filled): of 60,000 steps with a data load each, only the lifecycle events, the named
     intervals and the checkpoints are made as events, and the report is the JSON lines'."""
-    from badput.formats import archive
 
     t0 = 1_700_000_000.0
     events = [Event(ts=t0, kind="job_start", job="p", attempt=0, rank=0)]
@@ -494,19 +514,7 @@ def test_a_report_of_the_archive_makes_only_the_rare_events(
     write_files(job_dir, {"0/h-0-1.jsonl": encode_lines(events)})
     expected = report_json(job_dir)
     compact(*open_source(job_dir))
-    made = {"one": 0, "all": 0}
-    one, every = archive._TableRows.row, archive._TableRows.all
-
-    def row(self: Any, i: int) -> Any:
-        made["one"] += 1
-        return one(self, i)
-
-    def all_rows(self: Any) -> Any:
-        made["all"] += 1
-        return every(self)
-
-    monkeypatch.setattr(archive._TableRows, "row", row)
-    monkeypatch.setattr(archive._TableRows, "all", all_rows)
+    made = count_rows_made(monkeypatch)
     assert report_json(job_dir) == expected
     assert made["all"] == 0
     # each rare event (twice at most: the accounting and the per-rank view), nothing else
@@ -633,3 +641,37 @@ def test_the_thread_reading_row_groups_ahead_ends_with_the_read(
     ahead = sorted(i for i, name in read_by if name == "badput-archive")
     assert ahead == [1, 2, 3, 4], read_by  # (5 groups: every one after the first)
     assert not any(t.name == "badput-archive" for t in threading.enumerate())
+
+
+def test_a_file_shared_by_several_ranks_is_read_from_the_archive_as_columns(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Four ranks on two hosts write one file, their lines interleaved: the archive gives
+    each row's writer as an index (no row made for it), the ranks' hosts come from their
+    writers, and the report is the JSON lines' byte for byte."""
+
+    t0 = 1_700_000_000.0
+    events: list[Event] = []
+    who = [{"rank": r, "host": f"h{r // 2}", "pid": 100 + r} for r in range(4)]
+    events += [Event(ts=t0, kind="job_start", job="p", attempt=0, **w) for w in who]
+    for i in range(1, 3_001):
+        t = t0 + i
+        for r, w in enumerate(who):
+            late = 0.001 * r
+            events += [
+                Event(ts=t + late, kind="step_start", job="p", attempt=0, step=i, **w),
+                Event(ts=t + 0.1 + late, kind="data_loading_start", job="p", attempt=0, **w),
+                Event(ts=t + 0.2 + late, kind="data_loading_end", job="p", attempt=0, **w),
+                Event(ts=t + 0.9 + late, kind="step_end", job="p", attempt=0, step=i, **w),
+            ]
+    events += [Event(ts=t0 + 4_000, kind="job_end", job="p", attempt=0, **w) for w in who]
+    job_dir = tmp_path / "p"
+    write_files(job_dir, {"0/h-0-1.jsonl": encode_lines(events)})
+    expected = report_json(job_dir)
+    assert '"host": "h1"' in expected
+    monkeypatch.setattr(archive_store, "_ROW_GROUP", 10_000)
+    compact(*open_source(job_dir))
+    made = count_rows_made(monkeypatch)
+    assert report_json(job_dir) == expected
+    assert made["all"] == 0
+    assert made["one"] <= 2 * 8, made  # the job's starts and ends: 8 events

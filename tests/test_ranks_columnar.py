@@ -36,7 +36,15 @@ from badput.engine._rank_settle import settle_streams
 from badput.engine._rank_stalls import find_stalls, may_stall
 from badput.engine._rank_stream import RankStream, SectionLog, in_chunks
 from badput.engine._ranks import RankTracker
-from badput.events import MAX_INT, Event, Kind, bucket_of, interval_base
+from badput.events import (
+    KIND_CODE,
+    MAX_INT,
+    DecodedColumns,
+    Event,
+    Kind,
+    bucket_of,
+    interval_base,
+)
 
 T0 = 1_700_000_000.0
 JOB = "j"
@@ -1008,3 +1016,45 @@ def test_values_that_arrive_late_at_every_look_are_derived_from_a_gap_point(
             assert _derived_state(s) == reference_derived(s)
     if lags == [2] and n_steps >= 60:  # late at every look, with points 8+ values back
         assert any(from_points), "never derived from a gap point"
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    table=st.lists(
+        st.tuples(
+            st.sampled_from([JOB, "other"]),
+            st.sampled_from([0, 1, "0", None]),
+            st.sampled_from(["h", None]),
+            st.sampled_from([0, 1, None]),
+            st.sampled_from([7, None]),
+        ),
+        min_size=1,
+        max_size=6,
+    ),
+    picks=st.lists(st.integers(0, 5), min_size=1, max_size=60),
+)
+def test_writers_given_by_the_decoder_are_numbered_as_event_by_event(
+    table: list[tuple[Any, Any, Any, Any, Any]], picks: list[int]
+) -> None:
+    """Each event's writer given as an index into a table of writers (an archive's rows of
+    a shared file; runs of files each of one writer, joined): the batch numbers them, and
+    says which events are of a job, as one lookup per event does. The table may hold a
+    writer twice, one no event has, and two that differ only in job or host."""
+    index = [p % len(table) for p in picks]
+    evs = [
+        Event(ts=T0 + i, kind=Kind.HEARTBEAT, job=j, attempt=a, host=h, rank=r, pid=p)
+        for i, (j, a, h, r, p) in enumerate(table[w] for w in index)
+    ]
+    n = len(evs)
+    columns = DecodedColumns(
+        np.full(n, KIND_CODE[Kind.HEARTBEAT], np.int16),
+        np.zeros(n, np.int64),
+        writers=(np.array(index, np.int32), tuple(table)),
+    )
+    given_, plain = Batch(evs, None, columns), Batch(evs)
+    assert given_.keys == plain.keys
+    assert given_.group.tolist() == plain.group.tolist()
+    for job in (JOB, "other"):
+        mine, want = given_.same_job(job), plain.same_job(job)
+        assert (mine is None) == (want is None)
+        assert mine is None or want is None or mine.tolist() == want.tolist()

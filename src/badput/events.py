@@ -327,11 +327,19 @@ class DecodedColumns(NamedTuple):
     #: float64: each item's ``ts`` (0.0 for an error), when the decoder has them as a column
     #: (an archive's read), else None: the engine then reads them from the events.
     ts: Any = None
+    #: ``(index, writers)`` when the items are valid events of several writers and the
+    #: decoder knows each one's (an archive's rows; runs of files, each of one writer):
+    #: ``index`` (int32) gives each item's writer in the tuple ``writers``. None otherwise
+    #: (and always when :attr:`writer` says the one writer).
+    writers: tuple[Any, tuple[Writer, ...]] | None = None
 
     def rows(self, begin: int, end: int) -> DecodedColumns:
         """The columns of items ``begin:end``."""
         ts = None if self.ts is None else self.ts[begin:end]
-        return self._replace(kinds=self.kinds[begin:end], steps=self.steps[begin:end], ts=ts)
+        writers = None if self.writers is None else (self.writers[0][begin:end], self.writers[1])
+        return self._replace(
+            kinds=self.kinds[begin:end], steps=self.steps[begin:end], ts=ts, writers=writers
+        )
 
 
 class LeanRows:

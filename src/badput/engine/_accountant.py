@@ -5,7 +5,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
-from typing import Final
+from typing import Any, Final
 
 import numpy as np
 
@@ -27,7 +27,7 @@ from badput.engine._segments import Typical
 from badput.engine._snapshot import Snapshot, take
 from badput.engine._steptime import DEFAULT_SLOWDOWN_FACTOR, StepTimeStats, step_time_stats
 from badput.engine._timeline import Timeline, build_timeline
-from badput.events import Chunk, DecodedColumns, Event, EventError, LeanEvent
+from badput.events import Chunk, DecodedColumns, Event, EventError, LeanEvent, Writer
 from badput.runtime.gc_pause import gc_paused
 from badput.runtime.heap import TRIM_AFTER_VALUES, give_back
 
@@ -389,12 +389,16 @@ def _join(worker: threading.Thread) -> None:
 
 
 def _joined(columns: list[DecodedColumns]) -> DecodedColumns:
-    """The runs' columns as one batch's (their writer when they all have the same)."""
+    """The runs' columns as one batch's: their writer when they all have the same, each
+    item's when every run says its own (runs of files each of one writer, an archive's
+    rows of several: the engine reads no writer event by event), else neither."""
     if len(columns) == 1:
         return columns[0]
     writer = columns[0].writer
+    writers = None
     if any(c.writer != writer for c in columns):
-        writer = None  # several writers (or events read in full): read them
+        writer = None  # several writers (or events read in full)
+        writers = _writers_joined(columns)
     fields: frozenset[str] | None = frozenset()
     for c in columns:
         fields = None if fields is None or c.fields is None else fields | c.fields
@@ -405,7 +409,26 @@ def _joined(columns: list[DecodedColumns]) -> DecodedColumns:
         work=any(c.work for c in columns),
         fields=fields,
         ts=None if any(c.ts is None for c in columns) else np.concatenate([c.ts for c in columns]),
+        writers=writers,
     )
+
+
+def _writers_joined(columns: list[DecodedColumns]) -> tuple[Any, tuple[Writer, ...]] | None:
+    """Each item's writer over ``columns`` (:attr:`DecodedColumns.writers`), when each of
+    them knows its items' (one writer, or each item's); None otherwise."""
+    index: list[Any] = []
+    writers: list[Writer] = []
+    for c in columns:
+        n = int(c.kinds.shape[0])
+        if c.writer is not None:
+            index.append(np.full(n, len(writers), np.int32))
+            writers.append(c.writer)
+        elif c.writers is not None:
+            index.append(c.writers[0] + np.int32(len(writers)))
+            writers += c.writers[1]
+        else:
+            return None
+    return np.concatenate(index), tuple(writers)
 
 
 def _add_run(  # noqa: PLR0917 (the pieces of one run, all needed)

@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from badput.events import KIND_CODE, DecodedColumns, Event, LeanEvent
+from badput.events import KIND_CODE, DecodedColumns, Event, LeanEvent, Writer
 
 __all__ = ["Batch", "JoinedRows"]
 
@@ -166,6 +166,7 @@ class Batch:
         "may_hold_work",
         "n",
         "ts",
+        "writers",
     )
 
     def __init__(
@@ -207,11 +208,17 @@ class Batch:
         self._job: str | None = None  # every event's job, when the decoder said so
         self._same_job: dict[str, BoolArray | None] = {}
         self._loads_plain: bool | None = None
+        #: Each event's writer, when the decoder gave them (:attr:`DecodedColumns.writers`)
+        self.writers: tuple[I32, tuple[Writer, ...]] | None = None
         writer = None if columns is None else columns.writer
         if writer is not None and n:
             self._job = writer[0]
             self.keys: list[RawKey] = [(writer[1], writer[3], writer[4])]
             self.group: I32 = np.zeros(n, np.int32)
+            return
+        if columns is not None and columns.writers is not None and n:
+            self.writers = columns.writers
+            self._of_writers(*columns.writers)
             return
         attempts = list(map(_attempt, events))
         ranks = list(map(_rank, events))
@@ -233,6 +240,26 @@ class Batch:
             )
         self.group = group
         self.keys = list(index)
+
+    def _of_writers(self, index: I32, writers: tuple[Writer, ...]) -> None:
+        """:attr:`keys` and :attr:`group` of events whose writers the decoder gave (each
+        event's ``index`` into ``writers``): numbered in order of first appearance, as a
+        lookup of every event's would."""
+        starts = np.flatnonzero(np.concatenate(([True], index[1:] != index[:-1])))
+        present, first = np.unique(index[starts], return_index=True)
+        keys = _KeyIndex()
+        remap = np.zeros(len(writers), np.int32)
+        jobs = set()
+        for w in present[np.argsort(first)].tolist():
+            job, attempt, _host, rank, pid = writers[w]
+            remap[w] = keys[attempt, rank, pid]
+            jobs.add(job)
+        self.keys = list(keys)
+        self.group = remap[index]
+        if len(jobs) == 1:
+            self._job = jobs.pop()
+        else:  # (each event's job: rare, a log holding another job's lines)
+            self._jobs = np.array([w[0] for w in writers], dtype=object)[index].tolist()
 
     def same_job(self, job: str) -> BoolArray | None:
         """Which events are of ``job``; ``None`` when all of them are (the usual case)."""

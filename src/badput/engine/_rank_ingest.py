@@ -452,6 +452,14 @@ def _hosts(
     missing = {i for i, s in enumerate(slots) if s.host is None}
     if not missing or (batch.fields is not None and "host" not in batch.fields):
         return  # (no event of the batch names a host: an archive's rows are not made)
+    if batch.writers is not None:  # each event's writer, its host with it: no event made
+        index, writers = batch.writers
+        named = np.array([w[2] is not None for w in writers], np.bool_)[index]
+        at = np.flatnonzero(named & np.isin(slot, list(missing)))
+        owner, first = np.unique(slot[at], return_index=True)
+        for i, pos in zip(owner.tolist(), at[first].tolist(), strict=True):
+            slots[i].host = writers[int(index[pos])][2]
+        return
     events = batch.events
     kept = np.flatnonzero(slot < len(slots))
     owner = slot[kept]

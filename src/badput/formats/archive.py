@@ -34,6 +34,10 @@ from badput.events import (
     EventError,
     LeanRows,
 )
+from badput.formats._archive_writers import WRITER_FIELDS as _WRITER
+from badput.formats._archive_writers import writer_at as _writer_at
+from badput.formats._archive_writers import writer_codes as _writer_codes
+from badput.formats._archive_writers import writers_of as _writers_of
 from badput.formats._arrow_values import arrow, arrow_parquet
 from badput.formats._arrow_values import filled as _filled
 from badput.formats._arrow_values import numpy_of as _np
@@ -351,9 +355,6 @@ def _column(table: Any, name: str) -> Any:
     return pa.chunked_array([pa.nulls(table.num_rows, _type(pa, name))])
 
 
-#: The fields of an event's writer (:attr:`DecodedColumns.writer
-#: <badput.events.DecodedColumns>` is made of them, ``attempt_is_int`` with ``attempt``).
-_WRITER: Final = ("job", "attempt", "attempt_is_int", "host", "rank", "pid")
 #: The columns the engine reads of every event (the others: of the rare kinds).
 _ENGINE: Final = ["ts", "kind", "step"]
 
@@ -417,15 +418,19 @@ def group_chunks(
             continue
         for a in range(begin, end, _CHUNK_ROWS):
             b = min(a + _CHUNK_ROWS, end)
-            writer = None
+            writer = each = None
             if all((w[a:b] == w[a]).all() for w in writers):  # every event's is this one's
                 writer = _writer_at(table, known, a)
+            else:  # (a file of several writers: each row's, as an index)
+                each = _writers_of(table, known, writers, a, b)
             view = ColumnRows(rows, a, b)
             yield Chunk(
                 source,
                 int(line[a]),
                 LeanRows(view, view.events),
-                DecodedColumns(kinds[a:b], steps[a:b], writer, True, work, fields, ts[a:b]),
+                DecodedColumns(
+                    kinds[a:b], steps[a:b], writer, True, work, fields, ts[a:b], writers=each
+                ),
             )
 
 
@@ -485,19 +490,6 @@ class Stats:
             and s.has_min_max
             and s.max - s.min + 1 == self.n
         )
-
-
-def _writer_at(table: Any, known: dict[str, tuple[bool, Any]], i: int) -> Any:
-    """The writer of row ``i`` (:attr:`DecodedColumns.writer <badput.events.DecodedColumns>`):
-    each field as the statistics know it, else from its column."""
-    values: dict[str, Any] = {}
-    for name in _WRITER:
-        one, value = known[name]
-        values[name] = value if one else table.column(name)[i].as_py()
-    attempt = values["attempt"]
-    if attempt is not None and values["attempt_is_int"]:
-        attempt = int(attempt)
-    return (values["job"], attempt, values["host"], values["rank"], values["pid"])
 
 
 class _TableRows:
@@ -632,25 +624,6 @@ class ColumnRows(Sequence[Any]):
     def events(self) -> list[Event | EventError]:
         """The rows as :class:`~badput.events.Event` s."""
         return _as_events(self._rows.all()[self._begin : self._end])
-
-
-def _writer_codes(table: Any) -> list[Any]:
-    """A number a row for each field of an event's writer (job, attempt and its type, host,
-    rank, pid): equal where the values are (null included)."""
-    out = []
-    for name in _WRITER:
-        if name not in table.column_names:
-            continue  # (one value in every row: the statistics')
-        column = _whole(table.column(name))
-        if column.null_count == len(column):
-            continue
-        if hasattr(column, "indices"):
-            out.append(_filled(column.indices, -1))
-        elif column.type == arrow().bool_():
-            out.append(_filled(column, False) * 1 - (~_valid(column)).astype(np.int64))
-        else:
-            out.append(_filled(column, -(2**62)))
-    return out
 
 
 def _coded(table: Any) -> tuple[Any, Any, Any]:
