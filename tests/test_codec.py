@@ -379,12 +379,17 @@ def decoded_with_columns(
     if not columns.work:  # the engine then reads no event's step work: none may have any
         assert all(e.tokens is None and e.samples is None for e in full if isinstance(e, Event))
     if isinstance(items, LeanRows):
-        assert columns.writer is not None
+        # one writer's lines (the columns name it), or several's (each line's, as a number)
+        assert (columns.writer is None) != (columns.writers is None)
         _same(items.events(), full)
         _same([x if isinstance(x, EventError) else x.event() for x in items.rows], full)
-        for x in full:  # the writer the columns name is every event's, decoded in full
+        for i, x in enumerate(full):  # the writer the columns name is the event's, in full
             if not isinstance(x, EventError):
-                assert (x.job, x.attempt, x.host, x.rank, x.pid) == columns.writer
+                writer = columns.writer
+                if columns.writers is not None:
+                    index, writers = columns.writers
+                    writer = writers[int(index[i])]
+                assert (x.job, x.attempt, x.host, x.rank, x.pid) == writer
         return full, columns
     assert columns.writer is None
     _same(items, full)

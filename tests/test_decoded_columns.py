@@ -7,7 +7,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from badput.engine import Accountant
-from badput.events import Chunk, Event
+from badput.events import Chunk, DecodedColumns, Event
 from badput.formats.codec import encode_lines
 from test_codec import decoded_with_columns
 from test_engine_properties import event_logs
@@ -51,3 +51,31 @@ def test_a_read_without_columns_in_one_chunk_reads_them_all_from_the_events() ->
     )
     ref.ingest([Chunk("0/a.jsonl", 1, items)])
     assert _state(acc) == _state(ref)
+
+
+def test_runs_joined_keep_each_items_writer() -> None:
+    """The runs of one read joined as one batch keep what their decoders said of the
+    writers: one writer when every run is of it; else each item's (runs of one writer
+    each, runs of several), as an index into the writers; else nothing."""
+    import numpy as np
+
+    from badput.engine._accountant import _joined
+
+    w1, w2 = ("p", 0, "h", 0, 1), ("p", 0, "h", 1, 2)
+    kinds, steps = np.zeros(2, np.int16), np.zeros(2, np.int64)
+    one = DecodedColumns(kinds, steps, w1)
+    several = DecodedColumns(kinds, steps, writers=(np.array([1, 0], np.int32), (w1, w2)))
+    other = DecodedColumns(kinds, steps, writers=(np.array([0, 0], np.int32), (w2,)))
+
+    def each(columns: DecodedColumns) -> list[object]:
+        assert columns.writer is None and columns.writers is not None
+        index, writers = columns.writers
+        return [writers[i] for i in index.tolist()]
+
+    assert each(_joined([several, other])) == [w2, w1, w2, w2]
+    assert each(_joined([one, several])) == [w1, w1, w2, w1]
+    assert each(_joined([one, DecodedColumns(kinds, steps, w2)])) == [w1, w1, w2, w2]
+    assert _joined([one, one]).writer == w1
+    assert _joined([one, one]).writers is None
+    unknown = _joined([one, DecodedColumns(kinds, steps)])
+    assert unknown.writer is None and unknown.writers is None

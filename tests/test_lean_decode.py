@@ -475,3 +475,65 @@ def test_a_writer_of_ever_new_unknown_fields_is_read_in_full_not_a_decoder_each(
     assert coded is not None
     events = coded[0].events if isinstance(coded[0], LeanRows) else coded[0]  # type: ignore[union-attr]
     assert list(events) == beats
+
+
+def _shared_file_events(ranks: int, steps: int) -> list[Event]:
+    """``ranks`` ranks on two hosts writing one file, their lines interleaved."""
+    t0 = 1_700_000_000.0
+    who = [{"rank": r, "host": f"h{r % 2}", "pid": 300 + r} for r in range(ranks)]
+    events = [Event(ts=t0, kind="job_start", job="shared", attempt=0, **w) for w in who]
+    for i in range(1, steps + 1):
+        for r, w in enumerate(who):
+            t = t0 + i + 0.001 * r
+            events += [
+                Event(ts=t, kind="step_start", job="shared", attempt=0, step=i, **w),
+                Event(ts=t + 0.1, kind="data_loading_start", job="shared", attempt=0, **w),
+                Event(ts=t + 0.3, kind="data_loading_end", job="shared", attempt=0, **w),
+                Event(ts=t + 0.9, kind="step_end", job="shared", attempt=0, step=i, **w),
+            ]
+    return events
+
+
+def test_a_block_of_several_writers_is_decoded_lean_with_each_lines_writer() -> None:
+    """Lines of four writers interleaved (a file several ranks share) decode lean, with each
+    line's writer as a number into the writers met, in the order first met; the events
+    are the full decode's."""
+    events = _shared_file_events(4, 800)
+    block = encode_lines(events)
+    coded = decode_block_coded(block, "f", 1, lean=True)
+    assert coded is not None
+    rows, columns = coded
+    assert isinstance(rows, LeanRows)
+    assert columns is not None and columns.writer is None and columns.writers is not None
+    index, writers = columns.writers
+    assert writers == tuple(
+        ("shared", 0, f"h{r % 2}", r, 300 + r) for r in range(4)
+    )  # (job, attempt, host, rank, pid), as first met
+    assert [writers[i] for i in index.tolist()] == [
+        (e.job, e.attempt, e.host, e.rank, e.pid) for e in events
+    ]
+    assert rows.events() == events
+
+
+def test_a_shared_file_reports_as_when_read_in_full(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The report of a file four ranks share, its blocks decoded lean with each line's
+    writer, is the report of the same file decoded in full, byte for byte (hosts, ranks,
+    steps, data loads)."""
+    path = tmp_path / "shared" / "0" / "h-0-1.jsonl"
+    path.parent.mkdir(parents=True)
+    path.write_bytes(encode_lines(_shared_file_events(4, 6_000)))
+    assert path.stat().st_size > 2 * analysis.READ_SLICE_BYTES  # several blocks
+
+    def report() -> str:
+        live = LiveJob(tmp_path, "shared", parallel=False)
+        live.update()
+        return to_json(live.snapshot(final=True))
+
+    with spy(codec, "_decode_lean", lambda _, result: result and result[1].writers) as lean:
+        shared = report()
+    assert lean and all(w is not None for w in lean)  # every large block: lean, shared
+    monkeypatch.setattr(codec, "_decode_lean", lambda *_: None)
+    assert shared == report()
+    assert '"host": "h1"' in shared

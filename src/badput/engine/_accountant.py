@@ -396,7 +396,7 @@ def _joined(columns: list[DecodedColumns]) -> DecodedColumns:
         return columns[0]
     writer = columns[0].writer
     writers = None
-    if any(c.writer != writer for c in columns):
+    if writer is None or any(c.writer != writer for c in columns):
         writer = None  # several writers (or events read in full)
         writers = _writers_joined(columns)
     fields: frozenset[str] | None = frozenset()

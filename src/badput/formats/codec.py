@@ -376,9 +376,10 @@ class _LeanDecoder(NamedTuple):
     narrow: dict[str, tuple[str, Any] | tuple[str, Any, Any]]
 
 
-_lean_decoders: dict[Writer, _LeanDecoder] = {}
+#: The writers' decoders (None: the decoder of any writer's events, for a shared file).
+_lean_decoders: dict[Writer | None, _LeanDecoder] = {}
 #: The writers' decoders of a read for columns (:func:`decoding_for_columns`).
-_column_decoders: dict[Writer, _LeanDecoder] = {}
+_column_decoders: dict[Writer | None, _LeanDecoder] = {}
 _for_columns: ContextVar[bool] = ContextVar("_for_columns", default=False)
 
 
@@ -396,14 +397,18 @@ def decoding_for_columns() -> Iterator[None]:
         _for_columns.reset(token)
 
 
-def _lean_decoder_for(writer: Writer, size: int) -> _LeanDecoder | None:
-    """The decoder of ``writer``'s events, made if the block (``size`` bytes) pays for
-    it (:data:`_LEAN_NEW_BYTES`); None otherwise."""
-    columns = _for_columns.get()
-    kept = _column_decoders if columns else _lean_decoders
+def _kept_decoders() -> dict[Writer | None, _LeanDecoder]:
+    """The writers' decoders of this thread's reads (for columns, or the engine's)."""
+    return _column_decoders if _for_columns.get() else _lean_decoders
+
+
+def _lean_decoder_for(writer: Writer | None, size: int) -> _LeanDecoder | None:
+    """The decoder of ``writer``'s events (None: of any writer's), made if the block
+    (``size`` bytes) pays for it (:data:`_LEAN_NEW_BYTES`); None otherwise."""
+    kept = _kept_decoders()
     lean = kept.get(writer)
     if lean is None and size >= _LEAN_NEW_BYTES:
-        lean = _lean_decoder(writer, narrow=_NARROW_ALL if columns else _NARROW)
+        lean = _lean_decoder(writer, narrow=_NARROW_ALL if _for_columns.get() else _NARROW)
         # No lock (a reader may run in any thread, and a parallel read forks): at worst two
         # threads drop the same oldest one, or one more is kept for a while.
         while len(kept) >= _LEAN_KEPT:
@@ -416,27 +421,30 @@ def _lean_decoder_for(writer: Writer, size: int) -> _LeanDecoder | None:
 
 
 def _lean_decoder(
-    writer: Writer,
+    writer: Writer | None,
     opened: frozenset[str] = frozenset(),
     narrow: dict[str, tuple[str, Any] | tuple[str, Any, Any]] | None = None,
 ) -> _LeanDecoder:
     """A decoder of events of ``writer`` only: its fields are typed as exactly its values
     (``Literal``; ``None`` for an absent one), so a line of any other writer, or one that
     repeats a writer's field with another value, fails the decode (the block is then
-    decoded as :class:`Event` s), and each value is one object, not one a line.
+    decoded as :class:`Event` s), and each value is one object, not one a line. With
+    ``writer`` None, of any writer's events: the writer's fields typed as an Event's.
 
     The fields of ``narrow`` not ``opened`` are taken narrower too: absent ones are no
     field of the class (:class:`~badput.events.LeanEvent`'s class attribute is read), so a
     line with one fails as an unknown field. ``opened`` fields are taken as an Event takes
     them; an opened name Event lacks (a newer recorder's field) is kept and never read."""
-    fields: list[tuple[str, Any] | tuple[str, Any, Any]] = [
-        (name, None, None) if value is None else (name, Literal[value])
-        for name, value in zip(_WRITER_FIELDS, writer, strict=True)
-    ]
+    fields: list[tuple[str, Any] | tuple[str, Any, Any]] = (
+        [
+            (name, None, None) if value is None else (name, Literal[value])
+            for name, value in zip(_WRITER_FIELDS, writer, strict=True)
+        ]
+        if writer is not None
+        else [_event_field(name) for name in _WRITER_FIELDS]
+    )
     narrow = _NARROW if narrow is None else narrow
-    for name in sorted(opened):
-        info = _EVENT_FIELD_INFO.get(name)
-        fields.append((name, Any, None) if info is None else (name, info.type, info.default))
+    fields += [_event_field(name) for name in sorted(opened)]
     fields += [
         field
         for name, field in narrow.items()
@@ -452,6 +460,17 @@ def _lean_decoder(
         forbid_unknown_fields=True,
     )
     return _LeanDecoder(msgspec.json.Decoder(lean), opened, narrow)
+
+
+def _event_field(name: str) -> tuple[str, Any] | tuple[str, Any, Any]:
+    """The field ``name`` of a lean decoder's class as an Event has it (a name Event lacks:
+    any value, kept unread); ``job``, required, has no default."""
+    info = _EVENT_FIELD_INFO.get(name)
+    if info is None:
+        return (name, Any, None)
+    if info.required:
+        return (name, info.type)
+    return (name, info.type, info.default)
 
 
 #: The fields a writer's decoder first takes narrower than an Event does (for an engine's
@@ -507,28 +526,27 @@ def _decode_lean(
     block: bytes, file: str | None, first_lineno: int, n_lines: int
 ) -> tuple[LeanRows, DecodedColumns] | None:
     """The lines of ``block`` (``n_lines`` plain one-object lines) as lean events of its
-    first line's writer, with their columns; None when a line is of another writer or
-    not a valid event (the caller decodes the block in full then: the same outcome)."""
+    first line's writer, with their columns; or, when a line is of another writer (a file
+    several ranks share), as lean events of any writer, with each one's writer as a
+    column (:attr:`DecodedColumns.writers`); None when a line is not a valid event (the
+    caller decodes the block in full then: the same outcome)."""
     try:
-        writer = cast("Writer", _writer_of(_decoder.decode(block[: block.index(b"\n")])))
-        lean = _lean_decoder_for(writer, len(block))
-        if lean is None:
-            return None
-        while True:
-            try:
-                rows = lean.decoder.decode_lines(block)
-                break
-            except msgspec.ValidationError as exc:
-                field = _narrowed(str(exc), lean)
-                if field is None:
-                    raise
-                # this block, and the writer's later ones, with that field as an Event has it
-                kept = _lean_decoders if lean.narrow is _NARROW else _column_decoders
-                lean = kept[writer] = _lean_decoder(writer, lean.opened | {field}, lean.narrow)
-    except Exception:  # another writer, a bad line...: the full decode sorts it out
+        writer: Writer | None = cast(
+            "Writer", _writer_of(_decoder.decode(block[: block.index(b"\n")]))
+        )
+    except Exception:  # a bad first line: the full decode sorts it out
         return None
-    if len(rows) != n_lines:
+    if len(block) < _LEAN_NEW_BYTES and writer not in _kept_decoders():
+        writer = None  # (too small to make its writer's decoder: any writer's, if made)
+    try:
+        decoded = _lean_rows(block, writer)
+    except _OtherWriterError:  # a line of another writer: the block is any writers' lines
+        writer = None
+        decoded = _lean_rows(block, None)
+    if decoded is None or len(decoded[0]) != n_lines:
         return None
+    rows, lean = decoded
+    writers = None if writer is not None else _writers_of_rows(rows)
     out = cast("list[LeanEvent | EventError]", rows)
     columns = _checked_columns(rows, out, file, first_lineno)
     full = functools.partial(_decoded_in_full, block, file, first_lineno)
@@ -536,7 +554,61 @@ def _decode_lean(
     fields = None
     if lean.narrow is _NARROW_ALL:
         fields = frozenset(Event.__struct_fields__) - (_NARROW_ALL.keys() - lean.opened)
-    return LeanRows(out, full), columns._replace(writer=writer, work=work, fields=fields)
+    return LeanRows(out, full), columns._replace(
+        writer=writer, work=work, fields=fields, writers=writers
+    )
+
+
+class _OtherWriterError(Exception):
+    """A line of a block is of another writer than its first line's."""
+
+
+def _lean_rows(block: bytes, writer: Writer | None) -> tuple[list[Any], _LeanDecoder] | None:
+    """The lines of ``block`` decoded by ``writer``'s lean decoder (None: any writer's),
+    and that decoder (opened as lines need); None when a line fails it, or none is made.
+    Raises :class:`_OtherWriterError` when a line is another writer's."""
+    lean = _lean_decoder_for(writer, len(block))
+    if lean is None:
+        return None
+    try:
+        while True:
+            try:
+                return lean.decoder.decode_lines(block), lean
+            except msgspec.ValidationError as exc:
+                message = str(exc)
+                field = _narrowed(message, lean)
+                if field is None and writer is not None and message.endswith(_AT_WRITER):
+                    raise _OtherWriterError from None
+                if field is None:
+                    raise
+                # this block, and the writer's later ones, with that field as an Event has it
+                kept = _lean_decoders if lean.narrow is _NARROW else _column_decoders
+                lean = kept[writer] = _lean_decoder(writer, lean.opened | {field}, lean.narrow)
+    except _OtherWriterError:
+        raise
+    except Exception:  # a bad line...: the full decode sorts it out
+        return None
+
+
+#: How msgspec's error ends when a writer's field has another value (``- at `$[12].rank```).
+_AT_WRITER: Final = tuple(f".{name}`" for name in _WRITER_FIELDS)
+
+
+class _Numbering(dict[Writer, int]):
+    """Writers numbered in the order they are first looked up."""
+
+    def __missing__(self, key: Writer) -> int:
+        number = self[key] = len(self)
+        return number
+
+
+def _writers_of_rows(rows: list[Any]) -> tuple[Any, tuple[Writer, ...]]:
+    """Each row's writer as a number (int32), and the writers (:attr:`DecodedColumns.writers`)."""
+    import numpy as np  # noqa: PLC0415 (the recorder encodes with this module: numpy stays out)
+
+    numbering = _Numbering()
+    index = np.fromiter(map(numbering.__getitem__, map(_writer_of, rows)), np.int32, len(rows))
+    return index, tuple(numbering)
 
 
 def _decoded_in_full(block: bytes, file: str | None, first_lineno: int) -> list[Event | EventError]:
