@@ -390,21 +390,26 @@ _TYPED: dict[str, st.SearchStrategy[object]] = {
 
 
 @st.composite
-def one_writer_lines(draw: st.DrawFn) -> list[bytes]:
-    """Valid events of one writer (its fields any of their types), of every kind and
-    unknown ones, each optional field now and then, unknown fields among them."""
-    writer = {
-        "job": "p",
-        "attempt": draw(st.sampled_from([None, 0, 3, "a-1", "7"])),
-        "host": draw(st.sampled_from([None, "h0"])),
-        "rank": draw(st.sampled_from([None, 0, 5])),
-        "pid": draw(st.sampled_from([None, 4242])),
-    }
+def writers_lines(draw: st.DrawFn) -> list[bytes]:
+    """Valid events of one writer or a few (their fields any of their types: a file one
+    process writes, or several share), of every kind and unknown ones, each optional field
+    now and then, unknown fields among them."""
+    writers = [
+        {
+            "job": "p",
+            "attempt": draw(st.sampled_from([None, 0, 3, "a-1", "7"])),
+            "host": draw(st.sampled_from([None, "h0"])),
+            "rank": draw(st.sampled_from([None, 0, 5])),
+            "pid": draw(st.sampled_from([None, 4242])),
+        }
+        for _ in range(draw(st.sampled_from([1, 1, 2, 3])))
+    ]
     kinds = st.sampled_from([*KIND_NAMES, "a_newer_kind"])
     lines = []
     for i in range(draw(st.integers(1, 40))):
         kind = draw(kinds)
         event: dict[str, object] = {"ts": 1.7e9 + i * 0.25, "kind": kind}
+        writer = draw(st.sampled_from(writers))
         event.update({k: v for k, v in writer.items() if v is not None})
         if kind in STEP_KINDS or draw(st.integers(0, 3)) == 0:
             event["step"] = draw(st.integers(0, 2**53 - 1))
@@ -420,7 +425,7 @@ def one_writer_lines(draw: st.DrawFn) -> list[bytes]:
 
 
 @settings(max_examples=25, deadline=None, suppress_health_check=list(HealthCheck))
-@given(lines=one_writer_lines())
+@given(lines=writers_lines())
 @example(  # a row made alone: its ``blocking`` false, not 0 (a blocking load)
     lines=[
         b'{"ts": 1700000000.0, "kind": "accelerator_init_end", "job": "p", "step": 0}',
@@ -430,9 +435,10 @@ def one_writer_lines(draw: st.DrawFn) -> list[bytes]:
 def test_columns_of_a_writers_block_are_its_events_columns(
     tmp_path_factory: Any, lines: list[bytes]
 ) -> None:
-    """A large block of one writer's events is compacted from its decoded columns and the
-    fields it holds (unless a line has a field schema v1 lacks): the same rows, column by
-    column, as made field by field of its events, and the same report."""
+    """A large block of one writer's events, or of a few writers', is compacted from its
+    decoded columns, their writers and the fields it holds (unless a line has a field
+    schema v1 lacks): the same rows, column by column, as made field by field of its
+    events, and the same report."""
     if not lines:
         return
     block = b"\n".join(lines) + b"\n"
@@ -444,6 +450,7 @@ def test_columns_of_a_writers_block_are_its_events_columns(
     # (a line with a field schema v1 lacks: its block is read with it kept, as events)
     if not any(set(json.loads(line)) - set(Event.__struct_fields__) for line in lines):
         assert all(c.columns is not None and c.columns.fields is not None for c in chunks)
+        assert all(c.columns and (c.columns.writer or c.columns.writers) for c in chunks)
     names = {log.as_posix(): log.name}
     by_columns = batch_of(chunks, names)
     by_events = batch_of([Chunk(c.source, c.first_line, c.items) for c in chunks], names)

@@ -33,6 +33,7 @@ from badput.events import (
     Event,
     EventError,
     LeanRows,
+    Writer,
 )
 from badput.formats._archive_writers import WRITER_FIELDS as _WRITER
 from badput.formats._archive_writers import writer_at as _writer_at
@@ -153,7 +154,8 @@ def batch_of(chunks: Sequence[Chunk], stream_of: dict[str, str]) -> Any:
     held: list[Chunk] = []
     for chunk in chunks:
         columns = chunk.columns
-        if columns is None or columns.writer is None or columns.fields is None or not columns.clean:
+        known = columns is not None and (columns.writer or columns.writers) is not None
+        if columns is None or not known or columns.fields is None or not columns.clean:
             held.append(chunk)
             continue
         if held:
@@ -166,24 +168,23 @@ def batch_of(chunks: Sequence[Chunk], stream_of: dict[str, str]) -> Any:
 
 
 def _batch_of_columns(chunk: Chunk, columns: DecodedColumns, stream: str) -> Any:
-    """The rows of ``chunk`` (valid events of one writer, ``columns.fields`` known)."""
+    """The rows of ``chunk`` (valid events whose writers the columns give, ``columns.fields``
+    known)."""
     pa = arrow()
     rows = chunk.rows
     n = len(rows)
-    assert columns.writer is not None and columns.fields is not None
+    assert columns.fields is not None
     fields = columns.fields
-    job, attempt, host, rank, pid = columns.writer
+    writers: tuple[Writer, ...]
+    if columns.writer is not None:
+        index, writers = np.zeros(n, np.intp), (columns.writer,)
+    else:
+        assert columns.writers is not None
+        index, writers = columns.writers
     values: dict[str, Any] = {
         "stream": _constant("stream", stream, n),
         "line": _numbers(np.arange(chunk.first_line, chunk.first_line + n, dtype=np.int64)),
-        "job": _constant("job", job, n),
-        "attempt": _constant("attempt", None if attempt is None else str(attempt), n),
-        "attempt_is_int": _constant(
-            "attempt_is_int", None if attempt is None else isinstance(attempt, int), n
-        ),
-        "host": _constant("host", host, n),
-        "rank": _constant("rank", rank, n),
-        "pid": _constant("pid", pid, n),
+        **_writer_columns(writers, index),
     }
     if "v" not in fields:  # every event of schema v1 (the default)
         values["v"] = _constant("v", SCHEMA_VERSION, n)
@@ -265,6 +266,42 @@ def _dictionary(indices: Any, names: Sequence[str]) -> Any:
     pa = arrow()
     codes = pa.Array.from_buffers(pa.int32(), len(indices), [None, pa.py_buffer(indices)])
     return pa.DictionaryArray.from_arrays(codes, _strings(names))
+
+
+def _writer_columns(writers: Sequence[Writer], index: Any) -> dict[str, Any]:
+    """The columns of the writer's fields of rows whose writers are ``writers[index]``."""
+    of_each: dict[str, list[Any]] = {
+        "job": [w[0] for w in writers],
+        "attempt": [None if w[1] is None else str(w[1]) for w in writers],
+        "attempt_is_int": [None if w[1] is None else isinstance(w[1], int) for w in writers],
+        "host": [w[2] for w in writers],
+        "rank": [w[3] for w in writers],
+        "pid": [w[4] for w in writers],
+    }
+    if len(writers) == 1:
+        n = len(index)
+        return {name: _constant(name, values[0], n) for name, values in of_each.items()}
+    return {name: _of_writers(name, values, index) for name, values in of_each.items()}
+
+
+def _of_writers(name: str, values: list[Any], index: Any) -> Any:
+    """The column ``name`` of rows whose writers' values are ``values[index]``."""
+    pa = arrow()
+    n = len(index)
+    if values.count(None) == len(values):
+        return pa.nulls(n, _type(pa, name))
+    valid = np.array([v is not None for v in values], np.bool_)[index]
+    mask = None if valid.all() else pa.py_buffer(np.packbits(valid, bitorder="little"))
+    if name in _DICT_TEXT:
+        words = list(dict.fromkeys(v for v in values if v is not None))
+        codes = np.array([0 if v is None else words.index(v) for v in values], np.int32)[index]
+        indices = pa.Array.from_buffers(pa.int32(), n, [mask, pa.py_buffer(codes)])
+        return pa.DictionaryArray.from_arrays(indices, _strings(words))
+    if name in _BOOL or name == "attempt_is_int":
+        bits = np.packbits(np.array([bool(v) for v in values], np.bool_)[index], bitorder="little")
+        return pa.Array.from_buffers(pa.bool_(), n, [mask, pa.py_buffer(bits)])
+    numbers = np.array([v or 0 for v in values], np.int64)[index]
+    return _numbers(numbers, None if mask is None else valid)
 
 
 def _constant(name: str, value: str | bool | int | None, n: int) -> Any:

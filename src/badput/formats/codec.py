@@ -577,7 +577,7 @@ def _lean_rows(block: bytes, writer: Writer | None) -> tuple[list[Any], _LeanDec
             except msgspec.ValidationError as exc:
                 message = str(exc)
                 field = _narrowed(message, lean)
-                if field is None and writer is not None and message.endswith(_AT_WRITER):
+                if field is None and writer is not None and _of_another_writer(message):
                     raise _OtherWriterError from None
                 if field is None:
                     raise
@@ -592,6 +592,16 @@ def _lean_rows(block: bytes, writer: Writer | None) -> tuple[list[Any], _LeanDec
 
 #: How msgspec's error ends when a writer's field has another value (``- at `$[12].rank```).
 _AT_WRITER: Final = tuple(f".{name}`" for name in _WRITER_FIELDS)
+#: msgspec's error when a line lacks a field its writer's lines have.
+_MISSING_WRITER_FIELD: Final = re.compile(
+    "missing required field `(?:" + "|".join(_WRITER_FIELDS) + ")`"
+)
+
+
+def _of_another_writer(message: str) -> bool:
+    """Whether a writer's decoder failed a line (msgspec's ``message``) for its writer's
+    fields: another value, or one absent."""
+    return message.endswith(_AT_WRITER) or _MISSING_WRITER_FIELD.search(message) is not None
 
 
 class _Numbering(dict[Writer, int]):
