@@ -296,10 +296,15 @@ def test_a_parallel_read_of_lean_blocks_gives_the_serial_report(tmp_path: Path) 
     assert report["buckets"]["data_loading"] > 0
 
 
-def test_a_writer_s_decoder_is_made_for_a_block_that_pays_for_it() -> None:
+def test_a_writer_s_decoder_is_made_for_a_block_that_pays_for_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     """Making a writer's decoder costs what decoding some 1,400 lines lean saves: a small
     block of a new writer is decoded in full; once a large block made it, small blocks of
-    that writer are decoded lean too."""
+    that writer are decoded lean too. Once the decoder of any writer's lines is made (a
+    file ranks share), a small block of a new writer is decoded lean by it, its writer
+    named as a large block's is."""
+    monkeypatch.setattr(codec, "_lean_decoders", {})
     ident: dict[str, Any] = {"job": "pays", "attempt": 0, "host": "h", "rank": 0, "pid": 4321}
     small = encode_lines([Event(ts=float(i), kind="heartbeat", **ident) for i in range(900)])
     large = encode_lines([Event(ts=float(i), kind="heartbeat", **ident) for i in range(3000)])
@@ -307,12 +312,21 @@ def test_a_writer_s_decoder_is_made_for_a_block_that_pays_for_it() -> None:
     first = decode_block_coded(small, "f", 1, lean=True)
     assert first is not None
     assert first[1] is not None
-    assert first[1].writer is None
+    assert first[1].writer is None and first[1].writers is None
     assert decode_block_coded(large, "f", 1, lean=True)[1].writer == tuple(ident.values())  # type: ignore[index]
     again = decode_block_coded(small, "f", 1, lean=True)
     assert again is not None
     assert again[1] is not None
     assert again[1].writer == tuple(ident.values())
+    shared = encode_lines(_shared_file_events(4, 200))
+    assert len(shared) >= codec._LEAN_NEW_BYTES
+    assert decode_block_coded(shared, "g", 1, lean=True)[1].writers is not None  # type: ignore[index]
+    other = {**ident, "pid": 4322}  # a writer whose decoder is not made
+    small = encode_lines([Event(ts=float(i), kind="heartbeat", **other) for i in range(900)])
+    coded = decode_block_coded(small, "h", 1, lean=True)
+    assert coded is not None and isinstance(coded[0], LeanRows)
+    assert coded[1] is not None and coded[1].writer == tuple(other.values())
+    assert tuple(other.values()) not in codec._lean_decoders
 
 
 def test_kinds_of_v1_are_one_object_each_and_a_new_kind_is_still_read_lean() -> None:
@@ -537,3 +551,24 @@ def test_a_shared_file_reports_as_when_read_in_full(
     monkeypatch.setattr(codec, "_decode_lean", lambda *_: None)
     assert shared == report()
     assert '"host": "h1"' in shared
+
+
+def test_a_shared_files_blocks_after_the_first_go_to_the_any_writer_decoder(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """80 ranks write one file: its first block makes its first line's writer's decoder and
+    the decoder of any writer's lines; the next blocks go to the latter at once, so no
+    decoder is made for each rank whose line begins a block (more ranks than are kept:
+    before, a decoder made for most blocks)."""
+    monkeypatch.setattr(codec, "_lean_decoders", {})
+    monkeypatch.setattr(codec, "_shared_files", {})
+    path = tmp_path / "shared" / "0" / "h-0-1.jsonl"
+    path.parent.mkdir(parents=True)
+    path.write_bytes(encode_lines(_shared_file_events(80, 400)))
+    assert path.stat().st_size > 8 * analysis.READ_SLICE_BYTES // 16  # (blocks of 1 MiB)
+    with spy(codec, "_lean_decoder", lambda args, result: args[0]) as made:
+        live = LiveJob(tmp_path, "shared", parallel=False)
+        live.update()
+    # the first line's writer's, then any writer's (made again as lines open a field)
+    assert made[0] == ("shared", 0, "h0", 0, 300) and set(made[1:]) == {None}, made
+    assert str(path) in codec._shared_files

@@ -536,8 +536,10 @@ def _decode_lean(
         )
     except Exception:  # a bad first line: the full decode sorts it out
         return None
-    if len(block) < _LEAN_NEW_BYTES and writer not in _kept_decoders():
-        writer = None  # (too small to make its writer's decoder: any writer's, if made)
+    if file in _shared_files or (len(block) < _LEAN_NEW_BYTES and writer not in _kept_decoders()):
+        # (a file whose last block was several writers', or a block too small to make its
+        # writer's decoder: the decoder of any writer's lines, if made)
+        writer = None
     try:
         decoded = _lean_rows(block, writer)
     except _OtherWriterError:  # a line of another writer: the block is any writers' lines
@@ -546,7 +548,12 @@ def _decode_lean(
     if decoded is None or len(decoded[0]) != n_lines:
         return None
     rows, lean = decoded
-    writers = None if writer is not None else _writers_of_rows(rows)
+    writers = None
+    if writer is None:
+        writers = _writers_of_rows(rows)
+        if len(writers[1]) == 1:  # (one writer's lines after all)
+            writer, writers = writers[1][0], None
+    _remember_shared(file, shared=writers is not None)
     out = cast("list[LeanEvent | EventError]", rows)
     columns = _checked_columns(rows, out, file, first_lineno)
     full = functools.partial(_decoded_in_full, block, file, first_lineno)
@@ -557,6 +564,29 @@ def _decode_lean(
     return LeanRows(out, full), columns._replace(
         writer=writer, work=work, fields=fields, writers=writers
     )
+
+
+#: Files whose last block decoded lean was of several writers (a file ranks share): their
+#: next block is decoded by the decoder of any writer's lines at once (the first line's
+#: writer's decoder would fail it in a few lines, and, made anew for each of 64 ranks,
+#: cost 0.36 ms a block). The newest kept.
+_shared_files: dict[str | None, None] = {}
+_SHARED_FILES_KEPT: Final = 256
+
+
+def _remember_shared(file: str | None, *, shared: bool) -> None:
+    if file is None:
+        return
+    if not shared:
+        _shared_files.pop(file, None)
+        return
+    if file not in _shared_files:
+        while len(_shared_files) >= _SHARED_FILES_KEPT:  # (no lock: as the decoders')
+            try:
+                _shared_files.pop(next(iter(_shared_files)), None)
+            except (RuntimeError, StopIteration):
+                break
+        _shared_files[file] = None
 
 
 class _OtherWriterError(Exception):
