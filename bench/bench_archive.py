@@ -106,12 +106,12 @@ print(json.dumps({"wall": time.perf_counter() - w0, "cpu": _cpu() - c0,
 """
 )
 
-PARSE = (
-    PEAK
-    + r"""
+#: Decoding the job's files (``sys.argv[1:]``) a block of whole lines at a time, one core:
+#: ``{setup}`` makes ``decode`` (a block's bytes -> its items).
+_DECODE = r"""
 import json, sys, time
 c0, w0 = _cpu(), time.perf_counter()
-from badput.formats.codec import decode_block
+{setup}
 n = 0
 for path in sys.argv[1:]:
     with open(path, "rb") as f:
@@ -120,35 +120,20 @@ for path in sys.argv[1:]:
             data = rest + block
             cut = data.rfind(b"\n") + 1
             rest = data[cut:]
-            n += len(decode_block(data[:cut]) or ())
-print(json.dumps({"wall": time.perf_counter() - w0, "cpu": _cpu() - c0,
-                  "rss_mb": _peak_mb(), "events": n}))
+            n += len(decode(data[:cut]) or ())
+print(json.dumps({{"wall": time.perf_counter() - w0, "cpu": _cpu() - c0,
+                  "rss_mb": _peak_mb(), "events": n}}))
 """
-)
 
-LEAN_PARSE = (
-    PEAK
-    + r"""
-import json, sys, time
-c0, w0 = _cpu(), time.perf_counter()
-import msgspec
+PARSE = PEAK + _DECODE.format(setup="from badput.formats.codec import decode_block as decode")
+
+LEAN_PARSE = PEAK + _DECODE.format(
+    setup="""import msgspec
 class Lean(msgspec.Struct):  # what the engine needs of a step or a load (others ignored)
     ts: float
     kind: str
     step: int | None = None
-decode = msgspec.json.Decoder(Lean).decode_lines
-n = 0
-for path in sys.argv[1:]:
-    with open(path, "rb") as f:
-        rest = b""
-        while block := f.read(8 << 20):
-            data = rest + block
-            cut = data.rfind(b"\n") + 1
-            rest = data[cut:]
-            n += len(decode(data[:cut]))
-print(json.dumps({"wall": time.perf_counter() - w0, "cpu": _cpu() - c0,
-                  "rss_mb": _peak_mb(), "events": n}))
-"""
+decode = msgspec.json.Decoder(Lean).decode_lines"""
 )
 
 DUCKDB = (
