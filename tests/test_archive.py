@@ -682,3 +682,31 @@ def test_a_file_shared_by_several_ranks_is_read_from_the_archive_as_columns(
     assert report_json(job_dir) == expected
     assert made["all"] == 0
     assert made["one"] <= 2 * 8, made  # the job's starts and ends: 8 events
+
+
+def test_a_file_of_a_writer_a_line_is_compacted_and_read_as_its_lines(tmp_path: Path) -> None:
+    """Each line of another process and host (a broken or hostile log: 30,000 writers in a
+    row group): compacted, and read from the archive, as the JSON lines are read (each
+    writer numbered once: no search of the writers for each)."""
+    events = [
+        Event(
+            ts=1.7e9 + i,
+            kind="step_start" if i % 2 == 0 else "step_end",
+            job="p",
+            attempt=0,
+            rank=0,
+            pid=1_000 + i,
+            host=f"h{i}",
+            step=i // 2,
+        )
+        for i in range(30_000)
+    ]
+    job_dir = tmp_path / "p"
+    write_files(job_dir, {"0/h-0-1.jsonl": encode_lines(events)})
+    expected = report_json(job_dir)
+    done = compact(*open_source(job_dir))
+    assert done.rows == 30_000
+    assert report_json(job_dir) == expected
+    store, job = open_source(job_dir)
+    hosts = [e.host for c in store.read(job).chunks for e in c.items]
+    assert hosts == [f"h{i}" for i in range(30_000)]

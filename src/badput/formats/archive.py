@@ -294,7 +294,8 @@ def _of_writers(name: str, values: list[Any], index: Any) -> Any:
     mask = None if valid.all() else pa.py_buffer(np.packbits(valid, bitorder="little"))
     if name in _DICT_TEXT:
         words = list(dict.fromkeys(v for v in values if v is not None))
-        codes = np.array([0 if v is None else words.index(v) for v in values], np.int32)[index]
+        number = {word: k for k, word in enumerate(words)}  # (a writer a line: no k² search)
+        codes = np.array([number.get(v, 0) for v in values], np.int32)[index]  # (None: null)
         indices = pa.Array.from_buffers(pa.int32(), n, [mask, pa.py_buffer(codes)])
         return pa.DictionaryArray.from_arrays(indices, _strings(words))
     if name in _BOOL or name == "attempt_is_int":
