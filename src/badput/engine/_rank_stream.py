@@ -12,6 +12,7 @@ import numpy as np
 import numpy.typing as npt
 
 from badput.engine._rank_columns import F64, Growing
+from badput.engine._stream import STEP_LIMIT
 
 DATA_LOADING = "data_loading"
 
@@ -128,9 +129,8 @@ class RankStream:
         return max(seen) if seen else None
 
 
-#: A stream's step numbers are kept as int32 while every one is within this of 0 (their
-#: differences are int32 too), else as int64: the same values (as the event streams').
-STEP_LIMIT = 2**30
+# A stream's step numbers are kept as int32 while every one is within STEP_LIMIT of 0
+# (their differences are int32 too), else as int64: the same values, as the event streams'.
 _INTS: dict[str, Any] = {"i": np.int32, "q": np.int64}
 
 
