@@ -11,31 +11,46 @@ from hypothesis import strategies as st
 
 from badput.engine import Accountant
 from badput.engine._steps import _Col
-from badput.engine._stream import PackedInts
+from badput.engine._stream import STEP_LIMIT, PackedInts
 from badput.events import Event
 
 INT64 = st.integers(-(2**63), 2**63 - 1)
 SMALL = st.integers(-3, 3)
+STEP_EDGE = st.sampled_from([STEP_LIMIT - 1, STEP_LIMIT, -STEP_LIMIT, -STEP_LIMIT - 1])
 
 
 @given(
-    st.lists(st.lists(st.one_of(SMALL, INT64), max_size=6), max_size=6),
-    st.sampled_from([("i", "q", False), ("i", None, True), ("b", None, True)]),
+    st.lists(
+        st.tuples(st.lists(st.one_of(SMALL, INT64, STEP_EDGE), max_size=6), st.booleans()),
+        max_size=6,
+    ),
+    st.sampled_from(
+        [
+            ("i", "q", False, 2**31),
+            ("i", "q", False, STEP_LIMIT),  # step numbers (event streams, per-rank view)
+            ("i", None, True, 2**31),
+            ("b", None, True, 2**7),
+        ]
+    ),
 )
 def test_packed_ints_give_back_every_value_appended(
-    chunks: list[list[int]], kind: tuple[str, str | None, bool]
+    chunks: list[tuple[list[int], bool]], kind: tuple[str, str | None, bool, int]
 ) -> None:
-    """Whatever is appended (one value again and again, then others; values past int32),
-    the column is the values in order, narrow while they fit."""
-    narrow, wide, constant = kind
-    limit = {"b": 2**7, "i": 2**31}[narrow]
-    if wide is None:  # (a column without a wide type is given values that fit)
-        chunks = [[v % limit for v in c] for c in chunks]
-    col = PackedInts(narrow, wide, constant=constant)
+    """Whatever is appended (one value again and again, then others; values past int32 or
+    the column's limit; a chunk at once or a value at a time), the column is the values in
+    order, narrow while they are within its limit."""
+    narrow, wide, constant, limit = kind
+    col = PackedInts(narrow, wide, constant=constant, limit=limit)
     every: list[int] = []
-    for c in chunks:
-        col.extend(np.array(c, np.int64))
-        every += c
+    for values, one_by_one in chunks:
+        if wide is None:  # (a column without a wide type is given values that fit)
+            values = [v % limit for v in values]
+        if one_by_one:
+            for v in values:
+                col.append(v)
+        else:
+            col.extend(np.array(values, np.int64))
+        every += values
         assert col.column().tolist() == every
         assert len(col) == len(every)
     fits = all(-limit <= v < limit for v in every)

@@ -147,7 +147,7 @@ def state(tracker: RankTracker) -> list[Any]:
                     key,
                     s.host,
                     list(s.step_ts),
-                    list(s.step_no),
+                    s.step_no.column().tolist(),
                     list(s.end_ts),
                     list(s.extra_ts),
                     list(s.pair_ts),
@@ -345,7 +345,8 @@ def reference_derived(s: RankStream) -> tuple[Any, ...]:
         gaps = [b - a for a, b in itertools.pairwise(sorted(cols + outside))]
     else:
         gaps = [b - a for a, b in itertools.pairwise(progress)]
-    steps = sorted(zip(s.step_ts, range(len(s.step_ts)), s.step_no, strict=True))
+    step_no = s.step_no.column().tolist()
+    steps = sorted(zip(s.step_ts, range(len(s.step_ts)), step_no, strict=True))
     times = [
         (t1 - t0) / (n1 - n0)
         for (t0, _, n0), (t1, _, n1) in itertools.pairwise(steps)
@@ -354,8 +355,8 @@ def reference_derived(s: RankStream) -> tuple[Any, ...]:
     return (
         span,
         times,
-        min(s.step_no, default=None),
-        max(s.step_no, default=None),
+        min(step_no, default=None),
+        max(step_no, default=None),
         len(progress),
         progress[0] if progress else math.inf,
         progress[-1] if progress else -math.inf,

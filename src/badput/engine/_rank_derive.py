@@ -20,7 +20,6 @@ from badput.engine._rank_stream import (
     in_chunks,
     nonempty_segments,
     spread,
-    step_numbers,
     steps_as_int64,
     tail,
 )
@@ -226,7 +225,7 @@ def _derive_fresh(s: RankStream) -> list[RankStream]:
     held = [np.concatenate(parts) if parts else EMPTY]  # a copy: sorted in place
     del parts  # views of the stream's columns (which cannot grow while one is held)
     s_ts = np.frombuffer(s.step_ts, dtype=np.float64) if len(s.step_ts) else EMPTY
-    s_no = step_numbers(s)  # (int32 while the steps fit: the same values)
+    s_no = s.step_no.column()  # (int32 while the steps fit: the same values)
     return _derive_columns([s], held, [len(held[0])], s_ts, s_no, [len(s_ts)], [])
 
 

@@ -14,14 +14,8 @@ import numpy as np
 import numpy.typing as npt
 
 from badput.engine._batch import Batch
-from badput.engine._rank_stream import (
-    RankStream,
-    SectionLog,
-    add_steps,
-    narrow_steps,
-    step_numbers,
-    widen_steps,
-)
+from badput.engine._rank_stream import RankStream, SectionLog
+from badput.engine._stream import STEP_LIMIT
 from badput.events import (
     KIND_CODE,
     KIND_NAMES,
@@ -54,10 +48,7 @@ def absorb_stream(mine: RankStream, theirs: RankStream) -> None:
     mine.host = mine.host or theirs.host
     for name in ("step_ts", "end_ts", "extra_ts", "pair_ts"):
         getattr(mine, name).extend(getattr(theirs, name))
-    if mine.step_no.typecode == theirs.step_no.typecode:
-        mine.step_no.extend(theirs.step_no)
-    else:
-        add_steps(mine, step_numbers(theirs))
+    mine.step_no.extend(theirs.step_no.column())
     _append_codes(mine, theirs)
     for name, log in theirs.sections.items():
         m = mine.sections.setdefault(name, SectionLog())
@@ -274,13 +265,8 @@ def _step_starts(
         ok &= (no >= -MAX_INT) & (no <= MAX_INT)
         starts, no = starts[ok], no[ok]
         lo, hi = (int(no.min()), int(no.max())) if len(no) else (0, 0)
-    # int32 while they fit and every stream's are (else all of the batch's as int64)
-    narrow = narrow_steps(lo, hi) and all(s.step_no.typecode == "i" for s in slots)
-    if not narrow:
-        for s in slots:
-            widen_steps(s)
-    no = no.astype(np.int32 if narrow else np.int64, copy=False)
-    _hand(slots, slot, starts, ("step_ts", batch.ts[starts]), ("step_no", no))
+    _hand(slots, slot, starts, ("step_ts", batch.ts[starts]))
+    _hand_steps(slots, slot, starts, no, fits=lo >= -STEP_LIMIT and hi < STEP_LIMIT)
     if len(starts):
         keys = batch.keys
         one = len(keys) == 1  # (else the groups present, in order: O(n), no sort)
@@ -352,17 +338,46 @@ def _hand(
         for name, values in columns:
             getattr(slots[0], name).frombytes(values.tobytes())
         return
-    owner = slot[at]
-    order = np.argsort(owner, kind="stable")
-    counts = np.bincount(owner, minlength=len(slots))
-    bounds = np.cumsum(counts).tolist()
-    present = np.flatnonzero(counts).tolist()
+    order, cuts = _by_stream(slot, at, len(slots))
     for name, values in columns:
         data = values[order].tobytes()
         width = values.itemsize
-        for i in present:
-            a = (bounds[i] - int(counts[i])) * width
-            getattr(slots[i], name).frombytes(data[a : bounds[i] * width])
+        for i, a, b in cuts:
+            getattr(slots[i], name).frombytes(data[a * width : b * width])
+
+
+def _hand_steps(
+    slots: list[RankStream],
+    slot: npt.NDArray[np.int32],
+    at: npt.NDArray[np.intp],
+    no: npt.NDArray[np.int64],
+    *,
+    fits: bool,
+) -> None:
+    """Append the step numbers ``no`` of the events at ``at`` to each one's stream
+    (``fits``: whether every one is within ``STEP_LIMIT``, as ``PackedInts.fits``)."""
+    if not len(at):
+        return
+    if len(slots) == 1:
+        slots[0].step_no.extend(no, fits=fits)
+        return
+    order, cuts = _by_stream(slot, at, len(slots))
+    ordered = no[order]
+    for i, a, b in cuts:
+        slots[i].step_no.extend(ordered[a:b], fits=fits)
+
+
+def _by_stream(
+    slot: npt.NDArray[np.int32], at: npt.NDArray[np.intp], n_slots: int
+) -> tuple[npt.NDArray[np.intp], list[tuple[int, int, int]]]:
+    """The events at ``at`` ordered by stream (stable), and each present stream's
+    ``(slot, begin, end)`` in that order."""
+    owner = slot[at]
+    order = np.argsort(owner, kind="stable")
+    counts = np.bincount(owner, minlength=n_slots)
+    bounds = np.cumsum(counts).tolist()
+    cuts = [(i, bounds[i] - int(counts[i]), bounds[i]) for i in np.flatnonzero(counts).tolist()]
+    return order, cuts
 
 
 def _seen(
@@ -416,8 +431,6 @@ def _ingest_few(streams: Streams, events: Sequence[Event | LeanEvent], job: str 
             if step is None or not -MAX_INT <= step <= MAX_INT:
                 continue
             s.step_ts.append(ev.ts)
-            if not narrow_steps(step, step):
-                widen_steps(s)
             s.step_no.append(step)
             s.worker_pids.add(ev.pid)
         elif kind == step_end:

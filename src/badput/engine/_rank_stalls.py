@@ -19,7 +19,7 @@ import numpy as np
 from badput.engine._rank_columns import F64
 from badput.engine._rank_derive import derived_of
 from badput.engine._rank_model import Stall
-from badput.engine._rank_stream import RankStream, step_numbers
+from badput.engine._rank_stream import RankStream
 
 
 def stalls_of(  # noqa: PLR0917 (what the analysis found, for every attempt)
@@ -288,7 +288,7 @@ def _describe(
     lasts: dict[int, float] = {}
     for s in streams:
         ts = np.frombuffer(s.step_ts, dtype=np.float64)
-        no = step_numbers(s)
+        no = s.step_no.column()
         before = ts <= lo + eps
         steps[s.rank] = int(no[before].max()) if before.any() else -1
         counts[s.rank] = {

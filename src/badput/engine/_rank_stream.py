@@ -12,7 +12,7 @@ import numpy as np
 import numpy.typing as npt
 
 from badput.engine._rank_columns import F64, Growing
-from badput.engine._stream import STEP_LIMIT
+from badput.engine._stream import STEP_LIMIT, PackedInts
 
 DATA_LOADING = "data_loading"
 
@@ -84,8 +84,9 @@ class RankStream:
         # The columns only ever grow at their end (ingest, absorb): what was derived from
         # their first values stays true, and a query derives only what arrived since.
         self.step_ts = array("d")
-        # int32 while every step is within STEP_LIMIT of 0, else int64 (see add_steps)
-        self.step_no = array("i")
+        # int32 while every step is within STEP_LIMIT of 0 (their differences int32 too),
+        # else int64: the same values, as the event streams' (StepLog.step)
+        self.step_no = PackedInts("i", "q", limit=STEP_LIMIT)
         self.end_ts = array("d")  # step_end times (progress)
         self.extra_ts = array("d")  # non-blocking load marks (progress, not paired)
         # Blocking interval marks, kept raw (a few bytes each) and paired at query time in
@@ -129,44 +130,10 @@ class RankStream:
         return max(seen) if seen else None
 
 
-# A stream's step numbers are kept as int32 while every one is within STEP_LIMIT of 0
-# (their differences are int32 too), else as int64: the same values, as the event streams'.
-_INTS: dict[str, Any] = {"i": np.int32, "q": np.int64}
-
-
-def step_numbers(s: RankStream) -> npt.NDArray[np.signedinteger[Any]]:
-    """The step numbers of ``s``'s step starts (a view: valid until they grow)."""
-    col = s.step_no
-    return np.frombuffer(col, _INTS[col.typecode]) if len(col) else np.zeros(0, np.int64)
-
-
-def narrow_steps(lo: int, hi: int) -> bool:
-    """Whether step numbers from ``lo`` to ``hi`` may be kept as int32."""
-    return lo >= -STEP_LIMIT and hi < STEP_LIMIT
-
-
-def widen_steps(s: RankStream) -> None:
-    """Keep ``s``'s step numbers as int64 from now on."""
-    if s.step_no.typecode != "q":
-        s.step_no = array("q", step_numbers(s).astype(np.int64).tobytes())
-
-
-def add_steps(s: RankStream, values: npt.NDArray[np.signedinteger[Any]]) -> None:
-    """Append step numbers ``values`` to ``s``'s (widened first when one does not fit)."""
-    if not len(values):
-        return
-    if s.step_no.typecode != "q" and not narrow_steps(int(values.min()), int(values.max())):
-        widen_steps(s)
-    s.step_no.frombytes(values.astype(_INTS[s.step_no.typecode], copy=False).tobytes())
-
-
 def steps_as_int64(out: array[int], s: RankStream, k: int) -> None:
     """Append ``s``'s step numbers from index ``k`` on to ``out`` (int64)."""
-    col = s.step_no
-    if col.typecode == "q":
-        out += col[k:] if k else col
-    elif len(col) > k:
-        out.frombytes(step_numbers(s)[k:].astype(np.int64).tobytes())
+    if len(s.step_no) > k:
+        out.frombytes(s.step_no.column()[k:].astype(np.int64).tobytes())
 
 
 class Pairing:

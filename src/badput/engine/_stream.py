@@ -220,11 +220,27 @@ class PackedInts:
             self._arr = array(
                 self._narrow, np.full(self._n, self._value, _DTYPES[self._narrow]).tobytes()
             )
+        arr = self._arr if fits else self._widened()
+        arr.frombytes(values.astype(_DTYPES[arr.typecode], copy=False).tobytes())
+
+    def append(self, value: int) -> None:
+        """Append one value (an event at a time: no numpy call while it fits)."""
         arr = self._arr
-        if not fits and arr.typecode == self._narrow and self._wide is not None:
+        if arr is None:
+            self.extend(np.array([value], np.int64))
+        elif self._wide is None or -self._limit <= value < self._limit:
+            arr.append(value)
+        else:
+            self._widened().append(value)
+
+    def _widened(self) -> array[int]:
+        """The values' array, of typecode ``wide`` from now on (if it has one)."""
+        arr = self._arr
+        assert arr is not None  # (constant columns are made arrays before this)
+        if arr.typecode == self._narrow and self._wide is not None:
             wide = _DTYPES[self._wide]
             arr = self._arr = array(self._wide, self.column().astype(wide).tobytes())
-        arr.frombytes(values.astype(_DTYPES[arr.typecode], copy=False).tobytes())
+        return arr
 
     @staticmethod
     def joined(cols: list[PackedInts], dtype: Any) -> npt.NDArray[Any]:
