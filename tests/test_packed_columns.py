@@ -42,9 +42,9 @@ def test_packed_ints_give_back_every_value_appended(
     narrow, wide, constant, limit = kind
     col = PackedInts(narrow, wide, constant=constant, limit=limit)
     every: list[int] = []
-    for values, one_by_one in chunks:
-        if wide is None:  # (a column without a wide type is given values that fit)
-            values = [v % limit for v in values]
+    for drawn, one_by_one in chunks:
+        # (a column without a wide type is given values that fit)
+        values = drawn if wide is not None else [v % limit for v in drawn]
         if one_by_one:
             for v in values:
                 col.append(v)

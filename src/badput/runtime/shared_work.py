@@ -5,7 +5,7 @@ a list, this process takes them from the front and forked helpers from the back,
 helper sending its results on a queue. Here is what that needs and nothing of reading:
 whether forking is safe now (:func:`fork_safe`), how many helpers the idle cores allow
 (:func:`idle_helpers`), the claims from both ends of the list (:func:`claim`,
-:func:`claim_all`) and the results taken from the queue (:func:`receive`,
+:func:`claim_run`, :func:`claim_all`) and the results taken from the queue (:func:`receive`,
 :func:`wait_for`). Standard library only.
 """
 
@@ -22,6 +22,7 @@ __all__ = [
     "Numbered",
     "claim",
     "claim_all",
+    "claim_run",
     "fork_safe",
     "idle_helpers",
     "own_running",
@@ -56,6 +57,20 @@ def claim(claims: Any, *, front: bool) -> int | None:
             return int(lo)
         claims[1] = hi - 1
         return int(hi - 1)
+
+
+def claim_run(claims: Any, *, share: int, most: int) -> range | None:
+    """Consecutive tasks from the back for a helper: a ``share``-th of those nobody has
+    taken (at least one, at most ``most``), so that runs shorten as the two ends near
+    each other and nobody is left with a long run when the other stops (guided
+    scheduling). A helper that sends one result a run sends fewer, larger ones."""
+    with claims.get_lock():
+        lo, hi = claims[0], claims[1]
+        if lo >= hi:
+            return None
+        n = max(1, min(most, (hi - lo) // share))
+        claims[1] = hi - n
+        return range(int(hi - n), int(hi))
 
 
 def claim_all(claims: Any) -> None:
