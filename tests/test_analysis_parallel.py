@@ -21,10 +21,10 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from badput import analysis
-from badput.engine import clock_continues
+from badput.engine import Accountant, clock_continues
 from badput.engine._ingest import Ingestor
 from badput.engine._intervals import IntervalMark
-from badput.events import Event
+from badput.events import Chunk, Event
 from badput.formats.codec import decode_line, encode_line
 from badput.report import to_json
 from badput.runtime import shared_work
@@ -272,6 +272,22 @@ def test_a_clock_step_back_right_at_a_cut_is_read_serially_from_there(
     for read in (serial, parallel):
         flagged = [d for d in read.report().diagnostics if d.code == "clock_backwards"]
         assert [(d.file, d.line) for d in flagged] == [(str(path), before + 1)]
+
+
+def test_merged_parts_keep_each_files_newest_time_as_one_read_does() -> None:
+    """What a worker's part is checked against for a clock step back at its start: the
+    newest time of its file read before it, whichever part held that time."""
+    first, second = Accountant("o"), Accountant("o")
+
+    def steps(*times: float) -> list[Event]:
+        return [Event(ts=t, kind="step_start", job="o", step=k) for k, t in enumerate(times)]
+
+    first.ingest([Chunk("a.jsonl", 1, steps(1.0, 9.0)), Chunk("b.jsonl", 1, steps(2.0))])
+    second.ingest([Chunk("a.jsonl", 3, steps(8.5)), Chunk("c.jsonl", 1, steps(3.0))])
+    assert first.newest_in("a.jsonl") == 9.0
+    assert first.newest_in("c.jsonl") is None
+    first.merge(second)
+    assert [first.newest_in(f) for f in ("a.jsonl", "b.jsonl", "c.jsonl")] == [9.0, 2.0, 3.0]
 
 
 @pytest.mark.usefixtures("small_slices")

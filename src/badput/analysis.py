@@ -7,19 +7,17 @@ follows a job that is still being written, reading only what is new each time.
 from __future__ import annotations
 
 import dataclasses
-import math
 import multiprocessing
 import os
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
-from itertools import groupby, islice
-from operator import attrgetter
+from itertools import islice
 from pathlib import Path
 from typing import Any, Final, NamedTuple
 
 from badput.engine import Accountant, Diagnostic, RankOptions, Report, Snapshot, clock_continues
-from badput.events import Chunk, Event, EventError, LeanEvent
+from badput.events import Event, EventError, LeanEvent
 from badput.runtime import shared_work
 from badput.runtime.gc_pause import gc_paused
 from badput.runtime.heap import give_back
@@ -56,8 +54,8 @@ PARALLEL_MIN_BYTES = 32 * 1024 * 1024
 PARALLEL_MIN_BYTES_PER_ATTEMPT = 4 * 1024
 #: Most processes a cold read is shared among (fewer when fewer cores are available).
 MAX_WORKERS = 4
-#: A worker takes slices in runs of an eighth of those left, at most 32 (one result a run
-#: in one file, where a result a slice cost the parent 0.37 s of a 1 M-step log's 2.2 s).
+#: A worker takes slices in runs of an eighth of those left, at most 32: one result a run
+#: (where a result a slice cost the parent 0.37 s of a 1 M-step log's 2.2 s read).
 _RUN_SHARE, _RUN_MOST = 2 * MAX_WORKERS, 32
 _SEQ_BLOCK = 1 << 40  # arrival numbers of slice k start at k * _SEQ_BLOCK (file order)
 #: Events at the start of a slice compared with the newest time of its file before it.
@@ -169,7 +167,6 @@ class _SliceRead(NamedTuple):
     offsets: dict[str, tuple[int, int]]
     n: int
     head_ts: list[float] | None  # times of its first events in its first file (None: no line)
-    last_max: float  # newest time among its lines of its last file (upper bound)
     unread: list[Unread]  # what its read left alone (a torn last line...)
     read_from: frozenset[str]  # the files it read lines of (see _note_unread)
     reached_end: bool  # its read got to the end of the job (the last slice's, as planned)
@@ -181,19 +178,14 @@ class _SliceRead(NamedTuple):
 @dataclass
 class _SharedRead:
     """How far a shared cold read has got: the serial read's cursor, the lines read, what
-    the reads left unread (by file: the last read's), the newest time of each file (by
-    index) in the slices read so far, the first slice this process did not read, and
-    whether the job was read to its end."""
+    the reads left unread (by file: the last read's), the first slice this process did not
+    read, and whether the job was read to its end."""
 
     cursor: Cursor
     n: int = 0
     left: dict[str, Unread] = field(default_factory=dict)
-    newest: dict[int, float] = field(default_factory=dict)
     front: int = 0
     complete: bool = False
-
-
-_TS: Final = attrgetter("ts")
 
 
 def _times(rows: Sequence[Event | LeanEvent | EventError], job: str) -> Iterator[float]:
@@ -202,24 +194,8 @@ def _times(rows: Sequence[Event | LeanEvent | EventError], job: str) -> Iterator
     return (e.ts for e in rows if not isinstance(e, EventError) and e.job == job)
 
 
-def _newest(chunks: list[Chunk], source: str) -> float:
-    """The newest time among the events of ``chunks`` read from ``source``; events of
-    other jobs included (an upper bound is all :func:`~badput.engine.clock_continues` needs)."""
-    best = -math.inf
-    for chunk in chunks:
-        rows = chunk.rows
-        if chunk.source != source or not rows:
-            continue
-        try:
-            newest = max(map(_TS, rows))
-        except AttributeError:  # a malformed line among them
-            newest = max((e.ts for e in rows if not isinstance(e, EventError)), default=best)
-        best = max(best, newest)
-    return best
-
-
 def _failed(index: int) -> _SliceRead:
-    return _SliceRead(index, index, False, None, {}, 0, None, -math.inf, [], frozenset(), False)
+    return _SliceRead(index, index, False, None, {}, 0, None, [], frozenset(), False)
 
 
 def _placed(r: _SliceRead, s: _Slice, offsets: dict[str, tuple[int, int]]) -> _SliceRead | None:
@@ -247,26 +223,29 @@ def _placed(r: _SliceRead, s: _Slice, offsets: dict[str, tuple[int, int]]) -> _S
 
 
 def _read_slice(store: EventStore, job: str, s: _Slice, *rest: _Slice) -> _SliceRead:
-    """Worker: read the slice ``s`` of ``job``'s files, and the slices ``rest`` after it in
-    its file (:func:`_run_key`), into an Accountant of its own as a serial read goes on,
-    through the slices' own files only (``Cursor.resume``: nothing is listed). A slice that
-    starts inside a file whose lines before it the plan did not count is read with its
-    lines numbered from its start (``relative``): counting them took a worker 0.3 s of a
-    350 MB file; the parent knows them when it merges the slice."""
+    """Worker: read the slice ``s`` of ``job``'s files, and the slices ``rest`` after it,
+    into an Accountant of its own as a serial read goes on through them (a clock step
+    back among them is found as it finds it), through the slices' own files only
+    (``Cursor.resume``: nothing is listed). A slice that starts inside a file whose lines
+    before it the plan did not count is read with its lines numbered from its start
+    (``relative``): counting them took a worker 0.3 s of a 350 MB file; the parent knows
+    them when it merges the slice."""
     last = rest[-1] if rest else s
     relative = s.offset > 0 and s.lines is None
     acc = Accountant(job, first_seq=s.index * _SEQ_BLOCK)
     head: list[float] | None = None
     at, n, left, read_from = (s.offset, s.lines or 0), 0, dict[str, Unread](), set[str]()
+    offsets: dict[str, tuple[int, int]] = {}
     for part in (s, *rest):  # (each from where the one before stopped, its lines counted)
         mine = part.names[part.first : len(part.names) if part.end is None else part.last + 1]
         # The stores a plan is made for read only the streams the cursor's ``resume`` lists:
         # the cursor names no other file (a job of 10,000 attempt files has 10,000 names; a
         # slice holds hundreds of them, and each slice went through all of them three times).
         result = _read(store, job, Cursor({mine[0]: at}, (job, mine)), READ_SLICE_BYTES)
-        offsets = dict(result.cursor.offsets)
-        strayed = not frozenset(offsets) <= frozenset(mine)  # a store that listed anyway
-        at = offsets.get(part.names[part.last], (0, 0))
+        read = result.cursor.offsets
+        strayed = not frozenset(read) <= frozenset(mine)  # a store that listed anyway
+        at = read.get(part.names[part.last], (0, 0))
+        offsets.update(read)
         if strayed or (part.end is not None and at[0] != part.end):
             return _failed(s.index)
         if part is s and s.offset:
@@ -279,22 +258,11 @@ def _read_slice(store: EventStore, job: str, s: _Slice, *rest: _Slice) -> _Slice
         sources = frozenset(chunk.source for chunk in result.chunks)
         _note_unread(left, result.unread, sources)
         read_from |= sources
-    last_max = -math.inf
-    if last.end is not None:
-        if s.first == last.last and acc.last_event_ts is not None:
-            last_max = acc.last_event_ts  # every event it read is of that file
-        elif s.first != last.last:  # (a slice alone: a run is of one file)
-            last_max = _newest(result.chunks, last.last_source)
-    unread, seen, done = list(left.values()), frozenset(read_from), result.reached_end
+    done = last.end is None and result.reached_end
+    unread, seen = list(left.values()), frozenset(read_from)
     return _SliceRead(
-        s.index, last.index, True, acc, offsets, n, head, last_max, unread, seen, done, relative
+        s.index, last.index, True, acc, offsets, n, head, unread, seen, done, relative
     )
-
-
-def _run_key(s: _Slice) -> int:
-    """Consecutive slices of one key are read into one Accountant: those inside one file,
-    not one across files (whose newest time in its last file is looked up) nor the last."""
-    return s.first if s.first == s.last and s.end is not None else -1 - s.index
 
 
 def _slice_worker(store: EventStore, job: str, plan: list[_Slice], claims: Any, out: Any) -> None:
@@ -302,12 +270,11 @@ def _slice_worker(store: EventStore, job: str, plan: list[_Slice], claims: Any, 
     result as soon as it is read (a queue pickles it while the next one is read)."""
     try:
         while claimed := shared_work.claim_run(claims, share=_RUN_SHARE, most=_RUN_MOST):
-            for _, (first, *rest) in groupby((plan[i] for i in claimed), _run_key):
-                try:
-                    out.put(_read_slice(store, job, first, *rest))
-                except Exception:  # the parent reads this slice and the rest serially
-                    out.put(_failed(first.index))
-                    return
+            try:
+                out.put(_read_slice(store, job, *(plan[i] for i in claimed)))
+            except Exception:  # the parent reads this slice and the rest serially
+                out.put(_failed(claimed[0]))
+                return
     finally:
         out.put(None)  # this worker is done
 
@@ -426,10 +393,9 @@ def split_job(source: Source, job: str | None = None, *, min_bytes: int) -> JobS
 
 
 def read_split_part(split: JobSplit, indices: range) -> list[_SliceRead]:
-    """Read the slices ``indices`` of ``split``, each run in one file into an Accountant
-    of its own (one task of a distributed read: results pickle)."""
-    runs = groupby((split.slices[i] for i in indices), _run_key)
-    return [_read_slice(split.store, split.job, *run) for _, run in runs]
+    """Read the slices ``indices`` (consecutive) of ``split`` into an Accountant of their
+    own (one task of a distributed read: its result pickles)."""
+    return [_read_slice(split.store, split.job, *(split.slices[i] for i in indices))]
 
 
 def _workers() -> int:
@@ -651,7 +617,7 @@ class LiveJob:
             proc.start()
         got: dict[int, _SliceRead] = {}
         running = len(procs)
-        cursor, newest, left = shared.cursor, shared.newest, shared.left
+        cursor, left = shared.cursor, shared.left
         n = 0
         front = 0
         complete = False
@@ -670,9 +636,6 @@ class LiveJob:
                     complete = False
                     shared_work.claim_all(claims)
                     break
-                if s.end is not None:
-                    found = _newest(result.chunks, s.last_source)
-                    newest[s.last] = max(newest.get(s.last, -math.inf), found)
                 running -= shared_work.receive(out, got)
             shared_work.wait_for(out, got, procs, running)
         except BaseException:  # interrupted: nobody will take the workers' results
@@ -738,19 +701,16 @@ def _merge_parts(
     up to the first that could differ from a serial read's; return the cursor's offsets
     then, and whether any part was merged."""
     offsets = dict(shared.cursor.offsets)
-    newest = shared.newest
     merged = False
     k = shared.front
     while k < len(plan):  # in file order
         s, r = plan[k], got.pop(k, None)  # (freed once merged)
         if r is None or not r.ok or r.accountant is None:
             break
-        if (
-            s.offset
-            and r.head_ts is not None
-            and not clock_continues(r.head_ts, newest.get(s.first, math.inf))
-        ):
-            break
+        if s.offset and r.head_ts is not None:
+            before = accountant.newest_in(s.first_source)  # (None: nothing of it read)
+            if before is None or not clock_continues(r.head_ts, before):
+                break
         part = r.accountant
         if r.relative:
             placed = _placed(r, s, offsets)
@@ -763,9 +723,6 @@ def _merge_parts(
         shared.n += r.n
         _note_unread(shared.left, r.unread, r.read_from)
         shared.complete = r.reached_end
-        last = plan[r.through]
-        if last.end is not None:
-            newest[last.last] = max(newest.get(last.last, -math.inf), r.last_max)
         k = r.through + 1
     return offsets, merged
 

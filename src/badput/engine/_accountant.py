@@ -92,6 +92,11 @@ class Accountant:
         """Timestamp of the newest event ingested, or ``None`` before any."""
         return self._ing.last_ts if self._ing.n_events else None
 
+    def newest_in(self, source: str) -> float | None:
+        """The newest time of the events ingested from ``source`` (a file), which a line
+        read next is checked against for a clock step back; ``None`` before any."""
+        return self._ing.newest_in(source)
+
     def shift_lines(self, source: str, by: int) -> None:
         """Number the lines read from ``source`` ``by`` further: what was read from a place
         inside it with lines counted from there (a parallel read's worker) is numbered

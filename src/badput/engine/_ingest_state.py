@@ -264,7 +264,14 @@ class IngestState:
         for kind, count in other.unknown_kinds.items():
             self.unknown_kinds[kind] = self.unknown_kinds.get(kind, 0) + count
         self._seq = max(self._seq, other._seq)
-        self._source_last_ts.update(other._source_last_ts)
+        newest = self._source_last_ts  # (the newer of the two: a part may end earlier)
+        for source, ts in other._source_last_ts.items():
+            if ts > newest.get(source, -math.inf):
+                newest[source] = ts
+
+    def newest_in(self, source: str) -> float | None:
+        """See :meth:`Accountant.newest_in`."""
+        return self._source_last_ts.get(source)
 
     def stream(self, attempt: str | None, rank: int) -> Stream:
         key = (attempt, rank)
