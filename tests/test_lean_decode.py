@@ -294,6 +294,7 @@ def test_a_parallel_read_of_lean_blocks_gives_the_serial_report(tmp_path: Path) 
     report = json.loads(lean_serial)
     assert len(report["attempts"]) == 4
     assert report["buckets"]["data_loading"] > 0
+    assert {r["host"] for r in report["ranks"]} == {"h"}  # (a lean block's: its writer's)
 
 
 def test_a_writer_s_decoder_is_made_for_a_block_that_pays_for_it(

@@ -166,6 +166,7 @@ class Batch:
         "may_hold_work",
         "n",
         "ts",
+        "writer",
         "writers",
     )
 
@@ -211,6 +212,8 @@ class Batch:
         #: Each event's writer, when the decoder gave them (:attr:`DecodedColumns.writers`)
         self.writers: tuple[I32, tuple[Writer, ...]] | None = None
         writer = None if columns is None else columns.writer
+        #: Every event's one writer, when the decoder said so (:attr:`DecodedColumns.writer`)
+        self.writer: Writer | None = writer if n else None
         if writer is not None and n:
             self._job = writer[0]
             self.keys: list[RawKey] = [(writer[1], writer[3], writer[4])]

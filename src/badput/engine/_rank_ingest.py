@@ -465,6 +465,10 @@ def _hosts(
     missing = {i for i, s in enumerate(slots) if s.host is None}
     if not missing or (batch.fields is not None and "host" not in batch.fields):
         return  # (no event of the batch names a host: an archive's rows are not made)
+    if batch.writer is not None:  # one writer's events: its host is every one's
+        for i in missing if batch.writer[2] is not None else ():
+            slots[i].host = batch.writer[2]
+        return
     if batch.writers is not None:  # each event's writer, its host with it: no event made
         index, writers = batch.writers
         named = np.array([w[2] is not None for w in writers], np.bool_)[index]
