@@ -274,6 +274,40 @@ def test_a_clock_step_back_right_at_a_cut_is_read_serially_from_there(
         assert [(d.file, d.line) for d in flagged] == [(str(path), before + 1)]
 
 
+@given(
+    n=st.integers(0, 300),
+    share=st.integers(1, 16),
+    most=st.integers(1, 40),
+    turns=st.lists(st.booleans(), max_size=400),
+)
+def test_claims_from_both_ends_take_every_slice_once_in_runs_that_shorten(
+    n: int, share: int, most: int, turns: list[bool]
+) -> None:
+    """The parent takes slices one at a time from the front, a worker runs of them from the
+    back (``turns``: who claims next, then the worker alone): every slice is taken once;
+    a run is consecutive, just before the one before it, at most ``most`` long and at most
+    a ``share``-th of the slices left (one at least)."""
+    claims = multiprocessing.get_context("fork").Array("q", [0, n])
+    front: list[int] = []
+    runs: list[range] = []
+    for parent in [*turns, *[False] * (n + 1)]:
+        if parent:
+            i = shared_work.claim(claims, front=True)
+            if i is not None:
+                front.append(i)
+            continue
+        left = claims[1] - claims[0]
+        run = shared_work.claim_run(claims, share=share, most=most)
+        if run is None:
+            assert left <= 0
+            continue
+        assert run.stop == (runs[-1].start if runs else n)
+        assert 1 <= len(run) <= max(1, min(most, left // share))
+        runs.append(run)
+    assert front == list(range(len(front)))
+    assert sorted(front + [i for run in runs for i in run]) == list(range(n))
+
+
 def test_merged_parts_keep_each_files_newest_time_as_one_read_does() -> None:
     """What a worker's part is checked against for a clock step back at its start: the
     newest time of its file read before it, whichever part held that time."""
