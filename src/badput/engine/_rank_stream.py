@@ -133,7 +133,7 @@ class RankStream:
 def steps_as_int64(out: array[int], s: RankStream, k: int) -> None:
     """Append ``s``'s step numbers from index ``k`` on to ``out`` (int64)."""
     if len(s.step_no) > k:
-        out.frombytes(s.step_no.column()[k:].astype(np.int64).tobytes())
+        out.frombytes(s.step_no.column()[k:].astype(np.int64, copy=False).tobytes())
 
 
 class Pairing:
