@@ -29,8 +29,9 @@ and the sizes of the JSON lines and of the archive, with the host index
 ``--dir``: keep the job there (made once, then reused: a job of 10 M steps takes minutes
 to write; a directory holding another ``--ranks`` or ``--layout``'s files is refused).
 ``--src``: the ``src`` directory of a checkout to run the reports with (one ``--src`` per
-checkout: the reports of each are measured in turns, ``--rounds`` times, so that a before and
-an after are measured in the same minutes); the others use this one's.
+checkout: the reports of each, of the JSON lines and of the archive, are measured in turns,
+``--rounds`` times, so that a before and an after are measured in the same minutes); the
+compaction uses the last one's.
 """
 
 from __future__ import annotations
@@ -285,8 +286,12 @@ def main() -> None:
         files = f" in {n_files} ({args.layout})" if args.ranks > 1 else ""
         print(f"{shape}{args.steps:,} steps, {size:,.0f} MB of JSON lines{files}")
         print(f"{'':<34} {'wall s':>8} {'CPU s':>8} {'peak MB':>9}")
-        jsonl = child(REPORT, str(job_dir), src=srcs[-1])
-        row("report (JSONL)", jsonl)
+        jsonls: list[dict[str, object]] = []
+        for _ in range(args.rounds):  # (each tree in turn: a before and an after alike)
+            for src in srcs:
+                jsonls.append(child(REPORT, str(job_dir), src=src))
+                row(f"report (JSONL) {src or ''}"[:34], jsonls[-1])
+        jsonl = jsonls[-1]
         parsed = child(PARSE, *map(str, logs))
         row("msgspec parse (every field)", parsed)
         limit = child(LEAN_PARSE, *map(str, logs))
@@ -295,7 +300,7 @@ def main() -> None:
         row("duckdb read_json", scanned)
         done = child(COMPACT, str(job_dir), src=srcs[-1])
         row("compact", done)
-        same = True
+        same = all(r["json"] == jsonl["json"] for r in jsonls)
         for _ in range(args.rounds):
             for src in srcs:
                 archived = child(REPORT, str(job_dir), src=src)
@@ -305,7 +310,8 @@ def main() -> None:
         size = int(str(done["archive_bytes"])) / int(str(done["jsonl_bytes"]))
         print(
             f"archive {int(str(done['archive_bytes'])) / 1e6:,.1f} MB = {size:.1%} of the "
-            f"JSON lines; reports identical: {same}; events {archived['events']:,}"
+            f"JSON lines; reports identical (every tree's, both ways): {same}; "
+            f"events {archived['events']:,}"
         )
         wall = {"JSONL": float(jsonl["wall"]), "archive": float(archived["wall"])}
         print(
