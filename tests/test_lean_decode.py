@@ -220,6 +220,46 @@ def test_a_lean_chunk_decodes_its_events_once_for_all_its_slices() -> None:
     assert len(calls) == 1
 
 
+def test_a_lean_block_names_the_fields_its_lines_may_hold(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The engine's lean decode says which optional fields a block's lines may hold: a
+    data-load log that marks no load ``blocking`` is read without looking at any event's;
+    once a line marks one, its writer's blocks say so, and the report is a full decode's."""
+    monkeypatch.setattr(codec, "_VECTOR_CHECK_BYTES", 0)
+    monkeypatch.setattr(codec, "_LEAN_NEW_BYTES", 0)
+    ident: dict[str, Any] = {"job": JOB, "attempt": 0, "rank": 0, "pid": 90_417}
+
+    def steps(first: int, marked: int | None) -> list[Event]:
+        out = []
+        for step in range(first, first + 50):
+            ts = 1_732_000_000.0 + step
+            blocking = False if step == marked else None
+            out += [
+                Event(ts=ts, kind="step_start", step=step, **ident),
+                Event(ts=ts + 0.1, kind="data_loading_start", blocking=blocking, **ident),
+                Event(ts=ts + 0.3, kind="data_loading_end", blocking=blocking, **ident),
+                Event(ts=ts + 0.9, kind="step_end", step=step, **ident),
+            ]
+        return out
+
+    plain, marked = encode_lines(steps(0, None)), encode_lines(steps(50, 60))
+    first = decode_block_coded(plain, "a.jsonl", 1, lean=True)
+    assert first is not None and first[1] is not None
+    assert "blocking" not in (first[1].fields or {"blocking"})
+    assert {"ts", "step", "rank"} <= (first[1].fields or set())
+    then = decode_block_coded(marked, "a.jsonl", 201, lean=True)
+    assert then is not None and then[1] is not None and isinstance(then[0], LeanRows)
+    assert "blocking" in (then[1].fields or set())
+    path = tmp_path / JOB / "0" / "h-0-90417.jsonl"
+    path.parent.mkdir(parents=True)
+    path.write_bytes(plain + marked)
+    lean, full = _reports(tmp_path)
+    assert lean == full
+    # 99 blocking loads of 0.2 s; the one marked blocking: false is not counted
+    assert json.loads(lean)["buckets"]["data_loading"] == pytest.approx(99 * 0.2, abs=1e-4)
+
+
 def _reports(root: Path, *, parallel: bool | None = False) -> tuple[str, str]:
     """The report of the fuzzed job with every block decoded lean where it can be, and with
     no block decoded lean."""

@@ -322,7 +322,7 @@ class DecodedColumns(NamedTuple):
     #: ``samples``): the engine then reads neither field of any of them.
     work: bool = True
     #: The fields that may hold a value other than their default in some item, when the
-    #: decoder knows (a read for columns: ``codec.decoding_for_columns``), else None.
+    #: decoder knows (a lean decode, the engine's or a read for columns), else None.
     fields: frozenset[str] | None = None
     #: float64: each item's ``ts`` (0.0 for an error), when the decoder has them as a column
     #: (an archive's read), else None: the engine then reads them from the events.

@@ -385,11 +385,12 @@ _for_columns: ContextVar[bool] = ContextVar("_for_columns", default=False)
 
 @contextlib.contextmanager
 def decoding_for_columns() -> Iterator[None]:
-    """Within it (this thread), a lean decode (``decode_block_coded(lean=True)``) takes every
-    optional field of an event as absent until a line of the writer has it, and its columns
-    name the fields that may hold a value (:attr:`DecodedColumns.fields
-    <badput.events.DecodedColumns.fields>`): what a writer of columns (the archive) reads
-    of each event, and no more. The events are those of any other decode."""
+    """Within it (this thread), a lean decode (``decode_block_coded(lean=True)``) uses
+    decoders of its own, which fail a block with a field schema v1 lacks (it is read again
+    keeping it): a writer of columns (the archive) keeps every field. As every lean decode,
+    it takes each optional field as absent until a line of the writer has it, and its
+    columns name the fields that may hold a value (:attr:`DecodedColumns.fields
+    <badput.events.DecodedColumns.fields>`). The events are those of any other decode."""
     token = _for_columns.set(True)
     try:
         yield
@@ -558,9 +559,9 @@ def _decode_lean(
     columns = _checked_columns(rows, out, file, first_lineno)
     full = functools.partial(_decoded_in_full, block, file, first_lineno)
     work = not _WORK_FIELDS.isdisjoint(lean.opened)
-    fields = None
-    if lean.narrow is _NARROW_ALL:
-        fields = frozenset(Event.__struct_fields__) - (_NARROW_ALL.keys() - lean.opened)
+    # A narrowed field its decoder has not opened is absent from every line (a line with
+    # it fails that decoder): the engine then reads it of no event (``blocking``, say).
+    fields = frozenset(Event.__struct_fields__) - (lean.narrow.keys() - lean.opened)
     return LeanRows(out, full), columns._replace(
         writer=writer, work=work, fields=fields, writers=writers
     )
