@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import random
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +17,14 @@ from badput.store import _archive, compact, open_source
 
 pa = pytest.importorskip("pyarrow")
 pq = pytest.importorskip("pyarrow.parquet")
+
+
+@pytest.fixture(autouse=True)
+def _forks_whatever_ran_before(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Forking is these tests' subject: a thread an earlier test left alive in this process
+    (a framework's, in a run of the whole suite by one process) does not keep the worker
+    from starting. That another thread alive does is tested below, on its own."""
+    monkeypatch.setattr(shared_work, "fork_safe", lambda: True)
 
 
 def _write_job(job_dir: Path, seed: int) -> None:
@@ -83,6 +92,25 @@ def test_a_parallel_compaction_is_the_serial_one(
     assert parallel_meta == serial_meta
     assert json.loads(serial_meta.split(b"}[")[0] + b"}")["unread"][0]["code"] == "torn_line"
     assert not list(job_dir.glob("*.tmp"))  # the worker's part is gone
+
+
+def test_no_worker_while_another_thread_is_alive(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A fork copies the locks other threads hold: with one alive, one process compacts."""
+    monkeypatch.undo()  # (the real fork_safe)
+    monkeypatch.setattr(shared_work, "idle_helpers", lambda cores: 1)
+    monkeypatch.setattr(_archive, "_SLICE_BYTES", 1 << 20)
+    monkeypatch.setattr(_archive, "_PARALLEL_BYTES", 2 << 20)
+    _write_job(tmp_path / "p", seed=3)
+    stop = threading.Event()
+    alive = threading.Thread(target=stop.wait, daemon=True)
+    alive.start()
+    try:
+        assert _archive._halfway(*open_source(tmp_path / "p")) is None
+    finally:
+        stop.set()
+        alive.join()
 
 
 def test_no_worker_without_an_idle_core(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
