@@ -228,6 +228,8 @@ def test_a_lean_block_names_the_fields_its_lines_may_hold(
     once a line marks one, its writer's blocks say so, and the report is a full decode's."""
     monkeypatch.setattr(codec, "_VECTOR_CHECK_BYTES", 0)
     monkeypatch.setattr(codec, "_LEAN_NEW_BYTES", 0)
+    monkeypatch.setattr(codec, "_lean_decoders", {})  # (none opened by an earlier test)
+    monkeypatch.setattr(codec, "_shared_files", {})
     ident: dict[str, Any] = {"job": JOB, "attempt": 0, "rank": 0, "pid": 90_417}
 
     def steps(first: int, marked: int | None) -> list[Event]:
