@@ -266,8 +266,9 @@ def _read_slice(store: EventStore, job: str, s: _Slice, *rest: _Slice) -> _Slice
 
 
 def _slice_worker(store: EventStore, job: str, plan: list[_Slice], claims: Any, out: Any) -> None:
-    """A worker process: read slices from the back until they meet the parent's; send each
-    result as soon as it is read (a queue pickles it while the next one is read)."""
+    """A worker process: read runs of slices from the back until they meet the parent's;
+    send each run's result as soon as it is read (a queue pickles it while the next run is
+    read). A run that fails is sent as failed: it and the rest are read serially."""
     try:
         while claimed := shared_work.claim_run(claims, share=_RUN_SHARE, most=_RUN_MOST):
             try:
@@ -546,14 +547,15 @@ class LiveJob:
         :meth:`update` that follows goes on from the cursor.
 
         The read is cut into its serial slices. This process reads them from the front,
-        into :attr:`accountant`, exactly as a serial read; worker processes take them from
-        the back, each into an Accountant of its own, and send it back at once; they meet
-        wherever the work balances (the parent also spends time receiving). The workers'
-        slices are merged in file order. A slice whose result could differ from a serial
-        read's (a file changed meanwhile, a clock step back at its start, a worker that
-        failed) is left, with every slice after it, to the serial :meth:`update` that
-        follows. When the job is not worth sharing, the listing made to decide so is left
-        in the cursor (``Cursor.resume``) for the serial read: nothing is listed twice.
+        into :attr:`accountant`, exactly as a serial read; worker processes take runs of
+        them from the back (:data:`_RUN_SHARE`), each run into an Accountant of its own,
+        and send it back at once; they meet wherever the work balances (the parent also
+        spends time receiving). The workers' runs are merged in file order. A run whose
+        result could differ from a serial read's (a file changed meanwhile, a clock step
+        back at its start, a worker that failed) is left, with every slice after it, to
+        the serial :meth:`update` that follows. When the job is not worth sharing, the
+        listing made to decide so is left in the cursor (``Cursor.resume``) for the serial
+        read: nothing is listed twice.
         """
         if self._parallel is None and not shared_work.fork_safe():
             return None
