@@ -19,13 +19,13 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 import numpy.typing as npt
 
 from badput.engine._ingest import Ingestor
-from badput.engine._intervals import Coverage, Piece, flatten_spans, pair_columns
+from badput.engine._intervals import Coverage, flatten_spans, pair_columns
 from badput.engine._model import Report
 from badput.engine._stream import Stream
 
@@ -166,6 +166,18 @@ def _pair_steps(stream: Stream, close_at: float) -> tuple[F64, F64, I64, npt.NDA
     return ts[starts], np.maximum(end, ts[starts]), step[starts], closed
 
 
+class _Recorded(NamedTuple):
+    """Recorded intervals as columns: lane, start, end (cut at the attempt's end), bucket
+    code, blocking. A job with a data load a step has millions: never an object each
+    until the timeline's list is made, in order."""
+
+    lane: I64
+    start: F64
+    end: F64
+    code: I64
+    blocking: npt.NDArray[np.bool_]
+
+
 def build_timeline(ing: Ingestor, report: Report) -> Timeline:
     """The spans of the ingested job, coloured with ``report`` (its attempts and ideal)."""
     attempts = report.attempts
@@ -174,22 +186,23 @@ def build_timeline(ing: Ingestor, report: Report) -> Timeline:
     hosts = _hosts(ing, att_starts)
 
     def attempt_of(ts: F64) -> I64:
-        if not attempts:
-            return np.zeros(ts.shape[0], np.int64)
         return np.maximum(np.searchsorted(att_starts, ts, side="right") - 1, 0).astype(np.int64)
 
     ends_of = np.array([a.end for a in attempts], dtype=np.float64)
     lane_index: dict[tuple[int, int], int] = {}
     parts: list[tuple[I64, F64, F64, I64, npt.NDArray[np.bool_]]] = []
-    intervals: list[IntervalSpan] = []
+    recorded: list[_Recorded] = []
     lane_keys: list[tuple[int, int]] = []
 
-    def lane_of(ai: int, rank: int) -> int:
-        key = (ai, rank)
-        if key not in lane_index:
-            lane_index[key] = len(lane_keys)
-            lane_keys.append(key)
-        return lane_index[key]
+    def lanes_of(ai: I64, rank: int) -> I64:
+        """The lane of each of ``ai`` (attempt indices) on ``rank``."""
+        seen = np.unique(ai)
+        for key in ((int(a), rank) for a in seen):
+            if key not in lane_index:
+                lane_index[key] = len(lane_keys)
+                lane_keys.append(key)
+        ids = np.array([lane_index[int(a), rank] for a in seen], np.int64)
+        return ids[np.searchsorted(seen, ai)]
 
     for stream in ing.streams.values():
         if not stream.has_work or not attempts:
@@ -201,19 +214,29 @@ def build_timeline(ing: Ingestor, report: Report) -> Timeline:
             if not closed.all():
                 end = _typical_open(start, end, closed, report.ideal_step_time)
         if start.shape[0]:
-            seen = np.unique(ai)
-            lane_ids = np.array([lane_of(int(a), stream.rank) for a in seen], np.int64)
-            parts.append((lane_ids[np.searchsorted(seen, ai)], start, end, step, closed))
-        for lo, hi, bucket, is_blocking in _recorded(stream, ing.buckets.names, report.end):
-            a = int(attempt_of(np.array([lo]))[0])
-            cut = min(hi, float(ends_of[a]))
-            if cut > lo:
-                intervals.append(
-                    IntervalSpan(lane_of(a, stream.rank), lo, cut, bucket, is_blocking)
-                )
+            parts.append((lanes_of(ai, stream.rank), start, end, step, closed))
+        lo, hi, code, blocking = _recorded(stream, report.end)
+        a = attempt_of(lo)
+        att_end = ends_of[a]
+        cut = np.where(att_end < hi, att_end, hi)  # (as min(hi, end) takes them)
+        keep = cut > lo
+        if keep.any():
+            a, lo, cut, code, blocking = a[keep], lo[keep], cut[keep], code[keep], blocking[keep]
+            recorded.append(_Recorded(lanes_of(a, stream.rank), lo, cut, code, blocking))
 
-    lanes, renumber, intervals = _in_order(lane_keys, report, multi_rank, hosts, intervals)
-    steps = _classify(parts, renumber, lanes, report, intervals)
+    lanes, renumber, columns = _in_order(lane_keys, report, multi_rank, hosts, recorded)
+    steps = _classify(parts, renumber, lanes, report, columns)
+    names = ing.buckets.names
+    intervals = list(
+        map(
+            IntervalSpan,
+            columns.lane.tolist(),
+            columns.start.tolist(),
+            columns.end.tolist(),
+            [names[c] for c in columns.code.tolist()],
+            columns.blocking.tolist(),
+        )
+    )
     return Timeline(lanes, steps, intervals, report.ideal_step_time)
 
 
@@ -249,30 +272,19 @@ def _typical_open(start: F64, end: F64, closed: npt.NDArray[np.bool_], ideal: fl
     return end
 
 
-def _recorded(
-    stream: Stream, names: list[str], close_at: float
-) -> list[tuple[float, float, str, bool]]:
+def _recorded(stream: Stream, close_at: float) -> tuple[F64, F64, I64, npt.NDArray[np.bool_]]:
     """The recorded intervals of ``stream``: the blocking ones flattened (innermost wins),
-    then the others; each as (start, end, bucket name, blocking)."""
+    then the others; as columns (start, end, bucket code, blocking)."""
     recorded = pair_columns(stream.marks.columns(), close_at=close_at).intervals
     flat = flatten_spans(recorded.take(recorded.blocking))
     nonblocking = recorded.take(~recorded.blocking)
-    pieces = [
-        (lo, hi, names[code], True)
-        for lo, hi, code in zip(
-            flat.start.tolist(), flat.end.tolist(), flat.bucket.tolist(), strict=True
-        )
-    ]
-    pieces += [
-        (lo, hi, names[code], False)
-        for lo, hi, code in zip(
-            nonblocking.start.tolist(),
-            nonblocking.end.tolist(),
-            nonblocking.bucket.tolist(),
-            strict=True,
-        )
-    ]
-    return pieces
+    n_flat, n_other = flat.start.shape[0], nonblocking.start.shape[0]
+    return (
+        np.concatenate([flat.start, nonblocking.start]).astype(np.float64),
+        np.concatenate([flat.end, nonblocking.end]).astype(np.float64),
+        np.concatenate([flat.bucket, nonblocking.bucket]).astype(np.int64),
+        np.concatenate([np.ones(n_flat, np.bool_), np.zeros(n_other, np.bool_)]),
+    )
 
 
 def _in_order(
@@ -280,10 +292,10 @@ def _in_order(
     report: Report,
     multi_rank: bool,
     hosts: dict[tuple[int, int], str],
-    intervals: list[IntervalSpan],
-) -> tuple[list[Lane], I64, list[IntervalSpan]]:
+    recorded: list[_Recorded],
+) -> tuple[list[Lane], I64, _Recorded]:
     """Lanes in attempt order, then rank; what was built in stream order renumbered (the
-    new lane of each old one, and the intervals, by lane then start)."""
+    new lane of each old one, and the intervals, by lane then start: a stable sort)."""
     attempts = report.attempts
     order = sorted(range(len(lane_keys)), key=lambda i: lane_keys[i])
     renumber = np.empty(len(lane_keys), np.int64)
@@ -297,14 +309,20 @@ def _in_order(
         )
         for i in order
     ]
-    intervals = sorted(
-        (
-            IntervalSpan(int(renumber[iv.lane]), iv.start, iv.end, iv.bucket, iv.blocking)
-            for iv in intervals
-        ),
-        key=lambda iv: (iv.lane, iv.start),
+    if not recorded:
+        z = np.zeros(0)
+        return lanes, renumber, _Recorded(z.astype(np.int64), z, z, z.astype(np.int64), z > 0)
+    lane = renumber[np.concatenate([r.lane for r in recorded])]
+    start = np.concatenate([r.start for r in recorded])
+    by = np.lexsort((np.arange(lane.shape[0]), start, lane))
+    columns = _Recorded(
+        lane[by],
+        start[by],
+        np.concatenate([r.end for r in recorded])[by],
+        np.concatenate([r.code for r in recorded])[by],
+        np.concatenate([r.blocking for r in recorded])[by],
     )
-    return lanes, renumber, intervals
+    return lanes, renumber, columns
 
 
 def _classify(
@@ -312,7 +330,7 @@ def _classify(
     renumber: I64,
     lanes: list[Lane],
     report: Report,
-    intervals: list[IntervalSpan],
+    recorded: _Recorded,
 ) -> StepSpans:
     if not parts:
         z = np.zeros(0)
@@ -351,14 +369,16 @@ def _classify(
     # as the ideal step time does.
     d = end - start
     bounds = np.searchsorted(lane, np.arange(len(lanes) + 1))
-    by_lane: dict[int, list[Piece]] = {}
-    for iv in intervals:
-        if iv.blocking:
-            by_lane.setdefault(iv.lane, []).append(Piece(iv.start, iv.end, iv.bucket))
-    for li, pieces in by_lane.items():
+    blocking = recorded.blocking
+    pieces_lane = recorded.lane[blocking]  # (by lane, then start)
+    pieces_start, pieces_end = recorded.start[blocking], recorded.end[blocking]
+    pieces_at = np.searchsorted(pieces_lane, np.arange(len(lanes) + 1))
+    for li in np.unique(pieces_lane).tolist():
         lo, hi = int(bounds[li]), int(bounds[li + 1])
         if hi > lo:
-            d[lo:hi] -= Coverage.of_pieces(pieces).between(start[lo:hi], end[lo:hi])
+            p0, p1 = int(pieces_at[li]), int(pieces_at[li + 1])
+            covered = Coverage(pieces_start[p0:p1], pieces_end[p0:p1])
+            d[lo:hi] -= covered.between(start[lo:hi], end[lo:hi])
     bucket = np.zeros(start.shape[0], np.int8)
     ideal = report.ideal_step_time
     if ideal is not None:
