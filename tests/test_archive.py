@@ -160,8 +160,9 @@ def check_archive_report(
     at_compaction = report_json(job_dir)
     invoke("compact", str(job_dir))
     assert report_json(job_dir) == at_compaction
+    assert report_json(job_dir) == at_compaction  # (the read kept by the first, if it was kept)
     append_files(job_dir, after)
-    assert report_json(job_dir) == expected
+    assert report_json(job_dir) == expected  # (that read loaded, then the lines after it)
     assert jsonl_only(job_dir) == expected
     # --replace: the files the archive covers whole are removed, and never written again
     # (a writer that goes on writes a new file: the recorder's are named by process)

@@ -28,7 +28,7 @@ PUBLIC: dict[str, set[str]] = {
         "open_source",
         "open_regular", "open_store", "safe_job_dir", "ship_orphaned", "what_is", "written_end",
         "ARCHIVE_NAME", "ArchivedStore", "Compacted", "archive_of", "compact", "read_meta",
-        "with_archive",
+        "with_archive", "KeptRead",
     },
     "badput.engine": {
         "Accountant", "AttemptSummary", "DEFAULT_SLOWDOWN_FACTOR", "Diagnostic", "GOODPUT_BINS",
@@ -87,7 +87,7 @@ PUBLIC: dict[str, set[str]] = {
     "badput.cli": {"console_main", "main", "parse_timestamp"},
     "badput.runtime": {
         "blas", "env", "gc_pause", "heap", "lazy", "lifecycle", "optional", "shared_work",
-        "worker",
+        "state_cache", "worker",
     },
     "badput.testing": {
         "MemoryStore", "Timeline", "events_to_jsonl", "events_to_store", "read_all",

@@ -21,12 +21,14 @@ from badput.events import Event, EventError, LeanEvent
 from badput.runtime import shared_work
 from badput.runtime.gc_pause import gc_paused
 from badput.runtime.heap import give_back
+from badput.runtime.state_cache import StateCache
 from badput.store import (
     ArchivedStore,
     Cursor,
     EventStore,
     JobListing,
     JsonlStore,
+    KeptRead,
     ReadResult,
     SingleFileStore,
     Unread,
@@ -62,6 +64,8 @@ _SEQ_BLOCK = 1 << 40  # arrival numbers of slice k start at k * _SEQ_BLOCK (file
 _HEAD_EVENTS = 1024
 #: A live reader reports an unterminated last line once it has stayed unchanged this long.
 TORN_AFTER_SECONDS: Final = 60.0
+#: The modules whose classes a kept read's state is made of (see LiveJob's state_cache).
+_STATE_MODULES: Final = ("badput.engine", "badput.store._base")
 
 
 def _catch_up(  # noqa: PLR0917
@@ -405,6 +409,15 @@ def _workers() -> int:
     return min(shared_work.usable_cores(), MAX_WORKERS)
 
 
+def _with_options(accountant: Accountant, of: Accountant) -> Accountant:
+    """``accountant`` (a kept state, built by another reader), given the options ``of`` has:
+    what a caller sets (``badput report``: the price, the peak)."""
+    for name in ("ideal_step_time", "peak_flops", "devices", "price_per_device_hour"):
+        setattr(accountant, name, getattr(of, name))
+    accountant.rank_options = of.rank_options
+    return accountant
+
+
 def _resolve(source: Source, job: str | None) -> tuple[EventStore, str]:
     if isinstance(source, (str, os.PathLike)):
         return open_source(os.fspath(source), job)
@@ -442,11 +455,15 @@ class LiveJob:
         parallel: bool | None = None,
         rank_options: RankOptions | None = None,
         listing: JobListing | None = None,
+        state_cache: StateCache | None = None,
     ) -> None:
         """``listing``: what :func:`~badput.store.list_job` gave for ``source`` and ``job``,
         listed ahead (``badput report`` has a helper process list the job while it imports
         the engine): its store and job are taken, and the first read goes through the files
-        it lists, planned from their sizes, without listing the job again."""
+        it lists, planned from their sizes, without listing the job again.
+        ``state_cache``: where a first read of a compacted job's archive keeps its state (at
+        the first :meth:`report`) and the next reader's first read loads it instead of
+        reading the archive: :class:`~badput.store.KeptRead`."""
         if listing is not None:
             self.store, self.job = listing.store, listing.job
         else:
@@ -463,6 +480,8 @@ class LiveJob:
         self._unread: list[Unread] = []
         self._torn_since: dict[tuple[str, int | None, int], float] = {}
         self._rotated: list[Unread] = []  # every rotation seen (said in every report)
+        self._state_cache = state_cache
+        self._kept: KeptRead | None = None  # a read of the archive alone, to keep
 
     def update(self) -> int:
         """Read and ingest what was appended since the last call; return how many lines.
@@ -482,6 +501,14 @@ class LiveJob:
             return self._update()
 
     def _update(self) -> int:
+        kept = None
+        if self._cursor is None:
+            options = (self.accountant.ideal_step_time, self.rank_options)
+            kept = KeptRead.of(self._state_cache, self.store, self.job, options)
+        restored = None if kept is None else kept.load(_STATE_MODULES)
+        if restored is not None and isinstance(state := restored[0], Accountant):
+            self.accountant, self._cursor = _with_options(state, self.accountant), restored[1]
+            return restored[2] + self._update()  # and what the job wrote after its archive
         if self._cursor is None and self._parallel is not False:
             shared = self._cold_parallel()
             if shared is not None:
@@ -498,6 +525,8 @@ class LiveJob:
             self.store, self.job, self.accountant, self._cursor, self._on_progress, unread
         )
         self._left(unread)
+        if kept is not None and self._cursor is not None and kept.read(self._cursor, n, unread):
+            self._kept = kept
         return n
 
     def _left(self, unread: list[Unread]) -> None:
@@ -675,6 +704,8 @@ class LiveJob:
         device is never opened and is reported as ``not_a_file``.
         """
         report = self.accountant.report(now=now, window=window, ideal_step_time=ideal_step_time)
+        if self._kept is not None:  # (with what the report left in the engine's cache: once)
+            self._kept.keep(self.accountant, self._cursor)
         extra = self.unread_diagnostics(final=final)
         if not extra:
             return report

@@ -386,6 +386,7 @@ def _read_and_report(
     _import_engine()
     from badput.analysis import LiveJob  # noqa: PLC0415 (the engine pulls numpy)
     from badput.engine import RankOptions  # noqa: PLC0415
+    from badput.runtime.state_cache import default_state_cache  # noqa: PLC0415
 
     options = RankOptions(straggler_threshold=straggler_threshold, stall_floor=stall_after)
     progress = _ReadProgress(enabled=sys.stderr.isatty())
@@ -397,6 +398,7 @@ def _read_and_report(
             on_progress=progress,
             rank_options=options,
             listing=ahead.result() if ahead is not None else None,
+            state_cache=default_state_cache(),  # a compacted job's read, kept
         )
         live.update()
         set_program(live.accountant, program)  # program goodput
@@ -571,9 +573,11 @@ def _read_job(
     ahead = _list_ahead(path, job) if os.path.isdir(path) else None
     _import_engine()
     from badput.analysis import LiveJob  # noqa: PLC0415 (the engine pulls numpy)
+    from badput.runtime.state_cache import default_state_cache  # noqa: PLC0415
 
     try:
-        live = LiveJob(path, job, listing=ahead.result() if ahead is not None else None)
+        listing = ahead.result() if ahead is not None else None
+        live = LiveJob(path, job, listing=listing, state_cache=default_state_cache())
         live.update()
     except (ValueError, OSError) as exc:
         _fail(command, str(exc))

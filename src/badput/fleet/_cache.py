@@ -16,6 +16,7 @@ import tempfile
 from pathlib import Path
 
 from badput.fleet._job import JobResult
+from badput.runtime.env import cache_home
 from badput.store import JobNames
 
 __all__ = ["ResultCache", "default_cache_dir"]
@@ -24,8 +25,7 @@ __all__ = ["ResultCache", "default_cache_dir"]
 def default_cache_dir() -> Path:
     """``$XDG_CACHE_HOME/badput/fleet`` (default ``~/.cache/badput/fleet``): never inside
     the store, where a directory of ours would read as a job."""
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return Path(base) / "badput" / "fleet"
+    return cache_home() / "fleet"
 
 
 class ResultCache:

@@ -11,6 +11,7 @@
 - :mod:`badput.runtime.shared_work`: work shared with forked helper processes (idle cores,
   tasks claimed from both ends, results taken from a queue).
 - :mod:`badput.runtime.lazy`: a package's lazy names (PEP 562).
+- :mod:`badput.runtime.state_cache`: a compacted job's read state kept between runs.
 - :mod:`badput.runtime.optional`: optional dependencies, with an error naming the extra.
 
 Nothing is imported here: ``import badput`` loads only the submodules it uses.
@@ -25,6 +26,7 @@ __all__ = [
     "lifecycle",
     "optional",
     "shared_work",
+    "state_cache",
     "worker",
 ]
 

@@ -15,6 +15,7 @@ import socket
 import sys
 import time
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Final
 
 from badput.events import attempt_id
@@ -27,6 +28,7 @@ __all__ = [
     "BADPUT_JOB",
     "BADPUT_LAUNCHER",
     "BADPUT_PROCESS_INIT",
+    "BADPUT_STATE_CACHE",
     "BADPUT_STORE",
     "DEFAULT_STORE",
     "OMPI_COMM_WORLD_RANK",
@@ -37,6 +39,7 @@ __all__ = [
     "SLURM_PROCID",
     "SLURM_RESTART_COUNT",
     "TORCHELASTIC_RESTART_COUNT",
+    "cache_home",
     "compose_attempt",
     "detect_attempt",
     "detect_host",
@@ -68,6 +71,9 @@ BADPUT_PROCESS_INIT: Final = "BADPUT_PROCESS_INIT"
 BADPUT_DISABLE: Final = "BADPUT_DISABLE"
 #: Seconds between heartbeat events (default 10; ``0`` turns heartbeats off).
 BADPUT_HEARTBEAT_INTERVAL: Final = "BADPUT_HEARTBEAT_INTERVAL"
+#: Where a compacted job's read is kept between runs (:mod:`badput.runtime.state_cache`):
+#: a directory, or ``off``. Default: ``$XDG_CACHE_HOME/badput/state``.
+BADPUT_STATE_CACHE: Final = "BADPUT_STATE_CACHE"
 #: Set by torchrun / torch.distributed.elastic: the restart number of the worker group.
 TORCHELASTIC_RESTART_COUNT: Final = "TORCHELASTIC_RESTART_COUNT"
 #: Set by Slurm for a requeued job: how many times it was restarted.
@@ -88,6 +94,14 @@ RANK_VARIABLES: Final = (RANK, OMPI_COMM_WORLD_RANK, PMI_RANK, SLURM_PROCID)
 
 #: The store used when neither an argument nor ``BADPUT_STORE`` names one.
 DEFAULT_STORE: Final = "./badput-runs"
+
+
+def cache_home(env: Mapping[str, str] | None = None) -> Path:
+    """``$XDG_CACHE_HOME/badput`` (default ``~/.cache/badput``): badput's caches, never
+    inside a store (where a directory of ours would read as a job)."""
+    env = os.environ if env is None else env
+    base = env.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base) / "badput"
 
 
 def _int_var(env: Mapping[str, str], name: str) -> int | None:

@@ -48,6 +48,7 @@ from badput.store._jsonl import (
     open_regular,
     safe_job_dir,
 )
+from badput.store._kept_read import KeptRead
 from badput.store._lines import MAX_LINE_BYTES
 from badput.store._memory import MemoryStore, memory_store
 from badput.store._names import FirstPart, JobNames
@@ -69,6 +70,7 @@ __all__ = [
     "JobListing",
     "JobNames",
     "JsonlStore",
+    "KeptRead",
     "MemoryStore",
     "ObjectStore",
     "ObjectStoreError",

@@ -11,6 +11,7 @@ there. The archive is ``<job dir>/badput-archive.parquet`` of a directory of fil
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import threading
@@ -123,6 +124,38 @@ class ArchivedStore:
         if self._meta is None:
             self._meta = read_meta(self.path)
         return self._meta
+
+    def identity(self) -> str:
+        """What the archive holds, read without pyarrow: its path, its size and a digest of
+        its Parquet footer (every row group's place and size, and badput's metadata: what
+        it covers of each file). Raises OSError (ValueError: not a Parquet file)."""
+        with open(self.path, "rb") as f:
+            size = os.fstat(f.fileno()).st_size
+            f.seek(max(size - 8, 0))
+            tail = f.read(8)
+            footer = int.from_bytes(tail[:4], "little")
+            if tail[4:] != b"PAR1" or footer > size - 12:
+                raise ValueError(f"{self.path}: not a Parquet file")
+            f.seek(size - 8 - footer)
+            digest = hashlib.sha256(f.read(footer)).hexdigest()
+        return f"{os.path.abspath(self.path)}:{size}:{digest}"
+
+    def read_archive_only(self, cursor: Cursor) -> bool:
+        """Whether a read from the start that ended at ``cursor`` read the archive's rows
+        and nothing else: each file stopped where the archive covers it, no other file."""
+        offsets = dict(cursor.offsets)
+        return offsets.pop(_KEY, None) is not None and offsets == self.covered()
+
+    def unchanged_since(self, cursor: Cursor) -> bool:
+        """Whether the job's files are as a read that ended at ``cursor`` left them: no file
+        grown, none new (one the archive covers whole may be gone: ``compact --replace``).
+        One ``stat`` a file; False when one cannot be looked at."""
+        read = {s: b for s, (b, _) in cursor.offsets.items() if s != _KEY}
+        try:
+            files = self.inner.files(self.job)
+            return all(read.get(s) == os.stat(p).st_size for s, p in files)
+        except OSError:
+            return False
 
     def covered(self) -> dict[str, tuple[int, int]]:
         """Each file the archive covers: (bytes, lines) of it."""
