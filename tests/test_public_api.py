@@ -32,7 +32,7 @@ PUBLIC: dict[str, set[str]] = {
     },
     "badput.engine": {
         "Accountant", "AttemptSummary", "DEFAULT_SLOWDOWN_FACTOR", "Diagnostic", "GOODPUT_BINS",
-        "GoodputSeries", "IntervalSpan", "ROLLING_BINS",
+        "GoodputSeries", "IntervalSpan", "IntervalSpans", "ROLLING_BINS",
         "GroupedBuckets", "Lane", "MAX_NAMED_BUCKETS", "PRODUCTIVE", "RankOptions",
         "RankView", "Report", "STEP_BUCKETS", "SectionView", "Snapshot", "Stall", "StepCounts",
         "StepSpans",

@@ -128,12 +128,15 @@ def _attempt(
     mask = s.lane == lane if lane is not None else np.zeros(len(s), bool)
     starts, ends, steps = s.start[mask], s.end[mask], s.step[mask]
     saves: list[SaveFacts] = []
-    for iv in timeline.intervals:
-        if iv.lane == lane and iv.bucket == "checkpoint_save" and iv.blocking:
-            before = int(np.searchsorted(starts, iv.start, side="right")) - 1
+    ivs = timeline.intervals  # (columns: a job with a data load a step has millions)
+    save = ivs.code_of("checkpoint_save")
+    if lane is not None and save is not None:
+        at = np.flatnonzero((ivs.lane == lane) & (ivs.code == save) & ivs.blocking)
+        for iv_start, iv_end in zip(ivs.start[at].tolist(), ivs.end[at].tolist(), strict=True):
+            before = int(np.searchsorted(starts, iv_start, side="right")) - 1
             step = int(steps[before]) if before >= 0 else a.restore_step or 0
-            cut = iv.end >= a.end and a.end_reason != "job_end"
-            saves.append(SaveFacts(step, iv.start, iv.end - iv.start, not cut))
+            cut = iv_end >= a.end and a.end_reason != "job_end"
+            saves.append(SaveFacts(step, iv_start, iv_end - iv_start, not cut))
     restore = a.restore_step
     if restore is None:
         restore = (a.first_step - 1) if a.first_step is not None else 0

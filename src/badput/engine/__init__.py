@@ -40,6 +40,7 @@ from badput.engine._steptime import DEFAULT_SLOWDOWN_FACTOR, StepTimeStats, step
 from badput.engine._timeline import (
     STEP_BUCKETS,
     IntervalSpan,
+    IntervalSpans,
     Lane,
     StepSpans,
     Timeline,
@@ -65,6 +66,7 @@ __all__ = [
     "GoodputSeries",
     "GroupedBuckets",
     "IntervalSpan",
+    "IntervalSpans",
     "JobState",
     "Lane",
     "MfuSeries",

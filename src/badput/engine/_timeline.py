@@ -18,8 +18,9 @@ where they nest, as in the partition).
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, overload
 
 import numpy as np
 import numpy.typing as npt
@@ -29,11 +30,20 @@ from badput.engine._intervals import Coverage, flatten_spans, pair_columns
 from badput.engine._model import Report
 from badput.engine._stream import Stream
 
-__all__ = ["SLOW_FACTOR", "STEP_BUCKETS", "IntervalSpan", "Lane", "StepSpans", "Timeline"]
+__all__ = [
+    "SLOW_FACTOR",
+    "STEP_BUCKETS",
+    "IntervalSpan",
+    "IntervalSpans",
+    "Lane",
+    "StepSpans",
+    "Timeline",
+]
 
 F64 = npt.NDArray[np.float64]
 I64 = npt.NDArray[np.int64]
 I8 = npt.NDArray[np.int8]
+B = npt.NDArray[np.bool_]
 
 #: The buckets a step span can be drawn in; ``StepSpans.bucket`` indexes this tuple.
 STEP_BUCKETS: tuple[str, ...] = ("productive", "slowdown", "startup", "wasted")
@@ -85,13 +95,75 @@ class IntervalSpan:
     blocking: bool
 
 
+class IntervalSpans(Sequence[IntervalSpan]):
+    """Every recorded interval of a timeline, sorted by lane then start: as columns
+    (``lane``, ``start``, ``end``, ``code`` into ``names``, ``blocking``), and a sequence
+    of :class:`IntervalSpan`, made when it is first indexed or iterated. A job with a data
+    load a step has millions: what needs a few of them reads the columns (the advice its
+    checkpoint saves) and no object is made."""
+
+    def __init__(  # noqa: PLR0917 (the columns)
+        self, lane: I64, start: F64, end: F64, code: I64, blocking: B, names: Sequence[str]
+    ) -> None:
+        self.lane, self.start, self.end, self.code, self.blocking = lane, start, end, code, blocking
+        self.names = list(names)
+        self._spans: list[IntervalSpan] | None = None
+
+    def code_of(self, bucket: str) -> int | None:
+        """The code of ``bucket`` in :attr:`code` (None: no interval can be of it)."""
+        return self.names.index(bucket) if bucket in self.names else None
+
+    def buckets(self) -> set[str]:
+        """The buckets of the intervals."""
+        return {self.names[c] for c in np.unique(self.code).tolist()}
+
+    def spans(self) -> list[IntervalSpan]:
+        """The intervals as objects (made once)."""
+        if self._spans is None:
+            names = self.names
+            self._spans = list(
+                map(
+                    IntervalSpan,
+                    self.lane.tolist(),
+                    self.start.tolist(),
+                    self.end.tolist(),
+                    [names[c] for c in self.code.tolist()],
+                    self.blocking.tolist(),
+                )
+            )
+        return self._spans
+
+    def __len__(self) -> int:
+        return int(self.lane.shape[0])
+
+    @overload
+    def __getitem__(self, index: int) -> IntervalSpan: ...
+    @overload
+    def __getitem__(self, index: slice) -> list[IntervalSpan]: ...
+    def __getitem__(self, index: int | slice) -> IntervalSpan | list[IntervalSpan]:
+        return self.spans()[index]
+
+    def __iter__(self) -> Iterator[IntervalSpan]:
+        return iter(self.spans())
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, Sequence):
+            return self.spans() == list(other)
+        return NotImplemented
+
+    __hash__ = None  # type: ignore[assignment]  # (as a list's: unhashable)
+
+    def __repr__(self) -> str:
+        return f"IntervalSpans({len(self)} intervals)"
+
+
 @dataclass(frozen=True)
 class Timeline:
     """Lanes, step spans and intervals of a job (see :meth:`Accountant.timeline`)."""
 
     lanes: list[Lane]
     steps: StepSpans
-    intervals: list[IntervalSpan]
+    intervals: IntervalSpans
     ideal_step_time: float | None
 
     def to_pandas(self) -> dict[str, Any]:
@@ -226,17 +298,7 @@ def build_timeline(ing: Ingestor, report: Report) -> Timeline:
 
     lanes, renumber, columns = _in_order(lane_keys, report, multi_rank, hosts, recorded)
     steps = _classify(parts, renumber, lanes, report, columns)
-    names = ing.buckets.names
-    intervals = list(
-        map(
-            IntervalSpan,
-            columns.lane.tolist(),
-            columns.start.tolist(),
-            columns.end.tolist(),
-            [names[c] for c in columns.code.tolist()],
-            columns.blocking.tolist(),
-        )
-    )
+    intervals = IntervalSpans(*columns, names=ing.buckets.names)
     return Timeline(lanes, steps, intervals, report.ideal_step_time)
 
 
@@ -322,6 +384,7 @@ def _in_order(
         np.concatenate([r.code for r in recorded])[by],
         np.concatenate([r.blocking for r in recorded])[by],
     )
+    recorded.clear()  # (the caller's: each stream's columns, joined now)
     return lanes, renumber, columns
 
 
@@ -342,6 +405,7 @@ def _classify(
     end = np.concatenate([p[2] for p in parts])
     step = np.concatenate([p[3] for p in parts])
     closed = np.concatenate([p[4] for p in parts])
+    parts.clear()  # (the caller's: each stream's columns, joined now)
     order = np.lexsort((start, lane))
     lane, start, end, step, closed = (
         lane[order],

@@ -392,7 +392,7 @@ def _columns(report: Report, timeline: Timeline) -> _Columns:
     pictured = _pictured(grouped, report, timeline)
     names = list(shown)
     # buckets drawn but empty in the report (a step colour, an interval outside a window)
-    drawn = {pictured.bucket_of(b) for b in {iv.bucket for iv in timeline.intervals}}
+    drawn = {pictured.bucket_of(b) for b in timeline.intervals.buckets()}
     extra = sorted((set(STEP_BUCKETS) | drawn) - set(names))
     names += [*extra, "attempt"]
     return _Columns(grouped, pictured, shown, names, {n: i for i, n in enumerate(names)})
@@ -432,7 +432,7 @@ def _lanes(
     t0 = report.start
     # every bucket an interval or a step is drawn in -> its column (a grouped name: its group's)
     drawn_at = dict(cols.index)
-    for b in {iv.bucket for iv in timeline.intervals}:
+    for b in timeline.intervals.buckets():
         drawn_at[b] = cols.index[cols.pictured.bucket_of(b)]
     multi_rank = any(ln.rank is not None for ln in timeline.lanes)
     lanes: list[dict[str, Any]] = [{"label": "job", "kind": "job"}]
