@@ -22,6 +22,11 @@ a fresh process: wall and CPU seconds (its worker processes' included) and peak 
   them by kind (its threads);
 - ``compact``: ``badput compact`` of the job (the read of the JSON lines included);
 - ``report (archive)``: the same read and report, from the archive;
+- ``report (archive), keeping``: the same with a state cache (docs/archive.md), which
+  keeps the state the read built (written by a process of its own once the report is
+  made: not in the figure, as ``badput report`` does not wait for it either);
+- ``report (archive), kept``: the next report, which loads that state (no row of the
+  archive read);
 
 and the sizes of the JSON lines and of the archive, with the host index
 (``host_speed.py``) before and after. The reports must all agree.
@@ -45,6 +50,7 @@ import random
 import subprocess
 import sys
 import tempfile
+import time
 from collections.abc import Iterator
 from operator import attrgetter
 from pathlib import Path
@@ -84,7 +90,11 @@ c0, w0 = _cpu(), time.perf_counter()
 from badput.analysis import LiveJob
 from badput.report import to_json
 from badput.runtime.heap import large_blocks_mapped
-live = LiveJob(sys.argv[1])
+kept = {}
+if len(sys.argv) > 2:  # a state cache: keep the archive's read there, or load it
+    from badput.runtime.state_cache import StateCache
+    kept = {"state_cache": StateCache(sys.argv[2])}
+live = LiveJob(sys.argv[1], **kept)
 live.update()
 with large_blocks_mapped():
     text = to_json(live.snapshot(final=True))
@@ -256,6 +266,16 @@ def job_root(keep: str | None) -> Iterator[Path]:
         yield Path(tmp)
 
 
+def _kept(cache: Path, seconds: float = 600.0) -> Path:
+    """The state file once its writer (a process of its own) has renamed it into place."""
+    deadline = time.monotonic() + seconds
+    while not (found := sorted(cache.glob("*.state"))):
+        if time.monotonic() > deadline:
+            sys.exit(f"no state kept in {cache} after {seconds:.0f} s")
+        time.sleep(0.1)
+    return found[0]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--steps", type=int, default=1_000_000)
@@ -307,13 +327,25 @@ def main() -> None:
                 row(f"report (archive) {src or ''}"[:34], archived)
                 assert archived["store"] == "ArchivedStore", archived["store"]
                 same = same and archived["json"] == jsonl["json"]
+        with tempfile.TemporaryDirectory() as cache:  # (the tree measured last: srcs[-1])
+            keeping = child(REPORT, str(job_dir), cache, src=srcs[-1])
+            row("report (archive), keeping", keeping)
+            state = _kept(Path(cache))
+            kept = child(REPORT, str(job_dir), cache, src=srcs[-1])
+            row("report (archive), kept", kept)
+            print(f"state kept: {state.stat().st_size / 1e6:,.0f} MB", flush=True)
+            same = same and keeping["json"] == jsonl["json"] and kept["json"] == jsonl["json"]
         size = int(str(done["archive_bytes"])) / int(str(done["jsonl_bytes"]))
         print(
             f"archive {int(str(done['archive_bytes'])) / 1e6:,.1f} MB = {size:.1%} of the "
             f"JSON lines; reports identical (every tree's, both ways): {same}; "
             f"events {archived['events']:,}"
         )
-        wall = {"JSONL": float(jsonl["wall"]), "archive": float(archived["wall"])}
+        wall = {
+            "JSONL": float(jsonl["wall"]),
+            "archive": float(archived["wall"]),
+            "kept": float(kept["wall"]),
+        }
         print(
             "wall against the parse limit and DuckDB's scan: "
             + "; ".join(

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import json
 import os
+import time
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -19,6 +21,7 @@ from badput.engine import RankOptions
 from badput.events import Event
 from badput.formats.codec import encode_lines
 from badput.report import to_json
+from badput.runtime import state_cache
 from badput.runtime.state_cache import StateCache, default_state_cache
 from badput.store import ARCHIVE_NAME, KeptRead, compact, open_source
 from badput.store import _archive as archive_store
@@ -75,7 +78,7 @@ def no_archive_rows(monkeypatch: pytest.MonkeyPatch) -> None:
 def test_a_second_reader_loads_the_state_and_reads_no_row_of_the_archive(
     job: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    cache = StateCache(tmp_path / "cache")
+    cache = StateCache(tmp_path / "cache", background=False)
     first = read(job, cache)
     assert first.update() == 0
     expected = report_of(first)  # (its report keeps the state)
@@ -95,7 +98,7 @@ def test_a_job_that_wrote_after_its_archive_is_read_through_the_archive(
     """A line written after the archive takes its place among the archive's rows in a read
     of the archive (its file's), which decides between events of one time: the kept state
     is not used then, and the report is the archive's."""
-    cache = StateCache(tmp_path / "cache")
+    cache = StateCache(tmp_path / "cache", background=False)
     report_of(read(job, cache))
     write(job / "1" / "h-0-1.jsonl", lines(30, 45, attempt=1), "ab")
     write(job / "0" / "h-1-1.jsonl", lines(0, 45, rank=1))
@@ -103,17 +106,33 @@ def test_a_job_that_wrote_after_its_archive_is_read_through_the_archive(
         no_archive_rows(patch)
         with pytest.raises(AssertionError, match="rows were read"):
             read(job, cache)
-    live = read(job, cache)
+    with monkeypatch.context() as patch:  # (refused from its note: the state is not read)
+        unpickled = count_loads(patch)
+        live = read(job, cache)
+    assert unpickled == []
     assert report_of(live) == report_of(read(job, None))
     (job / ARCHIVE_NAME).unlink()
     assert report_of(live) == report_of(read(job, None))  # and that is the JSON lines'
+
+
+def count_loads(patch: pytest.MonkeyPatch) -> list[object]:
+    """The states unpickled from now on (a refusal by raising would be taken for damage)."""
+    loads: list[object] = []
+    load = state_cache._StateUnpickler.load
+
+    def counted(self: object) -> object:
+        loads.append(self)
+        return load(self)  # type: ignore[arg-type]
+
+    patch.setattr(state_cache._StateUnpickler, "load", counted)
+    return loads
 
 
 def test_a_reader_that_loaded_the_state_follows_what_the_job_writes_next(
     job: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """As any live reader of a compacted job (``watch``): new lines after what it read."""
-    cache = StateCache(tmp_path / "cache")
+    cache = StateCache(tmp_path / "cache", background=False)
     report_of(read(job, cache))
     no_archive_rows(monkeypatch)
     live = read(job, cache)
@@ -127,7 +146,7 @@ def test_a_reader_that_loaded_the_state_follows_what_the_job_writes_next(
 
 
 def test_no_state_is_kept_of_a_read_that_went_past_the_archive(job: Path, tmp_path: Path) -> None:
-    cache = StateCache(tmp_path / "cache")
+    cache = StateCache(tmp_path / "cache", background=False)
     write(job / "0" / "h-0-1.jsonl", lines(40, 41), "ab")
     report_of(read(job, cache))
     assert list(cache.root.glob("*.state")) == []
@@ -139,7 +158,7 @@ def test_no_state_is_kept_of_a_read_that_went_past_the_archive(job: Path, tmp_pa
 
 
 def test_nor_once_the_reader_has_read_on(job: Path, tmp_path: Path) -> None:
-    cache = StateCache(tmp_path / "cache")
+    cache = StateCache(tmp_path / "cache", background=False)
     live = read(job, cache)
     write(job / "0" / "h-0-1.jsonl", lines(40, 41), "ab")
     assert live.update() == 3
@@ -148,7 +167,7 @@ def test_nor_once_the_reader_has_read_on(job: Path, tmp_path: Path) -> None:
 
 
 def test_other_options_another_archive_another_state(job: Path, tmp_path: Path) -> None:
-    cache = StateCache(tmp_path / "cache")
+    cache = StateCache(tmp_path / "cache", background=False)
     report_of(read(job, cache))
     report_of(read(job, cache, ideal_step_time=0.5))
     report_of(read(job, cache, rank_options=RankOptions(straggler_threshold=1.5)))
@@ -165,7 +184,7 @@ def test_other_options_another_archive_another_state(job: Path, tmp_path: Path) 
 def test_the_readers_own_options_apply_to_a_kept_state(job: Path, tmp_path: Path) -> None:
     """A price and a peak are set after the read (``badput report --price``): the state
     kept by a reader with other ones gives this reader's numbers."""
-    cache = StateCache(tmp_path / "cache")
+    cache = StateCache(tmp_path / "cache", background=False)
     saver = read(job, cache)
     saver.accountant.price_per_device_hour, saver.accountant.peak_flops = 9.0, 1e15
     saver.accountant.devices = 8
@@ -190,7 +209,7 @@ def test_the_cli_keeps_the_read_where_badput_state_cache_says(
     expected = report()
     monkeypatch.setenv("BADPUT_STATE_CACHE", str(tmp_path / "kept"))
     assert report() == expected
-    assert len(list((tmp_path / "kept").glob("*.state"))) == 1
+    wait_for(lambda: len(list((tmp_path / "kept").glob("*.state"))) == 1)  # (kept behind)
     no_archive_rows(monkeypatch)
     assert report() == expected
     assert json.loads(expected)["total_seconds"] > 0
@@ -208,8 +227,50 @@ def test_the_default_cache_is_the_users_and_off_is_none(tmp_path: Path) -> None:
 # -- the cache itself -------------------------------------------------------------------
 
 
-def test_a_state_round_trips_with_its_arrays_writable(tmp_path: Path) -> None:
+def wait_for(done: Callable[[], bool], seconds: float = 60.0) -> None:
+    deadline = time.monotonic() + seconds
+    while not done():
+        assert time.monotonic() < deadline, "not done in time"
+        time.sleep(0.02)
+
+
+def test_a_state_is_written_behind_the_caller_by_a_process_of_its_own(tmp_path: Path) -> None:
     cache = StateCache(tmp_path)
+    state = {"a": np.arange(1_000_000, dtype=np.float64)}
+    path = cache.save("k", state)
+    assert path == cache.path("k")
+    wait_for(path.exists)
+    got = cache.load("k", ())
+    assert got is not None and np.array_equal(got["a"], state["a"])
+    assert not list(tmp_path.glob(".*.tmp"))  # (renamed whole into place)
+
+
+def test_a_note_is_read_first_and_a_refused_state_is_not_read(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    cache = StateCache(tmp_path, background=False)
+    cache.save("k", np.ones(10), note={"sizes": {"a.jsonl": 7}})
+    got = cache.load("k", (), accept=lambda note: note == {"sizes": {"a.jsonl": 7}})
+    assert got is not None and got.sum() == 10
+    unpickled = count_loads(monkeypatch)
+    assert cache.load("k", (), accept=lambda note: False) is None
+    assert unpickled == []
+    assert cache.save("k2", [1], note={1, 2}) is None  # not JSON: nothing kept
+
+
+def test_a_write_that_died_long_ago_is_removed(tmp_path: Path) -> None:
+    cache = StateCache(tmp_path, background=False)
+    died = tmp_path / ".abc.tmp"
+    died.write_bytes(b"half a state")
+    fresh = tmp_path / ".def.tmp"
+    fresh.write_bytes(b"being written")
+    os.utime(died, (time.time() - 2 * 86400,) * 2)
+    cache.save("k", [1])
+    assert not died.exists() and fresh.exists()
+
+
+def test_a_state_round_trips_with_its_arrays_writable(tmp_path: Path) -> None:
+    cache = StateCache(tmp_path, background=False)
     state = {"a": np.arange(100_000, dtype=np.float64), "b": [1, "x", None], "c": {1.5}}
     assert cache.save("k", state) is not None
     got = cache.load("k", ())
@@ -224,7 +285,7 @@ def test_a_state_round_trips_with_its_arrays_writable(tmp_path: Path) -> None:
     ["cut", "magic", "garbage", "longer", "empty"],
 )
 def test_a_damaged_file_is_a_miss(tmp_path: Path, damage: str) -> None:
-    cache = StateCache(tmp_path)
+    cache = StateCache(tmp_path, background=False)
     path = cache.save("k", [np.ones(1000)])
     assert path is not None
     data = path.read_bytes()
@@ -248,7 +309,7 @@ def test_a_planted_file_runs_no_code(tmp_path: Path) -> None:
         def __reduce__(self) -> tuple[object, tuple[str]]:
             return (os.system, (f"touch {marker}",))
 
-    cache = StateCache(tmp_path / "cache")
+    cache = StateCache(tmp_path / "cache", background=False)
     path = cache.save("k", [Evil()])
     assert path is not None
     assert cache.load("k", ("badput.engine",)) is None
@@ -259,7 +320,7 @@ def test_a_planted_file_runs_no_code(tmp_path: Path) -> None:
 
 
 def test_the_cache_keeps_at_most_max_bytes_newest_first(tmp_path: Path) -> None:
-    cache = StateCache(tmp_path, max_bytes=250_000)
+    cache = StateCache(tmp_path, max_bytes=250_000, background=False)
     for i in range(3):  # ~80 kB each: 240 kB
         assert cache.save(f"k{i}", np.zeros(10_000)) is not None
         os.utime(cache.path(f"k{i}"), ns=(i * 10**9, i * 10**9))
@@ -267,7 +328,7 @@ def test_the_cache_keeps_at_most_max_bytes_newest_first(tmp_path: Path) -> None:
     cache.save("k3", np.zeros(10_000))  # 320 kB: the one used longest ago goes
     kept = {k for k in ("k0", "k1", "k2", "k3") if cache.path(k).exists()}
     assert kept == {"k0", "k2", "k3"}
-    big = StateCache(tmp_path / "small", max_bytes=1)
+    big = StateCache(tmp_path / "small", max_bytes=1, background=False)
     assert big.save("alone", np.zeros(10_000)) is not None  # larger than the cap: kept
     assert big.load("alone", ()) is not None
 
@@ -275,7 +336,7 @@ def test_the_cache_keeps_at_most_max_bytes_newest_first(tmp_path: Path) -> None:
 def test_a_cache_that_cannot_be_written_costs_nothing_but_time(tmp_path: Path) -> None:
     blocker = tmp_path / "file"
     blocker.write_text("not a directory")
-    cache = StateCache(blocker / "state")
+    cache = StateCache(blocker / "state", background=False)
     assert cache.save("k", [1, 2]) is None
     assert cache.load("k", ()) is None
     assert list(tmp_path.iterdir()) == [blocker]

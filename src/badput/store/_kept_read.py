@@ -51,16 +51,23 @@ class KeptRead:
     def load(self, modules: tuple[str, ...]) -> tuple[object, Cursor, int] | None:
         """(the state, the cursor its read ended at, the lines it read), or None when none
         is kept (or what is kept is not one: see :meth:`StateCache.load`), or when the job
-        wrote after its archive since. A read of the archive gives a line written after it
-        its place among the archive's rows (its file's), which decides between events of
-        one time; read after a kept state, it would come after them all."""
-        kept = self.cache.load(self.key, modules)
+        wrote after its archive since (checked first, from the state's note: the files'
+        sizes the read left). A read of the archive gives a line written after it its place
+        among the archive's rows (its file's), which decides between events of one time;
+        read after a kept state, it would come after them all."""
+        kept = self.cache.load(self.key, modules, accept=self._unchanged)
         if isinstance(kept, tuple) and len(kept) == 3:
             state, cursor, lines = kept
             ok = isinstance(cursor, Cursor) and isinstance(lines, int)
             if ok and self.store.unchanged_since(cursor):
                 return state, cursor, lines
         return None
+
+    def _unchanged(self, note: object) -> bool:
+        sizes = note.get("sizes") if isinstance(note, dict) else None
+        if not isinstance(sizes, dict):
+            return False
+        return self.store.unchanged_since(Cursor({s: (b, 0) for s, b in sizes.items()}))
 
     def read(self, cursor: Cursor, lines: int, unread: list[Unread]) -> bool:
         """Note a cold read that ended at ``cursor``; whether it read the archive alone (no
@@ -75,4 +82,5 @@ class KeptRead:
         moved since."""
         read, self._read = self._read, None
         if read is not None and read[0] == cursor:
-            self.cache.save(self.key, (state, *read))
+            sizes = {s: b for s, (b, _) in read[0].offsets.items()}
+            self.cache.save(self.key, (state, *read), note={"sizes": sizes})
