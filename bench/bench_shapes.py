@@ -28,6 +28,10 @@ Shapes (each written to a temporary store, then read by a fresh process):
 ``--trees SRC SRC ...`` measures several source trees (a worktree of an older commit and
 this one: ``--trees ../wt-old/src src``) on the same generated logs, alternating.
 
+``--command`` also times the whole ``badput report --json`` of each shape in a fresh process
+(the advice the JSON carries, and the timeline it is measured on, included: what the read and
+report above leave out; 2026-11-29 it took 12-14 s on the data-load shape, unseen).
+
 ``--parallel both`` reads each shape twice, by one process and shared with worker processes
 (forced on; ``auto``, the default, starts workers only on idle cores); ``--parallel all`` three
 times: ``off``, ``auto``, ``on`` (and says whether ``auto`` was slower than ``off``).
@@ -54,6 +58,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
@@ -196,6 +201,30 @@ def measure(
     return json.loads(out.stdout)  # type: ignore[no-any-return]
 
 
+def measure_command(root: Path, job: str, src: str | None = None) -> dict[str, float]:
+    """The whole ``badput report --json`` of the job in a fresh process, as a user runs it
+    (the advice and its timeline included; ``BADPUT_STATE_CACHE=off``): wall seconds and
+    the peak RSS of the command and its workers (``wait4``)."""
+    env = {**os.environ, "BADPUT_STATE_CACHE": "off"}
+    if src is not None:
+        env["PYTHONPATH"] = src
+    argv = [sys.executable, "-m", "badput.cli", "report", "--json", "--job", job, str(root)]
+    start = time.perf_counter()
+    pid = os.fork()
+    if pid == 0:  # the command, its output to /dev/null
+        try:
+            null = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(null, 1)
+            os.execve(sys.executable, argv, env)
+        finally:
+            os._exit(127)
+    _, status, usage = os.wait4(pid, 0)
+    wall = time.perf_counter() - start
+    if os.waitstatus_to_exitcode(status) != 0:
+        sys.exit(f"badput report failed on {root}: exit status {status}")
+    return {"wall": wall, "rss_mb": usage.ru_maxrss / 1024}
+
+
 def _tree_name(src: str) -> str:
     """A source tree's label: its checkout's short commit, else its directory's name."""
     checkout = Path(src).resolve().parent
@@ -248,6 +277,11 @@ def main() -> None:
         help="measure these source trees' badput (each a checkout's src directory, e.g. a "
         "worktree of an older commit) on the same generated logs, alternating; compile "
         "each first (python -m compileall SRC) or the one without bytecode parses its modules",
+    )
+    parser.add_argument(
+        "--command",
+        action="store_true",
+        help="also time the whole badput report --json of each shape (its advice included)",
     )
     args = parser.parse_args()
     if any(n < 4096 for n in args.slice_bytes or ()):
@@ -319,6 +353,16 @@ def main() -> None:
                     f"{name:>18} ({label:>4}): {m['events']:>10,.0f} events  cpu {m['cpu']:6.2f} s"
                     f"  wall {m['wall']:6.2f} s  peak {m['rss_mb']:6.0f} MB  1 h window "
                     f"{m['window_ms']:6.2f} ms  load {m['load']:.1f}",
+                    flush=True,
+                )
+            for tree in trees if args.command else []:
+                whole = [measure_command(root, job, tree) for _ in range(args.repeat)]
+                wall = statistics.median(w["wall"] for w in whole)
+                peak = statistics.median(w["rss_mb"] for w in whole)
+                label = "" if tree is None else f" ({_tree_name(tree)})"
+                print(
+                    f"{name:>18} badput report --json{label}: wall {wall:6.2f} s  "
+                    f"peak {peak:6.0f} MB",
                     flush=True,
                 )
             if "auto" in runs and "off" in runs:
