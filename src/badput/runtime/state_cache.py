@@ -5,7 +5,7 @@ A job's columnar archive (``badput compact``) no longer changes. The engine's st
 reading it (its columns, its sealed rows, what the first report left in its cache) is
 the same for every later reader with the same options. :class:`StateCache` keeps that
 state under a key the caller makes of everything it depends on (the archive's identity,
-the options, the engine's code), so a second report of the job loads it (0.2 s for a
+the options, the engine's code), so a second report of the job loads it (0.3 s for a
 million steps, where reading the archive takes 1.5 s) and reads only what the job wrote
 after its archive.
 
