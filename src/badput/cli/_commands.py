@@ -412,10 +412,9 @@ def _read_and_report(
         progress.done()
         _fail("report", str(exc))
     progress.done()
-    with large_blocks_mapped():  # (the timeline's columns: a million steps, 25 MB of temporaries)
-        snapshot = live.accountant.snapshot(now=now, report=result, drawing=drawing == "page")
-        if drawing == "timeline" and result.window is None:
-            snapshot = dataclasses.replace(snapshot, timeline=live.accountant.timeline(result))
+    snapshot = live.accountant.snapshot(now=now, report=result, drawing=drawing == "page")
+    if drawing == "timeline" and result.window is None:
+        snapshot = dataclasses.replace(snapshot, timeline=live.accountant.timeline(result))
     _leave_for_exit(live, snapshot)
     return snapshot
 
