@@ -292,8 +292,9 @@ def build_timeline(ing: Ingestor, report: Report) -> Timeline:
         att_end = ends_of[a]
         cut = np.where(att_end < hi, att_end, hi)  # (as min(hi, end) takes them)
         keep = cut > lo
-        if keep.any():
+        if not keep.all():  # (most often every one is kept: no copy then)
             a, lo, cut, code, blocking = a[keep], lo[keep], cut[keep], code[keep], blocking[keep]
+        if lo.shape[0]:
             recorded.append(_Recorded(lanes_of(a, stream.rank), lo, cut, code, blocking))
 
     lanes, renumber, columns = _in_order(lane_keys, report, multi_rank, hosts, recorded)
@@ -319,9 +320,10 @@ def _cut_at_ends(  # noqa: PLR0917 (a stream's step spans, as columns)
     diagnostic): spans are cut at it, and one that starts after it is left out."""
     att_end = ends_of[ai]
     keep = start <= att_end
-    start, end, step, closed = start[keep], end[keep], step[keep], closed[keep]
-    end, ai = np.minimum(end, att_end[keep]), ai[keep]
-    return start, end, step, closed, ai
+    if not keep.all():  # (most often every one is kept: no copy then)
+        start, end, step, closed = start[keep], end[keep], step[keep], closed[keep]
+        att_end, ai = att_end[keep], ai[keep]
+    return start, np.minimum(end, att_end), step, closed, ai
 
 
 def _typical_open(start: F64, end: F64, closed: npt.NDArray[np.bool_], ideal: float | None) -> F64:
@@ -374,18 +376,34 @@ def _in_order(
     if not recorded:
         z = np.zeros(0)
         return lanes, renumber, _Recorded(z.astype(np.int64), z, z, z.astype(np.int64), z > 0)
-    lane = renumber[np.concatenate([r.lane for r in recorded])]
-    start = np.concatenate([r.start for r in recorded])
+    lane = renumber[_joined([r.lane for r in recorded])]
+    start = _joined([r.start for r in recorded])
     by = np.lexsort((np.arange(lane.shape[0]), start, lane))
     columns = _Recorded(
-        lane[by],
-        start[by],
-        np.concatenate([r.end for r in recorded])[by],
-        np.concatenate([r.code for r in recorded])[by],
-        np.concatenate([r.blocking for r in recorded])[by],
+        *_in(
+            by,
+            lane,
+            start,
+            _joined([r.end for r in recorded]),
+            _joined([r.code for r in recorded]),
+            _joined([r.blocking for r in recorded]),
+        )
     )
     recorded.clear()  # (the caller's: each stream's columns, joined now)
     return lanes, renumber, columns
+
+
+def _joined(parts: list[npt.NDArray[Any]]) -> npt.NDArray[Any]:
+    """``parts`` end to end; the one itself when there is one (no copy)."""
+    return parts[0] if len(parts) == 1 else np.concatenate(parts)
+
+
+def _in(order: I64, *columns: npt.NDArray[Any]) -> list[npt.NDArray[Any]]:
+    """``columns`` taken in ``order``; themselves when it is the order they are in (a job
+    of one stream a lane: no copy of a million rows)."""
+    if order.shape[0] < 2 or bool((np.diff(order) == 1).all()):
+        return list(columns)
+    return [c[order] for c in columns]
 
 
 def _classify(
@@ -400,20 +418,13 @@ def _classify(
         return StepSpans(
             np.zeros(0, np.int64), z, z, np.zeros(0, np.int64), np.zeros(0, np.int8), z > 0, z
         )
-    lane = renumber[np.concatenate([p[0] for p in parts])]
-    start = np.concatenate([p[1] for p in parts])
-    end = np.concatenate([p[2] for p in parts])
-    step = np.concatenate([p[3] for p in parts])
-    closed = np.concatenate([p[4] for p in parts])
+    lane = renumber[_joined([p[0] for p in parts])]
+    start = _joined([p[1] for p in parts])
+    end = _joined([p[2] for p in parts])
+    step = _joined([p[3] for p in parts])
+    closed = _joined([p[4] for p in parts])
     parts.clear()  # (the caller's: each stream's columns, joined now)
-    order = np.lexsort((start, lane))
-    lane, start, end, step, closed = (
-        lane[order],
-        start[order],
-        end[order],
-        step[order],
-        closed[order],
-    )
+    lane, start, end, step, closed = _in(np.lexsort((start, lane)), lane, start, end, step, closed)
 
     # keep_upto[i]: steps above the lowest restore point of any later attempt were redone.
     attempts = report.attempts
