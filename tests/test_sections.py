@@ -74,6 +74,30 @@ def test_a_section_that_raises_is_timed_and_the_error_propagates() -> None:
     assert sum(e.count for e in summaries(rec.store)) == 3  # type: ignore[arg-type]
 
 
+def test_a_close_waits_for_the_summary_the_thread_is_writing(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The thread has taken a summary's samples and not yet written them when ``close``
+    comes: the close waits, and the summary is written, not dropped as after a close."""
+    rec = recorder_for_tests(section_interval=0.001, flush_interval=0.005)
+    fields = rec._fields
+    writing = threading.Event()
+
+    def slow(kind: str, values: object, ts: float | None) -> None:
+        if threading.current_thread() is not threading.main_thread():
+            writing.set()
+            time.sleep(0.2)  # taken from the timers, not yet written
+        fields(kind, values, ts)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(rec, "_fields", slow)
+    with rec.section("tight"):
+        pass
+    assert writing.wait(5.0)
+    rec.close()
+    assert sum(e.count for e in summaries(rec.store)) == 1  # type: ignore[arg-type]
+    assert rec.dropped_events == 0
+
+
 def test_nothing_is_lost_while_the_writer_takes_samples() -> None:
     rec = recorder_for_tests(section_interval=0.001, flush_interval=0.005)
     runs = 20_000

@@ -104,11 +104,18 @@ class RecorderLifetime(LineWriting):
             self._start_thread()  # the thread writes the summaries
             return self._sections.timer(name)
 
-    def _record_section_summaries(self) -> None:
-        """Record one ``section_summary`` per section that ran (thread, flush, close)."""
+    def _record_section_summaries(self, *, last: bool = False) -> None:
+        """Record one ``section_summary`` per section that ran (thread, flush, close;
+        ``last``: close's, after which later ``section()`` calls time nothing). The samples
+        a summary takes from the timers are written before anyone else takes any: a close
+        never closes the stream between the thread's taking and its writing (its samples
+        were lost so, 30,000 of 40,000 in one run)."""
         try:
-            for ts, fields in self._sections.summaries():
-                self._fields("section_summary", fields, ts)
+            with self._summaries_lock:
+                for ts, fields in self._sections.summaries():
+                    self._fields("section_summary", fields, ts)
+                if last:
+                    self._sections.timers.clear()
         except Exception as exc:  # pragma: no cover - defensive
             self._warn_once("bug", "badput: unexpected error in sections: %r", exc)
 
@@ -151,8 +158,7 @@ class RecorderLifetime(LineWriting):
         """
         try:
             if not self._closed and self._sections.timers:
-                self._record_section_summaries()
-                self._sections.timers.clear()  # later section() calls time nothing
+                self._record_section_summaries(last=True)
             with self._lock:
                 if self._closed:
                     return

@@ -138,6 +138,9 @@ class LineWriting(WriterThread):
         self._next_drain = 0.0
         self._sections = SectionTimers(self._section_interval)
         self._next_summary = _time() + self._section_interval
+        # Held while summaries taken from the timers are written (thread, flush, close): a
+        # close waits for the thread's to be written before it closes the stream.
+        self._summaries_lock = threading.Lock()
 
     def _after_fork_child(self) -> None:
         self._process_init = self._process_start = None  # the parent's start, not the child's
