@@ -121,18 +121,39 @@ def _leader_lanes(timeline: Timeline) -> dict[int, int]:
     return {a: key[2] for a, key in best.items()}
 
 
-def _attempt(
-    index: int, a: AttemptSummary, timeline: Timeline, lane: int | None, last: bool
+class _ByLane:
+    """Where each lane's step spans and intervals are in the timeline's columns (both are
+    sorted by lane): an attempt's are a slice, not a pass over every row (10,000 attempts
+    of 20 steps: 3.7 s of masks before)."""
+
+    def __init__(self, timeline: Timeline) -> None:
+        lanes = np.arange(len(timeline.lanes) + 1)
+        self.steps = np.searchsorted(timeline.steps.lane, lanes).tolist()
+        self.intervals = np.searchsorted(timeline.intervals.lane, lanes).tolist()
+
+    def steps_of(self, lane: int | None) -> slice:
+        return slice(0, 0) if lane is None else slice(self.steps[lane], self.steps[lane + 1])
+
+    def intervals_of(self, lane: int | None) -> slice:
+        if lane is None:
+            return slice(0, 0)
+        return slice(self.intervals[lane], self.intervals[lane + 1])
+
+
+def _attempt(  # noqa: PLR0917 (an attempt, where its rows are)
+    index: int, a: AttemptSummary, timeline: Timeline, lane: int | None, last: bool, at: _ByLane
 ) -> AttemptFacts:
     s = timeline.steps
-    mask = s.lane == lane if lane is not None else np.zeros(len(s), bool)
-    starts, ends, steps = s.start[mask], s.end[mask], s.step[mask]
+    mine = at.steps_of(lane)
+    starts, ends, steps = s.start[mine], s.end[mine], s.step[mine]
     saves: list[SaveFacts] = []
     ivs = timeline.intervals  # (columns: a job with a data load a step has millions)
     save = ivs.code_of("checkpoint_save")
-    if lane is not None and save is not None:
-        at = np.flatnonzero((ivs.lane == lane) & (ivs.code == save) & ivs.blocking)
-        for iv_start, iv_end in zip(ivs.start[at].tolist(), ivs.end[at].tolist(), strict=True):
+    if save is not None:
+        span = at.intervals_of(lane)
+        picked = np.flatnonzero((ivs.code[span] == save) & ivs.blocking[span]) + span.start
+        bounds = zip(ivs.start[picked].tolist(), ivs.end[picked].tolist(), strict=True)
+        for iv_start, iv_end in bounds:
             before = int(np.searchsorted(starts, iv_start, side="right")) - 1
             step = int(steps[before]) if before >= 0 else a.restore_step or 0
             cut = iv_end >= a.end and a.end_reason != "job_end"
@@ -150,7 +171,7 @@ def _attempt(
     # Steps each record counts (sparse records count the gap in numbers), and the time of
     # those that ended: a step cut by the attempt's end says nothing of a step's length.
     counts = np.maximum(np.diff(steps, prepend=restore), 1)
-    closed = s.closed[mask].copy()
+    closed = s.closed[mine].copy()
     closed[:-1] = True  # a record followed by another ended there, step_end or not
     # The wall time per step is from the first step to the last one that ended, saves
     # left out: what happens between steps (evaluations, loads) is part of a step's cost.
@@ -167,8 +188,10 @@ def measure(report: Report, timeline: Timeline) -> JobFacts:
     """The :class:`JobFacts` of a cumulative ``report`` and its ``timeline``."""
     leaders = _leader_lanes(timeline)
     n = len(report.attempts)
+    at = _ByLane(timeline)
     attempts = tuple(
-        _attempt(i, a, timeline, leaders.get(i), i == n - 1) for i, a in enumerate(report.attempts)
+        _attempt(i, a, timeline, leaders.get(i), i == n - 1, at)
+        for i, a in enumerate(report.attempts)
     )
     work = math.fsum(a.work_seconds for a in attempts)
     run = sum(a.steps_run for a in attempts)
