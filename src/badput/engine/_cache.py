@@ -22,6 +22,7 @@ from badput.engine._ideal import (
     block_size,
     min_block_median,
 )
+from badput.engine._intervals import joined
 from badput.engine._rows import ClosedMemo, Structure
 from badput.engine._steps import AttemptSteps
 
@@ -51,9 +52,9 @@ class IdealCache:
         new_values = self._extension(sig, sealed)
         if new_values is None:
             self.blocks_min, self.carry = math.inf, np.zeros(0)
-            new_values = _joined([v for _, v in sealed])
+            new_values = joined([v for _, v in sealed])
         self.signature = sig
-        pending = _joined([self.carry, new_values])  # (one attempt's million: not copied)
+        pending = joined([self.carry, new_values])  # (one attempt's million: not copied)
         full = (pending.shape[0] // w) * w
         self.blocks_min = min(self.blocks_min, min_block_median(pending, w))
         self.carry = pending[full:].copy()  # (fewer than W: not a view of a sealed column)
@@ -73,16 +74,7 @@ class IdealCache:
                 return None
         parts = [sealed[len(old) - 1][1][old[-1][1] :]]
         parts += [v for _, v in sealed[len(old) :]]
-        return _joined(parts)
-
-
-def _joined(parts: list[F64]) -> F64:
-    """``parts`` end to end; the only non-empty one itself when there is one (a view of a
-    sealed column, which is only read: a copy of a million values costs 8 MB)."""
-    present = [v for v in parts if v.shape[0]]
-    if len(present) == 1:
-        return present[0]
-    return np.concatenate(present) if present else np.zeros(0)
+        return joined(parts)
 
 
 @dataclass

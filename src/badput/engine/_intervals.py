@@ -31,6 +31,7 @@ __all__ = [
     "flatten_spans",
     "innermost_order",
     "innermost_rank",
+    "joined",
     "pair_columns",
     "pair_marks",
 ]
@@ -40,6 +41,15 @@ F64 = npt.NDArray[np.float64]
 I64 = npt.NDArray[np.int64]
 I32 = npt.NDArray[np.int32]
 Bool = npt.NDArray[np.bool_]
+
+
+def joined(parts: list[npt.NDArray[Any]]) -> npt.NDArray[Any]:
+    """``parts`` end to end; the only non-empty one itself when there is one (a column of a
+    million values is not copied: 8 MB): it is only read. No part: an empty float column."""
+    present = [v for v in parts if v.shape[0]]
+    if len(present) == 1:
+        return present[0]
+    return np.concatenate(present) if present else np.zeros(0)
 
 
 class IntervalMark(NamedTuple):

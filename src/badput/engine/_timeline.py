@@ -26,7 +26,7 @@ import numpy as np
 import numpy.typing as npt
 
 from badput.engine._ingest import Ingestor
-from badput.engine._intervals import Coverage, flatten_spans, pair_columns
+from badput.engine._intervals import Coverage, flatten_spans, joined, pair_columns
 from badput.engine._model import Report
 from badput.engine._stream import Stream
 
@@ -376,26 +376,21 @@ def _in_order(
     if not recorded:
         z = np.zeros(0)
         return lanes, renumber, _Recorded(z.astype(np.int64), z, z, z.astype(np.int64), z > 0)
-    lane = renumber[_joined([r.lane for r in recorded])]
-    start = _joined([r.start for r in recorded])
+    lane = renumber[joined([r.lane for r in recorded])]
+    start = joined([r.start for r in recorded])
     by = np.lexsort((np.arange(lane.shape[0]), start, lane))
     columns = _Recorded(
         *_in(
             by,
             lane,
             start,
-            _joined([r.end for r in recorded]),
-            _joined([r.code for r in recorded]),
-            _joined([r.blocking for r in recorded]),
+            joined([r.end for r in recorded]),
+            joined([r.code for r in recorded]),
+            joined([r.blocking for r in recorded]),
         )
     )
     recorded.clear()  # (the caller's: each stream's columns, joined now)
     return lanes, renumber, columns
-
-
-def _joined(parts: list[npt.NDArray[Any]]) -> npt.NDArray[Any]:
-    """``parts`` end to end; the one itself when there is one (no copy)."""
-    return parts[0] if len(parts) == 1 else np.concatenate(parts)
 
 
 def _in(order: I64, *columns: npt.NDArray[Any]) -> list[npt.NDArray[Any]]:
@@ -418,11 +413,11 @@ def _classify(
         return StepSpans(
             np.zeros(0, np.int64), z, z, np.zeros(0, np.int64), np.zeros(0, np.int8), z > 0, z
         )
-    lane = renumber[_joined([p[0] for p in parts])]
-    start = _joined([p[1] for p in parts])
-    end = _joined([p[2] for p in parts])
-    step = _joined([p[3] for p in parts])
-    closed = _joined([p[4] for p in parts])
+    lane = renumber[joined([p[0] for p in parts])]
+    start = joined([p[1] for p in parts])
+    end = joined([p[2] for p in parts])
+    step = joined([p[3] for p in parts])
+    closed = joined([p[4] for p in parts])
     parts.clear()  # (the caller's: each stream's columns, joined now)
     lane, start, end, step, closed = _in(np.lexsort((start, lane)), lane, start, end, step, closed)
 
