@@ -260,13 +260,28 @@ def test_a_note_is_read_first_and_a_refused_state_is_not_read(
 
 def test_a_write_that_died_long_ago_is_removed(tmp_path: Path) -> None:
     cache = StateCache(tmp_path, background=False)
-    died = tmp_path / ".abc.tmp"
+    died = tmp_path / ".badput-state-abc.tmp"
     died.write_bytes(b"half a state")
-    fresh = tmp_path / ".def.tmp"
+    fresh = tmp_path / ".badput-state-def.tmp"
     fresh.write_bytes(b"being written")
-    os.utime(died, (time.time() - 2 * 86400,) * 2)
+    old = time.time() - 2 * 86400
+    os.utime(died, (old, old))
     cache.save("k", [1])
     assert not died.exists() and fresh.exists()
+
+
+def test_only_its_own_files_are_ever_removed(tmp_path: Path) -> None:
+    """A cache pointed at a directory of other files (``BADPUT_STATE_CACHE=~``) removes
+    none of them, however full it gets."""
+    others = [tmp_path / name for name in ("notes.state", ".x.tmp", "a" * 40 + ".txt")]
+    for path in others:
+        path.write_bytes(b"x" * 10_000)
+        os.utime(path, (0, 0))  # the oldest files there
+    cache = StateCache(tmp_path, max_bytes=1, background=False)
+    cache.save("k", np.zeros(1000))
+    cache.save("k2", np.zeros(1000))
+    assert all(p.exists() for p in others)
+    assert not cache.path("k").exists() and cache.path("k2").exists()
 
 
 def test_a_state_round_trips_with_its_arrays_writable(tmp_path: Path) -> None:

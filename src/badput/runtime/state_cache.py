@@ -29,6 +29,7 @@ import json
 import logging
 import os
 import pickle
+import re
 import struct
 import sys
 import tempfile
@@ -52,7 +53,11 @@ logger = logging.getLogger("badput")
 _MAGIC: Final = b"badput-state 2\n"
 _LENGTH: Final = struct.Struct("<Q")
 _SUFFIX: Final = ".state"
-_PART: Final = ".tmp"  # a file being written: ".<random>.tmp"
+_PART: Final = ".tmp"  # a file being written: ".badput-state-<random>.tmp"
+_PART_PREFIX: Final = ".badput-state-"
+#: The names of this cache's files: nothing else in the directory is ever removed (a
+#: ``BADPUT_STATE_CACHE`` pointed at a directory of other files loses none of them).
+_OURS: Final = re.compile(r"[0-9a-f]{40}\.state|\.badput-state-[A-Za-z0-9_]+\.tmp")
 _PART_LIFE: Final = 24 * 3600.0
 _NOTE_MOST: Final = 64 * 1024 * 1024  # (a note is a few kB: more is not a state file)
 
@@ -194,7 +199,7 @@ class StateCache:
         try:
             body = pickle.dumps((key, state), protocol=5, buffer_callback=buffers.append)
             self.root.mkdir(parents=True, exist_ok=True)
-            fd, tmp = tempfile.mkstemp(prefix=".", suffix=_PART, dir=self.root)
+            fd, tmp = tempfile.mkstemp(prefix=_PART_PREFIX, suffix=_PART, dir=self.root)
         except Exception as exc:  # the cache only ever saves work
             logger.debug("badput: state not kept in %s: %s", self.root, exc)
             return None
@@ -214,8 +219,9 @@ class StateCache:
         """Remove the files used longest ago until the cache holds at most ``max_bytes``
         (``keep``, just written, stays even when it alone is larger)."""
         try:
-            files = [(p.stat(), p) for p in self.root.glob("*" + _SUFFIX)]
-            parts = [(p.stat(), p) for p in self.root.glob(".*" + _PART)]
+            ours = [p for p in self.root.iterdir() if _OURS.fullmatch(p.name)]
+            files = [(p.stat(), p) for p in ours if p.name.endswith(_SUFFIX)]
+            parts = [(p.stat(), p) for p in ours if p.name.endswith(_PART)]
         except OSError:
             return
         for st, path in parts:  # a write that died (a power cut): gone after a day
