@@ -8,15 +8,34 @@ from __future__ import annotations
 from bisect import bisect_right
 from collections import Counter
 from itertools import pairwise
+from unittest.mock import patch
 
+import numpy as np
 from hypothesis import HealthCheck, example, given, settings
+from hypothesis import strategies as st
 
-from badput.engine import Accountant
-from badput.engine._timeline import _recorded
+from badput.engine import Accountant, _timeline
+from badput.engine._intervals import flatten_spans, pair_columns
+from badput.engine._stream import Stream
 from badput.events import Event
 from test_engine_properties import event_logs
 
 Key = tuple[int, int, float, float, str, bool]
+
+
+def recorded(stream: Stream, close_at: float) -> list[tuple[float, float, int, bool]]:
+    """One stream's recorded intervals read alone: its marks paired, its blocking ones
+    flattened (innermost wins); (start, end, bucket code, blocking)."""
+    paired = pair_columns(stream.marks.columns(), close_at=close_at).intervals
+    flat = flatten_spans(paired.take(paired.blocking))
+    other = paired.take(~paired.blocking)
+    return [
+        (a, b, code, blocking)
+        for spans, blocking in ((flat, True), (other, False))
+        for a, b, code in zip(
+            spans.start.tolist(), spans.end.tolist(), spans.bucket.tolist(), strict=True
+        )
+    ]
 
 
 def one_by_one(
@@ -30,10 +49,7 @@ def one_by_one(
     for stream in ing.streams.values():
         if not stream.has_work or not attempts:
             continue
-        lo, hi, code, blocking = _recorded(stream, report.end)  # type: ignore[attr-defined]
-        for a_lo, a_hi, c, b in zip(
-            lo.tolist(), hi.tolist(), code.tolist(), blocking.tolist(), strict=True
-        ):
+        for a_lo, a_hi, c, b in recorded(stream, report.end):  # type: ignore[attr-defined]
             at = max(bisect_right(starts, a_lo) - 1, 0)
             cut = min(a_hi, attempts[at].end)
             if cut > a_lo:
@@ -69,7 +85,7 @@ EDGES = [
 @given(events=event_logs())
 @example(events=EDGES)
 def test_intervals_are_each_interval_cut_at_its_attempt_in_lane_order(events: list[Event]) -> None:
-    acc = Accountant("prop")
+    acc = Accountant(events[0].job if events else "p")
     acc.ingest_events(events)
     report = acc.report()
     timeline = acc.timeline(report)
@@ -100,3 +116,90 @@ def test_intervals_are_each_interval_cut_at_its_attempt_in_lane_order(events: li
 def _disjoint(pieces: list) -> bool:  # type: ignore[type-arg]
     ordered = sorted((iv.start, iv.end) for iv in pieces)
     return all(e <= s for (_, e), (s, _) in pairwise(ordered))
+
+
+@st.composite
+def streams_logs(draw: st.DrawFn) -> list[Event]:
+    """Attempts one after the other, each of a few ranks writing at once (their streams
+    overlap in time): steps that end, steps left open (an even or odd number of ended ones
+    beside them), a rank of step ends only, loads blocking or not, saves around loads."""
+    events: list[Event] = []
+    ts = 1_000.0
+    for attempt in range(draw(st.integers(1, 3))):
+        top = ts
+        for rank in range(draw(st.integers(1, 3))):
+            t = ts
+            ends_only = draw(st.integers(0, 5)) == 0
+            for step in range(draw(st.integers(0, 5))):
+                kinds = ["step_end"] if ends_only else ["step_start"]
+                if draw(st.booleans()):
+                    load = draw(st.sampled_from([None, False]))
+                    inner = ["data_loading_start", "data_loading_end"]
+                    if draw(st.booleans()):  # a save around the load
+                        inner = ["checkpoint_save_start", *inner, "checkpoint_save_end"]
+                    kinds += inner
+                if not ends_only and draw(st.integers(0, 3)):  # else left open
+                    kinds.append("step_end")
+                for kind in kinds:
+                    t += draw(st.sampled_from([0.0, 0.5, 1.0, 2.5]))
+                    kw: dict[str, object] = {}
+                    if kind.startswith(("step", "checkpoint")):
+                        kw["step"] = step
+                    if kind.startswith("data_loading") and load is False:
+                        kw["blocking"] = False
+                    events.append(
+                        Event(ts=t, kind=kind, job="p", attempt=attempt, rank=rank, **kw)  # type: ignore[arg-type]
+                    )
+            top = max(top, t)
+        ts = top + 10.0
+    events.sort(key=lambda e: e.ts)
+    return events
+
+
+#: Two ranks' blocking intervals overlapping in time (neither may cut the other's).
+OVERLAPPING = [
+    Event(ts=t, kind=k, job="p", attempt=0, rank=r, **kw)  # type: ignore[arg-type]
+    for t, k, r, kw in [
+        (1.0, "step_start", 0, {"step": 1}),
+        (1.0, "step_start", 1, {"step": 1}),
+        (2.0, "checkpoint_save_start", 0, {"step": 1}),
+        (2.5, "data_loading_start", 1, {}),
+        (3.0, "data_loading_start", 0, {}),
+        (3.5, "data_loading_end", 1, {}),
+        (4.0, "data_loading_end", 0, {}),
+        (5.0, "checkpoint_save_end", 0, {"step": 1}),
+        (6.0, "step_end", 0, {"step": 1}),
+        (6.0, "step_end", 1, {"step": 1}),
+        (7.0, "step_start", 0, {"step": 2}),
+    ]
+]
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=list(HealthCheck))
+@given(events=st.one_of(event_logs(), streams_logs()), late=st.booleans())
+@example(events=EDGES, late=False)
+@example(events=OVERLAPPING, late=False)
+def test_streams_taken_together_give_what_each_gives_alone(events: list[Event], late: bool) -> None:
+    """The timeline takes a run of streams in one pass (a job of 10,000 attempts is 10,000
+    streams): what it gives is what a run of one stream each gives, streams out of time
+    order (``late``: the log's second half ingested first) and open steps' medians taken
+    in one pass included."""
+    acc = Accountant(events[0].job if events else "p")
+    if late and len(events) > 2:
+        half = len(events) // 2
+        acc.ingest_events(events[half:])
+        acc.ingest_events(events[:half])
+    else:
+        acc.ingest_events(events)
+    report = acc.report()
+    with patch.object(_timeline, "_RUN", 1):  # each stream a run of its own
+        alone = acc.timeline(report)
+    with patch.object(_timeline, "_MEDIANS_APART", 0):  # every stream's median in one pass
+        together = acc.timeline(report)
+    assert together.lanes == alone.lanes
+    for name in ("lane", "start", "end", "step", "bucket", "closed", "own"):
+        a, b = getattr(alone.steps, name), getattr(together.steps, name)
+        assert a.shape == b.shape and np.array_equal(a, b), name
+    for name in ("lane", "start", "end", "code", "blocking"):
+        a, b = getattr(alone.intervals, name), getattr(together.intervals, name)
+        assert a.shape == b.shape and np.array_equal(a, b), name

@@ -27,6 +27,7 @@ __all__ = [
     "Piece",
     "RecordedInterval",
     "Spans",
+    "flatten_groups",
     "flatten_innermost",
     "flatten_spans",
     "innermost_order",
@@ -432,19 +433,41 @@ def flatten_spans(spans: Spans) -> Spans:
     Spans that overlap no other (the common case, however many) are pieces as they
     are; only each cluster of overlapping spans is swept in Python.
     """
+    return flatten_groups(spans, None)[0]
+
+
+def flatten_groups(spans: Spans, group: I64 | None) -> tuple[Spans, I64 | None]:
+    """:func:`flatten_spans` of each group's spans apart (``group``: each span's, not
+    decreasing; None: one group), in one pass: the pieces group after group, each group's
+    as :func:`flatten_spans` gives them, and the group of each. A span never covers
+    another group's (their ``order`` need not compare)."""
     nonzero = spans.end > spans.start
     live = spans if nonzero.all() else spans.take(nonzero)
+    if group is not None:
+        group = group if live is spans else group[nonzero]
+        if not len(live) or group[0] == group[-1]:  # one group: no key to keep apart
+            pieces = flatten_spans(live)
+            return pieces, np.full(len(pieces), group[0] if len(group) else 0, np.int64)
     n = len(live)
     if n == 0:
-        return Spans.empty()
-    if not _increasing(live.start):
-        live = live.take(np.lexsort((live.order, live.start)))
-    reach = np.maximum.accumulate(live.end)
-    # a cluster starts where no earlier span reaches past this start
+        return Spans.empty(), None if group is None else np.zeros(0, np.int64)
+    if group is None:
+        if not _increasing(live.start):
+            live = live.take(np.lexsort((live.order, live.start)))
+        reach = np.maximum.accumulate(live.end)
+    else:
+        rising = live.start[1:] > live.start[:-1]
+        if not (rising | (group[1:] != group[:-1])).all():
+            by = np.lexsort((live.order, live.start, group))
+            live, group = live.take(by), group[by]
+        reach = _group_reach(live.end, group)
+    # a cluster starts where no earlier span (of its group) reaches past this start
     opens = np.ones(n, np.bool_)
     opens[1:] = live.start[1:] >= reach[:-1]
+    if group is not None:
+        opens[1:] |= group[1:] != group[:-1]
     if opens.all():
-        return live
+        return live, group
     heads = np.flatnonzero(opens)
     sizes = np.diff(np.append(heads, n))
     alone = np.repeat(sizes == 1, sizes)
@@ -452,7 +475,29 @@ def flatten_spans(spans: Spans) -> Spans:
     for h, size in zip(heads[sizes > 1].tolist(), sizes[sizes > 1].tolist(), strict=True):
         parts.append(_sweep(live.take(slice(h, h + size))))
     pieces = Spans.concat(parts)
-    return pieces.take(np.argsort(pieces.start, kind="stable"))
+    if group is None:
+        return pieces.take(np.argsort(pieces.start, kind="stable")), None
+    of_pieces = np.concatenate(
+        [group[alone]]
+        + [
+            np.full(len(p), group[h], np.int64)
+            for p, h in zip(parts[1:], heads[sizes > 1].tolist(), strict=True)
+        ]
+    )
+    by = np.lexsort((pieces.start, of_pieces))  # (stable: as each group's sort by start)
+    return pieces.take(by), of_pieces[by]
+
+
+def _group_reach(end: F64, group: I64) -> F64:
+    """The running maximum of ``end`` within each group (``group`` not decreasing): the
+    ends' ranks offset by group, so that one accumulate never carries across groups."""
+    n = int(end.shape[0])
+    by_end = np.argsort(end, kind="stable")
+    rank = np.empty(n, np.int64)
+    rank[by_end] = np.arange(n)
+    offset = group.astype(np.int64) * n
+    top = np.maximum.accumulate(offset + rank) - offset
+    return end[by_end[top]]
 
 
 def _sweep(cluster: Spans) -> Spans:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import math
 from array import array
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, TypeVar
 
 import numpy as np
 import numpy.typing as npt
@@ -15,6 +15,8 @@ from badput.engine._rank_columns import F64, Growing
 from badput.engine._stream import STEP_LIMIT, PackedInts
 
 DATA_LOADING = "data_loading"
+
+_S = TypeVar("_S")
 
 
 class SectionLog:
@@ -273,15 +275,16 @@ def spread(out: list[Any], which: list[int], values: npt.NDArray[Any]) -> None:
         out[i] = v
 
 
-def in_chunks(streams: list[RankStream], sizes: list[int]) -> list[list[RankStream]]:
-    """``streams`` in runs of about :data:`CHUNK` new values (``sizes``: each one's; a
-    vectorised pass over a few columns of each keeps its temporary arrays small). A stream
-    of :data:`CHUNK` values or more has a run of its own, whatever comes before it: the
-    passes over one stream read its columns in place and pair its marks in pieces."""
-    chunks: list[list[RankStream]] = []
-    size = CHUNK
+def in_chunks(streams: list[_S], sizes: list[int], chunk: int | None = None) -> list[list[_S]]:
+    """``streams`` in runs of about ``chunk`` (default :data:`CHUNK`) new values (``sizes``:
+    each one's; a vectorised pass over a few columns of each keeps its temporary arrays
+    small). A stream of ``chunk`` values or more has a run of its own, whatever comes
+    before it: the passes over one stream read its columns in place."""
+    chunk = CHUNK if chunk is None else chunk
+    chunks: list[list[_S]] = []
+    size = chunk
     for s, n in zip(streams, sizes, strict=True):
-        if size >= CHUNK or (n >= CHUNK and size > 0):
+        if size >= chunk or (n >= chunk and size > 0):
             chunks.append([])
             size = 0
         chunks[-1].append(s)

@@ -24,7 +24,7 @@ from badput.engine._ingest_state import MAX_DIAGNOSTICS_PER_CODE
 from badput.engine._intervals import IntervalMark, Marks, Spans
 from badput.engine._model import AttemptSummary, Diagnostic, EndReason, StepCounts
 from badput.engine._steps import AttemptSteps, Rows, TailIntervals
-from badput.engine._stream import RestoreMark, Stream
+from badput.engine._stream import PackedInts, RestoreMark, Stream
 from badput.events import OPEN_ENDED_KINDS
 
 __all__ = [
@@ -41,6 +41,7 @@ __all__ = [
     "attempt_bounds",
     "attempt_diagnostics",
     "between",
+    "gathered",
     "inside_key",
     "narrowed",
     "slice_range",
@@ -512,6 +513,54 @@ def sorted_step_arrays(stream: Stream) -> tuple[F64, I64, npt.NDArray[np.int8]]:
         order = np.argsort(ts, kind="stable")  # arrival order breaks ties
         ts, step, is_end = ts[order], step[order], is_end[order]
     return ts, step, is_end
+
+
+def gathered(streams: Sequence[Stream]) -> tuple[F64, I64, npt.NDArray[np.int8], Marks]:
+    """Every stream's step events and marks, each stream's sorted (as
+    :func:`sorted_step_arrays` and :meth:`MarkLog.columns <badput.engine._stream.MarkLog.columns>`
+    give them), one stream after the other. Streams that arrived in time order (the usual
+    case) are joined from their buffers in one copy per column, not one numpy array per
+    stream and column; one stream's are its views."""
+    if len(streams) == 1 or any(s.steps.unsorted or s.marks.unsorted for s in streams):
+        steps = [sorted_step_arrays(s) for s in streams]
+        parts = [s.marks.columns() for s in streams]
+        if len(streams) == 1:
+            return (*steps[0], parts[0])
+        return (
+            np.concatenate([x[0] for x in steps]),
+            np.concatenate([x[1] for x in steps]),
+            np.concatenate([x[2] for x in steps]),
+            Marks(
+                np.concatenate([m.ts for m in parts]),
+                np.concatenate([m.seq for m in parts]),
+                np.concatenate([m.bucket for m in parts]),
+                np.concatenate([m.is_start for m in parts]),
+                np.concatenate([m.blocking for m in parts]),
+                np.concatenate([m.line for m in parts]),
+                np.concatenate([m.source for m in parts]),
+            ),
+        )
+
+    step_logs = [s.steps for s in streams]
+    mark_logs = [s.marks for s in streams]
+
+    def joined(logs: list[Any], column: str, dtype: Any) -> npt.NDArray[Any]:
+        return np.frombuffer(b"".join(map(attrgetter(column), logs)), dtype)
+
+    return (
+        joined(step_logs, "ts", np.float64),
+        PackedInts.joined([log.step for log in step_logs], np.int64),
+        joined(step_logs, "is_end", np.int8),
+        Marks(
+            joined(mark_logs, "ts", np.float64),
+            PackedInts.joined([m.seq for m in mark_logs], np.int64),
+            PackedInts.joined([m.bucket for m in mark_logs], np.int32),
+            joined(mark_logs, "is_start", np.bool_),
+            PackedInts.joined([m.blocking for m in mark_logs], np.int8).view(np.bool_),
+            joined(mark_logs, "line", np.int32),
+            PackedInts.joined([m.source for m in mark_logs], np.int32),
+        ),
+    )
 
 
 def slice_range(

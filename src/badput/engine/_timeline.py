@@ -26,9 +26,10 @@ import numpy as np
 import numpy.typing as npt
 
 from badput.engine._ingest import Ingestor
-from badput.engine._intervals import Coverage, flatten_spans, joined, pair_columns
+from badput.engine._intervals import Coverage, Marks, flatten_groups, joined, pair_columns
 from badput.engine._model import Report
-from badput.engine._stream import Stream
+from badput.engine._rank_stream import in_chunks
+from badput.engine._rows import gathered
 
 __all__ = [
     "SLOW_FACTOR",
@@ -210,34 +211,6 @@ class Timeline:
         return {"steps": steps, "intervals": intervals}
 
 
-def _pair_steps(stream: Stream, close_at: float) -> tuple[F64, F64, I64, npt.NDArray[np.bool_]]:
-    """Step spans of one stream: each step_start to the step_end of the same step that
-    follows it; a start followed by anything else is open (ends at the next event)."""
-    log = stream.steps
-    if not len(log):
-        empty = np.zeros(0)
-        return empty, empty, np.zeros(0, np.int64), np.zeros(0, np.bool_)
-    ts = np.frombuffer(log.ts, dtype=np.float64)
-    step = log.step.column()
-    is_end = np.frombuffer(log.is_end, dtype=np.int8).astype(bool)
-    if log.unsorted:
-        order = np.argsort(ts, kind="stable")
-        ts, step, is_end = ts[order], step[order], is_end[order]
-    starts = np.flatnonzero(~is_end)
-    if starts.shape[0] == 0:  # ends only: each step ran from the previous end
-        ends = np.flatnonzero(is_end)
-        if ends.shape[0] < 2:
-            empty = np.zeros(0)
-            return empty, empty, np.zeros(0, np.int64), np.zeros(0, np.bool_)
-        return ts[ends[:-1]], ts[ends[1:]], step[ends[1:]], np.ones(ends.shape[0] - 1, np.bool_)
-    nxt = starts + 1
-    has_next = nxt < ts.shape[0]
-    nxt_c = np.minimum(nxt, ts.shape[0] - 1)
-    closed = has_next & is_end[nxt_c] & (step[nxt_c] == step[starts])
-    end = np.where(has_next, ts[nxt_c], max(close_at, float(ts[-1])))
-    return ts[starts], np.maximum(end, ts[starts]), step[starts], closed
-
-
 class _Recorded(NamedTuple):
     """Recorded intervals as columns: lane, start, end (cut at the attempt's end), bucket
     code, blocking. A job with a data load a step has millions: never an object each
@@ -250,57 +223,76 @@ class _Recorded(NamedTuple):
     blocking: npt.NDArray[np.bool_]
 
 
+class _Rows(NamedTuple):
+    """Rows of a run of streams (step spans, or recorded intervals), before their lanes are
+    numbered: the (attempt index, rank) pairs they are on, and each row's index into them."""
+
+    pairs: list[tuple[int, int]]
+    local: I64
+    columns: tuple[npt.NDArray[Any], ...]
+
+
+class _Attempts(NamedTuple):
+    """What a row's attempt is looked up in: each attempt's start and end."""
+
+    starts: F64
+    ends: F64
+
+    def of(self, ts: F64) -> I64:
+        """The attempt of each time: the last to start at or before it (else the first)."""
+        found = np.searchsorted(self.starts, ts, side="right") - 1
+        return np.maximum(found, 0).astype(np.int64)
+
+
+#: Events per run of streams taken together; a stream of as many is a run alone (taken
+#: with others, it would only be copied to be joined to them: a rank of 64, say).
+_RUN = 1 << 14
+
+
 def build_timeline(ing: Ingestor, report: Report) -> Timeline:
-    """The spans of the ingested job, coloured with ``report`` (its attempts and ideal)."""
+    """The spans of the ingested job, coloured with ``report`` (its attempts and ideal).
+
+    Streams are taken together, a run of them per vectorised pass (a job of 10,000 short
+    attempts is 10,000 streams): each stream's numbers are those it gives alone."""
     attempts = report.attempts
-    att_starts = np.array([a.start for a in attempts], dtype=np.float64)
-    multi_rank = len({s.rank for s in ing.streams.values() if s.has_work}) > 1
-    hosts = _hosts(ing, att_starts)
-
-    def attempt_of(ts: F64) -> I64:
-        return np.maximum(np.searchsorted(att_starts, ts, side="right") - 1, 0).astype(np.int64)
-
-    ends_of = np.array([a.end for a in attempts], dtype=np.float64)
-    lane_index: dict[tuple[int, int], int] = {}
-    parts: list[tuple[I64, F64, F64, I64, npt.NDArray[np.bool_]]] = []
-    recorded: list[_Recorded] = []
-    lane_keys: list[tuple[int, int]] = []
-
-    def lanes_of(ai: I64, rank: int) -> I64:
-        """The lane of each of ``ai`` (attempt indices) on ``rank``."""
-        seen = np.unique(ai)
-        for key in ((int(a), rank) for a in seen):
-            if key not in lane_index:
-                lane_index[key] = len(lane_keys)
-                lane_keys.append(key)
-        ids = np.array([lane_index[int(a), rank] for a in seen], np.int64)
-        return ids[np.searchsorted(seen, ai)]
-
-    for stream in ing.streams.values():
-        if not stream.has_work or not attempts:
-            continue
-        start, end, step, closed = _pair_steps(stream, report.end)
-        ai = attempt_of(start)
-        if start.shape[0]:
-            start, end, step, closed, ai = _cut_at_ends(start, end, step, closed, ai, ends_of)
-            if not closed.all():
-                end = _typical_open(start, end, closed, report.ideal_step_time)
-        if start.shape[0]:
-            parts.append((lanes_of(ai, stream.rank), start, end, step, closed))
-        lo, hi, code, blocking = _recorded(stream, report.end)
-        a = attempt_of(lo)
-        att_end = ends_of[a]
-        cut = np.where(att_end < hi, att_end, hi)  # (as min(hi, end) takes them)
-        keep = cut > lo
-        if not keep.all():  # (most often every one is kept: no copy then)
-            a, lo, cut, code, blocking = a[keep], lo[keep], cut[keep], code[keep], blocking[keep]
-        if lo.shape[0]:
-            recorded.append(_Recorded(lanes_of(a, stream.rank), lo, cut, code, blocking))
-
-    lanes, renumber, columns = _in_order(lane_keys, report, multi_rank, hosts, recorded)
-    steps = _classify(parts, renumber, lanes, report, columns)
+    working = [s for s in ing.streams.values() if s.has_work]
+    multi_rank = len({s.rank for s in working}) > 1
+    att = _Attempts(
+        np.array([a.start for a in attempts], dtype=np.float64),
+        np.array([a.end for a in attempts], dtype=np.float64),
+    )
+    hosts = _hosts(ing, att.starts)
+    steps: list[_Rows] = []
+    recorded: list[_Rows] = []
+    for run in in_chunks(working, [len(s.steps) + len(s.marks) for s in working], _RUN):
+        if not attempts:
+            break
+        ts, step, is_end, marks = gathered(run)
+        rank = np.array([s.rank for s in run], np.int64)
+        n_steps = [len(s.steps) for s in run]
+        group = np.repeat(np.arange(len(run), dtype=np.int64), n_steps)
+        rows = _step_rows(ts, step, is_end, group, rank, report, att)
+        if rows is not None:
+            steps.append(rows)
+        group = np.repeat(np.arange(len(run), dtype=np.int64), [len(s.marks) for s in run])
+        rows = _recorded_rows(marks, group, rank, max(1, len(ing.buckets)), report.end, att)
+        if rows is not None:
+            recorded.append(rows)
+    keys = sorted({key for rows in (*steps, *recorded) for key in rows.pairs})
+    lanes = [
+        Lane(
+            attempt_index=a,
+            attempt=attempts[a].id,
+            rank=rank if multi_rank else None,
+            host=hosts.get((a, rank)),
+        )
+        for a, rank in keys
+    ]
+    number = {key: i for i, key in enumerate(keys)}
+    columns = _in_order(_numbered(recorded, number))
+    step_spans = _classify(_numbered(steps, number), lanes, report, columns)
     intervals = IntervalSpans(*columns, names=ing.buckets.names)
-    return Timeline(lanes, steps, intervals, report.ideal_step_time)
+    return Timeline(lanes, step_spans, intervals, report.ideal_step_time)
 
 
 def _hosts(ing: Ingestor, att_starts: F64) -> dict[tuple[int, int], str]:
@@ -313,84 +305,187 @@ def _hosts(ing: Ingestor, att_starts: F64) -> dict[tuple[int, int], str]:
     return hosts
 
 
-def _cut_at_ends(  # noqa: PLR0917 (a stream's step spans, as columns)
-    start: F64, end: F64, step: I64, closed: npt.NDArray[np.bool_], ai: I64, ends_of: F64
-) -> tuple[F64, F64, I64, npt.NDArray[np.bool_], I64]:
-    """What happens after an attempt's end is not accounted (the report says so in a
-    diagnostic): spans are cut at it, and one that starts after it is left out."""
-    att_end = ends_of[ai]
+def _numbered(
+    parts: list[_Rows], number: dict[tuple[int, int], int]
+) -> tuple[I64, list[npt.NDArray[Any]]] | None:
+    """Every part's rows joined: each one's lane, and the columns."""
+    if not parts:
+        return None
+    lane = joined([np.array([number[k] for k in p.pairs], np.int64)[p.local] for p in parts])
+    columns = [joined([p.columns[i] for p in parts]) for i in range(len(parts[0].columns))]
+    parts.clear()  # (the caller's: joined now)
+    return lane, columns
+
+
+def _lanes(ai: I64, rank: I64) -> tuple[list[tuple[int, int]], I64]:
+    """The distinct (attempt index, rank) pairs of rows, and each row's index into them."""
+    n = int(ai.shape[0])
+    if n == 0 or (
+        ai[0] == ai[-1] and rank[0] == rank[-1] and (ai == ai[0]).all() and (rank == rank[0]).all()
+    ):
+        return ([(int(ai[0]), int(rank[0]))] if n else []), np.zeros(n, np.int64)
+    by = np.lexsort((rank, ai))
+    a, r = ai[by], rank[by]
+    head = np.ones(n, np.bool_)
+    head[1:] = (a[1:] != a[:-1]) | (r[1:] != r[:-1])
+    local = np.empty(n, np.int64)
+    local[by] = np.cumsum(head) - 1
+    return list(zip(a[head].tolist(), r[head].tolist(), strict=True)), local
+
+
+def _step_rows(  # noqa: PLR0917 (a run of streams' step columns, and what they are read with)
+    ts: F64,
+    step: npt.NDArray[np.integer[Any]],
+    is_end: I8,
+    group: I64,
+    rank: I64,
+    report: Report,
+    att: _Attempts,
+) -> _Rows | None:
+    """Step spans of a run of streams (``group``: each event's stream, one after the other,
+    each in time order): each step_start to the step_end of the same step that follows
+    it; a start followed by anything else is open (ends at the next event, or at the
+    report's end after its stream's last). A stream of ends only has a step from each end
+    to the next. Spans are cut at their attempt's end (after it nothing is accounted, and
+    a diagnostic says so); an open one lasts a typical step of its stream at most."""
+    n = int(ts.shape[0])
+    if n == 0:
+        return None
+    ends = is_end.astype(bool)
+    last = np.ones(n, np.bool_)  # the last event of its stream
+    last[:-1] = group[1:] != group[:-1]
+    ends_only = (np.bincount(group[~ends], minlength=rank.shape[0]) == 0)[group]
+    at = np.flatnonzero(np.where(ends_only, ~last, ~ends))
+    if at.shape[0] == 0:
+        return None
+    nxt = np.minimum(at + 1, n - 1)
+    has_next = ~last[at]
+    of = group[at]
+    last_ts = np.zeros(rank.shape[0])
+    last_ts[group[last]] = ts[last]
+    start = ts[at]
+    end = np.where(has_next, ts[nxt], np.maximum(report.end, last_ts[of]))
+    from_end = ends_only[at]  # (a stream of ends only: the step is the next end's)
+    closed = from_end | (has_next & ends[nxt] & (step[nxt] == step[at]))
+    steps = np.where(from_end, step[nxt], step[at]).astype(np.int64)
+    end = np.maximum(end, start)
+    ai = att.of(start)
+    att_end = att.ends[ai]
     keep = start <= att_end
     if not keep.all():  # (most often every one is kept: no copy then)
-        start, end, step, closed = start[keep], end[keep], step[keep], closed[keep]
-        att_end, ai = att_end[keep], ai[keep]
-    return start, np.minimum(end, att_end), step, closed, ai
+        start, end, steps, closed = start[keep], end[keep], steps[keep], closed[keep]
+        att_end, ai, of = att_end[keep], ai[keep], of[keep]
+    if start.shape[0] == 0:
+        return None
+    end = np.minimum(end, att_end)
+    if not closed.all():
+        end = _typical_open(start, end, closed, of, report.ideal_step_time)
+    pairs, local = _lanes(ai, rank[of])
+    return _Rows(pairs, local, (start, end, steps, closed))
 
 
-def _typical_open(start: F64, end: F64, closed: npt.NDArray[np.bool_], ideal: float | None) -> F64:
-    """A step never ended (a crash, a hang) lasts a typical step, as the partition counts it
-    (ACCOUNTING.md §4); the rest of its time is not step time."""
-    done = (end - start)[closed]
-    typical = float(np.median(done)) if done.shape[0] else ideal
-    if typical is not None:
-        end = np.where(closed, end, np.minimum(end, start + typical))
-    return end
+#: Streams with an open step past which their medians are taken in one pass, not each apart.
+_MEDIANS_APART = 16
 
 
-def _recorded(stream: Stream, close_at: float) -> tuple[F64, F64, I64, npt.NDArray[np.bool_]]:
-    """The recorded intervals of ``stream``: the blocking ones flattened (innermost wins),
-    then the others; as columns (start, end, bucket code, blocking)."""
-    recorded = pair_columns(stream.marks.columns(), close_at=close_at).intervals
-    flat = flatten_spans(recorded.take(recorded.blocking))
-    nonblocking = recorded.take(~recorded.blocking)
-    n_flat, n_other = flat.start.shape[0], nonblocking.start.shape[0]
-    return (
-        np.concatenate([flat.start, nonblocking.start]).astype(np.float64),
-        np.concatenate([flat.end, nonblocking.end]).astype(np.float64),
-        np.concatenate([flat.bucket, nonblocking.bucket]).astype(np.int64),
-        np.concatenate([np.ones(n_flat, np.bool_), np.zeros(n_other, np.bool_)]),
-    )
+def _typical_open(start: F64, end: F64, closed: B, group: I64, ideal: float | None) -> F64:
+    """A step never ended (a crash, a hang) lasts a typical step of its stream (the median of
+    its ended steps, else the ideal), as the partition counts it (ACCOUNTING.md §4); the
+    rest of its time is not step time. ``group``: each row's stream (rows of a stream
+    together)."""
+    d = end - start
+    open_in = np.unique(group[~closed])
+    lo = np.searchsorted(group, open_in, "left")
+    count = np.searchsorted(group, open_in, "right") - lo
+    rows = np.repeat(lo - (np.cumsum(count) - count), count) + np.arange(int(count.sum()))
+    typical = np.full(len(open_in), np.nan if ideal is None else ideal)
+    if len(open_in) <= _MEDIANS_APART:
+        for k, (a, n) in enumerate(zip(lo.tolist(), count.tolist(), strict=True)):
+            done = d[a : a + n][closed[a : a + n]]
+            if done.shape[0]:
+                typical[k] = float(np.median(done))
+    else:  # each stream's median as np.median takes it: the middle one, or the two's mean
+        which = np.repeat(np.arange(len(open_in)), count)
+        ended = closed[rows]
+        of_x, x = which[ended], d[rows[ended]]
+        x = x[np.lexsort((x, of_x))]  # (each stream's ended steps' times, in order)
+        n_done = np.bincount(of_x, minlength=len(open_in))
+        has = n_done > 0
+        mid = (np.cumsum(n_done) - n_done + n_done // 2)[has]
+        odd = (n_done % 2 == 1)[has]
+        # (np.where takes both: mid - 1 of a stream of one ended step is read, not used)
+        typical[has] = np.where(odd, x[mid], (x[mid - 1] + x[mid]) / 2)
+    per_row = np.full(start.shape[0], np.nan)
+    per_row[rows] = np.repeat(typical, count)
+    bounded = ~closed & ~np.isnan(per_row)
+    return np.where(bounded, np.minimum(end, start + per_row), end)
 
 
-def _in_order(
-    lane_keys: list[tuple[int, int]],
-    report: Report,
-    multi_rank: bool,
-    hosts: dict[tuple[int, int], str],
-    recorded: list[_Recorded],
-) -> tuple[list[Lane], I64, _Recorded]:
-    """Lanes in attempt order, then rank; what was built in stream order renumbered (the
-    new lane of each old one, and the intervals, by lane then start: a stable sort)."""
-    attempts = report.attempts
-    order = sorted(range(len(lane_keys)), key=lambda i: lane_keys[i])
-    renumber = np.empty(len(lane_keys), np.int64)
-    renumber[order] = np.arange(len(order))
-    lanes = [
-        Lane(
-            attempt_index=lane_keys[i][0],
-            attempt=attempts[lane_keys[i][0]].id,
-            rank=lane_keys[i][1] if multi_rank else None,
-            host=hosts.get(lane_keys[i]),
+def _recorded_rows(  # noqa: PLR0917 (a run of streams' marks, and what they are read with)
+    marks: Marks, group: I64, rank: I64, n_buckets: int, close_at: float, att: _Attempts
+) -> _Rows | None:
+    """The recorded intervals of a run of streams (``group``: each mark's stream, one after
+    the other, each in time order): each stream's blocking ones flattened (innermost
+    wins), then its others; cut at their attempt's end. A stream's bucket codes are made
+    its own (stream x buckets + bucket), so that no pairing or flattening crosses from one
+    stream to the next."""
+    if not len(marks):
+        return None
+    many = rank.shape[0] > 1
+    if many:
+        marks = Marks(
+            marks.ts,
+            marks.seq,
+            # (int64 only where a run's codes would not fit in int32)
+            (group * n_buckets + marks.bucket).astype(
+                np.int32 if rank.shape[0] * n_buckets < 2**31 else np.int64
+            ),
+            marks.is_start,
+            marks.blocking,
+            marks.line,
+            marks.source,
         )
-        for i in order
-    ]
-    if not recorded:
+    paired = pair_columns(marks, close_at=close_at).intervals
+    of = (paired.bucket // n_buckets).astype(np.int64) if many else np.zeros(len(paired), np.int64)
+    if many and not bool((of[1:] >= of[:-1]).all()):  # (one stream after the other)
+        by = np.argsort(of, kind="stable")
+        paired, of = paired.take(by), of[by]
+    blocking = paired.blocking
+    flat, flat_of = flatten_groups(paired.take(blocking), of[blocking] if many else None)
+    other = paired.take(~blocking)
+    lo = joined([flat.start, other.start]).astype(np.float64, copy=False)
+    hi = joined([flat.end, other.end]).astype(np.float64, copy=False)
+    code = joined([flat.bucket, other.bucket]).astype(np.int64, copy=False)
+    flags = np.concatenate([np.ones(len(flat), np.bool_), np.zeros(len(other), np.bool_)])
+    if many:
+        code %= n_buckets
+        assert flat_of is not None  # (given groups, flatten_groups gives theirs)
+        of = np.concatenate([flat_of, of[~blocking]])
+        by = np.argsort(of, kind="stable")  # (stable: each stream's flat ones, then others)
+        lo, hi, code, flags, of = lo[by], hi[by], code[by], flags[by], of[by]
+    else:
+        of = np.zeros(lo.shape[0], np.int64)
+    a = att.of(lo)
+    att_end = att.ends[a]
+    cut = np.where(att_end < hi, att_end, hi)  # (as min(hi, end) takes them)
+    keep = cut > lo
+    if not keep.all():  # (most often every one is kept: no copy then)
+        a, lo, cut, code, flags = a[keep], lo[keep], cut[keep], code[keep], flags[keep]
+        of = of[keep]
+    if lo.shape[0] == 0:
+        return None
+    pairs, local = _lanes(a, rank[of])
+    return _Rows(pairs, local, (lo, cut, code, flags))
+
+
+def _in_order(recorded: tuple[I64, list[npt.NDArray[Any]]] | None) -> _Recorded:
+    """The intervals by lane then start (a stable sort: ties keep the streams' order)."""
+    if recorded is None:
         z = np.zeros(0)
-        return lanes, renumber, _Recorded(z.astype(np.int64), z, z, z.astype(np.int64), z > 0)
-    lane = renumber[joined([r.lane for r in recorded])]
-    start = joined([r.start for r in recorded])
+        return _Recorded(z.astype(np.int64), z, z, z.astype(np.int64), z > 0)
+    lane, (start, end, code, blocking) = recorded
     by = np.lexsort((np.arange(lane.shape[0]), start, lane))
-    columns = _Recorded(
-        *_in(
-            by,
-            lane,
-            start,
-            joined([r.end for r in recorded]),
-            joined([r.code for r in recorded]),
-            joined([r.blocking for r in recorded]),
-        )
-    )
-    recorded.clear()  # (the caller's: each stream's columns, joined now)
-    return lanes, renumber, columns
+    return _Recorded(*_in(by, lane, start, end, code, blocking))
 
 
 def _in(order: I64, *columns: npt.NDArray[Any]) -> list[npt.NDArray[Any]]:
@@ -402,23 +497,17 @@ def _in(order: I64, *columns: npt.NDArray[Any]) -> list[npt.NDArray[Any]]:
 
 
 def _classify(
-    parts: list[tuple[I64, F64, F64, I64, npt.NDArray[np.bool_]]],
-    renumber: I64,
+    steps: tuple[I64, list[npt.NDArray[Any]]] | None,
     lanes: list[Lane],
     report: Report,
     recorded: _Recorded,
 ) -> StepSpans:
-    if not parts:
+    if steps is None:
         z = np.zeros(0)
         return StepSpans(
             np.zeros(0, np.int64), z, z, np.zeros(0, np.int64), np.zeros(0, np.int8), z > 0, z
         )
-    lane = renumber[joined([p[0] for p in parts])]
-    start = joined([p[1] for p in parts])
-    end = joined([p[2] for p in parts])
-    step = joined([p[3] for p in parts])
-    closed = joined([p[4] for p in parts])
-    parts.clear()  # (the caller's: each stream's columns, joined now)
+    lane, (start, end, step, closed) = steps
     lane, start, end, step, closed = _in(np.lexsort((start, lane)), lane, start, end, step, closed)
 
     # keep_upto[i]: steps above the lowest restore point of any later attempt were redone.

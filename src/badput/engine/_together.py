@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from operator import attrgetter
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -29,7 +28,7 @@ from badput.engine._intervals import (
     innermost_rank,
     pair_columns,
 )
-from badput.engine._rows import sorted_step_arrays
+from badput.engine._rows import gathered
 from badput.engine._steps import (
     NAN_CELL,
     AttemptSteps,
@@ -40,7 +39,7 @@ from badput.engine._steps import (
     repeated,
     without_order,
 )
-from badput.engine._stream import PackedInts, Stream
+from badput.engine._stream import Stream
 
 __all__ = ["ClosedAttempt", "SealedTogether", "SegmentTable", "seal_together", "seal_whole_many"]
 
@@ -182,52 +181,6 @@ class SealedTogether:
         return out
 
 
-def _gathered(attempts: list[ClosedAttempt]) -> tuple[F64, I64, npt.NDArray[np.int8], Marks]:
-    """Every attempt's step events and marks, sorted, one attempt after the other (all of
-    each stream: the caller drops what is outside each attempt's range). Streams that
-    arrived in time order (the usual case) are joined from their buffers in one copy per
-    column, not one numpy array per stream and column."""
-    streams = [a.stream for a in attempts]
-    if any(s.steps.unsorted or s.marks.unsorted for s in streams):
-        steps = [sorted_step_arrays(s) for s in streams]
-        parts = [s.marks.columns() for s in streams]
-        return (
-            np.concatenate([x[0] for x in steps]),
-            np.concatenate([x[1] for x in steps]),
-            np.concatenate([x[2] for x in steps]),
-            Marks(
-                np.concatenate([m.ts for m in parts]),
-                np.concatenate([m.seq for m in parts]),
-                np.concatenate([m.bucket for m in parts]),
-                np.concatenate([m.is_start for m in parts]),
-                np.concatenate([m.blocking for m in parts]),
-                np.concatenate([m.line for m in parts]),
-                np.concatenate([m.source for m in parts]),
-            ),
-        )
-
-    step_logs = [s.steps for s in streams]
-    mark_logs = [s.marks for s in streams]
-
-    def joined(logs: list[Any], column: str, dtype: Any) -> npt.NDArray[Any]:
-        return np.frombuffer(b"".join(map(attrgetter(column), logs)), dtype)
-
-    return (
-        joined(step_logs, "ts", np.float64),
-        PackedInts.joined([log.step for log in step_logs], np.int64),
-        joined(step_logs, "is_end", np.int8),
-        Marks(
-            joined(mark_logs, "ts", np.float64),
-            PackedInts.joined([m.seq for m in mark_logs], np.int64),
-            PackedInts.joined([m.bucket for m in mark_logs], np.int32),
-            joined(mark_logs, "is_start", np.bool_),
-            PackedInts.joined([m.blocking for m in mark_logs], np.int8).view(np.bool_),
-            joined(mark_logs, "line", np.int32),
-            PackedInts.joined([m.source for m in mark_logs], np.int32),
-        ),
-    )
-
-
 def seal_together(
     attempts: list[ClosedAttempt], n_buckets: int, exempt: list[int]
 ) -> list[AttemptSteps]:
@@ -241,7 +194,7 @@ def seal_together(
     hi = np.array([a.hi for a in attempts])
     range_lo = np.array([a.range_lo for a in attempts])
     top = np.array([a.top for a in attempts])
-    ts, step, is_end, marks = _gathered(attempts)
+    ts, step, is_end, marks = gathered([a.stream for a in attempts])
     # What each attempt accounts for: its stream's events in [range_lo, top) (§9.5: none
     # after its end). Each stream is sorted, so what is left stays one run per attempt.
     seen = [(len(a.stream.steps), len(a.stream.marks)) for a in attempts]
