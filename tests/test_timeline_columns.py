@@ -182,8 +182,8 @@ OVERLAPPING = [
 def test_streams_taken_together_give_what_each_gives_alone(events: list[Event], late: bool) -> None:
     """The timeline takes a run of streams in one pass (a job of 10,000 attempts is 10,000
     streams): what it gives is what a run of one stream each gives, streams out of time
-    order (``late``: the log's second half ingested first) and open steps' medians taken
-    in one pass included."""
+    order (``late``: the log's second half ingested first), open steps' medians and the
+    steps' own times of many lanes taken in one pass included."""
     acc = Accountant(events[0].job if events else "p")
     if late and len(events) > 2:
         half = len(events) // 2
@@ -192,14 +192,43 @@ def test_streams_taken_together_give_what_each_gives_alone(events: list[Event], 
     else:
         acc.ingest_events(events)
     report = acc.report()
-    with patch.object(_timeline, "_RUN", 1):  # each stream a run of its own
+    # each stream a run of its own, each lane's own time a pass of its own
+    with patch.object(_timeline, "_RUN", 1), patch.object(_timeline, "_SMALL_PIECES", 0):
         alone = acc.timeline(report)
     with patch.object(_timeline, "_MEDIANS_APART", 0):  # every stream's median in one pass
         together = acc.timeline(report)
-    assert together.lanes == alone.lanes
-    for name in ("lane", "start", "end", "step", "bucket", "closed", "own"):
-        a, b = getattr(alone.steps, name), getattr(together.steps, name)
-        assert a.shape == b.shape and np.array_equal(a, b), name
-    for name in ("lane", "start", "end", "code", "blocking"):
-        a, b = getattr(alone.intervals, name), getattr(together.intervals, name)
-        assert a.shape == b.shape and np.array_equal(a, b), name
+    with patch.object(_timeline, "_RUN", 3):  # runs of a few events, and of a few steps' rows
+        in_short_runs = acc.timeline(report)
+    for taken in (together, in_short_runs):
+        assert taken.lanes == alone.lanes
+        for name in ("lane", "start", "end", "step", "bucket", "closed", "own"):
+            a, b = getattr(alone.steps, name), getattr(taken.steps, name)
+            assert a.shape == b.shape and np.array_equal(a, b), name
+        for name in ("lane", "start", "end", "code", "blocking"):
+            a, b = getattr(alone.intervals, name), getattr(taken.intervals, name)
+            assert a.shape == b.shape and np.array_equal(a, b), name
+
+
+def test_a_lane_is_on_the_first_host_its_lifecycle_events_name() -> None:
+    events = [
+        Event(ts=t, kind=k, job="p", attempt=a, rank=r, host=h, **kw)  # type: ignore[arg-type]
+        for t, k, a, r, h, kw in [
+            (0.0, "job_start", 0, 0, "alpha", {}),
+            (0.5, "job_start", 0, 1, None, {}),
+            (1.0, "step_start", 0, 0, None, {"step": 1}),
+            (1.0, "step_start", 0, 1, None, {"step": 1}),
+            (2.0, "step_end", 0, 0, None, {"step": 1}),
+            (2.0, "step_end", 0, 1, None, {"step": 1}),
+            (3.0, "attempt_end", 0, 0, "beta", {"status": "failed"}),
+            (4.0, "job_start", 1, 0, "gamma", {}),
+            (5.0, "step_start", 1, 0, None, {"step": 2}),
+        ]
+    ]
+    acc = Accountant("p")
+    acc.ingest_events(events)
+    lanes = acc.timeline(acc.report()).lanes
+    assert [(ln.attempt_index, ln.rank, ln.host) for ln in lanes] == [
+        (0, 0, "alpha"),
+        (0, 1, None),
+        (1, 0, "gamma"),
+    ]

@@ -269,12 +269,11 @@ def build_timeline(ing: Ingestor, report: Report) -> Timeline:
             break
         ts, step, is_end, marks = gathered(run)
         rank = np.array([s.rank for s in run], np.int64)
-        n_steps = [len(s.steps) for s in run]
-        group = np.repeat(np.arange(len(run), dtype=np.int64), n_steps)
+        group = _stream_of([len(s.steps) for s in run])
         rows = _step_rows(ts, step, is_end, group, rank, report, att)
         if rows is not None:
             steps.append(rows)
-        group = np.repeat(np.arange(len(run), dtype=np.int64), [len(s.marks) for s in run])
+        group = _stream_of([len(s.marks) for s in run])
         rows = _recorded_rows(marks, group, rank, max(1, len(ing.buckets)), report.end, att)
         if rows is not None:
             recorded.append(rows)
@@ -297,11 +296,14 @@ def build_timeline(ing: Ingestor, report: Report) -> Timeline:
 
 def _hosts(ing: Ingestor, att_starts: F64) -> dict[tuple[int, int], str]:
     """The host of each (attempt, rank) whose lifecycle events name one (the first)."""
+    named = [e for e in ing.lifecycle if e.host is not None]
+    if not named or not att_starts.shape[0]:
+        return {}
+    ts = np.array([e.ts for e in named], np.float64)
+    at = np.maximum(np.searchsorted(att_starts, ts, side="right") - 1, 0).tolist()
     hosts: dict[tuple[int, int], str] = {}
-    for e in ing.lifecycle:
-        if e.host is not None and att_starts.shape[0]:
-            at = max(0, int(np.searchsorted(att_starts, e.ts, side="right")) - 1)
-            hosts.setdefault((at, e.rank or 0), e.host)
+    for a, e in zip(at, named, strict=True):
+        hosts.setdefault((a, e.rank or 0), e.host)  # type: ignore[arg-type]  # (named)
     return hosts
 
 
@@ -333,6 +335,23 @@ def _lanes(ai: I64, rank: I64) -> tuple[list[tuple[int, int]], I64]:
     return list(zip(a[head].tolist(), r[head].tolist(), strict=True)), local
 
 
+def _stream_of(sizes: list[int]) -> I64:
+    """Each row's stream in a run (``sizes``: each stream's rows, one after the other); a
+    view of one zero for a run of one stream (its million rows cost no column)."""
+    if len(sizes) == 1:
+        return np.broadcast_to(np.zeros(1, np.int64), (sizes[0],))
+    return np.repeat(np.arange(len(sizes), dtype=np.int64), sizes)
+
+
+def _pick(values: I64, idx: npt.NDArray[np.bool_] | npt.NDArray[np.intp] | I64) -> I64:
+    """``values[idx]``; a view of the one value again where ``values`` is one value for
+    every row (:func:`_stream_of`), or the one stream's (``idx``: a run's streams)."""
+    if values.shape[0] == 1 or (values.shape[0] and values.strides[0] == 0):
+        n = int(np.count_nonzero(idx)) if idx.dtype == np.bool_ else int(idx.shape[0])
+        return np.broadcast_to(values[:1], (n,))
+    return values[idx]
+
+
 def _step_rows(  # noqa: PLR0917 (a run of streams' step columns, and what they are read with)
     ts: F64,
     step: npt.NDArray[np.integer[Any]],
@@ -354,13 +373,13 @@ def _step_rows(  # noqa: PLR0917 (a run of streams' step columns, and what they 
     ends = is_end.astype(bool)
     last = np.ones(n, np.bool_)  # the last event of its stream
     last[:-1] = group[1:] != group[:-1]
-    ends_only = (np.bincount(group[~ends], minlength=rank.shape[0]) == 0)[group]
+    ends_only = (np.bincount(_pick(group, ~ends), minlength=rank.shape[0]) == 0)[group]
     at = np.flatnonzero(np.where(ends_only, ~last, ~ends))
     if at.shape[0] == 0:
         return None
     nxt = np.minimum(at + 1, n - 1)
     has_next = ~last[at]
-    of = group[at]
+    of = _pick(group, at)
     last_ts = np.zeros(rank.shape[0])
     last_ts[group[last]] = ts[last]
     start = ts[at]
@@ -374,13 +393,13 @@ def _step_rows(  # noqa: PLR0917 (a run of streams' step columns, and what they 
     keep = start <= att_end
     if not keep.all():  # (most often every one is kept: no copy then)
         start, end, steps, closed = start[keep], end[keep], steps[keep], closed[keep]
-        att_end, ai, of = att_end[keep], ai[keep], of[keep]
+        att_end, ai, of = att_end[keep], ai[keep], _pick(of, keep)
     if start.shape[0] == 0:
         return None
     end = np.minimum(end, att_end)
     if not closed.all():
         end = _typical_open(start, end, closed, of, report.ideal_step_time)
-    pairs, local = _lanes(ai, rank[of])
+    pairs, local = _lanes(ai, _pick(rank, of))
     return _Rows(pairs, local, (start, end, steps, closed))
 
 
@@ -446,7 +465,7 @@ def _recorded_rows(  # noqa: PLR0917 (a run of streams' marks, and what they are
             marks.source,
         )
     paired = pair_columns(marks, close_at=close_at).intervals
-    of = (paired.bucket // n_buckets).astype(np.int64) if many else np.zeros(len(paired), np.int64)
+    of = (paired.bucket // n_buckets).astype(np.int64) if many else _stream_of([len(paired)])
     if many and not bool((of[1:] >= of[:-1]).all()):  # (one stream after the other)
         by = np.argsort(of, kind="stable")
         paired, of = paired.take(by), of[by]
@@ -464,17 +483,17 @@ def _recorded_rows(  # noqa: PLR0917 (a run of streams' marks, and what they are
         by = np.argsort(of, kind="stable")  # (stable: each stream's flat ones, then others)
         lo, hi, code, flags, of = lo[by], hi[by], code[by], flags[by], of[by]
     else:
-        of = np.zeros(lo.shape[0], np.int64)
+        of = _stream_of([lo.shape[0]])
     a = att.of(lo)
     att_end = att.ends[a]
     cut = np.where(att_end < hi, att_end, hi)  # (as min(hi, end) takes them)
     keep = cut > lo
     if not keep.all():  # (most often every one is kept: no copy then)
         a, lo, cut, code, flags = a[keep], lo[keep], cut[keep], code[keep], flags[keep]
-        of = of[keep]
+        of = _pick(of, keep)
     if lo.shape[0] == 0:
         return None
-    pairs, local = _lanes(a, rank[of])
+    pairs, local = _lanes(a, _pick(rank, of))
     return _Rows(pairs, local, (lo, cut, code, flags))
 
 
@@ -526,18 +545,17 @@ def _classify(
     upto = np.array(keep_upto, dtype=np.float64)[lane_attempt[lane]]
     # A step's own time excludes the blocking intervals inside it (data loading, saves),
     # as the ideal step time does.
-    d = end - start
-    bounds = np.searchsorted(lane, np.arange(len(lanes) + 1))
     blocking = recorded.blocking
-    pieces_lane = recorded.lane[blocking]  # (by lane, then start)
-    pieces_start, pieces_end = recorded.start[blocking], recorded.end[blocking]
-    pieces_at = np.searchsorted(pieces_lane, np.arange(len(lanes) + 1))
-    for li in np.unique(pieces_lane).tolist():
-        lo, hi = int(bounds[li]), int(bounds[li + 1])
-        if hi > lo:
-            p0, p1 = int(pieces_at[li]), int(pieces_at[li + 1])
-            covered = Coverage(pieces_start[p0:p1], pieces_end[p0:p1])
-            d[lo:hi] -= covered.between(start[lo:hi], end[lo:hi])
+    d = end - start
+    d -= _covered(
+        lane,
+        start,
+        end,
+        recorded.lane[blocking],
+        recorded.start[blocking],
+        recorded.end[blocking],
+        len(lanes),
+    )
     bucket = np.zeros(start.shape[0], np.int8)
     ideal = report.ideal_step_time
     if ideal is not None:
@@ -549,3 +567,78 @@ def _classify(
         bucket[first & (d > _STARTUP_FACTOR * ideal)] = STEP_BUCKETS.index("startup")
     bucket[step > upto] = STEP_BUCKETS.index("wasted")
     return StepSpans(lane, start, end, step, bucket, closed, np.maximum(d, 0.0))
+
+
+#: A lane of at most this many blocking pieces and step spans is taken with the others in
+#: one pass (each larger one in a pass of its own, as its columns are long enough).
+_SMALL_PIECES, _SMALL_STEPS = 32, 4096
+
+
+def _covered(  # noqa: PLR0917 (step spans and pieces, each by lane then start)
+    lane: I64, start: F64, end: F64, p_lane: I64, p_start: F64, p_end: F64, n_lanes: int
+) -> F64:
+    """How much of each step span the blocking pieces of its lane cover: for each lane,
+    ``Coverage(its pieces).between(its spans)``, to the last bit; many small lanes (a job
+    of 10,000 short attempts) in one pass."""
+    out = np.zeros(start.shape[0])
+    bounds = np.searchsorted(lane, np.arange(n_lanes + 1))
+    pieces_at = np.searchsorted(p_lane, np.arange(n_lanes + 1))
+    n_steps, n_pieces = np.diff(bounds), np.diff(pieces_at)
+    both = (n_steps > 0) & (n_pieces > 0)
+    small = both & (n_pieces <= _SMALL_PIECES) & (n_steps <= _SMALL_STEPS)
+    for li in np.flatnonzero(both & ~small).tolist():
+        lo, hi = int(bounds[li]), int(bounds[li + 1])
+        p0, p1 = int(pieces_at[li]), int(pieces_at[li + 1])
+        covered = Coverage(p_start[p0:p1], p_end[p0:p1])
+        out[lo:hi] = covered.between(start[lo:hi], end[lo:hi])
+    rows = np.flatnonzero(small[lane])
+    pieces = np.flatnonzero(small[p_lane])
+    of_pieces = p_lane[pieces]
+    for r0 in range(0, rows.shape[0], _RUN):  # (in runs: the pass's columns stay small)
+        r = rows[r0 : r0 + _RUN]
+        p = pieces[
+            np.searchsorted(of_pieces, lane[r[0]], "left") : np.searchsorted(
+                of_pieces, lane[r[-1]], "right"
+            )
+        ]  # (the pieces of the lanes of these rows)
+        out[r] = _covered_small(lane[r], start[r], end[r], p_lane[p], p_start[p], p_end[p])
+    return out
+
+
+def _covered_small(  # noqa: PLR0917 (step spans and pieces of small lanes)
+    lane: I64, a: F64, b: F64, p_lane: I64, p_start: F64, p_end: F64
+) -> F64:
+    """:func:`_covered` of lanes of a few pieces each, in one pass: what each lane's
+    :class:`Coverage` computes, its running sums included (added in the same order)."""
+    n_p = int(p_start.shape[0])
+    first = np.ones(n_p, np.bool_)
+    first[1:] = p_lane[1:] != p_lane[:-1]
+    head = np.flatnonzero(first)
+    pos = np.arange(n_p) - np.repeat(head, np.diff(np.append(head, n_p)))
+    # cum[k]: the lengths of the lane's pieces before piece k, summed left to right
+    length = p_end - p_start
+    cum = np.zeros(n_p)
+    for j in range(1, int(pos.max()) + 1 if n_p else 0):
+        at = np.flatnonzero(pos == j)
+        cum[at] = cum[at - 1] + length[at - 1]
+    lane_first = np.zeros(int(p_lane.max()) + 1 if n_p else 0, np.int64)
+    lane_first[p_lane[head]] = head
+
+    def upto(t: F64) -> F64:
+        # each lane's searchsorted(starts, t, "right"), as one sort of pieces and times
+        n_t = int(t.shape[0])
+        keys_lane = np.concatenate([p_lane, lane])
+        keys_t = np.concatenate([p_start, t])
+        is_t = np.concatenate([np.zeros(n_p, np.bool_), np.ones(n_t, np.bool_)])
+        order = np.lexsort((is_t, keys_t, keys_lane))
+        before = np.cumsum(~is_t[order])  # pieces at or before each place
+        found = is_t[order]
+        i = np.empty(n_t, np.int64)
+        i[order[found] - n_p] = before[found]
+        local = i - lane_first[lane]  # pieces of the lane at or before t
+        k = np.maximum(i - 1, 0)
+        partial = np.clip(np.minimum(t, p_end[k]) - p_start[k], 0.0, None)
+        return np.where(local > 0, cum[k] + partial, 0.0)
+
+    out = upto(b) - upto(a)
+    return np.where(b > a, np.clip(out, 0.0, None), 0.0)
