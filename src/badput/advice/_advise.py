@@ -2,14 +2,15 @@
 
 from __future__ import annotations
 
+import functools
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from badput.advice._measure import JobFacts
 from badput.advice._model import daly_interval, efficiency, young_interval
-from badput.advice._replay import ReplaySettings, whatif_of
+from badput.advice._replay import ReplaySettings, replay_seconds, whatif_of
 from badput.advice._stats import poisson_rate_interval, quantile
 from badput.engine import Report
 
@@ -201,6 +202,7 @@ def _interval(
     *,
     model: tuple[float, float, float] | None,
     current: float | None,
+    log: Callable[[], dict[str, float]],
 ) -> Interval:
     expected = None
     if model is not None and current is not None:
@@ -210,11 +212,14 @@ def _interval(
             expected = report.goodput * efficiency(steps * w, delta, mtbf, restart) / now
     replayed = None
     if facts.save_seconds:
-        replayed = whatif_of(report, facts, ReplaySettings(checkpoint_every=steps)).goodput
+        settings = ReplaySettings(checkpoint_every=steps)
+        replayed = whatif_of(report, facts, settings, log=log()).goodput
     return Interval(steps, steps * w, expected, replayed)
 
 
-def _levers(report: Report, facts: JobFacts, rec: Interval | None) -> list[Lever]:
+def _levers(
+    report: Report, facts: JobFacts, rec: Interval | None, log: Callable[[], dict[str, float]]
+) -> list[Lever]:
     total = report.total_seconds or 1.0
     b = report.buckets
     out: list[Lever] = []
@@ -225,7 +230,7 @@ def _levers(report: Report, facts: JobFacts, rec: Interval | None) -> list[Lever
             f"save every {rec.steps} steps: the job's own failures replayed with it",
         ))  # fmt: skip
     if b["checkpoint_save"] > 0:
-        replay = whatif_of(report, facts, ReplaySettings(async_save=True))
+        replay = whatif_of(report, facts, ReplaySettings(async_save=True), log=log())
         gain = (replay.goodput - report.goodput) * total
         out.append(Lever(
             "asynchronous saves", gain, gain / total,
@@ -279,6 +284,8 @@ def advise_of(
     ``pooled``: a failure rate pooled over several jobs (:func:`pooled_rate`) and their
     names, taken instead of the job's own (its checkpoint and restart costs stay its own)."""
     rate = failure_rate(facts) if pooled is None else pooled[0]
+    # the log's own replay, made once for the settings replayed against it
+    log = functools.cache(lambda: replay_seconds(facts, ReplaySettings())[0])
     saves = _spread(list(facts.save_seconds))
     w = facts.step_seconds
     restart = _restart(facts)
@@ -303,14 +310,14 @@ def advise_of(
         model = (delta, mtbf_s, restart or 0.0)
         cur_s = facts.interval_steps * w if facts.interval_steps else None
         steps = max(1, round(tau / w))
-        recommended = _interval(report, facts, steps, w, model=model, current=cur_s)
+        recommended = _interval(report, facts, steps, w, model=model, current=cur_s, log=log)
         if facts.interval_steps:
             current = Interval(facts.interval_steps, cur_s or 0.0, report.goodput, report.goodput)
     if reason is not None:
         notes.append(reason)
     if facts.attempts and not facts.finished:
         notes.append("the job has not finished: figures are as of the log's end")
-    levers = _priced(_levers(report, facts, recommended), devices, price_per_device_hour)
+    levers = _priced(_levers(report, facts, recommended, log), devices, price_per_device_hour)
     per = (lambda s: s / k) if k else (lambda s: None)
     return Advice(
         job=report.job,

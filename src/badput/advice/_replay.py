@@ -314,9 +314,19 @@ def _scaled(report: Report, log: dict[str, float], new: dict[str, float]) -> dic
     return out
 
 
-def whatif_of(report: Report, facts: JobFacts, settings: ReplaySettings) -> WhatIf:
-    """Replay ``facts`` (measured from ``report``) under ``settings``: see the module."""
-    log, _ = replay_seconds(facts, ReplaySettings(save_cost=None, restart_cost=None))
+def whatif_of(
+    report: Report,
+    facts: JobFacts,
+    settings: ReplaySettings,
+    *,
+    log: dict[str, float] | None = None,
+) -> WhatIf:
+    """Replay ``facts`` (measured from ``report``) under ``settings``: see the module.
+    ``log``: the replay of the log's own settings (``replay_seconds(facts,
+    ReplaySettings())[0]``), when the caller has it (the advice replays two settings
+    against one: 10,000 attempts replay in about 0.2 s)."""
+    if log is None:
+        log, _ = replay_seconds(facts, ReplaySettings())
     new, failures = replay_seconds(facts, settings)
     real = dict(report.buckets)
     buckets = _scaled(report, log, new)

@@ -60,7 +60,9 @@ def _indented(value: Any, indent: int, depth: int, out: list[str]) -> None:
         return
     items = value.values() if is_dict else value
     inner = " " * (indent * (depth + 1))
-    if not any(isinstance(item, (dict, list, tuple)) for item in items):
+    # (an empty container is written "[]" or "{}" at any depth: as a number, it has no
+    # line of its own; a report of 10,000 attempts has one in each)
+    if not any(isinstance(item, (dict, list, tuple)) and item for item in items):
         try:
             text = _flat_encoder(indent, depth + 1).encode(value)
         except ValueError:  # a non-finite number (never expected): written as null
