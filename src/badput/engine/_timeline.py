@@ -18,7 +18,7 @@ where they nest, as in the partition).
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple, overload
 
@@ -27,7 +27,7 @@ import numpy.typing as npt
 
 from badput.engine._ingest import Ingestor
 from badput.engine._intervals import Coverage, Marks, flatten_groups, joined, pair_columns
-from badput.engine._model import Report
+from badput.engine._model import AttemptSummary, Report
 from badput.engine._rank_stream import in_chunks
 from badput.engine._rows import gathered
 
@@ -64,25 +64,55 @@ class Lane:
     host: str | None  # the host of the rank's lifecycle events, when they name one
 
 
-@dataclass(frozen=True)
 class StepSpans:
-    """Every step span, as columns (a million steps cost a few tens of MB, not objects).
+    """Every step span, as columns (a million steps cost a few tens of MB, not objects):
+    ``lane``, ``start``, ``end``, ``step``, ``closed``; and ``bucket`` (index into
+    :data:`STEP_BUCKETS`) and ``own`` (the step's own time: its span less the blocking
+    intervals inside it), worked out when first read (what measures the job, the advice,
+    reads neither: a million steps' coverage is not computed for it).
 
     Sorted by lane, then start. A step never ended (a crash, a hang: ``closed`` false)
     lasts until the next event of its lane, at most a typical step time of its stream
     (the median of its ended steps, else the ideal), and never past its attempt's end.
     """
 
-    lane: I64
-    start: F64
-    end: F64
-    step: I64
-    bucket: I8  # index into STEP_BUCKETS
-    closed: npt.NDArray[np.bool_]
-    own: F64  # the step's own time: its span less the blocking intervals inside it
+    __slots__ = ("_colours", "_worked_out", "closed", "end", "lane", "start", "step")
+
+    def __init__(  # noqa: PLR0917 (the columns)
+        self,
+        lane: I64,
+        start: F64,
+        end: F64,
+        step: I64,
+        closed: npt.NDArray[np.bool_],
+        colours: Callable[[StepSpans], tuple[I8, F64]],
+    ) -> None:
+        """``colours``: each span's bucket and own time, given the spans."""
+        self.lane, self.start, self.end, self.step, self.closed = lane, start, end, step, closed
+        self._colours: Callable[[StepSpans], tuple[I8, F64]] | None = colours
+        self._worked_out: tuple[I8, F64] | None = None
+
+    def _bucket_and_own(self) -> tuple[I8, F64]:
+        if self._worked_out is None:
+            assert self._colours is not None  # (dropped once worked out)
+            self._worked_out, self._colours = self._colours(self), None
+        return self._worked_out
+
+    @property
+    def bucket(self) -> I8:
+        """Each span's bucket: an index into :data:`STEP_BUCKETS`."""
+        return self._bucket_and_own()[0]
+
+    @property
+    def own(self) -> F64:
+        """Each span's own time: its span less the blocking intervals inside it."""
+        return self._bucket_and_own()[1]
 
     def __len__(self) -> int:
         return int(self.start.shape[0])
+
+    def __repr__(self) -> str:
+        return f"StepSpans({len(self)} spans)"
 
 
 @dataclass(frozen=True)
@@ -503,8 +533,7 @@ def _in_order(recorded: tuple[I64, list[npt.NDArray[Any]]] | None) -> _Recorded:
         z = np.zeros(0)
         return _Recorded(z.astype(np.int64), z, z, z.astype(np.int64), z > 0)
     lane, (start, end, code, blocking) = recorded
-    by = np.lexsort((np.arange(lane.shape[0]), start, lane))
-    return _Recorded(*_in(by, lane, start, end, code, blocking))
+    return _Recorded(*_in(_by_lane(lane, start), lane, start, end, code, blocking))
 
 
 def _in(order: I64, *columns: npt.NDArray[Any]) -> list[npt.NDArray[Any]]:
@@ -521,16 +550,36 @@ def _classify(
     report: Report,
     recorded: _Recorded,
 ) -> StepSpans:
+    """The step spans in lane order, coloured when first asked (:class:`StepSpans`)."""
     if steps is None:
         z = np.zeros(0)
         return StepSpans(
-            np.zeros(0, np.int64), z, z, np.zeros(0, np.int64), np.zeros(0, np.int8), z > 0, z
+            np.zeros(0, np.int64), z, z, np.zeros(0, np.int64), z > 0, lambda _: _NO_COLOURS
         )
     lane, (start, end, step, closed) = steps
-    lane, start, end, step, closed = _in(np.lexsort((start, lane)), lane, start, end, step, closed)
-
-    # keep_upto[i]: steps above the lowest restore point of any later attempt were redone.
+    lane, start, end, step, closed = _in(_by_lane(lane, start), lane, start, end, step, closed)
     attempts = report.attempts
+    lane_attempt = np.array([ln.attempt_index for ln in lanes], dtype=np.int64)
+
+    def colours(spans: StepSpans) -> tuple[I8, F64]:
+        return _colours(spans, lane_attempt, attempts, report.ideal_step_time, recorded)
+
+    return StepSpans(lane, start, end, step, closed, colours)
+
+
+_NO_COLOURS = (np.zeros(0, np.int8), np.zeros(0))
+
+
+def _colours(
+    spans: StepSpans,
+    lane_attempt: I64,
+    attempts: Sequence[AttemptSummary],
+    ideal: float | None,
+    recorded: _Recorded,
+) -> tuple[I8, F64]:
+    """Each span's bucket and own time (see the module)."""
+    lane, start, end, step = spans.lane, spans.start, spans.end, spans.step
+    # keep_upto[i]: steps above the lowest restore point of any later attempt were redone.
     keep_upto = [math.inf] * len(attempts)
     running = math.inf
     for i in range(len(attempts) - 1, -1, -1):
@@ -541,7 +590,6 @@ def _classify(
             point = a.first_step - 1
         if point is not None:
             running = min(running, float(point))
-    lane_attempt = np.array([ln.attempt_index for ln in lanes], dtype=np.int64)
     upto = np.array(keep_upto, dtype=np.float64)[lane_attempt[lane]]
     # A step's own time excludes the blocking intervals inside it (data loading, saves),
     # as the ideal step time does.
@@ -554,10 +602,9 @@ def _classify(
         recorded.lane[blocking],
         recorded.start[blocking],
         recorded.end[blocking],
-        len(lanes),
+        lane_attempt.shape[0],
     )
     bucket = np.zeros(start.shape[0], np.int8)
-    ideal = report.ideal_step_time
     if ideal is not None:
         bucket[d > SLOW_FACTOR * ideal] = STEP_BUCKETS.index("slowdown")
         first = np.ones(start.shape[0], bool)
@@ -566,7 +613,18 @@ def _classify(
         first[1:] |= lane_attempt[lane[1:]] != lane_attempt[lane[:-1]]
         bucket[first & (d > _STARTUP_FACTOR * ideal)] = STEP_BUCKETS.index("startup")
     bucket[step > upto] = STEP_BUCKETS.index("wasted")
-    return StepSpans(lane, start, end, step, bucket, closed, np.maximum(d, 0.0))
+    return bucket, np.maximum(d, 0.0)
+
+
+def _by_lane(lane: I64, start: F64) -> I64:
+    """The order of rows by lane, then start (a stable sort: ties keep their order); the
+    rows' own when they are in it (one stream a lane, the usual case: no sort of a million
+    rows)."""
+    n = int(lane.shape[0])
+    same = lane[1:] == lane[:-1]
+    if n < 2 or bool(((lane[1:] > lane[:-1]) | (same & (start[1:] >= start[:-1]))).all()):
+        return np.arange(n)
+    return np.lexsort((start, lane))
 
 
 #: A lane of at most this many blocking pieces and step spans is taken with the others in
