@@ -14,17 +14,21 @@ from hypothesis import strategies as st
 
 from _advice_sim import SimJob, simulate
 from badput.advice import (
+    AttemptFacts,
     ReplaySettings,
+    SaveFacts,
     advise_of,
     chi2_quantile,
     daly_interval,
     efficiency,
+    measure,
     poisson_rate_interval,
     read_job,
     whatif_of,
     young_interval,
 )
 from badput.cli import main
+from badput.engine import Accountant
 from badput.events import Event
 from badput.store import JsonlStore
 from badput.testing import MemoryStore, events_to_store
@@ -180,3 +184,44 @@ def test_docs_python_example_prints_its_documented_output() -> None:
     with contextlib.redirect_stdout(out):
         exec(compile(code.group(1), "docs/advice.md", "exec"), {})
     assert out.getvalue().strip() == expected.group(1).strip()
+
+
+def test_each_attempts_facts_from_its_leaders_steps_and_saves() -> None:
+    """A failed attempt: steps 1, 2, 5 (a record counts the gap in numbers: 3), then 6 left
+    open (a crash), a save of 3 s between them; the next restores step 2, saves before its
+    first step (the save is after the restore point, not after a step of its own), and runs
+    step 3. Figures worked by hand."""
+
+    def ev(ts: float, kind: str, attempt: int, **kw: object) -> Event:
+        return Event(ts=ts, kind=kind, job="m", attempt=attempt, rank=0, **kw)  # type: ignore[arg-type]
+
+    events = [
+        ev(0, "job_start", 0),
+        ev(10, "step_start", 0, step=1), ev(12, "step_end", 0, step=1),
+        ev(12, "step_start", 0, step=2), ev(14, "step_end", 0, step=2),
+        ev(14, "checkpoint_save_start", 0, step=2), ev(17, "checkpoint_save_end", 0, step=2),
+        ev(17, "step_start", 0, step=5), ev(19, "step_end", 0, step=5),
+        ev(19, "step_start", 0, step=6),
+        ev(25, "attempt_end", 0, status="failed"),
+        ev(30, "job_start", 1),
+        ev(31, "checkpoint_restore_start", 1, step=2), ev(32, "checkpoint_restore_end", 1, step=2),
+        ev(33, "checkpoint_save_start", 1, step=2), ev(34, "checkpoint_save_end", 1, step=2),
+        ev(35, "step_start", 1, step=3), ev(37, "step_end", 1, step=3),
+        ev(40, "job_end", 1, status="completed"),
+    ]  # fmt: skip
+    acc = Accountant("m")
+    acc.ingest_events(events)
+    report = acc.report()
+    first, second = measure(report, acc.timeline(report)).attempts
+
+    # 5 steps run (1 + 1 + 3; step 6 never ended), from 10 s to step 5's end at 19 s, less
+    # the save: 6 s; step 6 lasts a typical step (2 s) to 21 s: a tail of 4 s to the end
+    def figures(a: AttemptFacts) -> tuple[object, ...]:
+        return (a.preamble, a.restore_step, a.first_step, a.last_step, a.steps_run)
+
+    assert figures(first) == (10, 0, 1, 6, 5)
+    assert (first.work_seconds, first.tail, first.interrupted) == (6.0, 4.0, True)
+    assert first.saves == (SaveFacts(2, 14.0, 3.0, True),)
+    assert figures(second) == (5, 2, 3, 3, 1)
+    assert (second.work_seconds, second.tail, second.interrupted) == (2.0, 3.0, False)
+    assert second.saves == (SaveFacts(2, 33.0, 1.0, True),)
