@@ -21,7 +21,7 @@ import bisect
 import math
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 from badput.advice._measure import JobFacts
 from badput.advice._stats import quantile
@@ -140,7 +140,11 @@ class _Run:
     failures: int = 0
 
     def restore_point(self, at: float) -> int:
-        return max([self.safe] + [step for t, step in self.commits if t <= at])
+        best = self.safe
+        for t, step in self.commits:
+            if t <= at and step > best:
+                best = step
+        return best
 
 
 def _steps(
@@ -179,10 +183,10 @@ def _steps(
         t += blocking
 
 
-@dataclass(frozen=True)
-class _Plan:
+class _Plan(NamedTuple):
     """One attempt of the replay: the down time before it, its preamble and step time, and
-    when it fails (None: it runs until the job is done)."""
+    when it fails (None: it runs until the job is done). (A tuple: 10,000 attempts make
+    one each a replay.)"""
 
     gap: float
     preamble: float
@@ -199,8 +203,9 @@ def _plans(facts: JobFacts, settings: ReplaySettings) -> Iterator[_Plan]:
     failures = facts.failures
     mtbf = facts.running_seconds / failures if failures else math.inf
     w_job = facts.step_seconds or 0.0
+    gaps = [0.0, *(facts.gap_after(k) for k in range(len(atts) - 1))]
     for k, a in enumerate(atts):
-        gap = facts.gap_after(k - 1) if k > 0 else 0.0
+        gap = gaps[k]
         if k > 0 and settings.restart_cost is not None:
             gap = settings.restart_cost
         last = k == len(atts) - 1
