@@ -22,6 +22,7 @@ from badput.events import Event
 from badput.formats.codec import encode_lines
 from badput.report import to_json
 from badput.runtime import state_cache
+from badput.runtime.env import cache_home
 from badput.runtime.state_cache import StateCache, default_state_cache
 from badput.store import ARCHIVE_NAME, KeptRead, compact, open_source
 from badput.store import _archive as archive_store
@@ -355,3 +356,13 @@ def test_a_cache_that_cannot_be_written_costs_nothing_but_time(tmp_path: Path) -
     assert cache.save("k", [1, 2]) is None
     assert cache.load("k", ()) is None
     assert list(tmp_path.iterdir()) == [blocker]
+
+
+def test_the_cache_home_is_xdg_cache_home_only_when_absolute(tmp_path: Path) -> None:
+    """A relative XDG_CACHE_HOME is ignored, as the XDG specification says: a cache that
+    moved with the working directory would be made anew wherever a job is read."""
+    home = os.path.join(os.path.expanduser("~"), ".cache", "badput")
+    assert cache_home({"XDG_CACHE_HOME": str(tmp_path)}) == tmp_path / "badput"
+    assert str(cache_home({"XDG_CACHE_HOME": "relative/cache"})) == home
+    assert str(cache_home({"XDG_CACHE_HOME": ""})) == home
+    assert str(cache_home({})) == home

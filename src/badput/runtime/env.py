@@ -98,9 +98,13 @@ DEFAULT_STORE: Final = "./badput-runs"
 
 def cache_home(env: Mapping[str, str] | None = None) -> Path:
     """``$XDG_CACHE_HOME/badput`` (default ``~/.cache/badput``): badput's caches, never
-    inside a store (where a directory of ours would read as a job)."""
+    inside a store (where a directory of ours would read as a job). A relative
+    ``XDG_CACHE_HOME`` is ignored, as the XDG base directory specification says (a cache
+    that moved with the working directory would be made anew wherever a job is read)."""
     env = os.environ if env is None else env
-    base = env.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    base = env.get("XDG_CACHE_HOME") or ""
+    if not os.path.isabs(base):
+        base = os.path.join(os.path.expanduser("~"), ".cache")
     return Path(base) / "badput"
 
 

@@ -28,6 +28,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Final
 
+from badput.runtime.env import cache_home
 from badput.store._base import safe_name
 from badput.store._spool import SpooledWriter, SpoolSegment
 
@@ -65,8 +66,7 @@ Put = Callable[[str, bytes], None]
 def local_root(uri: str) -> Path:
     """Where a machine keeps the local files of the object store ``uri``:
     ``$XDG_CACHE_HOME/badput/objects/<uri as a name>`` (``~/.cache`` by default)."""
-    cache = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return Path(cache) / "badput" / "objects" / safe_name(uri.replace("://", "__"))
+    return cache_home() / "objects" / safe_name(uri.replace("://", "__"))
 
 
 def part_key(stream: str, number: int) -> str:
