@@ -5,6 +5,7 @@ intervals of its lane."""
 
 from __future__ import annotations
 
+import pickle
 from bisect import bisect_right
 from collections import Counter
 from itertools import pairwise
@@ -232,3 +233,15 @@ def test_a_lane_is_on_the_first_host_its_lifecycle_events_name() -> None:
         (0, 1, None),
         (1, 0, "gamma"),
     ]
+
+
+def test_a_timeline_pickles_with_its_colours() -> None:
+    """A step span's colour and own time are worked out when first read: a pickle (a
+    snapshot sent to another process) carries them, not the function."""
+    acc = Accountant("prop")
+    acc.ingest_events(EDGES)
+    timeline = acc.timeline(acc.report())
+    back = pickle.loads(pickle.dumps(timeline))
+    for name in ("lane", "start", "end", "step", "closed", "bucket", "own"):
+        assert np.array_equal(getattr(back.steps, name), getattr(timeline.steps, name)), name
+    assert back.steps.own.sum() > 0  # (EDGES: steps of their own time)

@@ -114,6 +114,17 @@ class StepSpans:
     def __repr__(self) -> str:
         return f"StepSpans({len(self)} spans)"
 
+    def __reduce__(self) -> tuple[Any, ...]:
+        # (a pickle, a deep copy: the columns with their colours, not the function)
+        bucket, own = self._bucket_and_own()
+        return _worked_out, (self.lane, self.start, self.end, self.step, self.closed, bucket, own)
+
+
+def _worked_out(  # noqa: PLR0917 (the columns of a pickled StepSpans)
+    lane: I64, start: F64, end: F64, step: I64, closed: npt.NDArray[np.bool_], bucket: I8, own: F64
+) -> StepSpans:
+    return StepSpans(lane, start, end, step, closed, lambda _: (bucket, own))
+
 
 @dataclass(frozen=True)
 class IntervalSpan:
