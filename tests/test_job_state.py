@@ -19,11 +19,12 @@ from prometheus_client import CollectorRegistry, generate_latest
 from rich.console import Console
 
 from badput.cli import main
+from badput.cli._jobs import jobs
 from badput.engine import Accountant, job_state
 from badput.events import Event
 from badput.monitor import Monitor, Snapshot
 from badput.monitor.prometheus import PrometheusExporter
-from badput.report._jobs import job_status
+from badput.report._jobs import SORT_KEYS, job_status
 from badput.report._watch import render_watch, status_line
 from badput.testing import MemoryStore, Timeline, events_to_jsonl, events_to_store
 
@@ -397,3 +398,10 @@ def test_down_exactly_past_the_recorded_hang_timeout(timeout: float | None, sile
     assert down == (now - tl.now > limit)  # (the silence as the clock's floats have it)
     status = job_status(snap.report, snap.last_event_time, now, snap.silence_threshold)
     assert (status == "down") == down
+
+
+def test_badput_jobs_offers_every_sort_key_the_report_sorts_by() -> None:
+    """The command lists its --sort choices itself (importing the report's module for them
+    would cost `badput --help` a quarter of a second): they must be the report's keys."""
+    option = next(p for p in jobs.params if p.name == "sort_key")
+    assert tuple(option.type.choices) == SORT_KEYS  # type: ignore[attr-defined]
