@@ -198,7 +198,8 @@ def test_streams_taken_together_give_what_each_gives_alone(events: list[Event], 
         alone = acc.timeline(report)
     with patch.object(_timeline, "_MEDIANS_APART", 0):  # every stream's median in one pass
         together = acc.timeline(report)
-    with patch.object(_timeline, "_RUN", 3):  # runs of a few events, and of a few steps' rows
+    # runs of a few events, and of a few steps' rows; the marks' codes int64
+    with patch.object(_timeline, "_RUN", 3), patch.object(_timeline, "_INT32_CODES", 0):
         in_short_runs = acc.timeline(report)
     for taken in (together, in_short_runs):
         assert taken.lanes == alone.lanes

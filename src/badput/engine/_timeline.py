@@ -444,6 +444,10 @@ def _step_rows(  # noqa: PLR0917 (a run of streams' step columns, and what they 
     return _Rows(pairs, local, (start, end, steps, closed))
 
 
+#: The most codes a run's marks are given as int32 (more: int64, a run of many streams of
+#: many buckets).
+_INT32_CODES = 2**31 - 1
+
 #: Streams with an open step past which their medians are taken in one pass, not each apart.
 _MEDIANS_APART = 16
 
@@ -496,9 +500,8 @@ def _recorded_rows(  # noqa: PLR0917 (a run of streams' marks, and what they are
         marks = Marks(
             marks.ts,
             marks.seq,
-            # (int64 only where a run's codes would not fit in int32)
             (group * n_buckets + marks.bucket).astype(
-                np.int32 if rank.shape[0] * n_buckets < 2**31 else np.int64
+                np.int32 if rank.shape[0] * n_buckets <= _INT32_CODES else np.int64
             ),
             marks.is_start,
             marks.blocking,
