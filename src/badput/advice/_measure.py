@@ -124,22 +124,14 @@ def _leader_lanes(timeline: Timeline) -> dict[int, int]:
 
 
 class _ByLane:
-    """Where each lane's step spans and intervals are in the timeline's columns (both are
-    sorted by lane): an attempt's are a slice, not a pass over every row (10,000 attempts
-    of 20 steps: 3.7 s of masks before)."""
+    """Where each lane's step spans are in the timeline's columns (sorted by lane): an
+    attempt's are a slice, not a pass over every row (10,000 attempts of 20 steps: 3.7 s
+    of masks before)."""
 
     def __init__(self, timeline: Timeline) -> None:
-        lanes = np.arange(len(timeline.lanes) + 1)
-        self.steps = np.searchsorted(timeline.steps.lane, lanes).tolist()
-        self.intervals = np.searchsorted(timeline.intervals.lane, lanes).tolist()
-
-    def steps_of(self, lane: int | None) -> slice:
-        return slice(0, 0) if lane is None else slice(self.steps[lane], self.steps[lane + 1])
-
-    def intervals_of(self, lane: int | None) -> slice:
-        if lane is None:
-            return slice(0, 0)
-        return slice(self.intervals[lane], self.intervals[lane + 1])
+        self.steps = np.searchsorted(
+            timeline.steps.lane, np.arange(len(timeline.lanes) + 1)
+        ).tolist()
 
 
 class _Steps(NamedTuple):
