@@ -4,6 +4,8 @@ sorted copy of every column: the same rows, and the same report."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -123,7 +125,7 @@ def test_a_report_through_the_order_is_the_report_of_the_sorted_copy(
     monkeypatch.setattr(
         _rows.StreamView,
         "marks",
-        property(lambda view: view._stream.marks.columns()),  # the sorted copy
+        property(lambda view: view._stream.marks.raw().sorted()),  # the sorted copy
     )
     assert reports == [copy.report(), copy.report(window=(T0 + 100.0, T0 + 300.0))]
     assert reports[0].buckets["data_loading"] == pytest.approx(600 * 0.2)
@@ -168,3 +170,24 @@ def test_the_kept_time_order_of_a_growing_log_is_the_sort_of_all_its_marks(
         want = np.lexsort((log.seq.column().copy(), all_ts))
         assert order.tolist() == want.tolist()
         assert times.tolist() == all_ts[want].tolist()
+
+
+def test_a_logs_columns_in_time_order_are_its_sorted_copy() -> None:
+    """``MarkLog.columns()`` of marks that arrived out of order gathers every column through
+    the kept time order: the rows of a sort of all of them, after each late piece too."""
+    log = MarkLog()
+    rng = np.random.default_rng(7)
+    seq_hi = seq_lo = 0
+    for k in range(8):
+        n = int(rng.integers(1, 40))
+        ts = T0 + rng.choice([0.0, 1.0, 2.5, 4.0], n)  # ties, and earlier than before
+        if k % 3 == 2:  # numbered before every mark there (a worker's read merged)
+            seq = np.arange(seq_lo - n, seq_lo, dtype=np.int64)
+            seq_lo -= n
+        else:
+            seq = np.arange(seq_hi, seq_hi + n, dtype=np.int64)
+            seq_hi += n
+        log.append_columns(dataclasses.replace(_marks(ts.tolist()), seq=seq))
+        log.time_order()  # (a query's: kept, then merged into by the next piece)
+        assert _rows_of(log.columns()) == _rows_of(log.raw().sorted())
+    assert log.unsorted

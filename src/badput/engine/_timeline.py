@@ -281,8 +281,9 @@ class _Attempts(NamedTuple):
 
     def of(self, ts: F64) -> I64:
         """The attempt of each time: the last to start at or before it (else the first)."""
-        found = np.searchsorted(self.starts, ts, side="right") - 1
-        return np.maximum(found, 0).astype(np.int64)
+        found = np.searchsorted(self.starts, ts, side="right").astype(np.int64, copy=False)
+        found -= 1
+        return np.maximum(found, 0, out=found)
 
 
 #: Events per run of streams taken together; a stream of as many is a run alone (taken
@@ -418,17 +419,25 @@ def _step_rows(  # noqa: PLR0917 (a run of streams' step columns, and what they 
     at = np.flatnonzero(np.where(ends_only, ~last, ~ends))
     if at.shape[0] == 0:
         return None
+    # (a million rows: each column made once, and in place where it changes)
     nxt = np.minimum(at + 1, n - 1)
     has_next = ~last[at]
     of = _pick(group, at)
-    last_ts = np.zeros(rank.shape[0])
-    last_ts[group[last]] = ts[last]
     start = ts[at]
-    end = np.where(has_next, ts[nxt], np.maximum(report.end, last_ts[of]))
+    end = ts[nxt]
+    if not has_next.all():  # each stream's last start: open until the report's end
+        last_ts = np.zeros(rank.shape[0])
+        last_ts[group[last]] = ts[last]
+        end[~has_next] = np.maximum(report.end, last_ts[_pick(of, ~has_next)])
     from_end = ends_only[at]  # (a stream of ends only: the step is the next end's)
-    closed = from_end | (has_next & ends[nxt] & (step[nxt] == step[at]))
-    steps = np.where(from_end, step[nxt], step[at]).astype(np.int64)
-    end = np.maximum(end, start)
+    steps, step_next = step[at], step[nxt]
+    closed = has_next & ends[nxt] & (step_next == steps)
+    if from_end.any():
+        closed |= from_end
+        steps = np.where(from_end, step_next, steps)
+    del nxt, has_next, step_next, from_end
+    steps = steps.astype(np.int64, copy=False)
+    np.maximum(end, start, out=end)
     ai = att.of(start)
     att_end = att.ends[ai]
     keep = start <= att_end
@@ -437,7 +446,8 @@ def _step_rows(  # noqa: PLR0917 (a run of streams' step columns, and what they 
         att_end, ai, of = att_end[keep], ai[keep], _pick(of, keep)
     if start.shape[0] == 0:
         return None
-    end = np.minimum(end, att_end)
+    np.minimum(end, att_end, out=end)
+    del att_end
     if not closed.all():
         end = _typical_open(start, end, closed, of, report.ideal_step_time)
     pairs, local = _lanes(ai, _pick(rank, of))
@@ -514,7 +524,10 @@ def _recorded_rows(  # noqa: PLR0917 (a run of streams' marks, and what they are
         by = np.argsort(of, kind="stable")
         paired, of = paired.take(by), of[by]
     blocking = paired.blocking
-    flat, flat_of = flatten_groups(paired.take(blocking), of[blocking] if many else None)
+    if blocking.all():  # (a data load a step: no copy of a million intervals to flatten)
+        flat, flat_of = flatten_groups(paired, of if many else None)
+    else:
+        flat, flat_of = flatten_groups(paired.take(blocking), of[blocking] if many else None)
     other = paired.take(~blocking)
     lo = joined([flat.start, other.start]).astype(np.float64, copy=False)
     hi = joined([flat.end, other.end]).astype(np.float64, copy=False)
