@@ -303,12 +303,11 @@ def build_timeline(ing: Ingestor, report: Report) -> Timeline:
         np.array([a.start for a in attempts], dtype=np.float64),
         np.array([a.end for a in attempts], dtype=np.float64),
     )
-    hosts = _hosts(ing, att.starts)
+    hosts = _hosts(ing, att)
     steps: list[_Rows] = []
     recorded: list[_Rows] = []
-    for run in in_chunks(working, [len(s.steps) + len(s.marks) for s in working], _RUN):
-        if not attempts:
-            break
+    sizes = [len(s.steps) + len(s.marks) for s in working]
+    for run in in_chunks(working, sizes, _RUN) if attempts else []:
         ts, step, is_end, marks = gathered(run)
         rank = np.array([s.rank for s in run], np.int64)
         group = _stream_of([len(s.steps) for s in run])
@@ -336,13 +335,12 @@ def build_timeline(ing: Ingestor, report: Report) -> Timeline:
     return Timeline(lanes, step_spans, intervals, report.ideal_step_time)
 
 
-def _hosts(ing: Ingestor, att_starts: F64) -> dict[tuple[int, int], str]:
+def _hosts(ing: Ingestor, att: _Attempts) -> dict[tuple[int, int], str]:
     """The host of each (attempt, rank) whose lifecycle events name one (the first)."""
     named = [e for e in ing.lifecycle if e.host is not None]
-    if not named or not att_starts.shape[0]:
+    if not named or not att.starts.shape[0]:
         return {}
-    ts = np.array([e.ts for e in named], np.float64)
-    at = np.maximum(np.searchsorted(att_starts, ts, side="right") - 1, 0).tolist()
+    at = att.of(np.array([e.ts for e in named], np.float64)).tolist()
     hosts: dict[tuple[int, int], str] = {}
     for a, e in zip(at, named, strict=True):
         hosts.setdefault((a, e.rank or 0), e.host)  # type: ignore[arg-type]  # (named)
